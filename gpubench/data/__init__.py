@@ -1,0 +1,1 @@
+"""Market data: synthetic generator -> DBN files, DBN reader, Parquet cache, features and windows."""
