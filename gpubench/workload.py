@@ -19,8 +19,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from gpubench.data.tensors import FeatureTensors
-
 #: Where each workload class lives; imported only when that model runs.
 WORKLOAD_CLASSES: dict[str, str] = {
     "mlp": "gpubench.models.mlp:MLPWorkload",
@@ -140,4 +138,3 @@ def workload_class(name: str) -> type[Workload]:
     """Import and return the workload class registered under ``name``."""
     module_name, class_name = WORKLOAD_CLASSES[name].split(":")
     return getattr(importlib.import_module(module_name), class_name)
-

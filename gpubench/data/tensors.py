@@ -88,7 +88,5 @@ class FeatureTensors:
 
     def sample_starts(self, valid_starts: torch.Tensor, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """``batch_size`` start rows drawn uniformly with replacement from ``valid_starts``, on the device."""
-        picks = torch.randint(
-            0, valid_starts.numel(), (batch_size,), device=valid_starts.device, generator=generator
-        )
+        picks = torch.randint(0, valid_starts.numel(), (batch_size,), device=valid_starts.device, generator=generator)
         return valid_starts[picks]

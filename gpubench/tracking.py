@@ -1,0 +1,142 @@
+"""MLflow tracking: the only module that imports mlflow, and only when a run is logged.
+
+One MLflow run per job: the flattened config as params, tags for the models, device, versions, git commit and
+sweep, per-epoch series (time, loss, memory) and summary metrics sent in batches (one ``log_batch`` per chunk of
+at most 1000 entities rather than a call per value: on SQLite 1000 single calls cost seconds, one batch a
+tenth of a second), and the report and resolved config as artifacts.
+
+Tracking never costs a measurement: any failure (unreachable store, bad URI, locked database) becomes a warning
+returned to the caller, and the JSON report is written regardless.
+"""
+
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gpubench.config import TrackingConfig
+
+#: MLflow's per-request limits: entities in one log_batch, and params/tags among them.
+_MAX_ENTITIES_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+#: MLflow rejects longer param values.
+_MAX_PARAM_CHARS = 6000
+
+T = TypeVar("T")
+
+
+@dataclass
+class RunRecord:
+    """Everything one job logs.
+
+    Attributes:
+        run_name: shown in the MLflow UI.
+        params: flattened config, dotted keys -> values (stringified).
+        tags: run tags (models, device, versions, git commit, sweep id).
+        metrics: summary metrics, key -> value (NaN/None dropped).
+        series: per-epoch metrics, key -> values in epoch order (logged with step = epoch index from 0).
+        artifacts: files to attach (the report, the resolved config).
+    """
+
+    run_name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    series: dict[str, Sequence[float | None]] = field(default_factory=dict)
+    artifacts: list[Path] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TrackingOutcome:
+    """The run id when logging succeeded, else a warning that says what failed."""
+
+    run_id: str | None
+    warning: str | None = None
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted-key view of nested dicts/lists: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists stay whole values."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(flatten(value, dotted))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def log_run(config: TrackingConfig, record: RunRecord) -> TrackingOutcome:
+    """Log ``record`` as one MLflow run; never raises for tracking failures (returns a warning instead)."""
+    if not config.enabled:
+        return TrackingOutcome(run_id=None)
+    try:
+        return TrackingOutcome(run_id=_log_run(config, record))
+    # Any tracking failure must leave the benchmark's results intact.
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return TrackingOutcome(
+            run_id=None,
+            warning=(
+                f"MLflow tracking at {config.uri!r} failed ({reason}); the JSON report was still written. "
+                "Fix tracking.uri or run with tracking.enabled=false."
+            ),
+        )
+
+
+def _experiment_id(client: Any, config: TrackingConfig) -> str:
+    experiment = client.get_experiment_by_name(config.experiment)
+    if experiment is not None:
+        return experiment.experiment_id
+    artifact_uri = Path(config.artifact_location).expanduser().resolve().as_uri()
+    return client.create_experiment(config.experiment, artifact_location=artifact_uri)
+
+
+def _log_run(config: TrackingConfig, record: RunRecord) -> str:
+    import mlflow
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    # MLflow's SQLite store runs its schema migrations through alembic, which logs each one at INFO.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    mlflow.set_tracking_uri(config.uri)
+    client = MlflowClient(tracking_uri=config.uri)
+    experiment_id = _experiment_id(client, config)
+    run = client.create_run(experiment_id, run_name=record.run_name, tags=record.tags)
+    run_id = run.info.run_id
+    try:
+        now_ms = int(time.time() * 1000)
+        params = [Param(key, str(value)[:_MAX_PARAM_CHARS]) for key, value in record.params.items()]
+        metrics = [Metric(key, float(value), now_ms, 0) for key, value in record.metrics.items() if _is_finite(value)]
+        for key, values in record.series.items():
+            # A non-finite value is skipped; the others keep their epoch index as the step.
+            metrics += [
+                Metric(key, float(value), now_ms, step) for step, value in enumerate(values) if _is_finite(value)
+            ]
+        for chunk in _chunks(params, _MAX_PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=list(chunk), synchronous=True)
+        for chunk in _chunks(metrics, _MAX_ENTITIES_PER_BATCH):
+            client.log_batch(run_id, metrics=list(chunk), synchronous=True)
+        for path in record.artifacts:
+            if path.exists():
+                client.log_artifact(run_id, str(path))
+        client.log_batch(run_id, tags=[RunTag("gpubench.complete", "true")], synchronous=True)
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id
