@@ -1,0 +1,451 @@
+"""Known-answer tests for gpubench.stats: hand-worked examples, scipy/numpy recomputations and a seeded
+AR(1) coverage simulation."""
+
+import json
+import math
+from dataclasses import fields
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from gpubench.stats import (
+    EpochTimeSummary,
+    adjusted_autocorrelation,
+    autocorrelation_interval,
+    drift_test,
+    flag_outliers,
+    lag1_autocorrelation,
+    median_interval,
+    percentile_min_epochs,
+    remove_warmup,
+    required_sample_size,
+    should_stop_adaptive,
+    sigma_rule_can_flag,
+    summarize_epoch_times,
+    t_interval,
+)
+
+# The issue's worked example: 20 epochs around 10.3 ms with one stall (12.9 ms) at position 8.
+X_MS = [10.2, 10.4, 10.1, 10.3, 10.6, 10.2, 10.5, 10.3, 12.9, 10.4, 10.2, 10.3, 10.4, 10.1, 10.5, 10.3, 10.2, 10.6]
+X_MS += [10.4, 10.3]
+
+
+def ar1_series(rho: float, n: int, replications: int, seed: int) -> np.ndarray:
+    """Stationary AR(1) series around 100 with unit innovations, one replication per row."""
+    rng = np.random.default_rng(seed)
+    innovations = rng.standard_normal((replications, n))
+    series = np.empty_like(innovations)
+    series[:, 0] = innovations[:, 0] / math.sqrt(1.0 - rho**2)
+    for t in range(1, n):
+        series[:, t] = rho * series[:, t - 1] + innovations[:, t]
+    return 100.0 + series
+
+
+# ------------------------------------------------------------------------------------------ the known answer
+
+
+def test_worked_example_matches_the_issue_known_answers() -> None:
+    summary = summarize_epoch_times(X_MS)
+    assert summary.n == 20
+    assert summary.mean_ms == pytest.approx(10.46, abs=1e-9)
+    assert summary.confidence_interval_ms[0] == pytest.approx(10.1827445, abs=1e-6)
+    assert summary.confidence_interval_ms[1] == pytest.approx(10.7372555, abs=1e-6)
+    # Type 7 by hand: P95 sits at 0-based rank 19·0.95 = 18.05 of the sorted sample, between 10.6 and 12.9.
+    assert summary.p95_ms == pytest.approx(10.6 + 0.05 * 2.3, abs=1e-9)
+    assert summary.p95_ms == pytest.approx(10.715, abs=1e-9)
+    assert summary.p99_ms == pytest.approx(12.463, abs=1e-9)
+    assert summary.median_ms == pytest.approx(10.3)
+    assert summary.median_interval_ms == pytest.approx((10.2, 10.4))
+    # Modified z of 12.9: median 10.3, MAD 0.1, so 0.6745·2.6/0.1 = 17.5; the next largest (10.6) scores 2.0.
+    assert summary.outlier_indices == (8,)
+    assert summary.coefficient_of_variation == pytest.approx(0.5924081096854 / 10.46, rel=1e-9)
+    assert summary.cv_ok
+    assert not summary.p95_reliable and not summary.p99_reliable
+
+
+def test_worked_example_agrees_with_scipy_and_numpy() -> None:
+    x = np.array(X_MS)
+    summary = summarize_epoch_times(x, confidence_level=0.95)
+    expected = sps.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    assert summary.confidence_interval_ms == pytest.approx(expected, abs=1e-12)
+    assert summary.std_ms == pytest.approx(x.std(ddof=1), rel=1e-12)
+    assert summary.p95_ms == pytest.approx(np.percentile(x, 95, method="linear"), abs=1e-12)
+    assert summary.p99_ms == pytest.approx(np.percentile(x, 99, method="linear"), abs=1e-12)
+    tau, p_value = sps.kendalltau(np.arange(len(x)), x)
+    assert summary.drift_kendall_tau == pytest.approx(tau, abs=1e-12)
+    assert summary.drift_p_value == pytest.approx(p_value, abs=1e-12)
+    assert not summary.drift_detected
+
+
+@pytest.mark.parametrize("level", [0.8, 0.9, 0.99])
+def test_t_interval_matches_scipy_at_other_levels(level: float) -> None:
+    x = np.array(X_MS)
+    expected = sps.t.interval(level, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    assert t_interval(x, level) == pytest.approx(expected, abs=1e-12)
+
+
+def test_higher_level_gives_wider_intervals() -> None:
+    narrow = summarize_epoch_times(X_MS, confidence_level=0.9)
+    wide = summarize_epoch_times(X_MS, confidence_level=0.99)
+    assert wide.confidence_interval_ms[0] < narrow.confidence_interval_ms[0]
+    assert wide.confidence_interval_ms[1] > narrow.confidence_interval_ms[1]
+    assert wide.decision_interval_ms[1] - wide.decision_interval_ms[0] > (
+        narrow.decision_interval_ms[1] - narrow.decision_interval_ms[0]
+    )
+
+
+# ----------------------------------------------------------------------------------------------- the median
+
+
+def test_median_interval_coverage_is_the_binomial_probability_and_the_narrowest_meeting_the_level() -> None:
+    lo_ms, hi_ms, coverage = median_interval(X_MS, 0.95)
+    # Order statistics 6 and 15 of 20: P(6 <= B <= 14) for B ~ Binomial(20, 1/2) = 0.9586.
+    assert (lo_ms, hi_ms) == (10.2, 10.4)
+    assert coverage == pytest.approx(sps.binom.cdf(14, 20, 0.5) - sps.binom.cdf(5, 20, 0.5), abs=1e-12)
+    assert coverage == pytest.approx(0.95861053, abs=1e-8)
+    # One rank narrower (7 and 14) would fall below the level.
+    assert sps.binom.cdf(13, 20, 0.5) - sps.binom.cdf(6, 20, 0.5) < 0.95
+
+
+def test_median_interval_falls_back_to_min_max_with_its_true_coverage_when_n_is_too_small() -> None:
+    lo_ms, hi_ms, coverage = median_interval([5.0, 1.0, 4.0, 2.0, 3.0], 0.95)
+    assert (lo_ms, hi_ms) == (1.0, 5.0)
+    assert coverage == pytest.approx(1 - 2 / 2**5)
+    summary = summarize_epoch_times([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert summary.median_interval_coverage < 0.95
+    assert any("median interval" in w for w in summary.warnings)
+    # At n = 6 the (min, max) pair already reaches 1 - 2/64 = 0.969 >= 0.95.
+    assert median_interval([6.0, 5.0, 1.0, 4.0, 2.0, 3.0], 0.95) == pytest.approx((1.0, 6.0, 1 - 2 / 64))
+
+
+# --------------------------------------------------------------------------------------------- percentiles
+
+
+def test_percentile_reliability_thresholds_are_72_and_368() -> None:
+    assert percentile_min_epochs(95.0) == 72
+    assert percentile_min_epochs(99.0) == 368
+    # The sample maximum exceeds the true quantile with probability 1 - p^n; equal tails need p^n <= 0.025.
+    assert 0.95**72 <= 0.025 < 0.95**71
+    assert 0.99**368 <= 0.025 < 0.99**367
+
+
+def test_percentiles_are_flagged_reliable_exactly_from_their_thresholds() -> None:
+    times_ms = 100.0 + np.random.default_rng(3).random(368)
+    assert not summarize_epoch_times(times_ms[:71]).p95_reliable
+    assert summarize_epoch_times(times_ms[:72]).p95_reliable
+    assert not summarize_epoch_times(times_ms[:367]).p99_reliable
+    at_368 = summarize_epoch_times(times_ms)
+    assert at_368.p99_reliable
+    assert not any("P99" in w for w in at_368.warnings)
+
+
+# ------------------------------------------------------------------------------------------------- outliers
+
+
+def test_sigma_rule_misses_an_extreme_outlier_among_ten_that_mad_flags_and_warns() -> None:
+    times_ms = [10.1, 10.3, 10.2, 10.4, 10.2, 10.3, 10.1, 10.2, 10.3, 50.0]
+    assert flag_outliers(times_ms, "sigma").tolist() == []
+    assert flag_outliers(times_ms, "mad").tolist() == [9]
+    summary = summarize_epoch_times(times_ms, outlier_rule="sigma")
+    assert summary.outlier_indices == ()
+    assert any("3-sigma" in w and "cannot flag" in w for w in summary.warnings)
+    assert not any("3-sigma" in w for w in summarize_epoch_times(times_ms, outlier_rule="mad").warnings)
+
+
+def test_sigma_rule_bound_is_tight_so_it_first_flags_at_n_11() -> None:
+    assert not sigma_rule_can_flag(10)
+    assert sigma_rule_can_flag(11)
+    # The extremal configuration (one value a above the mean, the rest equal) reaches |z| = (n-1)/sqrt(n):
+    # at n = 11 that is 10/sqrt(11) = 3.015 > 3, so the legacy rule flags it.
+    times_ms = [20.0] + [9.0] * 10
+    z = (20.0 - np.mean(times_ms)) / np.std(times_ms, ddof=1)
+    assert z == pytest.approx(10 / math.sqrt(11))
+    assert flag_outliers(times_ms, "sigma").tolist() == [0]
+    # The 20-value example's stall has z = 2.44/0.592 = 4.1, so sigma flags it too.
+    assert flag_outliers(X_MS, "sigma").tolist() == [8]
+
+
+def test_iqr_rule_uses_tukey_fences_on_type_7_quartiles() -> None:
+    # Q1 = 10.2 and Q3 = 10.4 + 0.25·0.1 = 10.425, so the fences are 9.8625 and 10.7625: only 12.9 is outside.
+    q1, q3 = np.percentile(X_MS, [25, 75], method="linear")
+    assert (q1, q3) == pytest.approx((10.2, 10.425))
+    assert flag_outliers(X_MS, "iqr").tolist() == [8]
+    # Replacing the stall keeps the quartiles (it stays the maximum): just inside the upper fence, then outside.
+    assert flag_outliers([*X_MS[:8], 10.76, *X_MS[9:]], "iqr").tolist() == []
+    assert flag_outliers([*X_MS[:8], 10.77, *X_MS[9:]], "iqr").tolist() == [8]
+
+
+def test_mad_of_zero_falls_back_to_the_scaled_mean_absolute_deviation() -> None:
+    # Median 10, MAD 0; mean absolute deviation 0.1, so 11 scores 1/(1.253314·0.1) = 7.98 > 3.5.
+    assert flag_outliers([10.0] * 9 + [11.0], "mad").tolist() == [9]
+    # Mean absolute deviation 0.05: 10.2 scores 0.2/(1.253314·0.05) = 3.19, below 3.5 (unscaled it would be 4).
+    assert flag_outliers([10.0] * 6 + [10.1, 9.9, 10.1, 10.2], "mad").tolist() == []
+    # Mean absolute deviation 0.06: 10.3 scores 0.3/(1.253314·0.06) = 3.99, above 3.5.
+    assert flag_outliers([10.0] * 6 + [10.1, 9.9, 10.1, 10.3], "mad").tolist() == [9]
+
+
+@pytest.mark.parametrize("rule", ["mad", "sigma", "iqr", "none"])
+def test_identical_epochs_flag_nothing(rule: str) -> None:
+    assert flag_outliers([7.0] * 12, rule).tolist() == []
+
+
+def test_none_rule_flags_nothing_and_unknown_rule_is_rejected() -> None:
+    assert flag_outliers(X_MS, "none").tolist() == []
+    with pytest.raises(ValueError, match="mad, sigma, iqr, none"):
+        flag_outliers(X_MS, "grubbs")
+    with pytest.raises(ValueError, match="mad, sigma, iqr, none"):
+        summarize_epoch_times(X_MS, outlier_rule="grubbs")
+
+
+def test_outliers_are_kept_in_every_estimate() -> None:
+    summary = summarize_epoch_times(X_MS)
+    assert summary.outlier_indices == (8,)
+    assert summary.mean_ms == pytest.approx(np.mean(X_MS))
+    assert summary.mean_ms > np.mean(np.delete(X_MS, 8))
+
+
+# --------------------------------------------------------------------------------- autocorrelation intervals
+
+
+def test_lag1_autocorrelation_and_its_bias_correction_by_hand() -> None:
+    # Deviations (-2, -2, 2, 2, -2, -2, 2, 2): lag products sum to 4, squares to 32, so r1 = 0.125;
+    # corrected (8·0.125 + 1)/(8 - 4) = 0.5.
+    times_ms = [2.0, 2.0, 6.0, 6.0, 2.0, 2.0, 6.0, 6.0]
+    assert lag1_autocorrelation(times_ms) == pytest.approx(0.125)
+    assert adjusted_autocorrelation(times_ms) == pytest.approx(0.5)
+    assert lag1_autocorrelation([3.0] * 6) == 0.0
+
+
+def test_effective_sample_size_interval_by_hand() -> None:
+    times_ms = [2.0, 2.0, 6.0, 6.0, 2.0, 2.0, 6.0, 6.0]
+    lo_ms, hi_ms, method, ess = autocorrelation_interval(times_ms, 0.95)
+    assert method == "effective_sample_size"
+    # rho = 0.5: n_eff = 8·0.5/1.5 = 8/3; s = sqrt(32/7); half-width = t_{5/3}·s/sqrt(8/3).
+    assert ess == pytest.approx(8 / 3)
+    halfwidth = sps.t.ppf(0.975, 8 / 3 - 1) * math.sqrt(32 / 7) / math.sqrt(8 / 3)
+    assert (lo_ms, hi_ms) == pytest.approx((4 - halfwidth, 4 + halfwidth), abs=1e-12)
+
+
+def test_negative_autocorrelation_does_not_shrink_the_interval() -> None:
+    # Alternating: r1 = -28/32, corrected -1.5, clipped to 0, so the interval is the plain t-interval.
+    times_ms = [2.0, 6.0] * 4
+    assert lag1_autocorrelation(times_ms) == pytest.approx(-0.875)
+    lo_ms, hi_ms, _, ess = autocorrelation_interval(times_ms, 0.95)
+    assert ess == 8.0
+    assert (lo_ms, hi_ms) == pytest.approx(t_interval(times_ms, 0.95), abs=1e-12)
+
+
+def test_effective_sample_size_is_floored_at_two() -> None:
+    # A ramp of 6: r1 = 8.75/17.5 = 0.5, corrected (6·0.5 + 1)/2 = 2, clipped to 0.99: n_eff = 0.03 -> 2.
+    times_ms = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert adjusted_autocorrelation(times_ms) == pytest.approx(0.99)
+    lo_ms, hi_ms, _, ess = autocorrelation_interval(times_ms, 0.95)
+    assert ess == 2.0
+    expected = sps.t.interval(0.95, 1, loc=3.5, scale=np.std(times_ms, ddof=1) / math.sqrt(2))
+    assert (lo_ms, hi_ms) == pytest.approx(expected, abs=1e-12)
+
+
+def test_below_five_epochs_the_autocorrelation_is_used_uncorrected() -> None:
+    # Deviations (-2, -2, 2, 2): r1 = 4/16 = 0.25, n_eff = 4·0.75/1.25 = 2.4.
+    assert adjusted_autocorrelation([2.0, 2.0, 6.0, 6.0]) == pytest.approx(0.25)
+    assert autocorrelation_interval([2.0, 2.0, 6.0, 6.0], 0.95)[3] == pytest.approx(2.4)
+
+
+def test_batch_means_interval_on_the_worked_example() -> None:
+    lo_ms, hi_ms, method, _ = autocorrelation_interval(X_MS, 0.95)
+    assert method == "batch_means"
+    # b = floor(sqrt(20)) = 4 batches of 5: means 10.32, 10.86, 10.30, 10.36; t with 3 degrees of freedom.
+    batch_means = np.array([10.32, 10.86, 10.30, 10.36])
+    expected = sps.t.interval(0.95, 3, loc=10.46, scale=batch_means.std(ddof=1) / 2)
+    assert (lo_ms, hi_ms) == pytest.approx(expected, abs=1e-9)
+    summary = summarize_epoch_times(X_MS)
+    assert summary.decision_interval_ms == pytest.approx(expected, abs=1e-9)
+    assert summary.relative_halfwidth == pytest.approx((expected[1] - expected[0]) / 2 / 10.46)
+
+
+def test_batch_means_drop_the_remainder_from_the_oldest_epochs() -> None:
+    # 23 epochs: 4 batches of 5, so the 3 oldest are left out of the batches but not out of the mean.
+    times_ms = [30.0, 30.0, 30.0, *X_MS]
+    lo_ms, hi_ms, method, ess = autocorrelation_interval(times_ms, 0.95)
+    assert method == "batch_means"
+    batch_means = np.array([10.32, 10.86, 10.30, 10.36])
+    halfwidth = sps.t.ppf(0.975, 3) * math.sqrt(5 * batch_means.var(ddof=1) / 23)
+    mean_ms = np.mean(times_ms)
+    assert (lo_ms, hi_ms) == pytest.approx((mean_ms - halfwidth, mean_ms + halfwidth), abs=1e-9)
+    assert ess == pytest.approx(min(23, np.var(times_ms, ddof=1) / (5 * batch_means.var(ddof=1)) * 23))
+
+
+def test_method_switches_to_batch_means_at_twenty_epochs() -> None:
+    assert autocorrelation_interval(X_MS[:19], 0.95)[2] == "effective_sample_size"
+    assert autocorrelation_interval(X_MS, 0.95)[2] == "batch_means"
+
+
+@pytest.mark.parametrize("n", [30, 10])
+def test_decision_interval_keeps_near_nominal_coverage_on_ar1_data_where_the_t_interval_fails(n: int) -> None:
+    series = ar1_series(rho=0.5, n=n, replications=400, seed=20240 + n)
+    decision_hits = plain_hits = 0
+    for times_ms in series:
+        lo_ms, hi_ms, _, _ = autocorrelation_interval(times_ms, 0.95)
+        decision_hits += lo_ms <= 100.0 <= hi_ms
+        t_lo_ms, t_hi_ms = t_interval(times_ms, 0.95)
+        plain_hits += t_lo_ms <= 100.0 <= t_hi_ms
+    decision_coverage, plain_coverage = decision_hits / 400, plain_hits / 400
+    assert 0.88 <= decision_coverage <= 0.99
+    # Variance of an AR(1) mean is ~(1+rho)/(1-rho) = 3 times the i.i.d. one: the t-interval covers ~76%.
+    assert plain_coverage < 0.85
+    assert decision_coverage - plain_coverage > 0.08
+
+
+# ------------------------------------------------------------------------------------- precision and stopping
+
+
+def _required_by_linear_scan(times_ms: list[float], target: float, level: float, rho: float) -> int:
+    relative_std = np.std(times_ms, ddof=1) / np.mean(times_ms)
+    inflation = (1 + rho) / (1 - rho)
+    for n in range(2, 100_000):
+        n_eff = max(2.0, n / inflation)
+        if sps.t.ppf(0.5 + level / 2, n_eff - 1) * relative_std / math.sqrt(n_eff) <= target:
+            return n
+    raise AssertionError("no n found")
+
+
+def test_required_sample_size_for_independent_epochs_matches_a_linear_scan() -> None:
+    # Alternating 9/11: rho clipped to 0, s/mean = sqrt(20/19)/10 ≈ 0.103, so about (1.96·0.103/0.02)² ≈ 102.
+    times_ms = [9.0, 11.0] * 10
+    required = required_sample_size(times_ms, 0.02, 0.95)
+    assert required == _required_by_linear_scan(times_ms, 0.02, 0.95, rho=0.0)
+    assert 100 <= required <= 110
+
+
+def test_required_sample_size_is_inflated_by_autocorrelation() -> None:
+    # rho = 0.5 triples the variance of the mean, so roughly three times the epochs.
+    times_ms = [2.0, 2.0, 6.0, 6.0, 2.0, 2.0, 6.0, 6.0]
+    required = required_sample_size(times_ms, 0.05, 0.95)
+    assert required == _required_by_linear_scan(times_ms, 0.05, 0.95, rho=0.5)
+    independent = _required_by_linear_scan(times_ms, 0.05, 0.95, rho=0.0)
+    assert 2.8 * independent <= required <= 3.2 * independent
+    assert required_sample_size(times_ms, 0.01, 0.95) > required
+
+
+def test_required_sample_size_is_two_when_already_precise() -> None:
+    assert required_sample_size([100.0, 100.001], 0.02, 0.95) == 2
+    assert required_sample_size([5.0] * 4, 0.02, 0.95) == 2
+
+
+def test_adaptive_stops_on_precision_when_noise_is_low() -> None:
+    times_ms = (100.0 + 0.1 * np.random.default_rng(1).standard_normal(10)).tolist()
+    assert should_stop_adaptive(
+        times_ms, min_epochs=5, max_epochs=50, confidence_level=0.95, target_rel_halfwidth=0.02
+    ) == (True, "precision_target_met")
+    # Never before min_epochs, however precise.
+    assert should_stop_adaptive(
+        times_ms[:4], min_epochs=5, max_epochs=50, confidence_level=0.95, target_rel_halfwidth=0.02
+    ) == (False, "continue")
+
+
+def test_adaptive_continues_on_noisy_data_until_max_epochs() -> None:
+    times_ms = (100.0 * np.exp(0.3 * np.random.default_rng(2).standard_normal(50))).tolist()
+    kwargs = {"min_epochs": 5, "max_epochs": 50, "confidence_level": 0.95, "target_rel_halfwidth": 0.02}
+    assert should_stop_adaptive(times_ms[:10], **kwargs) == (False, "continue")
+    assert should_stop_adaptive(times_ms, **kwargs) == (True, "max_epochs_reached")
+    assert should_stop_adaptive([], **kwargs) == (False, "continue")
+    with pytest.raises(ValueError, match="min_epochs <= max_epochs"):
+        should_stop_adaptive(times_ms, min_epochs=10, max_epochs=5, confidence_level=0.95, target_rel_halfwidth=0.02)
+
+
+def test_adaptive_loop_stops_once_the_decision_interval_meets_the_target() -> None:
+    stream_ms = 100.0 + 3.0 * np.random.default_rng(5).standard_normal(200)
+    for n in range(1, 201):
+        stop, reason = should_stop_adaptive(
+            stream_ms[:n], min_epochs=5, max_epochs=200, confidence_level=0.95, target_rel_halfwidth=0.02
+        )
+        if stop:
+            break
+    assert reason == "precision_target_met"
+    assert n >= 5
+    summary = summarize_epoch_times(stream_ms[:n], target_rel_halfwidth=0.02)
+    assert summary.meets_precision_target
+    assert not summarize_epoch_times(stream_ms[: n - 1], target_rel_halfwidth=0.02).meets_precision_target
+
+
+# ------------------------------------------------------------------------------------------------------ drift
+
+
+def test_linear_increase_is_flagged_and_the_shuffled_series_is_not() -> None:
+    rng = np.random.default_rng(7)
+    rising_ms = 100.0 + 0.5 * np.arange(30) + rng.standard_normal(30)
+    summary = summarize_epoch_times(rising_ms)
+    assert summary.drift_detected and summary.drift_kendall_tau > 0.5
+    assert any("drift" in w for w in summary.warnings)
+    shuffled = summarize_epoch_times(rng.permutation(rising_ms))
+    assert not shuffled.drift_detected
+    assert shuffled.drift_p_value >= 0.05
+
+
+def test_drift_test_exact_answers() -> None:
+    # A strictly increasing series of 10: tau = 1 and the exact two-sided p = 2/10!.
+    tau, p_value = drift_test(np.arange(1.0, 11.0))
+    assert tau == pytest.approx(1.0)
+    assert p_value == pytest.approx(2 / math.factorial(10))
+    # (1, 3, 2, 4): 5 concordant pairs, 1 discordant, tau = 4/6.
+    assert drift_test([1.0, 3.0, 2.0, 4.0])[0] == pytest.approx(4 / 6)
+    assert drift_test([4.0] * 8) == (0.0, 1.0)
+
+
+# ------------------------------------------------------------------------------------ validation and output
+
+
+def test_fewer_than_two_epochs_is_rejected() -> None:
+    with pytest.raises(ValueError, match="at least 2 epoch times"):
+        summarize_epoch_times([10.0])
+    with pytest.raises(ValueError, match="at least 2 epoch times"):
+        summarize_epoch_times([])
+
+
+@pytest.mark.parametrize(
+    ("times_ms", "message"),
+    [([1.0, float("nan")], "finite"), ([1.0, -2.0], "positive"), ([[1.0, 2.0]], "1-D")],
+)
+def test_bad_epoch_times_are_rejected(times_ms: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        summarize_epoch_times(times_ms)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 95.0])
+def test_confidence_level_outside_zero_one_is_rejected(level: float) -> None:
+    with pytest.raises(ValueError, match="confidence_level"):
+        summarize_epoch_times(X_MS, confidence_level=level)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_two_to_four_epochs_work_but_warn(n: int) -> None:
+    summary = summarize_epoch_times(X_MS[:n])
+    assert summary.n == n
+    assert summary.confidence_interval_ms[0] < summary.mean_ms < summary.confidence_interval_ms[1]
+    assert any("recommended minimum of 5" in w for w in summary.warnings)
+    assert not any("recommended minimum" in w for w in summarize_epoch_times(X_MS[:5]).warnings)
+
+
+def test_cv_gate() -> None:
+    assert not summarize_epoch_times(X_MS, cv_threshold=0.05).cv_ok
+    assert summarize_epoch_times(X_MS, cv_threshold=0.06).cv_ok
+
+
+def test_remove_warmup() -> None:
+    assert remove_warmup([50.0, 40.0, 10.0, 11.0], 2).tolist() == [10.0, 11.0]
+    assert remove_warmup([50.0, 40.0], 0).tolist() == [50.0, 40.0]
+    with pytest.raises(ValueError, match="leaves no measured epoch"):
+        remove_warmup([50.0, 40.0], 2)
+    with pytest.raises(ValueError, match=">= 0"):
+        remove_warmup([50.0, 40.0], -1)
+
+
+def test_to_dict_is_strict_json_with_lists_for_intervals() -> None:
+    for times_ms in (X_MS, [4.0] * 6):
+        payload = summarize_epoch_times(times_ms).to_dict()
+        assert set(payload) == {f.name for f in fields(EpochTimeSummary)}
+        assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    payload = summarize_epoch_times(X_MS).to_dict()
+    assert payload["confidence_interval_ms"] == pytest.approx([10.1827445, 10.7372555], abs=1e-6)
+    assert payload["outlier_indices"] == [8]
