@@ -1,0 +1,391 @@
+"""Batch-size search: the largest batch that trains without running out of device memory, and the policy on top.
+
+The search calls ``try_batch(size)``, a callable the caller builds around a workload. One call must run real
+training at that batch size (forward, backward and optimizer step, at least two steps so optimizer state exists)
+and return what it measured: either the peak *reserved* device memory in MB as a plain number, or a
+:class:`TrialResult` with that peak and the training throughput in samples/s (the throughput curve and its knee
+need the latter). It raises on failure; only out-of-memory failures (:func:`is_oom`) are treated as "does not
+fit", anything else propagates at once.
+
+A ``try_batch`` that measures correctly builds its workload inside the call (so a failed trial's model, optimizer
+state and activations die with the trial), calls ``torch.cuda.reset_peak_memory_stats()`` before the steps,
+synchronises after them, and reports ``torch.cuda.max_memory_reserved() / 2**20``. The finder frees the device
+cache between trials (:func:`release_device_memory`), so each trial's reserved peak starts from a clean cache.
+"""
+
+import gc
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from gpubench.config import BatchConfig
+
+#: Error-message fragments that mean a device allocation failed, for errors that are not a
+#: ``torch.OutOfMemoryError``. Each names memory exhaustion, not a bad kernel or a bad shape.
+_OOM_MESSAGE_MARKERS: tuple[str, ...] = (
+    # The caching allocator's own message; torch before 1.13 raised it as a plain RuntimeError.
+    "CUDA out of memory",
+    # cudaErrorMemoryAllocation from a cudaMalloc outside the caching allocator (a library workspace or handle).
+    "CUDA error: out of memory",
+    # cuBLAS could not allocate its handle or workspace (`cublasCreate` / cuBLASLt workspace).
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    # cuDNN <= 8: "resource allocation failed inside the cuDNN library", usually a failed cudaMalloc.
+    "CUDNN_STATUS_ALLOC_FAILED",
+    # cuDNN 9 split the status: the device-memory variant is OOM; the host-memory one is not VRAM and is excluded.
+    "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+)
+
+#: The knee of the throughput curve is the smallest batch reaching this fraction of the best samples/s.
+KNEE_FRACTION = 0.9
+
+TrialStatus = Literal["ok", "oom", "over_headroom"]
+TrialPhase = Literal["search", "verify"]
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """What one successful trial measured: peak reserved device memory (MB) and throughput (samples/s)."""
+
+    peak_reserved_mb: float
+    samples_per_s: float | None = None
+
+
+#: ``try_batch(size)``: train at ``size`` and return the peak reserved MB or a TrialResult; raise on failure.
+TryBatch = Callable[[int], "float | TrialResult"]
+
+
+@dataclass(frozen=True)
+class BatchTrial:
+    """One call of ``try_batch``: its size, outcome and measurements (None where the trial ran out of memory).
+
+    ``status`` is ``ok``; ``oom`` (the trial raised an out-of-memory error, whose first line is ``error``); or
+    ``over_headroom`` (it ran, but its peak reserved memory exceeded the headroom limit, so it counts as a
+    failure). ``phase`` says whether the search or the re-verification of the winner ran it.
+    """
+
+    size: int
+    status: TrialStatus
+    phase: TrialPhase
+    peak_reserved_mb: float | None = None
+    samples_per_s: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class BatchSearch:
+    """Result of :func:`find_max_batch_size`: the largest size that fit (None if ``min_size`` did not), and every
+    trial in the order it ran."""
+
+    min_size: int
+    max_size: int
+    best_size: int | None
+    trials: list[BatchTrial]
+    peak_limit_mb: float | None = None
+
+
+@dataclass
+class BatchDecision:
+    """The batch size a model trains with, and the evidence for it.
+
+    ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
+    why). ``largest_fitting_size`` is the search's answer; ``batch_size`` is the largest size that also passed
+    re-verification (it can be smaller). ``throughput_curve`` holds (size, samples/s) of the successful search
+    trials up to ``batch_size``, by size; ``knee_size`` is its knee (see :func:`knee_batch_size`).
+    ``peak_reserved_mb`` is the highest peak reserved memory measured at ``batch_size``; ``peak_limit_mb`` is
+    ``batch.headroom`` × usable VRAM (None when the usable VRAM is unknown).
+    """
+
+    status: Literal["ok", "oom"]
+    batch_size: int | None
+    largest_fitting_size: int | None
+    gradient_accumulation_steps: int | None
+    effective_batch_size: int | None
+    target_effective_batch_size: int
+    knee_size: int | None
+    throughput_curve: list[tuple[int, float]]
+    peak_reserved_mb: float | None
+    peak_limit_mb: float | None
+    verify_repeats: int
+    message: str
+    search: BatchSearch
+    verification: list[BatchTrial] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict for the report; ``trials`` lists search then verification trials."""
+        return {
+            "status": self.status,
+            "batch_size": self.batch_size,
+            "largest_fitting_size": self.largest_fitting_size,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "effective_batch_size": self.effective_batch_size,
+            "target_effective_batch_size": self.target_effective_batch_size,
+            "knee_size": self.knee_size,
+            "knee_fraction": KNEE_FRACTION,
+            "throughput_curve": [
+                {"size": size, "samples_per_s": samples_per_s} for size, samples_per_s in self.throughput_curve
+            ],
+            "peak_reserved_mb": self.peak_reserved_mb,
+            "peak_limit_mb": self.peak_limit_mb,
+            "search_min_size": self.search.min_size,
+            "search_max_size": self.search.max_size,
+            "verify_repeats": self.verify_repeats,
+            "message": self.message,
+            "trials": [asdict(trial) for trial in (*self.search.trials, *self.verification)],
+        }
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True when ``exc`` means a device allocation failed (the batch does not fit), False for any other error.
+
+    OOM: ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError`` is the same class), and RuntimeErrors whose
+    message shows an allocation failure: "CUDA out of memory", "CUDA error: out of memory",
+    ``CUBLAS_STATUS_ALLOC_FAILED``, ``CUDNN_STATUS_ALLOC_FAILED`` (cuDNN 8) and
+    ``CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED`` (cuDNN 9). An error explicitly raised *from* an OOM
+    (``raise ... from oom``, as compilers wrapping a failure do) is OOM too. Everything else is not: illegal
+    memory accesses and other CUDA errors (which can leave the CUDA context unusable), shape errors,
+    ``CUDNN_STATUS_NOT_SUPPORTED``, and host-memory failures.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, torch.OutOfMemoryError):
+            return True
+        if isinstance(current, RuntimeError) and any(marker in str(current) for marker in _OOM_MESSAGE_MARKERS):
+            return True
+        # Only the explicit cause: an implicit __context__ is whatever was being handled when a new, possibly
+        # unrelated, error occurred.
+        current = current.__cause__
+    return False
+
+
+def release_device_memory() -> None:
+    """Free unreachable objects, then return the caching allocator's unused blocks to the driver.
+
+    ``empty_cache`` runs only when CUDA is already initialised, so this never creates a CUDA context.
+    """
+    # Collect first: reference cycles (frames, closures, autograd graphs) can still hold tensors, and
+    # empty_cache can only return blocks whose tensors are gone.
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _run_trial(try_batch: TryBatch, size: int, phase: TrialPhase, peak_limit_mb: float | None) -> BatchTrial:
+    """Call ``try_batch(size)`` once and classify the outcome; re-raise anything that is not an OOM."""
+    oom_error: str | None = None
+    try:
+        outcome = try_batch(size)
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        # Keep only the text. The exception's traceback references the failed trial's frames and through them
+        # its tensors; they become unreachable when this block ends and Python deletes `exc`, so the memory is
+        # released below, outside the block.
+        oom_error = _first_line(exc)
+    release_device_memory()
+    if oom_error is not None:
+        return BatchTrial(size=size, status="oom", phase=phase, error=oom_error)
+    if isinstance(outcome, TrialResult):
+        result = outcome
+    elif isinstance(outcome, int | float):
+        result = TrialResult(peak_reserved_mb=float(outcome))
+    else:
+        raise TypeError(
+            f"try_batch({size}) returned {outcome!r}: expected the peak reserved MB (a number) or a TrialResult"
+        )
+    over = peak_limit_mb is not None and result.peak_reserved_mb > peak_limit_mb
+    return BatchTrial(
+        size=size,
+        status="over_headroom" if over else "ok",
+        phase=phase,
+        peak_reserved_mb=result.peak_reserved_mb,
+        samples_per_s=result.samples_per_s,
+    )
+
+
+def find_max_batch_size(
+    try_batch: TryBatch,
+    min_size: int,
+    max_size: int,
+    *,
+    peak_limit_mb: float | None = None,
+) -> BatchSearch:
+    """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds.
+
+    Assumes memory grows with size (if a size fails, every larger size fails). Doubles from ``min_size`` until a
+    trial fails or ``max_size`` succeeded (the last step tries ``max_size`` itself instead of passing it), then
+    bisects between the last success and the first failure down to adjacent integers. Trials: at most
+    ``ceil(log2(max/min)) + 1`` doubling plus ``ceil(log2(max - min))`` bisection steps. A trial fails when
+    ``try_batch`` raises an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, when its peak reserved memory
+    (MB) exceeds that limit. Any other exception is re-raised immediately. ``best_size`` is None when
+    ``min_size`` fails.
+    """
+    if min_size < 1 or max_size < min_size:
+        raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
+    trials: list[BatchTrial] = []
+
+    def fits(size: int) -> bool:
+        trials.append(_run_trial(try_batch, size, "search", peak_limit_mb))
+        return trials[-1].ok
+
+    last_ok: int | None = None
+    first_fail: int | None = None
+    size = min_size
+    while True:
+        if not fits(size):
+            first_fail = size
+            break
+        last_ok = size
+        if size == max_size:
+            break
+        size = min(2 * size, max_size)
+    if last_ok is not None and first_fail is not None:
+        while first_fail - last_ok > 1:
+            middle = (last_ok + first_fail) // 2
+            if fits(middle):
+                last_ok = middle
+            else:
+                first_fail = middle
+    return BatchSearch(
+        min_size=min_size, max_size=max_size, best_size=last_ok, trials=trials, peak_limit_mb=peak_limit_mb
+    )
+
+
+def knee_batch_size(throughput_curve: list[tuple[int, float]], fraction: float = KNEE_FRACTION) -> int | None:
+    """Smallest batch size whose throughput reaches ``fraction`` of the best observed samples/s.
+
+    Past the knee, larger batches buy little speed but cost memory and change optimisation; it is reported
+    beside the largest size. The curve is sampled where the search tried (doubling, then dense near the top),
+    so the knee is the smallest *sampled* size that qualifies. None for an empty curve.
+    """
+    if not throughput_curve:
+        return None
+    best_samples_per_s = max(samples_per_s for _, samples_per_s in throughput_curve)
+    return min(size for size, samples_per_s in throughput_curve if samples_per_s >= fraction * best_samples_per_s)
+
+
+def gradient_accumulation_steps(batch_size: int, target_effective: int) -> int:
+    """Optimizer micro-steps per update so that ``batch_size`` × steps reaches ``target_effective`` (at least 1)."""
+    return max(1, math.ceil(target_effective / batch_size))
+
+
+def _min_size_failure(search: BatchSearch, usable_vram_mb: float | None, headroom: float) -> str:
+    trial = search.trials[0]
+    if trial.status == "oom":
+        reason = f"out of memory ({trial.error})"
+    else:
+        reason = (
+            f"peak reserved {trial.peak_reserved_mb:.0f} MB exceeds `batch.headroom` {headroom} × "
+            f"{usable_vram_mb:.0f} MB usable = {search.peak_limit_mb:.0f} MB"
+        )
+    return f"`batch.min_size`={search.min_size} does not fit: {reason}. Lower `batch.min_size` or use a larger GPU."
+
+
+def choose_batch_size(
+    try_batch: TryBatch,
+    batch_cfg: BatchConfig,
+    usable_vram_mb: float | None,
+    *,
+    verify_repeats: int = 3,
+) -> BatchDecision:
+    """Search the largest batch that fits under the headroom, re-verify it, and derive accumulation and knee.
+
+    A trial whose peak reserved memory exceeds ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when
+    ``usable_vram_mb`` is None) counts as a failure. The search's winner is then run ``verify_repeats`` more
+    times; if any run fails, the next smaller size that succeeded in the search is verified instead, and so on.
+    Gradient-accumulation steps are ``ceil(batch.target_effective / batch_size)``, at least 1. When
+    ``batch.min_size`` does not fit (or nothing passes verification) the decision has status ``oom`` and a
+    message saying why; the caller marks that model ``oom`` and moves on.
+    """
+    if verify_repeats < 0:
+        raise ValueError(f"verify_repeats must be >= 0, got {verify_repeats}")
+    peak_limit_mb = None if usable_vram_mb is None else batch_cfg.headroom * usable_vram_mb
+    search = find_max_batch_size(try_batch, batch_cfg.min_size, batch_cfg.max_size, peak_limit_mb=peak_limit_mb)
+
+    def oom_decision(message: str, verification: list[BatchTrial]) -> BatchDecision:
+        return BatchDecision(
+            status="oom",
+            batch_size=None,
+            largest_fitting_size=search.best_size,
+            gradient_accumulation_steps=None,
+            effective_batch_size=None,
+            target_effective_batch_size=batch_cfg.target_effective,
+            knee_size=None,
+            throughput_curve=[],
+            peak_reserved_mb=None,
+            peak_limit_mb=peak_limit_mb,
+            verify_repeats=verify_repeats,
+            message=message,
+            search=search,
+            verification=verification,
+        )
+
+    if search.best_size is None:
+        return oom_decision(_min_size_failure(search, usable_vram_mb, batch_cfg.headroom), [])
+
+    verification: list[BatchTrial] = []
+    chosen: int | None = None
+    # Every size that succeeded in the search is at most best_size; try them largest first.
+    for candidate in sorted({t.size for t in search.trials if t.ok}, reverse=True):
+        for _ in range(verify_repeats):
+            verification.append(_run_trial(try_batch, candidate, "verify", peak_limit_mb))
+            if not verification[-1].ok:
+                break
+        else:
+            chosen = candidate
+            break
+    if chosen is None:
+        return oom_decision(
+            f"no batch size passed {verify_repeats} re-runs: the largest fitting size {search.best_size} and every "
+            "smaller size that fit during the search failed on a re-run (memory use is not reproducible).",
+            verification,
+        )
+
+    curve = sorted(
+        (t.size, t.samples_per_s) for t in search.trials if t.ok and t.size <= chosen and t.samples_per_s is not None
+    )
+    peaks = [
+        t.peak_reserved_mb
+        for t in (*search.trials, *verification)
+        if t.ok and t.size == chosen and t.peak_reserved_mb is not None
+    ]
+    accumulation = gradient_accumulation_steps(chosen, batch_cfg.target_effective)
+    knee = knee_batch_size(curve)
+    message = f"batch size {chosen}"
+    if chosen != search.best_size:
+        message += f" (largest fitting {search.best_size} failed re-verification)"
+    message += (
+        f", verified {verify_repeats}x; {accumulation} accumulation step(s) give an effective batch of "
+        f"{accumulation * chosen} (target {batch_cfg.target_effective})"
+    )
+    if knee is not None:
+        message += f"; throughput knee at {knee}"
+    return BatchDecision(
+        status="ok",
+        batch_size=chosen,
+        largest_fitting_size=search.best_size,
+        gradient_accumulation_steps=accumulation,
+        effective_batch_size=accumulation * chosen,
+        target_effective_batch_size=batch_cfg.target_effective,
+        knee_size=knee,
+        throughput_curve=curve,
+        peak_reserved_mb=max(peaks),
+        peak_limit_mb=peak_limit_mb,
+        verify_repeats=verify_repeats,
+        message=message,
+        search=search,
+        verification=verification,
+    )

@@ -1,0 +1,491 @@
+"""DBN files: the OHLCV bar reader (through ``databento``) with per-file validation, and the OHLCV writer the
+synthetic generator uses (through ``databento_dbn``).
+
+The reader turns ``.dbn`` / ``.dbn.zst`` files into one table with the bar columns of :data:`BAR_SCHEMA`, all
+symbols, sorted by symbol and then time. Supported schemas are :data:`SUPPORTED_SCHEMAS`; anything else is a
+:class:`DataError` that names the file.
+
+Why the reader checks files itself rather than trusting ``databento.DBNStore``: measured with databento 0.88 and
+zstandard 0.25, a ``.dbn.zst`` file cut inside its first compressed block fails with the misleading "unable to
+determine encoding"; cut later, ``DBNStore.to_ndarray`` returns the records before the cut and only emits a
+``BentoWarning``; cut inside the final 4-byte zstd checksum it returns every record with no warning at all. So the
+reader decompresses each file frame by frame and requires every zstd frame to reach its end marker (and its
+checksum to match), requires the decoded records to fill a whole number of fixed-size records, and checks the
+record headers (type and length) and values (positive prices, low <= open, close <= high, time order) before
+accepting a file. One case no format check can catch: an uncompressed ``.dbn`` file cut exactly at a record
+boundary is a valid, shorter file.
+
+``databento`` and ``databento_dbn`` are imported inside the functions that use them, so importing gpubench does
+not pay for them; this is the only module that imports either.
+"""
+
+import datetime as dt
+import glob
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpubench.errors import DataError
+
+if TYPE_CHECKING:
+    import databento
+
+#: Schemas the reader accepts: every one is a stream of OHLCV bar records of one fixed size.
+SUPPORTED_SCHEMAS: tuple[str, ...] = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d")
+#: Bump when the reader's output for the same bytes changes: it is part of the Parquet cache key.
+READER_VERSION = "1"
+#: The columns of a bar table, in order.
+BAR_COLUMNS: tuple[str, ...] = ("ts_event", "symbol", "open", "high", "low", "close", "volume")
+#: A bar table: ts_event is the bar's start in nanoseconds since the UNIX epoch (UTC); prices are in the
+#: instrument's quote currency; volume is the traded quantity in the bar (float, so fractional sizes fit).
+BAR_SCHEMA = pa.schema(
+    [
+        pa.field("ts_event", pa.int64()),
+        pa.field("symbol", pa.string()),
+        pa.field("open", pa.float64()),
+        pa.field("high", pa.float64()),
+        pa.field("low", pa.float64()),
+        pa.field("close", pa.float64()),
+        pa.field("volume", pa.float64()),
+    ]
+)
+#: DBN prices are int64 fixed-point numbers in units of 1e-9.
+FIXED_PRICE_SCALE = 1_000_000_000
+#: The first four bytes of every zstd frame.
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: Uncompressed DBN starts with "DBN", a version byte and the little-endian length of the rest of the metadata.
+_DBN_PREFIX_BYTES = 8
+
+
+# --------------------------------------------------------------------------------------------------- paths
+
+
+def resolve_data_paths(path: str | Path, *, suffixes: tuple[str, ...], kind: str) -> list[Path]:
+    """Files named by ``path``: the file itself, a folder's visible files ending in ``suffixes`` (sorted), or a glob.
+
+    ``~`` is expanded. Raises DataError naming ``path`` when nothing exists there or no file of the ``kind``
+    (e.g. "DBN") is found.
+    """
+    text = str(path)
+    expanded = Path(text).expanduser()
+    wanted = " or ".join(f"*{suffix}" for suffix in suffixes)
+    if glob.has_magic(text):
+        matches = sorted(Path(name) for name in glob.glob(str(expanded), recursive=True))
+        files = [match for match in matches if match.is_file() and match.name.endswith(suffixes)]
+        if not files:
+            raise DataError(f"The glob data.path={text!r} matches no {kind} files ({wanted}).")
+        return files
+    if expanded.is_file():
+        return [expanded]
+    if expanded.is_dir():
+        # Hidden files are skipped: they are partial downloads, temporary files or macOS "._" resource forks.
+        files = sorted(
+            child
+            for child in expanded.iterdir()
+            if child.is_file() and child.name.endswith(suffixes) and not child.name.startswith(".")
+        )
+        if not files:
+            raise DataError(
+                f"The folder {expanded} (data.path) holds no {kind} files ({wanted}); point data.path at a "
+                f"folder or glob of {kind} files."
+            )
+        return files
+    raise DataError(
+        f"data.path={text!r} does not exist; it must be a {kind} file, a folder of {kind} files ({wanted}) or a "
+        "glob such as 'downloads/*.dbn.zst'."
+    )
+
+
+def resolve_dbn_paths(path: str | Path) -> list[Path]:
+    """DBN files named by ``path``: a ``.dbn``/``.dbn.zst`` file, a folder of them (sorted by name) or a glob."""
+    return resolve_data_paths(path, suffixes=(".dbn", ".dbn.zst"), kind="DBN")
+
+
+# --------------------------------------------------------------------------------------------------- reader
+
+
+def read_dbn_bars(paths: str | Path | Sequence[str | Path]) -> pa.Table:
+    """Decode and validate OHLCV DBN files into one bar table (:data:`BAR_SCHEMA`), sorted by symbol, then time.
+
+    ``paths`` is a list of files, or one path string resolved by :func:`resolve_dbn_paths`. Instrument ids are
+    turned into symbols through each file's symbol mappings, the way ``databento`` maps them for a Databento
+    download; an id without a mapping keeps its number as its symbol. Raises DataError naming the file for an
+    empty, garbage, truncated, corrupted or non-OHLCV file, and naming both files for a bar that two files hold.
+    """
+    files = resolve_dbn_paths(paths) if isinstance(paths, str | Path) else [Path(p) for p in paths]
+    tables = [_read_dbn_file(path) for path in files]
+    return finish_bar_table(tables, [str(path) for path in files], require_sorted=True)
+
+
+def _read_dbn_file(path: Path) -> pa.Table:
+    """One validated DBN file's bars (unsorted across symbols, in the file's order)."""
+    import databento
+    import databento_dbn
+
+    payload, header_bytes = _dbn_payload(path)
+    try:
+        # A BytesIO rather than bytes: databento names a bytes source by its repr, which copies the whole payload.
+        store = databento.DBNStore.from_bytes(io.BytesIO(payload))
+    except (databento_dbn.DBNError, databento.BentoError, ValueError) as exc:
+        raise DataError(
+            f"The DBN file {path} has corrupted metadata ({exc}); the file is damaged or not DBN data. "
+            "Download it again."
+        ) from exc
+    metadata = store.metadata
+    schema = metadata.schema
+    if schema is None:
+        raise DataError(
+            f"The DBN file {path} mixes record types (no single schema, as in a live capture); gpubench reads "
+            f"OHLCV schemas: {', '.join(SUPPORTED_SCHEMAS)}."
+        )
+    if str(schema) not in SUPPORTED_SCHEMAS:
+        raise DataError(
+            f"The file {path} has schema {str(schema)!r}; gpubench reads OHLCV schemas: "
+            f"{', '.join(SUPPORTED_SCHEMAS)}. Request OHLCV bars from Databento, or convert the file to Parquet "
+            "bars and use data=parquet."
+        )
+    if metadata.ts_out:
+        raise DataError(
+            f"The DBN file {path} carries live send timestamps (ts_out); gpubench reads historical OHLCV files "
+            "without them."
+        )
+    record_bytes = databento_dbn.OHLCVMsg.size_hint
+    body_bytes = len(payload) - header_bytes
+    if body_bytes % record_bytes:
+        raise DataError(
+            f"The DBN file {path} is truncated: its {body_bytes} bytes of records are not a whole number of "
+            f"{record_bytes}-byte OHLCV records (the last one is cut). Download the file again."
+        )
+    # databento returns a (0, 1)-shaped array for a file without records; flatten to one record per entry.
+    records = store.to_ndarray().reshape(-1)
+    # Early Databento files mark OHLCV records with the cadence-less "deprecated" type; both are the same layout.
+    valid_rtypes = (
+        databento_dbn.RType.from_schema(databento_dbn.Schema(str(schema))).value,
+        databento_dbn.RType.OHLCV_DEPRECATED.value,
+    )
+    _check_record_headers(path, records, valid_rtypes)
+    return _records_to_table(path, records, metadata)
+
+
+def _dbn_payload(path: Path) -> tuple[bytes, int]:
+    """The uncompressed DBN bytes of ``path`` and the length of their header (prefix plus metadata).
+
+    Every zstd frame is decompressed and must be complete; the header must be there in full.
+    """
+    import zstandard
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"Cannot read the DBN file {path}: {exc.strerror or exc}.") from exc
+    if not data:
+        raise DataError(f"The DBN file {path} is empty (0 bytes). Download it again or remove it from data.path.")
+    if data.startswith(_ZSTD_MAGIC):
+        frames: list[bytes] = []
+        remaining = data
+        while remaining:
+            decompressor = zstandard.ZstdDecompressor().decompressobj()
+            try:
+                frames.append(decompressor.decompress(remaining))
+            except zstandard.ZstdError as exc:
+                raise DataError(
+                    f"The DBN file {path} is not valid zstd ({exc}); the compressed data is corrupted. "
+                    "Download it again."
+                ) from exc
+            if not decompressor.eof:
+                # A frame that stops before its end marker (and checksum) means the file was cut short;
+                # databento would silently decode whatever records came before the cut.
+                raise DataError(
+                    f"The DBN file {path} is truncated: its zstd stream ends inside a frame, before the frame's "
+                    f"end marker ({len(data)} bytes on disk). Download the file again."
+                )
+            remaining = decompressor.unused_data
+        payload = b"".join(frames)
+    elif data.startswith(b"DBN"):
+        payload = data
+    else:
+        raise DataError(
+            f"The file {path} is not DBN data: it starts neither with a zstd frame nor with 'DBN' "
+            f"(first bytes {data[:8].hex(' ')}). gpubench reads .dbn and .dbn.zst files from Databento."
+        )
+    if not payload.startswith(b"DBN"):
+        raise DataError(
+            f"The file {path} decompresses to something that is not DBN data (no 'DBN' header); gpubench "
+            "reads .dbn and .dbn.zst files from Databento."
+        )
+    if len(payload) < _DBN_PREFIX_BYTES:
+        raise DataError(f"The DBN file {path} is truncated inside its header. Download the file again.")
+    header_bytes = _DBN_PREFIX_BYTES + int.from_bytes(payload[4:_DBN_PREFIX_BYTES], "little")
+    if len(payload) < header_bytes:
+        raise DataError(
+            f"The DBN file {path} is truncated inside its metadata ({len(payload)} of {header_bytes} header "
+            "bytes). Download the file again."
+        )
+    return payload, header_bytes
+
+
+def _check_record_headers(path: Path, records: np.ndarray, valid_rtypes: tuple[int, ...]) -> None:
+    """Every record must be an OHLCV record of the file's schema with the OHLCV length; else the file is corrupt."""
+    expected_words = records.dtype.itemsize // 4
+    valid = records["length"] == expected_words
+    valid &= np.logical_or.reduce([records["rtype"] == rtype for rtype in valid_rtypes])
+    bad = np.flatnonzero(~valid)
+    if bad.size:
+        first = int(bad[0])
+        raise DataError(
+            f"The DBN file {path} has {bad.size} corrupted record(s): record {first} has type "
+            f"{int(records['rtype'][first]):#04x} and length {4 * int(records['length'][first])} bytes where an "
+            f"OHLCV record of this file has type {valid_rtypes[0]:#04x} and length {records.dtype.itemsize}. "
+            "Download the file again."
+        )
+
+
+def _records_to_table(path: Path, records: np.ndarray, metadata: "databento.Metadata") -> pa.Table:
+    """Records as a bar table, with prices in currency units and symbols from the file's mappings."""
+    import databento
+
+    ts_event = records["ts_event"]
+    prices = {name: records[name] for name in ("open", "high", "low", "close")}
+    undefined = np.zeros(len(records), dtype=bool)
+    for fixed in prices.values():
+        undefined |= fixed == databento.UNDEF_PRICE
+    if undefined.any():
+        first = int(np.flatnonzero(undefined)[0])
+        raise DataError(
+            f"The DBN file {path} is corrupted: record {first} (ts_event {_iso(int(ts_event[first]))}) has an "
+            "undefined price, which an OHLCV bar never has."
+        )
+    # Timestamps past int64 (including DBN's "undefined" 2**64 - 1) cannot be a bar's start.
+    if (ts_event >= 2**63).any():
+        first = int(np.flatnonzero(ts_event >= 2**63)[0])
+        raise DataError(f"The DBN file {path} is corrupted: record {first} has no valid ts_event.")
+    if len(ts_event) and int(ts_event.min()) < metadata.start:
+        first = int(np.argmin(ts_event))
+        raise DataError(
+            f"The DBN file {path} is corrupted: record {first} has ts_event {_iso(int(ts_event[first]))}, before "
+            f"the file's start {_iso(metadata.start)}."
+        )
+    instrument_map = databento.InstrumentMap()
+    try:
+        instrument_map.insert_metadata(metadata)
+    except ValueError as exc:
+        raise DataError(f"The symbol mappings of the DBN file {path} cannot be read: {exc}.") from exc
+    # Mappings hold per UTC date; resolve each distinct (instrument, date) pair once, then spread to the records.
+    utc_day = (ts_event // (86_400 * 1_000_000_000)).astype(np.uint64)
+    pairs, record_pair = np.unique(
+        (records["instrument_id"].astype(np.uint64) << np.uint64(32)) | utc_day, return_inverse=True
+    )
+    pair_symbols = []
+    instrument_of: dict[tuple[int, str], int] = {}
+    for pair in pairs.tolist():
+        instrument_id, day = pair >> 32, pair & 0xFFFFFFFF
+        date = dt.date(1970, 1, 1) + dt.timedelta(days=day)
+        resolved = instrument_map.resolve(instrument_id, date)
+        symbol = str(instrument_id) if resolved is None else resolved
+        # Parent symbology (e.g. ES.FUT) maps every contract to one symbol; their bars would interleave.
+        other = instrument_of.setdefault((day, symbol), instrument_id)
+        if other != instrument_id:
+            raise DataError(
+                f"In the DBN file {path}, instruments {other} and {instrument_id} both map to the symbol "
+                f"{symbol!r} on {date}; gpubench needs one instrument per symbol at a time. Request raw symbols "
+                "or a continuous contract (e.g. ES.c.0) rather than a parent symbol."
+            )
+        pair_symbols.append(symbol)
+    symbols = pa.array(pair_symbols, type=pa.string()).take(pa.array(record_pair.ravel()))
+    return pa.table(
+        {
+            "ts_event": pa.array(ts_event.astype(np.int64)),
+            "symbol": symbols,
+            **{name: pa.array(fixed / FIXED_PRICE_SCALE) for name, fixed in prices.items()},
+            "volume": pa.array(records["volume"].astype(np.float64)),
+        },
+        schema=BAR_SCHEMA,
+    )
+
+
+# --------------------------------------------------------------------------------------------------- bar checks
+
+
+def finish_bar_table(tables: Sequence[pa.Table], sources: Sequence[str], *, require_sorted: bool) -> pa.Table:
+    """Check each source's bars, concatenate them, and sort by symbol then time.
+
+    Each table must have :data:`BAR_SCHEMA`; ``sources`` names the file each came from, for error messages.
+    With ``require_sorted`` a source's bars must already be in non-decreasing time (as DBN files are). Raises
+    DataError for missing values, non-positive or non-finite prices, low above open/close or high below them,
+    negative volume, out-of-order time, and two bars of one symbol at one time (naming both sources).
+    """
+    if not tables:
+        raise DataError("No bar files were given to read; data.path must name at least one file.")
+    for table, source in zip(tables, sources, strict=True):
+        _check_bar_values(table, source, require_sorted=require_sorted)
+    source_index = [pa.array(np.full(table.num_rows, index, dtype=np.int32)) for index, table in enumerate(tables)]
+    combined = pa.concat_tables(
+        [table.append_column("_source", column) for table, column in zip(tables, source_index, strict=True)]
+    )
+    # Arrow's sort is stable, so equal (symbol, time) pairs keep their source order for the message below.
+    combined = combined.sort_by([("symbol", "ascending"), ("ts_event", "ascending")])
+    symbol = combined.column("symbol").to_numpy(zero_copy_only=False)
+    ts_event = combined.column("ts_event").to_numpy()
+    duplicate = np.flatnonzero((symbol[1:] == symbol[:-1]) & (ts_event[1:] == ts_event[:-1]))
+    if duplicate.size:
+        row = int(duplicate[0])
+        origin = combined.column("_source").to_numpy()
+        first, second = sources[origin[row]], sources[origin[row + 1]]
+        where = f"both {first} and {second} hold" if first != second else f"{first} holds twice"
+        raise DataError(
+            f"Duplicate bars: {where} a bar of {symbol[row]} at {_iso(int(ts_event[row]))} "
+            f"({duplicate.size} duplicate(s) in all). Remove overlapping files from data.path."
+        )
+    return combined.drop_columns(["_source"])
+
+
+def _check_bar_values(table: pa.Table, source: str, *, require_sorted: bool) -> None:
+    """Raise DataError naming ``source`` and the first offending bar when ``table``'s values make no sense."""
+    for name in BAR_COLUMNS:
+        if table.column(name).null_count:
+            raise DataError(f"The column {name!r} of {source} has {table.column(name).null_count} missing values.")
+    values = {name: table.column(name).to_numpy() for name in ("open", "high", "low", "close", "volume")}
+    prices = np.stack([values[name] for name in ("open", "high", "low", "close")])
+    problems = {
+        "a price that is not a positive finite number": ~(np.isfinite(prices) & (prices > 0)).all(axis=0),
+        "a low above its open or close": values["low"] > np.minimum(values["open"], values["close"]),
+        "a high below its open or close": values["high"] < np.maximum(values["open"], values["close"]),
+        "a negative or non-finite volume": ~(np.isfinite(values["volume"]) & (values["volume"] >= 0)),
+    }
+    if require_sorted:
+        ts_event = table.column("ts_event").to_numpy()
+        problems["a time before the previous bar's (records out of order)"] = np.concatenate(
+            [[False], ts_event[1:] < ts_event[:-1]]
+        )
+    for problem, bad in problems.items():
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            bar = {name: table.column(name)[row].as_py() for name in BAR_COLUMNS}
+            raise DataError(
+                f"{source} is corrupted: bar {row} ({bar['symbol']} at {_iso(bar['ts_event'])}: open "
+                f"{bar['open']}, high {bar['high']}, low {bar['low']}, close {bar['close']}, volume "
+                f"{bar['volume']}) has {problem}; {int(bad.sum())} bar(s) in all. Valid bars have positive "
+                "prices with low <= open, close <= high, a non-negative volume, and come in time order."
+            )
+
+
+def _iso(ts_ns: int) -> str:
+    """A nanosecond UNIX timestamp as ISO 8601 UTC text, for messages."""
+    seconds, nanoseconds = divmod(ts_ns, 1_000_000_000)
+    try:
+        moment = dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{ts_ns} ns"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{nanoseconds:09d}" if nanoseconds else "") + "Z"
+
+
+def bar_time_range_iso(table: pa.Table) -> tuple[str, str]:
+    """First and last ``ts_event`` of a non-empty bar table as ISO 8601 UTC text."""
+    bounds = pc.min_max(table.column("ts_event"))
+    return _iso(bounds["min"].as_py()), _iso(bounds["max"].as_py())
+
+
+# --------------------------------------------------------------------------------------------------- writer
+
+
+@dataclass(frozen=True)
+class OhlcvRecords:
+    """OHLCV bars as DBN stores them, one entry per record in file order (time, then instrument).
+
+    Prices are int64 fixed-point in units of 1e-9 of the quote currency; ``ts_event_ns`` is the bar's start in
+    nanoseconds since the UNIX epoch (UTC); ``volume`` is the traded quantity.
+    """
+
+    ts_event_ns: np.ndarray
+    instrument_id: np.ndarray
+    open_fixed: np.ndarray
+    high_fixed: np.ndarray
+    low_fixed: np.ndarray
+    close_fixed: np.ndarray
+    volume: np.ndarray
+
+
+@dataclass(frozen=True)
+class _MappingInterval:
+    """One ``databento_dbn`` symbol-mapping interval: ``symbol`` is the instrument id, as text, on those dates."""
+
+    start_date: dt.date
+    end_date: dt.date
+    symbol: str
+
+
+@dataclass(frozen=True)
+class _SymbolMapping:
+    """One ``databento_dbn`` symbol mapping: a requested raw symbol and the instrument ids it resolved to."""
+
+    raw_symbol: str
+    intervals: list[_MappingInterval]
+
+
+def encode_ohlcv_records(records: OhlcvRecords, schema: str = "ohlcv-1m") -> bytes:
+    """The records as consecutive DBN OHLCV record bytes (the layout of ``databento_dbn.OHLCVMsg``)."""
+    import databento_dbn
+
+    array = np.zeros(len(records.ts_event_ns), dtype=databento_dbn.OHLCVMsg._dtypes)
+    array["length"] = array.dtype.itemsize // 4
+    array["rtype"] = databento_dbn.RType.from_schema(databento_dbn.Schema(schema)).value
+    array["instrument_id"] = records.instrument_id
+    array["ts_event"] = records.ts_event_ns
+    array["open"] = records.open_fixed
+    array["high"] = records.high_fixed
+    array["low"] = records.low_fixed
+    array["close"] = records.close_fixed
+    array["volume"] = records.volume
+    return array.tobytes()
+
+
+def write_ohlcv_dbn(
+    path: Path,
+    records: OhlcvRecords,
+    *,
+    dataset: str,
+    symbols: Sequence[str],
+    instrument_ids: Sequence[int],
+    start_ns: int,
+    end_ns: int,
+    schema: str = "ohlcv-1m",
+) -> None:
+    """Write a zstd-compressed DBN file of OHLCV ``records`` the way a Databento download looks.
+
+    The metadata names ``dataset`` and ``schema``, the query window [``start_ns``, ``end_ns``) in UTC
+    nanoseconds, the requested raw ``symbols`` and, for each, its instrument id (``instrument_ids``, same order)
+    as a symbol mapping over the UTC dates of that window, so readers resolve ids to symbols.
+    """
+    import databento_dbn
+
+    first_date = _utc_date(start_ns)
+    after_last_date = _utc_date(end_ns - 1) + dt.timedelta(days=1)
+    mappings = [
+        _SymbolMapping(symbol, [_MappingInterval(first_date, after_last_date, str(instrument_id))])
+        for symbol, instrument_id in zip(symbols, instrument_ids, strict=True)
+    ]
+    metadata = databento_dbn.Metadata(
+        dataset=dataset,
+        start=start_ns,
+        end=end_ns,
+        stype_in=databento_dbn.SType.RAW_SYMBOL,
+        stype_out=databento_dbn.SType.INSTRUMENT_ID,
+        schema=databento_dbn.Schema(schema),
+        symbols=list(symbols),
+        mappings=mappings,
+    )
+    with path.open("wb") as stream:
+        transcoder = databento_dbn.Transcoder(stream, databento_dbn.Encoding.DBN, databento_dbn.Compression.ZSTD)
+        transcoder.write(bytes(metadata) + encode_ohlcv_records(records, schema))
+        # finish() writes the zstd end-of-frame block and checksum; without it the file reads as truncated.
+        transcoder.finish()
+
+
+def _utc_date(ts_ns: int) -> dt.date:
+    return dt.datetime.fromtimestamp(ts_ns // 1_000_000_000, tz=dt.timezone.utc).date()

@@ -1,0 +1,118 @@
+"""Market data for a run: bars from the configured source, and the feature tensors built from them.
+
+``data=synthetic`` generates (or reuses) DBN files under ``data.cache_dir`` and then reads them exactly like a
+user's download, so every default run exercises the DBN reader and the Parquet cache. ``data=dbn`` reads
+``data.path`` through the same reader and cache; ``data=parquet`` reads Parquet bars from ``data.path`` directly.
+``data.symbols``, ``data.days``, ``data.start_date`` and ``data.seed`` shape the synthetic market only: the
+other sources use every symbol and bar in their files.
+"""
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from gpubench.config import DATA_SOURCES, DataConfig
+from gpubench.data.cache import content_hash, load_cached_bars, read_parquet_bars, resolve_parquet_paths
+from gpubench.data.dbn import READER_VERSION, bar_time_range_iso, read_dbn_bars, resolve_dbn_paths
+from gpubench.data.features import build_features
+from gpubench.data.synthetic import generate_synthetic_dbn
+from gpubench.data.tensors import FeatureTensors
+from gpubench.errors import DataError
+
+
+@dataclasses.dataclass(frozen=True)
+class DataProvenance:
+    """What a run's bars are and where they came from, for the report.
+
+    ``path`` is the folder or glob read (for synthetic data, the generated folder); ``files`` how many files it
+    held; ``first_timestamp``/``last_timestamp`` the first and last bar start as ISO 8601 UTC; ``cache_hit``
+    whether the bars came from the Parquet cache; ``load_seconds`` the wall time of the whole load (generation
+    included); ``content_hash`` the hash of the source files' bytes that keys the cache.
+    """
+
+    source: str
+    path: str
+    files: int
+    bars: int
+    symbols: tuple[str, ...]
+    first_timestamp: str
+    last_timestamp: str
+    cache_hit: bool
+    load_seconds: float
+    content_hash: str
+
+    def to_dict(self) -> dict[str, object]:
+        """The fields as a JSON-ready dict (``symbols`` as a list)."""
+        fields = dataclasses.asdict(self)
+        fields["symbols"] = list(self.symbols)
+        return fields
+
+
+def _required_path(data_cfg: DataConfig) -> str:
+    if not data_cfg.path:
+        raise DataError(f"data.path is not set; data={data_cfg.source} needs a file, folder or glob to read.")
+    return data_cfg.path
+
+
+def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
+    """The bar table (``gpubench.data.dbn.BAR_SCHEMA``, sorted by symbol then time) for ``data_cfg``.
+
+    Raises DataError for an unknown source, a missing path, a folder without data files, or a bad file (named in
+    the message).
+    """
+    started_s = time.perf_counter()
+    if data_cfg.source not in DATA_SOURCES:
+        raise DataError(f"data.source={data_cfg.source!r} is not valid: it must be one of {', '.join(DATA_SOURCES)}.")
+    cache_dir = Path(data_cfg.cache_dir).expanduser()
+    files: Sequence[Path]
+    if data_cfg.source == "parquet":
+        location = _required_path(data_cfg)
+        files = resolve_parquet_paths(location)
+        table = read_parquet_bars(files)
+        cache_hit, key = False, content_hash(files, version=f"parquet-{READER_VERSION}")
+    else:
+        if data_cfg.source == "synthetic":
+            dataset = generate_synthetic_dbn(
+                cache_dir,
+                symbols=data_cfg.symbols,
+                days=data_cfg.days,
+                start_date=data_cfg.start_date,
+                seed=data_cfg.seed,
+            )
+            files, location = dataset.files, str(dataset.folder)
+        else:
+            location = _required_path(data_cfg)
+            files = resolve_dbn_paths(location)
+        cached = load_cached_bars(files, cache_dir, read_dbn_bars)
+        table, cache_hit, key = cached.table, cached.cache_hit, cached.content_hash
+    first, last = bar_time_range_iso(table)
+    provenance = DataProvenance(
+        source=data_cfg.source,
+        path=location,
+        files=len(files),
+        bars=table.num_rows,
+        symbols=tuple(pc.unique(table.column("symbol")).to_pylist()),
+        first_timestamp=first,
+        last_timestamp=last,
+        cache_hit=cache_hit,
+        load_seconds=time.perf_counter() - started_s,
+        content_hash=key,
+    )
+    return table, provenance
+
+
+def load_features(data_cfg: DataConfig, device: torch.device | str) -> tuple[FeatureTensors, DataProvenance]:
+    """Bars for ``data_cfg`` turned into feature tensors on ``device`` (see ``gpubench.data.features``)."""
+    table, provenance = load_bars(data_cfg)
+    features = build_features(
+        table,
+        train_fraction=data_cfg.train_fraction,
+        volatility_window=data_cfg.volatility_window,
+        device=device,
+    )
+    return features, provenance

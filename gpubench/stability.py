@@ -1,0 +1,313 @@
+"""Training health: NaN/Inf losses and gradients, exploding and vanishing gradient norms, and the loss trend.
+
+:class:`StabilityMonitor` watches every training step without a device-to-host synchronisation: each step's loss
+and gradient norm (0-d device tensors from :class:`~gpubench.workload.StepResult`) are written into a small
+preallocated device buffer with one kernel, and the buffer is reduced into device-side totals when it fills.
+The host reads the totals once per benchmark epoch. Accumulating each check per step instead would cost about
+twenty tiny kernel launches per step, which on a launch-bound workload (a small RL network's step takes about
+1.7 ms) is several percent of the time being measured.
+
+:func:`stability_verdict` turns the per-epoch records into the report's ``stability`` and ``loss_trend``.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from gpubench.config import StabilityConfig
+from gpubench.workload import StepResult
+
+LossTrend = Literal["DECREASING", "STABLE", "INCREASING"]
+Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
+
+#: Written in place of a missing gradient norm; a norm is >= 0 or NaN/Inf, never -1.
+_ABSENT_GRAD_NORM = -1.0
+#: Steps buffered on the device before they are reduced into the epoch totals.
+_DEFAULT_CHUNK_STEPS = 1024
+
+# Positions in the device-side totals vector.
+_LOSS_SUM, _FINITE_LOSS_STEPS, _GRAD_SUM, _FINITE_GRAD_STEPS, _NONFINITE_GRAD_STEPS, _EXPLODING, _VANISHING = range(7)
+_N_TOTALS = 7
+
+
+@dataclass(frozen=True)
+class EpochHealth:
+    """One benchmark epoch's health, read from the device once at the epoch's end.
+
+    ``mean_loss`` is the mean of the finite losses (None when no step had one). ``grad_steps`` counts steps that
+    reported a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the finite ones (None when there
+    were none). The count fields are None when the checks are disabled (``checked`` false): only ``steps`` and
+    ``mean_loss`` are measured then.
+    """
+
+    steps: int
+    mean_loss: float | None
+    checked: bool
+    grad_steps: int
+    mean_grad_norm: float | None
+    max_grad_norm: float | None
+    nonfinite_loss_steps: int | None
+    nonfinite_grad_steps: int | None
+    exploding_steps: int | None
+    vanishing_steps: int | None
+
+    @property
+    def diverged(self) -> bool:
+        """True when a NaN/Inf loss or gradient norm was seen (the runner stops the model as ``diverged``)."""
+        return bool(self.nonfinite_loss_steps) or bool(self.nonfinite_grad_steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class StabilityMonitor:
+    """Accumulates step health on the device; :meth:`end_epoch` reads it with a single synchronisation.
+
+    With ``cfg.enabled`` the monitor counts non-finite losses and gradient norms, gradient norms above
+    ``cfg.grad_norm_exploding`` (finite ones) and below ``cfg.grad_norm_vanishing``, and tracks the mean and
+    maximum finite gradient norm. With checks disabled it ignores gradient norms and reports only the step count
+    and the mean finite loss (the runner still needs the per-epoch loss). Either way :meth:`observe` costs one
+    small kernel per step and never synchronises.
+    """
+
+    def __init__(
+        self, cfg: StabilityConfig, device: torch.device | str, *, chunk_steps: int = _DEFAULT_CHUNK_STEPS
+    ) -> None:
+        if chunk_steps < 1:
+            raise ValueError(f"chunk_steps must be >= 1, got {chunk_steps}")
+        self._cfg = cfg
+        self._device = torch.device(device)
+        # Column 0: loss, column 1: gradient norm (or _ABSENT_GRAD_NORM). float32 holds fp32/bf16/fp16 values
+        # exactly; the totals accumulate in float64 so long epochs do not lose precision.
+        self._buffer = torch.empty((chunk_steps, 2), dtype=torch.float32, device=self._device)
+        # Row views made once, so a step does not pay for creating a view.
+        self._rows = self._buffer.unbind(0)
+        self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
+        self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
+        self._max_grad_norm = torch.zeros((), dtype=torch.float64, device=self._device)
+        self._filled = 0
+        self._steps = 0
+        self._grad_steps = 0
+
+    def observe(self, step: StepResult) -> None:
+        """Record one training step's loss and gradient norm without a device-to-host synchronisation."""
+        grad_norm = self._absent
+        if self._cfg.enabled and step.grad_norm is not None:
+            grad_norm = step.grad_norm.detach()
+            self._grad_steps += 1
+        torch.stack((step.loss.detach(), grad_norm), out=self._rows[self._filled])
+        self._filled += 1
+        self._steps += 1
+        if self._filled == len(self._rows):
+            self._reduce_buffer()
+
+    def _reduce_buffer(self) -> None:
+        """Fold the buffered steps into the device totals (device-side ops only: no synchronisation)."""
+        if self._filled == 0:
+            return
+        chunk = self._buffer[: self._filled].to(torch.float64)
+        self._filled = 0
+        loss, grad_norm = chunk[:, 0], chunk[:, 1]
+        loss_finite = torch.isfinite(loss)
+        if not self._cfg.enabled:
+            partial = torch.stack((torch.where(loss_finite, loss, 0.0).sum(), loss_finite.sum(dtype=torch.float64)))
+            self._totals[_LOSS_SUM : _FINITE_LOSS_STEPS + 1].add_(partial)
+            return
+        present = grad_norm != _ABSENT_GRAD_NORM
+        grad_finite = torch.isfinite(grad_norm) & present
+        # Norms are >= 0, so 0 is neutral for the sum and the max of the finite ones.
+        finite_grad_norm = torch.where(grad_finite, grad_norm, 0.0)
+        totals = torch.stack(
+            (
+                torch.where(loss_finite, loss, 0.0).sum(),
+                loss_finite.sum(dtype=torch.float64),
+                finite_grad_norm.sum(),
+                grad_finite.sum(dtype=torch.float64),
+                (present & ~grad_finite).sum(dtype=torch.float64),
+                (grad_finite & (grad_norm > self._cfg.grad_norm_exploding)).sum(dtype=torch.float64),
+                # NaN compares false and the absent marker is excluded, so this counts real tiny norms only.
+                (present & (grad_norm < self._cfg.grad_norm_vanishing)).sum(dtype=torch.float64),
+            )
+        )
+        self._totals.add_(totals)
+        torch.maximum(self._max_grad_norm, finite_grad_norm.max(), out=self._max_grad_norm)
+
+    def end_epoch(self) -> EpochHealth:
+        """Read the epoch's health from the device (one synchronisation) and reset for the next epoch."""
+        self._reduce_buffer()
+        # The only device-to-host read: totals and max travel together.
+        values = torch.cat((self._totals, self._max_grad_norm.reshape(1))).tolist()
+        totals, max_grad_norm = values[:_N_TOTALS], values[_N_TOTALS]
+        self._totals.zero_()
+        self._max_grad_norm.zero_()
+        steps, grad_steps = self._steps, self._grad_steps
+        self._steps = self._grad_steps = 0
+
+        finite_loss_steps = round(totals[_FINITE_LOSS_STEPS])
+        finite_grad_steps = round(totals[_FINITE_GRAD_STEPS])
+        mean_loss = totals[_LOSS_SUM] / finite_loss_steps if finite_loss_steps else None
+        checked = self._cfg.enabled
+        return EpochHealth(
+            steps=steps,
+            mean_loss=mean_loss,
+            checked=checked,
+            grad_steps=grad_steps,
+            mean_grad_norm=totals[_GRAD_SUM] / finite_grad_steps if finite_grad_steps else None,
+            max_grad_norm=max_grad_norm if finite_grad_steps else None,
+            nonfinite_loss_steps=steps - finite_loss_steps if checked else None,
+            nonfinite_grad_steps=round(totals[_NONFINITE_GRAD_STEPS]) if checked else None,
+            exploding_steps=round(totals[_EXPLODING]) if checked else None,
+            vanishing_steps=round(totals[_VANISHING]) if checked else None,
+        )
+
+
+def loss_rel_slope_per_epoch(epoch_losses: Sequence[float]) -> float:
+    """Least-squares slope of loss against epoch index, divided by the mean absolute loss (fraction per epoch).
+
+    For losses of one sign the denominator is |mean loss|; using the mean of |loss| keeps the ratio meaningful
+    for losses that cross zero (a policy-gradient objective can). All-zero losses have slope 0. Needs at least
+    two finite values.
+    """
+    losses = np.asarray(epoch_losses, dtype=float)
+    if losses.size < 2 or not np.all(np.isfinite(losses)):
+        raise ValueError(f"need at least two finite epoch losses, got {list(epoch_losses)}")
+    epoch_index = np.arange(losses.size, dtype=float)
+    centred_index = epoch_index - epoch_index.mean()
+    slope = float(np.dot(centred_index, losses - losses.mean()) / np.dot(centred_index, centred_index))
+    scale = float(np.mean(np.abs(losses)))
+    return slope / scale if scale > 0 else 0.0
+
+
+def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> LossTrend:
+    """DECREASING / STABLE / INCREASING from :func:`loss_rel_slope_per_epoch` compared with ±threshold.
+
+    ``rel_slope_threshold`` is a fraction per epoch (0.01: the fitted line moves 1% of the mean loss per
+    epoch); a slope strictly beyond it in either direction is a trend, anything within is STABLE.
+    """
+    rel_slope = loss_rel_slope_per_epoch(epoch_losses)
+    if rel_slope > rel_slope_threshold:
+        return "INCREASING"
+    if rel_slope < -rel_slope_threshold:
+        return "DECREASING"
+    return "STABLE"
+
+
+@dataclass
+class StabilityReport:
+    """A model's training health over its epochs, for the report.
+
+    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
+    (exploding or vanishing gradient norms, or an INCREASING loss trend), STABLE, or NOT_CHECKED
+    (``stability.enabled=false``). ``loss_trend`` and ``loss_rel_slope_per_epoch`` use the epochs with a finite
+    mean loss and are None with fewer than two. Totals are None when not checked; ``first_nonfinite_epoch`` is
+    the 0-based index of the first epoch with a NaN/Inf.
+    """
+
+    stability: Stability
+    loss_trend: LossTrend | None
+    loss_rel_slope_per_epoch: float | None
+    diverged: bool
+    reasons: list[str]
+    epochs: int
+    steps: int
+    epoch_mean_losses: list[float | None]
+    max_grad_norm: float | None
+    nonfinite_loss_steps: int | None
+    nonfinite_grad_steps: int | None
+    exploding_steps: int | None
+    vanishing_steps: int | None
+    first_nonfinite_epoch: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _total(epochs: Sequence[EpochHealth], name: str) -> int:
+    return sum(getattr(epoch, name) or 0 for epoch in epochs)
+
+
+def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> StabilityReport:
+    """Judge a model's health from its per-epoch records (from a monitor built with the same ``cfg``)."""
+    if not epochs:
+        raise ValueError("stability_verdict needs at least one epoch")
+    mean_losses = [epoch.mean_loss for epoch in epochs]
+    finite_losses = [loss for loss in mean_losses if loss is not None and math.isfinite(loss)]
+    trend: LossTrend | None = None
+    rel_slope: float | None = None
+    if len(finite_losses) >= 2:
+        rel_slope = loss_rel_slope_per_epoch(finite_losses)
+        trend = loss_trend(finite_losses, cfg.loss_trend_rel_slope)
+    finite_max_norms = [epoch.max_grad_norm for epoch in epochs if epoch.max_grad_norm is not None]
+    max_grad_norm = max(finite_max_norms) if finite_max_norms else None
+    steps = sum(epoch.steps for epoch in epochs)
+
+    if not cfg.enabled:
+        return StabilityReport(
+            stability="NOT_CHECKED",
+            loss_trend=trend,
+            loss_rel_slope_per_epoch=rel_slope,
+            diverged=False,
+            reasons=["stability.enabled=false: NaN/Inf and gradient-norm checks were skipped"],
+            epochs=len(epochs),
+            steps=steps,
+            epoch_mean_losses=mean_losses,
+            max_grad_norm=max_grad_norm,
+            nonfinite_loss_steps=None,
+            nonfinite_grad_steps=None,
+            exploding_steps=None,
+            vanishing_steps=None,
+            first_nonfinite_epoch=None,
+        )
+
+    nonfinite_loss = _total(epochs, "nonfinite_loss_steps")
+    nonfinite_grad = _total(epochs, "nonfinite_grad_steps")
+    exploding = _total(epochs, "exploding_steps")
+    vanishing = _total(epochs, "vanishing_steps")
+    first_nonfinite = next((i for i, epoch in enumerate(epochs) if epoch.diverged), None)
+    reasons: list[str] = []
+    if nonfinite_loss:
+        reasons.append(f"non-finite loss (NaN/Inf) in {nonfinite_loss} of {steps} steps")
+    if nonfinite_grad:
+        reasons.append(f"non-finite gradient norm (NaN/Inf) in {nonfinite_grad} of {steps} steps")
+    if first_nonfinite is not None:
+        reasons.append(f"first NaN/Inf in epoch {first_nonfinite}")
+    if exploding:
+        reasons.append(
+            f"exploding gradients: {exploding} steps with norm > {cfg.grad_norm_exploding:g} (max {max_grad_norm:.3g})"
+        )
+    if vanishing:
+        reasons.append(f"vanishing gradients: {vanishing} steps with norm < {cfg.grad_norm_vanishing:g}")
+    if trend == "INCREASING":
+        reasons.append(
+            f"loss trend INCREASING: {rel_slope:+.2%} of the mean loss per epoch "
+            f"(threshold {cfg.loss_trend_rel_slope:.2%})"
+        )
+
+    diverged = first_nonfinite is not None
+    stability: Stability
+    if diverged:
+        stability = "DIVERGING"
+    elif exploding or vanishing or trend == "INCREASING":
+        stability = "UNSTABLE"
+    else:
+        stability = "STABLE"
+    return StabilityReport(
+        stability=stability,
+        loss_trend=trend,
+        loss_rel_slope_per_epoch=rel_slope,
+        diverged=diverged,
+        reasons=reasons,
+        epochs=len(epochs),
+        steps=steps,
+        epoch_mean_losses=mean_losses,
+        max_grad_norm=max_grad_norm,
+        nonfinite_loss_steps=nonfinite_loss,
+        nonfinite_grad_steps=nonfinite_grad,
+        exploding_steps=exploding,
+        vanishing_steps=vanishing,
+        first_nonfinite_epoch=first_nonfinite,
+    )

@@ -1,0 +1,407 @@
+"""Batch-size finder and policy against OOM oracles: fakes that fail above a known limit, so answers are exact."""
+
+import gc
+import math
+import weakref
+
+import pytest
+import torch
+
+from gpubench.batch_size import (
+    KNEE_FRACTION,
+    BatchTrial,
+    TrialResult,
+    choose_batch_size,
+    find_max_batch_size,
+    gradient_accumulation_steps,
+    is_oom,
+    knee_batch_size,
+)
+from gpubench.config import BatchConfig
+
+OOM_MESSAGE = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 4.00 GiB"
+_FULL_COLLECT = gc.collect
+
+
+@pytest.fixture(autouse=True)
+def young_generation_gc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finder runs a full gc.collect() after every trial: about 50 ms with torch loaded, seconds over the
+    hundreds of fake trials here. The fakes make no reference cycles, so collecting generation 0 is enough."""
+    monkeypatch.setattr(gc, "collect", lambda generation=2: _FULL_COLLECT(0))
+
+
+class OOMOracle:
+    """``try_batch`` fake: raises ``torch.cuda.OutOfMemoryError`` above ``limit``; peak MB grows with size."""
+
+    def __init__(self, limit: int, mb_per_sample: float = 1.0, base_mb: float = 100.0) -> None:
+        self.limit = limit
+        self.mb_per_sample = mb_per_sample
+        self.base_mb = base_mb
+        self.calls: list[int] = []
+
+    def __call__(self, size: int) -> TrialResult:
+        self.calls.append(size)
+        if size > self.limit:
+            raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+        return TrialResult(peak_reserved_mb=self.base_mb + self.mb_per_sample * size, samples_per_s=10.0 * size)
+
+
+def doubling_bisection_trial_bound(min_size: int, max_size: int) -> int:
+    """Worst case of doubling (ceil(log2(max/min)) + 1 trials) then bisection over a gap <= max - min."""
+    doubling = math.ceil(math.log2(max_size / min_size)) + 1
+    bisection = math.ceil(math.log2(max_size - min_size)) if max_size - min_size > 1 else 0
+    return doubling + bisection
+
+
+SEARCH_RANGES = [(1, 1), (1, 2), (1, 100), (3, 1000), (32, 4096), (32, 4095), (100, 100), (64, 65536), (7, 9)]
+
+
+@pytest.mark.parametrize(("min_size", "max_size"), SEARCH_RANGES)
+def test_finder_returns_exactly_the_limit_clamped_to_the_range(min_size: int, max_size: int) -> None:
+    limits = {0, min_size - 1, min_size, min_size + 1, max_size - 1, max_size, max_size + 1, 10 * max_size}
+    limits |= {(min_size + max_size) // 2, 2 * min_size + 1, 2 * min_size - 1, max_size // 3}
+    bound = doubling_bisection_trial_bound(min_size, max_size)
+    for limit in sorted(limits):
+        oracle = OOMOracle(limit)
+        search = find_max_batch_size(oracle, min_size, max_size)
+        expected = None if limit < min_size else min(limit, max_size)
+        assert search.best_size == expected, (limit, min_size, max_size)
+        assert len(search.trials) == len(oracle.calls) <= bound, (limit, oracle.calls)
+        assert max(oracle.calls) <= max_size
+        assert [t.size for t in search.trials] == oracle.calls
+        assert all((t.status == "ok") == (t.size <= limit) for t in search.trials)
+
+
+def test_finder_follows_doubling_then_bisection_and_tries_max_size_itself() -> None:
+    oracle = OOMOracle(limit=700)
+    search = find_max_batch_size(oracle, 100, 1000)
+    # 100, 200, 400, 800 (fails); bisection between 400 and 800.
+    assert oracle.calls[:4] == [100, 200, 400, 800]
+    assert oracle.calls[4:] == [600, 700, 750, 725, 712, 706, 703, 701]
+    assert search.best_size == 700
+
+    fits_everything = OOMOracle(limit=10**9)
+    search = find_max_batch_size(fits_everything, 100, 1000)
+    assert fits_everything.calls == [100, 200, 400, 800, 1000]
+    assert search.best_size == 1000
+
+
+def test_default_range_trial_count() -> None:
+    # With the default bounds the worst case is 19 trials: 7 doubling successes, the failure at 4096 and 11
+    # bisection steps over the 2048-wide gap. The issue's 2*log2(4096/32)+4 = 18 is below what exact integer
+    # resolution by doubling then bisection needs for limits in [2048, 4096).
+    assert len(find_max_batch_size(OOMOracle(4000), 32, 4096).trials) == 19
+    assert len(find_max_batch_size(OOMOracle(1000), 32, 4096).trials) == 6 + 9
+
+
+def test_finder_accepts_a_plain_peak_in_mb() -> None:
+    def try_batch(size: int) -> float:
+        if size > 50:
+            raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+        return 2.5 * size
+
+    search = find_max_batch_size(try_batch, 8, 128)
+    assert search.best_size == 50
+    fifty = next(t for t in search.trials if t.size == 50)
+    assert fifty.peak_reserved_mb == 125.0
+    assert fifty.samples_per_s is None
+
+
+def test_finder_rejects_an_empty_range() -> None:
+    with pytest.raises(ValueError, match="min_size <= max_size"):
+        find_max_batch_size(OOMOracle(10), 64, 32)
+    with pytest.raises(ValueError, match="1 <= min_size"):
+        find_max_batch_size(OOMOracle(10), 0, 32)
+
+
+def test_non_oom_error_is_reraised_at_once() -> None:
+    calls: list[int] = []
+    illegal = RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def try_batch(size: int) -> float:
+        calls.append(size)
+        if size >= 128:
+            raise illegal
+        return float(size)
+
+    with pytest.raises(RuntimeError) as raised:
+        find_max_batch_size(try_batch, 32, 4096)
+    assert raised.value is illegal
+    assert calls == [32, 64, 128]
+
+
+def test_shape_error_is_not_mistaken_for_oom() -> None:
+    def try_batch(size: int) -> float:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x10 and 20x5)")
+
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        choose_batch_size(try_batch, BatchConfig(), usable_vram_mb=4096.0)
+
+
+def _wrapped_oom() -> RuntimeError:
+    try:
+        raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+    except torch.cuda.OutOfMemoryError as oom:
+        wrapped = RuntimeError("backend compiler failed")
+        wrapped.__cause__ = oom
+        return wrapped
+
+
+def _error_during_oom_handling() -> RuntimeError:
+    error = RuntimeError("CUDA error: an illegal memory access was encountered")
+    error.__context__ = torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+    return error
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (torch.cuda.OutOfMemoryError(OOM_MESSAGE), True),
+        (torch.OutOfMemoryError("XPU out of memory"), True),
+        (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 3.95 GiB total capacity)"), True),
+        (
+            torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"),
+            True,
+        ),
+        (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), True),
+        (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), True),
+        (RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"), True),
+        (_wrapped_oom(), True),
+        (RuntimeError("CUDA error: an illegal memory access was encountered"), False),
+        (torch.AcceleratorError("CUDA error: an illegal memory access was encountered"), False),
+        (RuntimeError("CUDA error: device-side assert triggered"), False),
+        (
+            RuntimeError("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, ...)`"),
+            False,
+        ),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x10 and 20x5)"), False),
+        (
+            RuntimeError(
+                "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. "
+                "This error may appear if you passed in a non-contiguous input."
+            ),
+            False,
+        ),
+        (RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED"), False),
+        (RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"), False),
+        (MemoryError(), False),
+        (ValueError("CUDA out of memory"), False),
+        (KeyboardInterrupt(), False),
+        (_error_during_oom_handling(), False),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_is_oom_classification(exc: BaseException, expected: bool) -> None:
+    assert is_oom(exc) is expected
+
+
+def test_failed_trial_objects_are_released_before_recovery_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large tensor held only by the failing trial's frame: the OOM's traceback keeps that frame, so the tensor
+    # is still alive while the `except` block runs. Recovery (gc.collect) must see it already gone.
+    trial_refs: list[weakref.ref] = []
+    alive_at_recovery: list[bool] = []
+    real_collect = gc.collect
+
+    def spy_collect(*args: int) -> int:
+        alive_at_recovery.append(any(ref() is not None for ref in trial_refs))
+        return real_collect(*args)
+
+    def try_batch(size: int) -> TrialResult:
+        activations = torch.empty(size, 1024)
+        if size > 100:
+            trial_refs.append(weakref.ref(activations))
+            raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+        return TrialResult(peak_reserved_mb=float(size))
+
+    monkeypatch.setattr(gc, "collect", spy_collect)
+    search = find_max_batch_size(try_batch, 32, 256)
+    assert search.best_size == 100
+    assert len(trial_refs) == sum(t.status == "oom" for t in search.trials) > 0
+    assert len(alive_at_recovery) == len(search.trials)
+    assert not any(alive_at_recovery)
+
+
+def test_recovery_empties_the_cuda_cache_only_when_cuda_is_initialised(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: events.append("collect") or 0)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    search = find_max_batch_size(OOMOracle(40), 32, 64)
+    assert len(search.trials) == 7
+    assert events == ["collect"] * 7
+
+    events.clear()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    find_max_batch_size(OOMOracle(40), 32, 64)
+    assert events == ["collect", "empty_cache"] * 7
+
+
+def test_oom_trial_records_the_first_line_of_the_error() -> None:
+    def try_batch(size: int) -> float:
+        raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\nframe #0")
+
+    search = find_max_batch_size(try_batch, 32, 64)
+    assert search.best_size is None
+    assert search.trials == [
+        BatchTrial(
+            size=32,
+            status="oom",
+            phase="search",
+            error="CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        )
+    ]
+
+
+def test_headroom_rejects_a_size_whose_peak_reserved_exceeds_it() -> None:
+    # Never OOMs, but peak = 100 + 10 * size MB; 0.9 * 10000 MB allows sizes up to 890.
+    oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=100.0)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=10000.0)
+    assert decision.status == "ok"
+    assert decision.peak_limit_mb == pytest.approx(9000.0)
+    assert decision.largest_fitting_size == 890
+    assert decision.batch_size == 890
+    assert decision.peak_reserved_mb == pytest.approx(9000.0)
+    over = next(t for t in decision.search.trials if t.size == 891)
+    assert over.status == "over_headroom"
+    assert over.peak_reserved_mb == pytest.approx(9010.0)
+    assert all(t.peak_reserved_mb <= 9000.0 for t in decision.search.trials if t.ok)
+
+
+def test_without_usable_vram_there_is_no_headroom_limit() -> None:
+    oracle = OOMOracle(limit=10**9, mb_per_sample=10.0)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    assert decision.batch_size == 4096
+    assert decision.peak_limit_mb is None
+
+
+def test_winner_is_verified_the_requested_number_of_times() -> None:
+    oracle = OOMOracle(limit=1000)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    assert decision.batch_size == 1000
+    assert [(t.size, t.status, t.phase) for t in decision.verification] == [(1000, "ok", "verify")] * 3
+    assert oracle.calls[-3:] == [1000, 1000, 1000]
+    assert len(oracle.calls) == len(decision.search.trials) + 3
+
+
+class FlakyAtWinner(OOMOracle):
+    """Fits up to ``limit`` during the search, but ``limit`` itself fails every re-run (e.g. fragmentation)."""
+
+    def __call__(self, size: int) -> TrialResult:
+        if size == self.limit and size in self.calls:
+            self.calls.append(size)
+            raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+        return super().__call__(size)
+
+
+def test_verification_failure_steps_down_to_the_next_smaller_successful_size() -> None:
+    oracle = FlakyAtWinner(limit=1000)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    next_smaller = max(t.size for t in decision.search.trials if t.ok and t.size < 1000)
+    assert next_smaller == 992  # bisection between 512 and 1024 passes 768, 896, 960, 992, then 1000
+    assert decision.status == "ok"
+    assert decision.largest_fitting_size == 1000
+    assert decision.batch_size == 992
+    assert [(t.size, t.status) for t in decision.verification] == [(1000, "oom"), (992, "ok"), (992, "ok"), (992, "ok")]
+    assert "failed re-verification" in decision.message
+
+
+def test_min_size_oom_gives_an_oom_decision_with_a_clear_message() -> None:
+    decision = choose_batch_size(OOMOracle(limit=10), BatchConfig(min_size=32, max_size=4096), usable_vram_mb=4096.0)
+    assert decision.status == "oom"
+    assert decision.batch_size is None
+    assert decision.gradient_accumulation_steps is None
+    assert [t.size for t in decision.search.trials] == [32]
+    assert decision.verification == []
+    assert decision.message.startswith("`batch.min_size`=32 does not fit: out of memory (CUDA out of memory.")
+
+
+def test_min_size_over_headroom_gives_an_oom_decision_naming_the_limit() -> None:
+    oracle = OOMOracle(limit=10**9, mb_per_sample=100.0, base_mb=0.0)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=2000.0)
+    assert decision.status == "oom"
+    assert decision.message == (
+        "`batch.min_size`=32 does not fit: peak reserved 3200 MB exceeds `batch.headroom` 0.9 × 2000 MB usable = "
+        "1800 MB. Lower `batch.min_size` or use a larger GPU."
+    )
+
+
+def test_nothing_passing_verification_is_an_oom_decision() -> None:
+    class FailsEveryRerun(OOMOracle):
+        def __call__(self, size: int) -> TrialResult:
+            if size in self.calls:
+                raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+            return super().__call__(size)
+
+    decision = choose_batch_size(FailsEveryRerun(limit=100), BatchConfig(min_size=32, max_size=128), None)
+    assert decision.status == "oom"
+    assert decision.largest_fitting_size == 100
+    assert decision.batch_size is None
+    assert "no batch size passed 3 re-runs" in decision.message
+    # one failed re-run per size that fit in the search, largest first
+    assert [t.size for t in decision.verification] == [100, 96, 64, 32]
+
+
+@pytest.mark.parametrize(
+    ("batch", "target", "steps"), [(200, 512, 3), (512, 512, 1), (4096, 512, 1), (100, 512, 6), (1, 1, 1), (3, 10, 4)]
+)
+def test_gradient_accumulation_steps_reach_the_target(batch: int, target: int, steps: int) -> None:
+    assert gradient_accumulation_steps(batch, target) == steps
+    assert batch * steps >= target
+    assert steps == 1 or batch * (steps - 1) < target
+
+
+def test_decision_accumulation_and_effective_batch() -> None:
+    decision = choose_batch_size(OOMOracle(limit=200), BatchConfig(target_effective=1000), None, verify_repeats=1)
+    assert decision.batch_size == 200
+    assert decision.gradient_accumulation_steps == 5
+    assert decision.effective_batch_size == 1000
+    assert decision.target_effective_batch_size == 1000
+
+
+def test_knee_is_the_smallest_size_reaching_ninety_percent_of_the_best_throughput() -> None:
+    assert KNEE_FRACTION == 0.9
+    curve = [(32, 100.0), (64, 500.0), (128, 899.0), (256, 900.0), (512, 1000.0), (1024, 950.0)]
+    assert knee_batch_size(curve) == 256
+    assert knee_batch_size(curve, fraction=0.5) == 64
+    assert knee_batch_size([(64, 10.0)]) == 64
+    assert knee_batch_size([]) is None
+
+
+def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() -> None:
+    class Saturating(OOMOracle):
+        """Throughput grows linearly to batch 400 and is flat after: the best is 4000 samples/s."""
+
+        def __call__(self, size: int) -> TrialResult:
+            result = super().__call__(size)
+            return TrialResult(result.peak_reserved_mb, samples_per_s=10.0 * min(size, 400))
+
+    decision = choose_batch_size(Saturating(limit=1000), BatchConfig(min_size=32, max_size=4096), None)
+    ok_sizes = sorted(t.size for t in decision.search.trials if t.ok)
+    assert [size for size, _ in decision.throughput_curve] == ok_sizes
+    assert decision.throughput_curve[:5] == [(32, 320.0), (64, 640.0), (128, 1280.0), (256, 2560.0), (512, 4000.0)]
+    # 90% of 4000 is 3600: 256 reaches 2560, the next sampled size 512 reaches 4000.
+    assert decision.knee_size == 512
+    assert decision.batch_size == 1000
+    report = decision.to_dict()
+    assert report["knee_size"] == 512
+    assert report["batch_size"] == 1000
+    assert report["throughput_curve"][0] == {"size": 32, "samples_per_s": 320.0}
+    assert len(report["trials"]) == len(decision.search.trials) + 3
+    assert report["trials"][-1]["phase"] == "verify"
+    assert {t["status"] for t in report["trials"]} == {"ok", "oom"}
+
+
+def test_throughput_curve_excludes_failed_over_headroom_and_unmeasured_trials() -> None:
+    oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=0.0)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=1000.0)
+    assert decision.batch_size == 90
+    assert max(size for size, _ in decision.throughput_curve) == 90
+    plain = choose_batch_size(lambda size: float(size), BatchConfig(min_size=32, max_size=64), None)
+    assert plain.throughput_curve == []
+    assert plain.knee_size is None
+    assert plain.batch_size == 64
+
+
+def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match=r"try_batch\(32\) returned \(120.0, 5000.0\): expected the peak reserved MB"):
+        find_max_batch_size(lambda size: (120.0, 5000.0), 32, 64)
