@@ -67,6 +67,7 @@ class HardwareConfig:
     memory_bandwidth_gbps: float | None = None
     hourly_price_usd: float | None = None
     board_power_w: float | None = None
+    burn_in_max_seconds: float = 30.0
     temperature_warn_c: float = 70.0
     temperature_throttle_c: float = 80.0
     temperature_stop_c: float = 90.0
@@ -83,6 +84,7 @@ class HardwareConfig:
             value = getattr(self, key)
             if value is not None:
                 _require_positive(f"hardware.{key}", value)
+        _require(self.burn_in_max_seconds >= 0, "hardware.burn_in_max_seconds", self.burn_in_max_seconds, ">= 0")
         if self.hourly_price_usd is not None:
             _require(self.hourly_price_usd >= 0, "hardware.hourly_price_usd", self.hourly_price_usd, ">= 0")
         _require(
@@ -276,11 +278,23 @@ class DQNConfig:
         _require_probability("workloads.dqn.exploration_initial", self.exploration_initial, closed=True)
         _require_probability("workloads.dqn.exploration_final", self.exploration_final, closed=True)
         _require_positive("workloads.dqn.max_grad_norm", self.max_grad_norm)
+        _require(
+            self.buffer_size >= self.env.num_envs,
+            "workloads.dqn.buffer_size",
+            self.buffer_size,
+            f">= env.num_envs ({self.env.num_envs}): one env step adds a transition per environment",
+        )
 
 
 @dataclass
 class PPOConfig:
-    """PPO (Schulman et al. 2017), clipped surrogate with GAE."""
+    """PPO (Schulman et al. 2017), clipped surrogate with GAE.
+
+    The batch size is the minibatch size in environment steps. The workload keeps ``num_steps``,
+    ``update_epochs`` and ``num_minibatches`` and runs ``batch size × num_minibatches / num_steps`` environments in
+    parallel, so a batch size chosen by the runner (the batch-size search) scales the number of environments; the
+    configured one (:attr:`batch_size`) reproduces ``env.num_envs``.
+    """
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     num_steps: int = 128
@@ -313,6 +327,11 @@ class PPOConfig:
         _require_probability("workloads.ppo.gae_lambda", self.gae_lambda, closed=True)
         _require_positive("workloads.ppo.clip_coef", self.clip_coef)
         _require_positive("workloads.ppo.max_grad_norm", self.max_grad_norm)
+
+    @property
+    def batch_size(self) -> int:
+        """The configured minibatch size: ``env.num_envs × num_steps / num_minibatches`` environment steps."""
+        return self.env.num_envs * self.num_steps // self.num_minibatches
 
 
 @dataclass

@@ -12,6 +12,7 @@ returned to the caller, and the JSON report is written regardless.
 import logging
 import math
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,8 +112,11 @@ def _log_run(config: TrackingConfig, record: RunRecord) -> str:
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
-    # MLflow's SQLite store runs its schema migrations through alembic, which logs each one at INFO.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # MLflow's SQLite store logs its schema set-up and migrations at INFO, and SQLAlchemy warns about MLflow's own
+    # deprecated loader options: neither is the user's concern.
+    for logger_name in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(logger_name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")
     mlflow.set_tracking_uri(config.uri)
     client = MlflowClient(tracking_uri=config.uri)
     experiment_id = _experiment_id(client, config)

@@ -7,6 +7,10 @@ import torch
 
 from gpubench.data.tensors import FeatureTensors
 
+# One intra-op thread: CI machines have 2 cores, and torch's OpenMP threads spinning against other processes on
+# the same cores can make a CPU training step 25-40x slower (seen here); one thread keeps test times predictable.
+torch.set_num_threads(1)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked `gpu` when no CUDA device is present (CI has none)."""

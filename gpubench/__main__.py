@@ -1,0 +1,43 @@
+"""``python -m gpubench``: compose the Hydra config -> typed config -> run -> exit code. Nothing else.
+
+Exit codes: 0 when every model was measured (a model that ran out of memory, diverged or was stopped hot is a
+measured outcome), 1 when a model failed with an unexpected error, 2 for bad input (config, data, output path),
+130 when interrupted. A partial report is on disk in every case.
+"""
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from gpubench.config import register_configs
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def _hydra_main(cfg: DictConfig) -> None:
+    # Imported here, after Hydra has handled --help and --cfg, so those stay fast (torch loads on first use).
+    from gpubench import console
+    from gpubench.errors import GpubenchError
+    from gpubench.runner import RunContext, run, typed_config
+
+    try:
+        exit_code = run(typed_config(cfg), RunContext.from_hydra(cfg))
+    except GpubenchError as exc:
+        console.error(str(exc))
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.error("interrupted; the report holds every model measured so far.")
+        sys.exit(130)
+    if exit_code:
+        sys.exit(exit_code)
+
+
+def main() -> None:
+    """Console-script entry point (``gpubench ...``), same as ``python -m gpubench``."""
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""What a person sees on the terminal: notices, the live per-epoch progress bar, and the closing summary table.
+
+Output goes through one ``rich`` console on stderr (progress and notices) so stdout carries only the summary and
+the report path, which scripts can read.
+"""
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpubench.measurement import ProgressCallback
+
+_stderr = Console(stderr=True, highlight=False)
+# Rich assumes 80 columns when stdout is not a terminal (a log file, CI): too narrow for the summary table.
+_stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def notice(message: str) -> None:
+    """A one-line notice (device fallback, tracking problems), on stderr."""
+    _stderr.print(f"[yellow]gpubench:[/yellow] {message}")
+
+
+def error(message: str) -> None:
+    """The one-paragraph error shown before a non-zero exit, on stderr."""
+    _stderr.print(f"[bold red]gpubench: error:[/bold red] {message}", soft_wrap=True)
+
+
+@contextmanager
+def model_progress(model_name: str, warmup_epochs: int, epochs: int) -> Iterator[ProgressCallback]:
+    """A live bar for one model; yields the per-epoch callback the measurement loop calls after each epoch."""
+    progress = Progress(
+        TextColumn("[bold]{task.fields[model]:<7}[/bold] {task.fields[phase]:<8}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("epoch {task.fields[epoch_s]} · loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        console=_stderr,
+        transient=False,
+    )
+    task = progress.add_task(
+        model_name, total=warmup_epochs + epochs, model=model_name, phase="sizing", epoch_s="-", loss="-"
+    )
+
+    def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float) -> None:
+        done = number if phase == "warmup" else warmup_epochs + number
+        total = warmup_epochs + planned if phase == "measured" else warmup_epochs + epochs
+        progress.update(task, completed=done, total=total, phase=phase, epoch_s=f"{seconds:.3f} s", loss=f"{loss:.4g}")
+
+    with progress:
+        yield on_epoch
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_summary(report: dict[str, Any], report_path: str) -> None:
+    """One screen: per model status, mean epoch time with intervals, CV, throughput, batch, memory, health."""
+    table = Table(title=f"gpubench · {report['hardware'].get('device_name', '?')}", show_lines=False)
+    for column in ("model", "status", "mean epoch ms", "95% CI (t)", "decision CI", "CV", "samples/s", "batch"):
+        table.add_column(column, justify="left" if column in ("model", "status") else "right")
+    table.add_column("peak MB", justify="right")
+    table.add_column("health", justify="left")
+    for name, section in report["models"].items():
+        stats = section.get("statistics") or {}
+        ci = section.get("confidence_interval_ms")
+        decision = stats.get("decision_interval_ms")
+        throughput = section.get("samples_per_second") or {}
+        status = section["status"] if section["status"] == "ok" else f"[red]{section['status']}[/red]"
+        table.add_row(
+            name,
+            status,
+            _fmt(section.get("mean_epoch_time_ms"), ".1f"),
+            f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "-",
+            f"{decision[0]:.1f}–{decision[1]:.1f}" if decision else "-",
+            _fmt(section.get("coefficient_of_variation"), ".3f"),
+            _fmt(throughput.get("mean"), ",.0f"),
+            _fmt(section.get("batch_size"), "d"),
+            _fmt(section.get("memory_usage_mb"), ",.0f"),
+            " ".join(str(x) for x in (section.get("stability"), section.get("loss_trend")) if x) or "-",
+        )
+    _stdout.print(table)
+    for name, section in report["models"].items():
+        if section.get("error"):
+            _stdout.print(f"[red]{name}[/red]: {section['error']}", soft_wrap=True)
+    recommendation = report.get("recommendation")
+    if recommendation:
+        _stdout.print(f"[bold]Recommendation:[/bold] {recommendation['decision']} — {recommendation['reasoning']}")
+    _stdout.print(f"Report: {report_path}")

@@ -1,0 +1,796 @@
+"""The device: which one to benchmark on, what it is, how it is doing. The only module that talks to NVML.
+
+Everything here degrades instead of failing: without CUDA the benchmark runs on the CPU with a one-line notice;
+without NVML (no driver library, a container without it, an unsupported query) the telemetry fields are ``None``
+and a notice says why. ``pynvml`` (from nvidia-ml-py) is imported lazily, on first use, and initialised once per
+process.
+
+Units, also carried in the names: MB are MiB (2**20 bytes, as nvidia-smi and torch print them), GB in the
+configuration are GiB, temperatures °C, clocks MHz, power W, energy J.
+"""
+
+import importlib
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from gpubench.config import HardwareConfig
+from gpubench.errors import ConfigError
+
+BYTES_PER_MB = 1024**2
+BYTES_PER_GB = 1024**3
+CPU_NOTICE = "no CUDA device found; benchmarking on the CPU"
+
+#: NVML clock-event ("throttle") reason bits, named after nvml.h's ``nvmlClocksEventReason*``. The bit values are
+#: part of NVML's ABI, so decoding does not need pynvml.
+THROTTLE_REASON_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+#: Reasons that mean heat or power is holding the clock down, so an epoch measured under one is not
+#: representative of the card's sustained speed. (Idle, sync boost and application clocks are not slowdowns.)
+THERMAL_POWER_REASONS: frozenset[str] = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+#: An epoch whose SM clock is below this fraction of the sustained maximum counts as throttled.
+THROTTLED_CLOCK_FRACTION = 0.75
+
+# Burn-in on the CPU only checks that the loop runs and reports its time: keep it short and small.
+_CPU_BURN_IN_MAX_SECONDS = 1.0
+_CPU_BURN_IN_MATRIX_SIZE = 256
+# Matmuls between two synchronisations: enough that the sync and the clock read are a negligible part of an
+# iteration (a 4096x4096 fp32 matmul is about 2 ms on an H200).
+_BURN_IN_MATMULS_PER_ITERATION = 10
+
+
+def decode_throttle_reasons(mask: int | None) -> list[str] | None:
+    """Names of the reasons set in an NVML clock-event bitmask (None when the mask could not be read)."""
+    if mask is None:
+        return None
+    return [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
+
+
+# --------------------------------------------------------------------------------------------------- device choice
+
+
+def resolve_device(hw: HardwareConfig, *, cuda_available: bool | None = None) -> tuple[torch.device, str | None]:
+    """The device to benchmark on, and a one-line notice when the choice is not what the user might expect.
+
+    ``auto`` picks ``cuda:0`` when CUDA is available and the CPU otherwise (with a notice); ``cpu`` picks the
+    CPU; a catalog card needs a CUDA GPU, because it emulates that card's VRAM by capping the allocator there.
+    ``cuda_available`` overrides ``torch.cuda.is_available()`` (for tests).
+    """
+    has_cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
+    if hw.name == "cpu":
+        return torch.device("cpu"), None
+    if hw.name == "auto":
+        if has_cuda:
+            return torch.device("cuda", 0), None
+        return torch.device("cpu"), CPU_NOTICE
+    if not has_cuda:
+        raise ConfigError(
+            f"`hardware` = {hw.name!r} needs a CUDA GPU, and none was found: a catalog card emulates that card's "
+            "VRAM by capping the memory allocator on a CUDA GPU. On a machine without one, use hardware=cpu or "
+            "hardware=auto."
+        )
+    return torch.device("cuda", 0), None
+
+
+def vram_fraction(limit_gb: float, total_bytes: int) -> float:
+    """The fraction of a card's memory that ``limit_gb`` GiB is; ConfigError when the card is smaller."""
+    limit_bytes = limit_gb * BYTES_PER_GB
+    if limit_bytes > total_bytes:
+        raise ConfigError(
+            f"`hardware.vram_limit_gb` = {limit_gb!r} is not valid: it must be at most this GPU's memory "
+            f"({total_bytes / BYTES_PER_GB:.1f} GB); a VRAM cap can only emulate a smaller card."
+        )
+    return limit_bytes / total_bytes
+
+
+def apply_vram_limit(device: torch.device, limit_gb: float | None) -> float | None:
+    """Cap the caching allocator at ``limit_gb`` GiB and return the usable VRAM in MB (None on the CPU).
+
+    Without a limit the cap is reset to the whole card, so the call decides the state whatever ran before it in
+    this process. The cap applies to what PyTorch allocates; the CUDA context and libraries' workspaces come on top.
+    """
+    if device.type != "cuda":
+        return None
+    total_bytes = torch.cuda.get_device_properties(device).total_memory
+    if limit_gb is None:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        return total_bytes / BYTES_PER_MB
+    torch.cuda.set_per_process_memory_fraction(vram_fraction(limit_gb, total_bytes), device)
+    return limit_gb * BYTES_PER_GB / BYTES_PER_MB
+
+
+# --------------------------------------------------------------------------------------------------- NVML access
+
+
+class Nvml:
+    """An initialised NVML library, or the reason it is unavailable. Queries return None instead of raising.
+
+    ``library`` is the ``pynvml`` module or an object with the same functions (a fake in tests); by default
+    ``pynvml`` is imported here, so importing gpubench never needs it.
+    """
+
+    def __init__(self, library: Any | None = None) -> None:
+        self.notice: str | None = None
+        self._library: Any | None = None
+        try:
+            module = library if library is not None else importlib.import_module("pynvml")
+            module.nvmlInit()
+        # Broad on purpose: a missing package, a missing libnvidia-ml.so or a driver mismatch all mean the same
+        # thing to the benchmark (no telemetry), and none of them may stop it.
+        except Exception as error:
+            self.notice = f"NVML unavailable ({type(error).__name__}: {error}); GPU telemetry not measured"
+            return
+        self._library = module
+
+    @property
+    def available(self) -> bool:
+        return self._library is not None
+
+    def query(self, function: str, *args: Any) -> Any | None:
+        """``pynvml.<function>(*args)``, or None when NVML is unavailable, the call fails or does not exist.
+
+        A function missing from an older nvidia-ml-py (AttributeError) is treated like an unsupported query.
+        """
+        if self._library is None:
+            return None
+        try:
+            return getattr(self._library, function)(*args)
+        except (self._library.NVMLError, AttributeError):
+            return None
+
+    def constant(self, name: str) -> Any:
+        """A constant of the NVML module (only meaningful when :attr:`available`)."""
+        return getattr(self._library, name)
+
+
+_default_nvml: Nvml | None = None
+_default_nvml_lock = threading.Lock()
+
+
+def default_nvml() -> Nvml:
+    """The process-wide NVML session, initialised on the first call (NVML needs one init per process)."""
+    global _default_nvml
+    with _default_nvml_lock:
+        if _default_nvml is None:
+            _default_nvml = Nvml()
+        return _default_nvml
+
+
+@dataclass(frozen=True)
+class CudaIdentity:
+    """What torch knows about one of its CUDA devices: enough to describe it and to find it in NVML.
+
+    ``pci_location`` is (domain, bus, device) as integers, so "0000:19:00.0" and "00000000:19:00.0" compare equal.
+    """
+
+    torch_index: int
+    name: str
+    total_memory_bytes: int
+    compute_capability: str
+    uuid: str | None
+    pci_location: tuple[int, int, int] | None
+
+
+def cuda_identity(torch_index: int) -> CudaIdentity:
+    """Read torch's properties of CUDA device ``torch_index`` (an index under CUDA_VISIBLE_DEVICES)."""
+    props = torch.cuda.get_device_properties(torch_index)
+    uuid = getattr(props, "uuid", None)
+    pci_location = None
+    # CUDA builds of torch expose the PCI location; guard anyway, as ROCm and older builds may not.
+    if all(hasattr(props, name) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+        pci_location = (int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id))
+    return CudaIdentity(
+        torch_index=torch_index,
+        name=props.name,
+        total_memory_bytes=int(props.total_memory),
+        compute_capability=f"{props.major}.{props.minor}",
+        uuid=str(uuid) if uuid is not None else None,
+        pci_location=pci_location,
+    )
+
+
+def _normalise_uuid(uuid: str | None) -> str | None:
+    # NVML prints "GPU-6a3e...", torch prints the bare "6a3e...".
+    if not uuid:
+        return None
+    text = uuid.strip().lower()
+    return text.removeprefix("gpu-")
+
+
+def parse_pci_bus_id(bus_id: str | None) -> tuple[int, int, int] | None:
+    """(domain, bus, device) from a PCI bus id such as NVML's "00000000:19:00.0"; None when unparseable."""
+    if not bus_id:
+        return None
+    try:
+        domain, bus, device_function = bus_id.strip().split(":")
+        return int(domain, 16), int(bus, 16), int(device_function.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+def nvml_index_for(torch_index: int, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None) -> int | None:
+    """NVML's index of torch's CUDA device ``torch_index``, or None when it cannot be found.
+
+    They differ whenever CUDA_VISIBLE_DEVICES reorders or hides devices (torch counts visible devices, NVML all
+    of them), so the device is matched by UUID, then by PCI location, never by position.
+    """
+    nvml = nvml or default_nvml()
+    count = nvml.query("nvmlDeviceGetCount")
+    if not count:
+        return None
+    identity = identity or cuda_identity(torch_index)
+    handles = [nvml.query("nvmlDeviceGetHandleByIndex", index) for index in range(count)]
+    wanted_uuid = _normalise_uuid(identity.uuid)
+    if wanted_uuid is not None:
+        for index, handle in enumerate(handles):
+            if handle is not None and _normalise_uuid(nvml.query("nvmlDeviceGetUUID", handle)) == wanted_uuid:
+                return index
+    if identity.pci_location is not None:
+        for index, handle in enumerate(handles):
+            pci = nvml.query("nvmlDeviceGetPciInfo", handle) if handle is not None else None
+            if pci is not None and parse_pci_bus_id(pci.busId) == identity.pci_location:
+                return index
+    return None
+
+
+@dataclass(frozen=True)
+class DeviceSample:
+    """One reading of a GPU's state; a field is None when NVML could not read it."""
+
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    throttle_reasons: tuple[str, ...] | None = None
+    #: NVML's cumulative energy counter since the driver loaded, in mJ (Volta and newer).
+    energy_mj: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """Memory in use on the GPU as NVML sees it, in MB.
+
+    ``device_used_mb`` counts every process on the card plus the driver's reservations; ``process_used_mb`` is
+    this process's share (its CUDA context, PyTorch's reserved memory and library workspaces), None where NVML
+    cannot attribute memory to this process (e.g. a container whose PID namespace hides it).
+    """
+
+    device_used_mb: float | None
+    process_used_mb: float | None
+
+
+class NvmlDevice:
+    """Queries of one GPU through NVML; every method returns None for what NVML cannot read."""
+
+    def __init__(self, nvml: Nvml, nvml_index: int) -> None:
+        self.nvml = nvml
+        self.nvml_index = nvml_index
+        self.handle = nvml.query("nvmlDeviceGetHandleByIndex", nvml_index)
+        # Process accounting is often unsupported (vGPU, some containers): after one failure, stop asking.
+        self._process_query_supported = True
+
+    def _query(self, function: str, *args: Any) -> Any | None:
+        if self.handle is None:
+            return None
+        return self.nvml.query(function, self.handle, *args)
+
+    def name(self) -> str | None:
+        return self._query("nvmlDeviceGetName")
+
+    def uuid(self) -> str | None:
+        return self._query("nvmlDeviceGetUUID")
+
+    def total_memory_mb(self) -> float | None:
+        info = self._query("nvmlDeviceGetMemoryInfo")
+        return None if info is None else info.total / BYTES_PER_MB
+
+    def temperature_c(self) -> float | None:
+        sensor = self.nvml.constant("NVML_TEMPERATURE_GPU")
+        value = self._query("nvmlDeviceGetTemperature", sensor)
+        return None if value is None else float(value)
+
+    def sm_clock_mhz(self) -> float | None:
+        value = self._query("nvmlDeviceGetClockInfo", self.nvml.constant("NVML_CLOCK_SM"))
+        return None if value is None else float(value)
+
+    def max_sm_clock_mhz(self) -> float | None:
+        value = self._query("nvmlDeviceGetMaxClockInfo", self.nvml.constant("NVML_CLOCK_SM"))
+        return None if value is None else float(value)
+
+    def power_w(self) -> float | None:
+        milliwatts = self._query("nvmlDeviceGetPowerUsage")
+        return None if milliwatts is None else milliwatts / 1000.0
+
+    def power_limit_w(self) -> float | None:
+        # The enforced limit is the one in effect (the lower of the user's and the board's).
+        milliwatts = self._query("nvmlDeviceGetEnforcedPowerLimit")
+        if milliwatts is None:
+            milliwatts = self._query("nvmlDeviceGetPowerManagementLimit")
+        return None if milliwatts is None else milliwatts / 1000.0
+
+    def throttle_reasons(self) -> list[str] | None:
+        # "Clocks event reasons" is the current name; drivers before R535 only know the "throttle" one.
+        mask = self._query("nvmlDeviceGetCurrentClocksEventReasons")
+        if mask is None:
+            mask = self._query("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return decode_throttle_reasons(mask)
+
+    def energy_mj(self) -> int | None:
+        value = self._query("nvmlDeviceGetTotalEnergyConsumption")
+        return None if value is None else int(value)
+
+    def device_used_mb(self) -> float | None:
+        info = self._query("nvmlDeviceGetMemoryInfo")
+        return None if info is None else info.used / BYTES_PER_MB
+
+    def process_used_mb(self, pid: int) -> float | None:
+        """Memory NVML attributes to process ``pid`` on this GPU, in MB; None when unknown."""
+        if not self._process_query_supported:
+            return None
+        processes = self._query("nvmlDeviceGetComputeRunningProcesses")
+        if processes is None:
+            self._process_query_supported = False
+            return None
+        for process in processes:
+            if process.pid == pid:
+                used = process.usedGpuMemory
+                return None if used is None else used / BYTES_PER_MB
+        return None
+
+    def sample(self) -> DeviceSample:
+        """Temperature, SM clock, power, throttle reasons and the energy counter, read now."""
+        reasons = self.throttle_reasons()
+        return DeviceSample(
+            temperature_c=self.temperature_c(),
+            sm_clock_mhz=self.sm_clock_mhz(),
+            power_w=self.power_w(),
+            throttle_reasons=None if reasons is None else tuple(reasons),
+            energy_mj=self.energy_mj(),
+        )
+
+    def memory_reading(self) -> MemoryReading:
+        return MemoryReading(self.device_used_mb(), self.process_used_mb(os.getpid()))
+
+
+def open_nvml_device(
+    device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None
+) -> NvmlDevice | None:
+    """The NVML view of a torch CUDA device, or None on the CPU, without NVML, or when the device is not found."""
+    if device.type != "cuda":
+        return None
+    nvml = nvml or default_nvml()
+    if not nvml.available:
+        return None
+    torch_index = device.index if device.index is not None else 0
+    nvml_index = nvml_index_for(torch_index, nvml=nvml, identity=identity)
+    if nvml_index is None:
+        return None
+    return NvmlDevice(nvml, nvml_index)
+
+
+def _empty_sample() -> DeviceSample:
+    return DeviceSample()
+
+
+def device_sampler(
+    device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None
+) -> Callable[[], DeviceSample]:
+    """A function reading the device's state; on the CPU or without NVML it returns an all-None sample."""
+    nvml_device = open_nvml_device(device, nvml=nvml, identity=identity)
+    return nvml_device.sample if nvml_device is not None else _empty_sample
+
+
+def memory_reader(
+    device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None
+) -> Callable[[], MemoryReading] | None:
+    """A function reading device-used and this process's GPU memory from NVML; None when NVML cannot."""
+    nvml_device = open_nvml_device(device, nvml=nvml, identity=identity)
+    return nvml_device.memory_reading if nvml_device is not None else None
+
+
+# --------------------------------------------------------------------------------------------------- probe
+
+
+@dataclass(frozen=True)
+class WarmupStats:
+    """The burn-in before measuring: how long it ran and the state it left the device in.
+
+    ``epochs`` counts burn-in iterations (``matmuls_per_iteration`` matmuls each); ``mean_time_ms`` is the mean
+    iteration time over the final window, i.e. the level it settled at. ``peak_sm_clock_mhz`` is the highest SM
+    clock seen, the reference for flagging throttled epochs.
+    """
+
+    epochs: int
+    mean_time_ms: float
+    final_temperature_celsius: float | None
+    final_sm_clock_mhz: float | None
+    peak_sm_clock_mhz: float | None
+    stabilised: bool
+    seconds: float
+    matrix_size: int
+    matmuls_per_iteration: int
+    achieved_tflops: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: Fields of HardwareInfo that a CPU run (or a GPU without NVML) leaves unmeasured; listed in ``not_measured``.
+_DEVICE_FIELDS: tuple[str, ...] = (
+    "total_vram_mb",
+    "cuda_version",
+    "cuda_driver_version",
+    "driver_version",
+    "compute_capability",
+    "uuid",
+    "nvml_index",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "temperature_c",
+    "throttle_reasons",
+    "warmup_stats",
+)
+
+
+@dataclass
+class HardwareInfo:
+    """What the benchmark ran on, for the report's ``hardware`` object.
+
+    ``measured_on`` is ``cuda`` or ``cpu``. ``cuda_version`` is the CUDA runtime torch was built with (what runs
+    the kernels); ``cuda_driver_version`` is the newest CUDA the installed driver supports (NVML). The CPU fields
+    describe the host in both cases (RL environments run there). ``warmup_stats`` is set after :func:`burn_in`.
+    """
+
+    measured_on: str
+    device_name: str
+    total_vram_mb: float | None = None
+    cuda_version: str | None = None
+    cuda_driver_version: str | None = None
+    driver_version: str | None = None
+    compute_capability: str | None = None
+    uuid: str | None = None
+    torch_index: int | None = None
+    nvml_index: int | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: list[str] | None = None
+    nvml_available: bool = False
+    energy_counter_available: bool = False
+    cpu_name: str = ""
+    cpu_logical_cores: int | None = None
+    ram_mb: float | None = None
+    notices: list[str] = field(default_factory=list)
+    warmup_stats: WarmupStats | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``hardware`` object; ``not_measured`` lists the device fields left None."""
+        data = asdict(self)
+        data["warmup_stats"] = None if self.warmup_stats is None else self.warmup_stats.to_dict()
+        data["not_measured"] = [name for name in _DEVICE_FIELDS if data[name] is None]
+        return data
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _ram_mb() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / BYTES_PER_MB
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _cuda_version_text(version: int | None) -> str | None:
+    # NVML encodes CUDA 12.4 as 12040.
+    if not version:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def probe(device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None) -> HardwareInfo:
+    """Describe ``device`` from torch and NVML; on the CPU, describe the processor and leave GPU fields None.
+
+    Never raises for missing telemetry: what NVML cannot read stays None and ``notices`` says so.
+    ``nvml`` and ``identity`` replace the process's NVML session and torch's device properties (for tests).
+    """
+    cpu_name, cpu_logical_cores, ram_mb = _cpu_name(), os.cpu_count(), _ram_mb()
+    if device.type != "cuda":
+        return HardwareInfo(
+            measured_on="cpu",
+            device_name=cpu_name,
+            cpu_name=cpu_name,
+            cpu_logical_cores=cpu_logical_cores,
+            ram_mb=ram_mb,
+        )
+
+    torch_index = device.index if device.index is not None else 0
+    identity = identity or cuda_identity(torch_index)
+    nvml = nvml or default_nvml()
+    info = HardwareInfo(
+        measured_on="cuda",
+        device_name=identity.name,
+        total_vram_mb=identity.total_memory_bytes / BYTES_PER_MB,
+        cuda_version=torch.version.cuda,
+        compute_capability=identity.compute_capability,
+        uuid=identity.uuid,
+        torch_index=torch_index,
+        nvml_available=nvml.available,
+        cpu_name=cpu_name,
+        cpu_logical_cores=cpu_logical_cores,
+        ram_mb=ram_mb,
+    )
+    if not nvml.available:
+        info.notices.append(nvml.notice or "NVML unavailable; GPU telemetry not measured")
+        return info
+    nvml_device = open_nvml_device(device, nvml=nvml, identity=identity)
+    if nvml_device is None:
+        info.notices.append(
+            f"NVML could not find torch's cuda:{torch_index} by UUID or PCI bus id; GPU telemetry not measured"
+        )
+        return info
+    info.nvml_index = nvml_device.nvml_index
+    info.device_name = nvml_device.name() or identity.name
+    info.uuid = nvml_device.uuid() or identity.uuid
+    info.driver_version = nvml.query("nvmlSystemGetDriverVersion")
+    info.cuda_driver_version = _cuda_version_text(nvml.query("nvmlSystemGetCudaDriverVersion"))
+    info.power_limit_w = nvml_device.power_limit_w()
+    info.sm_clock_mhz = nvml_device.sm_clock_mhz()
+    info.max_sm_clock_mhz = nvml_device.max_sm_clock_mhz()
+    info.temperature_c = nvml_device.temperature_c()
+    info.throttle_reasons = nvml_device.throttle_reasons()
+    info.energy_counter_available = nvml_device.energy_mj() is not None
+    unread = [
+        name
+        for name in ("driver_version", "power_limit_w", "sm_clock_mhz", "temperature_c", "throttle_reasons")
+        if getattr(info, name) is None
+    ]
+    if not info.energy_counter_available:
+        unread.append("energy counter")
+    if unread:
+        info.notices.append("NVML could not read: " + ", ".join(unread))
+    return info
+
+
+# --------------------------------------------------------------------------------------------------- burn-in
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _relative_spread(values: list[float]) -> float:
+    ordered = sorted(values)
+    median = ordered[len(ordered) // 2]
+    return (ordered[-1] - ordered[0]) / median if median > 0 else float("inf")
+
+
+def _has_settled(times_ms: list[float], sm_clocks_mhz: list[float | None], window: int, tolerance: float) -> bool:
+    """True when the last ``window`` iteration times, and SM clocks where NVML reads them, agree within tolerance."""
+    if len(times_ms) < window or _relative_spread(times_ms[-window:]) > tolerance:
+        return False
+    recent_clocks = [clock for clock in sm_clocks_mhz[-window:] if clock is not None]
+    if len(recent_clocks) < window:
+        return True  # the clock is not readable here: judge by time alone
+    return _relative_spread(recent_clocks) <= tolerance
+
+
+def burn_in(
+    device: torch.device,
+    *,
+    max_seconds: float = 30.0,
+    matrix_size: int = 4096,
+    tolerance: float = 0.02,
+    window: int = 5,
+    min_seconds: float = 2.0,
+    clock: Callable[[], float] = time.perf_counter,
+    sampler: Callable[[], DeviceSample] | None = None,
+) -> WarmupStats:
+    """Multiply matrices until the device has settled, then report how it settled.
+
+    An iteration is a block of matmuls between two device synchronisations. The burn-in stops once it has run
+    ``min_seconds`` and the last ``window`` iteration times and SM clocks each lie within ``tolerance`` (relative
+    spread, max minus min over the median) — or after ``max_seconds`` (then ``stabilised`` is False). On the CPU
+    it is capped at a second and a small matrix, and judged by time alone. ``clock`` (seconds) and
+    ``sampler`` are injectable for tests.
+    """
+    if device.type != "cuda":
+        max_seconds = min(max_seconds, _CPU_BURN_IN_MAX_SECONDS)
+        matrix_size = min(matrix_size, _CPU_BURN_IN_MATRIX_SIZE)
+    min_seconds = min(min_seconds, max_seconds)
+    sampler = sampler or device_sampler(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    left = torch.randn(matrix_size, matrix_size, device=device, generator=generator)
+    right = torch.randn(matrix_size, matrix_size, device=device, generator=generator)
+    product = torch.empty_like(left)
+
+    times_ms: list[float] = []
+    sm_clocks_mhz: list[float | None] = []
+    peak_clock_mhz: float | None = None
+    sample = DeviceSample()
+    stabilised = False
+    _synchronize(device)
+    start_s = clock()
+    while True:
+        begin_s = clock()
+        for _ in range(_BURN_IN_MATMULS_PER_ITERATION):
+            torch.mm(left, right, out=product)
+        _synchronize(device)  # the iteration's kernels must have finished before its time is read
+        end_s = clock()
+        times_ms.append((end_s - begin_s) * 1e3)
+        sample = sampler()
+        sm_clocks_mhz.append(sample.sm_clock_mhz)
+        if sample.sm_clock_mhz is not None:
+            peak_clock_mhz = max(peak_clock_mhz or 0.0, sample.sm_clock_mhz)
+        elapsed_s = end_s - start_s
+        if elapsed_s >= min_seconds and _has_settled(times_ms, sm_clocks_mhz, window, tolerance):
+            stabilised = True
+            break
+        if elapsed_s >= max_seconds:
+            break
+
+    final_window_ms = times_ms[-window:]
+    mean_time_ms = sum(final_window_ms) / len(final_window_ms)
+    flops_per_iteration = 2.0 * matrix_size**3 * _BURN_IN_MATMULS_PER_ITERATION
+    return WarmupStats(
+        epochs=len(times_ms),
+        mean_time_ms=mean_time_ms,
+        final_temperature_celsius=sample.temperature_c,
+        final_sm_clock_mhz=sample.sm_clock_mhz,
+        peak_sm_clock_mhz=peak_clock_mhz,
+        stabilised=stabilised,
+        seconds=elapsed_s,
+        matrix_size=matrix_size,
+        matmuls_per_iteration=_BURN_IN_MATMULS_PER_ITERATION,
+        achieved_tflops=flops_per_iteration / (mean_time_ms / 1e3) / 1e12 if mean_time_ms > 0 else 0.0,
+    )
+
+
+# --------------------------------------------------------------------------------------------------- thermal watch
+
+NOT_MEASURED = "not measured"
+
+
+def temperature_status(temperature_c: float | None, cfg: HardwareConfig) -> str:
+    """``ok``, ``warm`` (≥ warn), ``hot`` (≥ throttle) or ``stop`` (≥ stop) from the configured °C thresholds.
+
+    ``stop`` means: stop benchmarking this model. ``not measured`` when the temperature is unknown.
+    """
+    if temperature_c is None:
+        return NOT_MEASURED
+    if temperature_c >= cfg.temperature_stop_c:
+        return "stop"
+    if temperature_c >= cfg.temperature_throttle_c:
+        return "hot"
+    if temperature_c >= cfg.temperature_warn_c:
+        return "warm"
+    return "ok"
+
+
+def throttle_verdict(
+    sm_clock_mhz: float | None, reference_sm_clock_mhz: float | None, reasons: list[str] | None
+) -> tuple[bool | None, str | None]:
+    """Whether an epoch was throttled, and why: a thermal/power reason, or the SM clock under 75% of reference.
+
+    Returns (None, None) when neither the clock nor the reasons could be read.
+    """
+    causes = [reason for reason in reasons or () if reason in THERMAL_POWER_REASONS]
+    if (
+        sm_clock_mhz is not None
+        and reference_sm_clock_mhz
+        and sm_clock_mhz < THROTTLED_CLOCK_FRACTION * reference_sm_clock_mhz
+    ):
+        causes.append(
+            f"SM clock {sm_clock_mhz:.0f} MHz < {THROTTLED_CLOCK_FRACTION:.0%} of {reference_sm_clock_mhz:.0f} MHz"
+        )
+    if causes:
+        return True, "; ".join(causes)
+    if sm_clock_mhz is None and reasons is None:
+        return None, None
+    return False, None
+
+
+@dataclass(frozen=True)
+class EpochDeviceStats:
+    """The device during one measured epoch; every field None (status ``not measured``) on the CPU.
+
+    Temperature, clock, power and throttle reasons are read at the epoch's end, right after the closing
+    synchronisation, while clocks still reflect the load. ``energy_j`` is the NVML energy counter's increase
+    over the epoch and ``mean_power_w`` that energy over the epoch's wall time.
+    """
+
+    temperature_c: float | None
+    temperature_status: str
+    sm_clock_mhz: float | None
+    power_w: float | None
+    mean_power_w: float | None
+    throttle_reasons: list[str] | None
+    energy_j: float | None
+    throttled: bool | None
+    throttle_cause: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class DeviceMonitor:
+    """Per-epoch watch of temperature, SM clock, power, throttling and energy.
+
+    ``reference_sm_clock_mhz`` is the sustained maximum the throttle flag compares against: the burn-in's peak
+    clock, or the card's maximum SM clock when there was no burn-in. ``sampler`` and ``clock`` (seconds) are
+    injectable for tests; by default the device is read through NVML.
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        cfg: HardwareConfig,
+        *,
+        reference_sm_clock_mhz: float | None = None,
+        sampler: Callable[[], DeviceSample] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.cfg = cfg
+        self.reference_sm_clock_mhz = reference_sm_clock_mhz
+        self._sampler = sampler or device_sampler(device)
+        self._clock = clock
+        self._start_energy_mj: int | None = None
+        self._start_s: float | None = None
+
+    def start_epoch(self) -> None:
+        """Mark the start of an epoch (reads the energy counter)."""
+        self._start_energy_mj = self._sampler().energy_mj
+        self._start_s = self._clock()
+
+    def end_epoch(self) -> EpochDeviceStats:
+        """Read the device at the end of the epoch started by :meth:`start_epoch`."""
+        if self._start_s is None:
+            raise RuntimeError("DeviceMonitor.end_epoch called without start_epoch")
+        end_s = self._clock()
+        sample = self._sampler()
+        energy_j = None
+        if sample.energy_mj is not None and self._start_energy_mj is not None:
+            energy_j = (sample.energy_mj - self._start_energy_mj) / 1000.0
+        seconds = end_s - self._start_s
+        mean_power_w = energy_j / seconds if energy_j is not None and seconds > 0 else None
+        reasons = None if sample.throttle_reasons is None else list(sample.throttle_reasons)
+        throttled, cause = throttle_verdict(sample.sm_clock_mhz, self.reference_sm_clock_mhz, reasons)
+        self._start_s = None
+        return EpochDeviceStats(
+            temperature_c=sample.temperature_c,
+            temperature_status=temperature_status(sample.temperature_c, self.cfg),
+            sm_clock_mhz=sample.sm_clock_mhz,
+            power_w=sample.power_w,
+            mean_power_w=mean_power_w,
+            throttle_reasons=reasons,
+            energy_j=energy_j,
+            throttled=throttled,
+            throttle_cause=cause,
+        )

@@ -1,0 +1,347 @@
+"""Mamba-2 forecaster (Dao & Gu 2024, "Transformers are SSMs: ... Structured State Space Duality").
+
+The selective state space model of one head, with a scalar decay per step (the SSD restriction of Mamba-2), is
+
+    h_t = exp(dt_t * A) * h_{t-1} + dt_t * x_t B_t^T        (h: headdim x d_state)
+    y_t = h_t C_t
+
+:func:`ssd_sequential` runs that recurrence step by step (the plain reference). :func:`ssd_chunked` computes the
+same outputs with the paper's block decomposition of the semiseparable matrix: within each chunk the quadratic
+(attention-like) form ``(C B^T ∘ L) X`` with the causal decay matrix ``L``; across chunks a recurrence over
+per-chunk states, written as one small matmul with a decay matrix over chunks; then the states entering each chunk
+turned into outputs. Everything is batched matmuls and elementwise ops, with no Python loop over time or chunks, so
+it runs fast in eager mode and compiles into one graph.
+
+The model: an input projection from bar features to ``d_model``, ``n_layers`` pre-norm residual Mamba-2 blocks, a
+final RMSNorm and a linear head reading the last position, predicting the next ``horizon`` normalised returns.
+:class:`Mamba2Workload` trains it with AdamW on MSE over windows sampled from the training split.
+"""
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gpubench.config import Mamba2Config
+from gpubench.data.tensors import FeatureTensors
+from gpubench.workload import ExecutionContext, StepResult, Workload
+
+#: An SSD scan ``(x, dt, A, B, C) -> y`` with the shapes of :func:`ssd_sequential`.
+SSDScan = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+#: Range of the initial step size dt (in bars), sampled log-uniformly per head (the paper's initialisation).
+DT_INIT_MIN = 1e-3
+DT_INIT_MAX = 0.1
+#: Range of -A at initialisation, sampled uniformly per head; A_log = log(-A) is the trained parameter.
+A_INIT_MIN = 1.0
+A_INIT_MAX = 16.0
+#: RMSNorm epsilon, added to the mean square.
+RMS_EPS = 1e-5
+
+
+# --------------------------------------------------------------------------------------------------- SSD scans
+
+
+def ssd_sequential(
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
+) -> torch.Tensor:
+    """The SSD recurrence one step at a time (the reference :func:`ssd_chunked` is checked against).
+
+    Args:
+        x: ``(batch, seqlen, nheads, headdim)`` inputs.
+        dt: ``(batch, seqlen, nheads)`` step sizes, already positive (after softplus).
+        A: ``(nheads,)`` negative decay rates; the state decays by ``exp(dt * A)`` per step.
+        B: ``(batch, seqlen, ngroups, d_state)`` input matrices; head ``i`` uses group ``i // (nheads // ngroups)``.
+        C: ``(batch, seqlen, ngroups, d_state)`` output matrices, grouped like ``B``.
+
+    Returns:
+        ``(batch, seqlen, nheads, headdim)`` outputs ``y_t = h_t C_t`` (without the D skip term), from a zero
+        initial state.
+    """
+    batch, seqlen, nheads, headdim = x.shape
+    heads_per_group = nheads // B.shape[2]
+    B_heads = B.repeat_interleave(heads_per_group, dim=2)
+    C_heads = C.repeat_interleave(heads_per_group, dim=2)
+    state = x.new_zeros(batch, nheads, headdim, B.shape[3])
+    outputs = []
+    for t in range(seqlen):
+        decay = torch.exp(dt[:, t] * A)[:, :, None, None]
+        update = (dt[:, t, :, None] * x[:, t])[:, :, :, None] * B_heads[:, t, :, None, :]
+        state = decay * state + update
+        outputs.append(torch.einsum("bhpn,bhn->bhp", state, C_heads[:, t]))
+    return torch.stack(outputs, dim=1)
+
+
+def _segment_sum(log_decay: torch.Tensor) -> torch.Tensor:
+    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, and ``-inf`` above the diagonal.
+
+    ``exp`` of it is the causal decay matrix ``L[i, j] = prod_{j<k<=i} exp(dt_k A)``. The sums are accumulated
+    directly (a masked cumulative sum down each column) rather than as differences of one running sum, so no
+    precision is lost to cancellation when the running sum is large; masking to ``-inf`` before ``exp`` means no
+    positive exponent is ever taken.
+    """
+    length = log_decay.shape[-1]
+    index = torch.arange(length, device=log_decay.device)
+    strictly_below = index[:, None] > index[None, :]
+    # Row i of column j holds log_decay[i] for i > j, so the cumulative sum down column j is the segment sum.
+    sums = torch.where(strictly_below, log_decay[..., :, None], 0.0).cumsum(dim=-2)
+    return torch.where(index[:, None] >= index[None, :], sums, -math.inf)
+
+
+def ssd_chunked(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    chunk_size: int,
+) -> torch.Tensor:
+    """The SSD scan by chunks (state space duality): same arguments and result as :func:`ssd_sequential`.
+
+    ``chunk_size`` is in time steps; a chunk longer than the sequence is cut to the sequence, and a sequence that
+    is not a multiple of the chunk is padded with ``dt = 0`` steps (decay 1, no input), which change no output.
+    """
+    batch, seqlen, nheads, headdim = x.shape
+    ngroups, d_state = B.shape[2], B.shape[3]
+    heads_per_group = nheads // ngroups
+    chunk = min(chunk_size, seqlen)
+    pad = -seqlen % chunk
+    if pad:
+        x = F.pad(x, (0, 0, 0, 0, 0, pad))
+        dt = F.pad(dt, (0, 0, 0, pad))
+        B = F.pad(B, (0, 0, 0, 0, 0, pad))
+        C = F.pad(C, (0, 0, 0, 0, 0, pad))
+    nchunks = (seqlen + pad) // chunk
+
+    # Layouts: b batch, c chunk, l/s position in the chunk (output/input), h head, g group, p headdim, n state.
+    X = (x * dt[..., None]).unflatten(1, (nchunks, chunk))  # (b, c, l, h, p): dt-scaled inputs
+    log_decay = (dt * A).unflatten(1, (nchunks, chunk)).transpose(2, 3)  # (b, c, h, l), all <= 0
+    B_chunks = B.unflatten(1, (nchunks, chunk)).permute(0, 1, 3, 2, 4)  # (b, c, g, s, n)
+    C_chunks = C.unflatten(1, (nchunks, chunk)).permute(0, 1, 3, 2, 4)  # (b, c, g, l, n)
+
+    # 1. Within each chunk: y_l = sum_{s<=l} L[l, s] (C_l . B_s) X_s, the quadratic (attention-like) form.
+    decay = torch.exp(_segment_sum(log_decay))  # (b, c, h, l, s)
+    scores_by_group = C_chunks @ B_chunks.transpose(-1, -2)  # (b, c, g, l, s), shared by the group's heads
+    # Broadcasting the group's scores over its heads (instead of repeating B and C per head) keeps the largest
+    # tensor of the scan at (b, c, h, l, s).
+    scores = (decay.unflatten(2, (ngroups, heads_per_group)) * scores_by_group[:, :, :, None]).flatten(2, 3)
+    y_within = scores @ X.transpose(2, 3)  # (b, c, h, l, p)
+
+    # 2. Each chunk's own contribution to the state at its end: sum_s L[last, s] X_s B_s^T.
+    decay_to_end = decay[..., -1, :].transpose(2, 3)  # (b, c, s, h): the last row of L
+    X_to_end = (X * decay_to_end[..., None]).unflatten(3, (ngroups, heads_per_group)).flatten(4, 5)
+    chunk_states = B_chunks.transpose(-1, -2) @ X_to_end.transpose(2, 3)  # (b, c, g, n, hg*p)
+
+    # 3. Across chunks: the state entering chunk z is the state leaving chunk z-1, i.e. every earlier chunk's
+    # contribution decayed through the chunks in between. A matmul with the decay matrix over chunks does the
+    # (short) recurrence at once; the first chunk starts from the zero state.
+    log_decay_cumsum = log_decay.cumsum(dim=-1)  # (b, c, h, l): from the chunk's start to l inclusive
+    chunk_log_decay = log_decay_cumsum[..., -1].transpose(1, 2)  # (b, h, c): over a whole chunk
+    states_by_head = (
+        chunk_states.unflatten(4, (heads_per_group, headdim))
+        .permute(0, 2, 4, 1, 3, 5)
+        .reshape(batch, nheads, nchunks, d_state * headdim)
+    )  # (b, h, c, n*p)
+    chunk_decay = torch.exp(_segment_sum(chunk_log_decay[..., :-1]))  # (b, h, c-1, c-1)
+    leaving_states = chunk_decay @ states_by_head[:, :, :-1]  # states leaving chunks 0 .. c-2
+    entering_states = F.pad(leaving_states, (0, 0, 1, 0))  # (b, h, c, n*p)
+
+    # 4. The entering state's effect inside the chunk: y_l += exp(sum_{k<=l} dt_k A) C_l h_in.
+    entering_by_group = (
+        entering_states.unflatten(1, (ngroups, heads_per_group))
+        .unflatten(4, (d_state, headdim))
+        .permute(0, 3, 1, 4, 2, 5)
+        .reshape(batch, nchunks, ngroups, d_state, heads_per_group * headdim)
+    )  # (b, c, g, n, hg*p)
+    y_from_state = (C_chunks @ entering_by_group).unflatten(4, (heads_per_group, headdim))  # (b, c, g, l, hg, p)
+    y_from_state = y_from_state.transpose(2, 3).flatten(3, 4)  # (b, c, l, h, p)
+    y = y_from_state * torch.exp(log_decay_cumsum).transpose(2, 3)[..., None] + y_within.transpose(2, 3)
+    return y.flatten(1, 2)[:, :seqlen]
+
+
+# --------------------------------------------------------------------------------------------------- model
+
+
+class Mamba2Mixer(nn.Module):
+    """The Mamba-2 block's sequence mixer: ``(batch, seqlen, d_model) -> (batch, seqlen, d_model)``, causal.
+
+    One input projection yields z (gate), x, B, C (through a depthwise causal conv + SiLU) and dt; the SSD scan
+    mixes along time; a per-head D skip, gated RMSNorm of ``y * SiLU(z)`` and an output projection follow.
+    """
+
+    def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
+        super().__init__()
+        self.scan = scan
+        self.d_inner = config.expand * config.d_model
+        self.headdim = config.headdim
+        self.nheads = self.d_inner // config.headdim
+        self.ngroups = config.ngroups
+        self.d_state = config.d_state
+        self.conv_channels = self.d_inner + 2 * config.ngroups * config.d_state
+        # One matmul for all five projections: z, (x, B, C), dt.
+        self.in_proj = nn.Linear(config.d_model, self.d_inner + self.conv_channels + self.nheads, bias=False)
+        self.conv = nn.Conv1d(
+            self.conv_channels,
+            self.conv_channels,
+            kernel_size=config.d_conv,
+            groups=self.conv_channels,
+            padding=config.d_conv - 1,
+        )
+        # dt_bias = softplus^-1(dt) for dt log-uniform in [DT_INIT_MIN, DT_INIT_MAX], so the initial step sizes
+        # span slow and fast time scales across heads.
+        dt_init = torch.exp(
+            torch.rand(self.nheads) * (math.log(DT_INIT_MAX) - math.log(DT_INIT_MIN)) + math.log(DT_INIT_MIN)
+        )
+        self.dt_bias = nn.Parameter(dt_init + torch.log(-torch.expm1(-dt_init)))
+        self.A_log = nn.Parameter(torch.log(torch.empty(self.nheads).uniform_(A_INIT_MIN, A_INIT_MAX)))
+        self.D = nn.Parameter(torch.ones(self.nheads))
+        self.gate_norm_weight = nn.Parameter(torch.ones(self.d_inner))
+        self.out_proj = nn.Linear(self.d_inner, config.d_model, bias=False)
+
+    def causal_conv(self, xBC: torch.Tensor) -> torch.Tensor:
+        """Depthwise causal convolution + SiLU over time: ``(batch, seqlen, channels)`` in and out.
+
+        Padding ``d_conv - 1`` on both sides and keeping the first ``seqlen`` outputs makes output t see inputs
+        t - d_conv + 1 .. t only.
+        """
+        seqlen = xBC.shape[1]
+        # Back to time-major memory: x, B and C then slice into views the scan's batched matmuls use uncopied.
+        return F.silu(self.conv(xBC.transpose(1, 2))[..., :seqlen]).transpose(1, 2).contiguous()
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        z, xBC, dt = torch.split(self.in_proj(hidden), [self.d_inner, self.conv_channels, self.nheads], dim=-1)
+        x, B, C = torch.split(
+            self.causal_conv(xBC), [self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1
+        )
+        x = x.unflatten(-1, (self.nheads, self.headdim))
+        dt = F.softplus(dt + self.dt_bias)
+        A = -torch.exp(self.A_log)
+        y = self.scan(
+            x,
+            dt,
+            A,
+            B.unflatten(-1, (self.ngroups, self.d_state)),
+            C.unflatten(-1, (self.ngroups, self.d_state)),
+        )
+        y = (y + x * self.D[:, None]).flatten(-2)
+        y = F.rms_norm(y * F.silu(z), (self.d_inner,), self.gate_norm_weight, RMS_EPS)
+        return self.out_proj(y)
+
+
+class Mamba2Layer(nn.Module):
+    """Pre-norm residual block: ``hidden + mixer(RMSNorm(hidden))``."""
+
+    def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(config.d_model, eps=RMS_EPS)
+        self.mixer = Mamba2Mixer(config, scan)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden + self.mixer(self.norm(hidden))
+
+
+class Mamba2Forecaster(nn.Module):
+    """Bar features ``(batch, seq_len, n_features)`` -> the next ``horizon`` normalised returns ``(batch, horizon)``.
+
+    ``scan`` defaults to :func:`ssd_chunked` with ``config.chunk_size``; benchmarks pass a reference scan.
+    """
+
+    def __init__(self, n_features: int, config: Mamba2Config, scan: SSDScan | None = None) -> None:
+        super().__init__()
+        if scan is None:
+            scan = functools.partial(ssd_chunked, chunk_size=config.chunk_size)
+        self.embed = nn.Linear(n_features, config.d_model)
+        self.layers = nn.ModuleList(Mamba2Layer(config, scan) for _ in range(config.n_layers))
+        self.final_norm = nn.RMSNorm(config.d_model, eps=RMS_EPS)
+        self.head = nn.Linear(config.d_model, config.horizon)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        # The residual stream stays fp32 under autocast: sums of many bf16 block outputs would lose precision.
+        hidden = self.embed(features).float()
+        for layer in self.layers:
+            hidden = layer(hidden)
+        return self.head(self.final_norm(hidden[:, -1]))
+
+
+# --------------------------------------------------------------------------------------------------- workload
+
+
+class Mamba2Workload(Workload):
+    """One AdamW step of the Mamba-2 forecaster on a batch of windows from the training split.
+
+    A window is ``seq_len + horizon`` consecutive bars of one symbol: the features of the first ``seq_len`` are
+    the input, the target column (normalised return) of the last ``horizon`` is the target.
+    """
+
+    name = "mamba2"
+    sample_unit = "window"
+
+    def __init__(
+        self,
+        config: Mamba2Config,
+        data: FeatureTensors,
+        context: ExecutionContext,
+        *,
+        scan: SSDScan | None = None,
+    ) -> None:
+        self.config = config
+        self.data = data
+        self.context = context
+        self.window_bars = config.seq_len + config.horizon
+        self.train_starts = data.window_starts(self.window_bars, "train")
+        # Initialise from the context's seed without disturbing the global generator other code may rely on.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(context.seed)
+            self.model = Mamba2Forecaster(data.n_features, config, scan)
+        self.model.to(context.device)
+        # Weight decay on matrices only; A_log, dt_bias, D, norm weights and biases are left undecayed.
+        parameters = list(self.model.parameters())
+        self.optimizer = torch.optim.AdamW(
+            [
+                {"params": [p for p in parameters if p.ndim >= 2], "weight_decay": config.weight_decay},
+                {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0},
+            ],
+            lr=config.learning_rate,
+            fused=context.device.type == "cuda",
+        )
+        self._loss = context.compile(self._forward_loss)
+
+    @property
+    def samples_per_step(self) -> float:
+        return float(self.context.batch_size)
+
+    def _forward_loss(self, inputs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        with self.context.autocast():
+            prediction = self.model(inputs)
+        return F.mse_loss(prediction.float(), target)
+
+    def train_step(self) -> StepResult:
+        if self.context.compile_mode == "reduce-overhead":
+            # CUDA-graph trees must know a new iteration starts, or they would keep the previous step's
+            # graph outputs alive and refuse to overwrite them.
+            torch.compiler.cudagraph_mark_step_begin()
+        starts = self.data.sample_starts(self.train_starts, self.context.batch_size, self.context.generator)
+        windows = self.data.gather(starts, self.window_bars)
+        inputs = windows[:, : self.config.seq_len]
+        target = windows[:, self.config.seq_len :, self.data.target_column]
+        loss = self._loss(inputs, target)
+        grad_norm = self.context.optimize(loss, self.optimizer, self.model.parameters(), self.config.max_grad_norm)
+        # A clone, because under CUDA graphs the compiled output's memory is reused by the next step.
+        return StepResult(loss=loss.detach().clone(), grad_norm=grad_norm)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.model]
+
+    def describe(self) -> dict[str, object]:
+        mixer = self.model.layers[0].mixer
+        return {
+            **super().describe(),
+            "seq_len": self.config.seq_len,
+            "horizon": self.config.horizon,
+            "d_inner": mixer.d_inner,
+            "nheads": mixer.nheads,
+            "chunk_size": self.config.chunk_size,
+        }

@@ -1,0 +1,453 @@
+"""Temporal Fusion Transformer (Lim et al. 2021) forecasting returns over several bars, and its workload.
+
+The model follows the paper's figure 2 from the inputs up; equation numbers refer to the paper:
+
+1. inputs to the hidden size: one learned linear map per real variable, an embedding for the symbol (the static
+   covariate);
+2. variable selection networks (eqs. 6-8) for the static, past (encoder: every feature) and known-future
+   (decoder: calendar features) inputs, each variable through its own gated residual network (GRN, eqs. 2-4);
+3. static covariate encoders: four GRNs turning the selected static embedding into the context vectors for
+   variable selection (c_s), static enrichment (c_e) and the LSTM's initial state (c_h, c_c);
+4. an LSTM encoder-decoder seeded with (c_h, c_c), then a gated skip connection with layer norm (eq. 17);
+5. static enrichment with c_e (eq. 18), interpretable multi-head attention under a causal mask (eqs. 13-16),
+   another gated skip (eq. 19), the position-wise GRN (eq. 20) and a gated skip over the whole block (eq. 22);
+6. one linear output per quantile (eq. 23), trained with the quantile (pinball) loss (eq. 24).
+
+Speed comes from doing per-variable and per-head work as single batched operations: every variable's GRN is one
+grouped GRN whose linear layers are batched matrix products over a ``(n_variables, in, out)`` weight; the heads
+of the attention share one matrix product; the LSTMs are ``nn.LSTM`` (cuDNN on a GPU); only the decoder positions,
+the ones forecast, query the attention (their outputs equal those of full self-attention sliced to the decoder).
+
+Shapes: B batch, k encoder bars, τ decoder bars, T = k + τ, V variables, d hidden size, H heads, Q quantiles.
+"""
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gpubench.config import TFTConfig
+from gpubench.data.tensors import FeatureTensors
+from gpubench.errors import DataError
+from gpubench.workload import ExecutionContext, StepResult, Workload
+
+#: The static covariate encoders' outputs, in the order the grouped GRN produces them.
+_STATIC_CONTEXTS = ("selection", "enrichment", "state_h", "state_c")
+
+
+# --------------------------------------------------------------------------------------------------- grouped layers
+
+
+class GroupedLinear(nn.Module):
+    """``n_groups`` independent linear maps applied at once: ``(..., n_groups, in) -> (..., n_groups, out)``.
+
+    Group ``g`` computes ``x[..., g, :] @ weight[g] + bias[g]``; all groups run as one batched matrix product.
+    """
+
+    def __init__(self, n_groups: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        # nn.Linear's default initialisation, per group: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases.
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(n_groups, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(n_groups, out_features).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n_groups = self.weight.shape[0]
+        leading = x.shape[:-2]
+        # (N, groups, in) -> (groups, N, in) is a strided view, which batched GEMM reads without a copy.
+        grouped = x.reshape(-1, n_groups, self.in_features).transpose(0, 1)
+        out = torch.baddbmm(self.bias.unsqueeze(1), grouped, self.weight)
+        return out.transpose(0, 1).reshape(*leading, n_groups, self.out_features)
+
+
+class GroupedLayerNorm(nn.Module):
+    """Layer norm over the last dimension with a separate gain and bias per group: ``(..., n_groups, size)``."""
+
+    def __init__(self, n_groups: int, size: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n_groups, size))
+        self.bias = nn.Parameter(torch.zeros(n_groups, size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addcmul(self.bias, F.layer_norm(x, self.weight.shape[-1:]), self.weight)
+
+
+def _linear(in_features: int, out_features: int, n_groups: int | None) -> nn.Module:
+    return (
+        nn.Linear(in_features, out_features) if n_groups is None else GroupedLinear(n_groups, in_features, out_features)
+    )
+
+
+def _layer_norm(size: int, n_groups: int | None) -> nn.Module:
+    return nn.LayerNorm(size) if n_groups is None else GroupedLayerNorm(n_groups, size)
+
+
+# --------------------------------------------------------------------------------------------------- gating
+
+
+class GLU(nn.Module):
+    """Gated linear unit (eq. 5): ``GLU(γ) = σ(W₄γ + b₄) ⊙ (W₅γ + b₅)``, with dropout applied to γ first.
+
+    One linear layer produces both halves: output features ``[0, out)`` are the value ``W₅γ + b₅`` and
+    ``[out, 2·out)`` the gate ``W₄γ + b₄``, the layout ``F.glu`` expects. With ``n_groups`` the input is
+    ``(..., n_groups, input_size)`` and each group has its own weights.
+    """
+
+    def __init__(self, input_size: int, output_size: int, dropout: float = 0.0, n_groups: int | None = None) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.linear = _linear(input_size, 2 * output_size, n_groups)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.glu(self.linear(self.dropout(x)), dim=-1)
+
+
+class GateAddNorm(nn.Module):
+    """Gated skip connection ``LayerNorm(residual + GLU(x))``.
+
+    It closes every GRN (eq. 2) and follows the LSTM (eq. 17), the attention (eq. 19) and the position-wise GRN
+    (eq. 22): the gate lets the network suppress a layer it does not need.
+    """
+
+    def __init__(self, input_size: int, output_size: int, dropout: float = 0.0, n_groups: int | None = None) -> None:
+        super().__init__()
+        self.glu = GLU(input_size, output_size, dropout, n_groups)
+        self.norm = _layer_norm(output_size, n_groups)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.norm(residual + self.glu(x))
+
+
+class GRN(nn.Module):
+    """Gated residual network (eqs. 2-4) with optional context::
+
+        η₂ = ELU(W₂a + W₃c + b₂),   η₁ = W₁η₂ + b₁,   GRN(a, c) = LayerNorm(skip(a) + GLU(η₁))
+
+    ``skip`` is the identity when input and output sizes match, else a linear projection. With ``n_groups`` the
+    input is ``(..., n_groups, input_size)`` and each group (variable) has its own weights, computed together.
+    The context ``c`` must broadcast against the input's leading dimensions (e.g. ``(B, 1, c)`` for a
+    ``(B, T, a)`` input); it enters through ``W₃`` only, which has no bias.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        output_size: int,
+        dropout: float = 0.0,
+        context_size: int | None = None,
+        n_groups: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.input_layer = _linear(input_size, hidden_size, n_groups)
+        self.context_layer = None if context_size is None else nn.Linear(context_size, hidden_size, bias=False)
+        self.hidden_layer = _linear(hidden_size, hidden_size, n_groups)
+        self.skip = None if input_size == output_size else _linear(input_size, output_size, n_groups)
+        self.gate_add_norm = GateAddNorm(hidden_size, output_size, dropout, n_groups)
+
+    def forward(self, a: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = self.input_layer(a)
+        if context is not None:
+            if self.context_layer is None:
+                raise ValueError("this GRN was built without context_size, so it takes no context")
+            hidden = hidden + self.context_layer(context)
+        hidden = self.hidden_layer(F.elu(hidden))
+        residual = a if self.skip is None else self.skip(a)
+        return self.gate_add_norm(hidden, residual)
+
+
+# --------------------------------------------------------------------------------------------------- inputs
+
+
+class RealEmbedding(nn.Module):
+    """Each real input variable to the hidden size by its own linear map (section 4.1): ``ξ⁽ʲ⁾ = x⁽ʲ⁾w⁽ʲ⁾ + b⁽ʲ⁾``.
+
+    ``(..., V)`` -> ``(..., V, d)``.
+    """
+
+    def __init__(self, n_variables: int, hidden_size: int) -> None:
+        super().__init__()
+        # nn.Linear(1, d)'s default initialisation: U(-1, 1) for a single input feature.
+        self.weight = nn.Parameter(torch.empty(n_variables, hidden_size).uniform_(-1.0, 1.0))
+        self.bias = nn.Parameter(torch.empty(n_variables, hidden_size).uniform_(-1.0, 1.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addcmul(self.bias, x.unsqueeze(-1), self.weight)
+
+
+class VariableSelection(nn.Module):
+    """Variable selection network (eqs. 6-8), vectorised across variables.
+
+    Selection weights ``v = Softmax(GRN_v(Ξ, c_s))`` come from the flattened embeddings of all variables ``Ξ``
+    (``V·d`` wide) and the static context; each variable's embedding goes through its own ``GRN_ξ⁽ʲ⁾``; the
+    output is ``Σⱼ vⱼ ξ̃⁽ʲ⁾``. The V per-variable GRNs are one grouped GRN, so there is no loop over variables.
+    """
+
+    def __init__(self, n_variables: int, hidden_size: int, dropout: float = 0.0, context_size: int | None = None):
+        super().__init__()
+        self.weights_grn = GRN(n_variables * hidden_size, hidden_size, n_variables, dropout, context_size)
+        self.variable_grns = GRN(hidden_size, hidden_size, hidden_size, dropout, n_groups=n_variables)
+
+    def forward(self, embedded: torch.Tensor, context: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Select from ``embedded`` ``(..., V, d)``: the selected input ``(..., d)`` and the weights ``(..., V)``."""
+        weights = torch.softmax(self.weights_grn(embedded.flatten(-2), context), dim=-1)
+        processed = self.variable_grns(embedded)
+        selected = (weights.unsqueeze(-2) @ processed).squeeze(-2)
+        return selected, weights
+
+
+# --------------------------------------------------------------------------------------------------- attention
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
+    """Boolean ``(n_queries, n_keys)`` mask, True where a query may attend, for queries at the last positions.
+
+    Query ``i`` sits at position ``n_keys - n_queries + i`` of the key sequence and may attend to keys at that
+    position and before; with ``n_queries == n_keys`` this is the usual lower-triangular mask.
+    """
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
+
+
+class InterpretableMultiHeadAttention(nn.Module):
+    """Interpretable multi-head attention (eqs. 13-16): per-head queries and keys, one value projection shared.
+
+    ``H̃ = (1/H) Σₕ Softmax(Q W_Q⁽ʰ⁾ (K W_K⁽ʰ⁾)ᵀ / √d_attn) V W_V`` and the output is ``H̃ W_H``, with
+    ``d_attn = d / H``. Because ``V W_V`` is shared, averaging the heads' outputs equals applying the
+    head-averaged attention to ``V W_V`` once, which is what is computed; that averaged attention is the
+    interpretable pattern the paper analyses and is returned with the output.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}")
+        self.num_heads = num_heads
+        self.head_size = hidden_size // num_heads
+        # All heads' query (and key) projections as one matrix: columns [h·d_attn, (h+1)·d_attn) are head h's.
+        self.query_projection = nn.Linear(hidden_size, hidden_size)
+        self.key_projection = nn.Linear(hidden_size, hidden_size)
+        self.value_projection = nn.Linear(hidden_size, self.head_size)
+        self.output_projection = nn.Linear(self.head_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from ``query`` ``(B, Tq, d)`` to ``key``/``value`` ``(B, Tk, d)``.
+
+        ``mask`` is a boolean ``(Tq, Tk)`` tensor, True where attending is allowed. Returns the output
+        ``(B, Tq, d)`` and the head-averaged attention ``(B, Tq, Tk)`` (rows sum to 1 without dropout).
+        """
+        heads = (self.num_heads, self.head_size)
+        queries = self.query_projection(query).unflatten(-1, heads).transpose(1, 2)
+        keys = self.key_projection(key).unflatten(-1, heads).transpose(1, 2)
+        scores = (queries @ keys.transpose(-1, -2)) / math.sqrt(self.head_size)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        attention = self.dropout(torch.softmax(scores, dim=-1)).mean(dim=1)
+        output = self.output_projection(attention @ self.value_projection(value))
+        return output, attention
+
+
+# --------------------------------------------------------------------------------------------------- model
+
+
+class TFTOutput(NamedTuple):
+    """The forecast and the interpretable quantities the paper reads off the model."""
+
+    #: ``(B, τ, Q)`` forecast quantiles of the target at each decoder step.
+    quantiles: torch.Tensor
+    #: ``(B, k, V_encoder)`` selection weights of the past inputs.
+    encoder_weights: torch.Tensor
+    #: ``(B, τ, V_decoder)`` selection weights of the known-future inputs.
+    decoder_weights: torch.Tensor
+    #: ``(B, τ, T)`` head-averaged attention of each decoder step over all positions.
+    attention: torch.Tensor
+
+
+def quantile_loss(prediction: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
+    """Quantile (pinball) loss (eq. 24): summed over quantiles, averaged over every other element.
+
+    ``QL(y, ŷ, q) = q·(y − ŷ)₊ + (1 − q)·(ŷ − y)₊``. ``prediction`` is ``(..., Q)``, ``target`` ``(...)``,
+    ``quantiles`` ``(Q,)`` levels in (0, 1); returns a 0-d tensor in the target's units.
+    """
+    error = target.unsqueeze(-1) - prediction
+    return torch.maximum(quantiles * error, (quantiles - 1.0) * error).sum(dim=-1).mean()
+
+
+class TemporalFusionTransformer(nn.Module):
+    """The Temporal Fusion Transformer of Lim et al. (2021), figure 2, for one static categorical covariate.
+
+    Args:
+        n_encoder_inputs: real inputs observed over the past (encoder) window.
+        n_decoder_inputs: real inputs known over the forecast (decoder) horizon.
+        n_static_categories: categories of the static covariate (here: symbols).
+        hidden_size: d, the width of every layer.
+        num_heads: attention heads; ``hidden_size`` must be a multiple.
+        n_quantiles: forecast quantiles per decoder step.
+        dropout: dropout rate before every gate and on the attention weights.
+    """
+
+    def __init__(
+        self,
+        n_encoder_inputs: int,
+        n_decoder_inputs: int,
+        n_static_categories: int,
+        hidden_size: int,
+        num_heads: int,
+        n_quantiles: int,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        d = hidden_size
+        self.static_embedding = nn.Embedding(n_static_categories, d)
+        self.encoder_embedding = RealEmbedding(n_encoder_inputs, d)
+        self.decoder_embedding = RealEmbedding(n_decoder_inputs, d)
+        # With the symbol as the only static covariate its selection weight is always 1; the network is the
+        # paper's all the same, so another static covariate needs no change here.
+        self.static_selection = VariableSelection(1, d, dropout)
+        self.encoder_selection = VariableSelection(n_encoder_inputs, d, dropout, context_size=d)
+        self.decoder_selection = VariableSelection(n_decoder_inputs, d, dropout, context_size=d)
+        # The four static covariate encoders share a shape, so they run as one grouped GRN.
+        self.static_encoders = GRN(d, d, d, dropout, n_groups=len(_STATIC_CONTEXTS))
+        self.encoder_lstm = nn.LSTM(d, d, batch_first=True)
+        self.decoder_lstm = nn.LSTM(d, d, batch_first=True)
+        self.lstm_gate = GateAddNorm(d, d, dropout)
+        self.static_enrichment = GRN(d, d, d, dropout, context_size=d)
+        self.attention = InterpretableMultiHeadAttention(d, num_heads, dropout)
+        self.attention_gate = GateAddNorm(d, d, dropout)
+        self.position_wise = GRN(d, d, d, dropout)
+        self.output_gate = GateAddNorm(d, d, dropout)
+        self.quantile_head = nn.Linear(d, n_quantiles)
+
+    def forward(
+        self, encoder_inputs: torch.Tensor, decoder_inputs: torch.Tensor, static_ids: torch.Tensor
+    ) -> TFTOutput:
+        """Forecast from past inputs ``(B, k, V_encoder)``, known-future inputs ``(B, τ, V_decoder)`` and the static
+        category ``(B,)`` (int64)."""
+        encoder_length = encoder_inputs.shape[1]
+        total_length = encoder_length + decoder_inputs.shape[1]
+
+        static, _ = self.static_selection(self.static_embedding(static_ids).unsqueeze(-2))
+        contexts = self.static_encoders(static.unsqueeze(-2).expand(-1, len(_STATIC_CONTEXTS), -1))
+        context_selection, context_enrichment, state_h, state_c = contexts.unbind(dim=-2)
+
+        # The static contexts are per sequence; a length-1 time axis broadcasts them over every position.
+        selection_context = context_selection.unsqueeze(1)
+        past, encoder_weights = self.encoder_selection(self.encoder_embedding(encoder_inputs), selection_context)
+        future, decoder_weights = self.decoder_selection(self.decoder_embedding(decoder_inputs), selection_context)
+
+        # cuDNN's LSTM rejects strided initial states ("hx is not contiguous"), and unbind leaves them strided.
+        initial_state = (state_h.unsqueeze(0).contiguous(), state_c.unsqueeze(0).contiguous())
+        encoded, state = self.encoder_lstm(past, initial_state)
+        decoded, _ = self.decoder_lstm(future, state)
+        temporal = self.lstm_gate(torch.cat([encoded, decoded], dim=1), torch.cat([past, future], dim=1))
+        enriched = self.static_enrichment(temporal, context_enrichment.unsqueeze(1))
+
+        # Only decoder positions are forecast, so only they query; each sees itself and every earlier position.
+        queries = enriched[:, encoder_length:]
+        mask = causal_mask(queries.shape[1], total_length, device=queries.device)
+        attended, attention = self.attention(queries, enriched, enriched, mask)
+        attended = self.attention_gate(attended, queries)
+        fused = self.output_gate(self.position_wise(attended), temporal[:, encoder_length:])
+        return TFTOutput(self.quantile_head(fused), encoder_weights, decoder_weights, attention)
+
+
+# --------------------------------------------------------------------------------------------------- workload
+
+
+class TFTBatch(NamedTuple):
+    """One training batch of windows, split into what the model may see and what it must forecast."""
+
+    #: ``(B,)`` first row of each window in the feature tensors.
+    starts: torch.Tensor
+    #: ``(B, k, n_features)`` every feature over the encoder bars.
+    encoder_inputs: torch.Tensor
+    #: ``(B, τ, n_known)`` only the known-future (calendar) features over the decoder bars.
+    decoder_inputs: torch.Tensor
+    #: ``(B,)`` int64 symbol of each window.
+    static_ids: torch.Tensor
+    #: ``(B, τ)`` normalised return over the decoder bars.
+    target: torch.Tensor
+
+
+class TFTWorkload(Workload):
+    """Multi-horizon quantile forecasting of the normalised return with a Temporal Fusion Transformer.
+
+    A sample is one window of ``encoder_length + decoder_length`` bars from the training split of one symbol;
+    one step is one Adam update with gradient-norm clipping on ``context.batch_size`` windows.
+    """
+
+    name = "tft"
+    sample_unit = "window"
+
+    def __init__(self, config: TFTConfig, data: FeatureTensors, context: ExecutionContext) -> None:
+        if not data.known_future_columns:
+            raise DataError(
+                "the TFT decoder needs known-future (calendar) features, but the feature tensors list none in "
+                "known_future_columns"
+            )
+        self.config = config
+        self.data = data
+        self.context = context
+        self.window_length = config.encoder_length + config.decoder_length
+        self._train_starts = data.window_starts(self.window_length, "train")
+        self._known_columns = torch.tensor(data.known_future_columns, device=data.device)
+        self.model = TemporalFusionTransformer(
+            n_encoder_inputs=data.n_features,
+            n_decoder_inputs=len(data.known_future_columns),
+            n_static_categories=len(data.symbols),
+            hidden_size=config.hidden_size,
+            num_heads=config.num_heads,
+            n_quantiles=len(config.quantiles),
+            dropout=config.dropout,
+        ).to(context.device)
+        self.model.train()
+        self._forward = context.compile(self.model)
+        self._quantiles = torch.tensor(config.quantiles, dtype=torch.float32, device=context.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate)
+
+    @property
+    def samples_per_step(self) -> float:
+        return float(self.context.batch_size)
+
+    def sample_batch(self) -> TFTBatch:
+        """Draw ``context.batch_size`` training windows and split them; stays on the device (no sync)."""
+        starts = self.data.sample_starts(self._train_starts, self.context.batch_size, self.context.generator)
+        windows = self.data.gather(starts, self.window_length)
+        encoder_length = self.config.encoder_length
+        return TFTBatch(
+            starts=starts,
+            encoder_inputs=windows[:, :encoder_length],
+            decoder_inputs=windows[:, encoder_length:].index_select(-1, self._known_columns),
+            static_ids=self.data.symbol_id[starts],
+            target=windows[:, encoder_length:, self.data.target_column],
+        )
+
+    def train_step(self) -> StepResult:
+        batch = self.sample_batch()
+        with self.context.autocast():
+            output = self._forward(batch.encoder_inputs, batch.decoder_inputs, batch.static_ids)
+            # Autocast leaves the head's output in half precision; the loss and its mean are taken in fp32.
+            loss = quantile_loss(output.quantiles.float(), batch.target, self._quantiles)
+        grad_norm = self.context.optimize(loss, self.optimizer, self.model.parameters(), self.config.max_grad_norm)
+        return StepResult(loss=loss.detach(), grad_norm=grad_norm)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.model]
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "encoder_length_bars": self.config.encoder_length,
+            "decoder_length_bars": self.config.decoder_length,
+            "hidden_size": self.config.hidden_size,
+            "num_heads": self.config.num_heads,
+            "encoder_inputs": self.data.n_features,
+            "decoder_inputs": len(self.data.known_future_columns),
+            "quantiles": list(self.config.quantiles),
+        }

@@ -1,0 +1,198 @@
+"""End-to-end runs of ``python -m gpubench`` in a temp folder: reports, MLflow runs, sweeps and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+#: Small and fast: a few days of two symbols, short epochs, no burn-in.
+FAST = [
+    "hardware=cpu",
+    "data.days=3",
+    "data.symbols=[SYNA,SYNB]",
+    "epoch.min_seconds=0.1",
+    "hardware.burn_in_max_seconds=0",
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    """One synthetic-data cache for every CLI run in this module (generation happens once)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def gpubench(cwd: Path, cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def only_report(folder: Path) -> dict:
+    reports = sorted(folder.glob("**/report.json"))
+    assert len(reports) == 1, reports
+    return json.loads(reports[0].read_text())
+
+
+def test_mlp_run_writes_a_report_that_agrees_with_scipy_and_an_mlflow_run(tmp_path, cache_dir):
+    completed = gpubench(tmp_path, cache_dir, "model=mlp", "epochs=6", "warmup_epochs=1", *FAST)
+    assert completed.returncode == 0, completed.stderr
+    report = only_report(tmp_path / "outputs")
+    assert report["status"] == "complete"
+    section = report["models"]["mlp"]
+    assert section["status"] == "ok"
+    times = np.array(section["raw_epoch_times_ms"])
+    assert len(times) == 6 and len(section["warmup_epoch_times_ms"]) == 1
+    # Every seed figure is recomputed independently from the report's own raw epoch times.
+    assert section["mean_epoch_time_ms"] == pytest.approx(times.mean(), rel=1e-12)
+    lo, hi = sps.t.interval(0.95, len(times) - 1, loc=times.mean(), scale=sps.sem(times))
+    assert section["confidence_interval_ms"] == pytest.approx([lo, hi], rel=1e-12)
+    assert section["coefficient_of_variation"] == pytest.approx(times.std(ddof=1) / times.mean(), rel=1e-12)
+    assert section["p95_latency_ms"] == pytest.approx(np.percentile(times, 95, method="linear"), rel=1e-12)
+    assert section["p99_latency_ms"] == pytest.approx(np.percentile(times, 99, method="linear"), rel=1e-12)
+    assert section["steps_per_epoch"] >= 1 and section["batch_size"] == 256
+    assert len(section["epoch_losses"]) == 6 and all(np.isfinite(section["epoch_losses"]))
+    assert section["stability"] in ("STABLE", "UNSTABLE") and section["loss_trend"]
+    # The hardware section says what was not measured on the CPU instead of inventing it.
+    assert report["hardware"]["measured_on"] == "cpu" and "total_vram_mb" in report["hardware"]["not_measured"]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    run = client.get_run(report["run"]["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["epochs"] == "6" and run.data.params["model.name"] == "mlp"
+    assert run.data.tags["gpubench.models"] == "mlp"
+    history = client.get_metric_history(run.info.run_id, "mlp/epoch_time_ms")
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(list(times))
+    assert run.data.metrics["mlp/mean_epoch_time_ms"] == pytest.approx(times.mean())
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"report.json", "config_resolved.yaml"} <= artifacts
+
+
+def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_dir):
+    completed = gpubench(
+        tmp_path, cache_dir, "-m", "model=mlp", "statistics.confidence_level=0.9,0.99", "epochs=4", *FAST
+    )
+    assert completed.returncode == 0, completed.stderr
+    reports = [json.loads(p.read_text()) for p in sorted((tmp_path / "multirun").glob("*/*/*/report.json"))]
+    assert len(reports) == 2
+    by_level = {r["models"]["mlp"]["statistics"]["confidence_level"]: r for r in reports}
+    assert set(by_level) == {0.9, 0.99}
+
+    def width(level: float) -> float:
+        lo, hi = by_level[level]["models"]["mlp"]["confidence_interval_ms"]
+        return hi - lo
+
+    # Different runs have different epoch times, so compare relative widths: t quantiles 0.99 vs 0.9 at 3 df.
+    def relative_width(level: float) -> float:
+        return width(level) / by_level[level]["models"]["mlp"]["statistics"]["std_ms"]
+
+    assert relative_width(0.99) > relative_width(0.9)
+    assert relative_width(0.99) / relative_width(0.9) == pytest.approx(
+        sps.t.ppf(0.995, 3) / sps.t.ppf(0.95, 3), rel=1e-9
+    )
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("gpubench")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 2
+    assert len({run.data.tags["gpubench.sweep"] for run in runs}) == 1
+    assert {run.data.params["statistics.confidence_level"] for run in runs} == {"0.9", "0.99"}
+
+
+def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
+    # The TFT window is longer than the data: that model fails, the MLP before it keeps its results.
+    completed = gpubench(
+        tmp_path,
+        cache_dir,
+        "model.names=[mlp,tft]",
+        "workloads.tft.encoder_length=100000",
+        "epochs=2",
+        "warmup_epochs=0",
+        "tracking.enabled=false",
+        *FAST,
+    )
+    assert completed.returncode == 1
+    report = only_report(tmp_path / "outputs")
+    assert report["models"]["mlp"]["status"] == "ok"
+    assert report["models"]["tft"]["status"] == "failed"
+    assert "100" in report["models"]["tft"]["error"] or "window" in report["models"]["tft"]["error"]
+
+
+def test_unreachable_tracking_store_still_writes_the_report(tmp_path, cache_dir):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    completed = gpubench(
+        tmp_path, cache_dir, "model=mlp", "epochs=2", "warmup_epochs=0", f"tracking.uri=sqlite:///{blocker}/db", *FAST
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "tracking" in completed.stderr and "report was still written" in completed.stderr
+    assert only_report(tmp_path / "outputs")["models"]["mlp"]["status"] == "ok"
+
+
+def test_a_databento_key_in_the_environment_never_reaches_report_or_mlflow(tmp_path, cache_dir):
+    secret = "db-SECRETKEY1234567890"
+    completed = gpubench(
+        tmp_path, cache_dir, "model=mlp", "epochs=2", "warmup_epochs=0", *FAST, env={"DATABENTO_API_KEY": secret}
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert secret not in completed.stdout + completed.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["epochs=0"], "`epochs`"),
+        (["epochs=-2"], "`epochs`"),
+        (["statistics.confidence_level=1.2"], "`statistics.confidence_level`"),
+        (["data=dbn", "data.path=/nonexistent/folder"], "/nonexistent/folder"),
+        (["output=/proc/forbidden/report.json"], "`output`"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_message(tmp_path, cache_dir, args, expected):
+    completed = gpubench(tmp_path, cache_dir, "model=mlp", "tracking.enabled=false", *FAST, *args)
+    assert completed.returncode == 2
+    assert expected in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_broken_dbn_file_is_named(tmp_path, cache_dir):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "day1.dbn.zst").write_bytes(b"\x28\xb5\x2f\xfd garbage that is not a zstd frame")
+    completed = gpubench(tmp_path, cache_dir, "model=mlp", "data=dbn", f"data.path={data}", *FAST)
+    assert completed.returncode == 2
+    assert "day1.dbn.zst" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_unknown_options_list_the_valid_ones(tmp_path, cache_dir):
+    for group, option in (("model", "gpt5"), ("hardware", "tpu"), ("data", "csv")):
+        completed = gpubench(tmp_path, cache_dir, f"{group}={option}")
+        assert completed.returncode != 0
+        assert f"Could not find '{group}/{option}'" in completed.stderr
+        assert "Available options" in completed.stderr
+
+
+def test_help_lists_the_groups_without_running(tmp_path, cache_dir):
+    completed = gpubench(tmp_path, cache_dir, "--help")
+    assert completed.returncode == 0
+    for group in ("model", "hardware", "data", "statistics", "decision", "tracking", "experiment"):
+        assert f"{group}:" in completed.stdout
+    assert not (tmp_path / "outputs").exists()

@@ -1,0 +1,121 @@
+"""The composed config: defaults, groups, environment variables, and errors that name the key."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from gpubench.config import SEED_MODELS, BenchmarkConfig, register_configs
+from gpubench.errors import ConfigError
+from gpubench.runner import typed_config
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+register_configs()
+
+
+def typed(*overrides: str) -> BenchmarkConfig:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["output=/tmp/gpubench-test/report.json", *overrides])
+    return typed_config(cfg)
+
+
+def test_defaults_match_the_design_table():
+    cfg = typed()
+    assert cfg.model_names == list(SEED_MODELS) == ["dqn", "ppo", "mamba2", "tft"]
+    assert (cfg.epochs, cfg.warmup_epochs) == (10, 2)
+    assert cfg.hardware.name == "auto" and cfg.hardware.vram_limit_gb is None
+    assert (cfg.batch.search, cfg.batch.min_size, cfg.batch.max_size) == (None, 32, 4096)
+    assert (cfg.batch.headroom, cfg.batch.target_effective) == (0.9, 512)
+    assert (cfg.statistics.confidence_level, cfg.statistics.cv_threshold) == (0.95, 0.15)
+    assert cfg.statistics.outlier_rule == "mad" and cfg.statistics.target_rel_halfwidth == 0.02
+    assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == (False, 50)
+    assert (cfg.epoch.steps, cfg.epoch.min_seconds) == ("auto", 1.0)
+    assert (cfg.execution.precision, cfg.execution.compile) == ("fp32", "false")
+    assert (cfg.decision.local_max_hours, cfg.decision.cloud_min_hours) == (24, 48)
+    assert cfg.decision.critical_models == ["dqn", "ppo"]
+    assert cfg.data.source == "synthetic"
+    assert cfg.tracking.enabled and cfg.tracking.uri == "sqlite:///mlruns/mlflow.db"
+    assert cfg.tracking.experiment == "gpubench"
+    assert cfg.stability.enabled
+
+
+@pytest.mark.parametrize("model", ["dqn", "ppo", "mamba2", "tft", "mlp"])
+def test_model_group_selects_one_model(model):
+    assert typed(f"model={model}").model_names == [model]
+
+
+@pytest.mark.parametrize(
+    ("card", "vram_gb"),
+    [
+        ("rtx3050ti", 4),
+        ("rtx3060", 12),
+        ("t4", 16),
+        ("l4", 24),
+        ("a100_40gb", 40),
+        ("a100_80gb", 80),
+        ("h100", 80),
+        ("h200", 141),
+    ],
+)
+def test_catalog_cards_cap_vram_at_their_size(card, vram_gb):
+    cfg = typed(f"hardware={card}")
+    assert cfg.hardware.name == card
+    assert cfg.hardware.vram_limit_gb == vram_gb == cfg.hardware.vram_gb
+    assert cfg.hardware.peak_fp32_tflops > 0 and cfg.hardware.memory_bandwidth_gbps > 0
+
+
+def test_environment_variables_set_defaults(monkeypatch):
+    monkeypatch.setenv("GPU_BENCHMARK_EPOCHS", "7")
+    monkeypatch.setenv("GPU_BENCHMARK_WARMUP_EPOCHS", "0")
+    monkeypatch.setenv("GPU_BENCHMARK_CONFIDENCE_LEVEL", "0.9")
+    monkeypatch.setenv("GPU_BENCHMARK_MAX_BATCH_SIZE", "1024")
+    cfg = typed()
+    assert (cfg.epochs, cfg.warmup_epochs, cfg.statistics.confidence_level, cfg.batch.max_size) == (7, 0, 0.9, 1024)
+    # A command-line override still wins over the environment.
+    assert typed("epochs=4").epochs == 4
+
+
+def test_quick_experiment_is_small():
+    cfg = typed("experiment=quick")
+    assert cfg.epochs == 3 and cfg.warmup_epochs == 1 and cfg.epoch.min_seconds == 0.2
+    assert cfg.workloads.tft.encoder_length == 32 and cfg.workloads.mamba2.seq_len == 64
+    assert cfg.data.days == 5
+
+
+def test_compile_and_precision_accept_booleans_and_names():
+    assert typed("execution.compile=true").execution.compile == "true"
+    assert typed("execution.compile=reduce-overhead").execution.compile == "reduce-overhead"
+    assert typed("execution.precision=bf16").execution.precision == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "valid"),
+    [
+        ("epochs=0", "`epochs`", ">= 2"),
+        ("epochs=-3", "`epochs`", ">= 2"),
+        ("warmup_epochs=-1", "`warmup_epochs`", ">= 0"),
+        ("statistics.confidence_level=1.5", "`statistics.confidence_level`", "strictly between 0 and 1"),
+        ("statistics.confidence_level=0", "`statistics.confidence_level`", "strictly between 0 and 1"),
+        ("statistics.outlier_rule=zscore", "`statistics.outlier_rule`", "mad, sigma, iqr, none"),
+        ("execution.precision=fp8", "`execution.precision`", "fp32, bf16, fp16"),
+        ("execution.compile=maybe", "`execution.compile`", "false, true, reduce-overhead"),
+        ("batch.max_size=8", "`batch.max_size`", ">= batch.min_size"),
+        ("batch.headroom=1.5", "`batch.headroom`", "in (0, 1]"),
+        ("epoch.steps=-5", "`epoch.steps`", "`auto` or a positive integer"),
+        ("data=dbn", "`data.path`", "folder or glob"),
+        ("workloads.tft.num_heads=3", "`workloads.tft.hidden_size`", "multiple of workloads.tft.num_heads"),
+        ("decision.critical_models=[dqn,gpt]", "`decision.critical_models`", "one of mlp, dqn, ppo, mamba2, tft"),
+    ],
+)
+def test_bad_values_name_the_key_and_what_is_valid(override, key, valid):
+    with pytest.raises(ConfigError) as excinfo:
+        typed(override)
+    message = str(excinfo.value)
+    assert key in message
+    assert valid in message
+
+
+def test_bad_environment_value_names_the_key(monkeypatch):
+    monkeypatch.setenv("GPU_BENCHMARK_EPOCHS", "ten")
+    with pytest.raises(ConfigError, match="epochs"):
+        typed()
