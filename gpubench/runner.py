@@ -100,6 +100,38 @@ def _synchronizer(device: torch.device):
     return lambda: None
 
 
+def count_step_flops(workload: Workload) -> float | None:
+    """Floating-point operations of one training step (forward + backward, as torch's flop counter sees them).
+
+    Runs one real step under ``FlopCounterMode`` (it counts matmuls, convolutions and attention; elementwise work
+    and the optimizer are not counted). Returns None when the step cannot be counted (e.g. a compiled graph the
+    counter cannot see into).
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    try:
+        with counter:
+            workload.train_step()
+    except Exception:  # the counter is a diagnostic; the measurement must not depend on it
+        return None
+    total = counter.get_total_flops()
+    return float(total) if total > 0 else None
+
+
+def energy_summary(device_epochs: list[dict[str, Any]], samples_per_epoch: float) -> dict[str, Any] | None:
+    """Mean joules per measured epoch and per sample from NVML's energy counter; None where it is not measured."""
+    joules = [e["energy_j"] for e in device_epochs if e.get("phase") == "measured" and e.get("energy_j") is not None]
+    if not joules:
+        return None
+    per_epoch_j = sum(joules) / len(joules)
+    return {
+        "joules_per_epoch": per_epoch_j,
+        "joules_per_sample": per_epoch_j / samples_per_epoch if samples_per_epoch else None,
+        "epochs": len(joules),
+    }
+
+
 class _MemoryObserver:
     """The memory profiler seen as an epoch observer (allocator peaks and NVML samples per epoch)."""
 
@@ -187,6 +219,7 @@ class Runner:
             "precision": cfg.execution.precision,
             "compile": cfg.execution.compile,
             "seed": cfg.seed,
+            "hardware_config": asdict(cfg.hardware),
             "overrides": list(self.context.overrides),
             "choices": self.context.choices,
             "output_dir": str(self.context.run_dir),
@@ -261,6 +294,7 @@ class Runner:
             result.sample_unit = workload.sample_unit
             result.details["workload"] = workload.describe()
             result.details["execution"] = {"precision": cfg.execution.precision, "compile": cfg.execution.compile}
+            result.details["flops_per_step"] = count_step_flops(workload)
             measurement = self._measure(name, workload, result)
             self._fill_from_measurement(result, measurement)
         except Exception as exc:
@@ -313,6 +347,9 @@ class Runner:
         result.warmup_epoch_times_ms = measurement.warmup_epoch_times_ms
         result.epoch_losses = measurement.epoch_losses
         result.stop_reason = measurement.stop_reason
+        result.details["energy"] = energy_summary(
+            measurement.observations.get("device", []), measurement.sizing.steps_per_epoch * result.samples_per_step
+        )
         if measurement.stop_reason == "diverged":
             result.status = "diverged"
             result.error = "training diverged: a NaN/Inf loss or gradient was seen; measurement stopped there"
