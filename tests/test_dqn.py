@@ -1,0 +1,238 @@
+"""DQN: Huber loss, Double DQN targets, target-network updates, ε schedule, replay buffer, and learning to go long."""
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import make_learnable_features
+from torch import nn
+
+from gpubench.config import DQNConfig, TradingEnvConfig
+from gpubench.data.tensors import FeatureTensors
+from gpubench.models.dqn import (
+    DQNWorkload,
+    QNetwork,
+    ReplayBuffer,
+    dqn_targets,
+    huber_loss,
+    linear_schedule,
+    update_target,
+)
+from gpubench.workload import ExecutionContext
+
+TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")
+
+
+@pytest.fixture(autouse=True)
+def single_thread() -> Iterator[None]:
+    """Run on one CPU thread: these networks are tiny, so a second thread only adds synchronisation, and on a
+    loaded machine OpenMP's spin-waits make each small matmul take milliseconds."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def fixed_q(values: list[float], observation_size: int = 2) -> nn.Module:
+    """A network answering ``values`` for every observation."""
+    layer = nn.Linear(observation_size, len(values))
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.copy_(torch.tensor(values))
+    return layer
+
+
+def rising_price(n_bars: int = 400, log_return: float = 0.05) -> FeatureTensors:
+    """A price that rises by the same log return every bar, with uninformative (constant) features."""
+    returns = torch.full((n_bars,), log_return)
+    returns[0] = 0.0
+    return FeatureTensors(
+        values=torch.zeros(n_bars, 2),
+        log_return=returns,
+        symbol_id=torch.zeros(n_bars, dtype=torch.int64),
+        is_train=torch.ones(n_bars, dtype=torch.bool),
+        feature_names=("a", "b"),
+        target_column=0,
+        known_future_columns=(),
+        symbols=("UP",),
+    )
+
+
+def small_config(**overrides: object) -> DQNConfig:
+    settings: dict = {
+        "env": TradingEnvConfig(num_envs=4, observation_window=4, episode_length=16, transaction_cost=1e-3),
+        "hidden_sizes": [32, 32],
+        "buffer_size": 512,
+        "learning_starts": 32,
+        "exploration_steps": 400,
+        "target_update_interval": 20,
+    }
+    settings.update(overrides)
+    return DQNConfig(**settings)
+
+
+def cpu_context(batch_size: int = 32, seed: int = 0) -> ExecutionContext:
+    return ExecutionContext(device=torch.device("cpu"), batch_size=batch_size, seed=seed)
+
+
+def test_huber_loss_by_hand() -> None:
+    # Errors 0.5 (quadratic: 0.125), -2 (linear: 1.5) and 1 (the joint: 0.5); mean 0.70833...
+    loss = huber_loss(torch.tensor([0.5, -2.0, 1.0]), torch.zeros(3))
+    assert loss.item() == pytest.approx((0.125 + 1.5 + 0.5) / 3)
+
+
+def test_double_dqn_target_uses_online_argmax_and_target_value() -> None:
+    online = fixed_q([0.0, 1.0, 0.5])  # prefers action 1
+    target = fixed_q([5.0, 2.0, 7.0])  # prefers action 2
+    rewards = torch.tensor([1.0, 1.0])
+    terminated = torch.tensor([0.0, 1.0])
+    next_obs = torch.zeros(2, 2)
+    double = dqn_targets(rewards, next_obs, terminated, online, target, gamma=0.5, double_dqn=True)
+    vanilla = dqn_targets(rewards, next_obs, terminated, online, target, gamma=0.5, double_dqn=False)
+    # Double: the target network's value of the online choice (2.0); vanilla: the target's own max (7.0).
+    # No bootstrap after termination: the target is the reward alone.
+    assert double.tolist() == [1.0 + 0.5 * 2.0, 1.0]
+    assert vanilla.tolist() == [1.0 + 0.5 * 7.0, 1.0]
+
+
+def test_polyak_update_is_exact_and_tau_one_copies() -> None:
+    torch.manual_seed(0)
+    online, target = QNetwork(3, [4]), QNetwork(3, [4])
+    before = [p.detach().clone() for p in target.parameters()]
+    update_target(target, online, tau=0.25)
+    for new, old, theta in zip(target.parameters(), before, online.parameters(), strict=True):
+        torch.testing.assert_close(new, 0.25 * theta + 0.75 * old)
+    update_target(target, online, tau=1.0)
+    assert all(torch.equal(a, b) for a, b in zip(target.parameters(), online.parameters(), strict=True))
+
+
+def test_epsilon_schedule_endpoints() -> None:
+    assert linear_schedule(1.0, 0.05, 1000, 0) == 1.0
+    assert linear_schedule(1.0, 0.05, 1000, 500) == pytest.approx(0.525)
+    assert linear_schedule(1.0, 0.05, 1000, 1000) == pytest.approx(0.05)
+    assert linear_schedule(1.0, 0.05, 1000, 10**6) == pytest.approx(0.05)
+
+
+def test_replay_buffer_wraps_at_capacity() -> None:
+    buffer = ReplayBuffer(capacity=5, observation_size=1, device=torch.device("cpu"))
+    for first in (0, 2, 4):  # transitions 0..5 in three adds of two
+        ids = torch.tensor([first, first + 1])
+        buffer.add(ids[:, None].float(), ids, ids.float(), ids[:, None].float() + 100, torch.zeros(2))
+    assert (buffer.size.item(), buffer.cursor.item()) == (5, 1)
+    # Transition 5 overwrote the oldest slot; slots 1..4 still hold transitions 1..4.
+    assert buffer.actions.tolist() == [5, 1, 2, 3, 4]
+    assert buffer.next_observations[:, 0].tolist() == [105.0, 101.0, 102.0, 103.0, 104.0]
+    drawn = buffer.sample_indices(1000, torch.Generator().manual_seed(0))
+    assert set(drawn.tolist()) == {0, 1, 2, 3, 4}
+
+
+def test_replay_buffer_samples_only_filled_slots() -> None:
+    buffer = ReplayBuffer(capacity=100, observation_size=1, device=torch.device("cpu"))
+    buffer.add(torch.zeros(3, 1), torch.zeros(3, dtype=torch.int64), torch.zeros(3), torch.zeros(3, 1), torch.zeros(3))
+    drawn = buffer.sample_indices(500, torch.Generator().manual_seed(1))
+    assert set(drawn.tolist()) == {0, 1, 2}
+
+
+def test_prefill_makes_every_step_a_gradient_step() -> None:
+    workload = DQNWorkload(small_config(learning_starts=30), make_learnable_features(), cpu_context())
+    # 30 transitions with 4 environments: 8 prefill env steps, 32 transitions, no gradient step yet.
+    assert workload.replay.size.item() == 32
+    assert workload.env_steps == 32
+    assert workload.optimizer.state == {}
+    workload.train_step()
+    step = workload.optimizer.state[next(workload.q_network.parameters())]["step"]
+    assert step.item() == 1
+    assert workload.replay.size.item() == 36
+    assert workload.samples_per_step == 4.0
+
+
+def test_truncated_transitions_store_the_final_observation_and_bootstrap() -> None:
+    data = make_learnable_features()
+    env = TradingEnvConfig(num_envs=4, observation_window=4, episode_length=1, transaction_cost=0.0)
+    workload = DQNWorkload(small_config(env=env, learning_starts=0), data, cpu_context())
+    acted_on = workload.observation.clone()
+    workload.train_step()
+    replay = workload.replay
+    # Every episode lasts one step: all four transitions are truncations, stored as not terminated (bootstrap)...
+    assert replay.terminated[:4].tolist() == [0.0] * 4
+    # ...with the observation the step reached (the window moved on by one bar), not the reset observation.
+    n = data.n_features
+    torch.testing.assert_close(replay.next_observations[:4, 2 * n : 3 * n], acted_on[:, 3 * n : 4 * n])
+    assert not torch.equal(replay.next_observations[:4], workload.observation)
+
+
+def test_target_network_frozen_between_updates_and_equal_after_hard_copy() -> None:
+    workload = DQNWorkload(small_config(target_update_interval=5), make_learnable_features(), cpu_context())
+    initial = [p.detach().clone() for p in workload.target_network.parameters()]
+    for _ in range(4):
+        workload.train_step()
+        assert all(torch.equal(a, b) for a, b in zip(workload.target_network.parameters(), initial, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(workload.q_network.parameters(), initial, strict=True))
+    workload.train_step()
+    pairs = zip(workload.target_network.parameters(), workload.q_network.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+
+
+def test_epsilon_follows_the_schedule_over_environment_transitions_then_acts_greedily() -> None:
+    config = small_config(learning_starts=0, exploration_steps=40, exploration_final=0.0)
+    workload = DQNWorkload(config, make_learnable_features(), cpu_context())
+    assert workload.epsilon == 1.0
+    for _ in range(5):  # 5 steps x 4 environments = 20 transitions: half-way
+        workload.train_step()
+    assert workload.epsilon == pytest.approx(0.5)
+    for _ in range(5):
+        workload.train_step()
+    assert workload.epsilon == 0.0
+    with torch.no_grad():
+        greedy = workload.q_network(workload.observation).argmax(dim=1)
+    slot = workload.replay.cursor.item()
+    workload.train_step()
+    assert torch.equal(workload.replay.actions[slot : slot + 4], greedy)
+
+
+def test_step_reports_detached_device_scalars() -> None:
+    workload = DQNWorkload(small_config(), make_learnable_features(), cpu_context())
+    result = workload.train_step()
+    assert result.loss.shape == () and not result.loss.requires_grad
+    assert result.grad_norm is not None and result.grad_norm.shape == ()
+    assert torch.isfinite(result.loss) and result.grad_norm.item() > 0
+
+
+def test_learnt_policy_goes_long_on_an_always_rising_price() -> None:
+    torch.manual_seed(0)
+    config = small_config(learning_rate=1e-3, gamma=0.9, exploration_steps=1500, target_update_interval=50)
+    workload = DQNWorkload(config, rising_price(), cpu_context(batch_size=64))
+    for _ in range(600):
+        workload.train_step()
+    env = workload.env
+    with torch.no_grad():
+        for position in (-1, 0, 1):
+            observation = env.observe(torch.tensor([10, 50, 200]), torch.full((3,), position))
+            assert workload.q_network(observation).argmax(dim=1).tolist() == [2, 2, 2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["false", "reduce-overhead"])
+def test_on_cuda_replayed_steps_advance_the_live_state_and_learn(mode: str) -> None:
+    device = torch.device("cuda")
+    data = rising_price()
+    data = replace(data, **{name: getattr(data, name).to(device) for name in TENSOR_FIELDS})
+    torch.manual_seed(0)
+    config = small_config(
+        learning_rate=1e-3, gamma=0.9, exploration_steps=1500, target_update_interval=50, buffer_size=10_000
+    )
+    context = ExecutionContext(device=device, batch_size=64, compile_mode=mode, seed=0)
+    workload = DQNWorkload(config, data, context)
+    for _ in range(600):
+        result = workload.train_step()
+    # Prefill 32 transitions, then 4 per step; a CUDA graph's capture is preceded by 3 eager warm-up steps.
+    warmup_steps = 3 if mode == "reduce-overhead" else 0
+    assert workload.replay.size.item() == 32 + 4 * (600 + warmup_steps)
+    assert torch.isfinite(result.loss).item()
+    with torch.no_grad():
+        for position in (-1, 0, 1):
+            observation = workload.env.observe(
+                torch.tensor([10, 50, 200], device=device), torch.full((3,), position, device=device)
+            )
+            assert workload.q_network(observation).argmax(dim=1).tolist() == [2, 2, 2]

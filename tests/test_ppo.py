@@ -1,0 +1,258 @@
+"""PPO: GAE by hand and against a plain loop, the clipped objective, the update schedule, and learning a trend."""
+
+import copy
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import make_learnable_features
+
+from gpubench.config import PPOConfig, TradingEnvConfig
+from gpubench.data.tensors import FeatureTensors
+from gpubench.errors import ConfigError
+from gpubench.models.ppo import PPOWorkload, clipped_surrogate_loss, compute_gae
+from gpubench.workload import ExecutionContext
+
+TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")
+
+
+@pytest.fixture(autouse=True)
+def single_thread() -> Iterator[None]:
+    """Run on one CPU thread: these networks are tiny, so a second thread only adds synchronisation, and on a
+    loaded machine OpenMP's spin-waits make each small matmul take milliseconds."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def gae_reference(
+    rewards: list[float], values: list[float], dones: list[float], next_value: float, gamma: float, lam: float
+) -> list[float]:
+    """GAE for one environment, one plain Python float at a time, straight from the definition."""
+    advantages = [0.0] * len(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        following = next_value if t == len(rewards) - 1 else values[t + 1]
+        delta = rewards[t] + gamma * following * (1 - dones[t]) - values[t]
+        running = delta + gamma * lam * (1 - dones[t]) * running
+        advantages[t] = running
+    return advantages
+
+
+def trending_price(n_bars: int = 600, log_return: float = 0.02) -> FeatureTensors:
+    """A price rising by the same log return every bar; features are noise (the trend is the whole signal)."""
+    generator = torch.Generator().manual_seed(0)
+    returns = torch.full((n_bars,), log_return)
+    returns[0] = 0.0
+    return FeatureTensors(
+        values=torch.randn(n_bars, 2, generator=generator),
+        log_return=returns,
+        symbol_id=torch.zeros(n_bars, dtype=torch.int64),
+        is_train=torch.ones(n_bars, dtype=torch.bool),
+        feature_names=("noise_a", "noise_b"),
+        target_column=0,
+        known_future_columns=(),
+        symbols=("UP",),
+    )
+
+
+def small_config(**overrides: object) -> PPOConfig:
+    settings: dict = {
+        "env": TradingEnvConfig(num_envs=4, observation_window=4, episode_length=32, transaction_cost=1e-3),
+        "num_steps": 16,
+        "update_epochs": 3,
+        "num_minibatches": 2,
+        "hidden_sizes": [32, 32],
+    }
+    settings.update(overrides)
+    return PPOConfig(**settings)
+
+
+def cpu_context(batch_size: int = 32) -> ExecutionContext:
+    return ExecutionContext(device=torch.device("cpu"), batch_size=batch_size, seed=0)
+
+
+def test_gae_hand_example() -> None:
+    rewards = torch.tensor([[1.0], [0.0], [2.0]])
+    values = torch.tensor([[0.5], [0.4], [0.3]])
+    dones = torch.tensor([[0.0], [1.0], [0.0]])
+    advantages, returns = compute_gae(rewards, values, dones, torch.tensor([0.2]), gamma=0.99, lam=0.95)
+    # t=2: 2 + 0.99*0.2 - 0.3 = 1.898; t=1 ends the episode: 0 - 0.4 = -0.4;
+    # t=0: (1 + 0.99*0.4 - 0.5) + 0.99*0.95*(-0.4) = 0.896 - 0.3762 = 0.5198.
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([0.5198, -0.4, 1.898]))
+    torch.testing.assert_close(returns, advantages + values)
+
+
+def test_gae_with_lambda_zero_is_the_td_error() -> None:
+    generator = torch.Generator().manual_seed(3)
+    rewards, values = torch.randn(6, 5, generator=generator), torch.randn(6, 5, generator=generator)
+    dones = (torch.rand(6, 5, generator=generator) < 0.3).float()
+    next_value = torch.randn(5, generator=generator)
+    advantages, _ = compute_gae(rewards, values, dones, next_value, gamma=0.9, lam=0.0)
+    following = torch.cat([values[1:], next_value[None]])
+    torch.testing.assert_close(advantages, rewards + 0.9 * following * (1 - dones) - values)
+
+
+def test_gae_vectorised_equals_per_environment_loop() -> None:
+    rng = random.Random(0)
+    num_steps, num_envs = 7, 4
+    rewards = [[rng.gauss(0, 1) for _ in range(num_envs)] for _ in range(num_steps)]
+    values = [[rng.gauss(0, 1) for _ in range(num_envs)] for _ in range(num_steps)]
+    dones = [[float(rng.random() < 0.25) for _ in range(num_envs)] for _ in range(num_steps)]
+    next_value = [rng.gauss(0, 1) for _ in range(num_envs)]
+    advantages, _ = compute_gae(
+        torch.tensor(rewards), torch.tensor(values), torch.tensor(dones), torch.tensor(next_value), 0.97, 0.9
+    )
+    for env in range(num_envs):
+        column = [[row[env] for row in table] for table in (rewards, values, dones)]
+        expected = gae_reference(*column, next_value[env], 0.97, 0.9)
+        assert advantages[:, env].tolist() == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "advantage", "gradient_flows"),
+    [
+        (1.5, 1.0, False),  # improved past 1 + ε on a good action: clipped, no push further
+        (0.5, -1.0, False),  # reduced past 1 - ε on a bad action: clipped
+        (0.5, 1.0, True),  # a good action made less likely: the pessimistic term keeps the gradient
+        (1.5, -1.0, True),  # a bad action made more likely: gradient
+        (1.1, 1.0, True),  # inside the trust region
+        (0.9, -1.0, True),
+    ],
+)
+def test_clipped_objective_passes_zero_gradient_where_it_should(
+    ratio: float, advantage: float, gradient_flows: bool
+) -> None:
+    new_logprob = torch.tensor([math.log(ratio)], requires_grad=True)
+    loss = clipped_surrogate_loss(new_logprob, torch.zeros(1), torch.tensor([advantage]), clip_coef=0.2)
+    loss.backward()
+    assert new_logprob.grad is not None
+    if gradient_flows:
+        assert new_logprob.grad.item() == pytest.approx(-advantage * ratio)
+    else:
+        assert new_logprob.grad.item() == 0.0
+
+
+def test_initial_policy_is_near_uniform_with_entropy_ln3() -> None:
+    torch.manual_seed(0)
+    workload = PPOWorkload(small_config(), make_learnable_features(), cpu_context())
+    with torch.no_grad():
+        log_policy = workload.agent.log_policy(workload.observation)
+    entropy = -(log_policy.exp() * log_policy).sum(dim=1)
+    assert entropy.min().item() == pytest.approx(math.log(3), abs=1e-3)
+
+
+def test_batch_size_sets_minibatch_and_number_of_environments() -> None:
+    workload = PPOWorkload(small_config(), make_learnable_features(), cpu_context(batch_size=32))
+    # 32 x 2 minibatches = a rollout of 64 env steps = 4 environments x 16 steps; 3 epochs x 2 minibatches.
+    assert (workload.env.num_envs, workload.rollout_size, workload.minibatch_size) == (4, 64, 32)
+    assert workload.samples_per_step == 64 / 6
+    # 3 environments x 16 steps split in 3 is a valid configuration, but batch 24 implies 4 x 16 = 64 env steps.
+    config = small_config(num_minibatches=3, env=TradingEnvConfig(num_envs=3, observation_window=4))
+    with pytest.raises(ConfigError, match=r"workloads\.ppo\.num_minibatches.*batch size 24"):
+        PPOWorkload(config, make_learnable_features(), cpu_context(batch_size=24))
+
+
+def test_config_batch_size_defaults_to_the_configured_rollout_split() -> None:
+    assert small_config().batch_size == 4 * 16 // 2
+
+
+def test_first_minibatch_ratio_is_one_and_approx_kl_zero() -> None:
+    torch.manual_seed(0)
+    workload = PPOWorkload(small_config(), make_learnable_features(), cpu_context())
+    policy_at_rollout = copy.deepcopy(workload.agent)
+    workload.train_step()
+    losses = workload.last_losses
+    assert losses is not None
+    assert losses.approx_kl.item() == pytest.approx(0.0, abs=1e-7)
+    assert losses.clip_fraction.item() == 0.0
+    # Recompute the first minibatch's ratio with the policy that collected the rollout.
+    rollout = workload.rollout
+    first = rollout.minibatch_order[0, : workload.minibatch_size]
+    with torch.no_grad():
+        log_policy = policy_at_rollout.log_policy(rollout.observations.flatten(0, 1)[first])
+    new_logprobs = log_policy.gather(1, rollout.actions.flatten()[first].unsqueeze(1)).squeeze(1)
+    ratio = torch.exp(new_logprobs - rollout.logprobs.flatten()[first])
+    torch.testing.assert_close(ratio, torch.ones_like(ratio))
+
+
+def test_optimizer_steps_per_iteration_equal_epochs_times_minibatches() -> None:
+    workload = PPOWorkload(small_config(), make_learnable_features(), cpu_context())
+    first_param = next(workload.agent.parameters())
+    for _ in range(6):  # 3 epochs x 2 minibatches: one iteration, one rollout
+        workload.train_step()
+    assert workload.optimizer.state[first_param]["step"].item() == 6
+    assert workload.iteration == 1
+    workload.train_step()
+    assert workload.iteration == 2
+    assert workload.optimizer.state[first_param]["step"].item() == 7
+
+
+def test_learning_rate_anneals_linearly_over_total_timesteps() -> None:
+    # A rollout is 64 env steps; 256 total timesteps = 4 iterations, so iteration i uses (1 - i/4) x the rate.
+    workload = PPOWorkload(
+        small_config(total_timesteps=256, learning_rate=1e-3), make_learnable_features(), cpu_context()
+    )
+    rates = []
+    for _ in range(5):
+        for _ in range(6):
+            workload.train_step()
+        rates.append(workload.optimizer.param_groups[0]["lr"].item())
+    assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0.0])
+
+
+def test_truncated_episodes_are_bootstrapped_and_end_the_gae_episode() -> None:
+    env = TradingEnvConfig(num_envs=4, observation_window=4, episode_length=1, transaction_cost=0.0)
+    workload = PPOWorkload(small_config(env=env, total_timesteps=10**6), trending_price(), cpu_context())
+    workload.train_step()
+    rollout = workload.rollout
+    # Every step truncates: done everywhere, and each reward is the trade's return + γ V(the bar it reached).
+    assert rollout.dones.eq(1.0).all()
+    position = rollout.actions.float() - 1
+    bootstrap = rollout.rewards - position * 0.02
+    assert bootstrap.abs().min().item() > 0
+    torch.testing.assert_close(rollout.advantages, rollout.rewards - rollout.values)
+
+
+def test_agent_improves_on_a_trending_series() -> None:
+    torch.manual_seed(0)
+    config = small_config(learning_rate=3e-3, gamma=0.9, total_timesteps=10**6, update_epochs=4, num_minibatches=2)
+    workload = PPOWorkload(config, trending_price(), cpu_context(batch_size=64))  # 8 envs x 16 steps
+
+    def mean_reward_and_long_share() -> tuple[float, float]:
+        return workload.rollout.rewards.mean().item(), (workload.rollout.actions == 2).float().mean().item()
+
+    workload.train_step()
+    first_reward, first_long = mean_reward_and_long_share()
+    for _ in range(30 * workload.updates_per_iteration):
+        workload.train_step()
+    last_reward, last_long = mean_reward_and_long_share()
+    assert first_long < 0.5
+    assert last_long > 0.9
+    assert last_reward > first_reward + 0.01
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["false", "reduce-overhead"])
+def test_on_cuda_replayed_iterations_keep_the_ratio_at_one_and_learn(mode: str) -> None:
+    device = torch.device("cuda")
+    data = trending_price()
+    data = replace(data, **{name: getattr(data, name).to(device) for name in TENSOR_FIELDS})
+    torch.manual_seed(0)
+    config = small_config(learning_rate=3e-3, gamma=0.9, total_timesteps=10**6, update_epochs=4, num_minibatches=2)
+    context = ExecutionContext(device=device, batch_size=64, compile_mode=mode, seed=0)
+    workload = PPOWorkload(config, data, context)
+    for _ in range(workload.updates_per_iteration):
+        workload.train_step()
+    first_observations = workload.rollout.observations.clone()
+    workload.train_step()  # a new rollout (a graph replay under reduce-overhead), then its first minibatch
+    assert not torch.equal(workload.rollout.observations, first_observations)
+    assert workload.last_losses is not None
+    assert workload.last_losses.approx_kl.item() == pytest.approx(0.0, abs=1e-6)
+    for _ in range(30 * workload.updates_per_iteration):
+        workload.train_step()
+    assert (workload.rollout.actions == 2).float().mean().item() > 0.9
