@@ -39,7 +39,8 @@ def main() -> int:
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}, torch {torch.__version__}")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device: {device_name}, torch {torch.__version__}")
     rows: list[dict] = []
     done_modules: set[str] = set()
     for model in args.models:
