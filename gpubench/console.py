@@ -31,8 +31,26 @@ def error(message: str) -> None:
 
 
 @contextmanager
-def model_progress(model_name: str, warmup_epochs: int, epochs: int) -> Iterator[ProgressCallback]:
-    """A live bar for one model; yields the per-epoch callback the measurement loop calls after each epoch."""
+def model_progress(
+    model_name: str, warmup_epochs: int, epochs: int, *, verbose: bool = False
+) -> Iterator[ProgressCallback]:
+    """Live progress for one model; yields the per-epoch callback the measurement loop calls after each epoch.
+
+    On a terminal: a bar with the epoch count, last epoch time and loss (with ``verbose``, each epoch also leaves
+    a line above it). Elsewhere (a log file, CI) a live bar cannot redraw, so each epoch prints one plain line.
+    """
+
+    def epoch_line(phase: str, number: int, planned: int, seconds: float, loss_text: str) -> str:
+        return f"{model_name} {phase} epoch {number}/{planned}: {seconds * 1e3:.1f} ms, loss {loss_text}"
+
+    if not _stderr.is_terminal:
+
+        def log_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+            _stderr.print(epoch_line(phase, number, planned, seconds, "-" if loss is None else f"{loss:.4g}"))
+
+        yield log_epoch
+        return
+
     progress = Progress(
         TextColumn("[bold]{task.fields[model]:<7}[/bold] {task.fields[phase]:<8}"),
         BarColumn(),
@@ -46,13 +64,22 @@ def model_progress(model_name: str, warmup_epochs: int, epochs: int) -> Iterator
         model_name, total=warmup_epochs + epochs, model=model_name, phase="sizing", epoch_s="-", loss="-"
     )
 
-    def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float) -> None:
+    def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
         done = number if phase == "warmup" else warmup_epochs + number
         total = warmup_epochs + planned if phase == "measured" else warmup_epochs + epochs
-        progress.update(task, completed=done, total=total, phase=phase, epoch_s=f"{seconds:.3f} s", loss=f"{loss:.4g}")
+        loss_text = "-" if loss is None else f"{loss:.4g}"
+        progress.update(task, completed=done, total=total, phase=phase, epoch_s=f"{seconds:.3f} s", loss=loss_text)
+        if verbose:
+            progress.console.print(epoch_line(phase, number, planned, seconds, loss_text))
 
     with progress:
         yield on_epoch
+
+
+def model_warnings(model_name: str, warnings: list[str]) -> None:
+    """The statistics' warnings for one model (printed with ``verbose``)."""
+    for warning in warnings:
+        _stderr.print(f"[yellow]{model_name}:[/yellow] {warning}", soft_wrap=True)
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -89,6 +116,6 @@ def print_summary(report: dict[str, Any], report_path: str) -> None:
         if section.get("error"):
             _stdout.print(f"[red]{name}[/red]: {section['error']}", soft_wrap=True)
     recommendation = report.get("recommendation")
-    if recommendation:
+    if recommendation and recommendation.get("decision"):
         _stdout.print(f"[bold]Recommendation:[/bold] {recommendation['decision']} — {recommendation['reasoning']}")
     _stdout.print(f"Report: {report_path}")

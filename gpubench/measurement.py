@@ -33,7 +33,7 @@ class EpochObserver(Protocol):
 
 
 #: Called after every epoch with (phase, epoch number from 1, planned epochs in that phase, seconds, mean loss).
-ProgressCallback = Callable[[str, int, int, float, float], None]
+ProgressCallback = Callable[[str, int, int, float, float | None], None]
 
 
 @dataclass
@@ -48,8 +48,8 @@ class Measurement:
     sizing: EpochSizing
     warmup_epoch_times_ms: list[float] = field(default_factory=list)
     epoch_times_ms: list[float] = field(default_factory=list)
-    epoch_losses: list[float] = field(default_factory=list)
-    warmup_losses: list[float] = field(default_factory=list)
+    epoch_losses: list[float | None] = field(default_factory=list)
+    warmup_losses: list[float | None] = field(default_factory=list)
     health: list[EpochHealth] = field(default_factory=list)
     observations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stop_reason: str = "epochs"

@@ -22,9 +22,11 @@ from gpubench.batch_size import BatchDecision, TrialResult, choose_batch_size, i
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.data.tensors import FeatureTensors
+from gpubench.decision import build_recommendation
 from gpubench.errors import ConfigError
 from gpubench.measurement import Measurement, measure_workload
 from gpubench.memory import BYTES_PER_MB, MemoryProfiler, TorchCudaAllocator
+from gpubench.projection import load_catalog
 from gpubench.report import ModelResult, ReportWriter, new_report
 from gpubench.stability import StabilityMonitor, stability_verdict
 from gpubench.stats import summarize_epoch_times
@@ -202,6 +204,8 @@ class Runner:
                 report["models"][name] = result.to_dict()
                 self.writer.write(report)
             report["status"] = "complete"
+            # The models' sections are on disk already: the recommendation is computed from them.
+            report["recommendation"] = build_recommendation(report, cfg.decision, load_catalog())
         except KeyboardInterrupt:
             report["status"] = "interrupted"
             raise
@@ -316,7 +320,7 @@ class Runner:
             self.device, cfg.hardware, reference_sm_clock_mhz=self.warmup.peak_sm_clock_mhz
         )
         observers = [_MemoryObserver(memory), _DeviceObserver(device_watch)]
-        with memory, console.model_progress(name, cfg.warmup_epochs, cfg.epochs) as on_epoch:
+        with memory, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as on_epoch:
             measurement = measure_workload(
                 workload,
                 timer=self.timer,
@@ -368,6 +372,8 @@ class Runner:
                 target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
             )
             result.statistics = summary.to_dict()
+            if cfg.verbose:
+                console.model_warnings(result.name, list(summary.warnings))
 
 
 def _tracking_record(cfg: BenchmarkConfig, context: RunContext, report: dict[str, Any]) -> tracking.RunRecord:

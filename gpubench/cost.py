@@ -1,0 +1,111 @@
+"""Local-vs-cloud cost of the planned training: energy and amortisation here, rented hours there.
+
+All money is in USD, energy in kWh, durations in hours. Pure arithmetic: the inputs are the estimated training
+time on the measured device, its energy (measured through NVML, or the card's rated power), and the projected time
+on the cloud card. The formulas are :data:`COST_METHOD`, also written into the report.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench.config import DecisionConfig
+
+JOULES_PER_KWH = 3.6e6
+MONTHS_PER_YEAR = 12
+
+#: The cost formulas, written into the report's ``recommendation.method``.
+COST_METHOD = (
+    "Per training (the plan of the models decided on): local energy kWh = sum over models of joules per sample "
+    "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
+    "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
+    "decision.electricity_usd_per_kwh. Cloud cost = projected hours on decision.cloud_card x its hourly price "
+    "(catalog, or decision.cloud_hourly_price_usd). Monthly: x decision.trainings_per_month, plus on the local side "
+    "decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x (cloud monthly - "
+    "local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / projected "
+    "cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
+    "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
+    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds."
+)
+
+
+@dataclass(frozen=True)
+class CostInputs:
+    """What the cost analysis needs of one planned training (all the models decided on).
+
+    ``local_hours``: estimated time on the measured device; ``local_energy_kwh``: its energy (None when not
+    measured) and ``energy_basis`` where it comes from; ``cloud_hours``: projected time on ``cloud_card`` (None
+    when it cannot be projected); ``cloud_hourly_price_usd``: the price used (None when unknown).
+    """
+
+    local_hours: float
+    local_energy_kwh: float | None
+    energy_basis: str | None
+    cloud_card: str
+    cloud_hours: float | None
+    cloud_hourly_price_usd: float | None
+
+
+def _times(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a * b
+
+
+def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> dict[str, Any]:
+    """The report's ``cost_analysis``: the seed's keys (``local_gpu_monthly_cost_usd``,
+    ``cloud_gpu_monthly_cost_usd``, ``cloud_speedup_factor``, ``cloud_training_hours``, ``annual_savings_usd``) and
+    the figures behind them. Figures that cannot be computed are None and ``notes`` says why."""
+    notes: list[str] = []
+    trainings = decision.trainings_per_month
+    amortisation_usd_per_month = (decision.local_hardware_cost_usd or 0.0) / decision.amortisation_months
+
+    local_cost_usd = _times(inputs.local_energy_kwh, decision.electricity_usd_per_kwh)
+    if local_cost_usd is None:
+        notes.append(
+            "local energy not measured (NVML's energy counter exists on NVIDIA GPUs only, not on the CPU): the local "
+            "cost, the savings and the break-even are unknown"
+        )
+    local_monthly_usd = None if local_cost_usd is None else trainings * local_cost_usd + amortisation_usd_per_month
+    if decision.local_hardware_cost_usd is None:
+        notes.append("no hardware amortisation: set decision.local_hardware_cost_usd to include the card's price")
+
+    cloud_cost_usd = _times(inputs.cloud_hours, inputs.cloud_hourly_price_usd)
+    if inputs.cloud_hours is None:
+        notes.append(f"the training could not be projected to {inputs.cloud_card}: cloud figures unknown")
+    elif inputs.cloud_hourly_price_usd is None:
+        notes.append(f"{inputs.cloud_card} has no hourly price: set decision.cloud_hourly_price_usd")
+    cloud_monthly_usd = None if cloud_cost_usd is None else trainings * cloud_cost_usd
+
+    speedup = inputs.local_hours / inputs.cloud_hours if inputs.cloud_hours else None
+    annual_savings_usd = None
+    if local_monthly_usd is not None and cloud_monthly_usd is not None:
+        annual_savings_usd = MONTHS_PER_YEAR * (cloud_monthly_usd - local_monthly_usd)
+
+    break_even_trainings = None
+    if local_cost_usd is not None and cloud_cost_usd is not None:
+        saving_per_training_usd = cloud_cost_usd - local_cost_usd
+        if saving_per_training_usd > 0:
+            break_even_trainings = amortisation_usd_per_month / saving_per_training_usd
+        else:
+            notes.append("a cloud training costs no more than the local energy: local never breaks even")
+    return {
+        "local_gpu_monthly_cost_usd": local_monthly_usd,
+        "cloud_gpu_monthly_cost_usd": cloud_monthly_usd,
+        "cloud_speedup_factor": speedup,
+        "cloud_training_hours": inputs.cloud_hours,
+        "annual_savings_usd": annual_savings_usd,
+        "cheaper": None if annual_savings_usd is None else ("local" if annual_savings_usd >= 0 else "cloud"),
+        "trainings_per_month": trainings,
+        "local_training_hours": inputs.local_hours,
+        "local_energy_kwh_per_training": inputs.local_energy_kwh,
+        "energy_basis": inputs.energy_basis,
+        "electricity_usd_per_kwh": decision.electricity_usd_per_kwh,
+        "local_energy_cost_usd_per_training": local_cost_usd,
+        "local_hardware_cost_usd": decision.local_hardware_cost_usd,
+        "amortisation_months": decision.amortisation_months,
+        "amortisation_usd_per_month": amortisation_usd_per_month,
+        "cloud_card": inputs.cloud_card,
+        "cloud_hourly_price_usd": inputs.cloud_hourly_price_usd,
+        "cloud_cost_usd_per_training": cloud_cost_usd,
+        "break_even_trainings_per_month": break_even_trainings,
+        "break_even_local_hours_per_month": _times(break_even_trainings, inputs.local_hours),
+        "notes": notes,
+    }

@@ -1,0 +1,118 @@
+"""The measurement loop against a fake workload and a fake clock: epoch counts, stopping rules, observers."""
+
+import pytest
+import torch
+
+from gpubench.config import EpochConfig, StabilityConfig, StatisticsConfig
+from gpubench.measurement import measure_workload
+from gpubench.stability import StabilityMonitor
+from gpubench.timing import BlockTimer
+from gpubench.workload import StepResult, Workload
+
+
+class FakeClockWorkload(Workload):
+    """Each step advances a fake clock by a scripted duration and reports a scripted loss."""
+
+    name = "fake"
+
+    def __init__(self, step_seconds, losses=None) -> None:
+        self.now_s = 0.0
+        self.step_seconds = step_seconds
+        self.losses = losses
+        self.steps_run = 0
+
+    @property
+    def samples_per_step(self) -> float:
+        return 8.0
+
+    def modules(self):
+        return []
+
+    def train_step(self) -> StepResult:
+        self.now_s += self.step_seconds(self.steps_run)
+        loss = 1.0 if self.losses is None else self.losses(self.steps_run)
+        self.steps_run += 1
+        return StepResult(loss=torch.tensor(loss), grad_norm=torch.tensor(0.5))
+
+
+def measure(workload, *, epochs=5, warmup=2, steps="auto", statistics=None, observers=()):
+    return measure_workload(
+        workload,
+        timer=BlockTimer(lambda: None, lambda: workload.now_s),
+        epochs=epochs,
+        warmup_epochs=warmup,
+        epoch_config=EpochConfig(steps=steps, min_seconds=1.0),
+        statistics=statistics or StatisticsConfig(),
+        monitor=StabilityMonitor(StabilityConfig(), torch.device("cpu")),
+        observers=observers,
+    )
+
+
+def test_fixed_epochs_are_measured_after_warmup_with_exact_times():
+    # 2**-7 s per step keeps the fake clock's sums exact in binary floating point.
+    workload = FakeClockWorkload(lambda i: 2.0**-7)
+    result = measure(workload, epochs=5, warmup=2)
+    assert result.sizing.steps_per_epoch == 128  # 1.0 s / 7.8125 ms
+    assert len(result.warmup_epoch_times_ms) == 2 and len(result.epoch_times_ms) == 5
+    assert result.epoch_times_ms == pytest.approx([1000.0] * 5)
+    assert result.epoch_losses == pytest.approx([1.0] * 5)
+    assert result.stop_reason == "epochs"
+    calibration_steps = 1 + sum(result.sizing.probe_steps)
+    assert workload.steps_run == calibration_steps + 7 * 128
+
+
+def test_epoch_grows_when_the_model_speeds_up_during_warmup():
+    # Calibration (26 steps) sees 20 ms steps, warmup 5 ms ones: calibrated at 50 steps, warmup lasts 0.25 s.
+    workload = FakeClockWorkload(lambda i: 0.02 if i < 26 else 0.005)
+    result = measure(workload, epochs=3, warmup=1)
+    assert result.sizing.steps_per_epoch == 200
+    assert all(t >= 1000.0 - 1e-6 for t in result.epoch_times_ms)
+
+
+def test_divergence_stops_the_model_at_once():
+    workload = FakeClockWorkload(lambda i: 0.01, losses=lambda i: float("nan") if i > 600 else 1.0)
+    result = measure(workload, epochs=10, warmup=1, steps="100")
+    assert result.stop_reason == "diverged"
+    # Steps 1..100 warm up, then measured epochs of 100 steps: step 601 falls in measured epoch 6.
+    assert len(result.epoch_times_ms) == 6
+    assert result.health[-1].diverged
+
+
+def test_adaptive_stops_when_precision_is_reached_and_never_before_the_minimum():
+    steady = FakeClockWorkload(lambda i: 0.01)
+    result = measure(steady, epochs=4, warmup=0, steps="100", statistics=StatisticsConfig(adaptive=True))
+    assert result.stop_reason == "precision_target_met"
+    assert len(result.epoch_times_ms) == 4  # the minimum: identical epochs meet any target at once
+
+    noisy = FakeClockWorkload(lambda i: 0.01 * (1.5 if (i // 100) % 2 else 0.5))
+    result = measure(noisy, epochs=4, warmup=0, steps="100", statistics=StatisticsConfig(adaptive=True, max_epochs=9))
+    assert result.stop_reason == "max_epochs_reached"
+    assert len(result.epoch_times_ms) == 9
+
+
+class HotCard:
+    """An observer whose card passes its stop temperature at the third measured epoch."""
+
+    name = "device"
+
+    def __init__(self) -> None:
+        self.epochs = 0
+
+    def start_epoch(self) -> None:
+        pass
+
+    def end_epoch(self) -> dict:
+        self.epochs += 1
+        return {"temperature_c": 70.0 + 10 * self.epochs}
+
+    def stop_reason(self) -> str | None:
+        return "thermal_stop" if self.epochs >= 3 else None
+
+
+def test_an_observer_can_stop_the_model_and_its_records_are_kept():
+    result = measure(FakeClockWorkload(lambda i: 0.01), epochs=10, warmup=1, steps="10", observers=[HotCard()])
+    assert result.stop_reason == "thermal_stop"
+    assert len(result.epoch_times_ms) == 2  # warmup is epoch 1 of the observer, measured epochs 2 and 3
+    records = result.observations["device"]
+    assert [r["phase"] for r in records] == ["warmup", "measured", "measured"]
+    assert [r["temperature_c"] for r in records] == [80.0, 90.0, 100.0]
