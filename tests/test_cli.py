@@ -196,3 +196,42 @@ def test_help_lists_the_groups_without_running(tmp_path, cache_dir):
     for group in ("model", "hardware", "data", "statistics", "decision", "tracking", "experiment"):
         assert f"{group}:" in completed.stdout
     assert not (tmp_path / "outputs").exists()
+
+
+def test_ctrl_c_leaves_a_valid_partial_report(tmp_path, cache_dir):
+    """SIGINT during the second model: exit 130, and the report holds the first model and says interrupted."""
+    import signal
+    import time
+
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache_dir)}
+    # The benchmark-size TFT takes seconds per step on a CPU: the signal arrives while it is being measured.
+    args = ["model.names=[mlp,tft]", "epochs=20", "warmup_epochs=0", "tracking.enabled=false", *FAST]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpubench", *args],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        report_path = None
+        while time.monotonic() < deadline and process.poll() is None:
+            reports = list((tmp_path / "outputs").glob("*/*/report.json"))
+            if reports and "mlp" in json.loads(reports[0].read_text())["models"]:
+                report_path = reports[0]
+                break
+            time.sleep(0.2)
+        assert report_path is not None, "the first model never finished"
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    report = json.loads(report_path.read_text())
+    assert report["status"] == "interrupted"
+    assert report["models"]["mlp"]["status"] == "ok"
