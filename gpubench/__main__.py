@@ -16,22 +16,26 @@ register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> int:
     # Imported here, after Hydra has handled --help and --cfg, so those stay fast (torch loads on first use).
     from gpubench import console
     from gpubench.errors import GpubenchError
     from gpubench.runner import RunContext, run, typed_config
 
+    context = RunContext.from_hydra(cfg)
     try:
-        exit_code = run(typed_config(cfg), RunContext.from_hydra(cfg))
+        exit_code = run(typed_config(cfg), context)
     except GpubenchError as exc:
         console.error(str(exc))
-        sys.exit(2)
+        exit_code = 2
     except KeyboardInterrupt:
         console.error("interrupted; the report holds every model measured so far.")
         sys.exit(130)
-    if exit_code:
+    # In a sweep the job's code is returned to Hydra instead: exiting here would end the sweep before its other
+    # jobs and its summary; the sweep callback exits non-zero at the end when a job failed.
+    if exit_code and not context.multirun:
         sys.exit(exit_code)
+    return exit_code
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from gpubench.decision import build_recommendation
 from gpubench.errors import ConfigError
 from gpubench.measurement import Measurement, measure_workload
 from gpubench.memory import BYTES_PER_MB, MemoryProfiler, TorchCudaAllocator
+from gpubench.plots import save_report_plots
 from gpubench.projection import load_catalog
 from gpubench.report import ModelResult, ReportWriter, new_report
 from gpubench.stability import StabilityMonitor, stability_verdict
@@ -187,6 +188,8 @@ class Runner:
             console.notice(device_notice)
         self.usable_vram_mb = hardware.apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
         self.timer = BlockTimer(_synchronizer(self.device))
+        #: Per model, the NVML sampler's memory timeline (for the VRAM plot); empty on the CPU.
+        self.memory_timelines: dict[str, dict[str, list[float]]] = {}
 
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -333,6 +336,13 @@ class Runner:
                 on_epoch=on_epoch,
             )
         profile = memory.result()
+        if memory.sampler is not None:
+            timeline = memory.sampler.timeline()
+            self.memory_timelines[name] = {
+                "t_s": timeline.times_s.tolist(),
+                "device_used_mb": timeline.device_used_mb.tolist(),
+                "process_mb": timeline.process_used_mb.tolist(),
+            }
         result.memory_usage_mb = profile.peak_reserved_mb
         result.details["memory"] = profile.to_dict()
         result.details["device_epochs"] = measurement.observations.get("device", [])
@@ -350,6 +360,7 @@ class Runner:
         result.raw_epoch_times_ms = measurement.epoch_times_ms
         result.warmup_epoch_times_ms = measurement.warmup_epoch_times_ms
         result.epoch_losses = measurement.epoch_losses
+        result.details["warmup_epoch_losses"] = measurement.warmup_losses
         result.stop_reason = measurement.stop_reason
         result.details["energy"] = energy_summary(
             measurement.observations.get("device", []), measurement.sizing.steps_per_epoch * result.samples_per_step
@@ -428,6 +439,10 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     resolved_path.parent.mkdir(parents=True, exist_ok=True)
     resolved_path.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
     record.artifacts = [runner.writer.path, resolved_path]
+    try:
+        record.artifacts += save_report_plots(report, runner.writer.path.parent, runner.memory_timelines)
+    except Exception as exc:  # plots illustrate the report; failing to draw one must not lose the run
+        console.notice(f"plots could not be drawn ({type(exc).__name__}: {exc}); the report is complete.")
     outcome = tracking.log_run(cfg.tracking, record)
     if outcome.warning:
         console.notice(outcome.warning)

@@ -108,7 +108,6 @@ def _experiment_id(client: Any, config: TrackingConfig) -> str:
 
 
 def _log_run(config: TrackingConfig, record: RunRecord) -> str:
-    import mlflow
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
@@ -117,7 +116,8 @@ def _log_run(config: TrackingConfig, record: RunRecord) -> str:
     for logger_name in ("alembic", "mlflow.store.db.utils"):
         logging.getLogger(logger_name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")
-    mlflow.set_tracking_uri(config.uri)
+    # A client bound to the URI, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in os.environ,
+    # which every later job and child process would inherit as its default store.
     client = MlflowClient(tracking_uri=config.uri)
     experiment_id = _experiment_id(client, config)
     run = client.create_run(experiment_id, run_name=record.run_name, tags=record.tags)
@@ -144,3 +144,85 @@ def _log_run(config: TrackingConfig, record: RunRecord) -> str:
         raise
     client.set_terminated(run_id, status="FINISHED")
     return run_id
+
+
+def log_sweep_run(config: TrackingConfig, record: RunRecord, child_run_ids: Sequence[str]) -> TrackingOutcome:
+    """Log a sweep's parent run (``record``) and nest the sweep's job runs under it; never raises for tracking
+    failures (returns a warning instead).
+
+    The jobs log their runs before the sweep ends, so none can name its parent when it is created: afterwards each
+    child in ``child_run_ids`` that is in this store, in the parent's experiment and tagged with the same
+    ``gpubench.sweep`` as ``record`` gets the tag ``mlflow.parentRunId`` (what the MLflow UI nests runs by).
+    Children not linked are named in the warning.
+    """
+    if not config.enabled:
+        return TrackingOutcome(run_id=None)
+    try:
+        parent_run_id = _log_run(config, record)
+        unlinked = _link_children(config, parent_run_id, record.tags.get("gpubench.sweep"), child_run_ids)
+    # Any tracking failure must leave the sweep summary files intact.
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return TrackingOutcome(
+            run_id=None,
+            warning=f"MLflow sweep run at {config.uri!r} failed ({reason}); the summary files were written.",
+        )
+    warning = None
+    if unlinked:
+        warning = (
+            f"{len(unlinked)} job run(s) of the sweep were not found in {config.uri!r} (experiment "
+            f"{config.experiment!r}) and are not nested under its parent run: {', '.join(unlinked)}"
+        )
+    return TrackingOutcome(run_id=parent_run_id, warning=warning)
+
+
+def _link_children(
+    config: TrackingConfig, parent_run_id: str, sweep_tag: str | None, child_run_ids: Sequence[str]
+) -> list[str]:
+    """Tag each child run with ``mlflow.parentRunId``; return the ids that were not linked."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=config.uri)
+    experiment_id = client.get_run(parent_run_id).info.experiment_id
+    unlinked = []
+    for run_id in child_run_ids:
+        try:
+            child = client.get_run(run_id)
+        except MlflowException:
+            unlinked.append(run_id)
+            continue
+        if child.info.experiment_id != experiment_id or child.data.tags.get("gpubench.sweep") != sweep_tag:
+            unlinked.append(run_id)
+            continue
+        client.set_tag(run_id, "mlflow.parentRunId", parent_run_id)
+    return unlinked
+
+
+def prepare_store(config: TrackingConfig) -> str | None:
+    """Create the tracking store and the experiment now; return a warning when that fails (None when it worked or
+    tracking is disabled).
+
+    MLflow creates and migrates a new SQLite store on first use. Jobs of a parallel sweep (joblib launcher) that
+    do so at the same moment collide ("Online migration expected to match one row ... 0 found") and one of them
+    loses its run, so a sweep prepares the store once before its jobs start.
+    """
+    if not config.enabled:
+        return None
+    try:
+        from mlflow.tracking import MlflowClient
+
+        _quiet_store_logs()
+        _experiment_id(MlflowClient(tracking_uri=config.uri), config)
+    # Any tracking failure must leave the benchmark's results intact; the jobs report their own tracking failures.
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return f"MLflow store at {config.uri!r} could not be prepared before the sweep ({reason})."
+    return None
+
+
+def _quiet_store_logs() -> None:
+    """Silence MLflow's SQLite schema set-up at INFO and SQLAlchemy's warnings about MLflow's own loader options."""
+    for logger_name in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(logger_name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")

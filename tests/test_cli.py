@@ -27,7 +27,9 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 def gpubench(cwd: Path, cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache), **(env or {})}
+    # A tracking URI left in the environment (by a developer, or by mlflow in this process) must not redirect runs.
+    inherited = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    environment = {**inherited, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "gpubench", *args],
         cwd=cwd,
@@ -108,9 +110,12 @@ def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("gpubench")
     runs = client.search_runs([experiment.experiment_id])
-    assert len(runs) == 2
+    jobs = [run for run in runs if "gpubench.job_num" in run.data.tags]
+    (parent,) = [run for run in runs if run.data.tags.get("gpubench.sweep_parent") == "true"]
+    assert len(jobs) == 2 and len(runs) == 3
+    assert {run.data.tags["mlflow.parentRunId"] for run in jobs} == {parent.info.run_id}
     assert len({run.data.tags["gpubench.sweep"] for run in runs}) == 1
-    assert {run.data.params["statistics.confidence_level"] for run in runs} == {"0.9", "0.99"}
+    assert {run.data.params["statistics.confidence_level"] for run in jobs} == {"0.9", "0.99"}
 
 
 def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):

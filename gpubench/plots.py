@@ -1,0 +1,514 @@
+"""Plots of a report, saved as PNG files beside it: what a reader checks before trusting the numbers.
+
+Per model: the epoch-time distribution (every measured epoch in order, outliers highlighted, with the mean, the
+median, the Student-t interval and the decision interval marked), the loss curve, the VRAM timeline of the
+memory sampler (GPU only) and the batch-size trials (GPU only); for the whole report, the projected training
+time and cost on each catalog card when the recommendation has a projection. A plot whose data is absent (a CPU
+run has no VRAM timeline and no batch search; a failed model has no epochs) is skipped, not drawn empty.
+
+matplotlib is imported inside the functions so that importing gpubench (and ``--help``) does not pay for it.
+Figures are built with :class:`matplotlib.figure.Figure` on an Agg canvas rather than through pyplot: pyplot
+keeps every figure in a global registry until it is closed and may pick a GUI backend; a bare Figure is freed
+when it goes out of scope (nothing to close), needs no display, and is safe to draw from any thread. The
+``*_figure`` functions build one figure each; :func:`save_report_plots` draws them under the shared style.
+"""
+
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import Formatter
+
+#: Size and resolution of every figure: 10 x 5.5 inches at 120 dpi is 1200 x 660 pixels, legible in the
+#: MLflow artifact viewer without zooming.
+FIGURE_SIZE_IN = (10.0, 5.5)
+DPI = 120
+
+#: Fonts large enough to read at the artifact viewer's default scale.
+_STYLE = {
+    "font.size": 11,
+    "axes.titlesize": 13,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 9,
+    "figure.titlesize": 14,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+
+#: Colours, one meaning each across all plots (matplotlib's default cycle, named).
+MEASURED_COLOUR = "#1f77b4"
+WARMUP_COLOUR = "#7f7f7f"
+OUTLIER_COLOUR = "#d62728"
+MEAN_COLOUR = "#2ca02c"
+MEDIAN_COLOUR = "#9467bd"
+T_INTERVAL_COLOUR = "#2ca02c"
+DECISION_INTERVAL_COLOUR = "#ff7f0e"
+PROCESS_COLOUR = "#ff7f0e"
+LIMIT_COLOUR = "#d62728"
+
+#: Bounds on the epoch-time histogram's bin count.
+_MIN_BINS = 6
+_MAX_BINS = 40
+#: Warmup epochs slower than this multiple of the slowest measured epoch are clipped to the plot's top edge.
+_WARMUP_CLIP_FACTOR = 1.5
+
+
+def save_report_plots(
+    report: dict[str, Any], out_dir: Path, memory_timelines: dict[str, dict[str, Sequence[float]]] | None = None
+) -> list[Path]:
+    """Draw every plot the report has data for into ``out_dir``; return the PNG paths written, in drawing order.
+
+    Args:
+        report: the report dict (``gpubench.report`` schema).
+        out_dir: folder for the PNGs (created if missing), normally the report's folder.
+        memory_timelines: per model name, the memory sampler's samples: ``t_s`` (seconds, any origin),
+            ``device_used_mb`` and ``process_mb`` (MB, None/NaN where not read). None or a missing model: no
+            VRAM timeline for it.
+
+    Files: ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
+    ``cost_by_card.png``.
+    """
+    from matplotlib import rc_context
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    timelines = memory_timelines or {}
+    hardware = report.get("hardware") or {}
+    written: list[Path] = []
+    with rc_context(_STYLE):
+        for name, section in (report.get("models") or {}).items():
+            stem = _safe_name(name)
+            figures = {
+                f"{stem}_epoch_times.png": epoch_time_figure(name, section),
+                f"{stem}_loss.png": loss_figure(name, section),
+                f"{stem}_vram.png": vram_figure(name, section, timelines.get(name), hardware),
+                f"{stem}_batch_search.png": batch_search_figure(name, section),
+            }
+            written += [_save(figure, out_dir / file) for file, figure in figures.items() if figure is not None]
+        recommendation = report.get("recommendation") or {}
+        cost = cost_figure(recommendation) if recommendation.get("projection") else None
+        if cost is not None:
+            written.append(_save(cost, out_dir / "cost_by_card.png"))
+    return written
+
+
+def _safe_name(name: str) -> str:
+    """A file-name-safe form of a model name (custom workloads may carry dots, slashes or spaces)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _new_figure(
+    ncols: int = 1, width_ratios: Sequence[float] | None = None, sharey: bool = False
+) -> tuple["Figure", list["Axes"]]:
+    """A figure of the standard size on an Agg canvas, with ``ncols`` axes side by side."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=FIGURE_SIZE_IN, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, ncols, width_ratios=width_ratios, sharey=sharey, squeeze=False)[0]
+    return figure, list(axes)
+
+
+def _save(figure: "Figure", path: Path) -> Path:
+    figure.savefig(path, dpi=DPI, facecolor="white")
+    return path
+
+
+def _finite(values: Sequence[float | None] | None) -> np.ndarray:
+    """Values as floats with None turned into NaN (the report writes non-finite numbers as null)."""
+    return np.array([np.nan if v is None else v for v in values or []], dtype=float)
+
+
+def _thousands() -> "Formatter":
+    """Tick labels as plain numbers with thousands separators (not 2^12 or 1e5)."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _position: f"{value:,.0f}" if abs(value) >= 1 else f"{value:g}")
+
+
+def _range_ms(interval: Sequence[float] | None) -> str:
+    return f"{interval[0]:.4g}–{interval[1]:.4g} ms" if interval else ""
+
+
+# ------------------------------------------------------------------------------------------------ epoch times
+
+
+def epoch_time_figure(name: str, section: dict[str, Any]) -> "Figure | None":
+    """Every measured epoch in order (warmup epochs in grey, outliers in red) beside their histogram, with the
+    mean, median, t interval and decision interval; None when the model has no measured epochs."""
+    times_ms = _finite(section.get("raw_epoch_times_ms"))
+    if times_ms.size == 0 or not np.isfinite(times_ms).any():
+        return None
+    warmup_ms = _finite(section.get("warmup_epoch_times_ms"))
+    stats = section.get("statistics") or {}
+    outliers = [i for i in stats.get("outlier_indices") or [] if 0 <= i < times_ms.size]
+    level = stats.get("confidence_level")
+    level_text = f"{level:.0%} " if level is not None else ""
+
+    figure, (sequence, histogram) = _new_figure(2, width_ratios=(2.6, 1.0), sharey=True)
+    epochs = np.arange(1, times_ms.size + 1)
+    # Warmup epochs sit left of epoch 1 (numbered 0, -1, ...), so the sequence reads left to right in time.
+    warmup_epochs = np.arange(1 - warmup_ms.size, 1)
+    lines = [
+        ("mean", section.get("mean_epoch_time_ms"), MEAN_COLOUR, "-"),
+        ("median", stats.get("median_ms"), MEDIAN_COLOUR, ":"),
+    ]
+    bands = [
+        (f"{level_text}t interval", section.get("confidence_interval_ms"), T_INTERVAL_COLOUR, None),
+        (
+            f"{level_text}decision interval ({stats.get('decision_interval_method', 'method unknown')})",
+            stats.get("decision_interval_ms"),
+            DECISION_INTERVAL_COLOUR,
+            "//",
+        ),
+    ]
+    for axes in (sequence, histogram):
+        for label, interval, colour, hatch in bands:
+            if interval:
+                axes.axhspan(
+                    interval[0],
+                    interval[1],
+                    facecolor=colour if hatch is None else "none",
+                    edgecolor=colour,
+                    hatch=hatch,
+                    alpha=0.15 if hatch is None else 0.6,
+                    linewidth=0.8,
+                    label=f"{label}: {_range_ms(interval)}",
+                )
+        for label, value, colour, style in lines:
+            if value is not None:
+                # The median is drawn dotted and wider, on top of the mean, so both show when they nearly agree.
+                width = 2.5 if style == ":" else 1.5
+                axes.axhline(value, color=colour, linestyle=style, linewidth=width, label=f"{label}: {value:.4g} ms")
+
+    sequence.plot(epochs, times_ms, "-o", color=MEASURED_COLOUR, markersize=5, linewidth=1, label="measured epoch")
+    if outliers:
+        rule = stats.get("outlier_rule", "")
+        sequence.plot(
+            epochs[outliers],
+            times_ms[outliers],
+            "X",
+            color=OUTLIER_COLOUR,
+            markersize=11,
+            linestyle="none",
+            label=f"outlier ({rule} rule; kept in the estimate)",
+        )
+    finite_ms = times_ms[np.isfinite(times_ms)]
+    top_ms = max([finite_ms.max(), *(b[1][1] for b in bands if b[1])])
+    # A first epoch that compiles can be 100x the others: a warmup epoch far above the measured ones is clipped
+    # to the top edge with its value printed, so it does not squash the measured epochs into a flat line.
+    warmup_shown = warmup_ms[np.isfinite(warmup_ms) & (warmup_ms <= _WARMUP_CLIP_FACTOR * top_ms)]
+    top_ms = max([top_ms, *warmup_shown])
+    bottom_ms = min([finite_ms.min(), *(b[1][0] for b in bands if b[1]), *warmup_shown])
+    margin_ms = 0.08 * (top_ms - bottom_ms) or 0.05 * top_ms
+    ylim = (max(0.0, bottom_ms - margin_ms), top_ms + margin_ms)
+    if warmup_ms.size:
+        shown_ms = np.minimum(warmup_ms, ylim[1])
+        sequence.plot(warmup_epochs, shown_ms, "s", color=WARMUP_COLOUR, markersize=6, label="warmup epoch (discarded)")
+        for epoch, value in zip(warmup_epochs, warmup_ms, strict=True):
+            if value > ylim[1]:
+                sequence.annotate(
+                    f"↑ {value:.4g} ms",
+                    (epoch, ylim[1]),
+                    xytext=(6, -12),
+                    textcoords="offset points",
+                    ha="left",
+                    fontsize=9,
+                    color=WARMUP_COLOUR,
+                )
+    sequence.set_ylim(*ylim)
+    sequence.set_xlabel("epoch (warmup ≤ 0, measured ≥ 1)" if warmup_ms.size else "measured epoch")
+    sequence.set_ylabel("epoch time (ms)")
+    sequence.set_title("epochs in order")
+    # A figure-level legend below both panels: attached to one panel, it widens that panel's layout box and pushes
+    # the histogram away.
+    handles, labels = sequence.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
+    if times_ms.size <= 30:
+        sequence.set_xticks(np.concatenate([warmup_epochs, epochs]))
+
+    # numpy's "auto" rule gives two or three bins for ten epochs; at least _MIN_BINS shows the shape.
+    bins = min(_MAX_BINS, max(_MIN_BINS, len(np.histogram_bin_edges(finite_ms, bins="auto")) - 1))
+    edges = np.histogram_bin_edges(finite_ms, bins=bins)
+    bar_edges = {"edgecolor": "white", "linewidth": 1}
+    histogram.hist(
+        finite_ms, bins=edges, orientation="horizontal", color=MEASURED_COLOUR, alpha=0.8, zorder=3, **bar_edges
+    )
+    if outliers:
+        histogram.hist(
+            times_ms[outliers], bins=edges, orientation="horizontal", color=OUTLIER_COLOUR, zorder=4, **bar_edges
+        )
+    histogram.set_xlabel("measured epochs (count)")
+    histogram.set_title("distribution")
+    histogram.xaxis.get_major_locator().set_params(integer=True)
+
+    steps = section.get("steps_per_epoch")
+    batch = section.get("batch_size")
+    cv = section.get("coefficient_of_variation")
+    detail = ", ".join(
+        part
+        for part in (
+            f"{times_ms.size} measured epochs",
+            f"{steps} steps each" if steps else "",
+            f"batch {batch}" if batch else "",
+            f"CV {cv:.3f}" if cv is not None else "",
+        )
+        if part
+    )
+    figure.suptitle(f"{name}: epoch time — {detail}")
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------ loss
+
+
+def loss_figure(name: str, section: dict[str, Any]) -> "Figure | None":
+    """Mean training loss per epoch (warmup epochs too when the report has them); None without losses."""
+    losses = _finite(section.get("epoch_losses"))
+    if not np.isfinite(losses).any():
+        return None
+    warmup = _finite(section.get("warmup_epoch_losses"))
+    figure, (axes,) = _new_figure()
+    epochs = np.arange(1, losses.size + 1)
+    if warmup.size:
+        axes.plot(np.arange(1 - warmup.size, 1), warmup, "-s", color=WARMUP_COLOUR, label="warmup epoch (not measured)")
+    axes.plot(epochs, losses, "-o", color=MEASURED_COLOUR, label="measured epoch")
+    nonfinite = epochs[~np.isfinite(losses)]
+    for epoch in nonfinite:
+        axes.axvline(epoch, color=OUTLIER_COLOUR, linestyle="--", linewidth=1)
+    if nonfinite.size:
+        axes.plot([], [], color=OUTLIER_COLOUR, linestyle="--", label="NaN/Inf loss")
+    known = np.concatenate([losses, warmup])
+    known = known[np.isfinite(known)]
+    # Losses spanning decades (a model that learns fast) read better on a log axis.
+    if known.min() > 0 and known.max() / known.min() > 50:
+        axes.set_yscale("log")
+    axes.set_xlabel("epoch (warmup ≤ 0, measured ≥ 1)" if warmup.size else "measured epoch")
+    axes.set_ylabel("mean training loss per epoch (model's loss)")
+    verdict = " · ".join(v for v in (section.get("stability"), section.get("loss_trend")) if v)
+    axes.set_title(f"{name}: training loss" + (f" — {verdict}" if verdict else ""))
+    axes.legend(loc="best")
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------ VRAM timeline
+
+
+def vram_figure(
+    name: str,
+    section: dict[str, Any],
+    timeline: dict[str, Sequence[float]] | None,
+    hardware: dict[str, Any],
+) -> "Figure | None":
+    """GPU memory over the model's measurement as the sampler read it, with the card's limits; None without
+    samples (the CPU has no sampler)."""
+    if not timeline:
+        return None
+    t_s = _finite(timeline.get("t_s"))
+    device_mb = _finite(timeline.get("device_used_mb"))
+    process_mb = _finite(timeline.get("process_mb"))
+    if t_s.size == 0 or not (np.isfinite(device_mb).any() or np.isfinite(process_mb).any()):
+        return None
+    elapsed_s = t_s - t_s[0]
+    figure, (axes,) = _new_figure()
+    if np.isfinite(device_mb).any():
+        axes.plot(elapsed_s, device_mb, color=MEASURED_COLOUR, label="whole card (NVML used)")
+    if np.isfinite(process_mb).any():
+        axes.plot(elapsed_s, process_mb, color=PROCESS_COLOUR, label="this process (NVML)")
+    peak_reserved_mb = section.get("memory_usage_mb")
+    if peak_reserved_mb is not None:
+        axes.axhline(peak_reserved_mb, color=MEAN_COLOUR, linestyle=":", label="torch peak reserved")
+    usable_mb = hardware.get("usable_vram_mb")
+    total_mb = hardware.get("total_vram_mb")
+    # The limit that matters is the usable VRAM (a cap emulating a smaller card); the card's total is named in
+    # the label rather than drawn, since a 141 GB line would flatten a 4 GB budget.
+    limit_mb = usable_mb if usable_mb is not None else total_mb
+    if limit_mb is not None:
+        capped = usable_mb is not None and total_mb is not None and not math.isclose(usable_mb, total_mb, rel_tol=1e-3)
+        label = f"usable VRAM {limit_mb:,.0f} MB" + (f" (capped; card has {total_mb:,.0f} MB)" if capped else "")
+        axes.axhline(limit_mb, color=LIMIT_COLOUR, linestyle="--", label=label)
+    axes.set_ylim(bottom=0)
+    axes.yaxis.set_major_formatter(_thousands())
+    axes.set_xlabel("time since the first sample (s)")
+    axes.set_ylabel("GPU memory used (MB)")
+    axes.set_title(f"{name}: VRAM during warmup and measured epochs ({t_s.size} samples)")
+    axes.legend(loc="lower right")
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------ batch search
+
+
+def batch_search_figure(name: str, section: dict[str, Any]) -> "Figure | None":
+    """Peak reserved memory and throughput of each batch-size trial, with the headroom limit, the chosen size and
+    the throughput knee; None when no batch search ran (the CPU, or ``batch.search=false``)."""
+    search = section.get("batch_search")
+    trials = (search or {}).get("trials") or []
+    if not trials:
+        return None
+    figure, (memory, throughput) = _new_figure(2)
+    ok = [t for t in trials if t.get("status") == "ok" and t.get("peak_reserved_mb") is not None]
+    over = [t for t in trials if t.get("status") == "over_headroom" and t.get("peak_reserved_mb") is not None]
+    oom = [t for t in trials if t.get("status") == "oom"]
+    for chosen, marker, label in ((ok, "o", "fits"), (over, "D", "over the headroom limit")):
+        if chosen:
+            memory.plot(
+                [t["size"] for t in chosen],
+                [t["peak_reserved_mb"] for t in chosen],
+                marker,
+                color=MEASURED_COLOUR if chosen is ok else PROCESS_COLOUR,
+                linestyle="none",
+                markersize=7,
+                label=label,
+            )
+    limit_mb = search.get("peak_limit_mb")
+    if limit_mb is not None:
+        memory.axhline(limit_mb, color=LIMIT_COLOUR, linestyle="--", label=f"headroom limit {limit_mb:,.0f} MB")
+    measured_mb = [t["peak_reserved_mb"] for t in ok + over]
+    top_mb = max([*measured_mb, limit_mb or 0.0]) * 1.1 or 1.0
+    if oom:
+        # An OOM trial has no memory reading: mark its size at the top of the axis.
+        memory.plot(
+            [t["size"] for t in oom],
+            [top_mb] * len(oom),
+            "x",
+            color=OUTLIER_COLOUR,
+            markersize=10,
+            markeredgewidth=2,
+            linestyle="none",
+            label="out of memory",
+        )
+    memory.set_ylim(0, top_mb * 1.05)
+    memory.set_ylabel("peak reserved memory (MB)")
+    memory.set_title("memory per trial")
+
+    curve = search.get("throughput_curve") or []
+    unit = section.get("sample_unit") or "sample"
+    if curve:
+        throughput.plot(
+            [p["size"] for p in curve],
+            [p["samples_per_s"] for p in curve],
+            "-o",
+            color=MEASURED_COLOUR,
+            label="search trials that fit",
+        )
+    knee = search.get("knee_size")
+    if knee is not None:
+        throughput.axvline(knee, color=MEDIAN_COLOUR, linestyle=":", label=f"knee ({knee})")
+    chosen_size = search.get("batch_size")
+    for axes in (memory, throughput):
+        if chosen_size is not None:
+            axes.axvline(chosen_size, color=MEAN_COLOUR, linestyle="--", label=f"chosen batch {chosen_size}")
+        axes.set_xscale("log", base=2)
+        axes.xaxis.set_major_formatter(_thousands())
+        axes.yaxis.set_major_formatter(_thousands())
+        axes.set_xlabel(f"batch size ({unit}s per step)")
+        # When not even the smallest batch fit, the throughput panel has nothing to name.
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(loc="best")
+    throughput.set_ylim(bottom=0)
+    throughput.set_ylabel(f"throughput ({unit}s/s)")
+    throughput.set_title("throughput per trial")
+    figure.suptitle(f"{name}: batch-size search ({len(trials)} trials) — {search.get('status', '')}")
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------ cost by card
+
+
+def _duration_unit(hours: Sequence[float]) -> tuple[str, float]:
+    """Minutes for runs under an hour (0.02 h reads badly), hours otherwise: (unit, factor from hours)."""
+    return ("min", 60.0) if max(hours, default=0.0) < 1.0 else ("h", 1.0)
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}" if value >= 1 else f"${value:.2g}"
+
+
+def cost_figure(recommendation: dict[str, Any]) -> "Figure | None":
+    """Projected full-training time (estimate, with a bar to its upper bound) and cost per catalog card, from
+    ``recommendation["projection"]`` (``gpubench.decision``: ``card``, ``training_hours``, ``training_hours_upper``,
+    ``cost_usd_per_training``, ``measured_device``), fastest card at the top. When no catalog card is the measured
+    device (a CPU run, an unlisted GPU), the measured estimate is added as its own row. A missing figure reads
+    "n/a"; None when no row has a time."""
+    rows = [
+        {
+            "label": f"{r['card']} (measured)" if r.get("measured_device") else str(r["card"]),
+            "hours": r.get("training_hours"),
+            "upper": r.get("training_hours_upper"),
+            "cost": r.get("cost_usd_per_training"),
+        }
+        for r in recommendation.get("projection") or []
+    ]
+    measured_hours = recommendation.get("estimated_full_training_hours")
+    if measured_hours is not None and not any(r.get("measured_device") for r in recommendation["projection"]):
+        device = recommendation.get("measured_device") or "this machine"
+        rows.append(
+            {
+                "label": f"{device} (measured)",
+                "hours": measured_hours,
+                "upper": recommendation.get("estimated_full_training_hours_upper"),
+                "cost": None,
+            }
+        )
+    rows = [r for r in rows if r["hours"] is not None]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: r["hours"], reverse=True)
+    unit, factor = _duration_unit([max(r["hours"], r["upper"] or 0.0) for r in rows])
+    positions = np.arange(len(rows))
+    figure, (time_axes, cost_axes) = _new_figure(2, width_ratios=(1.3, 1.0), sharey=True)
+
+    times = np.array([r["hours"] * factor for r in rows])
+    uppers = np.array([(r["upper"] if r["upper"] is not None else r["hours"]) * factor for r in rows])
+    colours = [WARMUP_COLOUR if r["label"].endswith("(measured)") else MEASURED_COLOUR for r in rows]
+    time_axes.barh(positions, times, color=colours, alpha=0.85)
+    # The upper bound is what the decision uses: a whisker from the estimate to it.
+    time_axes.errorbar(
+        times, positions, xerr=[np.zeros_like(times), uppers - times], fmt="none", ecolor="black", capsize=4
+    )
+    right = uppers.max()
+    for position, time_value, upper in zip(positions, times, uppers, strict=True):
+        time_axes.text(upper + 0.01 * right, position, f"{time_value:,.3g} {unit}", va="center", fontsize=10)
+    thresholds = recommendation.get("thresholds_hours") or {}
+    # The decision thresholds are drawn only when they fall near the bars; far off they would squash them.
+    for key, label, style in (("local_max", "local limit", "--"), ("cloud_min", "cloud from", ":")):
+        if thresholds.get(key) is not None and thresholds[key] * factor <= 1.5 * right:
+            value = thresholds[key] * factor
+            time_axes.axvline(value, color=LIMIT_COLOUR, linestyle=style, label=f"{label} {value:g} {unit}")
+            right = max(right, value)
+    if time_axes.get_legend_handles_labels()[0]:
+        time_axes.legend(loc="lower right")
+    time_axes.set_xlim(0, 1.25 * right)
+    time_axes.set_xlabel(f"projected training time ({unit}; whisker to the upper bound)")
+    time_axes.set_yticks(positions, [r["label"] for r in rows])
+
+    costs = [r["cost"] for r in rows]
+    known = [c for c in costs if c is not None]
+    cost_axes.barh(positions, [0.0 if c is None else c for c in costs], color=PROCESS_COLOUR, alpha=0.85)
+    offset = 0.01 * max(known, default=1.0)
+    for position, cost in zip(positions, costs, strict=True):
+        text = "n/a" if cost is None else _usd(cost)
+        cost_axes.text(offset if cost is None else cost + offset, position, text, va="center", fontsize=10)
+    cost_axes.set_xlim(0, 1.25 * max(known, default=1.0))
+    cost_axes.set_xlabel("projected cloud cost per training (USD)")
+    for axes in (time_axes, cost_axes):
+        axes.grid(axis="y", visible=False)
+    decided_on = ", ".join(recommendation.get("decided_on") or [])
+    decision = recommendation.get("decision")
+    figure.suptitle(
+        "Full training projected on each card"
+        + (f" ({decided_on})" if decided_on else "")
+        + (f" — {decision}" if decision else "")
+    )
+    return figure

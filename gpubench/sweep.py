@@ -1,0 +1,515 @@
+"""Sweep summaries: a Hydra callback that records every job of a multirun and aggregates them when it ends.
+
+Per job (``on_job_start`` / ``on_job_end``, which run wherever the job runs: in this process for the basic
+launcher, in a worker process for joblib, on a cluster node for submitit) a small ``job_summary.json`` is written
+in the job's output folder: its number, overrides, status (and why it failed), and per model the mean epoch time,
+its intervals and status, taken from the job's report.
+
+After the sweep (``on_multirun_end``, always on the machine that launched it) everything is read back FROM FILES,
+never from memory, since the jobs may have run elsewhere: ``sweep_summary.csv`` and ``sweep_summary.md`` in the
+sweep folder hold one row per job and model, with each overridden key as a column. A job that failed, whose report
+is missing or incomplete, or whose process ended without Hydra's ``on_job_end`` (a job that exited or was killed)
+is a row marked ``failed`` with the reason, never a crash. When tracking is enabled an MLflow parent run is logged
+with the summaries as artifacts, and each job's run is tagged ``mlflow.parentRunId`` so the MLflow UI nests them.
+
+When a job ends the process (``sys.exit`` in a job) or the sweeper re-raises a job's exception, Hydra never calls
+``on_multirun_end``; an exit handler then writes the summary of the jobs that ran, marked as ended early. A sweep
+with a failed job exits with status 1, like a single failed run.
+"""
+
+import atexit
+import csv
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from gpubench import console, tracking
+from gpubench.config import TrackingConfig
+
+#: The per-job summary, in each job's output folder.
+JOB_SUMMARY_FILE = "job_summary.json"
+#: The sweep summaries, in the sweep folder.
+SWEEP_CSV_FILE = "sweep_summary.csv"
+SWEEP_MARKDOWN_FILE = "sweep_summary.md"
+
+#: Statuses of a finished job: ``ok`` when it completed with a complete report, ``failed`` otherwise. While the job
+#: runs its summary says ``running``; one still saying so after the sweep belongs to a job whose process ended early.
+FINAL_JOB_STATUSES = ("ok", "failed")
+
+#: Per model, what the summary keeps from the report (all times in ms, throughput in samples/s).
+MODEL_COLUMNS = (
+    "model_status",
+    "mean_epoch_time_ms",
+    "ci_low_ms",
+    "ci_high_ms",
+    "decision_ci_low_ms",
+    "decision_ci_high_ms",
+    "confidence_level",
+    "coefficient_of_variation",
+    "samples_per_second",
+    "batch_size",
+    "memory_usage_mb",
+    "stability",
+    "model_error",
+)
+#: Columns of every row, around the override columns: job columns first, then overrides, then model columns.
+JOB_COLUMNS = ("job_num", "job_status")
+TRAILING_COLUMNS = ("job_error", "mlflow_run_id", "output_dir")
+
+#: What the exit codes of ``python -m gpubench`` mean (see ``gpubench/__main__.py``).
+_EXIT_CODE_MEANINGS = {
+    1: "a model failed with an unexpected error",
+    2: "bad input: config, data or output path (the job's stderr says which)",
+    130: "interrupted",
+}
+
+_NOT_FINISHED = (
+    "the job did not finish: its process exited or was killed before Hydra's on_job_end "
+    "(a job that calls sys.exit, or a worker killed for time or memory)"
+)
+
+
+# --------------------------------------------------------------------------------------------------- one job
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_json_atomic(path: Path, content: dict[str, Any]) -> None:
+    """Write JSON so that a reader sees the old file or the new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
+        json.dump(content, handle, indent=2)
+    os.replace(handle.name, path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object at ``path``, or None when it is missing or unreadable (a job killed while writing)."""
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return content if isinstance(content, dict) else None
+
+
+def _model_figures(section: dict[str, Any]) -> dict[str, Any]:
+    """One model's report section reduced to :data:`MODEL_COLUMNS`."""
+    stats = section.get("statistics") or {}
+    t_interval = section.get("confidence_interval_ms") or [None, None]
+    decision = stats.get("decision_interval_ms") or [None, None]
+    throughput = section.get("samples_per_second") or {}
+    return {
+        "model_status": section.get("status"),
+        "mean_epoch_time_ms": section.get("mean_epoch_time_ms"),
+        "ci_low_ms": t_interval[0],
+        "ci_high_ms": t_interval[1],
+        "decision_ci_low_ms": decision[0],
+        "decision_ci_high_ms": decision[1],
+        "confidence_level": stats.get("confidence_level"),
+        "coefficient_of_variation": section.get("coefficient_of_variation"),
+        "samples_per_second": throughput.get("mean"),
+        "batch_size": section.get("batch_size"),
+        "memory_usage_mb": section.get("memory_usage_mb"),
+        "stability": section.get("stability"),
+        "model_error": section.get("error"),
+    }
+
+
+def job_summary(
+    *,
+    job_num: int | None,
+    overrides: Sequence[str],
+    output_dir: Path,
+    report_path: Path,
+    task_error: str | None = None,
+    exit_code: int | None = None,
+    started_at: str | None = None,
+) -> dict[str, Any]:
+    """The summary of a finished job: its status from what Hydra saw (``task_error``: the exception the task
+    raised; ``exit_code``: what it returned) and from its report at ``report_path``.
+
+    The job is ``failed`` when the task raised or returned a non-zero exit code, when the report is missing,
+    unreadable or not ``complete``, or when a model's status is ``failed``; ``job_error`` says which. A model
+    that ran out of memory or diverged is a measured outcome, not a failed job.
+    """
+    report = _read_json(report_path)
+    reasons = []
+    if task_error:
+        reasons.append(task_error)
+    if exit_code:
+        meaning = _EXIT_CODE_MEANINGS.get(exit_code)
+        reasons.append(f"exit code {exit_code}" + (f" ({meaning})" if meaning else ""))
+    models: dict[str, dict[str, Any]] = {}
+    if report is None:
+        reasons.append(f"no readable report at {report_path}")
+    else:
+        if report.get("status") != "complete":
+            reasons.append(f"report status is {report.get('status')!r}, not 'complete'")
+        for name, section in (report.get("models") or {}).items():
+            models[name] = _model_figures(section)
+            if section.get("status") == "failed":
+                reasons.append(f"model {name} failed: {section.get('error')}")
+    return {
+        "job_num": job_num,
+        "overrides": list(overrides),
+        "output_dir": str(output_dir),
+        "report_path": str(report_path),
+        "status": "failed" if reasons else "ok",
+        "job_error": "; ".join(reasons) or None,
+        "exit_code": exit_code,
+        "started_at": started_at,
+        "ended_at": _now_iso(),
+        "mlflow_run_id": ((report or {}).get("run") or {}).get("mlflow_run_id"),
+        "models": models,
+    }
+
+
+# --------------------------------------------------------------------------------------------------- the sweep
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What :func:`write_sweep_summary` found and wrote: the job summaries (by job number), the table rows, the
+    override keys that vary between jobs, and the files."""
+
+    sweep_dir: Path
+    jobs: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    varying_keys: list[str]
+    csv_path: Path
+    markdown_path: Path
+
+    @property
+    def failed_jobs(self) -> list[dict[str, Any]]:
+        return [job for job in self.jobs if job["status"] != "ok"]
+
+
+def _job_dirs(sweep_dir: Path) -> list[Path]:
+    """Every job folder of the sweep: those with a job summary, and those Hydra created (``.hydra/overrides.yaml``)
+    for jobs that ran without the callback or died before writing one."""
+    folders = {path.parent for path in sweep_dir.rglob(JOB_SUMMARY_FILE)}
+    folders |= {path.parent.parent for path in sweep_dir.rglob("overrides.yaml") if path.parent.name == ".hydra"}
+    # The sweep folder's own files (multirun.yaml) are not a job.
+    folders.discard(sweep_dir)
+    return sorted(folders)
+
+
+def _hydra_job_record(job_dir: Path) -> tuple[int | None, list[str]]:
+    """Job number and overrides from the files Hydra saved in the job folder (None / [] where absent)."""
+    hydra_dir = job_dir / ".hydra"
+    overrides: list[str] = []
+    job_num: int | None = None
+    if (hydra_dir / "overrides.yaml").exists():
+        overrides = [str(o) for o in OmegaConf.to_container(OmegaConf.load(hydra_dir / "overrides.yaml"))]
+    if (hydra_dir / "hydra.yaml").exists():
+        num = OmegaConf.select(OmegaConf.load(hydra_dir / "hydra.yaml"), "hydra.job.num")
+        job_num = None if num is None else int(num)
+    return job_num, overrides
+
+
+def read_job(job_dir: Path) -> dict[str, Any]:
+    """The final summary of the job in ``job_dir``, from its files.
+
+    A summary written by ``on_job_end`` is taken as is. Otherwise (no summary: the callback was not registered;
+    or one still ``running``: the job's process ended before ``on_job_end``) it is rebuilt from Hydra's saved
+    overrides and the report, and a job that was still running is marked failed.
+    """
+    saved = _read_json(job_dir / JOB_SUMMARY_FILE)
+    if saved is not None and saved.get("status") in FINAL_JOB_STATUSES:
+        return saved
+    job_num, overrides = _hydra_job_record(job_dir)
+    if saved is not None:
+        job_num, overrides = saved.get("job_num", job_num), saved.get("overrides", overrides)
+    return job_summary(
+        job_num=job_num,
+        overrides=overrides,
+        output_dir=job_dir,
+        report_path=Path(saved["report_path"]) if saved and saved.get("report_path") else job_dir / "report.json",
+        task_error=_NOT_FINISHED if saved is not None else None,
+        started_at=(saved or {}).get("started_at"),
+    )
+
+
+def _split_override(override: str) -> tuple[str, str]:
+    """``key=value`` -> (key, value), with Hydra's ``+``/``++`` prefixes dropped and ``~key`` as deleted."""
+    if override.startswith("~"):
+        key, _, value = override[1:].partition("=")
+        return key, f"(deleted{' ' + value if value else ''})"
+    key, _, value = override.lstrip("+").partition("=")
+    return key, value
+
+
+def _job_num_order(job: dict[str, Any]) -> tuple[bool, int, str]:
+    """Sort key: by job number, jobs without one last, then by folder."""
+    num = job.get("job_num")
+    return (num is None, num or 0, job.get("output_dir") or "")
+
+
+def sweep_rows(jobs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """One row per job and model (a job without models is one row with an empty model), the override keys in
+    first-seen order, and those among them whose values differ between jobs."""
+    keys: list[str] = []
+    values_by_key: dict[str, set[str]] = {}
+    parsed = []
+    for job in jobs:
+        overrides = dict(_split_override(o) for o in job.get("overrides", []))
+        parsed.append(overrides)
+        for key in overrides:
+            if key not in values_by_key:
+                keys.append(key)
+                values_by_key[key] = set()
+    for overrides in parsed:
+        for key in keys:
+            values_by_key[key].add(overrides.get(key, ""))
+    varying = [key for key in keys if len(values_by_key[key]) > 1]
+    rows = []
+    for job, overrides in zip(jobs, parsed, strict=True):
+        base = {
+            "job_num": job.get("job_num"),
+            "job_status": job["status"],
+            **{key: overrides.get(key, "") for key in keys},
+        }
+        trailing = {
+            "job_error": job.get("job_error"),
+            "mlflow_run_id": job.get("mlflow_run_id"),
+            "output_dir": job.get("output_dir"),
+        }
+        models = job.get("models") or {"": dict.fromkeys(MODEL_COLUMNS)}
+        for name, figures in models.items():
+            rows.append({**base, "model_name": name, **{c: figures.get(c) for c in MODEL_COLUMNS}, **trailing})
+    return rows, keys, varying
+
+
+def _fmt(value: Any) -> str:
+    """A table cell: 4 significant digits for floats, '–' for missing values, pipes escaped."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _interval(low: Any, high: Any) -> str:
+    return "–" if low is None or high is None else f"{low:.4g}–{high:.4g}"
+
+
+def _markdown(
+    sweep_dir: Path, jobs: list[dict], rows: list[dict], keys: list[str], varying: list[str], *, aborted: bool
+) -> str:
+    failed = [job for job in jobs if job["status"] != "ok"]
+    common = [f"`{key}={rows[0][key]}`" for key in keys if key not in varying and rows and rows[0][key] != ""]
+    lines = [
+        f"# Sweep `{sweep_dir}`",
+        "",
+        f"{len(jobs)} jobs: {len(jobs) - len(failed)} ok, {len(failed)} failed.",
+    ]
+    if aborted:
+        lines.append(
+            "Hydra ended the sweep early (a job ended the process, or a job raised and the sweeper re-raised it); "
+            "jobs that never started are not listed."
+        )
+    if common:
+        lines += ["", "Common overrides: " + " ".join(common)]
+    header = [
+        "job",
+        "job status",
+        *varying,
+        "model",
+        "model status",
+        "mean epoch (ms)",
+        "t interval (ms)",
+        "decision interval (ms)",
+        "level",
+        "CV",
+        "samples/s",
+        "batch",
+    ]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [
+            _fmt(row["job_num"]),
+            row["job_status"],
+            *(_fmt(row[key]) for key in varying),
+            _fmt(row["model_name"]),
+            _fmt(row["model_status"]),
+            _fmt(row["mean_epoch_time_ms"]),
+            _interval(row["ci_low_ms"], row["ci_high_ms"]),
+            _interval(row["decision_ci_low_ms"], row["decision_ci_high_ms"]),
+            _fmt(row["confidence_level"]),
+            _fmt(row["coefficient_of_variation"]),
+            _fmt(row["samples_per_second"]),
+            _fmt(row["batch_size"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if failed:
+        lines += ["", "## Failed jobs", ""]
+        for job in failed:
+            overrides = " ".join(job.get("overrides", []))
+            lines.append(f"- job {_fmt(job.get('job_num'))} (`{overrides}`): {job.get('job_error')}")
+    return "\n".join(lines) + "\n"
+
+
+def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False) -> SweepSummary:
+    """Read every job of the sweep in ``sweep_dir`` from its files and write :data:`SWEEP_CSV_FILE` (all override
+    keys as columns, full precision) and :data:`SWEEP_MARKDOWN_FILE` (the overrides that vary as columns, the
+    failed jobs listed with their reasons) there. ``aborted`` says the sweep ended before all jobs ran."""
+    sweep_dir = Path(sweep_dir)
+    jobs = sorted((read_job(job_dir) for job_dir in _job_dirs(sweep_dir)), key=_job_num_order)
+    rows, keys, varying = sweep_rows(jobs)
+    csv_path = sweep_dir / SWEEP_CSV_FILE
+    columns = [*JOB_COLUMNS, *keys, "model_name", *MODEL_COLUMNS, *TRAILING_COLUMNS]
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    markdown_path = sweep_dir / SWEEP_MARKDOWN_FILE
+    markdown_path.write_text(_markdown(sweep_dir, jobs, rows, keys, varying, aborted=aborted))
+    return SweepSummary(sweep_dir, jobs, rows, varying, csv_path, markdown_path)
+
+
+# --------------------------------------------------------------------------------------------------- MLflow
+
+
+def _tracking_config(config: DictConfig) -> TrackingConfig | None:
+    """The sweep's ``tracking`` settings, or None when tracking is off or not configured."""
+    node = OmegaConf.select(config, "tracking")
+    if node is None:
+        return None
+    settings = TrackingConfig(**OmegaConf.to_container(node, resolve=True))
+    return settings if settings.enabled else None
+
+
+def log_sweep_parent(config: DictConfig, summary: SweepSummary, *, aborted: bool) -> tracking.TrackingOutcome | None:
+    """Log the sweep's MLflow parent run (summaries as artifacts, job counts as metrics) and nest the jobs' runs
+    under it; returns the tracking outcome, or None when tracking is disabled."""
+    tracking_config = _tracking_config(config)
+    if tracking_config is None:
+        return None
+    sweep_tag = str(config.hydra.sweep.dir)
+    failed = len(summary.failed_jobs)
+    status = "aborted" if aborted else ("partial" if failed else "ok")
+    record = tracking.RunRecord(
+        run_name=f"sweep {Path(sweep_tag).parent.name}/{Path(sweep_tag).name}",
+        params={
+            "sweep.dir": sweep_tag,
+            "sweep.overrides": " ".join(OmegaConf.to_container(config.hydra.overrides.task)),
+            "sweep.varying_keys": ",".join(summary.varying_keys),
+            "sweep.launcher": OmegaConf.select(config, "hydra.launcher._target_", default=""),
+        },
+        tags={"gpubench.sweep": sweep_tag, "gpubench.sweep_parent": "true", "gpubench.sweep_status": status},
+        metrics={
+            "sweep/jobs": len(summary.jobs),
+            "sweep/jobs_ok": len(summary.jobs) - failed,
+            "sweep/jobs_failed": failed,
+        },
+        artifacts=[summary.csv_path, summary.markdown_path],
+    )
+    child_ids = [job["mlflow_run_id"] for job in summary.jobs if job.get("mlflow_run_id")]
+    return tracking.log_sweep_run(tracking_config, record, child_ids)
+
+
+# --------------------------------------------------------------------------------------------------- callback
+
+
+class SweepSummaryCallback(Callback):
+    """Hydra callback (registered in ``conf/config.yaml`` under ``hydra.callbacks``): per-job summaries during a
+    multirun and the sweep summary after it. Does nothing for a single run."""
+
+    def __init__(self) -> None:
+        self._pending_config: DictConfig | None = None
+
+    @staticmethod
+    def _is_multirun(config: DictConfig) -> bool:
+        return OmegaConf.select(config, "hydra.mode") == RunMode.MULTIRUN
+
+    @staticmethod
+    def _job_paths(config: DictConfig) -> tuple[Path, Path]:
+        """The job's output folder and its report path (``output`` may point outside the folder)."""
+        output_dir = Path(config.hydra.runtime.output_dir)
+        report = OmegaConf.select(config, "output", default=None)
+        return output_dir, Path(report) if report else output_dir / "report.json"
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
+        self._pending_config = config
+        atexit.register(self._finish, aborted=True)
+        tracking_config = _tracking_config(config)
+        warning = tracking.prepare_store(tracking_config) if tracking_config is not None else None
+        if warning:
+            console.notice(warning)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if not self._is_multirun(config):
+            return
+        output_dir, report_path = self._job_paths(config)
+        running = {
+            "job_num": int(config.hydra.job.num),
+            "overrides": list(OmegaConf.to_container(config.hydra.overrides.task)),
+            "output_dir": str(output_dir),
+            "report_path": str(report_path),
+            "status": "running",
+            "started_at": _now_iso(),
+        }
+        _write_json_atomic(output_dir / JOB_SUMMARY_FILE, running)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if not self._is_multirun(config):
+            return
+        output_dir, report_path = self._job_paths(config)
+        started = _read_json(output_dir / JOB_SUMMARY_FILE) or {}
+        task_error = exit_code = None
+        # ``return_value`` re-raises a failed job's exception; the private field holds it without raising.
+        if job_return.status == JobStatus.FAILED:
+            error = job_return._return_value
+            task_error = f"{type(error).__name__}: {error}".strip()
+        elif isinstance(job_return._return_value, int) and not isinstance(job_return._return_value, bool):
+            exit_code = job_return._return_value
+        summary = job_summary(
+            job_num=int(config.hydra.job.num),
+            overrides=list(OmegaConf.to_container(config.hydra.overrides.task)),
+            output_dir=output_dir,
+            report_path=report_path,
+            task_error=task_error,
+            exit_code=exit_code,
+            started_at=started.get("started_at"),
+        )
+        _write_json_atomic(output_dir / JOB_SUMMARY_FILE, summary)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._pending_config = config
+        summary = self._finish(aborted=False)
+        if summary is not None and summary.failed_jobs:
+            # Jobs that return their exit code instead of ending the process leave Hydra's exit status at 0; a sweep
+            # with a failed job must fail as a single failed run does. Raised last, after every file is written
+            # (SystemExit passes Hydra's guard around callbacks, which turns exceptions into warnings).
+            sys.exit(1)
+
+    def _finish(self, *, aborted: bool) -> SweepSummary | None:
+        """Write the sweep summary and its MLflow run, once (at the sweep's end, or at process exit when Hydra
+        skipped ``on_multirun_end``); None when already done."""
+        config, self._pending_config = self._pending_config, None
+        if config is None:
+            return None
+        atexit.unregister(self._finish)
+        summary = write_sweep_summary(Path(str(config.hydra.sweep.dir)), aborted=aborted)
+        outcome = log_sweep_parent(config, summary, aborted=aborted)
+        if outcome is not None and outcome.warning:
+            console.notice(outcome.warning)
+        console.notice(
+            f"Sweep summary: {summary.markdown_path} ({len(summary.jobs)} jobs, {len(summary.failed_jobs)} failed"
+            + (", the sweep ended early" if aborted else "")
+            + ")"
+        )
+        return summary

@@ -1,0 +1,295 @@
+"""Sweep summaries: aggregation from hand-made job folders, the Hydra callback's hooks, the MLflow parent run, and a
+real CLI sweep with a failing job. The callback on a real successful sweep (and its MLflow UI) is in
+test_mlflow_ui.py."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from gpubench import sweep
+from gpubench.config import TrackingConfig
+from gpubench.report import ModelResult, new_report
+from gpubench.stats import summarize_epoch_times
+from gpubench.tracking import RunRecord, log_run, log_sweep_run
+
+COMMON = ["model=mlp", "epochs=4", "hardware=cpu"]
+
+
+def report(times_ms: list[float] | None, *, status: str = "ok", run_id: str | None = None) -> dict:
+    """A complete report with one model (``mlp``) in the runner's schema."""
+    result = ModelResult(name="mlp", status=status, batch_size=256, steps_per_epoch=5, samples_per_step=256.0)
+    if times_ms:
+        result.raw_epoch_times_ms = times_ms
+        result.statistics = summarize_epoch_times(times_ms, confidence_level=0.9).to_dict()
+    if status == "failed":
+        result.error = "RuntimeError: boom"
+    content = new_report({}, None, {"mlflow_run_id": run_id})
+    content["models"]["mlp"] = result.to_dict()
+    content["status"] = "complete"
+    return content
+
+
+def make_job(sweep_dir: Path, num: int, overrides: list[str], content: dict | None) -> Path:
+    """A job folder as Hydra and the runner leave it: ``.hydra/overrides.yaml``, ``.hydra/hydra.yaml`` and the
+    report (none when ``content`` is None)."""
+    job_dir = sweep_dir / str(num)
+    (job_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(overrides), job_dir / ".hydra" / "overrides.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": {"job": {"num": num}}}), job_dir / ".hydra" / "hydra.yaml")
+    if content is not None:
+        (job_dir / "report.json").write_text(json.dumps(content))
+    return job_dir
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_two_ok_jobs_and_one_without_a_report_give_three_rows_and_a_listed_failure(tmp_path):
+    fast, slow = [10.0, 11.0, 10.4, 10.2], [20.0, 21.0, 19.5, 20.4]
+    make_job(tmp_path, 0, [*COMMON, "batch.max_size=256"], report(fast))
+    make_job(tmp_path, 1, [*COMMON, "batch.max_size=1024"], report(slow))
+    make_job(tmp_path, 2, [*COMMON, "batch.max_size=4096"], None)
+
+    summary = sweep.write_sweep_summary(tmp_path)
+
+    assert summary.varying_keys == ["batch.max_size"]
+    assert [job["job_num"] for job in summary.failed_jobs] == [2]
+    rows = read_csv(tmp_path / sweep.SWEEP_CSV_FILE)
+    assert [(r["job_num"], r["job_status"], r["batch.max_size"]) for r in rows] == [
+        ("0", "ok", "256"),
+        ("1", "ok", "1024"),
+        ("2", "failed", "4096"),
+    ]
+    # Every override is a column, the constant ones too; the figures are the report's, at full precision.
+    assert all(r["model"] == "mlp" and r["epochs"] == "4" and r["hardware"] == "cpu" for r in rows)
+    assert float(rows[0]["mean_epoch_time_ms"]) == sum(fast) / 4
+    assert float(rows[1]["mean_epoch_time_ms"]) == sum(slow) / 4
+    expected_ci = summarize_epoch_times(slow, confidence_level=0.9).confidence_interval_ms
+    assert [float(rows[1]["ci_low_ms"]), float(rows[1]["ci_high_ms"])] == list(expected_ci)
+    assert rows[0]["confidence_level"] == "0.9" and rows[0]["model_name"] == "mlp" and rows[0]["model_status"] == "ok"
+    assert rows[2]["model_name"] == "" and rows[2]["mean_epoch_time_ms"] == ""
+    assert "no readable report" in rows[2]["job_error"]
+
+    markdown = (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| job | job status | batch.max_size | model |")
+    assert table[1].startswith("| 0 | ok | 256 | mlp | ok | 10.4 |")
+    assert table[3].startswith("| 2 | failed | 4096 | – |")
+    assert "3 jobs: 2 ok, 1 failed." in markdown
+    assert "Common overrides: `model=mlp` `epochs=4` `hardware=cpu`" in markdown
+    failures = markdown.split("## Failed jobs")[1]
+    assert "job 2 (`model=mlp epochs=4 hardware=cpu batch.max_size=4096`)" in failures
+    assert "job 0" not in failures and "job 1" not in failures
+
+
+def test_a_failed_model_fails_its_job_but_an_out_of_memory_model_does_not(tmp_path):
+    make_job(tmp_path, 0, ["batch.min_size=99999"], report(None, status="oom"))
+    make_job(tmp_path, 1, ["batch.min_size=32"], report(None, status="failed"))
+    jobs = {job["job_num"]: job for job in sweep.write_sweep_summary(tmp_path).jobs}
+    assert jobs[0]["status"] == "ok" and jobs[0]["models"]["mlp"]["model_status"] == "oom"
+    assert jobs[1]["status"] == "failed" and jobs[1]["job_error"] == "model mlp failed: RuntimeError: boom"
+
+
+def test_a_job_still_running_after_the_sweep_is_failed_even_with_a_complete_report(tmp_path):
+    job_dir = make_job(tmp_path, 0, COMMON, report([10.0, 11.0]))
+    running = {"job_num": 0, "overrides": COMMON, "status": "running", "started_at": "2026-01-01T00:00:00+00:00"}
+    (job_dir / sweep.JOB_SUMMARY_FILE).write_text(json.dumps(running))
+    (job,) = sweep.write_sweep_summary(tmp_path).jobs
+    assert job["status"] == "failed" and job["job_error"].startswith("the job did not finish")
+    assert job["started_at"] == running["started_at"] and job["models"]["mlp"]["model_status"] == "ok"
+
+
+def test_an_incomplete_or_unreadable_report_fails_the_job(tmp_path):
+    interrupted = report([10.0, 11.0])
+    interrupted["status"] = "interrupted"
+    make_job(tmp_path, 0, ["seed=1"], interrupted)
+    (make_job(tmp_path, 1, ["seed=2"], None) / "report.json").write_text('{"status": "comp')
+    jobs = sweep.write_sweep_summary(tmp_path).jobs
+    assert jobs[0]["job_error"] == "report status is 'interrupted', not 'complete'"
+    assert jobs[1]["job_error"].startswith("no readable report at")
+
+
+def test_overrides_keep_their_keys_without_hydra_prefixes():
+    jobs = [
+        {"status": "ok", "overrides": ["+extra.key=1", "~tracking", "data.symbols=[A,B]", "output=a=b.json"]},
+        {"status": "ok", "overrides": ["++extra.key=2"]},
+    ]
+    rows, keys, varying = sweep.sweep_rows(jobs)
+    assert keys == ["extra.key", "tracking", "data.symbols", "output"]
+    assert rows[0]["tracking"] == "(deleted)" and rows[0]["output"] == "a=b.json"
+    assert rows[1]["extra.key"] == "2" and rows[1]["data.symbols"] == ""
+    assert varying == keys
+
+
+# --------------------------------------------------------------------------------------------------- callback
+
+
+def hydra_config(tmp_path: Path, num: int = 0, mode: RunMode = RunMode.MULTIRUN, overrides=("seed=1",)):
+    """The parts of a composed job config the callback reads."""
+    return OmegaConf.create(
+        {
+            "output": str(tmp_path / str(num) / "report.json"),
+            "tracking": {"enabled": False, "uri": f"sqlite:///{tmp_path / 'db'}", "experiment": "t"},
+            "hydra": {
+                "mode": mode,
+                "sweep": {"dir": str(tmp_path)},
+                "runtime": {"output_dir": str(tmp_path / str(num))},
+                "job": {"num": num},
+                "overrides": {"task": list(overrides)},
+            },
+        }
+    )
+
+
+def job_return(status: JobStatus, value: object) -> JobReturn:
+    returned = JobReturn(status=status)
+    returned.return_value = value
+    return returned
+
+
+def run_job(callback, tmp_path: Path, num: int, content: dict | None, returned: JobReturn) -> dict:
+    """What Hydra does around one job: on_job_start, the job writes its report, on_job_end."""
+    config = hydra_config(tmp_path, num, overrides=(f"seed={num}",))
+    callback.on_job_start(config=config, task_function=None)
+    started = json.loads((tmp_path / str(num) / sweep.JOB_SUMMARY_FILE).read_text())
+    assert started["status"] == "running" and started["overrides"] == [f"seed={num}"]
+    if content is not None:
+        (tmp_path / str(num) / "report.json").write_text(json.dumps(content))
+    callback.on_job_end(config=config, job_return=returned)
+    return json.loads((tmp_path / str(num) / sweep.JOB_SUMMARY_FILE).read_text())
+
+
+def test_on_job_end_records_success_an_exception_and_an_exit_code(tmp_path):
+    callback = sweep.SweepSummaryCallback()
+    ok = run_job(callback, tmp_path, 0, report([10.0, 12.0], run_id="abc"), job_return(JobStatus.COMPLETED, None))
+    assert ok["status"] == "ok" and ok["job_error"] is None and ok["mlflow_run_id"] == "abc"
+    assert ok["models"]["mlp"]["mean_epoch_time_ms"] == 11.0 and ok["started_at"]
+
+    raised = run_job(callback, tmp_path, 1, None, job_return(JobStatus.FAILED, ValueError("bad window")))
+    assert raised["status"] == "failed"
+    assert raised["job_error"].startswith("ValueError: bad window; no readable report at")
+
+    exited = run_job(callback, tmp_path, 2, report([10.0, 12.0]), job_return(JobStatus.COMPLETED, 2))
+    assert exited["status"] == "failed" and exited["exit_code"] == 2
+    assert exited["job_error"].startswith("exit code 2 (bad input")
+
+
+def test_a_single_run_writes_no_job_summary(tmp_path):
+    callback = sweep.SweepSummaryCallback()
+    config = hydra_config(tmp_path, mode=RunMode.RUN)
+    callback.on_job_start(config=config, task_function=None)
+    callback.on_job_end(config=config, job_return=job_return(JobStatus.COMPLETED, None))
+    assert not (tmp_path / "0").exists()
+
+
+def test_multirun_end_writes_the_summary_once_and_exits_1_when_a_job_failed(tmp_path):
+    callback = sweep.SweepSummaryCallback()
+    sweep_config = hydra_config(tmp_path)
+    with mock.patch.object(sweep, "atexit") as fake_atexit:
+        callback.on_multirun_start(config=sweep_config)
+        fake_atexit.register.assert_called_once_with(callback._finish, aborted=True)
+        run_job(callback, tmp_path, 0, report([10.0, 12.0]), job_return(JobStatus.COMPLETED, None))
+        run_job(callback, tmp_path, 1, None, job_return(JobStatus.FAILED, ValueError("x")))
+        with pytest.raises(SystemExit) as exited:
+            callback.on_multirun_end(config=sweep_config)
+        fake_atexit.unregister.assert_called_once_with(callback._finish)
+    assert exited.value.code == 1
+    assert [r["job_status"] for r in read_csv(tmp_path / sweep.SWEEP_CSV_FILE)] == ["ok", "failed"]
+    # The exit handler finds the work done and does nothing (no second summary, no second parent run).
+    (tmp_path / sweep.SWEEP_CSV_FILE).unlink()
+    assert callback._finish(aborted=True) is None
+    assert not (tmp_path / sweep.SWEEP_CSV_FILE).exists()
+
+
+def test_multirun_end_returns_normally_when_every_job_is_ok(tmp_path):
+    callback = sweep.SweepSummaryCallback()
+    with mock.patch.object(sweep, "atexit"):
+        callback.on_multirun_start(config=hydra_config(tmp_path))
+        run_job(callback, tmp_path, 0, report([10.0, 12.0]), job_return(JobStatus.COMPLETED, 0))
+        callback.on_multirun_end(config=hydra_config(tmp_path))
+    assert "1 jobs: 1 ok, 0 failed." in (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
+
+
+# --------------------------------------------------------------------------------------------------- MLflow
+
+
+@pytest.mark.slow
+def test_sweep_parent_run_nests_the_sweeps_job_runs_and_names_the_others(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = TrackingConfig(uri=uri, artifact_location=str(tmp_path / "artifacts"), experiment="t")
+    assert sweep.tracking.prepare_store(config) is None
+    children = [
+        log_run(config, RunRecord(run_name=f"mlp-job{i}", tags={"gpubench.sweep": "multirun/a"})).run_id
+        for i in range(2)
+    ]
+    stranger = log_run(config, RunRecord(run_name="other", tags={"gpubench.sweep": "multirun/b"})).run_id
+    summary_path = tmp_path / "sweep_summary.md"
+    summary_path.write_text("# Sweep\n")
+    record = RunRecord(run_name="sweep a", tags={"gpubench.sweep": "multirun/a"}, artifacts=[summary_path])
+
+    outcome = log_sweep_run(config, record, [*children, stranger, "0" * 32])
+
+    client = MlflowClient(tracking_uri=uri)
+    assert [client.get_run(c).data.tags.get("mlflow.parentRunId") for c in children] == [outcome.run_id] * 2
+    assert "mlflow.parentRunId" not in client.get_run(stranger).data.tags
+    assert outcome.warning and "2 job run(s)" in outcome.warning
+    assert stranger in outcome.warning and "0" * 32 in outcome.warning
+    assert [a.path for a in client.list_artifacts(outcome.run_id)] == ["sweep_summary.md"]
+
+
+def test_sweep_parent_run_failure_is_a_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    config = TrackingConfig(uri=f"sqlite:///{blocker}/mlflow.db", artifact_location=str(tmp_path / "a"))
+    outcome = log_sweep_run(config, RunRecord(run_name="sweep"), ["abc"])
+    assert outcome.run_id is None and "summary files were written" in outcome.warning
+    assert sweep.tracking.prepare_store(config).startswith("MLflow store at")
+
+
+# --------------------------------------------------------------------------------------------------- real sweep
+
+
+@pytest.mark.slow
+def test_cli_sweep_with_a_failing_job_still_writes_the_summary_and_exits_1(tmp_path):
+    # Job 1's TFT window is longer than the data: its model fails, the job exits 1, job 0 keeps its results.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")}
+    args = [
+        "-m",
+        "model.names=[mlp],[tft]",
+        "workloads.tft.encoder_length=100000",
+        "epochs=2",
+        "warmup_epochs=0",
+        "tracking=none",
+        "hardware=cpu",
+        "data.days=3",
+        "data.symbols=[SYNA,SYNB]",
+        "hardware.burn_in_max_seconds=0",
+        "epoch.min_seconds=0.05",
+    ]
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpubench", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 1, completed.stderr
+    (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
+    rows = read_csv(sweep_dir / sweep.SWEEP_CSV_FILE)
+    assert [(r["job_num"], r["model.names"], r["job_status"], r["model_status"]) for r in rows] == [
+        ("0", "[mlp]", "ok", "ok"),
+        ("1", "[tft]", "failed", "failed"),
+    ]
+    assert "model tft failed: ValueError" in rows[1]["job_error"]
+    assert float(rows[0]["mean_epoch_time_ms"]) > 0
+    assert "Sweep summary:" in completed.stderr
+    assert "## Failed jobs" in (sweep_dir / sweep.SWEEP_MARKDOWN_FILE).read_text()
