@@ -8,7 +8,9 @@ timed live in the same run, on the same device.
 
 Each row times one workload step (DQN: one vectorised env step + its gradient step; PPO: one minibatch update, the
 rollout counted in the iteration it feeds) with the device synchronised only at block edges. PPO blocks are whole
-iterations, so every block contains the same number of rollouts. On CUDA the workloads run at their default
+iterations, so every block contains the same number of rollouts. Eager rows also count the tensor operations a step
+dispatches (:class:`~gpubench.workload.OpCounter`; PPO's per update, over a whole iteration): these steps are
+launch-bound on a GPU, so the count explains the eager time. On CUDA the workloads run at their default
 configurations plus one case shaped like the SB3 anchor; on the CPU small shapes, so the script finishes in a few
 minutes (most of it compilation). Run ``python benchmarks/models_rl.py``.
 """
@@ -22,7 +24,7 @@ from gpubench.config import DQNConfig, PPOConfig, TradingEnvConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.dqn import DQNWorkload
 from gpubench.models.ppo import PPOWorkload
-from gpubench.workload import ExecutionContext, Workload
+from gpubench.workload import ExecutionContext, OpCounter, Workload
 
 #: Stable-Baselines3 PPO on CartPole (8 envs, n_steps 256, batch 256, 4 epochs, 256-256), H200, 2026-11-29.
 SB3_PPO_ENV_STEPS_PER_S = 4209.0
@@ -59,6 +61,16 @@ def _time_ms(workload: Workload, device: torch.device, steps_per_block: int, blo
     return timing.median_ms
 
 
+def _ops_note(workload: Workload, steps: int, mode: str) -> str:
+    """``"; N tensor ops/step"`` counted over ``steps`` steps in eager mode (compiled code bypasses the count)."""
+    if mode != "false":
+        return ""
+    with OpCounter() as ops:
+        for _ in range(steps):
+            workload.train_step()
+    return f"; {ops.count / steps:,.0f} tensor ops/step"
+
+
 def dqn_row(case: str, config: DQNConfig, batch_size: int, data: FeatureTensors, mode: str, full: bool) -> dict:
     """Time DQN in ``mode``; the throughput is gradient steps/s, compared with SB3's."""
     context = ExecutionContext(device=data.device, batch_size=batch_size, compile_mode=mode)
@@ -74,7 +86,7 @@ def dqn_row(case: str, config: DQNConfig, batch_size: int, data: FeatureTensors,
         "notes": (
             f"{gradient_steps_per_s:,.0f} gradient steps/s = {gradient_steps_per_s / SB3_DQN_GRADIENT_STEPS_PER_S:.1f}x"
             f" SB3's {SB3_DQN_GRADIENT_STEPS_PER_S:,.0f} (goal 3x eager, 10x CUDA graph); "
-            f"{workload.samples_per_step * 1e3 / ms:,.0f} env steps/s"
+            f"{workload.samples_per_step * 1e3 / ms:,.0f} env steps/s{_ops_note(workload, 1, mode)}"
         ),
     }
 
@@ -95,6 +107,7 @@ def ppo_row(case: str, config: PPOConfig, batch_size: int, data: FeatureTensors,
         "notes": (
             f"{env_steps_per_s:,.0f} env steps/s = {env_steps_per_s / SB3_PPO_ENV_STEPS_PER_S:.1f}x SB3's "
             f"{SB3_PPO_ENV_STEPS_PER_S:,.0f} (goal 10x); {1e3 / ms:,.0f} minibatch updates/s"
+            f"{_ops_note(workload, workload.updates_per_iteration, mode)}"
         ),
     }
 

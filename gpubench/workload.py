@@ -8,6 +8,10 @@ model it times.
 ``train_step`` must not synchronise the device: it returns the loss and gradient norm as 0-d tensors that stay on
 the device, so the runner can time a block of steps with synchronisation only at its edges and the stability
 monitor can accumulate health checks without a host round-trip per step.
+
+Beside the contract, helpers for workloads whose steps are launch-bound on a GPU (the RL ones, whose networks are
+tiny): :class:`CudaGraphStep` captures a whole step in one CUDA graph (``execution.compile=reduce-overhead``), and
+:class:`OpCounter` counts the tensor operations a step dispatches, which sets its eager speed there.
 """
 
 import contextlib
@@ -15,9 +19,11 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 #: Where each workload class lives; imported only when that model runs.
 WORKLOAD_CLASSES: dict[str, str] = {
@@ -29,6 +35,8 @@ WORKLOAD_CLASSES: dict[str, str] = {
 }
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+_Fn = TypeVar("_Fn", bound=Callable)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,34 @@ class ExecutionContext:
         mode = "reduce-overhead" if self.compile_mode == "reduce-overhead" else None
         return torch.compile(fn, mode=mode)
 
+    @property
+    def captures_steps(self) -> bool:
+        """Whether a workload that captures its own steps (:class:`CudaGraphStep`) replays them as CUDA graphs:
+        ``reduce-overhead`` on CUDA. The RL workloads do; on the CPU ``reduce-overhead`` is plain compilation."""
+        return self.compile_mode == "reduce-overhead" and self.device.type == "cuda"
+
+    def compile_step_piece(self, fn: _Fn) -> _Fn:
+        """Compile one pure tensor function of a step that :class:`CudaGraphStep` may capture whole.
+
+        When :attr:`captures_steps`, the workload captures its *whole* step (environment, sampling, forward,
+        backward, optimizer) in one CUDA graph itself, so its pieces are compiled in ``torch.compile``'s default
+        mode: the ``reduce-overhead`` mode's own CUDA-graph trees cannot nest inside that capture. Otherwise this is
+        :meth:`compile`.
+        """
+        if self.captures_steps:
+            return torch.compile(fn)
+        return self.compile(fn)
+
+    def execution_label(self) -> str:
+        """How steps run, for the report: eager, torch.compile, or torch.compile + CUDA graph."""
+        if self.compile_mode == "false":
+            return "eager"
+        if self.captures_steps:
+            return "torch.compile + CUDA graph"
+        if self.compile_mode == "reduce-overhead":
+            return f"torch.compile (no CUDA graphs on {self.device.type})"
+        return "torch.compile"
+
     def optimize(
         self,
         loss: torch.Tensor,
@@ -95,6 +131,85 @@ class ExecutionContext:
         self.grad_scaler.step(optimizer)
         self.grad_scaler.update()
         return grad_norm.detach()
+
+
+class CudaGraphStep:
+    """A tensor-only step function captured into one CUDA graph on its first call, then replayed.
+
+    ``fn`` returns a tuple of tensors, keeps its state in tensors it updates in place, uses fixed shapes and never
+    synchronises with the host; its Python code runs only while warming up and capturing, not on replay. The first
+    call runs ``warmup_calls`` eager calls on a side stream (real steps, not counted by the caller's counters:
+    capture needs optimizer state, gradients, library workspaces and compiled kernels to exist already), records
+    one call, then replays it. Registering ``generator`` with the graph makes every replay draw fresh random
+    numbers. Each call returns clones of the outputs, so callers may keep them across steps.
+    """
+
+    def __init__(
+        self, fn: Callable[[], tuple[torch.Tensor, ...]], generator: torch.Generator, warmup_calls: int = 3
+    ) -> None:
+        self._fn = fn
+        self._generator = generator
+        self._warmup_calls = warmup_calls
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._outputs: tuple[torch.Tensor, ...] = ()
+
+    def __call__(self) -> tuple[torch.Tensor, ...]:
+        if self._graph is None:
+            self._graph = self._capture()
+        self._graph.replay()
+        return tuple(output.clone() for output in self._outputs)
+
+    def _capture(self) -> torch.cuda.CUDAGraph:
+        with torch.cuda.device(self._generator.device):
+            side_stream = torch.cuda.Stream()
+            side_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side_stream):
+                for _ in range(self._warmup_calls):
+                    self._fn()
+            torch.cuda.current_stream().wait_stream(side_stream)
+            graph = torch.cuda.CUDAGraph()
+            graph.register_generator_state(self._generator)
+            # thread_local: only this thread must avoid capture-unsafe CUDA calls; the runner's monitoring threads
+            # keep sampling while the first step captures.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self._outputs = self._fn()
+        return graph
+
+
+#: Operations that run no kernel: allocations (served by the caching allocator) and the profiler's markers.
+_KERNEL_FREE_OPS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "_record_function_enter_new",
+        "_record_function_exit",
+    }
+)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the tensor operations run while active (as a context manager) that launch a kernel.
+
+    On a GPU each counted operation is about one kernel launch, the cost that bounds the steps of tiny networks
+    (the RL workloads'), so the count tracks eager speed there even when measured on the CPU. It counts what
+    reaches the dispatcher, backward operations included and composite functions by their parts, less views and
+    the operations in ``_KERNEL_FREE_OPS``. For tests and benchmarks; it slows what it counts.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Operations counted so far.
+        self.count = 0
+
+    def __torch_dispatch__(
+        self, func: torch._ops.OpOverload, types: tuple, args: tuple = (), kwargs: dict | None = None
+    ) -> object:
+        if not func.is_view and func.overloadpacket.__name__ not in _KERNEL_FREE_OPS:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
 
 
 class Workload(ABC):

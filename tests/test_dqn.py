@@ -6,7 +6,6 @@ from dataclasses import replace
 import pytest
 import torch
 from conftest import make_learnable_features
-from torch import nn
 
 from gpubench.config import DQNConfig, TradingEnvConfig
 from gpubench.data.tensors import FeatureTensors
@@ -19,7 +18,7 @@ from gpubench.models.dqn import (
     linear_schedule,
     update_target,
 )
-from gpubench.workload import ExecutionContext
+from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")
 
@@ -32,15 +31,6 @@ def single_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def fixed_q(values: list[float], observation_size: int = 2) -> nn.Module:
-    """A network answering ``values`` for every observation."""
-    layer = nn.Linear(observation_size, len(values))
-    with torch.no_grad():
-        layer.weight.zero_()
-        layer.bias.copy_(torch.tensor(values))
-    return layer
 
 
 def rising_price(n_bars: int = 400, log_return: float = 0.05) -> FeatureTensors:
@@ -83,17 +73,36 @@ def test_huber_loss_by_hand() -> None:
 
 
 def test_double_dqn_target_uses_online_argmax_and_target_value() -> None:
-    online = fixed_q([0.0, 1.0, 0.5])  # prefers action 1
-    target = fixed_q([5.0, 2.0, 7.0])  # prefers action 2
+    next_q_online = torch.tensor([[0.0, 1.0, 0.5]] * 2)  # prefers action 1
+    next_q_target = torch.tensor([[5.0, 2.0, 7.0]] * 2)  # prefers action 2
     rewards = torch.tensor([1.0, 1.0])
     terminated = torch.tensor([0.0, 1.0])
-    next_obs = torch.zeros(2, 2)
-    double = dqn_targets(rewards, next_obs, terminated, online, target, gamma=0.5, double_dqn=True)
-    vanilla = dqn_targets(rewards, next_obs, terminated, online, target, gamma=0.5, double_dqn=False)
+    double = dqn_targets(rewards, terminated, next_q_online, next_q_target, gamma=0.5, double_dqn=True)
+    vanilla = dqn_targets(rewards, terminated, next_q_online, next_q_target, gamma=0.5, double_dqn=False)
     # Double: the target network's value of the online choice (2.0); vanilla: the target's own max (7.0).
     # No bootstrap after termination: the target is the reward alone.
     assert double.tolist() == [1.0 + 0.5 * 2.0, 1.0]
     assert vanilla.tolist() == [1.0 + 0.5 * 7.0, 1.0]
+
+
+def test_td_loss_is_the_huber_loss_to_double_dqn_targets_which_carry_no_gradient() -> None:
+    config = small_config(learning_starts=64)
+    workload = DQNWorkload(config, make_learnable_features(), cpu_context())
+    workload.train_step()  # the target network now differs from the online one
+    indices = workload.replay.sample_indices(32, torch.Generator().manual_seed(2))
+    replay = workload.replay
+    s, s_next = replay.observations[indices], replay.next_observations[indices]
+    actions, rewards, terminated = replay.actions[indices], replay.rewards[indices], replay.terminated[indices]
+    online, target = workload.q_network, workload.target_network
+    with torch.no_grad():
+        chosen = online(s_next).argmax(dim=1, keepdim=True)
+        expected_targets = rewards + config.gamma * (1 - terminated) * target(s_next).gather(1, chosen).squeeze(1)
+    expected = huber_loss(online(s).gather(1, actions[:, None]).squeeze(1), expected_targets)
+    (expected_grad,) = torch.autograd.grad(expected, [online.hidden[0].weight])
+    loss = workload._td_loss(indices)
+    (grad,) = torch.autograd.grad(loss, [online.hidden[0].weight])
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(grad, expected_grad)
 
 
 def test_polyak_update_is_exact_and_tau_one_copies() -> None:
@@ -210,6 +219,27 @@ def test_learnt_policy_goes_long_on_an_always_rising_price() -> None:
         for position in (-1, 0, 1):
             observation = env.observe(torch.tensor([10, 50, 200]), torch.full((3,), position))
             assert workload.q_network(observation).argmax(dim=1).tolist() == [2, 2, 2]
+
+
+def test_op_counter_counts_operations_but_not_views() -> None:
+    x = torch.zeros(4, 3, requires_grad=True)
+    with OpCounter() as ops:
+        y = (x.t() * 2).sum()  # t is a view; mul and sum are operations
+    assert ops.count == 2
+    with OpCounter() as ops:
+        y.backward()  # the seed gradient, mul's backward and a copy into x.grad (t's gradient is not contiguous)
+    assert ops.count == 3
+
+
+def test_a_step_launches_at_most_88_tensor_operations() -> None:
+    # On a GPU this step is launch-bound: every tensor operation costs a kernel launch (microseconds) whatever its
+    # size, so the count sets the eager speed. It was 114 before the environment, the replay buffer and the TD loss
+    # were trimmed; the pin keeps it from growing back unnoticed. The count does not depend on the data.
+    workload = DQNWorkload(small_config(), make_learnable_features(), cpu_context())
+    workload.train_step()
+    with OpCounter() as ops:
+        workload.train_step()
+    assert ops.count <= 88
 
 
 @pytest.mark.gpu

@@ -9,9 +9,10 @@ gradient steps on replay minibatches of ``context.batch_size`` transitions. With
 Training details:
 
 * Q-network: MLP (``hidden_sizes``, ReLU) from the observation to one value per action.
-* Replay buffer: preallocated circular tensors on the device. Each transition stores the observation the step
-  reached *before* any auto-reset (``EnvStep.final_observation``) and whether the episode terminated: targets
-  bootstrap through truncated episodes (a time limit) but not through terminated ones (the data ran out).
+* Replay buffer: a preallocated circular tensor on the device, one row per transition. Each transition stores the
+  observation the step reached *before* any auto-reset (``EnvStep.final_observation``) and whether the episode
+  terminated: targets bootstrap through truncated episodes (a time limit) but not through terminated ones (the
+  data ran out).
 * Target: ``r + γ (1 − terminated) Q_target(s', a*)`` with ``a*`` the online network's argmax (Double DQN) or the
   target network's own (``double_dqn: false``). Huber loss (δ = 1), gradient-norm clipping, Adam.
 * Target network: every ``target_update_interval`` gradient steps, ``θ⁻ ← τ θ + (1 − τ) θ⁻`` (τ = 1: a hard copy).
@@ -26,11 +27,17 @@ device.
 
 Execution modes (``execution.compile``): ``false`` runs eagerly; ``true`` compiles the action selection, the
 environment transition and the TD loss with ``torch.compile``; ``reduce-overhead`` on CUDA does the same and
-captures the whole step in one CUDA graph (:class:`~gpubench.models.trading_env.CudaGraphStep`), which this
-launch-bound workload needs: hundreds of tiny kernels per step. On the CPU ``reduce-overhead`` is ``true``.
+captures the whole step in one CUDA graph (:class:`~gpubench.workload.CudaGraphStep`). On the CPU
+``reduce-overhead`` is ``true``.
+
+The step is launch-bound on a GPU (some ninety tiny kernels, each costing more to launch than to run), so the
+eager path is written in few tensor operations: the replay buffer reads and writes whole rows and the environment
+reads observations from precomputed tables.
+``tests/test_dqn.py`` pins the operation count.
 """
 
 import copy
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -40,15 +47,8 @@ from torch import nn
 
 from gpubench.config import DQNConfig
 from gpubench.data.tensors import FeatureTensors
-from gpubench.models.trading_env import (
-    NUM_ACTIONS,
-    CudaGraphStep,
-    TradingEnv,
-    compile_piece,
-    execution_label,
-    uses_cuda_graph,
-)
-from gpubench.workload import ExecutionContext, StepResult, Workload
+from gpubench.models.trading_env import NUM_ACTIONS, TradingEnv
+from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 
 class QNetwork(nn.Module):
@@ -56,22 +56,24 @@ class QNetwork(nn.Module):
 
     def __init__(self, observation_size: int, hidden_sizes: list[int], num_actions: int = NUM_ACTIONS) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        width = observation_size
-        for hidden in hidden_sizes:
-            layers += [nn.Linear(width, hidden), nn.ReLU()]
-            width = hidden
-        layers.append(nn.Linear(width, num_actions))
-        self.net = nn.Sequential(*layers)
+        widths = [observation_size, *hidden_sizes]
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
+        self.head = nn.Linear(widths[-1], num_actions)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.net(observation)
+        # The layers' functions are called directly, not through each module's __call__: the same arithmetic
+        # without the per-module hook handling, which on a launch-bound step costs about as much as the kernel.
+        hidden = observation
+        for layer in self.hidden:
+            hidden = torch.relu(F.linear(hidden, layer.weight, layer.bias))
+        return F.linear(hidden, self.head.weight, self.head.bias)
 
 
 @dataclass(frozen=True)
 class ReplayBatch:
-    """A minibatch of transitions: observations ``(n, obs)``, actions ``(n,)`` int64, rewards ``(n,)``,
-    next observations ``(n, obs)`` and terminated flags ``(n,)`` as 0.0 / 1.0."""
+    """A minibatch of ``n`` transitions, as views of the gathered rows where possible: observations ``(n, obs)``,
+    actions ``(n,)`` int64, rewards ``(n,)``, next observations ``(n, obs)``, terminated flags ``(n,)`` as 0.0 / 1.0.
+    """
 
     observations: torch.Tensor
     actions: torch.Tensor
@@ -81,23 +83,54 @@ class ReplayBatch:
 
 
 class ReplayBuffer:
-    """Circular buffer of ``capacity`` transitions in preallocated tensors on ``device``.
+    """Circular buffer of ``capacity`` transitions, one row each of a preallocated tensor on ``device``.
 
-    The write cursor and the fill level are device tensors, so adding and sampling never read the device from the
-    host and a captured CUDA graph keeps advancing them on replay.
+    A row is ``[observation, next observation, action, reward, terminated]`` in float32 (actions 0..2 and the 0/1
+    flag are exact), so adding transitions is one concatenation and one indexed write, and sampling one indexed
+    read: the step is launch-bound, and five separate columns cost five kernels each way. The count of transitions
+    added is a device tensor, so adding and sampling never read the device from the host and a captured CUDA graph
+    keeps advancing it on replay.
     """
 
     def __init__(self, capacity: int, observation_size: int, device: torch.device) -> None:
         self.capacity = capacity
-        self.observations = torch.empty(capacity, observation_size, device=device)
-        self.actions = torch.zeros(capacity, dtype=torch.int64, device=device)
-        self.rewards = torch.zeros(capacity, device=device)
-        self.next_observations = torch.empty(capacity, observation_size, device=device)
-        self.terminated = torch.zeros(capacity, device=device)
-        #: Slot the next transition goes to (0-d int64).
-        self.cursor = torch.zeros((), dtype=torch.int64, device=device)
-        #: Number of filled slots, at most ``capacity`` (0-d int64).
-        self.size = torch.zeros((), dtype=torch.int64, device=device)
+        self.observation_size = observation_size
+        self.transitions = torch.zeros(capacity, 2 * observation_size + 3, device=device)
+        #: Transitions added since the start (0-d int64); the cursor and the fill level derive from it.
+        self.added = torch.zeros((), dtype=torch.int64, device=device)
+        # Slot offsets 0, 1, ... made once: an add takes its first n instead of building an arange each time.
+        self._offsets = torch.arange(capacity, device=device)
+
+    @property
+    def cursor(self) -> torch.Tensor:
+        """Slot the next transition goes to (0-d int64)."""
+        return self.added % self.capacity
+
+    @property
+    def size(self) -> torch.Tensor:
+        """Number of filled slots, at most ``capacity`` (0-d int64)."""
+        return self.added.clamp(max=self.capacity)
+
+    @property
+    def observations(self) -> torch.Tensor:
+        return self.transitions[:, : self.observation_size]
+
+    @property
+    def next_observations(self) -> torch.Tensor:
+        return self.transitions[:, self.observation_size : 2 * self.observation_size]
+
+    @property
+    def actions(self) -> torch.Tensor:
+        """Stored actions as int64 (a copy)."""
+        return self.transitions[:, -3].long()
+
+    @property
+    def rewards(self) -> torch.Tensor:
+        return self.transitions[:, -2]
+
+    @property
+    def terminated(self) -> torch.Tensor:
+        return self.transitions[:, -1]
 
     def add(
         self,
@@ -109,30 +142,31 @@ class ReplayBuffer:
     ) -> None:
         """Write ``n`` transitions (``n <= capacity``) at the cursor, overwriting the oldest once full."""
         n = observations.shape[0]
-        slots = (self.cursor + torch.arange(n, device=self.cursor.device)) % self.capacity
-        self.observations.index_copy_(0, slots, observations)
-        self.actions.index_copy_(0, slots, actions)
-        self.rewards.index_copy_(0, slots, rewards)
-        self.next_observations.index_copy_(0, slots, next_observations)
-        self.terminated.index_copy_(0, slots, terminated.to(self.terminated.dtype))
-        self.cursor.add_(n).remainder_(self.capacity)
-        self.size.add_(n).clamp_(max=self.capacity)
+        slots = (self.added + self._offsets[:n]) % self.capacity
+        # torch.cat promotes the int64 actions and bool flags to the rows' float32.
+        rows = torch.cat(
+            [observations, next_observations, actions.unsqueeze(1), rewards.unsqueeze(1), terminated.unsqueeze(1)],
+            dim=1,
+        )
+        self.transitions.index_copy_(0, slots, rows)
+        self.added.add_(n)
 
     def sample_indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """``batch_size`` slots drawn uniformly with replacement from the filled ones (the buffer must not be empty)."""
         # A draw from a wide integer range reduced modulo the fill level keeps the bound on the device; the modulo
         # bias is size / 2**62, nil at any buffer size.
-        wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.size.device)
+        wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.added.device)
         return wide % self.size
 
     def batch(self, indices: torch.Tensor) -> ReplayBatch:
         """The transitions in slots ``indices``."""
+        rows = self.transitions[indices]
         return ReplayBatch(
-            observations=self.observations[indices],
-            actions=self.actions[indices],
-            rewards=self.rewards[indices],
-            next_observations=self.next_observations[indices],
-            terminated=self.terminated[indices],
+            observations=rows[:, : self.observation_size],
+            actions=rows[:, -3].long(),
+            rewards=rows[:, -2],
+            next_observations=rows[:, self.observation_size : 2 * self.observation_size],
+            terminated=rows[:, -1],
         )
 
 
@@ -148,26 +182,21 @@ def huber_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 def dqn_targets(
     rewards: torch.Tensor,
-    next_observations: torch.Tensor,
     terminated: torch.Tensor,
-    q_network: nn.Module,
-    target_network: nn.Module,
+    next_q_online: torch.Tensor,
+    next_q_target: torch.Tensor,
     gamma: float,
     double_dqn: bool,
 ) -> torch.Tensor:
-    """TD targets ``r + γ (1 − terminated) Q_target(s', a*)``, without gradient.
+    """TD targets ``r + γ (1 − terminated) Q_target(s', a*)`` from both networks' action values at ``s'``.
 
     ``a*`` is ``argmax_a Q_online(s', a)`` for Double DQN (the online network chooses, the target network
-    evaluates, which curbs the max operator's overestimation), else ``argmax_a Q_target(s', a)``.
+    evaluates, which curbs the max operator's overestimation), else ``argmax_a Q_target(s', a)``. The targets
+    carry no gradient when ``next_q_target`` does not: ``argmax`` is not differentiable.
     """
-    with torch.no_grad():
-        next_q_target = target_network(next_observations)
-        if double_dqn:
-            next_actions = q_network(next_observations).argmax(dim=1, keepdim=True)
-        else:
-            next_actions = next_q_target.argmax(dim=1, keepdim=True)
-        next_values = next_q_target.gather(1, next_actions).squeeze(1).float()
-        return rewards + gamma * (1.0 - terminated) * next_values
+    chooser = next_q_online if double_dqn else next_q_target
+    next_values = next_q_target.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1).float()
+    return torch.addcmul(rewards, 1.0 - terminated, next_values, value=gamma)
 
 
 def update_target(target_network: nn.Module, q_network: nn.Module, tau: float) -> None:
@@ -197,24 +226,22 @@ class DQNWorkload(Workload):
             data,
             config.env.num_envs,
             context.generator,
-            compile_fn=lambda fn: compile_piece(context, fn),
+            compile_fn=context.compile_step_piece,
         )
         self.q_network = QNetwork(self.env.observation_size, config.hidden_sizes).to(device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
+        self._parameters = list(self.q_network.parameters())
         # Fused Adam: one kernel for all parameters, its step count on the device. `capturable` admits it into a
         # CUDA graph capture.
         self.optimizer = torch.optim.Adam(
-            self.q_network.parameters(),
-            lr=config.learning_rate,
-            fused=True,
-            capturable=uses_cuda_graph(context),
+            self._parameters, lr=config.learning_rate, fused=True, capturable=context.captures_steps
         )
         self.replay = ReplayBuffer(config.buffer_size, self.env.observation_size, device)
         self.observation = self.env.reset()
         # ε = 1 while prefilling: the uniform random policy of the start of training.
         self._epsilon = torch.ones((), device=device)
-        self._select_actions = compile_piece(context, self._select_actions_impl)
-        self._td_loss = compile_piece(context, self._td_loss_impl)
+        self._select_actions = context.compile_step_piece(self._select_actions_impl)
+        self._td_loss = context.compile_step_piece(self._td_loss_impl)
         #: Environment transitions so far (all environments), which drive the ε schedule.
         self.env_steps = 0
         #: Gradient steps so far (the target-update clock).
@@ -224,7 +251,7 @@ class DQNWorkload(Workload):
             self.env_steps += self.env.num_envs
         self._epsilon.fill_(self.epsilon)
         self._run_step = (
-            CudaGraphStep(self._run_step_impl, context.generator) if uses_cuda_graph(context) else self._run_step_impl
+            CudaGraphStep(self._run_step_impl, context.generator) if context.captures_steps else self._run_step_impl
         )
 
     @property
@@ -253,7 +280,7 @@ class DQNWorkload(Workload):
             "replay_batch_size": self.batch_size,
             "gradient_steps_per_step": self.config.gradient_steps,
             "double_dqn": self.config.double_dqn,
-            "execution": execution_label(self.context),
+            "execution": self.context.execution_label(),
         }
 
     def train_step(self) -> StepResult:
@@ -275,9 +302,7 @@ class DQNWorkload(Workload):
             indices = self.replay.sample_indices(self.batch_size, self.context.generator)
             with self.context.autocast():
                 loss = self._td_loss(indices)
-            grad_norm = self.context.optimize(
-                loss, self.optimizer, self.q_network.parameters(), self.config.max_grad_norm
-            )
+            grad_norm = self.context.optimize(loss, self.optimizer, self._parameters, self.config.max_grad_norm)
         return loss.detach(), grad_norm
 
     def _collect(self) -> None:
@@ -306,12 +331,14 @@ class DQNWorkload(Workload):
     def _td_loss_impl(self, indices: torch.Tensor) -> torch.Tensor:
         batch = self.replay.batch(indices)
         q_taken = self.q_network(batch.observations).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_q_online = self.q_network(batch.next_observations)
+            next_q_target = self.target_network(batch.next_observations)
         targets = dqn_targets(
             batch.rewards,
-            batch.next_observations,
             batch.terminated,
-            self.q_network,
-            self.target_network,
+            next_q_online,
+            next_q_target,
             self.config.gamma,
             self.config.double_dqn,
         )

@@ -19,33 +19,38 @@ Training details (as in the paper and its reference implementation):
 * actions sampled from the softmax policy by the Gumbel-max trick, with the workload's generator on the device;
 * truncated episodes (time limit) are bootstrapped by adding ``γ V(final observation)`` to the last reward, and
   every episode end (terminated or truncated) stops GAE from bootstrapping into the next, reset, episode;
+* GAE computed by a log-depth scan over time (equal to the backward loop; ``tests/test_ppo.py`` checks it);
 * advantages normalised per minibatch; clipped surrogate; optionally clipped value loss; entropy bonus;
   gradient-norm clipping; one Adam (ε = 1e-5) over both networks, its learning rate annealed linearly to 0 over
   ``total_timesteps``.
 
+Speed: the step is launch-bound on a GPU (tiny networks, a few hundred kernels per update), so the eager path is
+written in few tensor operations. Inside the rollout's loop over time a step only samples actions from the actor
+and steps the environment; everything that does not feed the next step — the critic's values (of the observations
+acted on, of the final observations of truncated episodes, of the observation after the last step), the
+log-probabilities of the actions taken, GAE — is computed once over the whole rollout afterwards. Each minibatch is
+gathered with two indexed reads (observations, and the per-sample scalars packed in one tensor).
+``tests/test_ppo.py`` pins the operation count.
+
 Execution modes (``execution.compile``): ``false`` eager; ``true`` compiles the policy step, the environment
-transition and the minibatch loss with ``torch.compile``; ``reduce-overhead`` on CUDA also captures the rollout
-(with GAE and the shuffles) and the minibatch update as two CUDA graphs. On the CPU ``reduce-overhead`` is ``true``.
+transition, the end of the rollout and the minibatch loss with ``torch.compile``; ``reduce-overhead`` on CUDA also
+captures the rollout (with GAE and the shuffles) and the minibatch update as two CUDA graphs. On the CPU
+``reduce-overhead`` is ``true``.
 """
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from gpubench.config import PPOConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import ConfigError
-from gpubench.models.trading_env import (
-    NUM_ACTIONS,
-    CudaGraphStep,
-    TradingEnv,
-    compile_piece,
-    execution_label,
-    uses_cuda_graph,
-)
-from gpubench.workload import ExecutionContext, StepResult, Workload
+from gpubench.models.trading_env import NUM_ACTIONS, TradingEnv
+from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 
 def compute_gae(
@@ -68,29 +73,34 @@ def compute_gae(
         ``(advantages, returns)``, both ``(num_steps, num_envs)``, with ``returns = advantages + values``.
     """
     not_done = 1.0 - dones.to(rewards.dtype)
-    advantages = torch.empty_like(rewards)
-    running = torch.zeros_like(next_value)
-    following_value = next_value
-    # A loop over time only (num_steps iterations), each a vector operation over all environments.
-    for t in reversed(range(rewards.shape[0])):
-        td_error = rewards[t] + gamma * following_value * not_done[t] - values[t]
-        running = td_error + gamma * lam * not_done[t] * running
-        advantages[t] = running
-        following_value = values[t]
+    following_values = torch.cat([values[1:], next_value.unsqueeze(0)])
+    # TD errors δ_t = r_t + γ (1 − d_t) V_{t+1} − V_t, then A_t = δ_t + γλ (1 − d_t) A_{t+1}: a linear recurrence,
+    # solved by a scan (Hillis & Steele 1986) in ⌈log2 num_steps⌉ rounds of whole-rollout operations rather than
+    # num_steps rounds of per-step ones, each a kernel launch on a GPU. After the round with span s, advantages[t]
+    # sums the discounted δ of steps t .. t + 2s − 1 and decay[t] is the product of the 2s factors γλ (1 − d).
+    advantages = torch.addcmul(rewards - values, following_values, not_done, value=gamma)
+    decay = (gamma * lam) * not_done
+    num_steps = rewards.shape[0]
+    span = 1
+    while span < num_steps:
+        # The product is evaluated from the previous round's values before the in-place add writes.
+        advantages[:-span].add_(decay[:-span] * advantages[span:])
+        if 2 * span < num_steps:
+            decay[:-span] = decay[:-span] * decay[span:]
+        span *= 2
     return advantages, advantages + values
 
 
-def clipped_surrogate_loss(
-    new_logprob: torch.Tensor, old_logprob: torch.Tensor, advantages: torch.Tensor, clip_coef: float
-) -> torch.Tensor:
-    """PPO's policy loss ``−mean(min(ρ A, clip(ρ, 1 − ε, 1 + ε) A))`` with ``ρ = exp(new − old)``.
+def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """PPO's policy loss ``−mean(min(ρ A, clip(ρ, 1 − ε, 1 + ε) A))`` for probability ratios ``ρ = π_new / π_old``.
 
     Its gradient is zero for samples whose ratio is already past the clip in the advantage's direction.
     """
-    ratio = torch.exp(new_logprob - old_logprob)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages
-    return -torch.min(unclipped, clipped).mean()
+    # torch.where rather than torch.minimum: the same values and gradients (where the two terms tie, both carry
+    # the same gradient), and a backward pass of two kernels instead of ten.
+    return -torch.where(unclipped < clipped, unclipped, clipped).mean()
 
 
 @dataclass(frozen=True)
@@ -113,18 +123,26 @@ class PPOLosses:
 class Rollout:
     """Rollout storage, ``(num_steps, num_envs, ...)``, preallocated on the device and rewritten every iteration.
 
-    ``rewards`` include the truncation bootstrap; ``dones`` are 1.0 where an episode ended (either way);
-    ``minibatch_order`` ``(update_epochs, num_steps × num_envs)`` holds each epoch's shuffle of the flattened rollout.
+    ``observation_buffer`` ``(2 num_steps + 1, num_envs, obs)`` holds every observation the critic evaluates, so
+    one forward pass covers them all: the ``observations`` acted on (rows ``0 .. T − 1``), the
+    ``next_observation`` after the last step (row ``T``, where the next rollout starts) and the
+    ``final_observations`` each step reached before any reset (rows ``T + 1 ..``). ``logits`` are the actor's
+    outputs at each step. ``samples`` ``(T, N, 5)`` packs what a minibatch needs per sample — the action taken (as
+    float, exact), its log-probability, the value, the advantage and the return — so one indexed read gathers them;
+    ``logprobs``, ``values``, ``advantages`` and ``returns`` are its columns. ``rewards`` include the truncation
+    bootstrap; ``terminated`` and ``truncated`` are the environment's flags, ``dones`` 1.0 where an episode ended
+    (either way); ``minibatch_order``
+    ``(update_epochs, num_steps × num_envs)`` holds each epoch's shuffle of the flattened rollout.
     """
 
-    observations: torch.Tensor
+    observation_buffer: torch.Tensor
+    logits: torch.Tensor
     actions: torch.Tensor
-    logprobs: torch.Tensor
-    values: torch.Tensor
     rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
     dones: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
+    samples: torch.Tensor
     minibatch_order: torch.Tensor
 
     @classmethod
@@ -135,16 +153,48 @@ class Rollout:
             return torch.zeros(*shape, dtype=dtype, device=device)
 
         return cls(
-            observations=zeros(num_steps, num_envs, observation_size),
+            observation_buffer=zeros(2 * num_steps + 1, num_envs, observation_size),
+            logits=zeros(num_steps, num_envs, NUM_ACTIONS),
             actions=zeros(num_steps, num_envs, dtype=torch.int64),
-            logprobs=zeros(num_steps, num_envs),
-            values=zeros(num_steps, num_envs),
             rewards=zeros(num_steps, num_envs),
+            terminated=zeros(num_steps, num_envs, dtype=torch.bool),
+            truncated=zeros(num_steps, num_envs, dtype=torch.bool),
             dones=zeros(num_steps, num_envs),
-            advantages=zeros(num_steps, num_envs),
-            returns=zeros(num_steps, num_envs),
+            samples=zeros(num_steps, num_envs, 5),
             minibatch_order=zeros(update_epochs, num_steps * num_envs, dtype=torch.int64),
         )
+
+    @property
+    def num_steps(self) -> int:
+        return self.actions.shape[0]
+
+    @property
+    def observations(self) -> torch.Tensor:
+        return self.observation_buffer[: self.num_steps]
+
+    @property
+    def next_observation(self) -> torch.Tensor:
+        return self.observation_buffer[self.num_steps]
+
+    @property
+    def final_observations(self) -> torch.Tensor:
+        return self.observation_buffer[self.num_steps + 1 :]
+
+    @property
+    def logprobs(self) -> torch.Tensor:
+        return self.samples[..., 1]
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.samples[..., 2]
+
+    @property
+    def advantages(self) -> torch.Tensor:
+        return self.samples[..., 3]
+
+    @property
+    def returns(self) -> torch.Tensor:
+        return self.samples[..., 4]
 
 
 def _layer(in_features: int, out_features: int, gain: float) -> nn.Linear:
@@ -154,14 +204,21 @@ def _layer(in_features: int, out_features: int, gain: float) -> nn.Linear:
     return layer
 
 
-def _tanh_mlp(in_features: int, hidden_sizes: list[int], out_features: int, head_gain: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    width = in_features
-    for hidden in hidden_sizes:
-        layers += [_layer(width, hidden, math.sqrt(2.0)), nn.Tanh()]
-        width = hidden
-    layers.append(_layer(width, out_features, head_gain))
-    return nn.Sequential(*layers)
+class TanhMLP(nn.Module):
+    """MLP with Tanh between layers, orthogonal weights (gain √2; ``head_gain`` for the last layer), zero biases."""
+
+    def __init__(self, in_features: int, hidden_sizes: list[int], out_features: int, head_gain: float) -> None:
+        super().__init__()
+        widths = [in_features, *hidden_sizes]
+        self.hidden = nn.ModuleList(_layer(a, b, math.sqrt(2.0)) for a, b in itertools.pairwise(widths))
+        self.head = _layer(widths[-1], out_features, head_gain)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The layers' functions are called directly, not through each module's __call__: the same arithmetic
+        # without the per-module hook handling, which on a launch-bound step costs about as much as the kernel.
+        for layer in self.hidden:
+            x = torch.tanh(F.linear(x, layer.weight, layer.bias))
+        return F.linear(x, self.head.weight, self.head.bias)
 
 
 class ActorCritic(nn.Module):
@@ -169,8 +226,8 @@ class ActorCritic(nn.Module):
 
     def __init__(self, observation_size: int, hidden_sizes: list[int], num_actions: int = NUM_ACTIONS) -> None:
         super().__init__()
-        self.actor = _tanh_mlp(observation_size, hidden_sizes, num_actions, head_gain=0.01)
-        self.critic = _tanh_mlp(observation_size, hidden_sizes, 1, head_gain=1.0)
+        self.actor = TanhMLP(observation_size, hidden_sizes, num_actions, head_gain=0.01)
+        self.critic = TanhMLP(observation_size, hidden_sizes, 1, head_gain=1.0)
 
     def value(self, observation: torch.Tensor) -> torch.Tensor:
         """State values ``(n,)``."""
@@ -195,20 +252,25 @@ def ppo_loss(
     log_policy = agent.log_policy(observations)
     new_logprobs = log_policy.gather(1, actions.unsqueeze(1)).squeeze(1).float()
     entropy = -(log_policy.exp() * log_policy).sum(dim=1).float().mean()
-    normalised = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    policy_loss = clipped_surrogate_loss(new_logprobs, old_logprobs, normalised, config.clip_coef)
+    std, mean = torch.std_mean(advantages)
+    normalised = (advantages - mean) / (std + 1e-8)
+    log_ratio = new_logprobs - old_logprobs
+    ratio = log_ratio.exp()
+    policy_loss = clipped_surrogate_loss(ratio, normalised, config.clip_coef)
     new_values = agent.value(observations).float()
     if config.clip_value_loss:
         clipped_values = old_values + torch.clamp(new_values - old_values, -config.clip_coef, config.clip_coef)
-        value_loss = 0.5 * torch.max((new_values - returns) ** 2, (clipped_values - returns) ** 2).mean()
+        unclipped_error, clipped_error = (new_values - returns) ** 2, (clipped_values - returns) ** 2
+        # The larger error, by torch.where rather than torch.maximum for a cheaper backward pass (it differs from
+        # maximum's only on exact ties between different errors, which have probability zero).
+        value_loss = 0.5 * torch.where(unclipped_error > clipped_error, unclipped_error, clipped_error).mean()
     else:
         value_loss = 0.5 * ((new_values - returns) ** 2).mean()
-    total = policy_loss - config.ent_coef * entropy + config.vf_coef * value_loss
+    total = policy_loss.sub(entropy, alpha=config.ent_coef).add(value_loss, alpha=config.vf_coef)
     with torch.no_grad():
-        log_ratio = new_logprobs - old_logprobs
-        ratio = log_ratio.exp()
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()
-        clip_fraction = ((ratio - 1.0).abs() > config.clip_coef).float().mean()
+        ratio_change = ratio - 1.0
+        approx_kl = (ratio_change - log_ratio).mean()
+        clip_fraction = (ratio_change.abs() > config.clip_coef).float().mean()
     return PPOLosses(
         total=total,
         policy=policy_loss.detach(),
@@ -239,28 +301,30 @@ class PPOWorkload(Workload):
         self.updates_per_iteration = config.update_epochs * config.num_minibatches
         self.num_iterations = max(1, config.total_timesteps // self.rollout_size)
         device = context.device
-        self.env = TradingEnv(
-            config.env, data, num_envs, context.generator, compile_fn=lambda fn: compile_piece(context, fn)
-        )
+        self.env = TradingEnv(config.env, data, num_envs, context.generator, compile_fn=context.compile_step_piece)
         self.agent = ActorCritic(self.env.observation_size, config.hidden_sizes).to(device)
+        self._parameters = list(self.agent.parameters())
         # Fused Adam (one kernel for all parameters) with the learning rate as a device tensor: annealing rewrites
         # it in place, which a captured CUDA graph then reads. `capturable` admits it into a capture.
         self.optimizer = torch.optim.Adam(
-            self.agent.parameters(),
+            self._parameters,
             lr=torch.tensor(config.learning_rate, device=device),
             eps=1e-5,
             fused=True,
-            capturable=uses_cuda_graph(context),
+            capturable=context.captures_steps,
         )
         self.rollout = Rollout.allocate(
             config.num_steps, num_envs, self.env.observation_size, config.update_epochs, device
         )
-        self.observation = self.env.reset()
+        self.rollout.next_observation.copy_(self.env.reset())
+        # Each update's slice of the shuffles, as views made once; the update reads its indices from one fixed
+        # tensor, which a captured CUDA graph then reads too.
+        self._minibatch_slices = [order.split(self.minibatch_size) for order in self.rollout.minibatch_order.unbind(0)]
         self._minibatch_indices = torch.zeros(self.minibatch_size, dtype=torch.int64, device=device)
-        self._act = compile_piece(context, self._act_impl)
-        self._bootstrap_truncated = compile_piece(context, self._bootstrap_truncated_impl)
-        self._minibatch_loss = compile_piece(context, self._minibatch_loss_impl)
-        graphs = uses_cuda_graph(context)
+        self._policy_step = context.compile_step_piece(self._policy_step_impl)
+        self._finish_rollout = context.compile_step_piece(self._finish_rollout_impl)
+        self._minibatch_loss = context.compile_step_piece(self._minibatch_loss_impl)
+        graphs = context.captures_steps
         self._collect = CudaGraphStep(self._collect_impl, context.generator) if graphs else self._collect_impl
         self._update = CudaGraphStep(self._update_impl, context.generator) if graphs else self._update_impl
         #: Rollouts collected so far (iterations started).
@@ -269,6 +333,11 @@ class PPOWorkload(Workload):
         self.updates_done = 0
         #: Loss and diagnostics of the latest minibatch update (overwritten by the next one).
         self.last_losses: PPOLosses | None = None
+
+    @property
+    def observation(self) -> torch.Tensor:
+        """``(num_envs, observation_size)``: what the next rollout acts on first."""
+        return self.rollout.next_observation
 
     @property
     def samples_per_step(self) -> float:
@@ -286,7 +355,7 @@ class PPOWorkload(Workload):
             "minibatch_size": self.minibatch_size,
             "updates_per_iteration": self.updates_per_iteration,
             "observation_size": self.env.observation_size,
-            "execution": execution_label(self.context),
+            "execution": self.context.execution_label(),
         }
 
     def train_step(self) -> StepResult:
@@ -298,64 +367,75 @@ class PPOWorkload(Workload):
             self._collect()
             self.iteration += 1
         epoch, minibatch = divmod(position, self.config.num_minibatches)
-        first = minibatch * self.minibatch_size
-        self._minibatch_indices.copy_(self.rollout.minibatch_order[epoch, first : first + self.minibatch_size])
+        self._minibatch_indices.copy_(self._minibatch_slices[epoch][minibatch])
         loss, grad_norm = self._update()
         self.updates_done += 1
         return StepResult(loss=loss, grad_norm=grad_norm)
 
     def _collect_impl(self) -> tuple[torch.Tensor, ...]:
-        """Roll the policy out for ``num_steps``, then compute advantages and this iteration's shuffles."""
+        """Roll the policy out for ``num_steps``, then compute values, advantages and this iteration's shuffles."""
         rollout, generator, device = self.rollout, self.context.generator, self.context.device
-        for t in range(self.config.num_steps):
-            rollout.observations[t].copy_(self.observation)
-            gumbel_draw = torch.rand(self.env.num_envs, NUM_ACTIONS, generator=generator, device=device)
-            action, logprob, value = self._act(self.observation, gumbel_draw)
+        num_steps, num_envs = self.config.num_steps, self.env.num_envs
+        rollout.observations[0].copy_(rollout.next_observation)
+        # The whole rollout's Gumbel noise −log(−log U) in one draw; argmax(logits + noise) is a draw from the
+        # softmax policy (the Gumbel-max trick), so sampling never leaves the device.
+        uniform = torch.rand(num_steps, num_envs, NUM_ACTIONS, generator=generator, device=device)
+        gumbel_noise = -torch.log(-torch.log(uniform))
+        # The loop keeps each step's outputs and stacks them into the rollout afterwards: one copy per field and
+        # rollout instead of one per field and step.
+        observation = rollout.observations[0]
+        logits_steps, action_steps, env_steps = [], [], []
+        for noise in gumbel_noise.unbind(0):
+            logits, action = self._policy_step(observation, noise)
             step = self.env.step(action)
-            rollout.actions[t].copy_(action)
-            rollout.logprobs[t].copy_(logprob)
-            rollout.values[t].copy_(value)
-            rollout.rewards[t].copy_(self._bootstrap_truncated(step.reward, step.final_observation, step.truncated))
-            rollout.dones[t].copy_(step.terminated | step.truncated)
-            self.observation.copy_(step.observation)
-        with torch.no_grad(), self.context.autocast():
-            next_value = self.agent.value(self.observation).float()
-        advantages, returns = compute_gae(
-            rollout.rewards, rollout.values, rollout.dones, next_value, self.config.gamma, self.config.gae_lambda
-        )
-        rollout.advantages.copy_(advantages)
-        rollout.returns.copy_(returns)
+            logits_steps.append(logits)
+            action_steps.append(action)
+            env_steps.append(step)
+            observation = step.observation
+        torch.stack(logits_steps, out=rollout.logits)
+        torch.stack(action_steps, out=rollout.actions)
+        torch.stack([step.reward for step in env_steps], out=rollout.rewards)
+        torch.stack([step.terminated for step in env_steps], out=rollout.terminated)
+        torch.stack([step.truncated for step in env_steps], out=rollout.truncated)
+        torch.stack([step.observation for step in env_steps], out=rollout.observation_buffer[1 : num_steps + 1])
+        torch.stack([step.final_observation for step in env_steps], out=rollout.final_observations)
+        self._finish_rollout()
         # Sorting uniform draws gives a random permutation per epoch, in one vectorised call.
         shuffle_keys = torch.rand(self.config.update_epochs, self.rollout_size, generator=generator, device=device)
         rollout.minibatch_order.copy_(shuffle_keys.argsort(dim=1))
         return ()
 
-    def _act_impl(
-        self, observation: torch.Tensor, gumbel_draw: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # Gumbel-max: argmax(log π + Gumbel noise) is a draw from π. The uniform draws come in as a tensor because
-        # torch.compile cannot trace a call that takes a torch.Generator; the sampling never leaves the device.
+    def _policy_step_impl(
+        self, observation: torch.Tensor, gumbel_noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # The noise comes in as a tensor because torch.compile cannot trace a call that takes a torch.Generator.
+        # argmax(logits + noise) equals argmax(log π + noise): log π differs from the logits by a per-row constant.
         with torch.no_grad(), self.context.autocast():
-            log_policy = self.agent.log_policy(observation).float()
-            value = self.agent.value(observation).float()
-        action = (log_policy - torch.log(-torch.log(gumbel_draw))).argmax(dim=1)
-        logprob = log_policy.gather(1, action.unsqueeze(1)).squeeze(1)
-        return action, logprob, value
+            logits = self.agent.actor(observation)
+        return logits, (logits.float() + gumbel_noise).argmax(dim=1)
 
-    def _bootstrap_truncated_impl(
-        self, reward: torch.Tensor, final_observation: torch.Tensor, truncated: torch.Tensor
-    ) -> torch.Tensor:
-        # A time limit is not part of the task: the value of the state it cut off is still owed (Pardo et al. 2018).
+    def _finish_rollout_impl(self) -> None:
+        """Everything the rollout's loop left for afterwards, over all its steps at once."""
+        rollout, config = self.rollout, self.config
+        num_steps = config.num_steps
         with torch.no_grad(), self.context.autocast():
-            final_value = self.agent.value(final_observation).float()
-        return reward + self.config.gamma * final_value * truncated
+            critic_values = self.agent.value(rollout.observation_buffer.flatten(0, 1)).float()
+        critic_values = critic_values.unflatten(0, rollout.observation_buffer.shape[:2])
+        values, next_value = critic_values[:num_steps], critic_values[num_steps]
+        # A time limit is not part of the task: the value of the state it cut off is still owed (Pardo et al. 2018).
+        rollout.rewards.addcmul_(critic_values[num_steps + 1 :], rollout.truncated, value=config.gamma)
+        rollout.dones.copy_(rollout.terminated | rollout.truncated)
+        advantages, returns = compute_gae(
+            rollout.rewards, values, rollout.dones, next_value, config.gamma, config.gae_lambda
+        )
+        log_policy = torch.log_softmax(rollout.logits, dim=-1)
+        logprobs = log_policy.gather(2, rollout.actions.unsqueeze(2)).squeeze(2)
+        rollout.samples.copy_(torch.stack([rollout.actions, logprobs, values, advantages, returns], dim=2))
 
     def _update_impl(self) -> tuple[torch.Tensor, torch.Tensor]:
         with self.context.autocast():
             losses = self._minibatch_loss(self._minibatch_indices)
-        grad_norm = self.context.optimize(
-            losses.total, self.optimizer, self.agent.parameters(), self.config.max_grad_norm
-        )
+        grad_norm = self.context.optimize(losses.total, self.optimizer, self._parameters, self.config.max_grad_norm)
         # Under a CUDA graph this assignment runs once, at capture; the tensors it keeps are the graph's outputs,
         # which every replay overwrites, so it still names the latest update's figures.
         self.last_losses = replace(losses, total=losses.total.detach())
@@ -363,13 +443,14 @@ class PPOWorkload(Workload):
 
     def _minibatch_loss_impl(self, indices: torch.Tensor) -> PPOLosses:
         rollout = self.rollout
+        samples = rollout.samples.flatten(0, 1)[indices]
         return ppo_loss(
             self.agent,
             rollout.observations.flatten(0, 1)[indices],
-            rollout.actions.flatten()[indices],
-            rollout.logprobs.flatten()[indices],
-            rollout.values.flatten()[indices],
-            rollout.advantages.flatten()[indices],
-            rollout.returns.flatten()[indices],
+            samples[:, 0].long(),
+            samples[:, 1],
+            samples[:, 2],
+            samples[:, 3],
+            samples[:, 4],
             self.config,
         )

@@ -1,4 +1,4 @@
-"""A vectorised trading environment on the benchmark device, and the execution helpers the RL workloads share.
+"""A vectorised trading environment on the benchmark device.
 
 ``TradingEnv`` runs ``num_envs`` independent episodes at once, entirely as tensor operations on the device of the
 feature data (no Python loop over environments, no host round-trip). Each environment holds a position in one
@@ -18,9 +18,6 @@ instrument and walks forward through the training split of the market data one b
 Finished environments restart at once (auto-reset, with ``torch.where``) at a random valid bar, flat. The step
 result carries both the observation to act on next (after any reset) and ``final_observation``, the observation the
 step actually reached, which a learner needs to bootstrap truncated episodes.
-
-The second half of the module holds what DQN and PPO both need to run one training step as compiled code or as a
-replayed CUDA graph (``execution.compile``).
 """
 
 from collections.abc import Callable
@@ -31,7 +28,6 @@ import torch
 
 from gpubench.config import TradingEnvConfig
 from gpubench.data.tensors import FeatureTensors
-from gpubench.workload import ExecutionContext
 
 #: Actions and the positions they set: index 0 short (−1), 1 flat (0), 2 long (+1).
 NUM_ACTIONS = 3
@@ -70,6 +66,9 @@ class TradingEnv:
     The state tensors ``bar_index``, ``position`` and ``episode_step`` (all ``(num_envs,)`` int64) are updated in
     place, so a CUDA graph that captured a step keeps reading and writing the live state. ``compile_fn`` wraps the
     deterministic part of the step (everything but drawing reset bars), e.g. with ``torch.compile``.
+
+    A step is launch-bound on a GPU (a few dozen tiny kernels), so it is written in few tensor operations: an
+    observation is two indexed reads and a concatenation, from tables built once here.
     """
 
     def __init__(
@@ -83,7 +82,6 @@ class TradingEnv:
         window = config.observation_window
         self.num_envs = num_envs
         self.episode_length = config.episode_length
-        self.transaction_cost = config.transaction_cost
         self.observation_size = window * data.n_features + NUM_ACTIONS
         self._data = data
         self._generator = generator
@@ -91,14 +89,26 @@ class TradingEnv:
         # A bar t can be stood on when its observation window t-window+1..t and the next bar t+1 (whose return the
         # step earns) all lie in one symbol's training split: the windows of window + 1 bars starting at t-window+1.
         self._start_bars = data.window_starts(window + 1, "train") + (window - 1)
-        # has_next[t]: bar t + 1 continues bar t's symbol inside the training split; an episode standing on a bar
-        # without a next one has run out of data.
+        # is_last[t]: bar t + 1 does not continue bar t's symbol inside the training split, so an episode standing
+        # on bar t has run out of data.
         same_symbol = data.symbol_id[1:] == data.symbol_id[:-1]
-        has_next = torch.zeros(data.n_bars, dtype=torch.bool, device=device)
-        has_next[:-1] = same_symbol & data.is_train[:-1] & data.is_train[1:]
-        self._has_next = has_next
-        self._window_offsets = torch.arange(-(window - 1), 1, device=device)
-        self._position_values = torch.arange(-1, NUM_ACTIONS - 1, device=device)
+        is_last = torch.ones(data.n_bars, dtype=torch.bool, device=device)
+        is_last[:-1] = ~(same_symbol & data.is_train[:-1] & data.is_train[1:])
+        self._is_last = is_last
+        # Row t of _windows is the flattened window of bars t-window+1..t: an overlapping strided view of a copy
+        # of the features led by window-1 zero rows, so that the row index is the bar index (those rows precede
+        # every start bar and are never read). One indexed read then gathers a whole batch of windows.
+        padded = torch.cat([data.values.new_zeros(window - 1, data.n_features), data.values])
+        self._windows = padded.as_strided((data.n_bars, window * data.n_features), (data.n_features, 1))
+        # Tables indexed by position p put short (-1) in the last row, which a negative index reaches from the end
+        # as in Python: row p of _one_hots is the one-hot of position p, and _trade_costs[p, a] the cost of trading
+        # from p into action a's position. One indexed read each, and no range check (no host sync).
+        row_positions = torch.tensor([0, 1, -1], device=device)
+        self._one_hots = torch.eye(NUM_ACTIONS, dtype=data.values.dtype, device=device)[row_positions + 1]
+        action_positions = torch.arange(NUM_ACTIONS, device=device) - 1
+        trade_sizes = (action_positions.unsqueeze(0) - row_positions.unsqueeze(1)).abs()
+        self._trade_costs = config.transaction_cost * trade_sizes.to(data.values.dtype)
+        self._zeros = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.bar_index = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.position = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.episode_step = torch.zeros(num_envs, dtype=torch.int64, device=device)
@@ -109,11 +119,7 @@ class TradingEnv:
 
         The window ends at the bar itself, so the observation holds bars up to ``bar_index`` only.
         """
-        rows = bar_index.unsqueeze(1) + self._window_offsets
-        window = self._data.values[rows].flatten(1)
-        # A comparison instead of F.one_hot, whose range check can read the tensor on the host (a sync point).
-        one_hot = (position.unsqueeze(1) == self._position_values).to(window.dtype)
-        return torch.cat([window, one_hot], dim=1)
+        return torch.cat([self._windows[bar_index], self._one_hots[position]], dim=-1)
 
     def reset(self, bar_index: torch.Tensor | None = None) -> torch.Tensor:
         """Start every episode afresh, flat, at random valid bars (or at ``bar_index``); returns the observations."""
@@ -136,93 +142,19 @@ class TradingEnv:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         new_position = action - 1
         next_bar = self.bar_index + 1
-        # The action is chosen at bar t; the position then earns the return from t to t + 1.
-        reward = (
-            new_position * self._data.log_return[next_bar]
-            - self.transaction_cost * (new_position - self.position).abs()
-        )
-        episode_step = self.episode_step + 1
-        terminated = ~self._has_next[next_bar]
-        truncated = (episode_step >= self.episode_length) & ~terminated
-        final_observation = self.observe(next_bar, new_position)
-        done = terminated | truncated
-        self.bar_index.copy_(torch.where(done, reset_bars, next_bar))
-        self.position.copy_(torch.where(done, 0, new_position))
-        self.episode_step.copy_(torch.where(done, 0, episode_step))
-        observation = self.observe(self.bar_index, self.position)
+        # The action is chosen at bar t; the position then earns the return from t to t + 1, less the cost of
+        # trading into it.
+        reward = new_position * self._data.log_return[next_bar] - self._trade_costs[self.position, action]
+        self.episode_step.add_(1)
+        terminated = self._is_last[next_bar]
+        done = terminated | (self.episode_step >= self.episode_length)
+        truncated = done ^ terminated  # done but not terminated: terminated implies done
+        # where(..., out=) writes the new state in place: one kernel each instead of a where and a copy.
+        torch.where(done, reset_bars, next_bar, out=self.bar_index)
+        torch.where(done, self._zeros, new_position, out=self.position)
+        self.episode_step.masked_fill_(done, 0)
+        # One observe for both the observation the step reached and the one to act on next (after any reset).
+        final_observation, observation = self.observe(
+            torch.stack([next_bar, self.bar_index]), torch.stack([new_position, self.position])
+        ).unbind(0)
         return observation, reward, terminated, truncated, final_observation
-
-
-# --------------------------------------------------------------------------------------------------- execution
-
-
-def uses_cuda_graph(context: ExecutionContext) -> bool:
-    """Whether the RL workloads replay their steps as CUDA graphs: ``execution.compile=reduce-overhead`` on CUDA."""
-    return context.compile_mode == "reduce-overhead" and context.device.type == "cuda"
-
-
-def compile_piece(context: ExecutionContext, fn: _Fn) -> _Fn:
-    """Compile one pure tensor function of an RL step according to ``execution.compile``.
-
-    Under ``reduce-overhead`` on CUDA the workload captures its *whole* step (environment, sampling, forward,
-    backward, optimizer) in one CUDA graph itself (:class:`CudaGraphStep`), so its pieces are compiled in
-    ``torch.compile``'s default mode: the mode's own CUDA-graph trees cannot nest inside that capture. Elsewhere this
-    is ``context.compile`` (on the CPU, ``reduce-overhead`` is plain ``torch.compile``: there are no CUDA graphs).
-    """
-    if uses_cuda_graph(context):
-        return torch.compile(fn)
-    return context.compile(fn)
-
-
-def execution_label(context: ExecutionContext) -> str:
-    """How the RL steps run, for the report: eager, torch.compile, or torch.compile + CUDA graph."""
-    if context.compile_mode == "false":
-        return "eager"
-    if uses_cuda_graph(context):
-        return "torch.compile + CUDA graph"
-    if context.compile_mode == "reduce-overhead":
-        return f"torch.compile (no CUDA graphs on {context.device.type})"
-    return "torch.compile"
-
-
-class CudaGraphStep:
-    """A tensor-only step function captured into one CUDA graph on its first call, then replayed.
-
-    ``fn`` returns a tuple of tensors, keeps its state in tensors it updates in place, uses fixed shapes and never
-    synchronises with the host; its Python code runs only while warming up and capturing, not on replay. The first
-    call runs ``warmup_calls`` eager calls on a side stream (real steps, not counted by the caller's counters:
-    capture needs optimizer state, gradients, library workspaces and compiled kernels to exist already), records
-    one call, then replays it. Registering ``generator`` with the graph makes every replay draw fresh random
-    numbers. Each call returns clones of the outputs, so callers may keep them across steps.
-    """
-
-    def __init__(
-        self, fn: Callable[[], tuple[torch.Tensor, ...]], generator: torch.Generator, warmup_calls: int = 3
-    ) -> None:
-        self._fn = fn
-        self._generator = generator
-        self._warmup_calls = warmup_calls
-        self._graph: torch.cuda.CUDAGraph | None = None
-        self._outputs: tuple[torch.Tensor, ...] = ()
-
-    def __call__(self) -> tuple[torch.Tensor, ...]:
-        if self._graph is None:
-            self._graph = self._capture()
-        self._graph.replay()
-        return tuple(output.clone() for output in self._outputs)
-
-    def _capture(self) -> torch.cuda.CUDAGraph:
-        with torch.cuda.device(self._generator.device):
-            side_stream = torch.cuda.Stream()
-            side_stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side_stream):
-                for _ in range(self._warmup_calls):
-                    self._fn()
-            torch.cuda.current_stream().wait_stream(side_stream)
-            graph = torch.cuda.CUDAGraph()
-            graph.register_generator_state(self._generator)
-            # thread_local: only this thread must avoid capture-unsafe CUDA calls; the runner's monitoring threads
-            # keep sampling while the first step captures.
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self._outputs = self._fn()
-        return graph
