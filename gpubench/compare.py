@@ -123,6 +123,8 @@ class ModelComparison:
     yuen_p_value: float
     verdict: str
     epochs_to_decide: int | None
+    #: True when B's epoch times are exactly A's (a report compared with itself): SAME by definition.
+    identical_measurements: bool = False
 
     @property
     def explanation(self) -> str:
@@ -136,6 +138,8 @@ class ModelComparison:
             return f"B's epochs are {change:.1%} shorter than A's; the interval {interval} lies below {lower:g}."
         if self.verdict == SLOWER:
             return f"B's epochs are {change:.1%} longer than A's; the interval {interval} lies above {upper:g}."
+        if self.identical_measurements:
+            return "B's epoch times are A's, one measurement compared with itself: no difference to detect."
         if self.verdict == SAME:
             return f"B and A agree within ±{_percent(self.threshold)}: the interval {interval} lies inside {band}."
         if not (math.isfinite(low) and math.isfinite(high)):
@@ -325,7 +329,10 @@ def compare_reports(
         a, b = times_a[model], times_b[model]
         interval = ratio_interval(a, b, confidence)
         welch, mann_whitney, yuen = _p_values(a, b)
-        outcome = verdict((interval.low, interval.high), threshold)
+        # The same epoch times on both sides are one measurement compared with itself: nothing differs, whatever
+        # the noise, so it is SAME by definition (the interval still reports what these epochs could resolve).
+        identical = a.shape == b.shape and bool(np.array_equal(a, b))
+        outcome = SAME if identical else verdict((interval.low, interval.high), threshold)
         mean_a, std_a, mean_b, std_b = float(a.mean()), float(a.std(ddof=1)), float(b.mean()), float(b.std(ddof=1))
         comparisons.append(
             ModelComparison(
@@ -345,6 +352,7 @@ def compare_reports(
                 mann_whitney_p_value=mann_whitney,
                 yuen_p_value=yuen,
                 verdict=outcome,
+                identical_measurements=identical,
                 epochs_to_decide=(
                     epochs_to_decide(mean_a, std_a, mean_b, std_b, threshold, confidence, max(a.size, b.size))
                     if outcome == AMBIGUOUS
