@@ -103,6 +103,24 @@ def _synchronizer(device: torch.device):
     return lambda: None
 
 
+def timed_batch(configured: int, decision: BatchDecision, *, is_hyperparameter: bool) -> tuple[int, int, str]:
+    """The batch a model is timed at after a successful search: (batch size, accumulation steps, why).
+
+    Supervised models train at the largest batch that fits, with gradient accumulation to the target effective
+    batch. Where the batch is part of the algorithm (RL), the configured size is kept, capped by what fits.
+    """
+    assert decision.batch_size is not None
+    if is_hyperparameter:
+        batch_size = min(configured, decision.batch_size)
+        why = (
+            f"timed at the configured batch size {configured} capped by the largest that fits "
+            f"({decision.batch_size}): the batch is part of this algorithm"
+        )
+        return batch_size, 1, why
+    accumulation = decision.gradient_accumulation_steps or 1
+    return decision.batch_size, accumulation, "timed at the largest batch that fits, with gradient accumulation"
+
+
 def count_step_flops(workload: Workload) -> float | None:
     """Floating-point operations of one training step (forward + backward, as torch's flop counter sees them).
 
@@ -206,9 +224,9 @@ class Runner:
                 result = self._benchmark_model(name, features)
                 report["models"][name] = result.to_dict()
                 self.writer.write(report)
-            report["status"] = "complete"
             # The models' sections are on disk already: the recommendation is computed from them.
             report["recommendation"] = build_recommendation(report, cfg.decision, load_catalog())
+            report["status"] = "complete"
         except KeyboardInterrupt:
             report["status"] = "interrupted"
             raise
@@ -291,8 +309,11 @@ class Runner:
                 if decision.batch_size is None:
                     result.status, result.error = "oom", decision.message
                     return result
-                batch_size = decision.batch_size
-                result.gradient_accumulation_steps = decision.gradient_accumulation_steps
+                batch_size, result.gradient_accumulation_steps, result.details["batch_policy"] = timed_batch(
+                    getattr(cfg.workloads, name).batch_size,
+                    decision,
+                    is_hyperparameter=workload_class(name).batch_size_is_hyperparameter,
+                )
             else:
                 batch_size = getattr(cfg.workloads, name).batch_size
             workload = self._build(name, features, batch_size)

@@ -219,6 +219,10 @@ class Workload(ABC):
     name: str = ""
     #: What a sample is for this workload (``window`` or ``env_step``), for throughput units in the report.
     sample_unit: str = "window"
+    #: True when the batch size is part of the algorithm (an RL replay or PPO minibatch): the batch-size search
+    #: then reports what fits, but the model is timed at its configured batch size (or the largest that fits, if
+    #: smaller), since a larger batch would time a different training run.
+    batch_size_is_hyperparameter: bool = False
 
     @property
     @abstractmethod

@@ -215,6 +215,7 @@ class DQNWorkload(Workload):
 
     name = "dqn"
     sample_unit = "env_step"
+    batch_size_is_hyperparameter = True
 
     def __init__(self, config: DQNConfig, data: FeatureTensors, context: ExecutionContext) -> None:
         self.config = config

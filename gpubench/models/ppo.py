@@ -286,6 +286,7 @@ class PPOWorkload(Workload):
 
     name = "ppo"
     sample_unit = "env_step"
+    batch_size_is_hyperparameter = True
 
     def __init__(self, config: PPOConfig, data: FeatureTensors, context: ExecutionContext) -> None:
         self.config = config
