@@ -15,8 +15,10 @@ The NVML figures come from samples every ``interval_ms``, so a spike shorter tha
 peaks are exact. MB are MiB (2**20 bytes).
 """
 
+import math
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -108,13 +110,23 @@ class MemoryTimeline:
     process_used_mb: np.ndarray
 
 
-def _mb_array(values: list[float | None]) -> np.ndarray:
-    return np.array([np.nan if value is None else value for value in values], dtype=float)
+def _nan_max(values: array) -> float | None:
+    """The largest value that is not NaN (a sample NVML could not read), or None when there is none."""
+    known = np.asarray(values, dtype=float)
+    known = known[~np.isnan(known)]
+    return float(known.max()) if known.size else None
 
 
-def _nan_max(values: list[float | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return max(known) if known else None
+def next_deadline_s(deadline_s: float, now_s: float, interval_s: float) -> float:
+    """The first slot of the grid ``deadline_s + k·interval_s`` (k >= 1) that lies after ``now_s``, in seconds.
+
+    Slots are absolute, so the sampling rate does not drift by the cost of each read or by the sleep's own
+    lateness; a read that overran skips the slots it missed instead of firing them back to back.
+    """
+    deadline_s += interval_s
+    if deadline_s <= now_s:
+        deadline_s += math.floor((now_s - deadline_s) / interval_s + 1.0) * interval_s
+    return deadline_s
 
 
 class MemorySampler:
@@ -122,19 +134,33 @@ class MemorySampler:
 
     ``read`` returns one :class:`MemoryReading` (by default :func:`gpubench.hardware.memory_reader` builds one
     over NVML; tests pass a fake). Use as a context manager. An error raised by ``read`` stops the thread and is
-    re-raised by :meth:`stop`, so a broken sampler is not mistaken for an idle one.
+    re-raised by :meth:`stop`, so a broken sampler is not mistaken for an idle one. ``clock`` (seconds) and
+    ``wait`` (wait up to that many seconds, True when asked to stop) replace ``time.perf_counter`` and the stop
+    event's wait in tests.
     """
 
-    def __init__(self, read: Callable[[], MemoryReading], *, interval_ms: float = 10.0) -> None:
+    def __init__(
+        self,
+        read: Callable[[], MemoryReading],
+        *,
+        interval_ms: float = 10.0,
+        clock: Callable[[], float] = time.perf_counter,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
         if interval_ms <= 0:
             raise ValueError(f"interval_ms must be positive, got {interval_ms}")
         self.interval_ms = interval_ms
         self._read = read
-        self._lock = threading.Lock()
-        self._times_s: list[float] = []
-        self._device_used_mb: list[float | None] = []
-        self._process_used_mb: list[float | None] = []
+        self._clock = clock
         self._stop_event = threading.Event()
+        self._wait = wait if wait is not None else self._stop_event.wait
+        # Flat arrays of C doubles: an append stores the float's value and allocates no object per sample. The
+        # sampler thread appends to all three, then publishes the new length in ``_count`` (one attribute store,
+        # atomic under the GIL); readers copy up to ``_count``. So no lock is shared with the training thread.
+        self._times_s = array("d")
+        self._device_used_mb = array("d")
+        self._process_used_mb = array("d")
+        self._count = 0
         self._thread: threading.Thread | None = None
         self._error: Exception | None = None
 
@@ -168,41 +194,52 @@ class MemorySampler:
         self.stop()
 
     def _run(self) -> None:
-        interval_s = self.interval_ms / 1e3
-        next_s = time.perf_counter()
+        # Everything this thread runs in Python holds the GIL and so delays a launch-bound training loop: per sample
+        # it does a clock read, three appends of floats and one deadline sum, with everything bound to locals once.
+        # The NVML queries inside ``read`` are ctypes foreign calls, which release the GIL while the driver answers.
+        read, clock, wait, interval_s, nan = self._read, self._clock, self._wait, self.interval_ms / 1e3, math.nan
+        append_time, append_device, append_process = (
+            self._times_s.append,
+            self._device_used_mb.append,
+            self._process_used_mb.append,
+        )
+        deadline_s = clock()
         try:
             while not self._stop_event.is_set():
-                reading = self._read()
-                now_s = time.perf_counter()
-                with self._lock:
-                    self._times_s.append(now_s)
-                    self._device_used_mb.append(reading.device_used_mb)
-                    self._process_used_mb.append(reading.process_used_mb)
-                # Keep to a fixed grid so the rate does not drift by the read's own cost; skip missed slots.
-                next_s += interval_s
-                if next_s < now_s:
-                    next_s = now_s + interval_s
-                self._stop_event.wait(next_s - now_s)
+                reading = read()
+                now_s = clock()
+                append_time(now_s)
+                device_mb, process_mb = reading.device_used_mb, reading.process_used_mb
+                append_device(nan if device_mb is None else device_mb)
+                append_process(nan if process_mb is None else process_mb)
+                self._count += 1
+                deadline_s = next_deadline_s(deadline_s, now_s, interval_s)
+                if wait(deadline_s - now_s):
+                    break
         except Exception as error:
             self._error = error
 
     def __len__(self) -> int:
         """Number of samples taken so far (an index for :meth:`timeline` and :meth:`peaks_mb`)."""
-        with self._lock:
-            return len(self._times_s)
+        return self._count
+
+    def _columns(self, since: int) -> tuple[array, array, array]:
+        # Slicing copies under the GIL; stopping at the published count keeps the three columns the same length
+        # even when the sampler has appended to some of them but not yet to all.
+        count = self._count
+        return self._times_s[since:count], self._device_used_mb[since:count], self._process_used_mb[since:count]
 
     def timeline(self, since: int = 0) -> MemoryTimeline:
         """Samples from index ``since`` on, as arrays."""
-        with self._lock:
-            times_s = list(self._times_s[since:])
-            device = list(self._device_used_mb[since:])
-            process = list(self._process_used_mb[since:])
-        return MemoryTimeline(np.array(times_s, dtype=float), _mb_array(device), _mb_array(process))
+        times_s, device, process = self._columns(since)
+        return MemoryTimeline(
+            np.array(times_s, dtype=float), np.array(device, dtype=float), np.array(process, dtype=float)
+        )
 
     def peaks_mb(self, since: int = 0) -> tuple[float | None, float | None]:
         """Highest device-used and process-used MB among samples from index ``since`` on (None if none read)."""
-        with self._lock:
-            return _nan_max(self._device_used_mb[since:]), _nan_max(self._process_used_mb[since:])
+        _, device, process = self._columns(since)
+        return _nan_max(device), _nan_max(process)
 
 
 # --------------------------------------------------------------------------------------------------- allocator

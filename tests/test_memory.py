@@ -17,6 +17,7 @@ from gpubench.memory import (
     MemoryProfiler,
     MemorySampler,
     leak_estimate,
+    next_deadline_s,
 )
 
 MB = BYTES_PER_MB
@@ -188,6 +189,69 @@ def test_sampler_reraises_a_failed_read_on_stop() -> None:
 def test_sampler_refuses_a_second_start() -> None:
     with MemorySampler(SettableReading(), interval_ms=1.0) as sampler, pytest.raises(RuntimeError):
         sampler.start()
+
+
+def test_next_deadline_stays_on_the_absolute_grid() -> None:
+    assert next_deadline_s(1.0, 1.004, 0.01) == pytest.approx(1.01)  # on time: the next slot
+    assert next_deadline_s(1.0, 1.0, 0.01) == pytest.approx(1.01)
+    assert next_deadline_s(1.0, 1.0125, 0.01) == pytest.approx(1.02)  # one slot missed: skipped, not caught up
+    assert next_deadline_s(1.0, 1.0575, 0.01) == pytest.approx(1.06)  # five missed
+    assert next_deadline_s(1.0, 1.03, 0.01) == pytest.approx(1.04)  # landing exactly on a slot: the one after
+    assert next_deadline_s(1.0, 1.03, 0.01) > 1.03
+
+
+class FakeSamplerClock:
+    """Simulated time for the sampler: each read costs ``read_cost_s``, each wait oversleeps by ``lateness_s``.
+
+    ``wait`` asks the sampler to stop once ``samples`` waits have happened; it also records, at each wait, the
+    sample count and the timeline's length, which must agree (a sample is published only once complete).
+    """
+
+    def __init__(self, sampler_read_cost_s: list[float], lateness_s: float) -> None:
+        self.now_s = 100.0
+        self.read_costs_s = list(sampler_read_cost_s)
+        self.lateness_s = lateness_s
+        self.waits_s: list[float] = []
+        self.published: list[tuple[int, int]] = []
+        self.sampler: MemorySampler | None = None
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def read(self) -> MemoryReading:
+        self.now_s += self.read_costs_s[len(self.waits_s)]
+        return MemoryReading(float(len(self.waits_s)), None)
+
+    def wait(self, timeout_s: float) -> bool:
+        assert self.sampler is not None
+        self.published.append((len(self.sampler), self.sampler.timeline().times_s.size))
+        self.waits_s.append(timeout_s)
+        self.now_s += timeout_s + self.lateness_s
+        return len(self.waits_s) == len(self.read_costs_s)
+
+
+def test_sampler_reads_on_a_fixed_grid_without_drift_and_skips_missed_slots() -> None:
+    # Reads cost 1 ms and every sleep ends 0.3 ms late; read 4 overruns by 2.5 slots.
+    costs_s = [0.001] * 4 + [0.025] + [0.001] * 5
+    fake = FakeSamplerClock(costs_s, lateness_s=0.0003)
+    sampler = MemorySampler(fake.read, interval_ms=10.0, clock=fake.clock, wait=fake.wait)
+    fake.sampler = sampler
+    with sampler:
+        pass  # the fake wait stops the thread after the last planned sample; stop() joins it
+    timeline = sampler.timeline()
+
+    # Sample 0 at start + 1 ms; sample k on slot k, plus the lateness and the read's cost. Read 4 starts on slot 4
+    # and ends 25 ms later, so slots 5..6 are skipped and sample 5 is read on slot 7, not squeezed in behind it.
+    slots = [0, 1, 2, 3, 4, 7, 8, 9, 10, 11]
+    expected_s = [100.001] + [
+        100.0 + 0.01 * slot + 0.0003 + cost for slot, cost in zip(slots[1:], costs_s[1:], strict=True)
+    ]
+    assert timeline.times_s == pytest.approx(expected_s, abs=1e-12)
+    assert timeline.device_used_mb.tolist() == list(map(float, range(10)))
+    assert np.all(np.isnan(timeline.process_used_mb))
+    assert all(0.0 < wait_s <= 0.01 for wait_s in fake.waits_s)
+    assert fake.published == [(n, n) for n in range(1, 11)]
+    assert len(sampler) == 10 and sampler.peaks_mb() == (9.0, None)
 
 
 # --------------------------------------------------------------------------------------------------- NVML reads
