@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gpubench import __version__, console, hardware, tracking
-from gpubench.batch_size import BatchDecision, TrialResult, choose_batch_size, is_oom
+from gpubench.batch_size import BatchDecision, TrialResult, choose_batch_size, is_oom, release_device_memory
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.data.tensors import FeatureTensors
@@ -302,6 +302,9 @@ class Runner:
     def _benchmark_model(self, name: str, features: FeatureTensors) -> ModelResult:
         cfg = self.cfg
         result = ModelResult(name=name)
+        # The previous model's tensors are gone, but the caching allocator still reserves their memory: release it,
+        # or this model's batch search and peaks would start from the previous model's reservation.
+        release_device_memory()
         try:
             decision = self._choose_batch(name, features)
             if decision is not None:

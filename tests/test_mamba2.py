@@ -208,3 +208,51 @@ def test_workload_learns_the_synthetic_series() -> None:
     workload = Mamba2Workload(TINY, make_learnable_features(), context)
     losses = torch.stack([workload.train_step().loss for _ in range(60)])
     assert losses[-10:].mean() <= 0.5 * losses[:5].mean()
+
+
+def saved_bytes(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
+    """Bytes of the distinct storages autograd keeps for backward during ``module(*inputs)``, parameters excluded."""
+    parameters = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        module(*inputs)
+    return sum(storages.values())
+
+
+def test_mixer_keeps_only_projections_and_conv_outputs_for_backward() -> None:
+    # The activation budget, pinned: with recompute_scan the mixer keeps its input, the in_proj output, the conv
+    # output before and after SiLU, dt before and after softplus, and out_proj's input -- nothing of size
+    # chunk x chunk and no copy of x per head. Without it, the scan's intermediates come on top.
+    batch, seqlen = 2, 32
+    mixer = Mamba2Mixer(TINY, functools.partial(ssd_chunked, chunk_size=TINY.chunk_size))
+    hidden = torch.randn(batch, seqlen, TINY.d_model, requires_grad=True)
+    d_inner, channels, nheads = mixer.d_inner, mixer.conv_channels, mixer.nheads
+    floats_per_position = TINY.d_model + (d_inner + channels + nheads) + channels + 2 * nheads + d_inner
+    conv_output_floats = channels * (seqlen + TINY.d_conv - 1)
+    budget_bytes = 4 * batch * (seqlen * floats_per_position + conv_output_floats)
+    assert saved_bytes(mixer, hidden) == budget_bytes
+    mixer.recompute = False
+    chunks = seqlen // TINY.chunk_size
+    decay_bytes = 4 * batch * chunks * nheads * TINY.chunk_size**2
+    assert saved_bytes(mixer, hidden) > budget_bytes + 2 * decay_bytes
+
+
+def test_recomputed_mixer_equals_the_plain_one() -> None:
+    torch.manual_seed(0)
+    mixer = Mamba2Mixer(dataclasses.replace(TINY, ngroups=2), functools.partial(ssd_chunked, chunk_size=8)).double()
+    hidden = torch.randn(2, 29, TINY.d_model, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 29, TINY.d_model, dtype=torch.float64)
+    results = []
+    for recompute in (True, False):
+        mixer.recompute = recompute
+        output = mixer(hidden)
+        results.append([output, *torch.autograd.grad((output * weights).sum(), [hidden, *mixer.parameters()])])
+    for recomputed, plain in zip(*results, strict=True):
+        torch.testing.assert_close(recomputed, plain, rtol=1e-12, atol=1e-12)

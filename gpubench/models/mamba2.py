@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 
 from gpubench.config import Mamba2Config
@@ -175,6 +176,7 @@ class Mamba2Mixer(nn.Module):
     def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
         super().__init__()
         self.scan = scan
+        self.recompute = config.recompute_scan
         self.d_inner = config.expand * config.d_model
         self.headdim = config.headdim
         self.nheads = self.d_inner // config.headdim
@@ -211,6 +213,12 @@ class Mamba2Mixer(nn.Module):
         # Back to time-major memory: x, B and C then slice into views the scan's batched matmuls use uncopied.
         return F.silu(self.conv(xBC.transpose(1, 2))[..., :seqlen]).transpose(1, 2).contiguous()
 
+    def mix(self, x: torch.Tensor, dt: torch.Tensor, B: torch.Tensor, C: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """The SSD scan, the D skip and the gated RMSNorm: ``(batch, seqlen, d_inner)`` ready for ``out_proj``."""
+        y = self.scan(x, dt, -torch.exp(self.A_log), B, C)
+        y = (y + x * self.D[:, None]).flatten(-2)
+        return F.rms_norm(y * F.silu(z), (self.d_inner,), self.gate_norm_weight, RMS_EPS)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         z, xBC, dt = torch.split(self.in_proj(hidden), [self.d_inner, self.conv_channels, self.nheads], dim=-1)
         x, B, C = torch.split(
@@ -218,17 +226,18 @@ class Mamba2Mixer(nn.Module):
         )
         x = x.unflatten(-1, (self.nheads, self.headdim))
         dt = F.softplus(dt + self.dt_bias)
-        A = -torch.exp(self.A_log)
-        y = self.scan(
-            x,
-            dt,
-            A,
-            B.unflatten(-1, (self.ngroups, self.d_state)),
-            C.unflatten(-1, (self.ngroups, self.d_state)),
+        B = B.unflatten(-1, (self.ngroups, self.d_state))
+        C = C.unflatten(-1, (self.ngroups, self.d_state))
+        if not self.recompute:
+            return self.out_proj(self.mix(x, dt, B, C, z))
+        # Activation checkpointing: backward keeps only mix's inputs (views of the in_proj and conv outputs,
+        # which stay saved anyway) and recomputes the scan's (b, c, h, l, s) decay and score tensors, the
+        # dt-scaled and decayed copies of x, the chunk states and the gate's intermediates, instead of holding
+        # them from forward to backward. The scan is deterministic, so no RNG state needs restoring.
+        mixed = torch.utils.checkpoint.checkpoint(
+            self.mix, x, dt, B, C, z, use_reentrant=False, preserve_rng_state=False
         )
-        y = (y + x * self.D[:, None]).flatten(-2)
-        y = F.rms_norm(y * F.silu(z), (self.d_inner,), self.gate_norm_weight, RMS_EPS)
-        return self.out_proj(y)
+        return self.out_proj(mixed)
 
 
 class Mamba2Layer(nn.Module):
