@@ -82,6 +82,12 @@ def test_quick_experiment_is_small():
     assert cfg.data.days == 5
 
 
+def test_workload_keys_are_overridable():
+    cfg = typed("workloads.mamba2.recompute_scan=false", "workloads.tft.hidden_size=64", "model.names=[mlp,tft]")
+    assert cfg.workloads.mamba2.recompute_scan is False and cfg.workloads.tft.hidden_size == 64
+    assert cfg.model_names == ["mlp", "tft"]
+
+
 def test_compile_and_precision_accept_booleans_and_names():
     assert typed("execution.compile=true").execution.compile == "true"
     assert typed("execution.compile=reduce-overhead").execution.compile == "reduce-overhead"
