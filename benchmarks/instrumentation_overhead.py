@@ -8,25 +8,27 @@ by default), the memory profiler and the device monitor at the epoch's edges, an
 The loop is a small MLP's Adam step (forward, MSE loss, backward, fused gradient norm, optimizer step) on a fixed
 batch, so only the instrumentation differs between the two variants. The overhead is measured two ways:
 
-* Bottom-up: the host cost of each piece timed directly (one NVML memory read, one ``observe``, the epoch-edge
-  calls), turned into a share of epoch time as read_cost / sample_interval + observe_cost / step_time +
-  edge_cost / epoch_time. The sampler's read runs on another thread, so its share is an upper bound on what it
-  takes from the training thread unless the two contend for the GIL; the paired test below catches that.
-* Paired epochs: short plain and instrumented epochs (``--min-seconds``, 0.3 s on CUDA) alternate in ABBA order
-  (the order flips every pair, so drift and warming hit both alike); the overhead is the median over pairs of
-  instrumented / plain - 1, with the sign test's distribution-free 95% interval (order statistics of the pair
-  ratios; it assumes only that pairs are independent). PASS needs the interval's upper end <= 2%: a median
-  under 2% whose interval reaches above it has not shown the goal is met. Short epochs overweight the edge
-  calls (the runner's epochs last 1 s), which makes the paired figure conservative.
+* Bottom-up: the host cost of each piece timed directly (one NVML memory read, with its device-used and
+  per-process queries also timed alone; one ``observe``; each epoch-edge call on its own), turned into a share of
+  epoch time as read_cost / sample_interval + observe_cost / step_time + edge_cost / epoch_time. The sampler's
+  read runs on another thread, so its share is an upper bound on what it takes from the training thread unless
+  the two contend for the GIL; the paired test below catches that.
+* Paired epochs: plain and instrumented epochs as long as the runner's (``--min-seconds``, ``epoch.min_seconds``
+  = 1 s on CUDA) alternate in ABBA order (the order flips every pair, so drift and warming hit both alike); the
+  overhead is the median over pairs of instrumented / plain - 1, with the sign test's distribution-free 95%
+  interval (order statistics of the pair ratios; it assumes only that pairs are independent). PASS needs the
+  interval's upper end <= 2%: a median under 2% whose interval reaches above it has not shown the goal is met.
+  Shorter epochs would overweight the edge calls, which the runner pays once per second.
 
 Without NVML (the CPU) the sampler and device monitor have nothing to read, so only the stability checks and the
 edge calls are measured. Run ``python benchmarks/instrumentation_overhead.py`` (CUDA when available, else a small
-CPU configuration); it takes about a minute on an H200.
+CPU configuration); on an H200 it takes about 80 s (35 pairs of 1 s epochs plus setup).
 """
 
 import argparse
 import itertools
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ import torch
 from torch import nn
 
 from gpubench.config import HardwareConfig, MemoryConfig, StabilityConfig
-from gpubench.hardware import DeviceMonitor, MemoryReading, memory_reader
+from gpubench.hardware import PROCESS_MEMORY_EVERY_N_READINGS, DeviceMonitor, NvmlDevice, open_nvml_device
 from gpubench.memory import MemoryProfiler
 from gpubench.stability import StabilityMonitor
 from gpubench.stats import median_interval
@@ -135,19 +137,45 @@ def seconds_per_call(function: Callable[[], object], calls: int, device: torch.d
     return float(np.median(blocks_s))
 
 
+def edge_seconds(instrumentation: Instrumentation, epochs: int, device: torch.device) -> dict[str, float]:
+    """Median wall seconds of each epoch-edge call over ``epochs`` empty epochs, in the runner's order."""
+    pieces: dict[str, Callable[[], object]] = {
+        "memory profiler start_epoch": instrumentation.profiler.start_epoch,
+        "device monitor start_epoch": instrumentation.monitor.start_epoch,
+        "stability end_epoch": instrumentation.stability.end_epoch,
+        "device monitor end_epoch": instrumentation.monitor.end_epoch,
+        "memory profiler end_epoch": instrumentation.profiler.end_epoch,
+    }
+    samples_s: dict[str, list[float]] = {name: [] for name in pieces}
+    for _ in range(epochs):
+        synchronize(device)
+        for name, call in pieces.items():
+            start_s = time.perf_counter()
+            call()
+            samples_s[name].append(time.perf_counter() - start_s)
+    return {name: float(np.median(values)) for name, values in samples_s.items()}
+
+
 def bottom_up_percent(
     step: StepFn,
     device: torch.device,
     instrumentation: Instrumentation,
-    read: Callable[[], MemoryReading] | None,
+    nvml_device: NvmlDevice | None,
     interval_ms: float,
     step_s: float,
 ) -> float:
     """Print each piece's host cost and its share of epoch time; return the total share in percent."""
     shares: list[float] = []
-    if read is not None:
-        read_s = seconds_per_call(read, 200, device)
+    if nvml_device is not None:
+        pid = os.getpid()
+        device_read_s = seconds_per_call(nvml_device.device_used_mb, 200, device)
+        process_read_s = seconds_per_call(lambda: nvml_device.process_used_mb(pid), 200, device)
+        # The sampler's read: device-used every sample, this process's memory on one sample in N.
+        read_s = seconds_per_call(nvml_device.memory_reading, 20 * PROCESS_MEMORY_EVERY_N_READINGS, device)
         shares.append(read_s / (interval_ms / 1e3))
+        print(f"  NVML device-used query {device_read_s * 1e6:8.1f} us")
+        every = PROCESS_MEMORY_EVERY_N_READINGS
+        print(f"  NVML process query     {process_read_s * 1e6:8.1f} us (on 1 sample in {every})")
         print(f"  NVML memory read      {read_s * 1e6:9.1f} us/sample  / {interval_ms:g} ms    = {shares[-1]:7.3%}")
     else:
         print("  NVML memory read      not measured (no NVML)")
@@ -157,11 +185,10 @@ def bottom_up_percent(
     shares.append(observe_s / step_s)
     print(f"  stability observe()   {observe_s * 1e6:9.1f} us/step    / {step_s * 1e3:.3f} ms = {shares[-1]:7.3%}")
 
-    def edges() -> None:
-        instrumentation.start_epoch()
-        instrumentation.end_epoch()
-
-    edges_s = seconds_per_call(edges, 20, device)
+    pieces_s = edge_seconds(instrumentation, 20, device)
+    for name, piece_s in pieces_s.items():
+        print(f"    {name:<28} {piece_s * 1e3:8.3f} ms")
+    edges_s = sum(pieces_s.values())
     shares.append(edges_s / RUNNER_EPOCH_S)
     print(f"  epoch-edge calls      {edges_s * 1e3:9.3f} ms/epoch   / {RUNNER_EPOCH_S:g} s      = {shares[-1]:7.3%}")
     total_percent = sum(shares) * 100.0
@@ -172,9 +199,11 @@ def bottom_up_percent(
 def main() -> None:
     on_cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pairs", type=int, default=60 if on_cuda else 20, help="plain/instrumented epoch pairs")
-    parser.add_argument("--min-seconds", type=float, default=0.3 if on_cuda else 0.1, help="plain epoch length")
-    parser.add_argument("--budget-seconds", type=float, default=70.0, help="stop adding pairs after this long")
+    parser.add_argument("--pairs", type=int, default=35 if on_cuda else 20, help="plain/instrumented epoch pairs")
+    parser.add_argument(
+        "--min-seconds", type=float, default=RUNNER_EPOCH_S if on_cuda else 0.1, help="plain epoch length"
+    )
+    parser.add_argument("--budget-seconds", type=float, default=85.0, help="stop adding pairs after this long")
     parser.add_argument("--hidden", type=int, default=1024 if on_cuda else 128)
     parser.add_argument("--layers", type=int, default=3 if on_cuda else 2)
     parser.add_argument("--batch", type=int, default=1024 if on_cuda else 128)
@@ -188,7 +217,8 @@ def main() -> None:
     step_s = seconds_per_call(step, 50, device)
     steps = max(10, math.ceil(args.min_seconds / step_s))
 
-    read = memory_reader(device)  # the sampler's read, also timed on its own below
+    nvml_device = open_nvml_device(device)  # the sampler's reads, also timed on their own below
+    read = nvml_device.memory_reading if nvml_device is not None else None
     instrumentation = Instrumentation(
         MemoryProfiler(device, sample_interval_ms=args.sample_interval_ms, reader=read),
         DeviceMonitor(device, HardwareConfig()),
@@ -202,7 +232,7 @@ def main() -> None:
     print(f"memory sampler {sampler_state}; stability observe() per step; profiler, monitor, checks at epoch edges")
 
     print("bottom-up (host cost of each piece; share of epoch time):")
-    bottom_up = bottom_up_percent(step, device, instrumentation, read, args.sample_interval_ms, step_s)
+    bottom_up = bottom_up_percent(step, device, instrumentation, nvml_device, args.sample_interval_ms, step_s)
 
     print(f"paired epochs: {steps} steps (~{steps * step_s:.2f} s) each, ABBA order")
     print(f"{'pair':>4} {'order':>5} {'plain ms':>10} {'instr. ms':>10} {'overhead %':>11}")

@@ -12,7 +12,7 @@ Rows (``ms_per_step`` is the median over timed blocks, see ``_timing.time_per_st
 H200 (43.6 ms eager, 18.8 ms compiled); they apply at the default size only. Compile times are cold (the inductor
 caches are disabled while compiling), reported as a one-off cost in ``notes``.
 
-Run ``python -m benchmarks.models_mamba2 [--cases NAME ...] [--small]``: the default size on CUDA, a small size
+Run ``python benchmarks/models_mamba2.py [--cases NAME ...] [--small]``: the default size on CUDA, a small size
 on the CPU.
 """
 
@@ -27,16 +27,13 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from _features import random_features
+from _timing import time_per_step
 
 from gpubench.config import Mamba2Config
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.mamba2 import Mamba2Workload, SSDScan, ssd_sequential
 from gpubench.workload import ExecutionContext
-
-try:
-    from benchmarks._timing import time_per_step
-except ImportError:  # run as a script (python benchmarks/models_mamba2.py): benchmarks/ itself is on sys.path
-    from _timing import time_per_step
 
 #: Issue 3's anchors on the NVIDIA H200, fp32, at the default size (ms per training step).
 ANCHOR_EAGER_MS = 43.6
@@ -87,24 +84,6 @@ def reference_ssd_chunked(
     entering_states = torch.einsum("bhzc,bchpn->bzhpn", chunk_decay, chunk_states)[:, :-1]
     y_from_state = torch.einsum("bclhn,bchpn,bhcl->bclhp", C, entering_states, torch.exp(log_decay_cumsum))
     return (y_within + y_from_state).flatten(1, 2)
-
-
-def random_features(device: torch.device, n_symbols: int = 2, bars_per_symbol: int = 20_000) -> FeatureTensors:
-    """Standard-normal features for ``n_symbols`` symbols on ``device``; column 0 is the target."""
-    generator = torch.Generator().manual_seed(0)
-    n_bars = n_symbols * bars_per_symbol
-    values = torch.randn(n_bars, N_FEATURES, generator=generator)
-    position = torch.arange(bars_per_symbol).repeat(n_symbols)
-    return FeatureTensors(
-        values=values.to(device),
-        log_return=(values[:, 0] * 1e-3).to(device),
-        symbol_id=torch.arange(n_symbols).repeat_interleave(bars_per_symbol).to(device),
-        is_train=(position < int(0.8 * bars_per_symbol)).to(device),
-        feature_names=tuple(f"f{i}" for i in range(N_FEATURES)),
-        target_column=0,
-        known_future_columns=(),
-        symbols=tuple(f"S{i}" for i in range(n_symbols)),
-    )
 
 
 def _synchronize(device: torch.device) -> None:
@@ -158,7 +137,7 @@ def benchmark(
     ``{"model", "case", "ms_per_step", "reference_ms", "notes"}``.
     """
     config = config or Mamba2Config()
-    data = random_features(device)
+    data = random_features(device, n_symbols=2, bars_per_symbol=20_000, n_observed=N_FEATURES)
     at_default_size = config == Mamba2Config()
     eager_anchor = ANCHOR_EAGER_MS if at_default_size else None
     compiled_anchor = ANCHOR_COMPILED_MS if at_default_size else None

@@ -18,6 +18,7 @@ minutes (most of it compilation). Run ``python benchmarks/models_rl.py``.
 import time
 
 import torch
+from _features import random_features
 from _timing import time_per_step
 
 from gpubench.config import DQNConfig, PPOConfig, TradingEnvConfig
@@ -33,24 +34,6 @@ SB3_DQN_GRADIENT_STEPS_PER_S = 276.0
 COMPILE_MODES = ("false", "true", "reduce-overhead")
 #: Columns of the real feature pipeline (returns, range, body, volume, volatility, 4 calendar columns).
 N_FEATURES = 9
-
-
-def market_like_features(n_symbols: int, bars_per_symbol: int, device: torch.device) -> FeatureTensors:
-    """Random standardised features and small random log returns: step time depends on shapes, not values."""
-    generator = torch.Generator().manual_seed(0)
-    n_bars = n_symbols * bars_per_symbol
-    values = torch.randn(n_bars, N_FEATURES, generator=generator)
-    position = torch.arange(bars_per_symbol).repeat(n_symbols)
-    return FeatureTensors(
-        values=values.to(device),
-        log_return=(1e-3 * values[:, 0]).to(device),
-        symbol_id=torch.arange(n_symbols).repeat_interleave(bars_per_symbol).to(device),
-        is_train=(position < int(0.8 * bars_per_symbol)).to(device),
-        feature_names=tuple(f"feature_{i}" for i in range(N_FEATURES)),
-        target_column=0,
-        known_future_columns=(),
-        symbols=tuple(f"SYN{i}" for i in range(n_symbols)),
-    )
 
 
 def _time_ms(workload: Workload, device: torch.device, steps_per_block: int, blocks: int) -> float:
@@ -184,7 +167,7 @@ def benchmark(device: torch.device) -> list[dict]:
     """
     full = device.type == "cuda"
     if full:
-        data = market_like_features(n_symbols=4, bars_per_symbol=20 * 390, device=device)
+        data = random_features(device, n_symbols=4, bars_per_symbol=20 * 390, n_observed=N_FEATURES)
         dqn_cases = [
             ("64 envs, window 64, replay batch 256", DQNConfig(), 256),
             ("1 env like SB3, window 64, replay batch 256", DQNConfig(env=TradingEnvConfig(num_envs=1)), 256),
@@ -198,7 +181,7 @@ def benchmark(device: torch.device) -> list[dict]:
             ),
         ]
     else:
-        data = market_like_features(n_symbols=2, bars_per_symbol=2000, device=device)
+        data = random_features(device, n_symbols=2, bars_per_symbol=2000, n_observed=N_FEATURES)
         small_env = TradingEnvConfig(num_envs=8, observation_window=16, episode_length=128)
         dqn_cases = [
             (

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from _features import random_features
 from _timing import time_per_step
 from torch import nn
 
@@ -45,9 +46,6 @@ PYTORCH_FORECASTING_ANCHOR_MS = 183.0
 GOAL_MS = 90.0
 #: Observed inputs besides the calendar ones (the target return among them) and calendar inputs known ahead.
 N_OBSERVED_INPUTS = 9
-N_CALENDAR_INPUTS = 4
-MINUTES_PER_SESSION = 390
-SESSIONS_PER_WEEK = 5
 
 BENCHMARK_CONFIG = TFTConfig()
 SMALL_CONFIG = TFTConfig(batch_size=16, encoder_length=48, decoder_length=5, hidden_size=32, num_heads=4)
@@ -58,47 +56,6 @@ _SAME_MATHS_ATOL = 1e-3
 
 
 # --------------------------------------------------------------------------------------------------- data
-
-
-def market_like_features(
-    n_symbols: int, bars_per_symbol: int, device: torch.device, seed: int = 0, train_fraction: float = 0.8
-) -> FeatureTensors:
-    """Random standardised features of ``N_OBSERVED_INPUTS`` observed columns (column 0 the target return) and
-    ``N_CALENDAR_INPUTS`` calendar columns (time of session and day of week as sin/cos, known in the future).
-
-    Step time does not depend on the values, only on the shapes, so random observed values are enough here.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    minute = torch.arange(bars_per_symbol, dtype=torch.float64)
-    session_angle = 2 * math.pi * (minute % MINUTES_PER_SESSION) / MINUTES_PER_SESSION
-    week_angle = 2 * math.pi * (minute // MINUTES_PER_SESSION % SESSIONS_PER_WEEK) / SESSIONS_PER_WEEK
-    calendar = torch.stack(
-        [session_angle.sin(), session_angle.cos(), week_angle.sin(), week_angle.cos()], dim=1
-    ).float()
-    blocks = [
-        torch.cat([torch.randn(bars_per_symbol, N_OBSERVED_INPUTS, generator=generator), calendar], dim=1)
-        for _ in range(n_symbols)
-    ]
-    values = torch.cat(blocks)
-    position = torch.arange(bars_per_symbol).repeat(n_symbols)
-    names = (
-        "log_return",
-        *(f"observed_{i}" for i in range(1, N_OBSERVED_INPUTS)),
-        "tod_sin",
-        "tod_cos",
-        "dow_sin",
-        "dow_cos",
-    )
-    return FeatureTensors(
-        values=values.to(device),
-        log_return=(1e-3 * values[:, 0]).to(device),
-        symbol_id=torch.arange(n_symbols).repeat_interleave(bars_per_symbol).to(device),
-        is_train=(position < int(train_fraction * bars_per_symbol)).to(device),
-        feature_names=names,
-        target_column=0,
-        known_future_columns=tuple(range(N_OBSERVED_INPUTS, N_OBSERVED_INPUTS + N_CALENDAR_INPUTS)),
-        symbols=tuple(f"SYN{i}" for i in range(n_symbols)),
-    )
 
 
 # --------------------------------------------------------------------------------------------------- plain reference
@@ -371,8 +328,12 @@ def benchmark(device: torch.device) -> list[dict]:
     config = BENCHMARK_CONFIG if full_size else SMALL_CONFIG
     timing = _FULL_TIMING if full_size else _SMALL_TIMING
     anchor = PYTORCH_FORECASTING_ANCHOR_MS if full_size else None
-    features = market_like_features(
-        n_symbols=4, bars_per_symbol=8 * (config.encoder_length + config.decoder_length), device=device
+    features = random_features(
+        device,
+        n_symbols=4,
+        bars_per_symbol=8 * (config.encoder_length + config.decoder_length),
+        n_observed=N_OBSERVED_INPUTS,
+        calendar=True,
     )
     shape = (
         f"encoder {config.encoder_length} / decoder {config.decoder_length} / hidden {config.hidden_size} / "
