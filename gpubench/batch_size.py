@@ -1,16 +1,20 @@
 """Batch-size search: the largest batch that trains without running out of device memory, and the policy on top.
 
-The search calls ``try_batch(size)``, a callable the caller builds around a workload. One call must run real
-training at that batch size (forward, backward and optimizer step, at least two steps so optimizer state exists)
-and return what it measured: either the peak *reserved* device memory in MB as a plain number, or a
-:class:`TrialResult` with that peak and the training throughput in samples/s (the throughput curve and its knee
-need the latter). It raises on failure; only out-of-memory failures (:func:`is_oom`) are treated as "does not
-fit", anything else propagates at once.
+The search calls ``try_batch(size, steps)``, a callable the caller builds around a workload. One call must run
+``steps`` real training steps at that batch size (forward, backward and optimizer step; ``steps`` is at least two,
+so optimizer state exists) and return what it measured: either the peak *reserved* device memory in MB as a plain
+number, or a :class:`TrialResult` with that peak and the training throughput in samples/s (the throughput curve
+and its knee need the latter). It raises on failure; only out-of-memory failures (:func:`is_oom`) are treated as
+"does not fit", anything else propagates at once.
 
 A ``try_batch`` that measures correctly builds its workload inside the call (so a failed trial's model, optimizer
 state and activations die with the trial), calls ``torch.cuda.reset_peak_memory_stats()`` before the steps,
 synchronises after them, and reports ``torch.cuda.max_memory_reserved() / 2**20``. The finder frees the device
 cache between trials (:func:`release_device_memory`), so each trial's reserved peak starts from a clean cache.
+
+The search runs short trials (:data:`SEARCH_STEPS`); the winner's re-verification runs longer ones
+(:data:`VERIFY_STEPS`), because the caching allocator keeps splitting and caching blocks for many steps: a few
+steps show the working set, not the fragmented steady state the measured epochs will reach.
 """
 
 import gc
@@ -40,6 +44,12 @@ _OOM_MESSAGE_MARKERS: tuple[str, ...] = (
 
 #: The knee of the throughput curve is the smallest batch reaching this fraction of the best samples/s.
 KNEE_FRACTION = 0.9
+#: Training steps per search trial: two or more, so the optimizer state exists when memory is read.
+SEARCH_STEPS = 3
+#: Training steps per re-verification trial. On the H200 under a 4 GiB cap, mamba2's reserved peak after 3 steps
+#: was 3,602 MB but reached 4,086 MB during the measured epochs: fragmentation grows for many steps before the
+#: allocator's cache settles, so the size the benchmark will train at is checked over a longer run.
+VERIFY_STEPS = 20
 
 TrialStatus = Literal["ok", "oom", "over_headroom"]
 TrialPhase = Literal["search", "verify"]
@@ -53,8 +63,9 @@ class TrialResult:
     samples_per_s: float | None = None
 
 
-#: ``try_batch(size)``: train at ``size`` and return the peak reserved MB or a TrialResult; raise on failure.
-TryBatch = Callable[[int], "float | TrialResult"]
+#: ``try_batch(size, steps)``: train ``steps`` steps at ``size`` and return the peak reserved MB or a TrialResult;
+#: raise on failure.
+TryBatch = Callable[[int, int], "float | TrialResult"]
 
 
 @dataclass(frozen=True)
@@ -63,12 +74,14 @@ class BatchTrial:
 
     ``status`` is ``ok``; ``oom`` (the trial raised an out-of-memory error, whose first line is ``error``); or
     ``over_headroom`` (it ran, but its peak reserved memory exceeded the headroom limit, so it counts as a
-    failure). ``phase`` says whether the search or the re-verification of the winner ran it.
+    failure). ``phase`` says whether the search or the re-verification of the winner ran it, ``steps`` how many
+    training steps it ran.
     """
 
     size: int
     status: TrialStatus
     phase: TrialPhase
+    steps: int
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
@@ -87,6 +100,7 @@ class BatchSearch:
     max_size: int
     best_size: int | None
     trials: list[BatchTrial]
+    steps: int = SEARCH_STEPS
     peak_limit_mb: float | None = None
 
 
@@ -99,7 +113,8 @@ class BatchDecision:
     re-verification (it can be smaller). ``throughput_curve`` holds (size, samples/s) of the successful search
     trials up to ``batch_size``, by size; ``knee_size`` is its knee (see :func:`knee_batch_size`).
     ``peak_reserved_mb`` is the highest peak reserved memory measured at ``batch_size``; ``peak_limit_mb`` is
-    ``batch.headroom`` × usable VRAM (None when the usable VRAM is unknown).
+    ``batch.headroom`` × usable VRAM (None when the usable VRAM is unknown). Search trials ran ``search_steps``
+    training steps each, verification trials ``verify_steps``.
     """
 
     status: Literal["ok", "oom"]
@@ -113,6 +128,7 @@ class BatchDecision:
     peak_reserved_mb: float | None
     peak_limit_mb: float | None
     verify_repeats: int
+    verify_steps: int
     message: str
     search: BatchSearch
     verification: list[BatchTrial] = field(default_factory=list)
@@ -135,7 +151,9 @@ class BatchDecision:
             "peak_limit_mb": self.peak_limit_mb,
             "search_min_size": self.search.min_size,
             "search_max_size": self.search.max_size,
+            "search_steps": self.search.steps,
             "verify_repeats": self.verify_repeats,
+            "verify_steps": self.verify_steps,
             "message": self.message,
             "trials": [asdict(trial) for trial in (*self.search.trials, *self.verification)],
         }
@@ -183,11 +201,13 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _run_trial(try_batch: TryBatch, size: int, phase: TrialPhase, peak_limit_mb: float | None) -> BatchTrial:
-    """Call ``try_batch(size)`` once and classify the outcome; re-raise anything that is not an OOM."""
+def _run_trial(
+    try_batch: TryBatch, size: int, steps: int, phase: TrialPhase, peak_limit_mb: float | None
+) -> BatchTrial:
+    """Call ``try_batch(size, steps)`` once and classify the outcome; re-raise anything that is not an OOM."""
     oom_error: str | None = None
     try:
-        outcome = try_batch(size)
+        outcome = try_batch(size, steps)
     except Exception as exc:
         if not is_oom(exc):
             raise
@@ -197,20 +217,22 @@ def _run_trial(try_batch: TryBatch, size: int, phase: TrialPhase, peak_limit_mb:
         oom_error = _first_line(exc)
     release_device_memory()
     if oom_error is not None:
-        return BatchTrial(size=size, status="oom", phase=phase, error=oom_error)
+        return BatchTrial(size=size, status="oom", phase=phase, steps=steps, error=oom_error)
     if isinstance(outcome, TrialResult):
         result = outcome
     elif isinstance(outcome, int | float):
         result = TrialResult(peak_reserved_mb=float(outcome))
     else:
         raise TypeError(
-            f"try_batch({size}) returned {outcome!r}: expected the peak reserved MB (a number) or a TrialResult"
+            f"try_batch({size}, {steps}) returned {outcome!r}: expected the peak reserved MB (a number) or a "
+            "TrialResult"
         )
     over = peak_limit_mb is not None and result.peak_reserved_mb > peak_limit_mb
     return BatchTrial(
         size=size,
         status="over_headroom" if over else "ok",
         phase=phase,
+        steps=steps,
         peak_reserved_mb=result.peak_reserved_mb,
         samples_per_s=result.samples_per_s,
     )
@@ -221,9 +243,10 @@ def find_max_batch_size(
     min_size: int,
     max_size: int,
     *,
+    steps: int = SEARCH_STEPS,
     peak_limit_mb: float | None = None,
 ) -> BatchSearch:
-    """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds.
+    """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds, trying ``steps`` steps.
 
     Assumes memory grows with size (if a size fails, every larger size fails). Doubles from ``min_size`` until a
     trial fails or ``max_size`` succeeded (the last step tries ``max_size`` itself instead of passing it), then
@@ -235,10 +258,12 @@ def find_max_batch_size(
     """
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
+    if steps < 2:
+        raise ValueError(f"a trial needs at least 2 steps (optimizer state exists from the first), got {steps}")
     trials: list[BatchTrial] = []
 
     def fits(size: int) -> bool:
-        trials.append(_run_trial(try_batch, size, "search", peak_limit_mb))
+        trials.append(_run_trial(try_batch, size, steps, "search", peak_limit_mb))
         return trials[-1].ok
 
     last_ok: int | None = None
@@ -260,7 +285,12 @@ def find_max_batch_size(
             else:
                 first_fail = middle
     return BatchSearch(
-        min_size=min_size, max_size=max_size, best_size=last_ok, trials=trials, peak_limit_mb=peak_limit_mb
+        min_size=min_size,
+        max_size=max_size,
+        best_size=last_ok,
+        trials=trials,
+        steps=steps,
+        peak_limit_mb=peak_limit_mb,
     )
 
 
@@ -299,21 +329,32 @@ def choose_batch_size(
     batch_cfg: BatchConfig,
     usable_vram_mb: float | None,
     *,
+    search_steps: int = SEARCH_STEPS,
     verify_repeats: int = 3,
+    verify_steps: int = VERIFY_STEPS,
 ) -> BatchDecision:
     """Search the largest batch that fits under the headroom, re-verify it, and derive accumulation and knee.
 
     A trial whose peak reserved memory exceeds ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when
-    ``usable_vram_mb`` is None) counts as a failure. The search's winner is then run ``verify_repeats`` more
-    times; if any run fails, the next smaller size that succeeded in the search is verified instead, and so on.
+    ``usable_vram_mb`` is None) counts as a failure. The search runs trials of ``search_steps`` training steps; its
+    winner is then run ``verify_repeats`` more times for ``verify_steps`` steps each, long enough for the
+    allocator's fragmentation to reach its steady state. If any run fails, the next smaller size that succeeded in
+    the search is verified instead, and so on.
     Gradient-accumulation steps are ``ceil(batch.target_effective / batch_size)``, at least 1. When
     ``batch.min_size`` does not fit (or nothing passes verification) the decision has status ``oom`` and a
     message saying why; the caller marks that model ``oom`` and moves on.
     """
     if verify_repeats < 0:
         raise ValueError(f"verify_repeats must be >= 0, got {verify_repeats}")
+    if verify_steps < search_steps:
+        raise ValueError(
+            f"verify_steps ({verify_steps}) must be at least search_steps ({search_steps}): verification checks "
+            "the winner over a longer run than the search"
+        )
     peak_limit_mb = None if usable_vram_mb is None else batch_cfg.headroom * usable_vram_mb
-    search = find_max_batch_size(try_batch, batch_cfg.min_size, batch_cfg.max_size, peak_limit_mb=peak_limit_mb)
+    search = find_max_batch_size(
+        try_batch, batch_cfg.min_size, batch_cfg.max_size, steps=search_steps, peak_limit_mb=peak_limit_mb
+    )
 
     def oom_decision(message: str, verification: list[BatchTrial]) -> BatchDecision:
         return BatchDecision(
@@ -328,6 +369,7 @@ def choose_batch_size(
             peak_reserved_mb=None,
             peak_limit_mb=peak_limit_mb,
             verify_repeats=verify_repeats,
+            verify_steps=verify_steps,
             message=message,
             search=search,
             verification=verification,
@@ -341,7 +383,7 @@ def choose_batch_size(
     # Every size that succeeded in the search is at most best_size; try them largest first.
     for candidate in sorted({t.size for t in search.trials if t.ok}, reverse=True):
         for _ in range(verify_repeats):
-            verification.append(_run_trial(try_batch, candidate, "verify", peak_limit_mb))
+            verification.append(_run_trial(try_batch, candidate, verify_steps, "verify", peak_limit_mb))
             if not verification[-1].ok:
                 break
         else:
@@ -349,8 +391,9 @@ def choose_batch_size(
             break
     if chosen is None:
         return oom_decision(
-            f"no batch size passed {verify_repeats} re-runs: the largest fitting size {search.best_size} and every "
-            "smaller size that fit during the search failed on a re-run (memory use is not reproducible).",
+            f"no batch size passed {verify_repeats} re-runs of {verify_steps} steps: the largest fitting size "
+            f"{search.best_size} and every smaller size that fit during the search failed on a re-run (memory use "
+            "is not reproducible).",
             verification,
         )
 
@@ -368,8 +411,8 @@ def choose_batch_size(
     if chosen != search.best_size:
         message += f" (largest fitting {search.best_size} failed re-verification)"
     message += (
-        f", verified {verify_repeats}x; {accumulation} accumulation step(s) give an effective batch of "
-        f"{accumulation * chosen} (target {batch_cfg.target_effective})"
+        f", verified {verify_repeats}x over {verify_steps} steps; {accumulation} accumulation step(s) give an "
+        f"effective batch of {accumulation * chosen} (target {batch_cfg.target_effective})"
     )
     if knee is not None:
         message += f"; throughput knee at {knee}"
@@ -385,7 +428,57 @@ def choose_batch_size(
         peak_reserved_mb=max(peaks),
         peak_limit_mb=peak_limit_mb,
         verify_repeats=verify_repeats,
+        verify_steps=verify_steps,
         message=message,
         search=search,
         verification=verification,
+    )
+
+
+@dataclass(frozen=True)
+class HeadroomCheck:
+    """The measured run's peak reserved device memory against the headroom limit (both MB).
+
+    The batch search keeps its trials under ``batch.headroom`` × usable VRAM, but the measured epochs run far more
+    steps than any trial, and allocator fragmentation can keep growing; this checks the policy held for the run
+    whose numbers are reported.
+    """
+
+    peak_reserved_mb: float
+    peak_limit_mb: float
+    headroom: float
+    usable_vram_mb: float
+
+    @property
+    def exceeded(self) -> bool:
+        return self.peak_reserved_mb > self.peak_limit_mb
+
+    @property
+    def warning(self) -> str | None:
+        """A one-line warning when the limit was exceeded, None otherwise."""
+        if not self.exceeded:
+            return None
+        return (
+            f"peak reserved memory during the measured epochs was {self.peak_reserved_mb:,.0f} MB, above the headroom "
+            f"limit {self.peak_limit_mb:,.0f} MB (`batch.headroom` {self.headroom} × {self.usable_vram_mb:,.0f} MB "
+            "usable): at this batch size the model may run out of memory on the target card"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """``headroom_exceeded`` and ``headroom_limit_mb``, the keys the report's ``memory`` section carries."""
+        return {"headroom_exceeded": self.exceeded, "headroom_limit_mb": self.peak_limit_mb}
+
+
+def check_headroom(
+    peak_reserved_mb: float | None, usable_vram_mb: float | None, headroom: float
+) -> HeadroomCheck | None:
+    """Compare a measured peak reserved memory (MB) with ``headroom`` × ``usable_vram_mb``; None when either is
+    unknown (on the CPU nothing is measured)."""
+    if peak_reserved_mb is None or usable_vram_mb is None:
+        return None
+    return HeadroomCheck(
+        peak_reserved_mb=peak_reserved_mb,
+        peak_limit_mb=headroom * usable_vram_mb,
+        headroom=headroom,
+        usable_vram_mb=usable_vram_mb,
     )

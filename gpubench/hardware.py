@@ -89,31 +89,106 @@ def resolve_device(hw: HardwareConfig, *, cuda_available: bool | None = None) ->
     return torch.device("cuda", 0), None
 
 
-def vram_fraction(limit_gb: float, total_bytes: int) -> float:
-    """The fraction of a card's memory that ``limit_gb`` GiB is; ConfigError when the card is smaller."""
-    limit_bytes = limit_gb * BYTES_PER_GB
-    if limit_bytes > total_bytes:
+#: Side of the square matmul that creates the CUDA context and the cuBLAS handle before the overhead is measured.
+_CONTEXT_MATMUL_SIZE = 256
+
+
+@dataclass(frozen=True)
+class VramBudget:
+    """The device memory a benchmark may use, in MB.
+
+    ``vram_limit_mb`` is the card being emulated (``hardware.vram_limit_gb``) or, without a limit, the whole card.
+    ``non_allocator_overhead_mb`` is what the process holds outside torch's caching allocator (the CUDA context,
+    loaded kernels, library handles): a real card of that size loses it too. ``usable_vram_mb`` is the rest, what
+    the allocator is capped at. ``overhead_source`` says how the overhead was read: ``nvml_process`` (NVML's memory
+    for this process) or ``device_used`` (``cudaMemGetInfo``'s used memory, which also counts other processes on
+    the card, so it can only overstate the overhead).
+    """
+
+    vram_limit_mb: float
+    non_allocator_overhead_mb: float
+    usable_vram_mb: float
+    overhead_source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def non_allocator_overhead_mb(
+    reserved_bytes: int, process_used_mb: float | None, free_bytes: int, total_bytes: int
+) -> tuple[float, str]:
+    """Device memory (MB) this process holds outside torch's caching allocator, and where the figure came from.
+
+    ``process_used_mb`` is NVML's memory for this process (None when NVML cannot attribute it); otherwise the
+    card's used memory ``total_bytes - free_bytes`` (``cudaMemGetInfo``) stands in for it. Either way torch's
+    ``reserved_bytes`` is subtracted. Never negative: the readings are not atomic and NVML rounds.
+    """
+    if process_used_mb is not None:
+        used_mb, source = process_used_mb, "nvml_process"
+    else:
+        used_mb, source = (total_bytes - free_bytes) / BYTES_PER_MB, "device_used"
+    return max(0.0, used_mb - reserved_bytes / BYTES_PER_MB), source
+
+
+def allocator_fraction(limit_mb: float, overhead_mb: float, total_mb: float) -> float:
+    """The fraction of the card (``total_mb``) to cap torch's allocator at, so that the allocator plus the
+    non-allocator overhead fit in ``limit_mb``: ``(limit_mb - overhead_mb) / total_mb``.
+
+    ConfigError when the limit is larger than the card, or when the overhead alone fills it.
+    """
+    if limit_mb > total_mb:
         raise ConfigError(
-            f"`hardware.vram_limit_gb` = {limit_gb!r} is not valid: it must be at most this GPU's memory "
-            f"({total_bytes / BYTES_PER_GB:.1f} GB); a VRAM cap can only emulate a smaller card."
+            f"`hardware.vram_limit_gb` = {limit_mb * BYTES_PER_MB / BYTES_PER_GB!r} is not valid: it must be at most "
+            f"this GPU's memory ({total_mb * BYTES_PER_MB / BYTES_PER_GB:.1f} GB); a VRAM cap can only emulate a "
+            "smaller card."
         )
-    return limit_bytes / total_bytes
+    if overhead_mb >= limit_mb:
+        raise ConfigError(
+            f"`hardware.vram_limit_gb` = {limit_mb * BYTES_PER_MB / BYTES_PER_GB!r} is not valid: the CUDA context "
+            f"and libraries already hold {overhead_mb:,.0f} MB outside PyTorch's allocator, leaving nothing for "
+            "training."
+        )
+    return (limit_mb - overhead_mb) / total_mb
 
 
-def apply_vram_limit(device: torch.device, limit_gb: float | None) -> float | None:
-    """Cap the caching allocator at ``limit_gb`` GiB and return the usable VRAM in MB (None on the CPU).
+def _measure_non_allocator_overhead(device: torch.device) -> tuple[float, str]:
+    """Create the CUDA context and the cuBLAS handle, then read the memory held outside torch's allocator (MB)."""
+    # The context, the kernels loaded so far and the cuBLAS handle exist only after a first matmul; measured any
+    # earlier, the overhead would read near zero.
+    matrix = torch.ones(_CONTEXT_MATMUL_SIZE, _CONTEXT_MATMUL_SIZE, device=device)
+    product = matrix @ matrix
+    torch.cuda.synchronize(device)
+    del matrix, product
+    torch.cuda.empty_cache()
+    nvml_device = open_nvml_device(device)
+    process_used_mb = None if nvml_device is None else nvml_device.process_used_mb(os.getpid())
+    free_bytes, total_bytes = torch.cuda.mem_get_info(device)
+    return non_allocator_overhead_mb(torch.cuda.memory_reserved(device), process_used_mb, free_bytes, total_bytes)
 
-    Without a limit the cap is reset to the whole card, so the call decides the state whatever ran before it in
-    this process. The cap applies to what PyTorch allocates; the CUDA context and libraries' workspaces come on top.
+
+def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget | None:
+    """Cap the caching allocator so that it plus the non-allocator overhead fit in ``limit_gb`` GiB; return the
+    budget (MB), or None on the CPU.
+
+    The overhead (CUDA context, kernels, library handles) is measured after a first matmul and subtracted, since a
+    real card of ``limit_gb`` loses it too. Kernels loaded later (lazy module loading, compiled graphs) add to it
+    uncapped. Without a limit the cap is reset to the whole card, so the call decides the state whatever ran before
+    it in this process; the usable VRAM is then the card less the overhead. ConfigError when the limit is larger
+    than the card or the overhead fills it.
     """
     if device.type != "cuda":
         return None
-    total_bytes = torch.cuda.get_device_properties(device).total_memory
-    if limit_gb is None:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
-        return total_bytes / BYTES_PER_MB
-    torch.cuda.set_per_process_memory_fraction(vram_fraction(limit_gb, total_bytes), device)
-    return limit_gb * BYTES_PER_GB / BYTES_PER_MB
+    total_mb = torch.cuda.get_device_properties(device).total_memory / BYTES_PER_MB
+    limit_mb = total_mb if limit_gb is None else limit_gb * BYTES_PER_GB / BYTES_PER_MB
+    overhead_mb, source = _measure_non_allocator_overhead(device)
+    fraction = 1.0 if limit_gb is None else allocator_fraction(limit_mb, overhead_mb, total_mb)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return VramBudget(
+        vram_limit_mb=limit_mb,
+        non_allocator_overhead_mb=overhead_mb,
+        usable_vram_mb=limit_mb - overhead_mb,
+        overhead_source=source,
+    )
 
 
 # --------------------------------------------------------------------------------------------------- NVML access
@@ -275,6 +350,10 @@ class MemoryReading:
     process_used_mb: float | None
 
 
+#: :meth:`NvmlDevice.memory_reading` asks NVML for this process's memory on one reading in this many.
+PROCESS_MEMORY_EVERY_N_READINGS = 10
+
+
 class NvmlDevice:
     """Queries of one GPU through NVML; every method returns None for what NVML cannot read."""
 
@@ -284,6 +363,7 @@ class NvmlDevice:
         self.handle = nvml.query("nvmlDeviceGetHandleByIndex", nvml_index)
         # Process accounting is often unsupported (vGPU, some containers): after one failure, stop asking.
         self._process_query_supported = True
+        self._memory_readings = 0
 
     def _query(self, function: str, *args: Any) -> Any | None:
         if self.handle is None:
@@ -365,7 +445,15 @@ class NvmlDevice:
         )
 
     def memory_reading(self) -> MemoryReading:
-        return MemoryReading(self.device_used_mb(), self.process_used_mb(os.getpid()))
+        """Device-used memory now; this process's memory on every ``PROCESS_MEMORY_EVERY_N_READINGS``-th call only.
+
+        The per-process query lists every process on the card and is the costlier of the two (tens of µs on an
+        H200, with Python objects built per process while holding the GIL), so at the sampler's default 10 ms the
+        process series has 100 ms resolution: the other readings carry None for it. The first call reads both.
+        """
+        readings, self._memory_readings = self._memory_readings, self._memory_readings + 1
+        process_mb = self.process_used_mb(os.getpid()) if readings % PROCESS_MEMORY_EVERY_N_READINGS == 0 else None
+        return MemoryReading(self.device_used_mb(), process_mb)
 
 
 def open_nvml_device(
@@ -386,6 +474,10 @@ def open_nvml_device(
 
 def _empty_sample() -> DeviceSample:
     return DeviceSample()
+
+
+def _no_energy_counter() -> int | None:
+    return None
 
 
 def device_sampler(
@@ -744,8 +836,10 @@ class DeviceMonitor:
     """Per-epoch watch of temperature, SM clock, power, throttling and energy.
 
     ``reference_sm_clock_mhz`` is the sustained maximum the throttle flag compares against: the burn-in's peak
-    clock, or the card's maximum SM clock when there was no burn-in. ``sampler`` and ``clock`` (seconds) are
-    injectable for tests; by default the device is read through NVML.
+    clock, or the card's maximum SM clock when there was no burn-in. ``sampler`` (the full reading at an epoch's
+    end), ``energy_reader`` (the energy counter in mJ at an epoch's start; by default taken from ``sampler``'s
+    reading when only ``sampler`` is given) and ``clock`` (seconds) are injectable for tests; by default the device
+    is read through NVML.
     """
 
     def __init__(
@@ -755,18 +849,26 @@ class DeviceMonitor:
         *,
         reference_sm_clock_mhz: float | None = None,
         sampler: Callable[[], DeviceSample] | None = None,
+        energy_reader: Callable[[], int | None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.cfg = cfg
         self.reference_sm_clock_mhz = reference_sm_clock_mhz
-        self._sampler = sampler or device_sampler(device)
+        if sampler is None:
+            nvml_device = open_nvml_device(device)
+            sampler = nvml_device.sample if nvml_device is not None else _empty_sample
+            if energy_reader is None:
+                energy_reader = nvml_device.energy_mj if nvml_device is not None else _no_energy_counter
+        self._sampler = sampler
+        # The epoch's start needs the energy counter only: one NVML query instead of the full sample's six.
+        self._read_energy_mj = energy_reader or (lambda: sampler().energy_mj)
         self._clock = clock
         self._start_energy_mj: int | None = None
         self._start_s: float | None = None
 
     def start_epoch(self) -> None:
-        """Mark the start of an epoch (reads the energy counter)."""
-        self._start_energy_mj = self._sampler().energy_mj
+        """Mark the start of an epoch (reads the energy counter only)."""
+        self._start_energy_mj = self._read_energy_mj()
         self._start_s = self._clock()
 
     def end_epoch(self) -> EpochDeviceStats:

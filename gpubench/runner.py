@@ -9,7 +9,7 @@ leaves a valid partial report.
 import platform
 import subprocess
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gpubench import __version__, console, hardware, tracking
-from gpubench.batch_size import BatchDecision, TrialResult, choose_batch_size, is_oom, release_device_memory
+from gpubench.batch_size import (
+    BatchDecision,
+    TrialResult,
+    check_headroom,
+    choose_batch_size,
+    is_oom,
+    release_device_memory,
+)
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.data.tensors import FeatureTensors
@@ -33,9 +40,6 @@ from gpubench.stability import StabilityMonitor, stability_verdict
 from gpubench.stats import summarize_epoch_times
 from gpubench.timing import BlockTimer
 from gpubench.workload import ExecutionContext, Workload, workload_class
-
-#: Training steps per batch-size trial: two or more, so the optimizer state exists when memory is read.
-_STEPS_PER_BATCH_TRIAL = 3
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,9 @@ class Runner:
         self.device, device_notice = hardware.resolve_device(cfg.hardware)
         if device_notice:
             console.notice(device_notice)
-        self.usable_vram_mb = hardware.apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
+        #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
+        self.vram_budget = hardware.apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
+        self.usable_vram_mb = None if self.vram_budget is None else self.vram_budget.usable_vram_mb
         self.timer = BlockTimer(_synchronizer(self.device))
         #: Per model, the NVML sampler's memory timeline (for the VRAM plot); empty on the CPU.
         self.memory_timelines: dict[str, dict[str, list[float]]] = {}
@@ -216,7 +222,13 @@ class Runner:
         self.warmup = hardware.burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
         info.warmup_stats = self.warmup
         features, provenance = load_features(cfg.data, self.device)
-        hardware_section = {**info.to_dict(), "usable_vram_mb": self.usable_vram_mb}
+        # On the CPU the budget's keys are still there, as None (not measured).
+        budget = (
+            self.vram_budget.to_dict()
+            if self.vram_budget is not None
+            else dict.fromkeys(f.name for f in fields(hardware.VramBudget))
+        )
+        hardware_section = {**info.to_dict(), **budget}
         report = new_report(hardware_section, provenance.to_dict(), self._run_section())
         self.writer.write(report)
         try:
@@ -288,13 +300,13 @@ class Runner:
 
         allocator = TorchCudaAllocator(self.device)
 
-        def try_batch(size: int) -> TrialResult:
+        def try_batch(size: int, steps: int) -> TrialResult:
             allocator.reset_peak()
             workload = self._build(name, features, size)
-            seconds = self.timer.time_block(lambda: [workload.train_step() for _ in range(_STEPS_PER_BATCH_TRIAL)])
+            seconds = self.timer.time_block(lambda: [workload.train_step() for _ in range(steps)])
             return TrialResult(
                 peak_reserved_mb=allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB,
-                samples_per_s=workload.samples_per_step * _STEPS_PER_BATCH_TRIAL / seconds,
+                samples_per_s=workload.samples_per_step * steps / seconds,
             )
 
         return choose_batch_size(try_batch, self.cfg.batch, self.usable_vram_mb)
@@ -369,6 +381,15 @@ class Runner:
             }
         result.memory_usage_mb = profile.peak_reserved_mb
         result.details["memory"] = profile.to_dict()
+        # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
+        # keep growing, so check that the headroom policy held for the run whose numbers are reported.
+        headroom = check_headroom(profile.peak_reserved_mb, self.usable_vram_mb, cfg.batch.headroom)
+        result.details["memory"].update(
+            headroom.to_dict() if headroom is not None else {"headroom_exceeded": None, "headroom_limit_mb": None}
+        )
+        if headroom is not None and headroom.warning is not None:
+            result.details.setdefault("warnings", []).append(headroom.warning)
+            console.notice(f"{name}: {headroom.warning}")
         result.details["device_epochs"] = measurement.observations.get("device", [])
         verdict = stability_verdict(measurement.health, cfg.stability)
         result.stability = verdict.stability

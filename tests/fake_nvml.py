@@ -67,8 +67,11 @@ class FakeNvml:
         self.init_error = init_error
         self.unsupported = unsupported or set()
         self.init_calls = 0
+        #: Names of the device and system queries made, in order (not init, count or handle look-ups).
+        self.calls: list[str] = []
 
     def _check(self, function: str) -> None:
+        self.calls.append(function)
         if function in self.unsupported:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
 

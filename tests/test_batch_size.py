@@ -9,8 +9,11 @@ import torch
 
 from gpubench.batch_size import (
     KNEE_FRACTION,
+    SEARCH_STEPS,
+    VERIFY_STEPS,
     BatchTrial,
     TrialResult,
+    check_headroom,
     choose_batch_size,
     find_max_batch_size,
     gradient_accumulation_steps,
@@ -39,7 +42,7 @@ class OOMOracle:
         self.base_mb = base_mb
         self.calls: list[int] = []
 
-    def __call__(self, size: int) -> TrialResult:
+    def __call__(self, size: int, steps: int) -> TrialResult:
         self.calls.append(size)
         if size > self.limit:
             raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
@@ -95,7 +98,7 @@ def test_default_range_trial_count() -> None:
 
 
 def test_finder_accepts_a_plain_peak_in_mb() -> None:
-    def try_batch(size: int) -> float:
+    def try_batch(size: int, steps: int) -> float:
         if size > 50:
             raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
         return 2.5 * size
@@ -118,7 +121,7 @@ def test_non_oom_error_is_reraised_at_once() -> None:
     calls: list[int] = []
     illegal = RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    def try_batch(size: int) -> float:
+    def try_batch(size: int, steps: int) -> float:
         calls.append(size)
         if size >= 128:
             raise illegal
@@ -131,7 +134,7 @@ def test_non_oom_error_is_reraised_at_once() -> None:
 
 
 def test_shape_error_is_not_mistaken_for_oom() -> None:
-    def try_batch(size: int) -> float:
+    def try_batch(size: int, steps: int) -> float:
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x10 and 20x5)")
 
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
@@ -206,7 +209,7 @@ def test_failed_trial_objects_are_released_before_recovery_runs(monkeypatch: pyt
         alive_at_recovery.append(any(ref() is not None for ref in trial_refs))
         return real_collect(*args)
 
-    def try_batch(size: int) -> TrialResult:
+    def try_batch(size: int, steps: int) -> TrialResult:
         activations = torch.empty(size, 1024)
         if size > 100:
             trial_refs.append(weakref.ref(activations))
@@ -237,7 +240,7 @@ def test_recovery_empties_the_cuda_cache_only_when_cuda_is_initialised(monkeypat
 
 
 def test_oom_trial_records_the_first_line_of_the_error() -> None:
-    def try_batch(size: int) -> float:
+    def try_batch(size: int, steps: int) -> float:
         raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\nframe #0")
 
     search = find_max_batch_size(try_batch, 32, 64)
@@ -247,6 +250,7 @@ def test_oom_trial_records_the_first_line_of_the_error() -> None:
             size=32,
             status="oom",
             phase="search",
+            steps=SEARCH_STEPS,
             error="CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
         )
     ]
@@ -283,14 +287,98 @@ def test_winner_is_verified_the_requested_number_of_times() -> None:
     assert len(oracle.calls) == len(decision.search.trials) + 3
 
 
+def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_steps() -> None:
+    assert (SEARCH_STEPS, VERIFY_STEPS) == (3, 20)
+    steps_by_phase: dict[str, set[int]] = {"search": set(), "verify": set()}
+    oracle = OOMOracle(limit=1000)
+
+    def try_batch(size: int, steps: int) -> TrialResult:
+        # The verification trials are the last 3 calls; everything before them is the search.
+        steps_by_phase["verify" if len(oracle.calls) >= 15 else "search"].add(steps)
+        return oracle(size, steps)
+
+    decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    assert len(decision.search.trials) == 15
+    assert steps_by_phase == {"search": {SEARCH_STEPS}, "verify": {VERIFY_STEPS}}
+    assert {t.steps for t in decision.search.trials} == {SEARCH_STEPS}
+    assert [t.steps for t in decision.verification] == [VERIFY_STEPS] * 3
+    report = decision.to_dict()
+    assert (report["search_steps"], report["verify_steps"]) == (SEARCH_STEPS, VERIFY_STEPS)
+    assert "verified 3x over 20 steps" in decision.message
+
+    custom = choose_batch_size(
+        OOMOracle(limit=100), BatchConfig(min_size=32, max_size=128), None, search_steps=2, verify_steps=7
+    )
+    assert {t.steps for t in custom.search.trials} == {2}
+    assert {t.steps for t in custom.verification} == {7}
+
+
+class Fragmenting(OOMOracle):
+    """Peak reserved grows with the steps run, as the caching allocator fragments: 8 MB per sample after 3 steps,
+    then 0.25 MB per sample for each further step (the shape seen on the H200 with mamba2 under a 4 GiB cap)."""
+
+    def __call__(self, size: int, steps: int) -> TrialResult:
+        result = super().__call__(size, steps)
+        fragmentation_mb = 0.25 * size * max(0, steps - SEARCH_STEPS)
+        return TrialResult(result.peak_reserved_mb + fragmentation_mb, result.samples_per_s)
+
+
+def test_verification_over_more_steps_catches_fragmentation_the_short_search_missed() -> None:
+    # Limit 0.9 * 4096 = 3686.4 MB. After 3 steps: 100 + 8 * size fits up to size 448. After 20 steps the peak is
+    # 100 + 12.25 * size, under the limit up to size 292: the searched sizes 448 (5588 MB) and 384 (4804 MB) fail
+    # verification, 256 (3236 MB) passes.
+    oracle = Fragmenting(limit=10**9, mb_per_sample=8.0, base_mb=100.0)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=4096.0)
+    assert decision.largest_fitting_size == 448
+    assert decision.status == "ok"
+    assert decision.batch_size == 256
+    assert decision.peak_reserved_mb == pytest.approx(100 + 12.25 * 256)
+    assert decision.peak_reserved_mb <= decision.peak_limit_mb
+    assert [(t.size, t.status) for t in decision.verification] == [
+        (448, "over_headroom"),
+        (384, "over_headroom"),
+        (256, "ok"),
+        (256, "ok"),
+        (256, "ok"),
+    ]
+    assert "largest fitting 448 failed re-verification" in decision.message
+
+
+def test_trial_step_counts_are_checked() -> None:
+    with pytest.raises(ValueError, match="at least 2 steps"):
+        find_max_batch_size(OOMOracle(100), 32, 64, steps=1)
+    with pytest.raises(ValueError, match=r"verify_steps \(2\) must be at least search_steps \(3\)"):
+        choose_batch_size(OOMOracle(100), BatchConfig(), None, verify_steps=2)
+
+
+def test_headroom_check_flags_a_measured_peak_above_the_limit() -> None:
+    check = check_headroom(4086.0, 4096.0, 0.9)
+    assert check is not None
+    assert check.exceeded
+    assert check.peak_limit_mb == pytest.approx(3686.4)
+    assert check.to_dict() == {"headroom_exceeded": True, "headroom_limit_mb": pytest.approx(3686.4)}
+    assert check.warning == (
+        "peak reserved memory during the measured epochs was 4,086 MB, above the headroom limit 3,686 MB "
+        "(`batch.headroom` 0.9 × 4,096 MB usable): at this batch size the model may run out of memory on the "
+        "target card"
+    )
+    within = check_headroom(3686.0, 4096.0, 0.9)
+    assert within is not None
+    assert not within.exceeded
+    assert within.warning is None
+    assert within.to_dict()["headroom_exceeded"] is False
+    assert check_headroom(None, 4096.0, 0.9) is None
+    assert check_headroom(3000.0, None, 0.9) is None
+
+
 class FlakyAtWinner(OOMOracle):
     """Fits up to ``limit`` during the search, but ``limit`` itself fails every re-run (e.g. fragmentation)."""
 
-    def __call__(self, size: int) -> TrialResult:
+    def __call__(self, size: int, steps: int) -> TrialResult:
         if size == self.limit and size in self.calls:
             self.calls.append(size)
             raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
-        return super().__call__(size)
+        return super().__call__(size, steps)
 
 
 def test_verification_failure_steps_down_to_the_next_smaller_successful_size() -> None:
@@ -327,10 +415,10 @@ def test_min_size_over_headroom_gives_an_oom_decision_naming_the_limit() -> None
 
 def test_nothing_passing_verification_is_an_oom_decision() -> None:
     class FailsEveryRerun(OOMOracle):
-        def __call__(self, size: int) -> TrialResult:
+        def __call__(self, size: int, steps: int) -> TrialResult:
             if size in self.calls:
                 raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
-            return super().__call__(size)
+            return super().__call__(size, steps)
 
     decision = choose_batch_size(FailsEveryRerun(limit=100), BatchConfig(min_size=32, max_size=128), None)
     assert decision.status == "oom"
@@ -371,8 +459,8 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
     class Saturating(OOMOracle):
         """Throughput grows linearly to batch 400 and is flat after: the best is 4000 samples/s."""
 
-        def __call__(self, size: int) -> TrialResult:
-            result = super().__call__(size)
+        def __call__(self, size: int, steps: int) -> TrialResult:
+            result = super().__call__(size, steps)
             return TrialResult(result.peak_reserved_mb, samples_per_s=10.0 * min(size, 400))
 
     decision = choose_batch_size(Saturating(limit=1000), BatchConfig(min_size=32, max_size=4096), None)
@@ -396,12 +484,14 @@ def test_throughput_curve_excludes_failed_over_headroom_and_unmeasured_trials() 
     decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=1000.0)
     assert decision.batch_size == 90
     assert max(size for size, _ in decision.throughput_curve) == 90
-    plain = choose_batch_size(lambda size: float(size), BatchConfig(min_size=32, max_size=64), None)
+    plain = choose_batch_size(lambda size, steps: float(size), BatchConfig(min_size=32, max_size=64), None)
     assert plain.throughput_curve == []
     assert plain.knee_size is None
     assert plain.batch_size == 64
 
 
 def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
-    with pytest.raises(TypeError, match=r"try_batch\(32\) returned \(120.0, 5000.0\): expected the peak reserved MB"):
-        find_max_batch_size(lambda size: (120.0, 5000.0), 32, 64)
+    with pytest.raises(
+        TypeError, match=r"try_batch\(32, 3\) returned \(120.0, 5000.0\): expected the peak reserved MB"
+    ):
+        find_max_batch_size(lambda size, steps: (120.0, 5000.0), 32, 64)

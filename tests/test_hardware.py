@@ -20,17 +20,20 @@ from gpubench.hardware import (
     DeviceMonitor,
     DeviceSample,
     Nvml,
+    VramBudget,
+    allocator_fraction,
     apply_vram_limit,
     burn_in,
     decode_throttle_reasons,
     device_sampler,
+    non_allocator_overhead_mb,
     nvml_index_for,
+    open_nvml_device,
     parse_pci_bus_id,
     probe,
     resolve_device,
     temperature_status,
     throttle_verdict,
-    vram_fraction,
 )
 
 GIB = 1024**3
@@ -84,18 +87,79 @@ def test_catalog_card_with_cuda_runs_on_the_gpu() -> None:
     assert device == torch.device("cuda", 0) and notice is None
 
 
-def test_vram_fraction_of_the_card() -> None:
-    assert vram_fraction(4.0, 16 * GIB) == 0.25
-    assert vram_fraction(16.0, 16 * GIB) == 1.0
+def test_allocator_fraction_leaves_the_overhead_out_of_the_limit() -> None:
+    assert allocator_fraction(4096.0, 0.0, 16384.0) == 0.25
+    assert allocator_fraction(16384.0, 0.0, 16384.0) == 1.0
+    # 4 GiB card on a 16 GiB one, 1 GiB held by the CUDA context: the allocator gets 3 GiB of the 16.
+    assert allocator_fraction(4096.0, 1024.0, 16384.0) == 0.1875
 
 
 def test_vram_limit_larger_than_the_card_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"`hardware.vram_limit_gb` = 80.0 is not valid.*\(40.0 GB\)"):
-        vram_fraction(80.0, 40 * GIB)
+        allocator_fraction(80 * 1024.0, 500.0, 40 * 1024.0)
+
+
+def test_overhead_filling_the_limit_is_a_config_error() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"`hardware.vram_limit_gb` = 1.0 is not valid: the CUDA context and libraries already hold 1,100 MB",
+    ):
+        allocator_fraction(1024.0, 1100.0, 40 * 1024.0)
+
+
+def test_non_allocator_overhead_prefers_nvml_and_falls_back_to_device_used() -> None:
+    reserved_bytes = 550 * 2**20
+    # NVML: 1,300 MB for this process; cudaMemGetInfo's used memory (2,000 MB) also counts other processes.
+    free_bytes = 16 * GIB - 2000 * 2**20
+    assert non_allocator_overhead_mb(reserved_bytes, 1300.0, free_bytes, 16 * GIB) == (750.0, "nvml_process")
+    assert non_allocator_overhead_mb(reserved_bytes, None, free_bytes, 16 * GIB) == (1450.0, "device_used")
+    # Readings are not atomic: a reservation read after the NVML figure can exceed it; the overhead stays >= 0.
+    assert non_allocator_overhead_mb(reserved_bytes, 500.0, free_bytes, 16 * GIB) == (0.0, "nvml_process")
 
 
 def test_vram_limit_is_ignored_on_the_cpu() -> None:
     assert apply_vram_limit(torch.device("cpu"), 4.0) is None
+
+
+class _FakeCudaProperties:
+    total_memory = 16 * GIB
+
+
+@pytest.fixture
+def fake_cuda_allocator(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A 16 GiB CUDA card whose context holds 750 MB outside the allocator; returns the fractions the cap was set to."""
+    fractions: list[float] = []
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: _FakeCudaProperties())
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, device: fractions.append(f))
+    monkeypatch.setattr(hardware, "_measure_non_allocator_overhead", lambda device: (750.0, "nvml_process"))
+    return fractions
+
+
+def test_vram_limit_caps_the_allocator_at_the_limit_less_the_overhead(fake_cuda_allocator: list[float]) -> None:
+    budget = apply_vram_limit(torch.device("cuda", 0), 4.0)
+    assert budget == VramBudget(
+        vram_limit_mb=4096.0, non_allocator_overhead_mb=750.0, usable_vram_mb=3346.0, overhead_source="nvml_process"
+    )
+    assert fake_cuda_allocator == [3346.0 / 16384.0]
+    assert budget.to_dict() == {
+        "vram_limit_mb": 4096.0,
+        "non_allocator_overhead_mb": 750.0,
+        "usable_vram_mb": 3346.0,
+        "overhead_source": "nvml_process",
+    }
+
+
+def test_no_vram_limit_uncaps_the_allocator_and_still_reports_the_overhead(fake_cuda_allocator: list[float]) -> None:
+    budget = apply_vram_limit(torch.device("cuda", 0), None)
+    assert fake_cuda_allocator == [1.0]
+    assert budget is not None
+    assert (budget.vram_limit_mb, budget.usable_vram_mb) == (16384.0, 16384.0 - 750.0)
+
+
+def test_vram_limit_larger_than_the_card_raises_before_capping(fake_cuda_allocator: list[float]) -> None:
+    with pytest.raises(ConfigError, match=r"`hardware.vram_limit_gb` = 20.0 is not valid"):
+        apply_vram_limit(torch.device("cuda", 0), 20.0)
+    assert fake_cuda_allocator == []
 
 
 # --------------------------------------------------------------------------------------------------- NVML names
@@ -442,6 +506,30 @@ def test_monitor_measures_epoch_energy_and_mean_power() -> None:
     assert stats.power_w == 350.0
     assert (stats.temperature_c, stats.temperature_status) == (72.0, "warm")
     assert stats.throttled is False
+
+
+def test_monitor_reads_only_the_energy_counter_at_the_epoch_start() -> None:
+    gpu = FakeGpu(energy_mj=1_000_000)
+    fake = FakeNvml([gpu])
+    nvml_device = open_nvml_device(
+        torch.device("cuda", 0), nvml=Nvml(fake), identity=identity(pci_location=(0, 0x19, 0))
+    )
+    assert nvml_device is not None
+    clock = iter([0.0, 2.0])
+    monitor = DeviceMonitor(
+        CPU,
+        HardwareConfig(),
+        sampler=nvml_device.sample,
+        energy_reader=nvml_device.energy_mj,
+        clock=lambda: next(clock),
+    )
+    fake.calls.clear()
+    monitor.start_epoch()
+    assert fake.calls == ["nvmlDeviceGetTotalEnergyConsumption"]
+    gpu.energy_mj += 50_000
+    stats = monitor.end_epoch()
+    assert stats.energy_j == pytest.approx(50.0) and stats.mean_power_w == pytest.approx(25.0)
+    assert stats.temperature_c == 35.0 and stats.sm_clock_mhz == 1980.0
 
 
 def test_monitor_without_energy_counter_reports_none() -> None:

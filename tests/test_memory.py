@@ -10,12 +10,20 @@ import torch
 from fake_nvml import FakeGpu, FakeNvml, FakeProcess
 from scipy import stats
 
-from gpubench.hardware import BYTES_PER_MB, CudaIdentity, MemoryReading, Nvml, memory_reader
+from gpubench.hardware import (
+    BYTES_PER_MB,
+    PROCESS_MEMORY_EVERY_N_READINGS,
+    CudaIdentity,
+    MemoryReading,
+    Nvml,
+    memory_reader,
+)
 from gpubench.memory import (
     PEAK_DEFINITIONS,
     AllocatorSnapshot,
     MemoryProfiler,
     MemorySampler,
+    TorchCudaAllocator,
     leak_estimate,
     next_deadline_s,
 )
@@ -266,8 +274,22 @@ def test_memory_reader_reads_device_and_this_process() -> None:
     read = memory_reader(torch.device("cuda", 0), nvml=Nvml(FakeNvml([gpu])), identity=h200_identity())
     assert read is not None
     assert read() == MemoryReading(device_used_mb=5000.0, process_used_mb=4200.0)
+
+
+def test_memory_reader_asks_for_this_process_on_one_reading_in_n() -> None:
+    n = PROCESS_MEMORY_EVERY_N_READINGS
+    gpu = FakeGpu(used_bytes=5000 * MB, processes=[FakeProcess(os.getpid(), 4200 * MB)])
+    fake = FakeNvml([gpu])
+    read = memory_reader(torch.device("cuda", 0), nvml=Nvml(fake), identity=h200_identity())
+    assert read is not None
+    fake.calls.clear()
+    readings = [read() for _ in range(2 * n + 1)]
+    assert [reading.device_used_mb for reading in readings] == [5000.0] * (2 * n + 1)
+    assert [i for i, reading in enumerate(readings) if reading.process_used_mb is not None] == [0, n, 2 * n]
+    assert fake.calls.count("nvmlDeviceGetComputeRunningProcesses") == 3
+    assert fake.calls.count("nvmlDeviceGetMemoryInfo") == 2 * n + 1
     gpu.processes = [FakeProcess(1, 999 * MB)]  # e.g. a container: NVML lists host PIDs, not ours
-    assert read() == MemoryReading(device_used_mb=5000.0, process_used_mb=None)
+    assert [read() for _ in range(n)][-1] == MemoryReading(device_used_mb=5000.0, process_used_mb=None)
 
 
 def test_memory_reader_stops_asking_for_processes_once_unsupported() -> None:
@@ -276,7 +298,9 @@ def test_memory_reader_stops_asking_for_processes_once_unsupported() -> None:
     assert read is not None and read().process_used_mb is None
     fake.unsupported.clear()
     fake.gpus[0].processes = [FakeProcess(os.getpid(), 100 * MB)]
-    assert read().process_used_mb is None
+    fake.calls.clear()
+    assert all(read().process_used_mb is None for _ in range(3 * PROCESS_MEMORY_EVERY_N_READINGS))
+    assert "nvmlDeviceGetComputeRunningProcesses" not in fake.calls
 
 
 def test_memory_reader_is_none_without_nvml_or_on_cpu() -> None:
@@ -286,6 +310,61 @@ def test_memory_reader_is_none_without_nvml_or_on_cpu() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- profiler
+
+
+def fake_cuda_memory_stats() -> dict:
+    """torch's nested allocator statistics in their real shape, with a distinct value in every field."""
+    values = iter(range(1, 1000))
+    stats: dict = {
+        name: {
+            pool: {moment: next(values) * MB for moment in ("current", "peak", "allocated", "freed")}
+            for pool in ("all", "small_pool", "large_pool")
+        }
+        for name in (
+            "allocation",
+            "segment",
+            "active",
+            "inactive_split",
+            "allocated_bytes",
+            "reserved_bytes",
+            "active_bytes",
+            "inactive_split_bytes",
+            "requested_bytes",
+        )
+    }
+    stats.update(num_alloc_retries=7, num_ooms=2, max_split_size=-1, num_sync_all_streams=0)
+    return stats
+
+
+def test_cuda_allocator_snapshot_equals_torch_getters_from_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    stats = fake_cuda_memory_stats()
+    reads: list[object] = []
+
+    def nested_stats(device: object = None) -> dict:
+        reads.append(device)
+        return stats
+
+    # torch's getters (max_memory_allocated, ...) go through torch.cuda.memory.memory_stats_as_nested_dict too.
+    monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict", nested_stats)
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", nested_stats)
+    device = torch.device("cuda", 0)
+    snapshot = TorchCudaAllocator(device).snapshot()
+    assert len(reads) == 1
+    flat = torch.cuda.memory_stats(device)
+    assert snapshot == AllocatorSnapshot(
+        peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
+        peak_reserved_bytes=torch.cuda.max_memory_reserved(device),
+        allocated_bytes=torch.cuda.memory_allocated(device),
+        inactive_split_peak_bytes=flat["inactive_split_bytes.all.peak"],
+        num_alloc_retries=7,
+        num_ooms=2,
+    )
+    assert len({snapshot.peak_allocated_bytes, snapshot.peak_reserved_bytes, snapshot.allocated_bytes}) == 3
+
+
+def test_cuda_allocator_snapshot_is_zero_before_cuda_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: {})
+    assert TorchCudaAllocator(torch.device("cuda", 0)).snapshot() == AllocatorSnapshot(0, 0, 0, 0, 0, 0)
 
 
 class FakeAllocator:

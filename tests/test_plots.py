@@ -56,7 +56,7 @@ def _batch_search() -> dict:
     """A batch search on a card with 4 GB usable, the fake trial running out of memory above it (computed once;
     the garbage collection the chooser runs after every trial to free device memory is skipped: there is none)."""
 
-    def try_batch(size: int) -> TrialResult:
+    def try_batch(size: int, steps: int) -> TrialResult:
         peak_mb = 300.0 + 1.5 * size
         if peak_mb > 4096:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -189,7 +189,7 @@ def test_batch_search_marks_out_of_memory_trials():
 
 
 def test_a_search_where_nothing_fits_draws_only_its_out_of_memory_trials(recwarn):
-    def try_batch(size: int) -> TrialResult:
+    def try_batch(size: int, steps: int) -> TrialResult:
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     with mock.patch("gpubench.batch_size.release_device_memory"):

@@ -168,6 +168,13 @@ def test_observe_accepts_losses_that_require_grad_and_other_dtypes() -> None:
     assert health.mean_grad_norm == pytest.approx(4.0)
 
 
+def test_observe_accepts_a_gradient_norm_that_requires_grad() -> None:
+    weight = torch.tensor(3.0, requires_grad=True)
+    monitor = StabilityMonitor(StabilityConfig(), "cpu")
+    monitor.observe(StepResult(loss=torch.tensor(1.0), grad_norm=weight * 2.0))
+    assert monitor.end_epoch().max_grad_norm == pytest.approx(6.0)
+
+
 # ------------------------------------------------------------------------------------------------ loss trend
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.batch_size import TrialResult, choose_batch_size, find_max_batch_size, is_oom
+from gpubench.batch_size import SEARCH_STEPS, TrialResult, choose_batch_size, find_max_batch_size, is_oom
 from gpubench.config import BatchConfig
 
 pytestmark = pytest.mark.gpu
@@ -16,7 +16,6 @@ pytestmark = pytest.mark.gpu
 CAP_BYTES = 4 * 2**30
 CAP_MB = CAP_BYTES / 2**20
 WIDTH = 4096
-STEPS_PER_TRIAL = 2
 # Adam MLP 4096x4096 under a 4 GiB cap fits a few tens of thousands of rows (DESIGN.md: OOM past 32768).
 MIN_SIZE, MAX_SIZE = 1024, 131072
 
@@ -37,10 +36,10 @@ def capped_device() -> Iterator[torch.device]:
         torch.cuda.empty_cache()
 
 
-def adam_mlp_trial(device: torch.device) -> Callable[[int], TrialResult]:
-    """``try_batch``: build a fresh 4096-wide Adam MLP, train STEPS_PER_TRIAL steps at ``size`` rows."""
+def adam_mlp_trial(device: torch.device) -> Callable[[int, int], TrialResult]:
+    """``try_batch``: build a fresh 4096-wide Adam MLP, train ``steps`` steps at ``size`` rows."""
 
-    def try_batch(size: int) -> TrialResult:
+    def try_batch(size: int, steps: int) -> TrialResult:
         torch.manual_seed(0)
         # Built on the device: initialising 33M parameters on the host would dominate each trial's time.
         model = nn.Sequential(
@@ -56,7 +55,7 @@ def adam_mlp_trial(device: torch.device) -> Callable[[int], TrialResult]:
         torch.cuda.reset_peak_memory_stats(device)
         torch.cuda.synchronize(device)
         start_s = time.perf_counter()
-        for _ in range(STEPS_PER_TRIAL):
+        for _ in range(steps):
             optimizer.zero_grad(set_to_none=True)
             nn.functional.mse_loss(model(inputs), targets).backward()
             optimizer.step()
@@ -64,17 +63,17 @@ def adam_mlp_trial(device: torch.device) -> Callable[[int], TrialResult]:
         elapsed_s = time.perf_counter() - start_s
         return TrialResult(
             peak_reserved_mb=torch.cuda.max_memory_reserved(device) / 2**20,
-            samples_per_s=STEPS_PER_TRIAL * size / elapsed_s,
+            samples_per_s=steps * size / elapsed_s,
         )
 
     return try_batch
 
 
-def runs_out_of_memory(try_batch: Callable[[int], TrialResult], size: int) -> bool:
+def runs_out_of_memory(try_batch: Callable[[int, int], TrialResult], size: int) -> bool:
     """True when the trial raises an OOM. Only a flag leaves the except block, so the trial's tensors are freed."""
     failed = False
     try:
-        try_batch(size)
+        try_batch(size, SEARCH_STEPS)
     except torch.OutOfMemoryError:
         failed = True
     gc.collect()
@@ -106,7 +105,7 @@ def test_finder_finds_the_real_boundary_and_the_process_recovers(capped_device: 
     assert status_by_size[best + 1] == "oom"
     assert all(trial.peak_reserved_mb <= CAP_MB for trial in search.trials if trial.ok)
     # The boundary is real and repeatable: the found size trains again, twice that size does not.
-    assert try_batch(best).peak_reserved_mb <= CAP_MB
+    assert try_batch(best, SEARCH_STEPS).peak_reserved_mb <= CAP_MB
     assert runs_out_of_memory(try_batch, 2 * best)
 
     # Recovered: nothing of the failed trials stays allocated (each held over 500 MB of weights and Adam state;
@@ -131,6 +130,8 @@ def test_policy_keeps_peak_reserved_under_the_headroom(capped_device: torch.devi
     status_by_size = {trial.size: trial.status for trial in decision.search.trials}
     assert status_by_size[decision.largest_fitting_size + 1] in ("oom", "over_headroom")
     assert [trial.status for trial in decision.verification[-2:]] == ["ok", "ok"]
+    assert {trial.steps for trial in decision.search.trials} == {SEARCH_STEPS}
+    assert {trial.steps for trial in decision.verification} == {decision.verify_steps}
     assert decision.gradient_accumulation_steps == 1
     assert decision.knee_size is not None
     assert decision.knee_size <= decision.batch_size

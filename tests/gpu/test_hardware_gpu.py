@@ -19,6 +19,7 @@ from gpubench.hardware import (
     cuda_identity,
     default_nvml,
     nvml_index_for,
+    open_nvml_device,
     probe,
     resolve_device,
 )
@@ -126,24 +127,46 @@ def test_device_monitor_measures_energy_over_a_loaded_epoch() -> None:
     assert stats.sm_clock_mhz is not None and stats.sm_clock_mhz > 0
 
 
-def test_vram_cap_turns_a_larger_allocation_into_an_oom() -> None:
+def test_vram_cap_leaves_the_context_overhead_out_of_the_allocator() -> None:
     torch.cuda.empty_cache()
     try:
-        assert apply_vram_limit(DEVICE, 4.0) == 4096.0
-        fits = torch.empty(3 * 1024**3, dtype=torch.uint8, device=DEVICE)
+        budget = apply_vram_limit(DEVICE, 4.0)
+        assert budget is not None
+        assert budget.vram_limit_mb == 4096.0
+        # The CUDA context alone is a few hundred MB on any recent GPU; more than 2 GB would leave no 4 GB card.
+        assert 100.0 < budget.non_allocator_overhead_mb < 2048.0
+        assert budget.usable_vram_mb == 4096.0 - budget.non_allocator_overhead_mb
+        # Allocations still held by torch (cuBLAS workspaces) count against the cap too.
+        free_mb = budget.usable_vram_mb - torch.cuda.memory_reserved(DEVICE) / 2**20
+        fits = torch.empty(int((free_mb - 64) * 2**20), dtype=torch.uint8, device=DEVICE)
         del fits
         torch.cuda.empty_cache()
         with pytest.raises(torch.cuda.OutOfMemoryError):
-            torch.empty(5 * 1024**3, dtype=torch.uint8, device=DEVICE)
+            torch.empty(int((free_mb + 64) * 2**20), dtype=torch.uint8, device=DEVICE)
     finally:
         torch.cuda.empty_cache()
-        total_mb = apply_vram_limit(DEVICE, None)
-    assert total_mb == torch.cuda.get_device_properties(0).total_memory / 2**20
-    # Uncapped again: the allocation that failed under the cap now fits.
-    uncapped = torch.empty(5 * 1024**3, dtype=torch.uint8, device=DEVICE)
-    assert uncapped.numel() == 5 * 1024**3
-    del uncapped
+        uncapped = apply_vram_limit(DEVICE, None)
+    assert uncapped is not None
+    assert uncapped.vram_limit_mb == torch.cuda.get_device_properties(0).total_memory / 2**20
+    assert uncapped.usable_vram_mb == uncapped.vram_limit_mb - uncapped.non_allocator_overhead_mb
+    # Uncapped again: an allocation past the 4 GB limit now fits.
+    large = torch.empty(5 * 1024**3, dtype=torch.uint8, device=DEVICE)
+    assert large.numel() == 5 * 1024**3
+    del large
     torch.cuda.empty_cache()
+
+
+def test_overhead_agrees_with_nvml_for_this_process() -> None:
+    budget = apply_vram_limit(DEVICE, None)
+    assert budget is not None
+    nvml_device = open_nvml_device(DEVICE)
+    assert nvml_device is not None
+    process_used_mb = nvml_device.process_used_mb(os.getpid())
+    if process_used_mb is None:
+        pytest.skip("NVML cannot attribute memory to this process here (PID namespace)")
+    assert budget.overhead_source == "nvml_process"
+    expected_mb = process_used_mb - torch.cuda.memory_reserved(DEVICE) / 2**20
+    assert budget.non_allocator_overhead_mb == pytest.approx(expected_mb, abs=64.0)
 
 
 def test_vram_limit_above_the_card_is_a_config_error() -> None:
