@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from scipy import stats as scipy_stats
 
 from gpubench.config import StabilityConfig
 from gpubench.workload import StepResult
@@ -188,13 +189,41 @@ def loss_rel_slope_per_epoch(epoch_losses: Sequence[float]) -> float:
     return slope / scale if scale > 0 else 0.0
 
 
+#: Two-sided p-value below which a fitted loss slope counts as a trend rather than epoch-to-epoch noise.
+TREND_SIGNIFICANCE = 0.05
+
+
+def loss_slope_p_value(epoch_losses: Sequence[float]) -> float | None:
+    """Two-sided p-value of the least-squares slope of loss against epoch index (t test, n − 2 degrees of
+    freedom); None with fewer than three epochs, 0.0 for an exact line."""
+    losses = np.asarray(epoch_losses, dtype=float)
+    if losses.size < 3:
+        return None
+    epoch_index = np.arange(losses.size, dtype=float)
+    centred_index = epoch_index - epoch_index.mean()
+    sxx = float(np.dot(centred_index, centred_index))
+    slope = float(np.dot(centred_index, losses - losses.mean())) / sxx
+    residuals = losses - losses.mean() - slope * centred_index
+    residual_variance = float(np.dot(residuals, residuals)) / (losses.size - 2)
+    if residual_variance <= 0.0:
+        return 0.0 if slope != 0.0 else 1.0
+    t_statistic = slope / math.sqrt(residual_variance / sxx)
+    return float(2.0 * scipy_stats.t.sf(abs(t_statistic), losses.size - 2))
+
+
 def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> LossTrend:
     """DECREASING / STABLE / INCREASING from :func:`loss_rel_slope_per_epoch` compared with ±threshold.
 
     ``rel_slope_threshold`` is a fraction per epoch (0.01: the fitted line moves 1% of the mean loss per
-    epoch); a slope strictly beyond it in either direction is a trend, anything within is STABLE.
+    epoch). A trend needs both a slope strictly beyond it and a slope that is significant
+    (:func:`loss_slope_p_value` < :data:`TREND_SIGNIFICANCE`): per-epoch losses of RL and minibatch training are
+    noisy, and a line fitted through noise alone would otherwise be called a trend (and INCREASING makes a model
+    UNSTABLE). With two epochs there is no test and the magnitude alone decides.
     """
     rel_slope = loss_rel_slope_per_epoch(epoch_losses)
+    p_value = loss_slope_p_value(epoch_losses)
+    if p_value is not None and p_value >= TREND_SIGNIFICANCE:
+        return "STABLE"
     if rel_slope > rel_slope_threshold:
         return "INCREASING"
     if rel_slope < -rel_slope_threshold:
@@ -216,6 +245,7 @@ class StabilityReport:
     stability: Stability
     loss_trend: LossTrend | None
     loss_rel_slope_per_epoch: float | None
+    loss_slope_p_value: float | None
     diverged: bool
     reasons: list[str]
     epochs: int
@@ -244,8 +274,10 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
     finite_losses = [loss for loss in mean_losses if loss is not None and math.isfinite(loss)]
     trend: LossTrend | None = None
     rel_slope: float | None = None
+    slope_p_value: float | None = None
     if len(finite_losses) >= 2:
         rel_slope = loss_rel_slope_per_epoch(finite_losses)
+        slope_p_value = loss_slope_p_value(finite_losses)
         trend = loss_trend(finite_losses, cfg.loss_trend_rel_slope)
     finite_max_norms = [epoch.max_grad_norm for epoch in epochs if epoch.max_grad_norm is not None]
     max_grad_norm = max(finite_max_norms) if finite_max_norms else None
@@ -256,6 +288,7 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
             stability="NOT_CHECKED",
             loss_trend=trend,
             loss_rel_slope_per_epoch=rel_slope,
+            loss_slope_p_value=slope_p_value,
             diverged=False,
             reasons=["stability.enabled=false: NaN/Inf and gradient-norm checks were skipped"],
             epochs=len(epochs),
@@ -305,6 +338,7 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         stability=stability,
         loss_trend=trend,
         loss_rel_slope_per_epoch=rel_slope,
+        loss_slope_p_value=slope_p_value,
         diverged=diverged,
         reasons=reasons,
         epochs=len(epochs),

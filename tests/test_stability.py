@@ -13,6 +13,7 @@ from gpubench.stability import (
     EpochHealth,
     StabilityMonitor,
     loss_rel_slope_per_epoch,
+    loss_slope_p_value,
     loss_trend,
     stability_verdict,
 )
@@ -340,3 +341,22 @@ def test_verdict_skips_epochs_without_a_finite_mean_loss_for_the_trend() -> None
 def test_verdict_needs_an_epoch() -> None:
     with pytest.raises(ValueError, match="at least one epoch"):
         stability_verdict([], StabilityConfig())
+
+
+def test_slope_p_value_equals_scipy_linregress() -> None:
+    from scipy import stats
+
+    losses = [1.00, 0.97, 1.02, 0.95, 0.99, 0.93, 0.96, 0.94]
+    assert loss_slope_p_value(losses) == pytest.approx(stats.linregress(range(len(losses)), losses).pvalue, rel=1e-9)
+    assert loss_slope_p_value([1.0, 2.0]) is None
+    assert loss_slope_p_value([1.0, 2.0, 3.0]) == 0.0
+
+
+def test_a_slope_through_noise_is_not_a_trend() -> None:
+    # Fitted slope +1.6% of the mean per epoch (beyond a 1% threshold), but the noise makes it insignificant.
+    noisy = [1.00, 1.30, 0.80, 1.25, 0.95, 1.20]
+    assert loss_rel_slope_per_epoch(noisy) > 0.01
+    assert loss_slope_p_value(noisy) > 0.05
+    assert loss_trend(noisy, 0.01) == "STABLE"
+    # The same rise without the noise is a trend.
+    assert loss_trend([1.00, 1.02, 1.04, 1.06, 1.08, 1.10], 0.01) == "INCREASING"
