@@ -353,13 +353,18 @@ class WorkloadsConfig:
 
 @dataclass
 class BatchConfig:
-    """Batch-size search bounds and policy. ``search: null`` means: search on a GPU, not on the CPU."""
+    """Batch-size search bounds and policy. ``search: null`` means: search on a GPU, not on the CPU.
+
+    ``verify_steps`` is the length of each re-verification trial of the winner (search trials are 3 steps): long
+    enough for the caching allocator to reach its fragmented steady state, so the chosen batch still fits later.
+    """
 
     search: bool | None = None
     min_size: int = 32
     max_size: int = 4096
     headroom: float = 0.9
     target_effective: int = 512
+    verify_steps: int = 20
 
     def __post_init__(self) -> None:
         _require_positive("batch.min_size", self.min_size)
@@ -371,6 +376,8 @@ class BatchConfig:
         )
         _require(0.0 < self.headroom <= 1.0, "batch.headroom", self.headroom, "in (0, 1]")
         _require_positive("batch.target_effective", self.target_effective)
+        # Verification trials must reach the allocator's steady state, and be at least as long as search trials.
+        _require(self.verify_steps >= 3, "batch.verify_steps", self.verify_steps, "an integer >= 3")
 
 
 @dataclass

@@ -603,7 +603,23 @@ def _actions(
     actions.append(_checkpoint_action(outcome.decided, upper_hours))
     actions += _thermal_actions(models)
     actions += _memory_actions(budget_rows)
+    actions += _headroom_actions(models)
     actions += _precision_actions(outcome.decided, models)
+    return actions
+
+
+def _headroom_actions(models: dict[str, dict[str, Any]]) -> list[str]:
+    """Models whose measured peak passed ``batch.headroom`` × usable VRAM although their batch search fitted."""
+    actions = []
+    for name, section in models.items():
+        memory = section.get("memory") or {}
+        if memory.get("headroom_exceeded"):
+            actions.append(
+                f"{name}: during the measured epochs the peak reserved memory reached "
+                f"{memory['peak_reserved_mb']:,.0f} MB, above the {memory['headroom_limit_mb']:,.0f} MB headroom limit "
+                f"its batch search respected (batch {section.get('batch_size')}): allocator fragmentation grows over a "
+                "long run, so train with a smaller batch (more gradient accumulation) on the target card."
+            )
     return actions
 
 

@@ -309,7 +309,9 @@ class Runner:
                 samples_per_s=workload.samples_per_step * steps / seconds,
             )
 
-        return choose_batch_size(try_batch, self.cfg.batch, self.usable_vram_mb)
+        return choose_batch_size(
+            try_batch, self.cfg.batch, self.usable_vram_mb, verify_steps=self.cfg.batch.verify_steps
+        )
 
     def _benchmark_model(self, name: str, features: FeatureTensors) -> ModelResult:
         cfg = self.cfg

@@ -107,6 +107,7 @@ def test_compile_and_precision_accept_booleans_and_names():
         ("execution.compile=maybe", "`execution.compile`", "false, true, reduce-overhead"),
         ("batch.max_size=8", "`batch.max_size`", ">= batch.min_size"),
         ("batch.headroom=1.5", "`batch.headroom`", "in (0, 1]"),
+        ("batch.verify_steps=2", "`batch.verify_steps`", ">= 3"),
         ("epoch.steps=-5", "`epoch.steps`", "`auto` or a positive integer"),
         ("data=dbn", "`data.path`", "folder or glob"),
         ("workloads.tft.num_heads=3", "`workloads.tft.hidden_size`", "multiple of workloads.tft.num_heads"),

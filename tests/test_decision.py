@@ -364,3 +364,14 @@ def test_cloud_actions_name_the_card_its_cost_and_the_cheapest_alternative():
     assert "t4's bf16 tensor-core peak is 8x its fp32 peak" in text
     assert "ppo: the step is dominated by kernel launches" in text
     assert "execution.compile=reduce-overhead" in text
+
+
+def test_a_measured_peak_over_the_headroom_limit_becomes_an_action():
+    section = model_section(
+        noisy_epochs_ms(1000.0), steps_per_epoch=100, samples_per_step=64, sample_unit="env_step", batch_size=52
+    )
+    section["memory"] = {"peak_reserved_mb": 3138.0, "headroom_limit_mb": 3078.0, "headroom_exceeded": True}
+    calm = model_section(noisy_epochs_ms(1000.0), steps_per_epoch=100, samples_per_step=64, sample_unit="env_step")
+    recommendation = build_recommendation(report({"dqn": calm, "ppo": section}), DecisionConfig(), load_catalog())
+    (action,) = [a for a in recommendation["recommended_actions"] if "headroom limit" in a]
+    assert action.startswith("ppo:") and "3,138 MB" in action and "3,078 MB" in action and "batch 52" in action
