@@ -112,16 +112,22 @@ def plain_epoch_s(step: StepFn, steps: int, device: torch.device) -> float:
 
 
 def instrumented_epoch_s(step: StepFn, steps: int, device: torch.device, instrumentation: Instrumentation) -> float:
-    """Seconds for the same epoch with the sampler running (started by the caller) and the checks on every step."""
+    """Seconds for the same epoch with the sampler running (started by the caller) and the checks on every step.
+
+    As in the runner (``gpubench.measurement``), the epoch-edge calls run outside the timed block: they cost wall
+    time between epochs (reported bottom-up) but cannot bias a measured epoch time. What the block pays for is
+    ``observe()`` on every step and the sampler thread running beside it.
+    """
     observe = instrumentation.stability.observe
+    instrumentation.start_epoch()
     synchronize(device)
     start_s = time.perf_counter()
-    instrumentation.start_epoch()
     for _ in range(steps):
         observe(step())
     synchronize(device)
+    elapsed_s = time.perf_counter() - start_s
     instrumentation.end_epoch()
-    return time.perf_counter() - start_s
+    return elapsed_s
 
 
 def seconds_per_call(function: Callable[[], object], calls: int, device: torch.device) -> float:
