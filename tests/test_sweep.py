@@ -263,11 +263,15 @@ def test_sweep_parent_run_failure_is_a_warning(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_sweep_with_a_failing_job_still_writes_the_summary_and_exits_1(tmp_path):
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_cli_sweep_with_a_failing_job_still_writes_the_summary_and_exits_1(tmp_path, launcher):
     # Job 1's TFT window is longer than the data: its model fails, the job exits 1, job 0 keeps its results.
+    # With joblib the jobs run in worker processes: the summary can only come from the files they wrote.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")}
+    launcher_args = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
     args = [
         "-m",
+        *launcher_args,
         "model.names=[mlp],[tft]",
         "workloads.tft.encoder_length=100000",
         "epochs=2",
