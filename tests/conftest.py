@@ -62,6 +62,25 @@ def make_learnable_features(
     )
 
 
+def trending_features(n_bars: int, log_return: float, *, noise_features: bool = False) -> FeatureTensors:
+    """One symbol whose price rises by the same log return every bar, with two uninformative features (zeros, or
+    seeded noise): the trend is the whole signal, so a trading agent that learns goes long."""
+    returns = torch.full((n_bars,), log_return)
+    returns[0] = 0.0
+    generator = torch.Generator().manual_seed(0)
+    values = torch.randn(n_bars, 2, generator=generator) if noise_features else torch.zeros(n_bars, 2)
+    return FeatureTensors(
+        values=values,
+        log_return=returns,
+        symbol_id=torch.zeros(n_bars, dtype=torch.int64),
+        is_train=torch.ones(n_bars, dtype=torch.bool),
+        feature_names=("a", "b"),
+        target_column=0,
+        known_future_columns=(),
+        symbols=("UP",),
+    )
+
+
 @pytest.fixture
 def learnable_features() -> FeatureTensors:
     return make_learnable_features()

@@ -1,14 +1,12 @@
 """DQN: Huber loss, Double DQN targets, target-network updates, ε schedule, replay buffer, and learning to go long."""
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 import torch
-from conftest import make_learnable_features
+from conftest import make_learnable_features, trending_features
 
 from gpubench.config import DQNConfig, TradingEnvConfig
-from gpubench.data.tensors import FeatureTensors
 from gpubench.models.dqn import (
     DQNWorkload,
     QNetwork,
@@ -21,32 +19,6 @@ from gpubench.models.dqn import (
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")
-
-
-@pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    """Run on one CPU thread: these networks are tiny, so a second thread only adds synchronisation, and on a
-    loaded machine OpenMP's spin-waits make each small matmul take milliseconds."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def rising_price(n_bars: int = 400, log_return: float = 0.05) -> FeatureTensors:
-    """A price that rises by the same log return every bar, with uninformative (constant) features."""
-    returns = torch.full((n_bars,), log_return)
-    returns[0] = 0.0
-    return FeatureTensors(
-        values=torch.zeros(n_bars, 2),
-        log_return=returns,
-        symbol_id=torch.zeros(n_bars, dtype=torch.int64),
-        is_train=torch.ones(n_bars, dtype=torch.bool),
-        feature_names=("a", "b"),
-        target_column=0,
-        known_future_columns=(),
-        symbols=("UP",),
-    )
 
 
 def small_config(**overrides: object) -> DQNConfig:
@@ -211,7 +183,7 @@ def test_step_reports_detached_device_scalars() -> None:
 def test_learnt_policy_goes_long_on_an_always_rising_price() -> None:
     torch.manual_seed(0)
     config = small_config(learning_rate=1e-3, gamma=0.9, exploration_steps=1500, target_update_interval=50)
-    workload = DQNWorkload(config, rising_price(), cpu_context(batch_size=64))
+    workload = DQNWorkload(config, trending_features(400, 0.05), cpu_context(batch_size=64))
     for _ in range(600):
         workload.train_step()
     env = workload.env
@@ -246,7 +218,7 @@ def test_a_step_launches_at_most_88_tensor_operations() -> None:
 @pytest.mark.parametrize("mode", ["false", "reduce-overhead"])
 def test_on_cuda_replayed_steps_advance_the_live_state_and_learn(mode: str) -> None:
     device = torch.device("cuda")
-    data = rising_price()
+    data = trending_features(400, 0.05)
     data = replace(data, **{name: getattr(data, name).to(device) for name in TENSOR_FIELDS})
     torch.manual_seed(0)
     config = small_config(

@@ -3,7 +3,6 @@
 import dataclasses
 import functools
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -34,16 +33,6 @@ TINY = Mamba2Config(
     chunk_size=8,
     learning_rate=3e-3,
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def single_thread() -> Iterator[None]:
-    """Tiny tensors gain nothing from intra-op threads, and oversubscribed OpenMP threads on a shared machine
-    slow these tests tenfold."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def scan_inputs(

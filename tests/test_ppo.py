@@ -3,30 +3,18 @@
 import copy
 import math
 import random
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 import torch
-from conftest import make_learnable_features
+from conftest import make_learnable_features, trending_features
 
 from gpubench.config import PPOConfig, TradingEnvConfig
-from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import ConfigError
 from gpubench.models.ppo import PPOWorkload, clipped_surrogate_loss, compute_gae
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")
-
-
-@pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    """Run on one CPU thread: these networks are tiny, so a second thread only adds synchronisation, and on a
-    loaded machine OpenMP's spin-waits make each small matmul take milliseconds."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def gae_reference(
@@ -43,21 +31,8 @@ def gae_reference(
     return advantages
 
 
-def trending_price(n_bars: int = 600, log_return: float = 0.02) -> FeatureTensors:
-    """A price rising by the same log return every bar; features are noise (the trend is the whole signal)."""
-    generator = torch.Generator().manual_seed(0)
-    returns = torch.full((n_bars,), log_return)
-    returns[0] = 0.0
-    return FeatureTensors(
-        values=torch.randn(n_bars, 2, generator=generator),
-        log_return=returns,
-        symbol_id=torch.zeros(n_bars, dtype=torch.int64),
-        is_train=torch.ones(n_bars, dtype=torch.bool),
-        feature_names=("noise_a", "noise_b"),
-        target_column=0,
-        known_future_columns=(),
-        symbols=("UP",),
-    )
+#: A price rising 2% a bar with noise features: the trend is the whole signal.
+TREND = trending_features(600, 0.02, noise_features=True)
 
 
 def small_config(**overrides: object) -> PPOConfig:
@@ -209,7 +184,7 @@ def test_learning_rate_anneals_linearly_over_total_timesteps() -> None:
 
 def test_truncated_episodes_are_bootstrapped_and_end_the_gae_episode() -> None:
     env = TradingEnvConfig(num_envs=4, observation_window=4, episode_length=1, transaction_cost=0.0)
-    workload = PPOWorkload(small_config(env=env, total_timesteps=10**6), trending_price(), cpu_context())
+    workload = PPOWorkload(small_config(env=env, total_timesteps=10**6), TREND, cpu_context())
     workload.train_step()
     rollout = workload.rollout
     # Every step truncates: done everywhere, and each reward is the trade's return + γ V(the bar it reached).
@@ -223,7 +198,7 @@ def test_truncated_episodes_are_bootstrapped_and_end_the_gae_episode() -> None:
 def test_agent_improves_on_a_trending_series() -> None:
     torch.manual_seed(0)
     config = small_config(learning_rate=3e-3, gamma=0.9, total_timesteps=10**6, update_epochs=4, num_minibatches=2)
-    workload = PPOWorkload(config, trending_price(), cpu_context(batch_size=64))  # 8 envs x 16 steps
+    workload = PPOWorkload(config, TREND, cpu_context(batch_size=64))  # 8 envs x 16 steps
 
     def mean_reward_and_long_share() -> tuple[float, float]:
         return workload.rollout.rewards.mean().item(), (workload.rollout.actions == 2).float().mean().item()
@@ -243,7 +218,7 @@ def test_rollout_values_and_bootstraps_are_the_collecting_networks_on_the_record
     # time, over the whole rollout at once; they must equal what the networks give on the recorded observations.
     env = TradingEnvConfig(num_envs=4, observation_window=4, episode_length=5, transaction_cost=0.0)
     config = small_config(env=env, gamma=0.9, total_timesteps=10**6)
-    workload = PPOWorkload(config, trending_price(), cpu_context())
+    workload = PPOWorkload(config, TREND, cpu_context())
     for _ in range(workload.updates_per_iteration):  # train first, so the networks are not the initial ones
         workload.train_step()
     agent = copy.deepcopy(workload.agent)
@@ -286,7 +261,7 @@ def test_an_iteration_launches_few_tensor_operations() -> None:
 @pytest.mark.parametrize("mode", ["false", "reduce-overhead"])
 def test_on_cuda_replayed_iterations_keep_the_ratio_at_one_and_learn(mode: str) -> None:
     device = torch.device("cuda")
-    data = trending_price()
+    data = TREND
     data = replace(data, **{name: getattr(data, name).to(device) for name in TENSOR_FIELDS})
     torch.manual_seed(0)
     config = small_config(learning_rate=3e-3, gamma=0.9, total_timesteps=10**6, update_epochs=4, num_minibatches=2)

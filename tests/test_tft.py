@@ -27,15 +27,6 @@ from gpubench.workload import ExecutionContext
 QUANTILES = (0.1, 0.5, 0.9)
 
 
-@pytest.fixture
-def one_cpu_thread():
-    """Tiny tensors gain nothing from intra-op threads, and threads spinning on a shared CPU slow a run tenfold."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _fill_parameters(module: torch.nn.Module, seed: int) -> None:
     """Overwrite every parameter with fixed N(0, 0.5²) values, layer-norm gains included (so none is trivially 1)."""
     generator = torch.Generator().manual_seed(seed)
@@ -312,7 +303,7 @@ def test_workload_needs_known_future_features():
         _workload(without_calendar)
 
 
-def test_workload_learns_a_learnable_series(learnable_features, one_cpu_thread):
+def test_workload_learns_a_learnable_series(learnable_features):
     workload = _workload(learnable_features, batch_size=32, learning_rate=3e-3)
     losses = [workload.train_step().loss.item() for _ in range(200)]
 
