@@ -57,6 +57,7 @@ from rich.table import Table
 from scipy import stats as sps
 
 from gpubench.errors import GpubenchError
+from gpubench.stats import smallest_satisfying
 
 FASTER = "FASTER"
 SLOWER = "SLOWER"
@@ -234,14 +235,7 @@ def epochs_to_decide(
     if not decides(_MAX_EPOCHS_TO_DECIDE):
         return None
     # The interval narrows as n grows, so "decides" flips from False to True once: bisect for the flip.
-    low, high = start_epochs - 1, _MAX_EPOCHS_TO_DECIDE
-    while high - low > 1:
-        middle = (low + high) // 2
-        if decides(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return smallest_satisfying(decides, start_epochs - 1, _MAX_EPOCHS_TO_DECIDE)
 
 
 def _p_values(times_a_ms: np.ndarray, times_b_ms: np.ndarray) -> tuple[float, float, float]:

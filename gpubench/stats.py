@@ -17,7 +17,7 @@ removed, see :func:`remove_warmup`). Pure numpy/scipy: nothing here imports torc
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -323,6 +323,18 @@ def _relative_halfwidth(times_ms: np.ndarray, confidence_level: float) -> float:
     return (hi_ms - lo_ms) / 2.0 / float(times_ms.mean())
 
 
+def smallest_satisfying(predicate: Callable[[int], bool], low: int, high: int) -> int:
+    """The smallest n in (low, high] with ``predicate(n)`` true, for a predicate that is false up to some n and
+    true from there on, given that ``predicate(high)`` is true (bisection: log2(high − low) calls)."""
+    while high - low > 1:
+        middle = (low + high) // 2
+        if predicate(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def required_sample_size(times_ms: ArrayLike, target_rel_halfwidth: float, confidence_level: float) -> int:
     """Epochs needed for the interval half-width to be within ``target_rel_halfwidth`` of the mean.
 
@@ -346,13 +358,7 @@ def required_sample_size(times_ms: ArrayLike, target_rel_halfwidth: float, confi
     low, high = 1, 2
     while not meets(high):
         low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        if meets(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return smallest_satisfying(meets, low, high)
 
 
 def should_stop_adaptive(
