@@ -273,9 +273,11 @@ class Runner:
 
     # ------------------------------------------------------------------------------------------------ one model
 
-    def _build(self, name: str, features: FeatureTensors, batch_size: int) -> Workload:
+    def _build(self, name: str, features: FeatureTensors, batch_size: int, *, eager: bool = False) -> Workload:
+        """The workload at ``batch_size`` in the configured execution mode (or eager, for the FLOP count)."""
         cfg = self.cfg
-        if cfg.execution.compile != "false":
+        compile_mode = "false" if eager else cfg.execution.compile
+        if compile_mode != "false":
             # Each workload instance compiles its own graphs; without a reset, dynamo's recompile limit (8) is
             # reached during a batch-size search and later instances silently fall back to eager.
             torch._dynamo.reset()
@@ -284,7 +286,7 @@ class Runner:
             device=self.device,
             batch_size=batch_size,
             precision=cfg.execution.precision,
-            compile_mode=cfg.execution.compile,
+            compile_mode=compile_mode,
             seed=cfg.seed,
         )
         return workload_class(name)(getattr(cfg.workloads, name), features, context)
@@ -333,13 +335,21 @@ class Runner:
                 )
             else:
                 batch_size = getattr(cfg.workloads, name).batch_size
-            workload = self._build(name, features, batch_size)
+            if cfg.execution.compile == "false":
+                workload = self._build(name, features, batch_size)
+                result.details["flops_per_step"] = count_step_flops(workload)
+            else:
+                # The FLOP counter cannot see into compiled graphs, and a CUDA-graph capture must not start under
+                # its dispatch mode: count one step of an eager twin (same shapes, same maths), released before
+                # the measured workload is built so the two never share the VRAM.
+                result.details["flops_per_step"] = count_step_flops(self._build(name, features, batch_size, eager=True))
+                release_device_memory()
+                workload = self._build(name, features, batch_size)
             result.batch_size = batch_size
             result.samples_per_step = workload.samples_per_step
             result.sample_unit = workload.sample_unit
             result.details["workload"] = workload.describe()
             result.details["execution"] = {"precision": cfg.execution.precision, "compile": cfg.execution.compile}
-            result.details["flops_per_step"] = count_step_flops(workload)
             measurement = self._measure(name, workload, result)
             self._fill_from_measurement(result, measurement)
         except Exception as exc:
