@@ -20,12 +20,16 @@ batch, so only the instrumentation differs between the two variants. The overhea
   interval's upper end <= 2%: a median under 2% whose interval reaches above it has not shown the goal is met.
   Shorter epochs would overweight the edge calls, which the runner pays once per second.
 
+``--variants sampler observe`` adds ablations, each paired against the plain loop the same way: the sampler thread
+alone, and ``observe()`` alone, to separate the two costs of the ``runner`` variant.
+
 Without NVML (the CPU) the sampler and device monitor have nothing to read, so only the stability checks and the
 edge calls are measured. Run ``python benchmarks/instrumentation_overhead.py`` (CUDA when available, else a small
 CPU configuration); on an H200 it takes about 80 s (35 pairs of 1 s epochs plus setup).
 """
 
 import argparse
+import contextlib
 import itertools
 import math
 import os
@@ -111,23 +115,29 @@ def plain_epoch_s(step: StepFn, steps: int, device: torch.device) -> float:
     return time.perf_counter() - start_s
 
 
-def instrumented_epoch_s(step: StepFn, steps: int, device: torch.device, instrumentation: Instrumentation) -> float:
+def instrumented_epoch_s(
+    step: StepFn, steps: int, device: torch.device, instrumentation: Instrumentation, *, observe: bool = True
+) -> float:
     """Seconds for the same epoch with the sampler running (started by the caller) and the checks on every step.
 
     As in the runner (``gpubench.measurement``), the epoch-edge calls run outside the timed block: they cost wall
     time between epochs (reported bottom-up) but cannot bias a measured epoch time. What the block pays for is
-    ``observe()`` on every step and the sampler thread running beside it.
+    ``observe()`` on every step (unless ``observe`` is false, for the ablation) and the sampler running beside it.
     """
-    observe = instrumentation.stability.observe
+    check = instrumentation.stability.observe if observe else _discard
     instrumentation.start_epoch()
     synchronize(device)
     start_s = time.perf_counter()
     for _ in range(steps):
-        observe(step())
+        check(step())
     synchronize(device)
     elapsed_s = time.perf_counter() - start_s
     instrumentation.end_epoch()
     return elapsed_s
+
+
+def _discard(result: StepResult) -> None:
+    """What the plain loop does with a step's result."""
 
 
 def seconds_per_call(function: Callable[[], object], calls: int, device: torch.device) -> float:
@@ -202,6 +212,88 @@ def bottom_up_percent(
     return total_percent
 
 
+VARIANTS = {
+    "runner": "sampler thread + observe() on every step (what the runner measures with)",
+    "sampler": "sampler thread only (ablation)",
+    "observe": "observe() on every step only (ablation)",
+}
+
+
+@dataclass
+class PairedResult:
+    """Instrumented / plain epoch-time ratios of one variant, and the sampler's gaps while it ran."""
+
+    variant: str
+    ratios: list[float]
+    sample_gaps_ms: list[np.ndarray]
+
+    def summary(self, interval_ms: float) -> str:
+        """One paragraph: the median overhead, its sign-test interval, the verdict against the goal."""
+        median_ratio = float(np.median(self.ratios))
+        low_ratio, high_ratio, coverage = median_interval(self.ratios, CONFIDENCE_LEVEL)
+        median_percent, low_percent, high_percent = ((r - 1.0) * 100.0 for r in (median_ratio, low_ratio, high_ratio))
+        if high_percent <= GOAL_PERCENT:
+            verdict = "PASS"
+        elif low_percent > GOAL_PERCENT:
+            verdict = "FAIL (the whole interval is above the goal)"
+        else:
+            verdict = "UNRESOLVED (the interval straddles the goal: run more pairs)"
+        lines = [
+            f"paired overhead, {VARIANTS[self.variant]}: median {median_percent:+.2f}% over {len(self.ratios)} pairs, "
+            f"{coverage:.1%} sign-test interval [{low_percent:+.2f}%, {high_percent:+.2f}%]; "
+            f"goal <= {GOAL_PERCENT:g}%: {verdict}"
+        ]
+        if self.sample_gaps_ms:
+            gaps_ms = np.concatenate(self.sample_gaps_ms)
+            lines.append(
+                f"  sampler gaps: median {np.median(gaps_ms):.2f} ms, p95 {np.percentile(gaps_ms, 95):.2f} ms, "
+                f"max {gaps_ms.max():.2f} ms over {gaps_ms.size} gaps (asked: {interval_ms:g} ms)"
+            )
+        return "\n".join(lines)
+
+
+def paired_overhead(
+    step: StepFn,
+    steps: int,
+    device: torch.device,
+    instrumentation: Instrumentation,
+    variant: str,
+    pairs: int,
+    budget_s: float,
+) -> PairedResult:
+    """``pairs`` plain/instrumented epoch pairs in ABBA order (stopping after ``budget_s``), printing each pair."""
+    profiler = instrumentation.profiler
+    sampler = profiler.sampler if variant in ("runner", "sampler") else None
+    observe = variant in ("runner", "observe")
+    print(f"variant: {VARIANTS[variant]}")
+    print(f"{'pair':>4} {'order':>5} {'plain ms':>10} {'instr. ms':>10} {'overhead %':>11}")
+    result = PairedResult(variant, [], [])
+    started_s = time.perf_counter()
+    for pair in range(pairs + 1):  # pair 0 warms both paths and is not counted
+        if pair > 1 and time.perf_counter() - started_s > budget_s:
+            print(f"time budget of {budget_s:g} s reached after {pair - 1} pairs")
+            break
+        order = ("plain", "instrumented") if pair % 2 == 0 else ("instrumented", "plain")
+        times_s: dict[str, float] = {}
+        for which in order:
+            if which == "plain":
+                times_s[which] = plain_epoch_s(step, steps, device)
+                continue
+            # The sampler runs across epochs in the runner; start and stop it outside the timed region.
+            first_sample = len(sampler) if sampler is not None else 0
+            with sampler if sampler is not None else contextlib.nullcontext():
+                times_s[which] = instrumented_epoch_s(step, steps, device, instrumentation, observe=observe)
+            if sampler is not None:
+                result.sample_gaps_ms.append(np.diff(sampler.timeline(first_sample).times_s) * 1e3)
+        if pair == 0:
+            continue
+        plain_ms, instrumented_ms = times_s["plain"] * 1e3, times_s["instrumented"] * 1e3
+        result.ratios.append(instrumented_ms / plain_ms)
+        label = "PI" if order[0] == "plain" else "IP"
+        print(f"{pair:>4} {label:>5} {plain_ms:>10.2f} {instrumented_ms:>10.2f} {(result.ratios[-1] - 1) * 100:>11.2f}")
+    return result
+
+
 def main() -> None:
     on_cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -209,11 +301,20 @@ def main() -> None:
     parser.add_argument(
         "--min-seconds", type=float, default=RUNNER_EPOCH_S if on_cuda else 0.1, help="plain epoch length"
     )
-    parser.add_argument("--budget-seconds", type=float, default=85.0, help="stop adding pairs after this long")
+    parser.add_argument(
+        "--budget-seconds", type=float, default=85.0, help="stop adding pairs of one variant after this long"
+    )
     parser.add_argument("--hidden", type=int, default=1024 if on_cuda else 128)
     parser.add_argument("--layers", type=int, default=3 if on_cuda else 2)
     parser.add_argument("--batch", type=int, default=1024 if on_cuda else 128)
     parser.add_argument("--sample-interval-ms", type=float, default=MemoryConfig().sample_interval_ms)
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=["runner"],
+        help="what to pair against the plain loop; 'sampler' and 'observe' separate the two costs",
+    )
     args = parser.parse_args()
     started_s = time.perf_counter()
 
@@ -241,53 +342,13 @@ def main() -> None:
     bottom_up = bottom_up_percent(step, device, instrumentation, nvml_device, args.sample_interval_ms, step_s)
 
     print(f"paired epochs: {steps} steps (~{steps * step_s:.2f} s) each, ABBA order")
-    print(f"{'pair':>4} {'order':>5} {'plain ms':>10} {'instr. ms':>10} {'overhead %':>11}")
-    ratios: list[float] = []
-    sample_gaps_ms: list[np.ndarray] = []
-    for pair in range(args.pairs + 1):  # pair 0 warms both paths and is not counted
-        if pair > 1 and time.perf_counter() - started_s > args.budget_seconds:
-            print(f"time budget of {args.budget_seconds:g} s reached after {pair - 1} pairs")
-            break
-        order = ("plain", "instrumented") if pair % 2 == 0 else ("instrumented", "plain")
-        times_s: dict[str, float] = {}
-        for variant in order:
-            if variant == "plain":
-                times_s[variant] = plain_epoch_s(step, steps, device)
-            else:
-                # The sampler runs across epochs in the runner; start and stop it outside the timed region.
-                first_sample = len(profiler.sampler) if profiler.sampler is not None else 0
-                with profiler:
-                    times_s[variant] = instrumented_epoch_s(step, steps, device, instrumentation)
-                if profiler.sampler is not None:
-                    sample_gaps_ms.append(np.diff(profiler.sampler.timeline(first_sample).times_s) * 1e3)
-        if pair == 0:
-            continue
-        plain_ms, instrumented_ms = times_s["plain"] * 1e3, times_s["instrumented"] * 1e3
-        ratios.append(instrumented_ms / plain_ms)
-        label = "PI" if order[0] == "plain" else "IP"
-        print(f"{pair:>4} {label:>5} {plain_ms:>10.2f} {instrumented_ms:>10.2f} {(ratios[-1] - 1) * 100:>11.2f}")
-
-    if sample_gaps_ms:
-        gaps_ms = np.concatenate(sample_gaps_ms)
-        print(
-            f"sampler gaps while training: median {np.median(gaps_ms):.2f} ms, p95 {np.percentile(gaps_ms, 95):.2f} ms,"
-            f" max {gaps_ms.max():.2f} ms over {gaps_ms.size} gaps (asked: {args.sample_interval_ms:g} ms)"
-        )
-    median_ratio = float(np.median(ratios))
-    low_ratio, high_ratio, coverage = median_interval(ratios, CONFIDENCE_LEVEL)
-    median_percent, low_percent, high_percent = ((r - 1.0) * 100.0 for r in (median_ratio, low_ratio, high_ratio))
-    if high_percent <= GOAL_PERCENT:
-        verdict = "PASS"
-    elif low_percent > GOAL_PERCENT:
-        verdict = "FAIL (the whole interval is above the goal)"
-    else:
-        verdict = "UNRESOLVED (the interval straddles the goal: run more pairs)"
+    summaries = []
+    for variant in args.variants:
+        pairs = paired_overhead(step, steps, device, instrumentation, variant, args.pairs, args.budget_seconds)
+        summaries.append(pairs.summary(args.sample_interval_ms))
     print(f"bottom-up overhead: {bottom_up:+.2f}% of epoch time")
-    print(
-        f"paired overhead: median {median_percent:+.2f}% over {len(ratios)} pairs, "
-        f"{coverage:.1%} sign-test interval [{low_percent:+.2f}%, {high_percent:+.2f}%]; "
-        f"goal <= {GOAL_PERCENT:g}%: {verdict}"
-    )
+    for line in summaries:
+        print(line)
     print(f"benchmark wall time {time.perf_counter() - started_s:.1f} s")
 
 

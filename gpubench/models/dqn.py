@@ -248,7 +248,7 @@ class DQNWorkload(Workload):
         #: Gradient steps so far (the target-update clock).
         self.gradient_steps_done = 0
         for _ in range(math.ceil(config.learning_starts / self.env.num_envs)):
-            self._collect()
+            self.collect()
             self.env_steps += self.env.num_envs
         self._epsilon.fill_(self.epsilon)
         self._run_step = (
@@ -298,15 +298,20 @@ class DQNWorkload(Workload):
 
     def _run_step_impl(self) -> tuple[torch.Tensor, torch.Tensor]:
         for _ in range(self.config.train_freq):
-            self._collect()
+            self.collect()
         for _ in range(self.config.gradient_steps):
-            indices = self.replay.sample_indices(self.batch_size, self.context.generator)
-            with self.context.autocast():
-                loss = self._td_loss(indices)
-            grad_norm = self.context.optimize(loss, self.optimizer, self._parameters, self.config.max_grad_norm)
+            loss, grad_norm = self.gradient_step()
+        return loss, grad_norm
+
+    def gradient_step(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """One gradient step on a replay minibatch; returns the loss and the pre-clip gradient norm (device)."""
+        indices = self.replay.sample_indices(self.batch_size, self.context.generator)
+        with self.context.autocast():
+            loss = self._td_loss(indices)
+        grad_norm = self.context.optimize(loss, self.optimizer, self._parameters, self.config.max_grad_norm)
         return loss.detach(), grad_norm
 
-    def _collect(self) -> None:
+    def collect(self) -> None:
         """One ε-greedy action per environment, one environment step, its transitions into the buffer."""
         explore_draw = torch.rand(self.env.num_envs, generator=self.context.generator, device=self.context.device)
         random_actions = torch.randint(
