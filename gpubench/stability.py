@@ -1,11 +1,12 @@
 """Training health: NaN/Inf losses and gradients, exploding and vanishing gradient norms, and the loss trend.
 
 :class:`StabilityMonitor` watches every training step without a device-to-host synchronisation: each step's loss
-and gradient norm (0-d device tensors from :class:`~gpubench.workload.StepResult`) are written into a small
-preallocated device buffer with one kernel, and the buffer is reduced into device-side totals when it fills.
-The host reads the totals once per benchmark epoch. Accumulating each check per step instead would cost about
-twenty tiny kernel launches per step, which on a launch-bound workload (a small RL network's step takes about
-1.7 ms) is several percent of the time being measured.
+and gradient norm (0-d device tensors from :class:`~gpubench.workload.StepResult`) are kept by reference, with no
+kernel at all, and every ``chunk_steps`` steps they are stacked and reduced into device-side totals (a dozen
+kernels per chunk). The host reads the totals once per benchmark epoch. Accumulating each check per step instead
+would cost about twenty tiny kernel launches per step, and even one launch per step (writing the pair into a
+buffer) cost 13 µs per step on the H200's host, 0.6% of a 2 ms step: a launch-bound workload (a small RL
+network's step takes about 3 ms there) is timed by its launches.
 
 :func:`stability_verdict` turns the per-epoch records into the report's ``stability`` and ``loss_trend``.
 """
@@ -27,8 +28,9 @@ Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
 
 #: Written in place of a missing gradient norm; a norm is >= 0 or NaN/Inf, never -1.
 _ABSENT_GRAD_NORM = -1.0
-#: Steps buffered on the device before they are reduced into the epoch totals.
-_DEFAULT_CHUNK_STEPS = 1024
+#: Steps whose results are held before they are reduced into the epoch totals. Each held result keeps a 0-d
+#: device tensor alive (one 512-byte allocator block), so 256 steps hold about 256 KB.
+_DEFAULT_CHUNK_STEPS = 256
 
 # Positions in the device-side totals vector.
 _LOSS_SUM, _FINITE_LOSS_STEPS, _GRAD_SUM, _FINITE_GRAD_STEPS, _NONFINITE_GRAD_STEPS, _EXPLODING, _VANISHING = range(7)
@@ -71,8 +73,9 @@ class StabilityMonitor:
     With ``cfg.enabled`` the monitor counts non-finite losses and gradient norms, gradient norms above
     ``cfg.grad_norm_exploding`` (finite ones) and below ``cfg.grad_norm_vanishing``, and tracks the mean and
     maximum finite gradient norm. With checks disabled it ignores gradient norms and reports only the step count
-    and the mean finite loss (the runner still needs the per-epoch loss). Either way :meth:`observe` costs one
-    small kernel per step and never synchronises.
+    and the mean finite loss (the runner still needs the per-epoch loss). Either way :meth:`observe` launches no
+    kernel and never synchronises: it keeps the step's tensors, which the workload must not write afterwards
+    (:class:`~gpubench.workload.StepResult`).
     """
 
     def __init__(
@@ -82,15 +85,14 @@ class StabilityMonitor:
             raise ValueError(f"chunk_steps must be >= 1, got {chunk_steps}")
         self._cfg = cfg
         self._device = torch.device(device)
-        # Column 0: loss, column 1: gradient norm (or _ABSENT_GRAD_NORM). float32 holds fp32/bf16/fp16 values
-        # exactly; the totals accumulate in float64 so long epochs do not lose precision.
-        self._buffer = torch.empty((chunk_steps, 2), dtype=torch.float32, device=self._device)
-        # Row views made once, so a step does not pay for creating a view.
-        self._rows = self._buffer.unbind(0)
+        self._chunk_steps = chunk_steps
+        # The held steps' losses and gradient norms (_absent where a step reported none); the totals accumulate
+        # in float64 so long epochs do not lose precision.
+        self._losses: list[torch.Tensor] = []
+        self._grad_norms: list[torch.Tensor] = []
         self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
         self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
         self._max_grad_norm = torch.zeros((), dtype=torch.float64, device=self._device)
-        self._filled = 0
         self._steps = 0
         self._grad_steps = 0
 
@@ -100,25 +102,22 @@ class StabilityMonitor:
         if self._cfg.enabled and step.grad_norm is not None:
             grad_norm = step.grad_norm
             self._grad_steps += 1
-        # ``out=`` refuses inputs that require grad, but a detach() builds a new tensor on the host each time, a
-        # third of this call's cost: detach only the results that need it (workloads mostly return detached ones).
-        if loss.requires_grad:
-            loss = loss.detach()
-        if grad_norm.requires_grad:
-            grad_norm = grad_norm.detach()
-        torch.stack((loss, grad_norm), out=self._rows[self._filled])
-        self._filled += 1
+        # A held tensor that requires grad would keep the step's autograd graph alive; detach only those (a detach
+        # builds a new tensor on the host, and workloads mostly return detached results).
+        self._losses.append(loss.detach() if loss.requires_grad else loss)
+        self._grad_norms.append(grad_norm.detach() if grad_norm.requires_grad else grad_norm)
         self._steps += 1
-        if self._filled == len(self._rows):
+        if len(self._losses) == self._chunk_steps:
             self._reduce_buffer()
 
     def _reduce_buffer(self) -> None:
-        """Fold the buffered steps into the device totals (device-side ops only: no synchronisation)."""
-        if self._filled == 0:
+        """Fold the held steps into the device totals (device-side ops only: no synchronisation)."""
+        if not self._losses:
             return
-        chunk = self._buffer[: self._filled].to(torch.float64)
-        self._filled = 0
-        loss, grad_norm = chunk[:, 0], chunk[:, 1]
+        loss = torch.stack(self._losses).to(torch.float64)
+        grad_norm = torch.stack(self._grad_norms).to(torch.float64)
+        self._losses.clear()
+        self._grad_norms.clear()
         loss_finite = torch.isfinite(loss)
         if not self._cfg.enabled:
             partial = torch.stack((torch.where(loss_finite, loss, 0.0).sum(), loss_finite.sum(dtype=torch.float64)))

@@ -41,7 +41,11 @@ _Fn = TypeVar("_Fn", bound=Callable)
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one training step reports, as device tensors (reading them on the host is a sync point)."""
+    """What one training step reports, as device tensors (reading them on the host is a sync point).
+
+    The stability monitor keeps these tensors and reads them steps later, so a workload must return tensors it
+    will not write again (fresh results, or clones of a buffer it reuses).
+    """
 
     loss: torch.Tensor
     grad_norm: torch.Tensor | None
