@@ -469,6 +469,20 @@ class HeadroomCheck:
         return {"headroom_exceeded": self.exceeded, "headroom_limit_mb": self.peak_limit_mb}
 
 
+def step_down_size(current: int, peak_reserved_mb: float, peak_limit_mb: float, min_size: int) -> int | None:
+    """The smaller batch to measure again at after a measured run at ``current`` broke the headroom policy.
+
+    Reserved memory grows roughly in proportion to the batch, so the new size is
+    ``floor(current × peak_limit_mb / peak_reserved_mb)`` (both MB), but at least one smaller than ``current`` and
+    never below ``min_size``. None (keep ``current``) when the peak is within the limit or ``current`` is already
+    ``min_size``.
+    """
+    if peak_reserved_mb <= peak_limit_mb or current <= min_size:
+        return None
+    proportional = math.floor(current * peak_limit_mb / peak_reserved_mb)
+    return max(min_size, min(current - 1, proportional))
+
+
 def check_headroom(
     peak_reserved_mb: float | None, usable_vram_mb: float | None, headroom: float
 ) -> HeadroomCheck | None:

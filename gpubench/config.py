@@ -357,6 +357,8 @@ class BatchConfig:
 
     ``verify_steps`` is the length of each re-verification trial of the winner (search trials are 3 steps): long
     enough for the caching allocator to reach its fragmented steady state, so the chosen batch still fits later.
+    ``max_step_downs`` is how many times a searched batch whose measured epochs still exceeded the headroom is
+    stepped down and measured again (0: keep it, with a warning).
     """
 
     search: bool | None = None
@@ -365,6 +367,7 @@ class BatchConfig:
     headroom: float = 0.9
     target_effective: int = 512
     verify_steps: int = 20
+    max_step_downs: int = 2
 
     def __post_init__(self) -> None:
         _require_positive("batch.min_size", self.min_size)
@@ -378,6 +381,7 @@ class BatchConfig:
         _require_positive("batch.target_effective", self.target_effective)
         # Verification trials must reach the allocator's steady state, and be at least as long as search trials.
         _require(self.verify_steps >= 3, "batch.verify_steps", self.verify_steps, "an integer >= 3")
+        _require(self.max_step_downs >= 0, "batch.max_step_downs", self.max_step_downs, "an integer >= 0")
 
 
 @dataclass

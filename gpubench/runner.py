@@ -1,9 +1,9 @@
 """The coordinator: phases in order, each model isolated, results saved as they complete.
 
-hardware probe + burn-in -> market data -> per model: batch size -> warmup + measured epochs -> statistics
--> report section (written at once) -> MLflow run. The coordinator holds no maths: each phase returns a value the
-next takes. A model that fails gets a status and an error and the next model still runs; an interrupted run
-leaves a valid partial report.
+hardware probe + burn-in -> market data -> per model: batch size -> warmup + measured epochs (again at a smaller
+batch while the measured peak breaks the headroom) -> statistics -> report section (written at once) -> MLflow run.
+The coordinator holds no maths: each phase returns a value the next takes. A model that fails gets a status and an
+error and the next model still runs; an interrupted run leaves a valid partial report.
 """
 
 import platform
@@ -20,11 +20,14 @@ from omegaconf.errors import OmegaConfBaseException
 from gpubench import __version__, console, hardware, tracking
 from gpubench.batch_size import (
     BatchDecision,
+    HeadroomCheck,
     TrialResult,
     check_headroom,
     choose_batch_size,
+    gradient_accumulation_steps,
     is_oom,
     release_device_memory,
+    step_down_size,
 )
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
@@ -316,6 +319,14 @@ class Runner:
         )
 
     def _benchmark_model(self, name: str, features: FeatureTensors) -> ModelResult:
+        """Choose the batch, measure the model at it, and step a searched batch down while its measured run breaks
+        the headroom policy.
+
+        The step-down happens after the measured epochs, not in the search: the search's trials run a few steps
+        each, and fragmentation of the caching allocator only shows over the many steps of a measured run. Each
+        abandoned measurement stays in the report (``batch_step_downs``), so the user sees what the larger batch
+        cost and why it was given up; the reported numbers are those of the last measurement.
+        """
         cfg = self.cfg
         result = ModelResult(name=name)
         # The previous model's tensors are gone, but the caching allocator still reserves their memory: release it,
@@ -323,40 +334,108 @@ class Runner:
         release_device_memory()
         try:
             decision = self._choose_batch(name, features)
+            is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
             if decision is not None:
                 result.details["batch_search"] = decision.to_dict()
                 if decision.batch_size is None:
                     result.status, result.error = "oom", decision.message
                     return result
-                batch_size, result.gradient_accumulation_steps, result.details["batch_policy"] = timed_batch(
-                    getattr(cfg.workloads, name).batch_size,
-                    decision,
-                    is_hyperparameter=workload_class(name).batch_size_is_hyperparameter,
+                result.batch_size, result.gradient_accumulation_steps, result.details["batch_policy"] = timed_batch(
+                    getattr(cfg.workloads, name).batch_size, decision, is_hyperparameter=is_hyperparameter
                 )
             else:
-                batch_size = getattr(cfg.workloads, name).batch_size
-            if cfg.execution.compile == "false":
-                workload = self._build(name, features, batch_size)
-                result.details["flops_per_step"] = count_step_flops(workload)
-            else:
-                # The FLOP counter cannot see into compiled graphs, and a CUDA-graph capture must not start under
-                # its dispatch mode: count one step of an eager twin (same shapes, same maths), released before
-                # the measured workload is built so the two never share the VRAM.
-                result.details["flops_per_step"] = count_step_flops(self._build(name, features, batch_size, eager=True))
+                result.batch_size = getattr(cfg.workloads, name).batch_size
+            headroom = self._measure_at(name, features, result)
+            # Only a batch the search set is stepped down: an RL batch below the fitted cap is the algorithm's own
+            # choice, and changing it would time a different algorithm.
+            chosen_by_search = decision is not None and result.batch_size == decision.batch_size
+            for _ in range(cfg.batch.max_step_downs if chosen_by_search else 0):
+                stepped = self._step_down(result, headroom, is_hyperparameter=is_hyperparameter)
+                if stepped is None:
+                    break
+                result = stepped
+                # The abandoned workload died with the previous measurement; return its cached blocks first, so the
+                # new peak starts from a clean cache.
                 release_device_memory()
-                workload = self._build(name, features, batch_size)
-            result.batch_size = batch_size
-            result.samples_per_step = workload.samples_per_step
-            result.sample_unit = workload.sample_unit
-            result.details["workload"] = workload.describe()
-            result.details["execution"] = {"precision": cfg.execution.precision, "compile": cfg.execution.compile}
-            measurement = self._measure(name, workload, result)
-            self._fill_from_measurement(result, measurement)
+                headroom = self._measure_at(name, features, result)
+            if headroom is not None and headroom.warning is not None:
+                result.details.setdefault("warnings", []).append(headroom.warning)
+                console.notice(f"{name}: {headroom.warning}")
         except Exception as exc:
             result.status = "oom" if is_oom(exc) else "failed"
             result.error = f"{type(exc).__name__}: {exc}".strip()
             result.details["traceback"] = traceback.format_exc(limit=8)
         return result
+
+    def _step_down(
+        self, measured: ModelResult, headroom: HeadroomCheck | None, *, is_hyperparameter: bool
+    ) -> ModelResult | None:
+        """A fresh result at a smaller batch after ``measured`` broke the headroom policy, carrying the search's
+        details and a record of the abandoned measurement; None to keep ``measured`` (within the limit, already at
+        ``batch.min_size``, nothing measured, or a run that did not finish normally)."""
+        if headroom is None or measured.status != "ok" or measured.batch_size is None:
+            return None
+        batch_size = step_down_size(
+            measured.batch_size, headroom.peak_reserved_mb, headroom.peak_limit_mb, self.cfg.batch.min_size
+        )
+        if batch_size is None:
+            return None
+        throughput = measured.samples_per_second()
+        abandoned = {
+            "batch_size": measured.batch_size,
+            "peak_reserved_mb": headroom.peak_reserved_mb,
+            "headroom_limit_mb": headroom.peak_limit_mb,
+            "mean_epoch_time_ms": measured.statistics["mean_ms"] if measured.statistics else None,
+            "samples_per_second": throughput["mean"] if throughput else None,
+        }
+        reason = (
+            f"stepped down from {measured.batch_size} to {batch_size} because the measured peak reserved memory "
+            f"{headroom.peak_reserved_mb:,.0f} MB exceeded the headroom limit {headroom.peak_limit_mb:,.0f} MB"
+        )
+        console.notice(f"{measured.name}: {reason}; measuring again")
+        return ModelResult(
+            name=measured.name,
+            batch_size=batch_size,
+            gradient_accumulation_steps=(
+                1 if is_hyperparameter else gradient_accumulation_steps(batch_size, self.cfg.batch.target_effective)
+            ),
+            details={
+                "batch_search": measured.details["batch_search"],
+                "batch_policy": f"{measured.details['batch_policy']}; {reason}",
+                "batch_step_downs": [*measured.details.get("batch_step_downs", []), abandoned],
+            },
+        )
+
+    def _measure_at(self, name: str, features: FeatureTensors, result: ModelResult) -> HeadroomCheck | None:
+        """Build the workload at ``result.batch_size``, count its FLOPs, measure it into ``result``, and check the
+        measured peak against the headroom (None on the CPU). The workload is unreachable once this returns."""
+        cfg = self.cfg
+        assert result.batch_size is not None
+        if cfg.execution.compile == "false":
+            workload = self._build(name, features, result.batch_size)
+            result.details["flops_per_step"] = count_step_flops(workload)
+        else:
+            # The FLOP counter cannot see into compiled graphs, and a CUDA-graph capture must not start under its
+            # dispatch mode: count one step of an eager twin (same shapes, same maths), released before the
+            # measured workload is built so the two never share the VRAM.
+            result.details["flops_per_step"] = count_step_flops(
+                self._build(name, features, result.batch_size, eager=True)
+            )
+            release_device_memory()
+            workload = self._build(name, features, result.batch_size)
+        result.samples_per_step = workload.samples_per_step
+        result.sample_unit = workload.sample_unit
+        result.details["workload"] = workload.describe()
+        result.details["execution"] = {"precision": cfg.execution.precision, "compile": cfg.execution.compile}
+        measurement = self._measure(name, workload, result)
+        self._fill_from_measurement(result, measurement)
+        # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
+        # keep growing, so check that the headroom policy held for the run whose numbers are reported.
+        headroom = check_headroom(result.memory_usage_mb, self.usable_vram_mb, cfg.batch.headroom)
+        result.details["memory"].update(
+            headroom.to_dict() if headroom is not None else {"headroom_exceeded": None, "headroom_limit_mb": None}
+        )
+        return headroom
 
     def _measure(self, name: str, workload: Workload, result: ModelResult) -> Measurement:
         cfg = self.cfg
@@ -393,15 +472,6 @@ class Runner:
             }
         result.memory_usage_mb = profile.peak_reserved_mb
         result.details["memory"] = profile.to_dict()
-        # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
-        # keep growing, so check that the headroom policy held for the run whose numbers are reported.
-        headroom = check_headroom(profile.peak_reserved_mb, self.usable_vram_mb, cfg.batch.headroom)
-        result.details["memory"].update(
-            headroom.to_dict() if headroom is not None else {"headroom_exceeded": None, "headroom_limit_mb": None}
-        )
-        if headroom is not None and headroom.warning is not None:
-            result.details.setdefault("warnings", []).append(headroom.warning)
-            console.notice(f"{name}: {headroom.warning}")
         result.details["device_epochs"] = measurement.observations.get("device", [])
         verdict = stability_verdict(measurement.health, cfg.stability)
         result.stability = verdict.stability

@@ -19,6 +19,7 @@ from gpubench.batch_size import (
     gradient_accumulation_steps,
     is_oom,
     knee_batch_size,
+    step_down_size,
 )
 from gpubench.config import BatchConfig
 
@@ -369,6 +370,37 @@ def test_headroom_check_flags_a_measured_peak_above_the_limit() -> None:
     assert within.to_dict()["headroom_exceeded"] is False
     assert check_headroom(None, 4096.0, 0.9) is None
     assert check_headroom(3000.0, None, 0.9) is None
+
+
+@pytest.mark.parametrize(
+    ("current", "peak_reserved_mb", "peak_limit_mb", "expected"),
+    [
+        (52, 3138.0, 3078.0, 51),  # mamba2 under a 4 GB cap: floor(52 × 3078 / 3138) = floor(51.006)
+        (100, 2000.0, 1000.0, 50),  # twice the limit: half the batch
+        (100, 1050.0, 900.0, 85),  # floor(85.71)
+        (40, 2000.0, 1000.0, 32),  # floor(20) is below min_size 32: clamped to it
+        (33, 1000.5, 1000.0, 32),  # just over the limit, one above min_size
+    ],
+)
+def test_step_down_is_proportional_to_the_peak_overshoot(
+    current: int, peak_reserved_mb: float, peak_limit_mb: float, expected: int
+) -> None:
+    assert step_down_size(current, peak_reserved_mb, peak_limit_mb, min_size=32) == expected
+
+
+def test_step_down_is_at_least_one_smaller_when_the_ratio_rounds_back_up() -> None:
+    # 13 × 3686.4 / (3686.4 + one ulp) rounds to exactly 13.0 in floating point: the proportional size alone
+    # would measure the same batch again.
+    peak_reserved_mb = math.nextafter(3686.4, math.inf)
+    assert math.floor(13 * 3686.4 / peak_reserved_mb) == 13
+    assert step_down_size(13, peak_reserved_mb, 3686.4, min_size=1) == 12
+
+
+def test_no_step_down_within_the_limit_or_at_min_size() -> None:
+    assert step_down_size(52, 3078.0, 3078.0, min_size=32) is None  # at the limit is within it
+    assert step_down_size(52, 3000.0, 3078.0, min_size=32) is None
+    assert step_down_size(32, 3138.0, 3078.0, min_size=32) is None
+    assert step_down_size(1, 5000.0, 1000.0, min_size=1) is None
 
 
 class FlakyAtWinner(OOMOracle):

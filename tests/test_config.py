@@ -25,7 +25,7 @@ def test_defaults_match_the_design_table():
     assert (cfg.epochs, cfg.warmup_epochs) == (10, 2)
     assert cfg.hardware.name == "auto" and cfg.hardware.vram_limit_gb is None
     assert (cfg.batch.search, cfg.batch.min_size, cfg.batch.max_size) == (None, 32, 4096)
-    assert (cfg.batch.headroom, cfg.batch.target_effective) == (0.9, 512)
+    assert (cfg.batch.headroom, cfg.batch.target_effective, cfg.batch.max_step_downs) == (0.9, 512, 2)
     assert (cfg.statistics.confidence_level, cfg.statistics.cv_threshold) == (0.95, 0.15)
     assert cfg.statistics.outlier_rule == "mad" and cfg.statistics.target_rel_halfwidth == 0.02
     assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == (False, 50)
@@ -108,6 +108,7 @@ def test_compile_and_precision_accept_booleans_and_names():
         ("batch.max_size=8", "`batch.max_size`", ">= batch.min_size"),
         ("batch.headroom=1.5", "`batch.headroom`", "in (0, 1]"),
         ("batch.verify_steps=2", "`batch.verify_steps`", ">= 3"),
+        ("batch.max_step_downs=-1", "`batch.max_step_downs`", ">= 0"),
         ("epoch.steps=-5", "`epoch.steps`", "`auto` or a positive integer"),
         ("data=dbn", "`data.path`", "folder or glob"),
         ("workloads.tft.num_heads=3", "`workloads.tft.hidden_size`", "multiple of workloads.tft.num_heads"),
