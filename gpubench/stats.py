@@ -493,7 +493,9 @@ def summarize_epoch_times(
         outlier_indices=outliers,
         lag1_autocorrelation=lag1_autocorrelation(values),
         lag1_autocorrelation_adjusted=adjusted_autocorrelation(values),
-        decision_interval_ms=(decision_lo_ms, decision_hi_ms),
+        # Epoch times are positive: cutting the interval at zero keeps its coverage. A negative lower end shows up
+        # with strongly autocorrelated epochs (effective sample size near 2, a t quantile with one degree of freedom).
+        decision_interval_ms=(max(decision_lo_ms, 0.0), decision_hi_ms),
         decision_interval_method=method,
         effective_sample_size=ess,
         relative_halfwidth=relative_halfwidth,

@@ -246,6 +246,15 @@ def test_effective_sample_size_is_floored_at_two() -> None:
     assert (lo_ms, hi_ms) == pytest.approx(expected, abs=1e-12)
 
 
+def test_the_reported_decision_interval_is_cut_at_zero() -> None:
+    # The ramp above: the ESS-2 interval is 3.5 ± 12.71·1.87/√2 = [-13.3, 20.3] ms; a time cannot be negative.
+    times_ms = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    lo_ms, hi_ms, _, _ = autocorrelation_interval(times_ms, 0.95)
+    assert lo_ms < 0
+    summary = summarize_epoch_times(times_ms, confidence_level=0.95)
+    assert summary.decision_interval_ms == (0.0, pytest.approx(hi_ms, abs=1e-12))
+
+
 def test_below_five_epochs_the_autocorrelation_is_used_uncorrected() -> None:
     # Deviations (-2, -2, 2, 2): r1 = 4/16 = 0.25, n_eff = 4·0.75/1.25 = 2.4.
     assert adjusted_autocorrelation([2.0, 2.0, 6.0, 6.0]) == pytest.approx(0.25)
