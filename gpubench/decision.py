@@ -183,7 +183,9 @@ def estimate_training_time(name: str, section: dict[str, Any], plan: TrainingPla
         raise ValueError("no epoch-time statistics (fewer than two measured epochs)")
     samples, basis = plan_samples(name, section.get("sample_unit"), plan)
     samples_per_epoch = steps_per_epoch * samples_per_step
-    lo_ms, hi_ms = stats["decision_interval_ms"]
+    # The interval is centred on the mean; its lower end may be cut at zero (an epoch time is positive), so the
+    # half-width comes from the upper end.
+    _, hi_ms = stats["decision_interval_ms"]
     calibration_s = section.get("calibration_seconds")
     if calibration_s is None:
         calibration_s = (section.get("first_step_ms") or 0.0) / 1e3
@@ -197,7 +199,7 @@ def estimate_training_time(name: str, section: dict[str, Any], plan: TrainingPla
         planned_epochs=samples / samples_per_epoch,
         measured_epochs=stats["n"],
         mean_epoch_ms=stats["mean_ms"],
-        halfwidth_ms=(hi_ms - lo_ms) / 2.0,
+        halfwidth_ms=hi_ms - stats["mean_ms"],
         confidence_level=stats["confidence_level"],
         one_off_seconds=calibration_s + sum(section.get("warmup_epoch_times_ms") or []) / 1e3,
     )

@@ -58,14 +58,15 @@ class ModelResult:
         """Throughput from the mean epoch time and its intervals (samples per second; higher is better).
 
         The interval on throughput maps the time interval's ends through ``samples_per_epoch / t``, which is
-        monotone, so the coverage carries over exactly.
+        monotone, so the coverage carries over exactly. A time interval reaching down to zero (or, for the plain t
+        interval, below it) leaves throughput unbounded above: that end is None.
         """
         if self.statistics is None or not self.steps_per_epoch or not self.samples_per_step:
             return None
         samples_per_epoch = self.steps_per_epoch * self.samples_per_step
 
-        def per_second(time_ms: float) -> float:
-            return samples_per_epoch / (time_ms / 1e3)
+        def per_second(time_ms: float) -> float | None:
+            return samples_per_epoch / (time_ms / 1e3) if time_ms > 0 else None
 
         t_lo, t_hi = self.statistics["confidence_interval_ms"]
         d_lo, d_hi = self.statistics["decision_interval_ms"]

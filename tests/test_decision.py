@@ -134,6 +134,17 @@ def test_time_estimate_by_hand():
     assert estimate.to_dict()["samples_per_second"] == pytest.approx(800.0)
 
 
+def test_an_interval_cut_at_zero_keeps_its_full_half_width_in_the_estimate():
+    # A ramp: the ESS-2 interval is 3.5 ± h with h > 3.5, reported as [0, 3.5 + h]; the margin must use h itself,
+    # not half the cut interval.
+    epochs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    section = dqn(3.5, epochs=epochs)
+    lo_ms, hi_ms, _, _ = autocorrelation_interval(epochs, 0.95)
+    assert section["statistics"]["decision_interval_ms"][0] == 0.0 > lo_ms
+    estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
+    assert estimate.halfwidth_ms == pytest.approx((hi_ms - lo_ms) / 2)
+
+
 def test_margins_of_several_models_add_in_quadrature():
     plan = TrainingPlanConfig()
     first = estimate_training_time("dqn", dqn(1000.0), plan)

@@ -52,3 +52,17 @@ def test_model_section_uses_the_statistics_of_its_raw_epochs():
     lo_ms, hi_ms = summary.confidence_interval_ms
     assert throughput["confidence_interval"] == pytest.approx([3200 / (hi_ms / 1e3), 3200 / (lo_ms / 1e3)])
     assert throughput["unit"] == "window/s"
+
+
+def test_a_time_interval_reaching_zero_leaves_throughput_unbounded_above():
+    # A ramp: strongly autocorrelated, so the decision interval (ESS 2) reaches below zero and is cut there; the
+    # plain t interval stays positive.
+    times_ms = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    summary = summarize_epoch_times(times_ms, confidence_level=0.95)
+    assert summary.decision_interval_ms[0] == 0.0
+    result = ModelResult(
+        name="dqn", statistics=summary.to_dict(), steps_per_epoch=10, samples_per_step=64, sample_unit="env_step"
+    )
+    throughput = result.to_dict()["samples_per_second"]
+    assert throughput["decision_interval"] == [pytest.approx(640 / (summary.decision_interval_ms[1] / 1e3)), None]
+    assert throughput["mean"] == pytest.approx(640 / 3.5e-3)
