@@ -1,18 +1,20 @@
 """Instrumentation overhead: the same training loop timed plain and with gpubench's instrumentation, in percent.
 
 Goal (issue 5): the instrumentation costs at most 2% of an epoch's time. "Instrumented" is what the runner adds to
-a measured epoch: the NVML memory sampler running on its own thread (every ``memory.sample_interval_ms``, 10 ms
-by default), the memory profiler and the device monitor at the epoch's edges, and the stability checks
-(:class:`gpubench.stability.StabilityMonitor`: ``observe`` on every step, one device read at the epoch's end).
+a measured epoch: the NVML memory sampler running beside it (every ``memory.sample_interval_ms``, 10 ms by
+default; in a child process, ``memory.sampler=process``, the default), the memory profiler and the device monitor
+at the epoch's edges, and the stability checks (:class:`gpubench.stability.StabilityMonitor`: ``observe`` on every
+step, one device read at the epoch's end).
 
 The loop is a small MLP's Adam step (forward, MSE loss, backward, fused gradient norm, optimizer step) on a fixed
 batch, so only the instrumentation differs between the two variants. The overhead is measured two ways:
 
 * Bottom-up: the host cost of each piece timed directly (one NVML memory read, with its device-used and
-  per-process queries also timed alone; one ``observe``; each epoch-edge call on its own), turned into a share of
-  epoch time as read_cost / sample_interval + observe_cost / step_time + edge_cost / epoch_time. The sampler's
-  read runs on another thread, so its share is an upper bound on what it takes from the training thread unless
-  the two contend for the GIL; the paired test below catches that.
+  per-process queries also timed alone; one ``observe``; each epoch-edge call on its own, with the sampler
+  running), turned into a share of epoch time as observe_cost / step_time + edge_cost / epoch_time. The read's
+  share read_cost / sample_interval is printed but not added: the process sampler reads in another process, on
+  another core. (A sampler thread would add it, and more where it contends with training for the GIL, which is
+  why the sampler moved to a process; the paired test below catches either.)
 * Paired blocks: plain and instrumented blocks of steps (``--min-seconds`` long, 0.25 s on CUDA) alternate in ABBA
   order (the order flips every pair, so drift and warming hit both alike); the overhead is the median over pairs
   of instrumented / plain - 1, with the sign test's distribution-free interval (order statistics of the pair
@@ -22,8 +24,11 @@ batch, so only the instrumentation differs between the two variants. The overhea
   drifts by up to 25% over a minute, and pairs of 1 s epochs scattered by ±8%: short blocks put the two halves
   of a pair closer in time, so the drift cancels better, and give more pairs per minute.
 
-``--variants sampler observe`` adds ablations, each paired against the plain loop the same way: the sampler thread
-alone, and ``observe()`` alone, to separate the two costs of the ``runner`` variant.
+``--variants sampler observe thread-sampler`` adds ablations, each paired against the plain loop the same way: the
+sampler process alone and ``observe()`` alone, to separate the two costs of the ``runner`` variant, and the
+in-process sampler thread alone (``memory.sampler=thread``), for comparison. The sampler is started before and
+stopped after each instrumented block, outside the timed region; for the process sampler that spawns a child per
+block, which adds tens of ms of wall time per pair, not to the blocks.
 
 Without NVML (the CPU) the sampler and device monitor have nothing to read, so only the stability checks and the
 edge calls are measured. Run ``python benchmarks/instrumentation_overhead.py`` (CUDA when available, else a small
@@ -32,6 +37,7 @@ CPU configuration); on an H200 it takes about 90 s per variant.
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import math
 import os
@@ -44,8 +50,9 @@ import torch
 from torch import nn
 
 from gpubench.config import HardwareConfig, MemoryConfig, StabilityConfig
-from gpubench.hardware import PROCESS_MEMORY_EVERY_N_READINGS, DeviceMonitor, NvmlDevice, open_nvml_device
+from gpubench.hardware import DeviceMonitor, open_nvml_device
 from gpubench.memory import MemoryProfiler
+from gpubench.nvml import PROCESS_MEMORY_EVERY_N_READINGS, NvmlDevice
 from gpubench.stability import StabilityMonitor
 from gpubench.stats import median_interval
 from gpubench.workload import StepResult
@@ -54,6 +61,9 @@ GOAL_PERCENT = 2.0
 CONFIDENCE_LEVEL = 0.95
 #: The runner's epoch length (``epoch.min_seconds``), for the bottom-up share of the epoch-edge calls.
 RUNNER_EPOCH_S = 1.0
+#: The sampler the runner uses by default (``memory.sampler``: a child process), which the ``runner`` and
+#: ``sampler`` variants use.
+RUNNER_SAMPLER = MemoryConfig().sampler
 
 StepFn = Callable[[], StepResult]
 
@@ -191,11 +201,12 @@ def bottom_up_percent(
         process_read_s = seconds_per_call(lambda: nvml_device.process_used_mb(pid), 200, device)
         # The sampler's read: device-used every sample, this process's memory on one sample in N.
         read_s = seconds_per_call(nvml_device.memory_reading, 20 * PROCESS_MEMORY_EVERY_N_READINGS, device)
-        shares.append(read_s / (interval_ms / 1e3))
+        read_share = read_s / (interval_ms / 1e3)
         print(f"  NVML device-used query {device_read_s * 1e6:8.1f} us")
         every = PROCESS_MEMORY_EVERY_N_READINGS
         print(f"  NVML process query     {process_read_s * 1e6:8.1f} us (on 1 sample in {every})")
-        print(f"  NVML memory read      {read_s * 1e6:9.1f} us/sample  / {interval_ms:g} ms    = {shares[-1]:7.3%}")
+        print(f"  NVML memory read      {read_s * 1e6:9.1f} us/sample  / {interval_ms:g} ms    = {read_share:7.3%}")
+        print("    (read in the sampler's child process, on another core: not counted below; see thread-sampler)")
     else:
         print("  NVML memory read      not measured (no NVML)")
     result = step()
@@ -207,7 +218,10 @@ def bottom_up_percent(
     in_block_percent = sum(shares) * 100.0
     print(f"  inside a timed epoch  {in_block_percent:+.3f}% of epoch time (what the paired blocks measure)")
 
-    pieces_s = edge_seconds(instrumentation, 20, device)
+    # As in the runner, the edge calls run while the sampler does (the process sampler's file is read there).
+    sampler = instrumentation.profiler.sampler
+    with sampler if sampler is not None else contextlib.nullcontext():
+        pieces_s = edge_seconds(instrumentation, 20, device)
     for name, piece_s in pieces_s.items():
         print(f"    {name:<28} {piece_s * 1e3:8.3f} ms")
     edges_s = sum(pieces_s.values())
@@ -220,10 +234,13 @@ def bottom_up_percent(
 
 
 VARIANTS = {
-    "runner": "sampler thread + observe() on every step (what the runner measures with)",
-    "sampler": "sampler thread only (ablation)",
+    "runner": f"sampler {RUNNER_SAMPLER} + observe() on every step (what the runner measures with)",
+    "sampler": f"sampler {RUNNER_SAMPLER} only (ablation)",
     "observe": "observe() on every step only (ablation)",
+    "thread-sampler": "sampler thread only (memory.sampler=thread, for comparison)",
 }
+#: Variants that run the profiler's sampler beside the instrumented blocks.
+SAMPLER_VARIANTS = ("runner", "sampler", "thread-sampler")
 
 
 @dataclass
@@ -268,9 +285,12 @@ def paired_overhead(
     pairs: int,
     budget_s: float,
 ) -> PairedResult:
-    """``pairs`` plain/instrumented epoch pairs in ABBA order (stopping after ``budget_s``), printing each pair."""
+    """``pairs`` plain/instrumented epoch pairs in ABBA order (stopping after ``budget_s``), printing each pair.
+
+    The variant's sampler is ``instrumentation.profiler``'s: the caller picks the profiler (process or thread).
+    """
     profiler = instrumentation.profiler
-    sampler = profiler.sampler if variant in ("runner", "sampler") else None
+    sampler = profiler.sampler if variant in SAMPLER_VARIANTS else None
     observe = variant in ("runner", "observe")
     print(f"variant: {VARIANTS[variant]}")
     print(f"{'pair':>4} {'order':>5} {'plain ms':>10} {'instr. ms':>10} {'overhead %':>11}")
@@ -318,7 +338,8 @@ def main() -> None:
         nargs="+",
         choices=list(VARIANTS),
         default=["runner"],
-        help="what to pair against the plain loop; 'sampler' and 'observe' separate the two costs",
+        help="what to pair against the plain loop; 'sampler' and 'observe' separate the two costs, "
+        "'thread-sampler' is the in-process sampler thread alone",
     )
     args = parser.parse_args()
     started_s = time.perf_counter()
@@ -329,18 +350,22 @@ def main() -> None:
     step_s = seconds_per_call(step, 50, device)
     steps = max(10, math.ceil(args.min_seconds / step_s))
 
-    nvml_device = open_nvml_device(device)  # the sampler's reads, also timed on their own below
-    read = nvml_device.memory_reading if nvml_device is not None else None
+    nvml_device = open_nvml_device(device)  # the sampler's reads, timed on their own below
     instrumentation = Instrumentation(
-        MemoryProfiler(device, sample_interval_ms=args.sample_interval_ms, reader=read),
+        MemoryProfiler(device, sample_interval_ms=args.sample_interval_ms, sampler=RUNNER_SAMPLER),
         DeviceMonitor(device, HardwareConfig()),
         StabilityMonitor(StabilityConfig(), device),
+    )
+    thread_instrumentation = dataclasses.replace(
+        instrumentation, profiler=MemoryProfiler(device, sample_interval_ms=args.sample_interval_ms, sampler="thread")
     )
     profiler = instrumentation.profiler
     print(
         f"device {device}; MLP 64-{args.hidden}x{args.layers}-1, batch {args.batch}, Adam; {step_s * 1e3:.3f} ms/step"
     )
-    sampler_state = f"every {args.sample_interval_ms:g} ms" if profiler.sampler is not None else "off (no NVML)"
+    sampler_state = (
+        f"({RUNNER_SAMPLER}) every {args.sample_interval_ms:g} ms" if profiler.sampler is not None else "off (no NVML)"
+    )
     print(f"memory sampler {sampler_state}; stability observe() per step; profiler, monitor, checks at epoch edges")
 
     print("bottom-up (host cost of each piece; share of epoch time):")
@@ -349,7 +374,8 @@ def main() -> None:
     print(f"paired blocks: {steps} steps (~{steps * step_s:.2f} s) each, ABBA order")
     summaries = []
     for variant in args.variants:
-        pairs = paired_overhead(step, steps, device, instrumentation, variant, args.pairs, args.budget_seconds)
+        variant_instrumentation = thread_instrumentation if variant == "thread-sampler" else instrumentation
+        pairs = paired_overhead(step, steps, device, variant_instrumentation, variant, args.pairs, args.budget_seconds)
         summaries.append(pairs.summary(args.sample_interval_ms))
     print(f"bottom-up overhead inside a timed epoch: {bottom_up:+.2f}% of epoch time")
     for line in summaries:

@@ -1,18 +1,17 @@
-"""The device: which one to benchmark on, what it is, how it is doing. The only module that talks to NVML.
+"""The device: which one to benchmark on, what it is, how it is doing. Maps torch's CUDA devices onto NVML's.
 
 Everything here degrades instead of failing: without CUDA the benchmark runs on the CPU with a one-line notice;
 without NVML (no driver library, a container without it, an unsupported query) the telemetry fields are ``None``
-and a notice says why. ``pynvml`` (from nvidia-ml-py) is imported lazily, on first use, and initialised once per
-process.
+and a notice says why. The NVML queries themselves live in :mod:`gpubench.nvml`, which imports no torch, so the
+memory sampler's child process can use them; this module adds what needs torch (the device's identity, its NVML
+index, the VRAM cap, the probe, the burn-in and the per-epoch watch).
 
 Units, also carried in the names: MB are MiB (2**20 bytes, as nvidia-smi and torch print them), GB in the
 configuration are GiB, temperatures °C, clocks MHz, power W, energy J.
 """
 
-import importlib
 import os
 import platform
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -22,24 +21,11 @@ import torch
 
 from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
+from gpubench.nvml import BYTES_PER_MB, DeviceSample, MemoryReading, Nvml, NvmlDevice, default_nvml
 
-BYTES_PER_MB = 1024**2
 BYTES_PER_GB = 1024**3
 CPU_NOTICE = "no CUDA device found; benchmarking on the CPU"
 
-#: NVML clock-event ("throttle") reason bits, named after nvml.h's ``nvmlClocksEventReason*``. The bit values are
-#: part of NVML's ABI, so decoding does not need pynvml.
-THROTTLE_REASON_BITS: dict[str, int] = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
 #: Reasons that mean heat or power is holding the clock down, so an epoch measured under one is not
 #: representative of the card's sustained speed. (Idle, sync boost and application clocks are not slowdowns.)
 THERMAL_POWER_REASONS: frozenset[str] = frozenset(
@@ -54,13 +40,6 @@ _CPU_BURN_IN_MATRIX_SIZE = 256
 # Matmuls between two synchronisations: enough that the sync and the clock read are a negligible part of an
 # iteration (a 4096x4096 fp32 matmul is about 2 ms on an H200).
 _BURN_IN_MATMULS_PER_ITERATION = 10
-
-
-def decode_throttle_reasons(mask: int | None) -> list[str] | None:
-    """Names of the reasons set in an NVML clock-event bitmask (None when the mask could not be read)."""
-    if mask is None:
-        return None
-    return [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
 
 
 # --------------------------------------------------------------------------------------------------- device choice
@@ -191,61 +170,7 @@ def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget
     )
 
 
-# --------------------------------------------------------------------------------------------------- NVML access
-
-
-class Nvml:
-    """An initialised NVML library, or the reason it is unavailable. Queries return None instead of raising.
-
-    ``library`` is the ``pynvml`` module or an object with the same functions (a fake in tests); by default
-    ``pynvml`` is imported here, so importing gpubench never needs it.
-    """
-
-    def __init__(self, library: Any | None = None) -> None:
-        self.notice: str | None = None
-        self._library: Any | None = None
-        try:
-            module = library if library is not None else importlib.import_module("pynvml")
-            module.nvmlInit()
-        # Broad on purpose: a missing package, a missing libnvidia-ml.so or a driver mismatch all mean the same
-        # thing to the benchmark (no telemetry), and none of them may stop it.
-        except Exception as error:
-            self.notice = f"NVML unavailable ({type(error).__name__}: {error}); GPU telemetry not measured"
-            return
-        self._library = module
-
-    @property
-    def available(self) -> bool:
-        return self._library is not None
-
-    def query(self, function: str, *args: Any) -> Any | None:
-        """``pynvml.<function>(*args)``, or None when NVML is unavailable, the call fails or does not exist.
-
-        A function missing from an older nvidia-ml-py (AttributeError) is treated like an unsupported query.
-        """
-        if self._library is None:
-            return None
-        try:
-            return getattr(self._library, function)(*args)
-        except (self._library.NVMLError, AttributeError):
-            return None
-
-    def constant(self, name: str) -> Any:
-        """A constant of the NVML module (only meaningful when :attr:`available`)."""
-        return getattr(self._library, name)
-
-
-_default_nvml: Nvml | None = None
-_default_nvml_lock = threading.Lock()
-
-
-def default_nvml() -> Nvml:
-    """The process-wide NVML session, initialised on the first call (NVML needs one init per process)."""
-    global _default_nvml
-    with _default_nvml_lock:
-        if _default_nvml is None:
-            _default_nvml = Nvml()
-        return _default_nvml
+# --------------------------------------------------------------------------------------------------- NVML mapping
 
 
 @dataclass(frozen=True)
@@ -323,137 +248,6 @@ def nvml_index_for(torch_index: int, *, nvml: Nvml | None = None, identity: Cuda
             if pci is not None and parse_pci_bus_id(pci.busId) == identity.pci_location:
                 return index
     return None
-
-
-@dataclass(frozen=True)
-class DeviceSample:
-    """One reading of a GPU's state; a field is None when NVML could not read it."""
-
-    temperature_c: float | None = None
-    sm_clock_mhz: float | None = None
-    power_w: float | None = None
-    throttle_reasons: tuple[str, ...] | None = None
-    #: NVML's cumulative energy counter since the driver loaded, in mJ (Volta and newer).
-    energy_mj: int | None = None
-
-
-@dataclass(frozen=True)
-class MemoryReading:
-    """Memory in use on the GPU as NVML sees it, in MB.
-
-    ``device_used_mb`` counts every process on the card plus the driver's reservations; ``process_used_mb`` is
-    this process's share (its CUDA context, PyTorch's reserved memory and library workspaces), None where NVML
-    cannot attribute memory to this process (e.g. a container whose PID namespace hides it).
-    """
-
-    device_used_mb: float | None
-    process_used_mb: float | None
-
-
-#: :meth:`NvmlDevice.memory_reading` asks NVML for this process's memory on one reading in this many.
-PROCESS_MEMORY_EVERY_N_READINGS = 10
-
-
-class NvmlDevice:
-    """Queries of one GPU through NVML; every method returns None for what NVML cannot read."""
-
-    def __init__(self, nvml: Nvml, nvml_index: int) -> None:
-        self.nvml = nvml
-        self.nvml_index = nvml_index
-        self.handle = nvml.query("nvmlDeviceGetHandleByIndex", nvml_index)
-        # Process accounting is often unsupported (vGPU, some containers): after one failure, stop asking.
-        self._process_query_supported = True
-        self._memory_readings = 0
-
-    def _query(self, function: str, *args: Any) -> Any | None:
-        if self.handle is None:
-            return None
-        return self.nvml.query(function, self.handle, *args)
-
-    def name(self) -> str | None:
-        return self._query("nvmlDeviceGetName")
-
-    def uuid(self) -> str | None:
-        return self._query("nvmlDeviceGetUUID")
-
-    def total_memory_mb(self) -> float | None:
-        info = self._query("nvmlDeviceGetMemoryInfo")
-        return None if info is None else info.total / BYTES_PER_MB
-
-    def temperature_c(self) -> float | None:
-        sensor = self.nvml.constant("NVML_TEMPERATURE_GPU")
-        value = self._query("nvmlDeviceGetTemperature", sensor)
-        return None if value is None else float(value)
-
-    def sm_clock_mhz(self) -> float | None:
-        value = self._query("nvmlDeviceGetClockInfo", self.nvml.constant("NVML_CLOCK_SM"))
-        return None if value is None else float(value)
-
-    def max_sm_clock_mhz(self) -> float | None:
-        value = self._query("nvmlDeviceGetMaxClockInfo", self.nvml.constant("NVML_CLOCK_SM"))
-        return None if value is None else float(value)
-
-    def power_w(self) -> float | None:
-        milliwatts = self._query("nvmlDeviceGetPowerUsage")
-        return None if milliwatts is None else milliwatts / 1000.0
-
-    def power_limit_w(self) -> float | None:
-        # The enforced limit is the one in effect (the lower of the user's and the board's).
-        milliwatts = self._query("nvmlDeviceGetEnforcedPowerLimit")
-        if milliwatts is None:
-            milliwatts = self._query("nvmlDeviceGetPowerManagementLimit")
-        return None if milliwatts is None else milliwatts / 1000.0
-
-    def throttle_reasons(self) -> list[str] | None:
-        # "Clocks event reasons" is the current name; drivers before R535 only know the "throttle" one.
-        mask = self._query("nvmlDeviceGetCurrentClocksEventReasons")
-        if mask is None:
-            mask = self._query("nvmlDeviceGetCurrentClocksThrottleReasons")
-        return decode_throttle_reasons(mask)
-
-    def energy_mj(self) -> int | None:
-        value = self._query("nvmlDeviceGetTotalEnergyConsumption")
-        return None if value is None else int(value)
-
-    def device_used_mb(self) -> float | None:
-        info = self._query("nvmlDeviceGetMemoryInfo")
-        return None if info is None else info.used / BYTES_PER_MB
-
-    def process_used_mb(self, pid: int) -> float | None:
-        """Memory NVML attributes to process ``pid`` on this GPU, in MB; None when unknown."""
-        if not self._process_query_supported:
-            return None
-        processes = self._query("nvmlDeviceGetComputeRunningProcesses")
-        if processes is None:
-            self._process_query_supported = False
-            return None
-        for process in processes:
-            if process.pid == pid:
-                used = process.usedGpuMemory
-                return None if used is None else used / BYTES_PER_MB
-        return None
-
-    def sample(self) -> DeviceSample:
-        """Temperature, SM clock, power, throttle reasons and the energy counter, read now."""
-        reasons = self.throttle_reasons()
-        return DeviceSample(
-            temperature_c=self.temperature_c(),
-            sm_clock_mhz=self.sm_clock_mhz(),
-            power_w=self.power_w(),
-            throttle_reasons=None if reasons is None else tuple(reasons),
-            energy_mj=self.energy_mj(),
-        )
-
-    def memory_reading(self) -> MemoryReading:
-        """Device-used memory now; this process's memory on every ``PROCESS_MEMORY_EVERY_N_READINGS``-th call only.
-
-        The per-process query lists every process on the card and is the costlier of the two (tens of µs on an
-        H200, with Python objects built per process while holding the GIL), so at the sampler's default 10 ms the
-        process series has 100 ms resolution: the other readings carry None for it. The first call reads both.
-        """
-        readings, self._memory_readings = self._memory_readings, self._memory_readings + 1
-        process_mb = self.process_used_mb(os.getpid()) if readings % PROCESS_MEMORY_EVERY_N_READINGS == 0 else None
-        return MemoryReading(self.device_used_mb(), process_mb)
 
 
 def open_nvml_device(

@@ -1,4 +1,4 @@
-"""VRAM profiler: a background NVML sampler, torch's allocator statistics per epoch, and a leak slope.
+"""VRAM profiler: an NVML sampler in the background, torch's allocator statistics per epoch, and a leak slope.
 
 Peak memory is reported three ways, because they count different things and users need to know which is which:
 
@@ -12,10 +12,18 @@ Peak memory is reported three ways, because they count different things and user
   NVML cannot attribute memory to the process (often inside containers).
 
 The NVML figures come from samples every ``interval_ms``, so a spike shorter than that can be missed; torch's
-peaks are exact. MB are MiB (2**20 bytes).
+peaks are exact. By default a child process takes the samples (:class:`ProcessMemorySampler`), so that sampling
+does not contend with training for the GIL; :class:`MemorySampler` takes them on a thread instead. MB are MiB
+(2**20 bytes).
 """
 
+import io
 import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from array import array
@@ -27,7 +35,10 @@ import numpy as np
 import torch
 from scipy import stats
 
-from gpubench.hardware import BYTES_PER_MB, MemoryReading, memory_reader
+from gpubench.config import MEMORY_SAMPLERS
+from gpubench.hardware import memory_reader, open_nvml_device
+from gpubench.memory_sampler_process import RECORD, next_deadline_s
+from gpubench.nvml import BYTES_PER_MB, MemoryReading
 
 #: What each peak counts, carried into the report next to the figures.
 PEAK_DEFINITIONS: dict[str, str] = {
@@ -115,18 +126,6 @@ def _nan_max(values: array) -> float | None:
     known = np.asarray(values, dtype=float)
     known = known[~np.isnan(known)]
     return float(known.max()) if known.size else None
-
-
-def next_deadline_s(deadline_s: float, now_s: float, interval_s: float) -> float:
-    """The first slot of the grid ``deadline_s + k·interval_s`` (k >= 1) that lies after ``now_s``, in seconds.
-
-    Slots are absolute, so the sampling rate does not drift by the cost of each read or by the sleep's own
-    lateness; a read that overran skips the slots it missed instead of firing them back to back.
-    """
-    deadline_s += interval_s
-    if deadline_s <= now_s:
-        deadline_s += math.floor((now_s - deadline_s) / interval_s + 1.0) * interval_s
-    return deadline_s
 
 
 class MemorySampler:
@@ -242,6 +241,173 @@ class MemorySampler:
         return _nan_max(device), _nan_max(process)
 
 
+#: The child process's module; see its docstring for the command line and the record format.
+_SAMPLER_MODULE = "gpubench.memory_sampler_process"
+#: How long :meth:`ProcessMemorySampler.start` waits for the child's first sample: Python's start-up, pynvml's
+#: import and NVML's initialisation take well under a second on one GPU, longer on a loaded 8-GPU host.
+_START_TIMEOUT_S = 10.0
+#: How long :meth:`ProcessMemorySampler.stop` waits, beyond one interval, for the child to exit before killing it.
+_STOP_TIMEOUT_S = 5.0
+#: How often :meth:`ProcessMemorySampler.start` looks for the first sample, in seconds.
+_START_POLL_S = 0.002
+
+
+class ProcessMemorySampler:
+    """Reads GPU memory every ``interval_ms`` in a child process, between :meth:`start` and :meth:`stop`.
+
+    The interface is :class:`MemorySampler`'s, and so are the units (seconds on this process's
+    ``time.perf_counter`` scale, MB, NaN where not read); only where the reads run differs. The child
+    (:mod:`gpubench.memory_sampler_process`) reads NVML device ``nvml_index`` and process ``pid``'s memory and
+    appends fixed-size records to a temporary file; this side reads the complete records written since it last
+    looked whenever it is asked (``len``, :meth:`timeline`, :meth:`peaks_mb`), keeps them, and deletes the file at
+    :meth:`stop`. Samples accumulate across :meth:`start`/:meth:`stop` cycles, as with the thread.
+
+    :meth:`start` returns once the first sample exists, so epochs only begin once sampling has; a child that exits
+    or stays silent for 10 s is a RuntimeError carrying its stderr, and so is a child that stopped on its own
+    (a failed read) by the time :meth:`stop` asks it to. ``reader`` (``module:function``, see the child's module)
+    replaces NVML for tests; the child imports it from its own ``sys.path``, which ``PYTHONPATH`` sets, not this
+    process's ``sys.path``.
+    """
+
+    def __init__(self, nvml_index: int, pid: int, *, interval_ms: float = 10.0, reader: str | None = None) -> None:
+        if interval_ms <= 0:
+            raise ValueError(f"interval_ms must be positive, got {interval_ms}")
+        self.nvml_index = nvml_index
+        self.pid = pid
+        self.interval_ms = interval_ms
+        self.reader = reader
+        # Every record read so far, three C doubles each (time, device MB, process MB), as the child wrote them.
+        self._values = array("d")
+        self._partial = b""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._path: str | None = None
+        self._file: io.FileIO | None = None
+
+    def start(self) -> None:
+        """Start the child and wait (up to 10 s) for its first sample; RuntimeError with its stderr if none comes."""
+        if self._process is not None:
+            raise RuntimeError("ProcessMemorySampler is already running")
+        descriptor, self._path = tempfile.mkstemp(prefix="gpubench-memory-", suffix=".samples")
+        os.close(descriptor)
+        # Held open from start() to stop(), across calls, so each read returns only the bytes added since the last.
+        self._file = open(self._path, "rb", buffering=0)  # noqa: SIM115
+        self._partial = b""
+        command = [
+            sys.executable,
+            "-m",
+            _SAMPLER_MODULE,
+            "--nvml-index",
+            str(self.nvml_index),
+            "--pid",
+            str(self.pid),
+            "--interval-ms",
+            repr(self.interval_ms),
+            "--output",
+            self._path,
+            "--parent-pid",
+            str(os.getpid()),
+        ]
+        if self.reader is not None:
+            command += ["--reader", self.reader]
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            failure = self._wait_for_first_sample()
+        except BaseException:
+            # Whatever interrupted the wait (a KeyboardInterrupt), leave no child behind.
+            self._finish(kill=True)
+            raise
+        if failure is not None:
+            returncode, stderr, _ = self._finish(kill=True)
+            raise RuntimeError(f"the memory sampler process {failure} (exit status {returncode}): {stderr}")
+
+    def _wait_for_first_sample(self) -> str | None:
+        """Poll the file until the child's first record is in it; None then, else what went wrong."""
+        assert self._process is not None
+        wanted = len(self._values) // 3 + 1
+        deadline_s = time.perf_counter() + _START_TIMEOUT_S
+        while self._read_new_records() < wanted:
+            # Read again after seeing the child gone: one that wrote its first record and then failed has started.
+            if self._process.poll() is not None and self._read_new_records() < wanted:
+                return "exited before its first sample"
+            if time.perf_counter() > deadline_s:
+                return f"took no sample within {_START_TIMEOUT_S:g} s"
+            time.sleep(_START_POLL_S)
+        return None
+
+    def stop(self) -> None:
+        """Stop the child, keep its last records and delete the file; RuntimeError with its stderr when it had
+        stopped on its own with an error (a failed read)."""
+        if self._process is None:
+            return
+        returncode, stderr, stopped_here = self._finish()
+        if returncode != 0 and not stopped_here:
+            raise RuntimeError(f"the memory sampler's read failed (exit status {returncode}): {stderr}")
+
+    def _finish(self, *, kill: bool = False) -> tuple[int, str, bool]:
+        """End the child (SIGTERM, or SIGKILL when ``kill``), read what it wrote, close and delete the file.
+
+        Returns its exit status, its stderr, and whether it was still running (so was stopped by this call). A child
+        that outlives SIGTERM by 5 s more than one interval is killed.
+        """
+        process, self._process = self._process, None
+        assert process is not None
+        running = process.poll() is None
+        if running:
+            process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            _, stderr = process.communicate(timeout=_STOP_TIMEOUT_S + self.interval_ms / 1e3)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+        self._read_new_records()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._path is not None:
+            os.remove(self._path)
+            self._path = None
+        return process.returncode, stderr.decode(errors="replace").strip() or "(nothing on stderr)", running
+
+    def _read_new_records(self) -> int:
+        """Append the complete records written since the last call to the cache; return the number of samples."""
+        if self._file is not None:
+            self._partial += self._file.read()
+            # A record the child is writing right now may be read in part: keep its bytes for the next call.
+            complete = len(self._partial) - len(self._partial) % RECORD.size
+            if complete:
+                self._values.frombytes(self._partial[:complete])
+                self._partial = self._partial[complete:]
+        return len(self._values) // 3
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> "ProcessMemorySampler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __len__(self) -> int:
+        """Number of samples taken so far (an index for :meth:`timeline` and :meth:`peaks_mb`)."""
+        return self._read_new_records()
+
+    def timeline(self, since: int = 0) -> MemoryTimeline:
+        """Samples from index ``since`` on, as arrays."""
+        self._read_new_records()
+        records = np.array(self._values[3 * since :], dtype=float).reshape(-1, 3)
+        return MemoryTimeline(records[:, 0].copy(), records[:, 1].copy(), records[:, 2].copy())
+
+    def peaks_mb(self, since: int = 0) -> tuple[float | None, float | None]:
+        """Highest device-used and process-used MB among samples from index ``since`` on (None if none read)."""
+        self._read_new_records()
+        return _nan_max(self._values[3 * since + 1 :: 3]), _nan_max(self._values[3 * since + 2 :: 3])
+
+
 # --------------------------------------------------------------------------------------------------- allocator
 
 
@@ -346,12 +512,26 @@ class MemoryProfile:
         return data
 
 
+def _nvml_sampler(device: torch.device, kind: str, interval_ms: float) -> MemorySampler | ProcessMemorySampler | None:
+    """The ``kind`` (``process`` or ``thread``) of sampler of this process's memory on CUDA ``device`` every
+    ``interval_ms``; None when NVML cannot read the device."""
+    if kind == "thread":
+        read = memory_reader(device)
+        return MemorySampler(read, interval_ms=interval_ms) if read is not None else None
+    nvml_device = open_nvml_device(device)
+    if nvml_device is None:
+        return None
+    return ProcessMemorySampler(nvml_device.nvml_index, os.getpid(), interval_ms=interval_ms)
+
+
 class MemoryProfiler:
     """Per-model memory profile: allocator statistics at epoch edges plus the NVML sampler in the background.
 
     Use as a context manager around the model's epochs (it runs the sampler), calling :meth:`start_epoch` and
-    :meth:`end_epoch` at each epoch's edges, then :meth:`result`. On the CPU it measures nothing. ``allocator``
-    and ``reader`` replace torch's allocator and NVML (for tests); by default they are chosen from ``device``.
+    :meth:`end_epoch` at each epoch's edges, then :meth:`result`. On the CPU it measures nothing. ``sampler``
+    (``memory.sampler``) says where NVML is read on a GPU: ``process`` (:class:`ProcessMemorySampler`, the
+    default) or ``thread`` (:class:`MemorySampler`). ``allocator`` and ``reader`` replace torch's allocator and
+    NVML (for tests); a ``reader`` is sampled on a thread. By default they are chosen from ``device``.
     """
 
     def __init__(
@@ -363,11 +543,17 @@ class MemoryProfiler:
         confidence_level: float = 0.95,
         allocator: Allocator | None = None,
         reader: Callable[[], MemoryReading] | None = None,
+        sampler: str = "process",
     ) -> None:
+        if sampler not in MEMORY_SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(MEMORY_SAMPLERS)}, got {sampler!r}")
         on_gpu = device.type == "cuda"
         self.allocator = allocator if allocator is not None else (TorchCudaAllocator(device) if on_gpu else None)
-        read = reader if reader is not None else (memory_reader(device) if on_gpu else None)
-        self.sampler = MemorySampler(read, interval_ms=sample_interval_ms) if read is not None else None
+        self.sampler: MemorySampler | ProcessMemorySampler | None = None
+        if reader is not None:
+            self.sampler = MemorySampler(reader, interval_ms=sample_interval_ms)
+        elif on_gpu:
+            self.sampler = _nvml_sampler(device, sampler, sample_interval_ms)
         self.sample_interval_ms = sample_interval_ms
         self.leak_threshold_mb_per_epoch = leak_threshold_mb_per_epoch
         self.confidence_level = confidence_level

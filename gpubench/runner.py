@@ -445,6 +445,7 @@ class Runner:
             sample_interval_ms=cfg.memory.sample_interval_ms,
             leak_threshold_mb_per_epoch=cfg.memory.leak_threshold_mb_per_epoch,
             confidence_level=cfg.statistics.confidence_level,
+            sampler=cfg.memory.sampler,
         )
         device_watch = hardware.DeviceMonitor(
             self.device, cfg.hardware, reference_sm_clock_mhz=self.warmup.peak_sm_clock_mhz

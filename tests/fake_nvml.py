@@ -8,6 +8,7 @@ NVML_ERROR_NOT_SUPPORTED, as a real card does for a query it lacks.
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 
@@ -92,6 +93,8 @@ class FakeNvml:
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        if not 0 <= index < len(self.gpus):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # as NVML answers an index past its device count
         return self.gpus[index]
 
     def nvmlDeviceGetName(self, gpu: FakeGpu) -> str:

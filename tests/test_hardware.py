@@ -5,6 +5,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pynvml
 import pytest
@@ -12,19 +13,17 @@ import torch
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, three_gpus
 
 from gpubench import hardware
+from gpubench import nvml as nvml_module
 from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
 from gpubench.hardware import (
     CPU_NOTICE,
     CudaIdentity,
     DeviceMonitor,
-    DeviceSample,
-    Nvml,
     VramBudget,
     allocator_fraction,
     apply_vram_limit,
     burn_in,
-    decode_throttle_reasons,
     device_sampler,
     non_allocator_overhead_mb,
     nvml_index_for,
@@ -35,6 +34,7 @@ from gpubench.hardware import (
     temperature_status,
     throttle_verdict,
 )
+from gpubench.nvml import DeviceSample, Nvml, decode_throttle_reasons
 
 GIB = 1024**3
 
@@ -165,20 +165,21 @@ def test_vram_limit_larger_than_the_card_raises_before_capping(fake_cuda_allocat
 # --------------------------------------------------------------------------------------------------- NVML names
 
 
-def test_fake_and_module_use_real_pynvml_names() -> None:
+@pytest.mark.parametrize("module", [hardware, nvml_module], ids=["hardware.py", "nvml.py"])
+def test_fake_and_module_use_real_pynvml_names(module: ModuleType) -> None:
     """A misspelt NVML function would silently read None in production; check every name against nvidia-ml-py."""
-    source = Path(hardware.__file__).read_text(encoding="utf-8")
+    source = Path(module.__file__).read_text(encoding="utf-8")
     used = set(re.findall(r'"(nvml[A-Z][A-Za-z_]+|NVML_[A-Z_]+)"', source))
     faked = {name for name in dir(FakeNvml) if name.startswith(("nvml", "NVML_"))}
-    assert used, "no NVML names found in hardware.py"
-    assert used <= faked, f"hardware.py uses names the fake lacks: {used - faked}"
+    assert used, f"no NVML names found in {module.__file__}"
+    assert used <= faked, f"{module.__file__} uses names the fake lacks: {used - faked}"
     assert {name for name in faked if not hasattr(pynvml, name)} == set()
     assert FakeNvml.NVML_CLOCK_SM == pynvml.NVML_CLOCK_SM
     assert FakeNvml.NVML_TEMPERATURE_GPU == pynvml.NVML_TEMPERATURE_GPU
 
 
 def test_throttle_reason_bits_match_pynvml() -> None:
-    for name, bit in hardware.THROTTLE_REASON_BITS.items():
+    for name, bit in nvml_module.THROTTLE_REASON_BITS.items():
         camel = "".join(word.capitalize() for word in name.split("_"))
         assert getattr(pynvml, f"nvmlClocksEventReason{camel}") == bit, name
 
@@ -196,7 +197,7 @@ def test_nvml_is_initialised_once_per_session() -> None:
     for _ in range(3):
         assert nvml.query("nvmlDeviceGetCount") == 1
     assert fake.init_calls == 1
-    assert hardware.default_nvml() is hardware.default_nvml()
+    assert nvml_module.default_nvml() is nvml_module.default_nvml()
 
 
 # --------------------------------------------------------------------------------------------------- index mapping

@@ -1,32 +1,41 @@
-"""Memory profiler on the CPU: leak slope against independent formulas, the sampler thread, NVML reads, profiles."""
+"""Memory profiler on the CPU: leak slope against independent formulas, the thread and process samplers, NVML
+reads, profiles."""
 
 import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from fake_nvml import FakeGpu, FakeNvml, FakeProcess
+from fake_sampler_readers import GOOD_READS_BEFORE_FAILURE, counting_device_mb
+from hydra import compose, initialize_config_dir
 from scipy import stats
 
-from gpubench.hardware import (
-    BYTES_PER_MB,
-    PROCESS_MEMORY_EVERY_N_READINGS,
-    CudaIdentity,
-    MemoryReading,
-    Nvml,
-    memory_reader,
-)
+from gpubench import memory as memory_module
+from gpubench import memory_sampler_process
+from gpubench.config import MemoryConfig, register_configs
+from gpubench.errors import ConfigError
+from gpubench.hardware import CudaIdentity, memory_reader
 from gpubench.memory import (
     PEAK_DEFINITIONS,
     AllocatorSnapshot,
     MemoryProfiler,
     MemorySampler,
+    ProcessMemorySampler,
     TorchCudaAllocator,
     leak_estimate,
-    next_deadline_s,
 )
+from gpubench.memory_sampler_process import RECORD, next_deadline_s, sample
+from gpubench.nvml import BYTES_PER_MB, PROCESS_MEMORY_EVERY_N_READINGS, MemoryReading, Nvml, NvmlDevice
+from gpubench.runner import typed_config
 
 MB = BYTES_PER_MB
 
@@ -130,7 +139,7 @@ class SettableReading:
         return self.reading
 
 
-def wait_for_samples(sampler: MemorySampler, count: int, timeout_s: float = 5.0) -> None:
+def wait_for_samples(sampler: MemorySampler | ProcessMemorySampler, count: int, timeout_s: float = 5.0) -> None:
     """Block until the sampler has taken ``count`` more samples (no sleeps of guessed length)."""
     target = len(sampler) + count
     deadline = time.perf_counter() + timeout_s
@@ -262,6 +271,228 @@ def test_sampler_reads_on_a_fixed_grid_without_drift_and_skips_missed_slots() ->
     assert len(sampler) == 10 and sampler.peaks_mb() == (9.0, None)
 
 
+# --------------------------------------------------------------------------------------------------- process sampler
+
+TESTS_DIR = Path(__file__).resolve().parent
+COUNTING = "fake_sampler_readers:counting"
+
+
+@pytest.fixture
+def sampler_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The folder the process sampler's temporary files go to; the child can import the fake readers.
+
+    The child is a fresh interpreter: it sees PYTHONPATH, not the sys.path pytest built for this process.
+    """
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def child_of(sampler: ProcessMemorySampler) -> subprocess.Popen[bytes]:
+    assert sampler._process is not None, "the sampler has no child"
+    return sampler._process
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process ``pid`` runs (gone, or a zombie waiting for a reaper that is not this test)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_process_sampler_reads_the_fake_on_its_interval_on_this_process_clock(sampler_files: Path) -> None:
+    sampler = ProcessMemorySampler(2, 4321, interval_ms=5.0, reader=COUNTING)
+    before_start_s = time.perf_counter()
+    with sampler:
+        started_s = time.perf_counter()
+        assert len(sampler) >= 1 and sampler.running  # start() returned only once sampling had begun
+        time.sleep(0.5)
+    stopped_s = time.perf_counter()
+    timeline = sampler.timeline()
+    n = len(sampler)
+
+    # 100 slots of 5 ms in 0.5 s: a loaded 2-core CI machine may miss many, never add any (the grid is absolute).
+    assert 25 <= n <= (stopped_s - before_start_s) / 0.005 + 1
+    assert timeline.times_s.shape == timeline.device_used_mb.shape == timeline.process_used_mb.shape == (n,)
+    # The child's perf_counter is this process's clock (CLOCK_MONOTONIC): its first sample lies inside start().
+    assert before_start_s < timeline.times_s[0] < started_s
+    assert np.all(np.diff(timeline.times_s) > 0) and timeline.times_s[-1] < stopped_s
+    assert np.median(np.diff(timeline.times_s)) >= 0.004
+    # The fake's sequence, in order, with NVML index 2 and pid 4321 passed through; None arrives as NaN.
+    assert timeline.device_used_mb.tolist() == [counting_device_mb(i, 2) for i in range(n)]
+    assert timeline.process_used_mb[0::2].tolist() == [4321.0] * len(range(0, n, 2))
+    assert np.all(np.isnan(timeline.process_used_mb[1::2]))
+
+
+def test_process_sampler_reads_incrementally_and_peaks_equal_numpy_over_the_same_slice(sampler_files: Path) -> None:
+    with ProcessMemorySampler(0, 7, interval_ms=2.0, reader=COUNTING) as sampler:
+        wait_for_samples(sampler, 5)
+        mark = len(sampler)
+        early = sampler.timeline()
+        wait_for_samples(sampler, 6)
+        running_count = len(sampler)
+        running_peaks = sampler.peaks_mb(mark)
+    timeline = sampler.timeline()
+
+    # What was read while the child ran is a prefix of the whole, record for record (no torn or repeated records).
+    assert early.times_s.size >= mark
+    np.testing.assert_array_equal(timeline.times_s[: early.times_s.size], early.times_s)
+    np.testing.assert_array_equal(timeline.device_used_mb[: early.times_s.size], early.device_used_mb)
+    assert running_peaks[0] >= counting_device_mb(running_count - 1, 0)
+    for since in (0, mark, len(sampler) - 2, len(sampler) - 1):  # the odd last sample has no process reading
+        device, process = timeline.device_used_mb[since:], timeline.process_used_mb[since:]
+        expected_process = None if np.all(np.isnan(process)) else np.nanmax(process)
+        assert sampler.peaks_mb(since) == (np.max(device), expected_process)
+        np.testing.assert_array_equal(sampler.timeline(since).times_s, timeline.times_s[since:])
+    assert sampler.peaks_mb(len(sampler)) == (None, None)
+
+
+def test_process_sampler_stop_ends_the_child_and_removes_its_file_and_samples_accumulate(sampler_files: Path) -> None:
+    sampler = ProcessMemorySampler(0, 7, interval_ms=2.0, reader=COUNTING)
+    sampler.start()
+    child = child_of(sampler)
+    assert len(list(sampler_files.iterdir())) == 1
+    wait_for_samples(sampler, 3)
+    sampler.stop()
+    assert not sampler.running and child.returncode == 0  # SIGTERM: the record in hand finished, a clean exit
+    assert process_gone(child.pid)
+    assert list(sampler_files.iterdir()) == []
+    first_cycle = len(sampler)
+
+    with sampler:  # a second cycle, as the overhead benchmark runs one per block: a new child, the same index
+        wait_for_samples(sampler, 3)
+    assert len(sampler) >= first_cycle + 3
+    assert sampler.timeline(first_cycle).device_used_mb[0] == counting_device_mb(0, 0)
+    assert list(sampler_files.iterdir()) == []
+
+
+def test_process_sampler_refuses_a_second_start(sampler_files: Path) -> None:
+    with ProcessMemorySampler(0, 7, interval_ms=2.0, reader=COUNTING) as sampler, pytest.raises(RuntimeError):
+        sampler.start()
+
+
+def test_process_sampler_start_raises_the_childs_message_when_it_cannot_open_the_device(sampler_files: Path) -> None:
+    sampler = ProcessMemorySampler(7, 1, interval_ms=2.0, reader="fake_sampler_readers:unopenable")
+    with pytest.raises(
+        RuntimeError,
+        match=r"exited before its first sample \(exit status 1\): "
+        r"gpubench memory sampler: RuntimeError: NVML has no device with index 7",
+    ):
+        sampler.start()
+    assert not sampler.running and list(sampler_files.iterdir()) == []
+
+
+def test_process_sampler_stop_reraises_a_failed_read_with_the_childs_message(sampler_files: Path) -> None:
+    sampler = ProcessMemorySampler(0, 1, interval_ms=1.0, reader="fake_sampler_readers:failing_after_three")
+    sampler.start()
+    deadline_s = time.perf_counter() + 5.0
+    while sampler.running:
+        assert time.perf_counter() < deadline_s
+        time.sleep(0.001)
+    with pytest.raises(RuntimeError, match=r"read failed \(exit status 1\): .*OSError: device vanished"):
+        sampler.stop()
+    assert len(sampler) == GOOD_READS_BEFORE_FAILURE  # every record written before the failure was kept
+    assert list(sampler_files.iterdir()) == []
+
+
+def test_process_sampler_kills_a_child_that_takes_no_first_sample(
+    sampler_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_module, "_START_TIMEOUT_S", 0.5)
+    spawned: list[subprocess.Popen[bytes]] = []
+    popen = subprocess.Popen
+
+    def recording_popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        spawned.append(popen(*args, **kwargs))
+        return spawned[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    sampler = ProcessMemorySampler(0, 1, interval_ms=2.0, reader="fake_sampler_readers:hanging")
+    with pytest.raises(RuntimeError, match=r"took no sample within 0.5 s \(exit status -9\)"):
+        sampler.start()
+    assert len(spawned) == 1 and spawned[0].returncode == -signal.SIGKILL
+    assert list(sampler_files.iterdir()) == []
+
+
+def test_process_sampler_child_leaves_ctrl_c_to_its_parent(sampler_files: Path) -> None:
+    with ProcessMemorySampler(0, 1, interval_ms=2.0, reader=COUNTING) as sampler:
+        wait_for_samples(sampler, 2)
+        os.kill(child_of(sampler).pid, signal.SIGINT)
+        wait_for_samples(sampler, 5)
+        assert sampler.running
+    # stop() raised nothing: the SIGINT neither killed the child nor made it report an error.
+
+
+def test_an_orphaned_sampler_child_exits_and_removes_its_file(sampler_files: Path) -> None:
+    # A run that crashes without stop(): the intermediate process starts a sampler, prints its child, and is killed.
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from gpubench.memory import ProcessMemorySampler
+        sampler = ProcessMemorySampler(0, 1, interval_ms=2.0, reader={COUNTING!r})
+        sampler.start()
+        print(sampler._process.pid, sampler._path, flush=True)
+        time.sleep(60)
+        """
+    )
+    env = {**os.environ, "TMPDIR": str(sampler_files)}
+    intermediate = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert intermediate.stdout is not None
+        child_pid_text, path = intermediate.stdout.readline().split()
+        child_pid = int(child_pid_text)
+        assert Path(path).exists() and not process_gone(child_pid)
+        intermediate.kill()
+        intermediate.wait()
+        deadline_s = time.perf_counter() + 5.0
+        while not process_gone(child_pid):
+            assert time.perf_counter() < deadline_s, "the orphaned sampler outlived its parent"
+            time.sleep(0.01)
+        assert not Path(path).exists()
+    finally:
+        intermediate.kill()
+        intermediate.wait()
+
+
+class StopAfter:
+    """A stop request that comes once ``writes`` records have been written (the loop run without a process)."""
+
+    def __init__(self, writes: int) -> None:
+        self.records: list[bytes] = []
+        self.writes = writes
+
+    def write(self, record: bytes) -> None:
+        self.records.append(record)
+
+    def __call__(self) -> bool:
+        return len(self.records) >= self.writes
+
+
+def test_sampling_loop_writes_one_record_per_read_and_stops_when_asked() -> None:
+    stop = StopAfter(4)
+    # Exactly four readings: a fifth read would raise StopIteration out of the loop.
+    reads = iter(
+        [MemoryReading(10.0, 1.0), MemoryReading(None, None), MemoryReading(30.0, None), MemoryReading(40.0, 4)]
+    )
+    started_s = time.perf_counter()
+    orphan = sample(lambda: next(reads), stop.write, 0.001, stop_requested=stop, parent_gone=lambda: False)
+    assert not orphan
+    assert all(len(record) == RECORD.size for record in stop.records)
+    values = np.array([RECORD.unpack(record) for record in stop.records])
+    expected_mb = [[10.0, 1.0], [np.nan, np.nan], [30.0, np.nan], [40.0, 4.0]]
+    np.testing.assert_array_equal(values[:, 1:], expected_mb)  # None is written as NaN
+    # Read k waits for slot k of the grid (1 ms apart) that starts when the loop does, and is timed after it.
+    assert np.all(values[:, 0] >= started_s + 0.001 * np.arange(4))
+
+
+def test_sampling_loop_stops_at_once_when_the_parent_is_gone() -> None:
+    stop = StopAfter(100)
+    assert sample(lambda: MemoryReading(1.0, 1.0), stop.write, 0.001, stop_requested=stop, parent_gone=lambda: True)
+    assert stop.records == []
+
+
 # --------------------------------------------------------------------------------------------------- NVML reads
 
 
@@ -307,6 +538,27 @@ def test_memory_reader_is_none_without_nvml_or_on_cpu() -> None:
     broken = Nvml(FakeNvml([FakeGpu()], init_error=12))
     assert memory_reader(torch.device("cuda", 0), nvml=broken, identity=h200_identity()) is None
     assert memory_reader(torch.device("cpu")) is None
+
+
+def test_memory_reading_reads_the_process_it_is_given() -> None:
+    # The sampler's child reads its parent's memory, not its own.
+    gpu = FakeGpu(processes=[FakeProcess(os.getpid(), 100 * MB), FakeProcess(4242, 4200 * MB)])
+    device = NvmlDevice(Nvml(FakeNvml([gpu])), 0)
+    assert device.memory_reading(4242).process_used_mb == 4200.0
+    assert NvmlDevice(Nvml(FakeNvml([gpu])), 0).memory_reading().process_used_mb == 100.0
+
+
+def test_the_childs_nvml_reader_reads_its_index_and_pid_and_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [FakeGpu(used_bytes=1000 * MB), FakeGpu(used_bytes=7000 * MB, processes=[FakeProcess(4242, 6000 * MB)])]
+    monkeypatch.setattr(memory_sampler_process, "Nvml", lambda: Nvml(FakeNvml(gpus)))
+    read = memory_sampler_process.nvml_reader(1, 4242)
+    assert read() == MemoryReading(device_used_mb=7000.0, process_used_mb=6000.0)
+    # Where the benchmark process carries on without telemetry, the child must fail, so its parent hears why.
+    with pytest.raises(RuntimeError, match="NVML has no device with index 5"):
+        memory_sampler_process.nvml_reader(5, 4242)
+    monkeypatch.setattr(memory_sampler_process, "Nvml", lambda: Nvml(FakeNvml(gpus, init_error=12)))
+    with pytest.raises(RuntimeError, match=r"NVML unavailable \(NVMLError: NVML error 12\)"):
+        memory_sampler_process.nvml_reader(0, 4242)
 
 
 # --------------------------------------------------------------------------------------------------- profiler
@@ -469,3 +721,75 @@ def test_profiler_needs_start_before_end() -> None:
     profiler = MemoryProfiler(torch.device("cpu"), allocator=FakeAllocator())
     with pytest.raises(RuntimeError, match="without start_epoch"):
         profiler.end_epoch()
+
+
+def fake_nvml_device(nvml_index: int) -> NvmlDevice:
+    """An NVML view of a fake H200 at ``nvml_index``, as open_nvml_device would return it on a GPU machine."""
+    return NvmlDevice(Nvml(FakeNvml([FakeGpu()] * (nvml_index + 1))), nvml_index)
+
+
+def test_profiler_on_a_gpu_samples_in_a_child_process_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_module, "open_nvml_device", lambda device: fake_nvml_device(3))
+    profiler = MemoryProfiler(torch.device("cuda", 0), sample_interval_ms=7.0, allocator=FakeAllocator())
+    assert isinstance(profiler.sampler, ProcessMemorySampler)
+    # The child reads the NVML index that hardware.py mapped torch's device to, and this process's memory.
+    assert (profiler.sampler.nvml_index, profiler.sampler.pid, profiler.sampler.interval_ms) == (3, os.getpid(), 7.0)
+    assert profiler.sampler.reader is None and not profiler.sampler.running
+
+
+def test_profiler_samples_on_a_thread_when_asked_or_given_a_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_module, "open_nvml_device", lambda device: fake_nvml_device(0))
+    monkeypatch.setattr(memory_module, "memory_reader", lambda device: SettableReading())
+    cuda = torch.device("cuda", 0)
+    thread = MemoryProfiler(cuda, sampler="thread", allocator=FakeAllocator())
+    assert isinstance(thread.sampler, MemorySampler) and isinstance(thread.sampler._read, SettableReading)
+    read = SettableReading()
+    given = MemoryProfiler(cuda, sampler="process", allocator=FakeAllocator(), reader=read)
+    assert isinstance(given.sampler, MemorySampler) and given.sampler._read is read
+
+
+def test_profiler_without_nvml_samples_nothing_with_either_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_module, "open_nvml_device", lambda device: None)
+    monkeypatch.setattr(memory_module, "memory_reader", lambda device: None)
+    for kind in ("process", "thread"):
+        assert MemoryProfiler(torch.device("cuda", 0), sampler=kind, allocator=FakeAllocator()).sampler is None
+    with pytest.raises(ValueError, match="sampler must be one of process, thread, got 'bogus'"):
+        MemoryProfiler(torch.device("cpu"), sampler="bogus")
+
+
+def test_profiler_takes_per_epoch_peaks_from_the_process_sampler(sampler_files: Path) -> None:
+    profiler = MemoryProfiler(torch.device("cpu"), allocator=FakeAllocator())
+    profiler.sampler = ProcessMemorySampler(0, 5, interval_ms=2.0, reader=COUNTING)
+    with profiler:
+        marks = []
+        for _ in range(2):
+            profiler.start_epoch()
+            marks.append(len(profiler.sampler))
+            wait_for_samples(profiler.sampler, 4)
+            profiler.end_epoch()
+    timeline = profiler.sampler.timeline()
+    # Each epoch's peaks are the samples from its start on, as far as the sampler had read at its end.
+    for epoch, mark in zip(profiler.epochs, marks, strict=True):
+        assert epoch.peak_nvml_device_used_mb is not None and epoch.peak_nvml_process_mb == 5.0
+        assert epoch.peak_nvml_device_used_mb >= np.max(timeline.device_used_mb[mark : mark + 4])
+    profile = profiler.result()
+    assert profile.peak_nvml_device_used_mb == np.max(timeline.device_used_mb)
+    assert profile.nvml_samples == timeline.times_s.size >= 8
+    assert list(sampler_files.iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------------------- configuration
+
+
+def test_memory_sampler_defaults_to_a_child_process_and_a_bad_value_names_the_key() -> None:
+    register_configs()
+    conf_dir = str(Path(__file__).resolve().parents[1] / "conf")
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        default = compose(config_name="config", overrides=["output=/tmp/gpubench-test/report.json"])
+        thread = compose(config_name="config", overrides=["output=/tmp/x.json", "memory.sampler=thread"])
+        bogus = compose(config_name="config", overrides=["output=/tmp/x.json", "memory.sampler=bogus"])
+    assert typed_config(default).memory.sampler == MemoryConfig().sampler == "process"
+    assert typed_config(thread).memory.sampler == "thread"
+    with pytest.raises(ConfigError) as raised:
+        typed_config(bogus)
+    assert str(raised.value) == "`memory.sampler` = 'bogus' is not valid: it must be one of process, thread."

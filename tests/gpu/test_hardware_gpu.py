@@ -12,17 +12,16 @@ import torch
 from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
 from gpubench.hardware import (
-    THROTTLE_REASON_BITS,
     DeviceMonitor,
     apply_vram_limit,
     burn_in,
     cuda_identity,
-    default_nvml,
     nvml_index_for,
     open_nvml_device,
     probe,
     resolve_device,
 )
+from gpubench.nvml import THROTTLE_REASON_BITS, default_nvml
 
 pytestmark = pytest.mark.gpu
 

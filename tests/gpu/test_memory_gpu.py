@@ -1,5 +1,7 @@
-"""Memory profiler on a real CUDA GPU: the NVML sampler sees a known allocation; a leak is flagged, a clean loop not."""
+"""Memory profiler on a real CUDA GPU: both NVML samplers (thread and child process) see a known allocation; a leak
+is flagged, a clean loop not."""
 
+import os
 import time
 
 import numpy as np
@@ -7,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.hardware import memory_reader
-from gpubench.memory import MemoryProfiler, MemorySampler
+from gpubench.hardware import memory_reader, open_nvml_device
+from gpubench.memory import MemoryProfiler, MemorySampler, ProcessMemorySampler
 
 pytestmark = pytest.mark.gpu
 
@@ -16,7 +18,7 @@ DEVICE = torch.device("cuda", 0)
 GIB = 1024**3
 
 
-def wait_for_samples(sampler: MemorySampler, count: int, timeout_s: float = 10.0) -> int:
+def wait_for_samples(sampler: MemorySampler | ProcessMemorySampler, count: int, timeout_s: float = 10.0) -> int:
     """Block until ``count`` more samples exist; return the index of the first of them."""
     first = len(sampler)
     deadline = time.perf_counter() + timeout_s
@@ -26,14 +28,24 @@ def wait_for_samples(sampler: MemorySampler, count: int, timeout_s: float = 10.0
     return first
 
 
-def test_sampler_sees_a_2_gib_allocation_and_its_release() -> None:
+def nvml_sampler(kind: str) -> MemorySampler | ProcessMemorySampler:
+    """A sampler of this process's memory on DEVICE every 5 ms: on a thread, or in a child process."""
+    if kind == "thread":
+        read = memory_reader(DEVICE)
+        assert read is not None, "NVML unavailable on the GPU machine"
+        return MemorySampler(read, interval_ms=5.0)
+    nvml_device = open_nvml_device(DEVICE)
+    assert nvml_device is not None, "NVML unavailable on the GPU machine"
+    return ProcessMemorySampler(nvml_device.nvml_index, os.getpid(), interval_ms=5.0)
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_sampler_sees_a_2_gib_allocation_and_its_release(kind: str) -> None:
     torch.zeros(1, device=DEVICE)  # create the CUDA context first: it is not part of the allocation measured
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    read = memory_reader(DEVICE)
-    assert read is not None, "NVML unavailable on the GPU machine"
 
-    with MemorySampler(read, interval_ms=5.0) as sampler:
+    with nvml_sampler(kind) as sampler:
         before = wait_for_samples(sampler, 10)
         block = torch.ones(2 * GIB // 4, device=DEVICE)  # 2 GiB of float32, written so the pages are committed
         torch.cuda.synchronize()
@@ -55,6 +67,9 @@ def test_sampler_sees_a_2_gib_allocation_and_its_release() -> None:
     if not np.all(np.isnan(process_mb)):  # NVML may not see this process inside a container
         rise_mb = np.nanmedian(process_mb[during : during + 10]) - np.nanmedian(process_mb[before : before + 10])
         assert rise_mb == pytest.approx(2048.0, rel=0.05)
+    # Both samplers' times are on this process's perf_counter scale, one sample per ~5 ms.
+    assert np.all(np.diff(timeline.times_s) > 0) and timeline.times_s[-1] < time.perf_counter()
+    assert np.median(np.diff(timeline.times_s)) == pytest.approx(0.005, rel=0.2)
 
 
 def run_epochs(profiler: MemoryProfiler, epochs: int, leak: list[torch.Tensor] | None) -> None:
