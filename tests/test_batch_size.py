@@ -51,10 +51,11 @@ class OOMOracle:
 
 
 def doubling_bisection_trial_bound(min_size: int, max_size: int) -> int:
-    """Worst case of doubling (ceil(log2(max/min)) + 1 trials) then bisection over a gap <= max - min."""
-    doubling = math.ceil(math.log2(max_size / min_size)) + 1
+    """Worst case of doubling from 2·min (ceil(log2(max/min)) trials, at least 1), min itself, then bisection over a
+    gap <= max - min."""
+    doubling = max(1, math.ceil(math.log2(max_size / min_size)))
     bisection = math.ceil(math.log2(max_size - min_size)) if max_size - min_size > 1 else 0
-    return doubling + bisection
+    return doubling + 1 + bisection
 
 
 SEARCH_RANGES = [(1, 1), (1, 2), (1, 100), (3, 1000), (32, 4096), (32, 4095), (100, 100), (64, 65536), (7, 9)]
@@ -79,23 +80,33 @@ def test_finder_returns_exactly_the_limit_clamped_to_the_range(min_size: int, ma
 def test_finder_follows_doubling_then_bisection_and_tries_max_size_itself() -> None:
     oracle = OOMOracle(limit=700)
     search = find_max_batch_size(oracle, 100, 1000)
-    # 100, 200, 400, 800 (fails); bisection between 400 and 800.
-    assert oracle.calls[:4] == [100, 200, 400, 800]
-    assert oracle.calls[4:] == [600, 700, 750, 725, 712, 706, 703, 701]
+    # 200 (so 100 fits too), 400, 800 (fails); bisection between 400 and 800.
+    assert oracle.calls[:3] == [200, 400, 800]
+    assert oracle.calls[3:] == [600, 700, 750, 725, 712, 706, 703, 701]
     assert search.best_size == 700
 
     fits_everything = OOMOracle(limit=10**9)
     search = find_max_batch_size(fits_everything, 100, 1000)
-    assert fits_everything.calls == [100, 200, 400, 800, 1000]
+    assert fits_everything.calls == [200, 400, 800, 1000]
     assert search.best_size == 1000
 
+    # A failure at 2·min tries min itself next, then bisects between them.
+    small = OOMOracle(limit=130)
+    assert find_max_batch_size(small, 100, 1000).best_size == 130
+    assert small.calls == [200, 100, 150, 125, 137, 131, 128, 129, 130]
 
-def test_default_range_trial_count() -> None:
-    # With the default bounds the worst case is 19 trials: 7 doubling successes, the failure at 4096 and 11
-    # bisection steps over the 2048-wide gap. The issue's 2*log2(4096/32)+4 = 18 is below what exact integer
-    # resolution by doubling then bisection needs for limits in [2048, 4096).
-    assert len(find_max_batch_size(OOMOracle(4000), 32, 4096).trials) == 19
-    assert len(find_max_batch_size(OOMOracle(1000), 32, 4096).trials) == 6 + 9
+
+def test_default_range_meets_the_issues_trial_bound_for_every_limit() -> None:
+    # Issue 5: the exact limit within 2·log2(max/min) + 4 = 18 trials for the default 32..4096. The worst case is
+    # 6 doubling successes (64..2048), the failure at 4096 and 11 bisection steps over the 2048-wide gap; starting
+    # the doubling at 32 itself would make it 19.
+    bound = 2 * math.log2(4096 / 32) + 4
+    assert len(find_max_batch_size(OOMOracle(4000), 32, 4096).trials) == 18 == bound
+    assert len(find_max_batch_size(OOMOracle(1000), 32, 4096).trials) == 5 + 9
+    for limit in range(0, 4200, 3):
+        search = find_max_batch_size(OOMOracle(limit), 32, 4096)
+        assert search.best_size == (None if limit < 32 else min(limit, 4096))
+        assert len(search.trials) <= bound, limit
 
 
 def test_finder_accepts_a_plain_peak_in_mb() -> None:
@@ -131,7 +142,7 @@ def test_non_oom_error_is_reraised_at_once() -> None:
     with pytest.raises(RuntimeError) as raised:
         find_max_batch_size(try_batch, 32, 4096)
     assert raised.value is illegal
-    assert calls == [32, 64, 128]
+    assert calls == [64, 128]
 
 
 def test_shape_error_is_not_mistaken_for_oom() -> None:
@@ -248,12 +259,13 @@ def test_oom_trial_records_the_first_line_of_the_error() -> None:
     assert search.best_size is None
     assert search.trials == [
         BatchTrial(
-            size=32,
+            size=size,
             status="oom",
             phase="search",
             steps=SEARCH_STEPS,
             error="CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
         )
+        for size in (64, 32)
     ]
 
 
@@ -295,11 +307,11 @@ def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_s
 
     def try_batch(size: int, steps: int) -> TrialResult:
         # The verification trials are the last 3 calls; everything before them is the search.
-        steps_by_phase["verify" if len(oracle.calls) >= 15 else "search"].add(steps)
+        steps_by_phase["verify" if len(oracle.calls) >= 14 else "search"].add(steps)
         return oracle(size, steps)
 
     decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
-    assert len(decision.search.trials) == 15
+    assert len(decision.search.trials) == 14
     assert steps_by_phase == {"search": {SEARCH_STEPS}, "verify": {VERIFY_STEPS}}
     assert {t.steps for t in decision.search.trials} == {SEARCH_STEPS}
     assert [t.steps for t in decision.verification] == [VERIFY_STEPS] * 3
@@ -430,7 +442,7 @@ def test_min_size_oom_gives_an_oom_decision_with_a_clear_message() -> None:
     assert decision.status == "oom"
     assert decision.batch_size is None
     assert decision.gradient_accumulation_steps is None
-    assert [t.size for t in decision.search.trials] == [32]
+    assert [t.size for t in decision.search.trials] == [64, 32]
     assert decision.verification == []
     assert decision.message.startswith("`batch.min_size`=32 does not fit: out of memory (CUDA out of memory.")
 
@@ -457,8 +469,9 @@ def test_nothing_passing_verification_is_an_oom_decision() -> None:
     assert decision.largest_fitting_size == 100
     assert decision.batch_size is None
     assert "no batch size passed 3 re-runs" in decision.message
-    # one failed re-run per size that fit in the search, largest first
-    assert [t.size for t in decision.verification] == [100, 96, 64, 32]
+    # One failed re-run per size that fit in the search, largest first, then min_size (never run in the search,
+    # so its first re-run is its first call here, which fits; the second fails).
+    assert [t.size for t in decision.verification] == [100, 96, 64, 32, 32]
 
 
 @pytest.mark.parametrize(
@@ -498,14 +511,14 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
     decision = choose_batch_size(Saturating(limit=1000), BatchConfig(min_size=32, max_size=4096), None)
     ok_sizes = sorted(t.size for t in decision.search.trials if t.ok)
     assert [size for size, _ in decision.throughput_curve] == ok_sizes
-    assert decision.throughput_curve[:5] == [(32, 320.0), (64, 640.0), (128, 1280.0), (256, 2560.0), (512, 4000.0)]
+    assert decision.throughput_curve[:4] == [(64, 640.0), (128, 1280.0), (256, 2560.0), (512, 4000.0)]
     # 90% of 4000 is 3600: 256 reaches 2560, the next sampled size 512 reaches 4000.
     assert decision.knee_size == 512
     assert decision.batch_size == 1000
     report = decision.to_dict()
     assert report["knee_size"] == 512
     assert report["batch_size"] == 1000
-    assert report["throughput_curve"][0] == {"size": 32, "samples_per_s": 320.0}
+    assert report["throughput_curve"][0] == {"size": 64, "samples_per_s": 640.0}
     assert len(report["trials"]) == len(decision.search.trials) + 3
     assert report["trials"][-1]["phase"] == "verify"
     assert {t["status"] for t in report["trials"]} == {"ok", "oom"}
@@ -524,6 +537,6 @@ def test_throughput_curve_excludes_failed_over_headroom_and_unmeasured_trials() 
 
 def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
     with pytest.raises(
-        TypeError, match=r"try_batch\(32, 3\) returned \(120.0, 5000.0\): expected the peak reserved MB"
+        TypeError, match=r"try_batch\(64, 3\) returned \(120.0, 5000.0\): expected the peak reserved MB"
     ):
         find_max_batch_size(lambda size, steps: (120.0, 5000.0), 32, 64)
