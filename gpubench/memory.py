@@ -29,6 +29,7 @@ import time
 from array import array
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -252,6 +253,17 @@ _STOP_TIMEOUT_S = 5.0
 _START_POLL_S = 0.002
 
 
+def _child_environment() -> dict[str, str]:
+    """This process's environment with the folder holding this gpubench package first on ``PYTHONPATH``: the child
+    runs ``python -m gpubench...`` and must import the same code, also from an uninstalled checkout run in another
+    working directory (Hydra's ``hydra.job.chdir=true``)."""
+    package_parent = str(Path(__file__).resolve().parents[1])
+    environment = dict(os.environ)
+    inherited = environment.get("PYTHONPATH")
+    environment["PYTHONPATH"] = package_parent if not inherited else os.pathsep.join([package_parent, inherited])
+    return environment
+
+
 class ProcessMemorySampler:
     """Reads GPU memory every ``interval_ms`` in a child process, between :meth:`start` and :meth:`stop`.
 
@@ -310,7 +322,11 @@ class ProcessMemorySampler:
         if self.reader is not None:
             command += ["--reader", self.reader]
         self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=_child_environment(),
         )
         try:
             failure = self._wait_for_first_sample()

@@ -19,6 +19,7 @@ from fake_sampler_readers import GOOD_READS_BEFORE_FAILURE, counting_device_mb
 from hydra import compose, initialize_config_dir
 from scipy import stats
 
+import gpubench
 from gpubench import memory as memory_module
 from gpubench import memory_sampler_process
 from gpubench.config import MemoryConfig, register_configs
@@ -324,6 +325,19 @@ def test_process_sampler_reads_the_fake_on_its_interval_on_this_process_clock(sa
     assert timeline.device_used_mb.tolist() == [counting_device_mb(i, 2) for i in range(n)]
     assert timeline.process_used_mb[0::2].tolist() == [4321.0] * len(range(0, n, 2))
     assert np.all(np.isnan(timeline.process_used_mb[1::2]))
+
+
+def test_the_child_imports_this_gpubench_first_and_keeps_the_inherited_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # From an uninstalled checkout run in another working directory, only PYTHONPATH leads the child to gpubench.
+    package_parent = str(Path(gpubench.__file__).resolve().parents[1])
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert memory_module._child_environment()["PYTHONPATH"] == package_parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/a", "/b"]))
+    environment = memory_module._child_environment()
+    assert environment["PYTHONPATH"].split(os.pathsep) == [package_parent, "/a", "/b"]
+    assert {k: v for k, v in environment.items() if k != "PYTHONPATH"} == {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+    }
 
 
 def test_process_sampler_reads_incrementally_and_peaks_equal_numpy_over_the_same_slice(sampler_files: Path) -> None:
