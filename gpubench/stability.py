@@ -108,9 +108,9 @@ class StabilityMonitor:
         self._grad_norms.append(grad_norm.detach() if grad_norm.requires_grad else grad_norm)
         self._steps += 1
         if len(self._losses) == self._chunk_steps:
-            self._reduce_buffer()
+            self._reduce_held_steps()
 
-    def _reduce_buffer(self) -> None:
+    def _reduce_held_steps(self) -> None:
         """Fold the held steps into the device totals (device-side ops only: no synchronisation)."""
         if not self._losses:
             return
@@ -144,7 +144,7 @@ class StabilityMonitor:
 
     def end_epoch(self) -> EpochHealth:
         """Read the epoch's health from the device (one synchronisation) and reset for the next epoch."""
-        self._reduce_buffer()
+        self._reduce_held_steps()
         # The only device-to-host read: totals and max travel together.
         values = torch.cat((self._totals, self._max_grad_norm.reshape(1))).tolist()
         totals, max_grad_norm = values[:_N_TOTALS], values[_N_TOTALS]

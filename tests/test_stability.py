@@ -158,7 +158,7 @@ def forbid_host_reads(monkeypatch: pytest.MonkeyPatch, allowed_tolist_calls: lis
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_observe_reads_nothing_back_to_the_host(monkeypatch: pytest.MonkeyPatch, enabled: bool) -> None:
-    # chunk_steps=4 makes observe() reduce its buffer twice within these 9 steps, so the reduction is covered.
+    # chunk_steps=4 makes observe() reduce its held steps twice within these 9 steps, so the reduction is covered.
     monitor = StabilityMonitor(StabilityConfig(enabled=enabled), "cpu", chunk_steps=4)
     steps = [step(loss, grad_norm) for loss, grad_norm in HAND_MADE_STEPS]
     with monkeypatch.context() as patch:
