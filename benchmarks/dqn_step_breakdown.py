@@ -26,7 +26,7 @@ from _timing import time_per_step
 from models_rl import N_FEATURES, SB3_DQN_GRADIENT_STEPS_PER_S
 
 from gpubench.config import DQNConfig
-from gpubench.models.dqn import DQNWorkload, QNetwork
+from gpubench.models.dqn.workload import DQNWorkload, QNetwork
 from gpubench.workload import ExecutionContext, OpCounter
 
 #: Eager goal of issue 4: three times SB3's gradient steps/s, as milliseconds per step.

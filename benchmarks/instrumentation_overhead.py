@@ -3,7 +3,7 @@
 Goal (issue 5): the instrumentation costs at most 2% of an epoch's time. "Instrumented" is what the runner adds to
 a measured epoch: the NVML memory sampler running beside it (every ``memory.sample_interval_ms``, 10 ms by
 default; in a child process, ``memory.sampler=process``, the default), the memory profiler and the device monitor
-at the epoch's edges, and the stability checks (:class:`gpubench.stability.StabilityMonitor`: ``observe`` on every
+at the epoch's edges, and the stability checks (:class:`gpubench.measure.stability.StabilityMonitor`: ``observe`` on every
 step, one device read at the epoch's end).
 
 The loop is a small MLP's Adam step (forward, MSE loss, backward, fused gradient norm, optimizer step) on a fixed
@@ -50,11 +50,11 @@ import torch
 from torch import nn
 
 from gpubench.config import HardwareConfig, MemoryConfig, StabilityConfig
-from gpubench.hardware import DeviceMonitor, open_nvml_device
-from gpubench.memory import MemoryProfiler
-from gpubench.nvml import PROCESS_MEMORY_EVERY_N_READINGS, NvmlDevice
-from gpubench.stability import StabilityMonitor
-from gpubench.stats import median_interval
+from gpubench.hardware.device import DeviceMonitor, open_nvml_device
+from gpubench.hardware.nvml import PROCESS_MEMORY_EVERY_N_READINGS, NvmlDevice
+from gpubench.measure.memory import MemoryProfiler
+from gpubench.measure.stability import StabilityMonitor
+from gpubench.stats.epoch_times import median_interval
 from gpubench.workload import StepResult
 
 GOAL_PERCENT = 2.0
@@ -132,7 +132,7 @@ def instrumented_epoch_s(
 ) -> float:
     """Seconds for the same epoch with the sampler running (started by the caller) and the checks on every step.
 
-    As in the runner (``gpubench.measurement``), the epoch-edge calls run outside the timed block: they cost wall
+    As in the runner (``gpubench.measure.epochs``), the epoch-edge calls run outside the timed block: they cost wall
     time between epochs (reported bottom-up) but cannot bias a measured epoch time. What the block pays for is
     ``observe()`` on every step (unless ``observe`` is false, for the ablation) and the sampler running beside it.
     """

@@ -32,7 +32,7 @@ from _timing import time_per_step
 
 from gpubench.config import Mamba2Config
 from gpubench.data.tensors import FeatureTensors
-from gpubench.models.mamba2 import Mamba2Workload, SSDScan, ssd_sequential
+from gpubench.models.mamba2.workload import Mamba2Workload, SSDScan, ssd_sequential
 from gpubench.workload import ExecutionContext
 
 #: Issue 3's anchors on the NVIDIA H200, fp32, at the default size (ms per training step).

@@ -25,7 +25,7 @@ from torch import nn
 
 from gpubench.config import TFTConfig
 from gpubench.data.tensors import FeatureTensors
-from gpubench.models.tft import (
+from gpubench.models.tft.workload import (
     GRN,
     GroupedLayerNorm,
     GroupedLinear,

@@ -15,11 +15,11 @@ from gpubench.config import register_configs
 register_configs()
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> int:
     # Imported here, after Hydra has handled --help and --cfg, so those stay fast (torch loads on first use).
-    from gpubench import console
     from gpubench.errors import GpubenchError
+    from gpubench.output import console
     from gpubench.runner import RunContext, run, typed_config
 
     context = RunContext.from_hydra(cfg)

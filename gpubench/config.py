@@ -10,11 +10,15 @@ This module imports no torch, mlflow or NVML, so composing the config (and ``--h
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 from gpubench.errors import ConfigError
+
+#: The Hydra config tree shipped inside the package (so wheels and the ``gpubench`` command carry it).
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 #: Models that have a workload implementation, in the order ``model=all`` runs them.
 KNOWN_MODELS: tuple[str, ...] = ("mlp", "dqn", "ppo", "mamba2", "tft")

@@ -17,8 +17,15 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gpubench import __version__, console, hardware, tracking
-from gpubench.batch_size import (
+from gpubench import __version__
+from gpubench.config import BenchmarkConfig
+from gpubench.data.loader import load_features
+from gpubench.data.tensors import FeatureTensors
+from gpubench.decision.projection import load_catalog
+from gpubench.decision.recommendation import build_recommendation
+from gpubench.errors import ConfigError
+from gpubench.hardware import device as hardware
+from gpubench.measure.batch_search import (
     BatchDecision,
     HeadroomCheck,
     TrialResult,
@@ -29,19 +36,14 @@ from gpubench.batch_size import (
     release_device_memory,
     step_down_size,
 )
-from gpubench.config import BenchmarkConfig
-from gpubench.data.loader import load_features
-from gpubench.data.tensors import FeatureTensors
-from gpubench.decision import build_recommendation
-from gpubench.errors import ConfigError
-from gpubench.measurement import Measurement, measure_workload
-from gpubench.memory import BYTES_PER_MB, MemoryProfiler, TorchCudaAllocator
-from gpubench.plots import save_report_plots
-from gpubench.projection import load_catalog
-from gpubench.report import ModelResult, ReportWriter, new_report
-from gpubench.stability import StabilityMonitor, stability_verdict
-from gpubench.stats import summarize_epoch_times
-from gpubench.timing import BlockTimer
+from gpubench.measure.epochs import Measurement, measure_workload
+from gpubench.measure.memory import BYTES_PER_MB, MemoryProfiler, TorchCudaAllocator
+from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.timing import BlockTimer
+from gpubench.output import console, tracking
+from gpubench.output.plots import save_report_plots
+from gpubench.output.report_file import ModelResult, ReportWriter, new_report
+from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.workload import ExecutionContext, Workload, workload_class
 
 

@@ -27,11 +27,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 #: Where each workload class lives; imported only when that model runs.
 WORKLOAD_CLASSES: dict[str, str] = {
-    "mlp": "gpubench.models.mlp:MLPWorkload",
-    "dqn": "gpubench.models.dqn:DQNWorkload",
-    "ppo": "gpubench.models.ppo:PPOWorkload",
-    "mamba2": "gpubench.models.mamba2:Mamba2Workload",
-    "tft": "gpubench.models.tft:TFTWorkload",
+    "mlp": "gpubench.models.mlp.workload:MLPWorkload",
+    "dqn": "gpubench.models.dqn.workload:DQNWorkload",
+    "ppo": "gpubench.models.ppo.workload:PPOWorkload",
+    "mamba2": "gpubench.models.mamba2.workload:Mamba2Workload",
+    "tft": "gpubench.models.tft.workload:TFTWorkload",
 }
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -1,14 +1,14 @@
 """Read functions for the memory sampler's child process in tests, named as ``--reader fake_sampler_readers:NAME``.
 
 The child imports this module by name from its own ``sys.path``, so tests put this folder on its ``PYTHONPATH``.
-Each factory takes (nvml_index, pid), like :func:`gpubench.memory_sampler_process.nvml_reader`, and returns a
+Each factory takes (nvml_index, pid), like :func:`gpubench.hardware.memory_sampler_process.nvml_reader`, and returns a
 zero-argument read function; readings are in MB.
 """
 
 import time
 from collections.abc import Callable
 
-from gpubench.nvml import MemoryReading
+from gpubench.hardware.nvml import MemoryReading
 
 #: Reads :func:`failing_after_three` answers before its read raises.
 GOOD_READS_BEFORE_FAILURE = 3

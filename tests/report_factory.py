@@ -1,6 +1,6 @@
 """Report dicts shaped like the ones the runner writes, for the decision, projection and cost tests.
 
-The statistics are computed by ``gpubench.stats`` from the epoch times given, exactly as the runner does, so a
+The statistics are computed by ``gpubench.stats.epoch_times`` from the epoch times given, exactly as the runner does, so a
 test's inputs are measured-style: epoch times, steps per epoch, samples per step, memory peaks, energy.
 """
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gpubench.stats import summarize_epoch_times
+from gpubench.stats.epoch_times import summarize_epoch_times
 
 
 def noisy_epochs_ms(mean_ms: float, n: int = 10, rel_sd: float = 0.02, seed: int = 0) -> list[float]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from gpubench.compare import (
+from gpubench.output.compare import (
     AMBIGUOUS,
     FASTER,
     SAME,

@@ -1,15 +1,14 @@
 """The composed config: defaults, groups, environment variables, and errors that name the key."""
 
-from pathlib import Path
-
 import pytest
 from hydra import compose, initialize_config_dir
 
+from gpubench.config import CONF_DIR as CONF_DIR_PATH
 from gpubench.config import SEED_MODELS, BenchmarkConfig, register_configs
 from gpubench.errors import ConfigError
 from gpubench.runner import typed_config
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(CONF_DIR_PATH)
 register_configs()
 
 

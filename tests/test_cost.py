@@ -4,9 +4,9 @@ import pytest
 from report_factory import gpu_hardware, model_section, noisy_epochs_ms, report
 
 from gpubench.config import DecisionConfig
-from gpubench.cost import CostInputs, cost_analysis
-from gpubench.decision import build_recommendation
-from gpubench.projection import load_catalog
+from gpubench.decision.cost import CostInputs, cost_analysis
+from gpubench.decision.projection import load_catalog
+from gpubench.decision.recommendation import build_recommendation
 
 
 def inputs(**overrides) -> CostInputs:

@@ -8,7 +8,8 @@ from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epoc
 from scipy.signal import lfilter
 
 from gpubench.config import DecisionConfig, TrainingPlanConfig
-from gpubench.decision import (
+from gpubench.decision.projection import load_catalog
+from gpubench.decision.recommendation import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
     LOCAL_GPU_VIABLE,
@@ -23,8 +24,7 @@ from gpubench.decision import (
     total_time_margin_ms,
 )
 from gpubench.errors import ConfigError
-from gpubench.projection import load_catalog
-from gpubench.stats import autocorrelation_interval
+from gpubench.stats.epoch_times import autocorrelation_interval
 
 CATALOG = load_catalog()
 # Both RL models consume 800 environment steps per benchmark epoch, so the default 10M-step plan is 12,500 epochs
@@ -89,11 +89,10 @@ def test_plan_is_overridable_from_the_command_line():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from gpubench.config import register_configs
-    from gpubench.projection import default_conf_dir
+    from gpubench.config import CONF_DIR, register_configs
 
     register_configs()
-    with initialize_config_dir(config_dir=str(default_conf_dir()), version_base=None):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cfg = compose(
             "config",
             overrides=[

@@ -7,7 +7,7 @@ import torch
 from conftest import make_learnable_features, trending_features
 
 from gpubench.config import DQNConfig, TradingEnvConfig
-from gpubench.models.dqn import (
+from gpubench.models.dqn.workload import (
     DQNWorkload,
     QNetwork,
     ReplayBuffer,

@@ -12,11 +12,11 @@ import pytest
 import torch
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, three_gpus
 
-from gpubench import hardware
-from gpubench import nvml as nvml_module
 from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
-from gpubench.hardware import (
+from gpubench.hardware import device as hardware
+from gpubench.hardware import nvml as nvml_module
+from gpubench.hardware.device import (
     CPU_NOTICE,
     CudaIdentity,
     DeviceMonitor,
@@ -34,7 +34,7 @@ from gpubench.hardware import (
     temperature_status,
     throttle_verdict,
 )
-from gpubench.nvml import DeviceSample, Nvml, decode_throttle_reasons
+from gpubench.hardware.nvml import DeviceSample, Nvml, decode_throttle_reasons
 
 GIB = 1024**3
 

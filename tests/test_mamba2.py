@@ -9,7 +9,7 @@ import torch
 from conftest import make_learnable_features
 
 from gpubench.config import Mamba2Config
-from gpubench.models.mamba2 import (
+from gpubench.models.mamba2.workload import (
     DT_INIT_MAX,
     DT_INIT_MIN,
     Mamba2Forecaster,

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from gpubench.config import EpochConfig, StabilityConfig, StatisticsConfig
-from gpubench.measurement import measure_workload
-from gpubench.stability import StabilityMonitor
-from gpubench.timing import BlockTimer
+from gpubench.measure.epochs import measure_workload
+from gpubench.measure.stability import StabilityMonitor
+from gpubench.measure.timing import BlockTimer
 from gpubench.workload import StepResult, Workload
 
 

@@ -20,12 +20,14 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 import gpubench
-from gpubench import memory as memory_module
-from gpubench import memory_sampler_process
 from gpubench.config import MemoryConfig, register_configs
 from gpubench.errors import ConfigError
-from gpubench.hardware import CudaIdentity, memory_reader
-from gpubench.memory import (
+from gpubench.hardware import memory_sampler_process
+from gpubench.hardware.device import CudaIdentity, memory_reader
+from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s, sample
+from gpubench.hardware.nvml import BYTES_PER_MB, PROCESS_MEMORY_EVERY_N_READINGS, MemoryReading, Nvml, NvmlDevice
+from gpubench.measure import memory as memory_module
+from gpubench.measure.memory import (
     PEAK_DEFINITIONS,
     AllocatorSnapshot,
     MemoryProfiler,
@@ -34,8 +36,6 @@ from gpubench.memory import (
     TorchCudaAllocator,
     leak_estimate,
 )
-from gpubench.memory_sampler_process import RECORD, next_deadline_s, sample
-from gpubench.nvml import BYTES_PER_MB, PROCESS_MEMORY_EVERY_N_READINGS, MemoryReading, Nvml, NvmlDevice
 from gpubench.runner import typed_config
 
 MB = BYTES_PER_MB
@@ -444,7 +444,7 @@ def test_an_orphaned_sampler_child_exits_and_removes_its_file(sampler_files: Pat
     script = textwrap.dedent(
         f"""
         import sys, time
-        from gpubench.memory import ProcessMemorySampler
+        from gpubench.measure.memory import ProcessMemorySampler
         sampler = ProcessMemorySampler(0, 1, interval_ms=2.0, reader={COUNTING!r})
         sampler.start()
         print(sampler._process.pid, sampler._path, flush=True)
@@ -797,7 +797,9 @@ def test_profiler_takes_per_epoch_peaks_from_the_process_sampler(sampler_files: 
 
 def test_memory_sampler_defaults_to_a_child_process_and_a_bad_value_names_the_key() -> None:
     register_configs()
-    conf_dir = str(Path(__file__).resolve().parents[1] / "conf")
+    from gpubench.config import CONF_DIR
+
+    conf_dir = str(CONF_DIR)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         default = compose(config_name="config", overrides=["output=/tmp/gpubench-test/report.json"])
         thread = compose(config_name="config", overrides=["output=/tmp/x.json", "memory.sampler=thread"])

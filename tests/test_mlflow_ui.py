@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from gpubench import sweep
-from gpubench.plots import save_report_plots
+from gpubench.output import sweep
+from gpubench.output.plots import save_report_plots
 
 pytestmark = pytest.mark.slow
 

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from gpubench import plots
-from gpubench.batch_size import TrialResult, choose_batch_size
 from gpubench.config import BatchConfig, DecisionConfig
-from gpubench.decision import build_recommendation
-from gpubench.projection import load_catalog
-from gpubench.report import ModelResult, new_report
-from gpubench.stats import summarize_epoch_times
+from gpubench.decision.projection import load_catalog
+from gpubench.decision.recommendation import build_recommendation
+from gpubench.measure.batch_search import TrialResult, choose_batch_size
+from gpubench.output import plots
+from gpubench.output.report_file import ModelResult, new_report
+from gpubench.stats.epoch_times import summarize_epoch_times
 
 #: A steady model with one stalled epoch (index 7), which the MAD rule flags.
 STEADY_MS = [100.0, 101.0, 99.5, 100.4, 100.9, 99.2, 100.1, 160.0, 100.6, 99.8, 100.3, 99.9]
@@ -62,7 +62,7 @@ def _batch_search() -> dict:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return TrialResult(peak_reserved_mb=peak_mb, samples_per_s=50_000.0 * size / (size + 128))
 
-    with mock.patch("gpubench.batch_size.release_device_memory"):
+    with mock.patch("gpubench.measure.batch_search.release_device_memory"):
         decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=8192), usable_vram_mb=4096)
     return decision.to_dict()
 
@@ -87,7 +87,7 @@ def vram_timeline() -> dict:
 
 
 def projection_row(card: str, hours: float | None, upper: float | None, cost: float | None) -> dict:
-    """A row of ``recommendation["projection"]`` as gpubench.decision writes it (the keys the plot reads)."""
+    """A row of ``recommendation["projection"]`` as gpubench.decision.recommendation writes it (the keys the plot reads)."""
     return {
         "card": card,
         "measured_device": False,
@@ -192,7 +192,7 @@ def test_a_search_where_nothing_fits_draws_only_its_out_of_memory_trials(recwarn
     def try_batch(size: int, steps: int) -> TrialResult:
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    with mock.patch("gpubench.batch_size.release_device_memory"):
+    with mock.patch("gpubench.measure.batch_search.release_device_memory"):
         search = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=64), usable_vram_mb=4096).to_dict()
     assert search["status"] == "oom"
     figure = plots.batch_search_figure("tft", {"status": "oom", "batch_search": search})

@@ -4,8 +4,7 @@ import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
 
 from gpubench.config import DecisionConfig, HardwareConfig
-from gpubench.decision import build_recommendation
-from gpubench.projection import (
+from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     BOUND_UNKNOWN,
@@ -17,6 +16,7 @@ from gpubench.projection import (
     split_step,
     target_throughput,
 )
+from gpubench.decision.recommendation import build_recommendation
 
 CATALOG = load_catalog()
 # A T4 whose burn-in reached 6.48 of its 8.1 fp32 TFLOP/s: matmul efficiency 0.8.

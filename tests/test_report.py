@@ -6,8 +6,8 @@ import os
 import pytest
 
 from gpubench.errors import OutputError
-from gpubench.report import ModelResult, ReportWriter, new_report
-from gpubench.stats import summarize_epoch_times
+from gpubench.output.report_file import ModelResult, ReportWriter, new_report
+from gpubench.stats.epoch_times import summarize_epoch_times
 
 
 def test_writer_replaces_the_file_atomically_and_leaves_no_temp_files(tmp_path):

@@ -8,15 +8,16 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from gpubench import hardware
 from gpubench import runner as runner_module
-from gpubench.batch_size import choose_batch_size
+from gpubench.config import CONF_DIR as CONF_DIR_PATH
 from gpubench.config import BatchConfig, register_configs
-from gpubench.memory import MemoryProfile
+from gpubench.hardware import device as hardware
+from gpubench.measure.batch_search import choose_batch_size
+from gpubench.measure.memory import MemoryProfile
 from gpubench.runner import RunContext, Runner, count_step_flops, timed_batch, typed_config
 from gpubench.workload import workload_class
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(CONF_DIR_PATH)
 
 
 def decision_with_limit(limit: int):

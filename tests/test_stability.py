@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from gpubench.config import StabilityConfig
-from gpubench.stability import (
+from gpubench.measure.stability import (
     EpochHealth,
     StabilityMonitor,
     loss_rel_slope_per_epoch,

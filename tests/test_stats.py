@@ -1,4 +1,4 @@
-"""Known-answer tests for gpubench.stats: hand-worked examples, scipy/numpy recomputations and a seeded
+"""Known-answer tests for gpubench.stats.epoch_times: hand-worked examples, scipy/numpy recomputations and a seeded
 AR(1) coverage simulation."""
 
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from gpubench.stats import (
+from gpubench.stats.epoch_times import (
     EpochTimeSummary,
     adjusted_autocorrelation,
     autocorrelation_interval,

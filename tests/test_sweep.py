@@ -15,11 +15,11 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from gpubench import sweep
 from gpubench.config import TrackingConfig
-from gpubench.report import ModelResult, new_report
-from gpubench.stats import summarize_epoch_times
-from gpubench.tracking import RunRecord, log_run, log_sweep_run
+from gpubench.output import sweep
+from gpubench.output.report_file import ModelResult, new_report
+from gpubench.output.tracking import RunRecord, log_run, log_sweep_run
+from gpubench.stats.epoch_times import summarize_epoch_times
 
 COMMON = ["model=mlp", "epochs=4", "hardware=cpu"]
 

@@ -12,7 +12,7 @@ from conftest import make_learnable_features
 from gpubench.config import TFTConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import DataError
-from gpubench.models.tft import (
+from gpubench.models.tft.workload import (
     GLU,
     GRN,
     InterpretableMultiHeadAttention,

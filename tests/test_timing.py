@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from gpubench.timing import BlockTimer, resize_after_warmup, size_epoch
+from gpubench.measure.timing import BlockTimer, resize_after_warmup, size_epoch
 
 
 class FakeDevice:

@@ -3,7 +3,7 @@
 import json
 
 from gpubench.config import TrackingConfig
-from gpubench.tracking import RunRecord, flatten, log_run
+from gpubench.output.tracking import RunRecord, flatten, log_run
 
 
 def test_flatten_uses_dotted_keys_and_keeps_lists_whole():

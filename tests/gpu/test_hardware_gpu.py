@@ -11,7 +11,7 @@ import torch
 
 from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
-from gpubench.hardware import (
+from gpubench.hardware.device import (
     DeviceMonitor,
     apply_vram_limit,
     burn_in,
@@ -21,7 +21,7 @@ from gpubench.hardware import (
     probe,
     resolve_device,
 )
-from gpubench.nvml import THROTTLE_REASON_BITS, default_nvml
+from gpubench.hardware.nvml import THROTTLE_REASON_BITS, default_nvml
 
 pytestmark = pytest.mark.gpu
 
@@ -85,7 +85,7 @@ def test_nvml_index_under_cuda_visible_devices() -> None:
     last_uuid = nvml.query("nvmlDeviceGetUUID", nvml.query("nvmlDeviceGetHandleByIndex", last))
     # Only NVML's last GPU visible: it is torch's cuda:0 but NVML's index `last`.
     result = subprocess.run(
-        [sys.executable, "-c", "from gpubench.hardware import nvml_index_for; print(nvml_index_for(0))"],
+        [sys.executable, "-c", "from gpubench.hardware.device import nvml_index_for; print(nvml_index_for(0))"],
         env={**os.environ, "CUDA_VISIBLE_DEVICES": last_uuid},
         cwd=REPO_ROOT,
         capture_output=True,

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.hardware import memory_reader, open_nvml_device
-from gpubench.memory import MemoryProfiler, MemorySampler, ProcessMemorySampler
+from gpubench.hardware.device import memory_reader, open_nvml_device
+from gpubench.measure.memory import MemoryProfiler, MemorySampler, ProcessMemorySampler
 
 pytestmark = pytest.mark.gpu
 

@@ -68,7 +68,7 @@ def save_report_plots(
     """Draw every plot the report has data for into ``out_dir``; return the PNG paths written, in drawing order.
 
     Args:
-        report: the report dict (``gpubench.report`` schema).
+        report: the report dict (``gpubench.output.report_file`` schema).
         out_dir: folder for the PNGs (created if missing), normally the report's folder.
         memory_timelines: per model name, the memory sampler's samples: ``t_s`` (seconds, any origin),
             ``device_used_mb`` and ``process_mb`` (MB, None/NaN where not read). None or a missing model: no
@@ -437,7 +437,7 @@ def _usd(value: float) -> str:
 
 def cost_figure(recommendation: dict[str, Any]) -> "Figure | None":
     """Projected full-training time (estimate, with a bar to its upper bound) and cost per catalog card, from
-    ``recommendation["projection"]`` (``gpubench.decision``: ``card``, ``training_hours``, ``training_hours_upper``,
+    ``recommendation["projection"]`` (``gpubench.decision.recommendation``: ``card``, ``training_hours``, ``training_hours_upper``,
     ``cost_usd_per_training``, ``measured_device``), fastest card at the top. When no catalog card is the measured
     device (a CPU run, an unlisted GPU), the measured estimate is added as its own row. A missing figure reads
     "n/a"; None when no row has a time."""

@@ -37,9 +37,9 @@ import torch
 from scipy import stats
 
 from gpubench.config import MEMORY_SAMPLERS
-from gpubench.hardware import memory_reader, open_nvml_device
-from gpubench.memory_sampler_process import RECORD, next_deadline_s
-from gpubench.nvml import BYTES_PER_MB, MemoryReading
+from gpubench.hardware.device import memory_reader, open_nvml_device
+from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s
+from gpubench.hardware.nvml import BYTES_PER_MB, MemoryReading
 
 #: What each peak counts, carried into the report next to the figures.
 PEAK_DEFINITIONS: dict[str, str] = {
@@ -132,7 +132,7 @@ def _nan_max(values: array) -> float | None:
 class MemorySampler:
     """Reads GPU memory every ``interval_ms`` on a daemon thread, between :meth:`start` and :meth:`stop`.
 
-    ``read`` returns one :class:`MemoryReading` (by default :func:`gpubench.hardware.memory_reader` builds one
+    ``read`` returns one :class:`MemoryReading` (by default :func:`gpubench.hardware.device.memory_reader` builds one
     over NVML; tests pass a fake). Use as a context manager. An error raised by ``read`` stops the thread and is
     re-raised by :meth:`stop`, so a broken sampler is not mistaken for an idle one. ``clock`` (seconds) and
     ``wait`` (wait up to that many seconds, True when asked to stop) replace ``time.perf_counter`` and the stop
@@ -243,7 +243,7 @@ class MemorySampler:
 
 
 #: The child process's module; see its docstring for the command line and the record format.
-_SAMPLER_MODULE = "gpubench.memory_sampler_process"
+_SAMPLER_MODULE = "gpubench.hardware.memory_sampler_process"
 #: How long :meth:`ProcessMemorySampler.start` waits for the child's first sample: Python's start-up, pynvml's
 #: import and NVML's initialisation take well under a second on one GPU, longer on a loaded 8-GPU host.
 _START_TIMEOUT_S = 10.0
@@ -269,7 +269,7 @@ class ProcessMemorySampler:
 
     The interface is :class:`MemorySampler`'s, and so are the units (seconds on this process's
     ``time.perf_counter`` scale, MB, NaN where not read); only where the reads run differs. The child
-    (:mod:`gpubench.memory_sampler_process`) reads NVML device ``nvml_index`` and process ``pid``'s memory and
+    (:mod:`gpubench.hardware.memory_sampler_process`) reads NVML device ``nvml_index`` and process ``pid``'s memory and
     appends fixed-size records to a temporary file; this side reads the complete records written since it last
     looked whenever it is asked (``len``, :meth:`timeline`, :meth:`peaks_mb`), keeps them, and deletes the file at
     :meth:`stop`. Samples accumulate across :meth:`start`/:meth:`stop` cycles, as with the thread.

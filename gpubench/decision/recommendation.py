@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpubench.config import DecisionConfig, HardwareConfig, TrainingPlanConfig
-from gpubench.cost import COST_METHOD, JOULES_PER_KWH, CostInputs, cost_analysis
-from gpubench.projection import (
+from gpubench.decision.cost import COST_METHOD, JOULES_PER_KWH, CostInputs, cost_analysis
+from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     PROJECTION_METHOD,
@@ -440,7 +440,7 @@ def _execution_actions(
     if precision != "fp32" or compile_mode != "false":
         actions.append(
             f"Measured with precision {precision} and compile {compile_mode}: its gain is the ratio to a run with "
-            "the defaults (python -m gpubench.compare A B)."
+            "the defaults (python -m gpubench.output.compare A B)."
         )
     return actions
 
@@ -632,7 +632,7 @@ def build_recommendation(
     report: dict[str, Any], decision: DecisionConfig, catalog: dict[str, HardwareConfig]
 ) -> dict[str, Any]:
     """The report's ``recommendation`` section, from the report as written so far (``hardware``, ``run``,
-    ``models``), the decision config and the hardware catalog (:func:`gpubench.projection.load_catalog`).
+    ``models``), the decision config and the hardware catalog (:func:`gpubench.decision.projection.load_catalog`).
 
     Keys: ``decision`` (LOCAL_GPU_VIABLE | GRAY_ZONE | CLOUD_GPU_RECOMMENDED, None when nothing was measured),
     ``reasoning``, ``estimated_full_training_hours``/``_days`` (point estimate) and

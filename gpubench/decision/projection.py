@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from gpubench.config import HardwareConfig
+from gpubench.config import CONF_DIR, HardwareConfig
 
 #: Catalog files that do not describe a card.
 _NOT_CARDS: tuple[str, ...] = ("auto", "cpu")
@@ -46,15 +46,10 @@ PROJECTION_METHOD = (
 )
 
 
-def default_conf_dir() -> Path:
-    """The repository's ``conf/`` folder."""
-    return Path(__file__).resolve().parents[1] / "conf"
-
-
 def load_catalog(conf_dir: Path | None = None) -> dict[str, HardwareConfig]:
     """The catalog cards of ``<conf_dir>/hardware/*.yaml`` (not ``auto`` or ``cpu``), by name, interpolations such
     as ``vram_limit_gb: ${.vram_gb}`` resolved."""
-    folder = (conf_dir or default_conf_dir()) / "hardware"
+    folder = (conf_dir or CONF_DIR) / "hardware"
     catalog: dict[str, HardwareConfig] = {}
     for path in sorted(folder.glob("*.yaml")):
         if path.stem in _NOT_CARDS:

@@ -1,11 +1,11 @@
 """The NVML memory sampler as a child process, so that sampling shares no GIL with training.
 
-:class:`gpubench.memory.ProcessMemorySampler` runs it as::
+:class:`gpubench.measure.memory.ProcessMemorySampler` runs it as::
 
-    python -m gpubench.memory_sampler_process --nvml-index I --pid P --interval-ms X --output PATH
+    python -m gpubench.hardware.memory_sampler_process --nvml-index I --pid P --interval-ms X --output PATH
 
 Every ``X`` ms it reads NVML device ``I``'s used memory and, on one reading in
-:data:`gpubench.nvml.PROCESS_MEMORY_EVERY_N_READINGS`, process ``P``'s memory, and appends one :data:`RECORD` to
+:data:`gpubench.hardware.nvml.PROCESS_MEMORY_EVERY_N_READINGS`, process ``P``'s memory, and appends one :data:`RECORD` to
 ``PATH``: ``time.perf_counter()`` in seconds, device-used MB, process MB (NaN where not read). It stops on SIGTERM
 (after finishing the record in hand; exit 0) or when its parent dies (an orphan also removes ``PATH``, which no
 one will read). When NVML cannot be opened, or a read raises, it writes one line to stderr and exits 1.
@@ -15,9 +15,9 @@ on the H200, about eight times its own 16 µs per 10 ms of host work. Most of th
 every NVML ctypes call and every wake-up releases and re-takes it, and so does every torch op of the training
 thread. A process has a GIL of its own.
 
-This module imports neither torch nor :mod:`gpubench.memory` (which does), so the child starts in tens of ms.
+This module imports neither torch nor :mod:`gpubench.measure.memory` (which does), so the child starts in tens of ms.
 ``--reader module:function`` replaces NVML (tests): the function takes (nvml_index, pid) and returns a
-zero-argument function returning a :class:`gpubench.nvml.MemoryReading`.
+zero-argument function returning a :class:`gpubench.hardware.nvml.MemoryReading`.
 """
 
 import argparse
@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from gpubench.nvml import MemoryReading, Nvml, NvmlDevice
+from gpubench.hardware.nvml import MemoryReading, Nvml, NvmlDevice
 
 #: One sample: ``time.perf_counter()`` seconds, device-used MB, process MB (NaN where not read). Native byte order
 #: and no padding: the file is a private channel between two processes on one host, read back as C doubles.

@@ -1,7 +1,7 @@
 """NVML without torch: the library session, one GPU's queries, and its memory readings.
 
-Both the benchmark process (through :mod:`gpubench.hardware`, which maps torch's devices onto NVML's) and the
-memory sampler's child process (:mod:`gpubench.memory_sampler_process`, which must start fast and share nothing
+Both the benchmark process (through :mod:`gpubench.hardware.device`, which maps torch's devices onto NVML's) and the
+memory sampler's child process (:mod:`gpubench.hardware.memory_sampler_process`, which must start fast and share nothing
 with training) read the GPU through this module, so it imports neither torch nor anything that does. ``pynvml``
 (from nvidia-ml-py) is imported lazily, on first use, and initialised once per process: importing gpubench never
 needs it. Every query degrades instead of failing: what NVML cannot read is None.

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench.measurement import ProgressCallback
+from gpubench.measure.epochs import ProgressCallback
 
 _stderr = Console(stderr=True, highlight=False)
 # Rich assumes 80 columns when stdout is not a terminal (a log file, CI): too narrow for the summary table.

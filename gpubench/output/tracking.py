@@ -152,7 +152,7 @@ def log_sweep_run(config: TrackingConfig, record: RunRecord, child_run_ids: Sequ
 
     The jobs log their runs before the sweep ends, so none can name its parent when it is created: afterwards each
     child in ``child_run_ids`` that is in this store, in the parent's experiment and tagged with the same
-    ``gpubench.sweep`` as ``record`` gets the tag ``mlflow.parentRunId`` (what the MLflow UI nests runs by).
+    ``gpubench.output.sweep`` as ``record`` gets the tag ``mlflow.parentRunId`` (what the MLflow UI nests runs by).
     Children not linked are named in the warning.
     """
     if not config.enabled:

@@ -2,7 +2,7 @@
 
 Everything here degrades instead of failing: without CUDA the benchmark runs on the CPU with a one-line notice;
 without NVML (no driver library, a container without it, an unsupported query) the telemetry fields are ``None``
-and a notice says why. The NVML queries themselves live in :mod:`gpubench.nvml`, which imports no torch, so the
+and a notice says why. The NVML queries themselves live in :mod:`gpubench.hardware.nvml`, which imports no torch, so the
 memory sampler's child process can use them; this module adds what needs torch (the device's identity, its NVML
 index, the VRAM cap, the probe, the burn-in and the per-epoch watch).
 
@@ -21,7 +21,7 @@ import torch
 
 from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
-from gpubench.nvml import BYTES_PER_MB, DeviceSample, MemoryReading, Nvml, NvmlDevice, default_nvml
+from gpubench.hardware.nvml import BYTES_PER_MB, DeviceSample, MemoryReading, Nvml, NvmlDevice, default_nvml
 
 BYTES_PER_GB = 1024**3
 CPU_NOTICE = "no CUDA device found; benchmarking on the CPU"

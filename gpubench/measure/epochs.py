@@ -1,6 +1,6 @@
 """One workload's timed run: size the epoch, warm up, then measure epochs until the stopping rule says so.
 
-Every epoch is one synchronised block of ``steps_per_epoch`` training steps (see :mod:`gpubench.timing`). After
+Every epoch is one synchronised block of ``steps_per_epoch`` training steps (see :mod:`gpubench.measure.timing`). After
 each block, and outside it, the stability monitor is read (one host sync per epoch) and the epoch observers
 (memory profiler, device monitor) record their per-epoch figures. The loop stops after ``epochs`` measured
 epochs, or — with adaptive statistics — when the precision target or ``max_epochs`` is reached, and early when
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpubench.config import EpochConfig, StatisticsConfig
-from gpubench.stability import EpochHealth, StabilityMonitor
-from gpubench.stats import should_stop_adaptive
-from gpubench.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
+from gpubench.measure.stability import EpochHealth, StabilityMonitor
+from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
+from gpubench.stats.epoch_times import should_stop_adaptive
 from gpubench.workload import Workload
 
 

@@ -29,7 +29,7 @@ STATUSES = ("ok", "oom", "diverged", "thermal_stop", "failed")
 class ModelResult:
     """One model's outcome. ``status`` is one of :data:`STATUSES`; ``error`` says why when it is not ``ok``.
 
-    The timing figures come from the statistics summary (``gpubench.stats.EpochTimeSummary.to_dict()``) of the
+    The timing figures come from the statistics summary (``gpubench.stats.epoch_times.EpochTimeSummary.to_dict()``) of the
     measured epochs; ``details`` holds sections owned by other modules (memory, stability, batch search,
     device watch, workload description), each already JSON-ready.
     """

@@ -1,0 +1,1 @@
+"""Measuring a workload: block timer, epoch loop, batch search, memory profiler and samplers, stability."""

@@ -1,0 +1,1 @@
+"""The dqn workload: its config dataclass and its training step."""

@@ -1,0 +1,1 @@
+"""The mamba2 workload: its config dataclass and its training step."""

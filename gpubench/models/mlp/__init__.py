@@ -1,0 +1,1 @@
+"""The mlp workload: its config dataclass and its training step."""

@@ -1,0 +1,1 @@
+"""The ppo workload: its config dataclass and its training step."""

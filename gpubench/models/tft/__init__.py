@@ -1,0 +1,1 @@
+"""The tft workload: its config dataclass and its training step."""
