@@ -21,10 +21,10 @@ from gpubench import __version__
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.data.tensors import FeatureTensors
-from gpubench.decision.projection import load_catalog
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.errors import ConfigError
 from gpubench.hardware import device as hardware
+from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.batch_search import (
     BatchDecision,
     HeadroomCheck,

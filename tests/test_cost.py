@@ -5,8 +5,8 @@ from report_factory import gpu_hardware, model_section, noisy_epochs_ms, report
 
 from gpubench.config import DecisionConfig
 from gpubench.decision.cost import CostInputs, cost_analysis
-from gpubench.decision.projection import load_catalog
 from gpubench.decision.recommendation import build_recommendation
+from gpubench.hardware.catalog import load_catalog
 
 
 def inputs(**overrides) -> CostInputs:

@@ -8,7 +8,6 @@ from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epoc
 from scipy.signal import lfilter
 
 from gpubench.config import DecisionConfig, TrainingPlanConfig
-from gpubench.decision.projection import load_catalog
 from gpubench.decision.recommendation import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
@@ -24,6 +23,7 @@ from gpubench.decision.recommendation import (
     total_time_margin_ms,
 )
 from gpubench.errors import ConfigError
+from gpubench.hardware.catalog import load_catalog
 from gpubench.stats.epoch_times import autocorrelation_interval
 
 CATALOG = load_catalog()

@@ -16,8 +16,8 @@ import pytest
 from matplotlib.image import imread
 
 from gpubench.config import BatchConfig, DecisionConfig
-from gpubench.decision.projection import load_catalog
 from gpubench.decision.recommendation import build_recommendation
+from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.batch_search import TrialResult, choose_batch_size
 from gpubench.output import plots
 from gpubench.output.report_file import ModelResult, new_report

@@ -3,20 +3,19 @@
 import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
 
-from gpubench.config import DecisionConfig, HardwareConfig
+from gpubench.config import DecisionConfig
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     BOUND_UNKNOWN,
     DeviceThroughput,
-    load_catalog,
-    match_catalog_card,
     projected_step_ms,
     source_throughput,
     split_step,
     target_throughput,
 )
 from gpubench.decision.recommendation import build_recommendation
+from gpubench.hardware.catalog import load_catalog
 
 CATALOG = load_catalog()
 # A T4 whose burn-in reached 6.48 of its 8.1 fp32 TFLOP/s: matmul efficiency 0.8.
@@ -31,50 +30,6 @@ def t4_report(models: dict, precision: str = "fp32") -> dict:
 
 def t4_source() -> DeviceThroughput:
     return source_throughput(t4_report({}), CATALOG, assumed_efficiency=0.7)
-
-
-# --------------------------------------------------------------------------------------------------- catalog
-
-
-def test_load_catalog_reads_all_eight_cards_with_interpolation_resolved():
-    assert sorted(CATALOG) == ["a100_40gb", "a100_80gb", "h100", "h200", "l4", "rtx3050ti", "rtx3060", "t4"]
-    for name, card in CATALOG.items():
-        assert isinstance(card, HardwareConfig)
-        assert card.name == name
-        assert card.vram_limit_gb == card.vram_gb
-        assert card.peak_fp32_tflops and card.peak_bf16_tflops and card.memory_bandwidth_gbps
-    assert CATALOG["h100"].hourly_price_usd == 2.9
-    assert CATALOG["rtx3050ti"].hourly_price_usd is None
-
-
-def test_load_catalog_from_another_conf_dir(tmp_path):
-    (tmp_path / "hardware").mkdir()
-    (tmp_path / "hardware" / "cpu.yaml").write_text("name: cpu\n")
-    (tmp_path / "hardware" / "mine.yaml").write_text("name: mine\nvram_gb: 8\nvram_limit_gb: ${.vram_gb}\n")
-    catalog = load_catalog(tmp_path)
-    assert list(catalog) == ["mine"]
-    assert catalog["mine"].vram_limit_gb == 8
-
-
-@pytest.mark.parametrize(
-    ("device_name", "card"),
-    [
-        ("NVIDIA H200", "h200"),
-        ("NVIDIA H100 80GB HBM3", "h100"),
-        ("NVIDIA A100-SXM4-80GB", "a100_80gb"),
-        ("NVIDIA A100-PCIE-40GB", "a100_40gb"),
-        ("Tesla T4", "t4"),
-        ("NVIDIA L4", "l4"),
-        ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "rtx3050ti"),
-        ("NVIDIA GeForce RTX 3060", "rtx3060"),
-        ("NVIDIA GeForce RTX 3060 Ti", None),
-        ("NVIDIA GeForce RTX 3050 Laptop GPU", None),
-        ("NVIDIA GeForce GT 430", None),
-        (None, None),
-    ],
-)
-def test_device_names_match_catalog_cards(device_name, card):
-    assert match_catalog_card(device_name, CATALOG) == card
 
 
 # --------------------------------------------------------------------------------------------------- throughput

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from gpubench.results import EpochTimeStatistics
 from gpubench.stats.epoch_times import (
-    EpochTimeSummary,
     adjusted_autocorrelation,
     autocorrelation_interval,
     drift_test,
@@ -18,7 +18,6 @@ from gpubench.stats.epoch_times import (
     lag1_autocorrelation,
     median_interval,
     percentile_min_epochs,
-    remove_warmup,
     required_sample_size,
     should_stop_adaptive,
     sigma_rule_can_flag,
@@ -441,19 +440,10 @@ def test_cv_gate() -> None:
     assert summarize_epoch_times(X_MS, cv_threshold=0.06).cv_ok
 
 
-def test_remove_warmup() -> None:
-    assert remove_warmup([50.0, 40.0, 10.0, 11.0], 2).tolist() == [10.0, 11.0]
-    assert remove_warmup([50.0, 40.0], 0).tolist() == [50.0, 40.0]
-    with pytest.raises(ValueError, match="leaves no measured epoch"):
-        remove_warmup([50.0, 40.0], 2)
-    with pytest.raises(ValueError, match=">= 0"):
-        remove_warmup([50.0, 40.0], -1)
-
-
 def test_to_dict_is_strict_json_with_lists_for_intervals() -> None:
     for times_ms in (X_MS, [4.0] * 6):
         payload = summarize_epoch_times(times_ms).to_dict()
-        assert set(payload) == {f.name for f in fields(EpochTimeSummary)}
+        assert set(payload) == {f.name for f in fields(EpochTimeStatistics)}
         assert json.loads(json.dumps(payload, allow_nan=False)) == payload
     payload = summarize_epoch_times(X_MS).to_dict()
     assert payload["confidence_interval_ms"] == pytest.approx([10.1827445, 10.7372555], abs=1e-6)

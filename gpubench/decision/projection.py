@@ -1,24 +1,16 @@
-"""Projection of a measured training step to other GPUs, and the hardware catalog it projects to.
+"""Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`).
 
 The model and its assumptions are :data:`PROJECTION_METHOD` (written into the report as well); step times are in
 ms, throughput in TFLOP/s (1e12 FLOP/s). Pure arithmetic on the report's numbers: nothing here imports torch.
 """
 
-import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from gpubench.hardware.catalog import Card, match_catalog_card
 
-from gpubench.config import CONF_DIR, HardwareConfig
-
-#: Catalog files that do not describe a card.
-_NOT_CARDS: tuple[str, ...] = ("auto", "cpu")
 #: A step whose compute part is at least this fraction of its time is called compute-bound.
 COMPUTE_BOUND_SHARE = 0.5
-#: Words after a model number that make it a different card (an RTX 3060 Ti is not an RTX 3060).
-_VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
 BOUND_COMPUTE = "compute-bound"
 BOUND_OVERHEAD = "overhead-bound"
 BOUND_UNKNOWN = "unknown"
@@ -46,51 +38,6 @@ PROJECTION_METHOD = (
 )
 
 
-def load_catalog(conf_dir: Path | None = None) -> dict[str, HardwareConfig]:
-    """The catalog cards of ``<conf_dir>/hardware/*.yaml`` (not ``auto`` or ``cpu``), by name, interpolations such
-    as ``vram_limit_gb: ${.vram_gb}`` resolved."""
-    folder = (conf_dir or CONF_DIR) / "hardware"
-    catalog: dict[str, HardwareConfig] = {}
-    for path in sorted(folder.glob("*.yaml")):
-        if path.stem in _NOT_CARDS:
-            continue
-        values = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-        assert isinstance(values, dict)
-        card = HardwareConfig(**{str(key): value for key, value in values.items()})
-        catalog[card.name] = card
-    return catalog
-
-
-def _name_pattern(part: str) -> str:
-    """A regex matching ``part`` of a catalog name (``rtx3050ti``, ``a100``, ``80gb``) inside a device name, with
-    optional spaces or hyphens where letters meet digits (``RTX 3050 Ti``, ``A100-SXM4-80GB``)."""
-    pieces = re.findall(r"[a-z]+|\d+", part.lower())
-    return r"(?<![a-z0-9])" + r"[\s_-]*".join(pieces) + r"(?![a-z0-9])" + _VARIANT_SUFFIX
-
-
-def match_catalog_card(device_name: str | None, catalog: dict[str, HardwareConfig]) -> str | None:
-    """The catalog card whose name matches a device name as NVML/torch report it, or None.
-
-    Every ``_``-separated part of the card's name must appear as a word (``a100_80gb`` matches
-    ``NVIDIA A100-SXM4-80GB``, not ``NVIDIA A100-SXM4-40GB``; ``rtx3060`` does not match ``RTX 3060 Ti``). When
-    several cards match, the one with the most parts (the most specific) wins.
-    """
-    if not device_name:
-        return None
-    text = device_name.lower()
-    matches = [
-        (len(name.split("_")), name)
-        for name in catalog
-        if all(re.search(_name_pattern(part), text) for part in name.split("_"))
-    ]
-    return max(matches)[1] if matches else None
-
-
-def peak_tflops(card: HardwareConfig, precision: str) -> float | None:
-    """The card's peak TFLOP/s for a run at ``precision`` (fp32, or the bf16/fp16 tensor-core figure)."""
-    return card.peak_fp32_tflops if precision == "fp32" else card.peak_bf16_tflops
-
-
 @dataclass(frozen=True)
 class DeviceThroughput:
     """What the projection knows of one device's speed.
@@ -111,9 +58,7 @@ class DeviceThroughput:
         return asdict(self)
 
 
-def source_throughput(
-    report: dict[str, Any], catalog: dict[str, HardwareConfig], assumed_efficiency: float
-) -> DeviceThroughput:
+def source_throughput(report: dict[str, Any], catalog: dict[str, Card], assumed_efficiency: float) -> DeviceThroughput:
     """The measured device's throughput, from the report's ``hardware`` and ``run`` sections."""
     hardware = report.get("hardware") or {}
     precision = (report.get("run") or {}).get("precision") or "fp32"
@@ -122,7 +67,7 @@ def source_throughput(
     card_name = match_catalog_card(device_name, catalog) if hardware.get("measured_on") == "cuda" else None
     if card_name is not None:
         card = catalog[card_name]
-        peak = peak_tflops(card, precision)
+        peak = card.peak_tflops(precision)
         if burn_in_tflops and card.peak_fp32_tflops:
             efficiency = min(1.0, burn_in_tflops / card.peak_fp32_tflops)
             basis = (
@@ -158,13 +103,13 @@ def source_throughput(
 
 
 def target_throughput(
-    name: str, card: HardwareConfig, precision: str, source: DeviceThroughput, assumed_efficiency: float
+    name: str, card: Card, precision: str, source: DeviceThroughput, assumed_efficiency: float
 ) -> DeviceThroughput:
     """A catalog card's throughput as a projection target: the source's measured η when the source is a catalog
     card (same kernels, same software), else ``assumed_efficiency``."""
     efficiency = source.matmul_efficiency if source.card is not None else assumed_efficiency
     assert efficiency is not None
-    peak = peak_tflops(card, precision)
+    peak = card.peak_tflops(precision)
     return DeviceThroughput(
         name=name,
         card=name,

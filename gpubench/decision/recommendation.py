@@ -18,7 +18,6 @@ from gpubench.decision.projection import (
     PROJECTION_METHOD,
     DeviceThroughput,
     StepSplit,
-    peak_tflops,
     projected_step_ms,
     source_throughput,
     split_step,
@@ -345,7 +344,7 @@ def _projection_table(
                 "card": card_name,
                 "measured_device": card_name == source.card,
                 "precision": precision,
-                "peak_tflops": peak_tflops(card, precision),
+                "peak_tflops": card.peak_tflops(precision),
                 "attainable_tflops": target.attainable_tflops,
                 "memory_bandwidth_gbps": card.memory_bandwidth_gbps,
                 "vram_mb": card_mb,
@@ -632,7 +631,7 @@ def build_recommendation(
     report: dict[str, Any], decision: DecisionConfig, catalog: dict[str, HardwareConfig]
 ) -> dict[str, Any]:
     """The report's ``recommendation`` section, from the report as written so far (``hardware``, ``run``,
-    ``models``), the decision config and the hardware catalog (:func:`gpubench.decision.projection.load_catalog`).
+    ``models``), the decision config and the hardware catalog (:func:`gpubench.hardware.catalog.load_catalog`).
 
     Keys: ``decision`` (LOCAL_GPU_VIABLE | GRAY_ZONE | CLOUD_GPU_RECOMMENDED, None when nothing was measured),
     ``reasoning``, ``estimated_full_training_hours``/``_days`` (point estimate) and

@@ -13,16 +13,17 @@ times correlate, and a stall is real time the training run will also pay. This m
 * checks for drift (Kendall's tau of time against epoch index).
 
 Every input is a 1-D sequence of epoch times in milliseconds, in the order they were measured (warmup already
-removed, see :func:`remove_warmup`). Pure numpy/scipy: nothing here imports torch.
+removed). Pure numpy/scipy: nothing here imports torch.
 """
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
+
+from gpubench.results import EpochTimeStatistics
 
 OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
 #: Below this many epochs the summary still works but warns: the lag-1 autocorrelation has no bias correction
@@ -48,62 +49,6 @@ STOP_MAX_EPOCHS_REACHED = "max_epochs_reached"
 STOP_CONTINUE = "continue"
 METHOD_BATCH_MEANS = "batch_means"
 METHOD_EFFECTIVE_SAMPLE_SIZE = "effective_sample_size"
-
-
-@dataclass(frozen=True)
-class EpochTimeSummary:
-    """Summary of one model's measured epoch times; every ``*_ms`` figure is in milliseconds.
-
-    ``mean_ms``, ``confidence_interval_ms`` (plain Student-t on all ``n`` epochs), ``coefficient_of_variation``
-    and ``p95_ms``/``p99_ms`` are the seed tool's legacy figures, computed over exactly the epochs given.
-    ``decision_interval_ms`` is the autocorrelation-aware interval for the mean that decisions should use.
-    Outliers (``outlier_indices``, positions in the input) are flagged only; they stay in every estimate.
-    ``lag1_autocorrelation`` is the plain sample estimate; ``lag1_autocorrelation_adjusted`` is the
-    bias-corrected, clipped value that the effective sample size and ``required_epochs`` use.
-    """
-
-    n: int
-    mean_ms: float
-    std_ms: float
-    confidence_level: float
-    confidence_interval_ms: tuple[float, float]
-    coefficient_of_variation: float
-    cv_threshold: float
-    cv_ok: bool
-    p95_ms: float
-    p99_ms: float
-    p95_reliable: bool
-    p99_reliable: bool
-    median_ms: float
-    median_interval_ms: tuple[float, float]
-    median_interval_coverage: float
-    outlier_rule: str
-    outlier_indices: tuple[int, ...]
-    lag1_autocorrelation: float
-    lag1_autocorrelation_adjusted: float
-    decision_interval_ms: tuple[float, float]
-    decision_interval_method: str
-    effective_sample_size: float
-    relative_halfwidth: float
-    target_rel_halfwidth: float
-    meets_precision_target: bool
-    required_epochs: int
-    drift_kendall_tau: float
-    drift_p_value: float
-    drift_detected: bool
-    warnings: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        """The summary as JSON-ready plain Python values (tuples become lists)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -134,19 +79,6 @@ def _check_positive(name: str, value: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------- building blocks
-
-
-def remove_warmup(times_ms: ArrayLike, warmup_epochs: int) -> np.ndarray:
-    """The epoch times (ms) after dropping the first ``warmup_epochs``, as a new float array.
-
-    Raises ValueError when ``warmup_epochs`` is negative or would leave no measured epoch.
-    """
-    values = _epoch_times(times_ms, min_epochs=1)
-    if warmup_epochs < 0:
-        raise ValueError(f"warmup_epochs must be >= 0, got {warmup_epochs}")
-    if warmup_epochs >= values.size:
-        raise ValueError(f"warmup_epochs={warmup_epochs} leaves no measured epoch out of {values.size}")
-    return values[warmup_epochs:].copy()
 
 
 def flag_outliers(times_ms: ArrayLike, rule: str) -> np.ndarray:
@@ -410,7 +342,7 @@ def summarize_epoch_times(
     cv_threshold: float = 0.15,
     outlier_rule: str = "mad",
     target_rel_halfwidth: float = 0.02,
-) -> EpochTimeSummary:
+) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 
     Raises ValueError for fewer than 2 epochs, non-finite or non-positive times, a level outside (0, 1), an
@@ -473,7 +405,7 @@ def summarize_epoch_times(
         trend = "slowing down (throttling?)" if tau > 0 else "speeding up (still warming up?)"
         warnings.append(f"epoch times drift: Kendall tau = {tau:.2f}, p = {p_value:.2g}; {trend}")
 
-    return EpochTimeSummary(
+    return EpochTimeStatistics(
         n=n,
         mean_ms=mean_ms,
         std_ms=std_ms,

@@ -1,0 +1,96 @@
+"""The card catalog: each GPU's spec sheet (VRAM, peak TFLOP/s, memory bandwidth, price, board power), read from
+the Hydra configs under ``conf/hardware/``, and the match of a device name onto a catalog card.
+
+A card's spec is data, not a device: the projection and the cost analysis read it without touching a GPU, so
+nothing here imports torch or NVML.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from gpubench.config import CONF_DIR, HardwareConfig
+from gpubench.units import MB_PER_GB
+
+#: Files of ``conf/hardware/`` that choose a device rather than describe a card.
+_NOT_CARDS: tuple[str, ...] = ("auto", "cpu")
+#: Words after a model number that make it a different card (an RTX 3060 Ti is not an RTX 3060).
+_VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
+
+
+@dataclass(frozen=True)
+class Card:
+    """One catalog card's spec sheet: VRAM (GB, binary), dense peak TFLOP/s in fp32 and on the bf16 (T4: fp16)
+    tensor cores, memory bandwidth (GB/s), cloud price (USD per hour, None where it is not rented) and board
+    power (W)."""
+
+    name: str
+    vram_gb: float | None
+    peak_fp32_tflops: float | None
+    peak_bf16_tflops: float | None
+    memory_bandwidth_gbps: float | None
+    hourly_price_usd: float | None
+    board_power_w: float | None
+
+    @classmethod
+    def from_config(cls, hardware: HardwareConfig) -> "Card":
+        """The spec-sheet part of a ``hardware=<card>`` config."""
+        return cls(
+            name=hardware.name,
+            vram_gb=hardware.vram_gb,
+            peak_fp32_tflops=hardware.peak_fp32_tflops,
+            peak_bf16_tflops=hardware.peak_bf16_tflops,
+            memory_bandwidth_gbps=hardware.memory_bandwidth_gbps,
+            hourly_price_usd=hardware.hourly_price_usd,
+            board_power_w=hardware.board_power_w,
+        )
+
+    @property
+    def vram_mb(self) -> float | None:
+        return self.vram_gb * MB_PER_GB if self.vram_gb else None
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Peak TFLOP/s for a run at ``precision``: fp32, or the bf16/fp16 tensor-core figure."""
+        return self.peak_fp32_tflops if precision == "fp32" else self.peak_bf16_tflops
+
+
+def load_catalog(conf_dir: Path | None = None) -> dict[str, Card]:
+    """The catalog cards of ``<conf_dir>/hardware/*.yaml`` (not ``auto`` or ``cpu``), by name, interpolations such
+    as ``vram_limit_gb: ${.vram_gb}`` resolved and every value checked as a ``hardware`` config is."""
+    folder = (conf_dir or CONF_DIR) / "hardware"
+    catalog: dict[str, Card] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        if path.stem in _NOT_CARDS:
+            continue
+        values = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        assert isinstance(values, dict)
+        card = Card.from_config(HardwareConfig(**{str(key): value for key, value in values.items()}))
+        catalog[card.name] = card
+    return catalog
+
+
+def _name_pattern(part: str) -> str:
+    """A regex matching ``part`` of a catalog name (``rtx3050ti``, ``a100``, ``80gb``) inside a device name, with
+    optional spaces or hyphens where letters meet digits (``RTX 3050 Ti``, ``A100-SXM4-80GB``)."""
+    pieces = re.findall(r"[a-z]+|\d+", part.lower())
+    return r"(?<![a-z0-9])" + r"[\s_-]*".join(pieces) + r"(?![a-z0-9])" + _VARIANT_SUFFIX
+
+
+def match_catalog_card(device_name: str | None, catalog: dict[str, Card]) -> str | None:
+    """The catalog card whose name matches a device name as NVML/torch report it, or None.
+
+    Every ``_``-separated part of the card's name must appear as a word (``a100_80gb`` matches
+    ``NVIDIA A100-SXM4-80GB``, not ``NVIDIA A100-SXM4-40GB``; ``rtx3060`` does not match ``RTX 3060 Ti``). When
+    several cards match, the one with the most parts (the most specific) wins.
+    """
+    if not device_name:
+        return None
+    text = device_name.lower()
+    matches = [
+        (len(name.split("_")), name)
+        for name in catalog
+        if all(re.search(_name_pattern(part), text) for part in name.split("_"))
+    ]
+    return max(matches)[1] if matches else None

@@ -1,0 +1,971 @@
+"""The report's schema as typed records: the only module that knows the report's keys.
+
+Every section of ``report.json`` is a dataclass here, and every key is a field name (or a figure derived from
+fields, listed in ``_DERIVED`` and computed in one place). Producers (``measure/``, ``hardware/``, ``stats/``,
+``decision/``) build these records; consumers (``decision/``, ``output/``) read their attributes. A renamed field
+therefore fails loudly: :meth:`Record.from_dict` rejects a key it does not know, and a reader naming a field that
+does not exist fails at the attribute.
+
+The seed tool's keys are kept exactly (``timestamp``, ``benchmark_version``, ``hardware{...}``, per model
+``mean_epoch_time_ms``, ``confidence_interval_ms``, ``p95_latency_ms``, ``p99_latency_ms``,
+``coefficient_of_variation``, ``memory_usage_mb``, ``batch_size``, ``gradient_accumulation_steps``, ``stability``,
+``loss_trend``, ``raw_epoch_times_ms``, and ``recommendation{decision, reasoning, estimated_full_training_hours,
+estimated_full_training_days, cost_analysis, recommended_actions}``); every timing figure is computed over exactly
+``raw_epoch_times_ms``.
+
+Pure Python: nothing here imports torch, numpy arrays are turned into plain values on the way in.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
+
+from gpubench import __version__
+from gpubench.units import HOURS_PER_DAY, MS_PER_S
+
+#: Version of the report schema; bump when a key changes meaning. Version 1 is read as is.
+REPORT_SCHEMA_VERSION = 1
+
+#: Statuses a model can end with.
+ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed"]
+STATUSES: tuple[str, ...] = get_args(ModelStatus)
+
+#: The three answers of the decision rule.
+LOCAL_GPU_VIABLE = "LOCAL_GPU_VIABLE"
+GRAY_ZONE = "GRAY_ZONE"
+CLOUD_GPU_RECOMMENDED = "CLOUD_GPU_RECOMMENDED"
+
+R = TypeVar("R", bound="Record")
+
+
+class ReportFormatError(ValueError):
+    """A report (or one of its sections) does not match this schema: an unknown key, or a value of the wrong kind."""
+
+
+# --------------------------------------------------------------------------------------------------- the codec
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready copy of ``value``: records become dicts, tuples lists, numpy scalars Python numbers."""
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):  # a numpy scalar
+        return value.item()
+    return value
+
+
+def _is_optional(hint: Any) -> bool:
+    return get_origin(hint) in (Union, types.UnionType) and type(None) in get_args(hint)
+
+
+def _build(hint: Any, value: Any, where: str) -> Any:
+    """``value`` read from JSON, shaped as the type ``hint`` says (records, lists, tuples, dicts, optionals)."""
+    if value is None:
+        return None
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = [arg for arg in get_args(hint) if arg is not type(None)]
+        if len(options) == 1:
+            return _build(options[0], value, where)
+        return value  # a union of plain types (e.g. int | str): JSON keeps the kind
+    if isinstance(hint, type) and issubclass(hint, Record):
+        if not isinstance(value, Mapping):
+            raise ReportFormatError(f"`{where}`: expected an object for {hint.__name__}, got {type(value).__name__}")
+        return hint.from_dict(value, where=where)
+    if origin is list:
+        (item,) = get_args(hint) or (Any,)
+        return [_build(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        args = get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(_build(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if origin is dict:
+        _, item = get_args(hint) or (str, Any)
+        return {k: _build(item, v, f"{where}.{k}") for k, v in value.items()}
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+class Record:
+    """A report section: ``to_dict`` writes its fields by name (plus the figures in ``_DERIVED``), ``from_dict``
+    reads them back, refusing keys it does not know. ``_OMITTED_WHEN_EMPTY`` fields are left out of the dict
+    while None or empty (sections a run may not have, such as a batch search on the CPU)."""
+
+    _DERIVED: ClassVar[tuple[str, ...]] = ()
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ()
+
+    def derived(self) -> dict[str, Any]:
+        """The figures this record writes beside its fields (computed from them; never read back)."""
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as JSON-ready plain values, fields in declaration order, then the derived figures."""
+        assert is_dataclass(self)
+        data = {
+            f.name: _plain(getattr(self, f.name))
+            for f in fields(self)
+            if not (f.name in self._OMITTED_WHEN_EMPTY and getattr(self, f.name) in (None, [], {}, ""))
+        }
+        data.update(_plain(self.derived()))
+        return data
+
+    @classmethod
+    def from_dict(cls: type[R], data: Mapping[str, Any], *, where: str | None = None) -> R:
+        """The record from a dict written by :meth:`to_dict` (by this version or an earlier one of the schema)."""
+        where = where or cls.__name__
+        assert is_dataclass(cls)
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names - set(cls._DERIVED))
+        if unknown:
+            raise ReportFormatError(f"`{where}` has keys this schema does not know: {', '.join(unknown)}")
+        hints = _hints(cls)
+        missing = [
+            f.name
+            for f in fields(cls)
+            if f.name not in data and f.default is MISSING and f.default_factory is MISSING  # type: ignore[misc]
+        ]
+        if missing:
+            raise ReportFormatError(f"`{where}` lacks required keys: {', '.join(missing)}")
+        kwargs = {name: _build(hints[name], data[name], f"{where}.{name}") for name in names if name in data}
+        return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class EpochTimeStatistics(Record):
+    """Summary of one model's measured epoch times; every ``*_ms`` figure is in milliseconds.
+
+    ``mean_ms``, ``confidence_interval_ms`` (plain Student-t on all ``n`` epochs), ``coefficient_of_variation``
+    and ``p95_ms``/``p99_ms`` are the seed tool's legacy figures, computed over exactly the epochs given.
+    ``decision_interval_ms`` is the autocorrelation-aware interval for the mean that decisions use.
+    Outliers (``outlier_indices``, positions in the input) are flagged only; they stay in every estimate.
+    ``lag1_autocorrelation`` is the plain sample estimate; ``lag1_autocorrelation_adjusted`` is the
+    bias-corrected, clipped value that the effective sample size and ``required_epochs`` use.
+    """
+
+    n: int
+    mean_ms: float
+    std_ms: float
+    confidence_level: float
+    confidence_interval_ms: tuple[float, float]
+    coefficient_of_variation: float
+    cv_threshold: float
+    cv_ok: bool
+    p95_ms: float
+    p99_ms: float
+    p95_reliable: bool
+    p99_reliable: bool
+    median_ms: float
+    median_interval_ms: tuple[float, float]
+    median_interval_coverage: float
+    outlier_rule: str
+    outlier_indices: tuple[int, ...]
+    lag1_autocorrelation: float
+    lag1_autocorrelation_adjusted: float
+    decision_interval_ms: tuple[float, float]
+    decision_interval_method: str
+    effective_sample_size: float
+    relative_halfwidth: float
+    target_rel_halfwidth: float
+    meets_precision_target: bool
+    required_epochs: int
+    drift_kendall_tau: float
+    drift_p_value: float
+    drift_detected: bool
+    warnings: tuple[str, ...]
+
+    @property
+    def decision_halfwidth_ms(self) -> float:
+        """Half-width of the decision interval (ms), from its upper end: the interval is centred on the mean and
+        its lower end may be cut at zero (an epoch time is positive)."""
+        return self.decision_interval_ms[1] - self.mean_ms
+
+
+# --------------------------------------------------------------------------------------------------- memory
+
+#: What each peak counts, carried into the report next to the figures.
+PEAK_DEFINITIONS: dict[str, str] = {
+    "peak_allocated_mb": "live tensors at the worst moment (torch max_memory_allocated)",
+    "peak_reserved_mb": "torch caching allocator's reservation at the worst moment (max_memory_reserved); "
+    "what must fit under a VRAM cap",
+    "peak_nvml_device_used_mb": "whole card as NVML sees it: all processes, CUDA context, library workspaces (sampled)",
+    "peak_nvml_process_mb": "this process per NVML: CUDA context + reserved + workspaces (sampled; None when NVML "
+    "cannot attribute memory to this process)",
+}
+
+
+@dataclass(frozen=True)
+class LeakEstimate(Record):
+    """Growth of allocated memory across epochs: the OLS slope in MB/epoch with its Student-t interval.
+
+    ``flagged`` when the slope exceeds ``threshold_mb_per_epoch`` and the interval excludes zero.
+    """
+
+    slope_mb_per_epoch: float
+    interval_mb_per_epoch: tuple[float, float]
+    confidence_level: float
+    threshold_mb_per_epoch: float
+    epochs: int
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class MemoryProfile(Record):
+    """One model's device memory over its profiled epochs (MB); see :data:`PEAK_DEFINITIONS` for each peak.
+
+    On the CPU ``measured`` is False and every GPU figure is None. ``allocated_mb_per_epoch`` is allocated
+    memory at each epoch's end (the leak series); ``leak`` is None with fewer than 3 epochs.
+    ``headroom_exceeded`` / ``headroom_limit_mb`` compare the peak reserved memory with ``batch.headroom`` × the
+    usable VRAM (None on the CPU).
+    """
+
+    measured: bool
+    peak_allocated_mb: float | None = None
+    peak_reserved_mb: float | None = None
+    peak_nvml_device_used_mb: float | None = None
+    peak_nvml_process_mb: float | None = None
+    peak_inactive_split_mb: float | None = None
+    num_alloc_retries: int | None = None
+    num_ooms: int | None = None
+    allocated_mb_per_epoch: list[float] = field(default_factory=list)
+    peak_allocated_mb_per_epoch: list[float] = field(default_factory=list)
+    peak_reserved_mb_per_epoch: list[float] = field(default_factory=list)
+    peak_nvml_device_used_mb_per_epoch: list[float | None] = field(default_factory=list)
+    leak: LeakEstimate | None = None
+    nvml_samples: int = 0
+    sample_interval_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+    definitions: dict[str, str] = field(default_factory=lambda: dict(PEAK_DEFINITIONS))
+    headroom_exceeded: bool | None = None
+    headroom_limit_mb: float | None = None
+
+
+# --------------------------------------------------------------------------------------------------- stability
+
+
+@dataclass(frozen=True)
+class StabilityReport(Record):
+    """A model's training health over its epochs.
+
+    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
+    (exploding or vanishing gradient norms, or an INCREASING loss trend), STABLE, or NOT_CHECKED
+    (``stability.enabled=false``). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean loss per
+    epoch) use the epochs with a finite mean loss and are None with fewer than two. Totals are step counts, None
+    when not checked; ``first_nonfinite_epoch`` is the 0-based index of the first epoch with a NaN/Inf.
+    """
+
+    stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
+    loss_trend: Literal["DECREASING", "STABLE", "INCREASING"] | None
+    loss_rel_slope_per_epoch: float | None
+    diverged: bool
+    reasons: list[str]
+    epochs: int
+    steps: int
+    epoch_mean_losses: list[float | None]
+    max_grad_norm: float | None
+    nonfinite_loss_steps: int | None
+    nonfinite_grad_steps: int | None
+    exploding_steps: int | None
+    vanishing_steps: int | None
+    first_nonfinite_epoch: int | None
+    loss_slope_p_value: float | None = None
+
+
+# --------------------------------------------------------------------------------------------------- batch search
+
+
+@dataclass(frozen=True)
+class BatchTrial(Record):
+    """One trial of the batch search: its size, outcome and measurements (None where it ran out of memory).
+
+    ``status`` is ``ok``; ``oom`` (the trial raised an out-of-memory error, whose first line is ``error``); or
+    ``over_headroom`` (it ran, but its peak reserved memory in MB exceeded the headroom limit). ``phase`` says
+    whether the search or the re-verification of the winner ran it, ``steps`` how many training steps it ran.
+    """
+
+    size: int
+    status: Literal["ok", "oom", "over_headroom"]
+    phase: Literal["search", "verify"]
+    steps: int = 0
+    peak_reserved_mb: float | None = None
+    samples_per_s: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class ThroughputPoint(Record):
+    """Samples per second measured at one batch size (a point of the throughput curve)."""
+
+    size: int
+    samples_per_s: float
+
+
+@dataclass(frozen=True)
+class BatchSearchResult(Record):
+    """The batch search's answer and the evidence for it (sizes in samples, memory in MB).
+
+    ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
+    why). ``largest_fitting_size`` is the search's answer; ``batch_size`` the largest size that also passed
+    re-verification (it can be smaller). ``throughput_curve`` holds the successful search trials up to
+    ``batch_size``, by size; ``knee_size`` is its knee (the smallest size within ``knee_fraction`` of the best
+    throughput). ``peak_limit_mb`` is ``batch.headroom`` × usable VRAM. ``trials`` lists search then verification
+    trials in the order they ran.
+    """
+
+    status: Literal["ok", "oom"]
+    batch_size: int | None
+    largest_fitting_size: int | None
+    gradient_accumulation_steps: int | None
+    effective_batch_size: int | None
+    target_effective_batch_size: int
+    knee_size: int | None
+    knee_fraction: float
+    throughput_curve: list[ThroughputPoint]
+    peak_reserved_mb: float | None
+    peak_limit_mb: float | None
+    search_min_size: int
+    search_max_size: int
+    verify_repeats: int
+    message: str
+    trials: list[BatchTrial]
+    search_steps: int | None = None
+    verify_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class BatchStepDown(Record):
+    """A measurement abandoned because its peak reserved memory (MB) broke the headroom limit."""
+
+    batch_size: int
+    peak_reserved_mb: float
+    headroom_limit_mb: float
+    mean_epoch_time_ms: float | None
+    samples_per_second: float | None
+
+
+# --------------------------------------------------------------------------------------------------- device
+
+
+@dataclass(frozen=True)
+class DeviceEpoch(Record):
+    """The device during one epoch (``phase`` warmup or measured, ``epoch`` counted from 1 within the phase).
+
+    Temperature (°C), SM clock (MHz), power (W) and throttle reasons are read at the epoch's end; ``energy_j`` is
+    NVML's energy counter's increase over the epoch and ``mean_power_w`` that energy over the epoch's wall time.
+    Every figure is None (``temperature_status`` ``not measured``) on the CPU.
+    """
+
+    phase: Literal["warmup", "measured"]
+    epoch: int
+    temperature_c: float | None
+    temperature_status: str
+    sm_clock_mhz: float | None
+    power_w: float | None
+    mean_power_w: float | None
+    throttle_reasons: list[str] | None
+    energy_j: float | None
+    throttled: bool | None
+    throttle_cause: str | None
+
+
+@dataclass(frozen=True)
+class EnergySummary(Record):
+    """Mean energy of the measured epochs from NVML's counter: joules per epoch and per sample."""
+
+    joules_per_epoch: float
+    joules_per_sample: float | None
+    epochs: int
+
+
+@dataclass(frozen=True)
+class ExecutionSettings(Record):
+    """How the workload ran: autocast precision (fp32, bf16, fp16) and compilation mode."""
+
+    precision: str
+    compile: str
+
+
+@dataclass(frozen=True)
+class Throughput(Record):
+    """Samples per second (higher is better) with the images of the time intervals (``unit`` names the sample).
+
+    An end is None where the time interval reaches down to zero: throughput is unbounded there.
+    """
+
+    mean: float | None
+    confidence_interval: tuple[float | None, float | None]
+    decision_interval: tuple[float | None, float | None]
+    unit: str
+
+
+# --------------------------------------------------------------------------------------------------- one model
+
+
+def _samples_per_second(samples_per_epoch: float, time_ms: float) -> float | None:
+    return samples_per_epoch / (time_ms / MS_PER_S) if time_ms > 0 else None
+
+
+@dataclass(frozen=True)
+class ModelResult(Record):
+    """One model's outcome. ``status`` is one of :data:`STATUSES`; ``error`` says why when it is not ``ok``.
+
+    Times in ms, memory in MB. ``statistics`` summarises exactly ``raw_epoch_times_ms`` (None with fewer than two
+    measured epochs); the seed's headline figures (``mean_epoch_time_ms``, ``confidence_interval_ms``, ...) and
+    the throughput are derived from it. ``memory_usage_mb`` is the peak reserved VRAM of the measured run.
+    """
+
+    _DERIVED: ClassVar[tuple[str, ...]] = (
+        "mean_epoch_time_ms",
+        "confidence_interval_ms",
+        "p95_latency_ms",
+        "p99_latency_ms",
+        "coefficient_of_variation",
+        "samples_per_second",
+    )
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "batch_search",
+        "batch_policy",
+        "batch_step_downs",
+        "warnings",
+        "traceback",
+    )
+
+    status: ModelStatus = "ok"
+    error: str | None = None
+    memory_usage_mb: float | None = None
+    batch_size: int | None = None
+    gradient_accumulation_steps: int = 1
+    stability: str | None = None
+    loss_trend: str | None = None
+    raw_epoch_times_ms: list[float] = field(default_factory=list)
+    warmup_epoch_times_ms: list[float] = field(default_factory=list)
+    epoch_losses: list[float] = field(default_factory=list)
+    warmup_epoch_losses: list[float] = field(default_factory=list)
+    steps_per_epoch: int | None = None
+    samples_per_step: float | None = None
+    sample_unit: str | None = None
+    first_step_ms: float | None = None
+    calibration_seconds: float | None = None
+    stop_reason: str | None = None
+    statistics: EpochTimeStatistics | None = None
+    batch_search: BatchSearchResult | None = None
+    batch_policy: str | None = None
+    batch_step_downs: list[BatchStepDown] = field(default_factory=list)
+    flops_per_step: float | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    execution: ExecutionSettings | None = None
+    memory: MemoryProfile | None = None
+    device_epochs: list[DeviceEpoch] = field(default_factory=list)
+    stability_details: StabilityReport | None = None
+    energy: EnergySummary | None = None
+    warnings: list[str] = field(default_factory=list)
+    traceback: str | None = None
+
+    # -- the seed's headline figures, over exactly raw_epoch_times_ms
+
+    @property
+    def mean_epoch_time_ms(self) -> float | None:
+        return self.statistics.mean_ms if self.statistics else None
+
+    @property
+    def confidence_interval_ms(self) -> tuple[float, float] | None:
+        return self.statistics.confidence_interval_ms if self.statistics else None
+
+    @property
+    def p95_latency_ms(self) -> float | None:
+        return self.statistics.p95_ms if self.statistics else None
+
+    @property
+    def p99_latency_ms(self) -> float | None:
+        return self.statistics.p99_ms if self.statistics else None
+
+    @property
+    def coefficient_of_variation(self) -> float | None:
+        return self.statistics.coefficient_of_variation if self.statistics else None
+
+    @property
+    def samples_per_epoch(self) -> float | None:
+        """Samples one benchmark epoch consumes (steps per epoch × samples per step)."""
+        if not self.steps_per_epoch or not self.samples_per_step:
+            return None
+        return self.steps_per_epoch * self.samples_per_step
+
+    @property
+    def step_time_ms(self) -> float | None:
+        """Mean time of one optimizer step (ms)."""
+        if self.statistics is None or not self.steps_per_epoch:
+            return None
+        return self.statistics.mean_ms / self.steps_per_epoch
+
+    @property
+    def samples_per_second(self) -> Throughput | None:
+        """Throughput from the mean epoch time and its intervals.
+
+        The interval on throughput maps the time interval's ends through ``samples_per_epoch / t``, which is
+        monotone, so the coverage carries over exactly.
+        """
+        samples_per_epoch = self.samples_per_epoch
+        if self.statistics is None or samples_per_epoch is None:
+            return None
+        stats = self.statistics
+        t_lo, t_hi = stats.confidence_interval_ms
+        d_lo, d_hi = stats.decision_interval_ms
+        return Throughput(
+            mean=_samples_per_second(samples_per_epoch, stats.mean_ms),
+            confidence_interval=(
+                _samples_per_second(samples_per_epoch, t_hi),
+                _samples_per_second(samples_per_epoch, t_lo),
+            ),
+            decision_interval=(
+                _samples_per_second(samples_per_epoch, d_hi),
+                _samples_per_second(samples_per_epoch, d_lo),
+            ),
+            unit=f"{self.sample_unit}/s",
+        )
+
+    @property
+    def peak_reserved_mb(self) -> float | None:
+        """Peak reserved VRAM of the measured run (MB), None where not measured."""
+        return self.memory.peak_reserved_mb if self.memory else None
+
+    @property
+    def measured_device_epochs(self) -> list[DeviceEpoch]:
+        return [epoch for epoch in self.device_epochs if epoch.phase == "measured"]
+
+    def derived(self) -> dict[str, Any]:
+        return {
+            "mean_epoch_time_ms": self.mean_epoch_time_ms,
+            "confidence_interval_ms": self.confidence_interval_ms,
+            "p95_latency_ms": self.p95_latency_ms,
+            "p99_latency_ms": self.p99_latency_ms,
+            "coefficient_of_variation": self.coefficient_of_variation,
+            "samples_per_second": self.samples_per_second,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model's section of the report, the seed's keys first."""
+        data = super().to_dict()
+        seed_first = (
+            "status",
+            "error",
+            "mean_epoch_time_ms",
+            "confidence_interval_ms",
+            "p95_latency_ms",
+            "p99_latency_ms",
+            "coefficient_of_variation",
+            "memory_usage_mb",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "stability",
+            "loss_trend",
+            "raw_epoch_times_ms",
+        )
+        return {**{key: data[key] for key in seed_first}, **data}
+
+
+# --------------------------------------------------------------------------------------------------- hardware, run
+
+
+@dataclass(frozen=True)
+class WarmupStats(Record):
+    """The burn-in before measuring: how long it ran (s) and the state it left the device in.
+
+    ``epochs`` counts burn-in iterations (``matmuls_per_iteration`` matmuls of ``matrix_size``² each);
+    ``mean_time_ms`` is the mean iteration time over the final window, the level it settled at.
+    ``peak_sm_clock_mhz`` is the highest SM clock seen, the reference for flagging throttled epochs.
+    """
+
+    epochs: int
+    mean_time_ms: float
+    final_temperature_celsius: float | None
+    final_sm_clock_mhz: float | None
+    peak_sm_clock_mhz: float | None
+    stabilised: bool
+    seconds: float
+    matrix_size: int
+    matmuls_per_iteration: int
+    achieved_tflops: float
+
+
+#: Fields of HardwareReport that a CPU run (or a GPU without NVML) leaves unmeasured; listed in ``not_measured``.
+_DEVICE_FIELDS: tuple[str, ...] = (
+    "total_vram_mb",
+    "cuda_version",
+    "cuda_driver_version",
+    "driver_version",
+    "compute_capability",
+    "uuid",
+    "nvml_index",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "temperature_c",
+    "throttle_reasons",
+    "warmup_stats",
+)
+
+
+@dataclass(frozen=True)
+class HardwareReport(Record):
+    """What the benchmark ran on (the report's ``hardware`` object).
+
+    ``measured_on`` is ``cuda`` or ``cpu``. ``cuda_version`` is the CUDA runtime torch was built with;
+    ``cuda_driver_version`` the newest CUDA the driver supports (NVML). The CPU fields describe the host in both
+    cases (RL environments run there). The VRAM budget (MB): ``vram_limit_mb`` is the emulated card (or the whole
+    card), ``non_allocator_overhead_mb`` what the process holds outside torch's allocator, ``usable_vram_mb`` the
+    rest, which the allocator is capped at; all None on the CPU.
+    """
+
+    _DERIVED: ClassVar[tuple[str, ...]] = ("not_measured",)
+
+    measured_on: str
+    device_name: str
+    total_vram_mb: float | None = None
+    cuda_version: str | None = None
+    cuda_driver_version: str | None = None
+    driver_version: str | None = None
+    compute_capability: str | None = None
+    uuid: str | None = None
+    torch_index: int | None = None
+    nvml_index: int | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: list[str] | None = None
+    nvml_available: bool = False
+    energy_counter_available: bool = False
+    cpu_name: str = ""
+    cpu_logical_cores: int | None = None
+    ram_mb: float | None = None
+    notices: list[str] = field(default_factory=list)
+    warmup_stats: WarmupStats | None = None
+    vram_limit_mb: float | None = None
+    non_allocator_overhead_mb: float | None = None
+    usable_vram_mb: float | None = None
+    overhead_source: str | None = None
+
+    @property
+    def not_measured(self) -> list[str]:
+        """The device fields left None (not measured on this device)."""
+        return [name for name in _DEVICE_FIELDS if getattr(self, name) is None]
+
+    @property
+    def card_memory_mb(self) -> float | None:
+        """VRAM (MB) the models had: the usable VRAM under a cap, else the card's total; None on the CPU."""
+        return self.usable_vram_mb or self.total_vram_mb
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.measured_on == "cuda"
+
+    def derived(self) -> dict[str, Any]:
+        return {"not_measured": self.not_measured}
+
+
+@dataclass(frozen=True)
+class DataProvenance(Record):
+    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time."""
+
+    source: str
+    path: str | None
+    files: int
+    bars: int
+    symbols: list[str]
+    first_timestamp: str | None
+    last_timestamp: str | None
+    cache_hit: bool
+    load_seconds: float
+    content_hash: str | None
+
+
+@dataclass(frozen=True)
+class RunInfo(Record):
+    """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
+    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id",)
+
+    device: str
+    models: list[str]
+    epochs: int
+    warmup_epochs: int
+    precision: str
+    compile: str
+    seed: int
+    hardware_config: dict[str, Any] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    choices: dict[str, str] = field(default_factory=dict)
+    output_dir: str | None = None
+    sweep_dir: str | None = None
+    job_num: int | None = None
+    versions: dict[str, str | None] = field(default_factory=dict)
+    git_commit: str | None = None
+    mlflow_run_id: str | None = None
+
+
+# --------------------------------------------------------------------------------------------------- recommendation
+
+
+@dataclass(frozen=True)
+class StepSplit(Record):
+    """A measured step (ms) split into its compute part (FLOPs at the device's attainable rate) and the rest.
+
+    ``bound`` is compute-bound when compute is at least half the step, overhead-bound otherwise, unknown without a
+    FLOP count or an attainable rate.
+    """
+
+    step_ms: float
+    flops_per_step: float | None
+    achieved_tflops: float | None
+    achieved_fraction: float | None
+    compute_ms: float | None
+    other_ms: float | None
+    bound: str
+    compute_share: float | None
+
+
+@dataclass(frozen=True)
+class ModelEstimate(Record):
+    """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
+
+    ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan of ``plan_samples``;
+    ``mean_epoch_ms`` and ``halfwidth_ms`` are the mean epoch time and its decision interval's half-width over
+    ``measured_epochs`` (n) epochs; ``one_off_seconds`` the calibration and warmup. ``estimated_hours`` and
+    ``estimated_hours_upper`` (a prediction bound at ``upper_bound_level``) are the training's hours;
+    ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
+    """
+
+    status: str | None
+    estimated: bool
+    reason: str | None = None
+    decided_on: bool = False
+    model: str | None = None
+    sample_unit: str | None = None
+    plan_samples: float | None = None
+    plan_basis: str | None = None
+    samples_per_epoch: float | None = None
+    steps_per_epoch: int | None = None
+    planned_epochs: float | None = None
+    measured_epochs: int | None = None
+    mean_epoch_ms: float | None = None
+    halfwidth_ms: float | None = None
+    confidence_level: float | None = None
+    one_off_seconds: float | None = None
+    samples_per_second: float | None = None
+    step_ms: float | None = None
+    estimated_hours: float | None = None
+    estimated_hours_upper: float | None = None
+    upper_bound_level: float | None = None
+    step_split: StepSplit | None = None
+    energy_kwh: float | None = None
+    energy_basis: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
+        if not self.estimated:
+            return {"status": self.status, "estimated": False, "reason": self.reason}
+        data = super().to_dict()
+        del data["reason"]
+        return data
+
+
+@dataclass(frozen=True)
+class ProjectedModel(Record):
+    """One model's step (ms) and training hours projected onto a card; ``fits_in_vram`` from its measured peak."""
+
+    step_ms: float | None
+    step_ms_if_memory_bound: float | None
+    speedup: float | None
+    hours: float | None
+    hours_upper: float | None
+    fits_in_vram: bool | None
+
+
+@dataclass(frozen=True)
+class CardProjection(Record):
+    """The decided models' training projected onto one catalog card: hours, upper bound, cost (USD) and fit."""
+
+    card: str
+    measured_device: bool
+    precision: str
+    peak_tflops: float | None
+    attainable_tflops: float | None
+    memory_bandwidth_gbps: float | None
+    vram_mb: float | None
+    hourly_price_usd: float | None
+    training_hours: float | None
+    training_hours_upper: float | None
+    training_hours_if_memory_bound: float | None
+    speedup_vs_measured: float | None
+    cost_usd_per_training: float | None
+    fits_in_vram: bool | None
+    models: dict[str, ProjectedModel] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CostAnalysis(Record):
+    """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
+    and ``notes`` says why. The seed's keys come first."""
+
+    local_gpu_monthly_cost_usd: float | None
+    cloud_gpu_monthly_cost_usd: float | None
+    cloud_speedup_factor: float | None
+    cloud_training_hours: float | None
+    annual_savings_usd: float | None
+    cheaper: str | None
+    trainings_per_month: float
+    local_training_hours: float
+    local_energy_kwh_per_training: float | None
+    energy_basis: str | None
+    electricity_usd_per_kwh: float
+    local_energy_cost_usd_per_training: float | None
+    local_hardware_cost_usd: float | None
+    amortisation_months: int
+    amortisation_usd_per_month: float
+    cloud_card: str
+    cloud_hourly_price_usd: float | None
+    cloud_cost_usd_per_training: float | None
+    break_even_trainings_per_month: float | None
+    break_even_local_hours_per_month: float | None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MemoryBudgetRow(Record):
+    """A model's (or the ``total``'s) measured peak reserved VRAM against its budget and the card (MB)."""
+
+    model: str
+    budget_mb: float | None
+    peak_reserved_mb: float | None
+    within_budget: bool | None
+    budget_used_fraction: float | None
+    card_mb: float | None
+    fraction_of_card: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class MissingModel(Record):
+    """A critical model without an estimate: its status (``not run`` when it was not selected) and why."""
+
+    model: str
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Recommendation(Record):
+    """The answer the run was for: the decision, why, the estimate and its bound (hours), the cost, the projection
+    onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
+
+    ``decision`` is None when nothing was measured. ``estimated_full_training_days`` is derived from the hours.
+    """
+
+    _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
+
+    decision: str | None
+    reasoning: str
+    estimated_full_training_hours: float | None
+    estimated_full_training_hours_upper: float | None
+    upper_bound_level: float | None
+    partial: bool
+    missing_critical_models: list[MissingModel]
+    critical_models: list[str]
+    decided_on: list[str]
+    thresholds_hours: dict[str, float]
+    measured_device: str
+    per_model: dict[str, ModelEstimate]
+    cost_analysis: CostAnalysis | None
+    projection: list[CardProjection]
+    memory_budget: list[MemoryBudgetRow]
+    recommended_actions: list[str]
+    method: dict[str, str]
+
+    @property
+    def estimated_full_training_days(self) -> float | None:
+        hours = self.estimated_full_training_hours
+        return None if hours is None else hours / HOURS_PER_DAY
+
+    def card(self, name: str) -> CardProjection | None:
+        """The projection row of catalog card ``name``, None when it is not in the catalog."""
+        return next((row for row in self.projection if row.card == name), None)
+
+    def derived(self) -> dict[str, Any]:
+        return {"estimated_full_training_days": self.estimated_full_training_days}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        # The seed's order: the days follow the hours.
+        order = ("decision", "reasoning", "estimated_full_training_hours", "estimated_full_training_days")
+        return {**{key: data[key] for key in order}, **data}
+
+
+# --------------------------------------------------------------------------------------------------- the report
+
+RunStatus = Literal["running", "complete", "interrupted"]
+
+
+@dataclass(frozen=True)
+class RunReport(Record):
+    """The whole report: when, which gpubench, the run, the hardware, the data, every model measured so far (in
+    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then."""
+
+    timestamp: str
+    benchmark_version: str
+    report_schema_version: int
+    status: RunStatus
+    run: RunInfo
+    hardware: HardwareReport
+    data: DataProvenance | None
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    recommendation: Recommendation | None = None
+
+    @classmethod
+    def start(cls, run: RunInfo, hardware: HardwareReport, data: DataProvenance | None) -> RunReport:
+        """The report before any model has run (timestamped now, UTC)."""
+        return cls(
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            benchmark_version=__version__,
+            report_schema_version=REPORT_SCHEMA_VERSION,
+            status="running",
+            run=run,
+            hardware=hardware,
+            data=data,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str | None = None) -> RunReport:
+        version = data.get("report_schema_version")
+        if version is not None and version > REPORT_SCHEMA_VERSION:
+            raise ReportFormatError(
+                f"report schema version {version} is newer than this gpubench reads ({REPORT_SCHEMA_VERSION}): "
+                "upgrade gpubench to read it"
+            )
+        return super().from_dict(data, where=where or "report")
