@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from gpubench.config import DataConfig
 from gpubench.data.cache import load_cached_bars
+from gpubench.data.config import DataConfig
 from gpubench.data.dbn import read_dbn_bars
 from gpubench.data.loader import load_bars
 from gpubench.data.synthetic import SyntheticDataset, generate_synthetic_dbn

@@ -25,7 +25,7 @@ from _features import random_features
 from _timing import time_per_step
 from models_rl import N_FEATURES, SB3_DQN_GRADIENT_STEPS_PER_S
 
-from gpubench.config import DQNConfig
+from gpubench.models.dqn.config import DQNConfig
 from gpubench.models.dqn.workload import DQNWorkload, QNetwork
 from gpubench.workload import ExecutionContext, OpCounter
 

@@ -49,9 +49,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from gpubench.config import HardwareConfig, MemoryConfig, StabilityConfig
+from gpubench.hardware.config import HardwareConfig
 from gpubench.hardware.device import DeviceMonitor, open_nvml_device
 from gpubench.hardware.nvml import PROCESS_MEMORY_EVERY_N_READINGS, NvmlDevice
+from gpubench.measure.config import MemoryConfig, StabilityConfig
 from gpubench.measure.memory import MemoryProfiler
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.stats.epoch_times import median_interval

@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from _features import random_features
 from _timing import time_per_step
 
-from gpubench.config import Mamba2Config
 from gpubench.data.tensors import FeatureTensors
+from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import Mamba2Workload, SSDScan, ssd_sequential
 from gpubench.workload import ExecutionContext
 

@@ -21,10 +21,12 @@ import torch
 from _features import random_features
 from _timing import time_per_step
 
-from gpubench.config import DQNConfig, PPOConfig, TradingEnvConfig
 from gpubench.data.tensors import FeatureTensors
+from gpubench.models.dqn.config import DQNConfig
 from gpubench.models.dqn.workload import DQNWorkload
+from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.ppo.workload import PPOWorkload
+from gpubench.models.trading_env.config import TradingEnvConfig
 from gpubench.workload import ExecutionContext, OpCounter, Workload
 
 #: Stable-Baselines3 PPO on CartPole (8 envs, n_steps 256, batch 256, 4 epochs, 256-256), H200, 2026-11-29.

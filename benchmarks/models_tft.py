@@ -23,8 +23,8 @@ from _features import random_features
 from _timing import time_per_step
 from torch import nn
 
-from gpubench.config import TFTConfig
 from gpubench.data.tensors import FeatureTensors
+from gpubench.models.tft.config import TFTConfig
 from gpubench.models.tft.workload import (
     GRN,
     GroupedLayerNorm,

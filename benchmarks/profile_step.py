@@ -12,7 +12,8 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from gpubench.config import BenchmarkConfig, DataConfig
+from gpubench.config import BenchmarkConfig
+from gpubench.data.config import DataConfig
 from gpubench.data.loader import load_features
 from gpubench.workload import ExecutionContext, workload_class
 

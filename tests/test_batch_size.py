@@ -7,7 +7,6 @@ import weakref
 import pytest
 import torch
 
-from gpubench.config import BatchConfig
 from gpubench.measure.batch_search import (
     KNEE_FRACTION,
     SEARCH_STEPS,
@@ -22,6 +21,7 @@ from gpubench.measure.batch_search import (
     knee_batch_size,
     step_down_size,
 )
+from gpubench.measure.config import BatchConfig
 
 OOM_MESSAGE = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 4.00 GiB"
 _FULL_COLLECT = gc.collect

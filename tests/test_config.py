@@ -3,9 +3,10 @@
 import pytest
 from hydra import compose, initialize_config_dir
 
-from gpubench.config import CONF_DIR as CONF_DIR_PATH
-from gpubench.config import SEED_MODELS, BenchmarkConfig, register_configs
+from gpubench.conf import CONF_DIR as CONF_DIR_PATH
+from gpubench.config import BenchmarkConfig, register_configs
 from gpubench.errors import ConfigError
+from gpubench.models import SEED_MODELS
 from gpubench.runner import typed_config
 
 CONF_DIR = str(CONF_DIR_PATH)

@@ -3,7 +3,7 @@
 import pytest
 from report_factory import gpu_hardware, model_section, noisy_epochs_ms, report
 
-from gpubench.config import DecisionConfig
+from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import CostInputs, cost_analysis
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog

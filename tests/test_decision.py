@@ -7,7 +7,7 @@ import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
 from scipy.signal import lfilter
 
-from gpubench.config import DecisionConfig, TrainingPlanConfig
+from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.recommendation import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
@@ -89,7 +89,8 @@ def test_plan_is_overridable_from_the_command_line():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from gpubench.config import CONF_DIR, register_configs
+    from gpubench.conf import CONF_DIR
+    from gpubench.config import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):

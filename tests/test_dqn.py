@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import make_learnable_features, trending_features
 
-from gpubench.config import DQNConfig, TradingEnvConfig
+from gpubench.models.dqn.config import DQNConfig
 from gpubench.models.dqn.workload import (
     DQNWorkload,
     QNetwork,
@@ -16,6 +16,7 @@ from gpubench.models.dqn.workload import (
     linear_schedule,
     update_target,
 )
+from gpubench.models.trading_env.config import TradingEnvConfig
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")

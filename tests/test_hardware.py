@@ -12,10 +12,10 @@ import pytest
 import torch
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, three_gpus
 
-from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
 from gpubench.hardware import device as hardware
 from gpubench.hardware import nvml as nvml_module
+from gpubench.hardware.config import HardwareConfig
 from gpubench.hardware.device import (
     CPU_NOTICE,
     CudaIdentity,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import make_learnable_features
 
-from gpubench.config import Mamba2Config
+from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import (
     DT_INIT_MAX,
     DT_INIT_MIN,

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from gpubench.config import EpochConfig, StabilityConfig, StatisticsConfig
+from gpubench.measure.config import EpochConfig, StabilityConfig
 from gpubench.measure.epochs import measure_workload
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
+from gpubench.stats.config import StatisticsConfig
 from gpubench.workload import StepResult, Workload
 
 

@@ -20,13 +20,14 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 import gpubench
-from gpubench.config import MemoryConfig, register_configs
+from gpubench.config import register_configs
 from gpubench.errors import ConfigError
 from gpubench.hardware import memory_sampler_process
 from gpubench.hardware.device import CudaIdentity, memory_reader
 from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s, sample
 from gpubench.hardware.nvml import BYTES_PER_MB, PROCESS_MEMORY_EVERY_N_READINGS, MemoryReading, Nvml, NvmlDevice
 from gpubench.measure import memory as memory_module
+from gpubench.measure.config import MemoryConfig
 from gpubench.measure.memory import (
     PEAK_DEFINITIONS,
     AllocatorSnapshot,
@@ -797,7 +798,7 @@ def test_profiler_takes_per_epoch_peaks_from_the_process_sampler(sampler_files: 
 
 def test_memory_sampler_defaults_to_a_child_process_and_a_bad_value_names_the_key() -> None:
     register_configs()
-    from gpubench.config import CONF_DIR
+    from gpubench.conf import CONF_DIR
 
     conf_dir = str(CONF_DIR)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):

@@ -3,7 +3,7 @@
 import torch
 from conftest import make_learnable_features
 
-from gpubench.config import MLPConfig
+from gpubench.models.mlp.config import MLPConfig
 from gpubench.models.mlp.workload import MLPWorkload
 from gpubench.workload import ExecutionContext
 

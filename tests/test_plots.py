@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from gpubench.config import BatchConfig, DecisionConfig
+from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.batch_search import TrialResult, choose_batch_size
+from gpubench.measure.config import BatchConfig
 from gpubench.output import plots
 from gpubench.output.report_file import ModelResult, new_report
 from gpubench.stats.epoch_times import summarize_epoch_times

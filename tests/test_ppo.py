@@ -9,9 +9,10 @@ import pytest
 import torch
 from conftest import make_learnable_features, trending_features
 
-from gpubench.config import PPOConfig, TradingEnvConfig
 from gpubench.errors import ConfigError
+from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.ppo.workload import PPOWorkload, clipped_surrogate_loss, compute_gae
+from gpubench.models.trading_env.config import TradingEnvConfig
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")

@@ -3,7 +3,7 @@
 import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
 
-from gpubench.config import DecisionConfig
+from gpubench.decision.config import DecisionConfig
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,

@@ -9,10 +9,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from gpubench import runner as runner_module
-from gpubench.config import CONF_DIR as CONF_DIR_PATH
-from gpubench.config import BatchConfig, register_configs
+from gpubench.conf import CONF_DIR as CONF_DIR_PATH
+from gpubench.config import register_configs
 from gpubench.hardware import device as hardware
 from gpubench.measure.batch_search import choose_batch_size
+from gpubench.measure.config import BatchConfig
 from gpubench.measure.memory import MemoryProfile
 from gpubench.runner import RunContext, Runner, count_step_flops, timed_batch, typed_config
 from gpubench.workload import workload_class

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from gpubench.config import StabilityConfig
+from gpubench.measure.config import StabilityConfig
 from gpubench.measure.stability import (
     EpochHealth,
     StabilityMonitor,

@@ -15,8 +15,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from gpubench.config import TrackingConfig
 from gpubench.output import sweep
+from gpubench.output.config import TrackingConfig
 from gpubench.output.report_file import ModelResult, new_report
 from gpubench.output.tracking import RunRecord, log_run, log_sweep_run
 from gpubench.stats.epoch_times import summarize_epoch_times

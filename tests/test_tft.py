@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from conftest import make_learnable_features
 
-from gpubench.config import TFTConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import DataError
+from gpubench.models.tft.config import TFTConfig
 from gpubench.models.tft.workload import (
     GLU,
     GRN,

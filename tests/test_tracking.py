@@ -2,7 +2,7 @@
 
 import json
 
-from gpubench.config import TrackingConfig
+from gpubench.output.config import TrackingConfig
 from gpubench.output.tracking import RunRecord, flatten, log_run
 
 

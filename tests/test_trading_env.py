@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from gpubench.config import TradingEnvConfig
 from gpubench.data.tensors import FeatureTensors
-from gpubench.models.trading_env import TradingEnv
+from gpubench.models.trading_env.config import TradingEnvConfig
+from gpubench.models.trading_env.env import TradingEnv
 
 SHORT, FLAT, LONG = 0, 1, 2
 

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from gpubench.config import DATA_SOURCES, DataConfig
 from gpubench.data.cache import content_hash, load_cached_bars, read_parquet_bars, resolve_parquet_paths
+from gpubench.data.config import DATA_SOURCES, DataConfig
 from gpubench.data.dbn import READER_VERSION, bar_time_range_iso, read_dbn_bars, resolve_dbn_paths
 from gpubench.data.features import build_features
 from gpubench.data.synthetic import generate_synthetic_dbn

@@ -8,7 +8,7 @@ on the cloud card. The formulas are :data:`COST_METHOD`, also written into the r
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.config import DecisionConfig
+from gpubench.decision.config import DecisionConfig
 
 JOULES_PER_KWH = 3.6e6
 MONTHS_PER_YEAR = 12

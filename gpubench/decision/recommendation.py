@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpubench.config import DecisionConfig, HardwareConfig, TrainingPlanConfig
+from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.cost import COST_METHOD, JOULES_PER_KWH, CostInputs, cost_analysis
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
@@ -23,6 +23,7 @@ from gpubench.decision.projection import (
     split_step,
     target_throughput,
 )
+from gpubench.hardware.config import HardwareConfig
 
 LOCAL_GPU_VIABLE = "LOCAL_GPU_VIABLE"
 GRAY_ZONE = "GRAY_ZONE"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from gpubench.config import CONF_DIR, HardwareConfig
+from gpubench.conf import CONF_DIR
+from gpubench.hardware.config import HardwareConfig
 from gpubench.units import MB_PER_GB
 
 #: Files of ``conf/hardware/`` that choose a device rather than describe a card.

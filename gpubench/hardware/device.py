@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
+from gpubench.hardware.config import HardwareConfig
 from gpubench.hardware.nvml import BYTES_PER_MB, DeviceSample, MemoryReading, Nvml, NvmlDevice, default_nvml
 
 BYTES_PER_GB = 1024**3

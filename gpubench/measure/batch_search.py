@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import torch
 
-from gpubench.config import BatchConfig
+from gpubench.measure.config import BatchConfig
 
 #: Error-message fragments that mean a device allocation failed, for errors that are not a
 #: ``torch.OutOfMemoryError``. Each names memory exhaustion, not a bad kernel or a bad shape.

@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpubench.config import EpochConfig, StatisticsConfig
+from gpubench.measure.config import EpochConfig
 from gpubench.measure.stability import EpochHealth, StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
+from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.epoch_times import should_stop_adaptive
 from gpubench.workload import Workload
 

@@ -36,10 +36,10 @@ import numpy as np
 import torch
 from scipy import stats
 
-from gpubench.config import MEMORY_SAMPLERS
 from gpubench.hardware.device import memory_reader, open_nvml_device
 from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s
 from gpubench.hardware.nvml import BYTES_PER_MB, MemoryReading
+from gpubench.measure.config import MEMORY_SAMPLERS
 
 #: What each peak counts, carried into the report next to the figures.
 PEAK_DEFINITIONS: dict[str, str] = {

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from scipy import stats as scipy_stats
 
-from gpubench.config import StabilityConfig
+from gpubench.measure.config import StabilityConfig
 from gpubench.workload import StepResult
 
 LossTrend = Literal["DECREASING", "STABLE", "INCREASING"]

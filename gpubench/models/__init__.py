@@ -1,1 +1,72 @@
-"""One readable file per workload: mlp, dqn, ppo, mamba2, tft (and the trading environment for RL)."""
+"""The model registry: every workload gpubench can time, in one place.
+
+A model is one folder, ``gpubench/models/<name>/``, holding ``config.py`` (its ``workloads.<name>`` dataclass) and
+``workload.py`` (its training step), plus one YAML file, ``gpubench/conf/model/<name>.yaml``, and one entry in
+:data:`MODELS` below. The entry also states the model's defaults that live elsewhere in the config: its VRAM budget
+(``decision.memory_budget_mb.<name>``) and its training plan (``decision.plan.passes.<name>`` for a supervised model,
+``decision.plan.env_steps.<name>`` for an RL one).
+
+Importing this package imports the config dataclasses only; a workload (and torch) is imported when it is built.
+"""
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpubench.models.dqn.config import DQNConfig
+from gpubench.models.mamba2.config import Mamba2Config
+from gpubench.models.mlp.config import MLPConfig
+from gpubench.models.ppo.config import PPOConfig
+from gpubench.models.tft.config import TFTConfig
+
+if TYPE_CHECKING:
+    from gpubench.workload import Workload
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One registered model.
+
+    ``workload`` is ``module:Class`` of its :class:`~gpubench.workload.Workload`, imported only when it runs.
+    ``memory_budget_mb`` is its VRAM target (MiB). A supervised model trains ``plan_passes`` passes over the
+    dataset; an RL model ``plan_env_steps`` environment steps (exactly one of the two is set). ``seed_model``: part
+    of ``model=all``, the seed system's four models.
+    """
+
+    name: str
+    config: type
+    workload: str
+    memory_budget_mb: float
+    plan_passes: float | None = None
+    plan_env_steps: float | None = None
+    seed_model: bool = True
+
+
+#: Every model, in the order ``model=all`` runs them. 10M environment steps is CleanRL's default budget for DQN and
+#: PPO; 50 passes over the seed's dataset is its supervised plan.
+MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("mlp", MLPConfig, "gpubench.models.mlp.workload:MLPWorkload", 256.0, plan_passes=50.0, seed_model=False),
+    ModelSpec("dqn", DQNConfig, "gpubench.models.dqn.workload:DQNWorkload", 512.0, plan_env_steps=1e7),
+    ModelSpec("ppo", PPOConfig, "gpubench.models.ppo.workload:PPOWorkload", 512.0, plan_env_steps=1e7),
+    ModelSpec("mamba2", Mamba2Config, "gpubench.models.mamba2.workload:Mamba2Workload", 1280.0, plan_passes=50.0),
+    ModelSpec("tft", TFTConfig, "gpubench.models.tft.workload:TFTWorkload", 1024.0, plan_passes=50.0),
+)
+
+#: Names of every registered model.
+KNOWN_MODELS: tuple[str, ...] = tuple(spec.name for spec in MODELS)
+#: The set ``model=all`` runs: the four seed models.
+SEED_MODELS: tuple[str, ...] = tuple(spec.name for spec in MODELS if spec.seed_model)
+
+
+_SPECS: dict[str, ModelSpec] = {spec.name: spec for spec in MODELS}
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The registered model ``name``; KeyError for an unknown name (the config rejects those first)."""
+    return _SPECS[name]
+
+
+def workload_class(name: str) -> "type[Workload]":
+    """The workload class of model ``name`` (imports its module, and torch, on first use)."""
+    module_name, class_name = model_spec(name).workload.split(":")
+    return getattr(importlib.import_module(module_name), class_name)

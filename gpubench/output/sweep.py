@@ -34,8 +34,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpubench.config import TrackingConfig
 from gpubench.output import console, tracking
+from gpubench.output.config import TrackingConfig
 
 #: The per-job summary, in each job's output folder.
 JOB_SUMMARY_FILE = "job_summary.json"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpubench.config import TrackingConfig
+from gpubench.output.config import TrackingConfig
 
 #: MLflow's per-request limits: entities in one log_batch, and params/tags among them.
 _MAX_ENTITIES_PER_BATCH = 1000

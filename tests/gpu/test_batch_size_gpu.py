@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.config import BatchConfig
 from gpubench.measure.batch_search import SEARCH_STEPS, TrialResult, choose_batch_size, find_max_batch_size, is_oom
+from gpubench.measure.config import BatchConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench.config import HardwareConfig
 from gpubench.errors import ConfigError
+from gpubench.hardware.config import HardwareConfig
 from gpubench.hardware.device import (
     DeviceMonitor,
     apply_vram_limit,

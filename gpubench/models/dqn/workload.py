@@ -45,9 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpubench.config import DQNConfig
 from gpubench.data.tensors import FeatureTensors
-from gpubench.models.trading_env import NUM_ACTIONS, TradingEnv
+from gpubench.models.dqn.config import DQNConfig
+from gpubench.models.trading_env.env import NUM_ACTIONS, TradingEnv
 from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 

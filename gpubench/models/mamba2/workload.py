@@ -26,8 +26,8 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
-from gpubench.config import Mamba2Config
 from gpubench.data.tensors import FeatureTensors
+from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.workload import ExecutionContext, StepResult, Workload
 
 #: An SSD scan ``(x, dt, A, B, C) -> y`` with the shapes of :func:`ssd_sequential`.

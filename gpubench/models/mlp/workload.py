@@ -8,8 +8,8 @@ loss, backward, gradient clipping, AdamW update.
 import torch
 from torch import nn
 
-from gpubench.config import MLPConfig
 from gpubench.data.tensors import FeatureTensors
+from gpubench.models.mlp.config import MLPConfig
 from gpubench.workload import ExecutionContext, StepResult, Workload
 
 

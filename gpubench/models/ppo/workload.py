@@ -46,10 +46,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpubench.config import PPOConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import ConfigError
-from gpubench.models.trading_env import NUM_ACTIONS, TradingEnv
+from gpubench.models.ppo.config import PPOConfig
+from gpubench.models.trading_env.env import NUM_ACTIONS, TradingEnv
 from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 

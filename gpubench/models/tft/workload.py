@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpubench.config import TFTConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import DataError
+from gpubench.models.tft.config import TFTConfig
 from gpubench.workload import ExecutionContext, StepResult, Workload
 
 #: The static covariate encoders' outputs, in the order the grouped GRN produces them.

@@ -26,8 +26,8 @@ from typing import TypeVar
 
 import torch
 
-from gpubench.config import TradingEnvConfig
 from gpubench.data.tensors import FeatureTensors
+from gpubench.models.trading_env.config import TradingEnvConfig
 
 #: Actions and the positions they set: index 0 short (−1), 1 flat (0), 2 long (+1).
 NUM_ACTIONS = 3

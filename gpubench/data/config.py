@@ -1,0 +1,41 @@
+"""The ``data`` group: where market data comes from and how it becomes features."""
+
+from dataclasses import dataclass, field
+
+from gpubench.config_checks import require, require_choice, require_positive, require_probability
+
+DATA_SOURCES: tuple[str, ...] = ("synthetic", "dbn", "parquet")
+
+
+@dataclass
+class DataConfig:
+    """Where market data comes from and how it becomes features.
+
+    ``synthetic`` generates DBN files (one per trading day) into ``cache_dir`` and reads them back like a user's
+    download; ``dbn`` reads ``path`` (a folder or glob of ``.dbn``/``.dbn.zst`` files); ``parquet`` reads ``path``
+    (a Parquet file or folder of them with the bar columns).
+    """
+
+    source: str = "synthetic"
+    path: str | None = None
+    cache_dir: str = "~/.cache/gpubench"
+    symbols: list[str] = field(default_factory=lambda: ["SYNA", "SYNB", "SYNC", "SYND"])
+    days: int = 20
+    start_date: str = "2024-01-02"
+    seed: int = 7
+    train_fraction: float = 0.8
+    volatility_window: int = 30
+
+    def __post_init__(self) -> None:
+        require_choice("data.source", self.source, DATA_SOURCES)
+        if self.source in ("dbn", "parquet"):
+            require(
+                bool(self.path),
+                "data.path",
+                self.path,
+                f"a folder or glob of files when data={self.source}",
+            )
+        require(len(self.symbols) > 0, "data.symbols", self.symbols, "a non-empty list")
+        require_positive("data.days", self.days)
+        require_probability("data.train_fraction", self.train_fraction)
+        require(self.volatility_window >= 2, "data.volatility_window", self.volatility_window, ">= 2")

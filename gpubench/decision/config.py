@@ -1,0 +1,111 @@
+"""The ``decision`` group: thresholds, the training plan, VRAM budgets and prices."""
+
+from dataclasses import dataclass, field
+
+from gpubench.config_checks import require, require_choice, require_positive
+from gpubench.models import KNOWN_MODELS, MODELS
+
+
+@dataclass
+class TrainingPlanConfig:
+    """The full training each model's time is extrapolated to, in samples (see ``gpubench/decision.py``).
+
+    Supervised models (sample unit ``window``) train ``passes[model]`` passes over a dataset of
+    ``trading_days × bars_per_day × symbols`` windows (one window ends at every one-minute bar). The default is the
+    seed's dataset: 360 trading days of 390 one-minute bars (a US equity session) of one symbol, 50 passes.
+    RL models (unit ``env_step``) train ``env_steps[model]`` environment steps. The defaults are each model's entry
+    in :data:`gpubench.models.MODELS`.
+    """
+
+    trading_days: int = 360
+    bars_per_day: int = 390
+    symbols: int = 1
+    passes: dict[str, float] = field(
+        default_factory=lambda: {spec.name: spec.plan_passes for spec in MODELS if spec.plan_passes is not None}
+    )
+    env_steps: dict[str, float] = field(
+        default_factory=lambda: {spec.name: spec.plan_env_steps for spec in MODELS if spec.plan_env_steps is not None}
+    )
+
+    def __post_init__(self) -> None:
+        for key in ("trading_days", "bars_per_day", "symbols"):
+            require_positive(f"decision.plan.{key}", getattr(self, key))
+        for group in ("passes", "env_steps"):
+            for name, value in getattr(self, group).items():
+                require_positive(f"decision.plan.{group}.{name}", value)
+
+    @property
+    def windows_per_pass(self) -> int:
+        """Training windows in one pass over the dataset."""
+        return self.trading_days * self.bars_per_day * self.symbols
+
+
+@dataclass
+class DecisionConfig:
+    """The local-vs-cloud decision: thresholds on the upper bound of the estimated training time, the training
+    plan, VRAM budgets, and the prices the cost analysis uses (see ``gpubench/decision.py``).
+
+    ``memory_budget_mb`` holds each model's VRAM target (MiB); the defaults sum to 3.3 GiB for the four seed models,
+    under 85% of a 4 GiB card. ``local_hardware_cost_usd`` (null: no amortisation) is spread over
+    ``amortisation_months``. ``cloud_card`` names the catalog card (``conf/hardware/``) rented in the cloud; its
+    ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it. ``assumed_matmul_efficiency`` is
+    the fraction of a card's peak FLOP/s its matmuls reach, used by the projection only where the benchmark could
+    not measure it (a source device that is not a catalog card).
+    """
+
+    local_max_hours: float = 24.0
+    cloud_min_hours: float = 48.0
+    critical_models: list[str] = field(default_factory=lambda: ["dqn", "ppo"])
+    plan: TrainingPlanConfig = field(default_factory=TrainingPlanConfig)
+    memory_budget_mb: dict[str, float] = field(
+        default_factory=lambda: {spec.name: spec.memory_budget_mb for spec in MODELS}
+    )
+    electricity_usd_per_kwh: float = 0.17
+    local_hardware_cost_usd: float | None = None
+    amortisation_months: int = 36
+    trainings_per_month: float = 4.0
+    cloud_card: str = "h100"
+    cloud_hourly_price_usd: float | None = None
+    assumed_matmul_efficiency: float = 0.7
+
+    def __post_init__(self) -> None:
+        require_positive("decision.local_max_hours", self.local_max_hours)
+        require(
+            self.cloud_min_hours >= self.local_max_hours,
+            "decision.cloud_min_hours",
+            self.cloud_min_hours,
+            f">= decision.local_max_hours ({self.local_max_hours})",
+        )
+        for name in self.critical_models:
+            require_choice("decision.critical_models", name, KNOWN_MODELS)
+        for name, budget_mb in self.memory_budget_mb.items():
+            require_positive(f"decision.memory_budget_mb.{name}", budget_mb)
+        require(
+            self.electricity_usd_per_kwh >= 0,
+            "decision.electricity_usd_per_kwh",
+            self.electricity_usd_per_kwh,
+            ">= 0",
+        )
+        if self.local_hardware_cost_usd is not None:
+            require(
+                self.local_hardware_cost_usd >= 0,
+                "decision.local_hardware_cost_usd",
+                self.local_hardware_cost_usd,
+                ">= 0 or null (no amortisation)",
+            )
+        require_positive("decision.amortisation_months", self.amortisation_months)
+        require_positive("decision.trainings_per_month", self.trainings_per_month)
+        require(bool(self.cloud_card), "decision.cloud_card", self.cloud_card, "a catalog card name such as h100")
+        if self.cloud_hourly_price_usd is not None:
+            require(
+                self.cloud_hourly_price_usd >= 0,
+                "decision.cloud_hourly_price_usd",
+                self.cloud_hourly_price_usd,
+                ">= 0 or null (the catalog card's price)",
+            )
+        require(
+            0.0 < self.assumed_matmul_efficiency <= 1.0,
+            "decision.assumed_matmul_efficiency",
+            self.assumed_matmul_efficiency,
+            "in (0, 1]",
+        )

@@ -1,0 +1,50 @@
+"""The ``hardware`` group: which device to benchmark on, the card it stands for, and the thermal limits."""
+
+from dataclasses import dataclass
+
+from gpubench.config_checks import require, require_positive
+
+
+@dataclass
+class HardwareConfig:
+    """The device to benchmark on, and what is known of the card it stands for.
+
+    ``name`` is ``auto`` (CUDA when present, else CPU), ``cpu``, or a catalog card from ``conf/hardware/``. A
+    catalog card on a larger GPU caps usable VRAM at ``vram_limit_gb`` so the batch-size search finds that card's
+    limits; its peak throughput, bandwidth and price feed the projection and cost analysis.
+    """
+
+    name: str = "auto"
+    vram_gb: float | None = None
+    vram_limit_gb: float | None = None
+    peak_fp32_tflops: float | None = None
+    peak_bf16_tflops: float | None = None
+    memory_bandwidth_gbps: float | None = None
+    hourly_price_usd: float | None = None
+    board_power_w: float | None = None
+    burn_in_max_seconds: float = 30.0
+    temperature_warn_c: float = 70.0
+    temperature_throttle_c: float = 80.0
+    temperature_stop_c: float = 90.0
+
+    def __post_init__(self) -> None:
+        for key in (
+            "vram_gb",
+            "vram_limit_gb",
+            "peak_fp32_tflops",
+            "peak_bf16_tflops",
+            "memory_bandwidth_gbps",
+            "board_power_w",
+        ):
+            value = getattr(self, key)
+            if value is not None:
+                require_positive(f"hardware.{key}", value)
+        require(self.burn_in_max_seconds >= 0, "hardware.burn_in_max_seconds", self.burn_in_max_seconds, ">= 0")
+        if self.hourly_price_usd is not None:
+            require(self.hourly_price_usd >= 0, "hardware.hourly_price_usd", self.hourly_price_usd, ">= 0")
+        require(
+            self.temperature_warn_c < self.temperature_throttle_c < self.temperature_stop_c,
+            "hardware.temperature_warn_c/temperature_throttle_c/temperature_stop_c",
+            (self.temperature_warn_c, self.temperature_throttle_c, self.temperature_stop_c),
+            "strictly increasing (default 70 < 80 < 90 °C)",
+        )

@@ -1,0 +1,101 @@
+"""The measurement keys: ``batch``, ``epoch``, ``stability`` and ``memory``."""
+
+from dataclasses import dataclass
+
+from gpubench.config_checks import require, require_choice, require_positive
+
+#: Where the NVML memory sampler runs: a child process (no GIL shared with training) or a thread of the benchmark.
+MEMORY_SAMPLERS: tuple[str, ...] = ("process", "thread")
+
+
+@dataclass
+class BatchConfig:
+    """Batch-size search bounds and policy. ``search: null`` means: search on a GPU, not on the CPU.
+
+    ``verify_steps`` is the length of each re-verification trial of the winner (search trials are 3 steps): long
+    enough for the caching allocator to reach its fragmented steady state, so the chosen batch still fits later.
+    ``max_step_downs`` is how many times a searched batch whose measured epochs still exceeded the headroom is
+    stepped down and measured again (0: keep it, with a warning).
+    """
+
+    search: bool | None = None
+    min_size: int = 32
+    max_size: int = 4096
+    headroom: float = 0.9
+    target_effective: int = 512
+    verify_steps: int = 20
+    max_step_downs: int = 2
+
+    def __post_init__(self) -> None:
+        require_positive("batch.min_size", self.min_size)
+        require(
+            self.max_size >= self.min_size,
+            "batch.max_size",
+            self.max_size,
+            f">= batch.min_size ({self.min_size})",
+        )
+        require(0.0 < self.headroom <= 1.0, "batch.headroom", self.headroom, "in (0, 1]")
+        require_positive("batch.target_effective", self.target_effective)
+        # Verification trials must reach the allocator's steady state, and be at least as long as search trials.
+        require(self.verify_steps >= 3, "batch.verify_steps", self.verify_steps, "an integer >= 3")
+        require(self.max_step_downs >= 0, "batch.max_step_downs", self.max_step_downs, "an integer >= 0")
+
+
+@dataclass
+class EpochConfig:
+    """A benchmark epoch is a timing block of ``steps`` optimizer steps (``auto``: sized to ``min_seconds``)."""
+
+    steps: str = "auto"
+    min_seconds: float = 1.0
+    max_auto_steps: int = 100_000
+
+    def __post_init__(self) -> None:
+        self.steps = str(self.steps).strip().lower()
+        if self.steps != "auto":
+            require(
+                self.steps.isdigit() and int(self.steps) > 0,
+                "epoch.steps",
+                self.steps,
+                "`auto` or a positive integer",
+            )
+        require_positive("epoch.min_seconds", self.min_seconds)
+        require_positive("epoch.max_auto_steps", self.max_auto_steps)
+
+    @property
+    def fixed_steps(self) -> int | None:
+        """The fixed step count, or None when the block is sized automatically."""
+        return None if self.steps == "auto" else int(self.steps)
+
+
+@dataclass
+class StabilityConfig:
+    """Gradient and loss health checks."""
+
+    enabled: bool = True
+    grad_norm_exploding: float = 1000.0
+    grad_norm_vanishing: float = 1e-7
+    loss_trend_rel_slope: float = 0.01
+
+    def __post_init__(self) -> None:
+        require_positive("stability.grad_norm_exploding", self.grad_norm_exploding)
+        require_positive("stability.grad_norm_vanishing", self.grad_norm_vanishing)
+        require_positive("stability.loss_trend_rel_slope", self.loss_trend_rel_slope)
+
+
+@dataclass
+class MemoryConfig:
+    """VRAM sampling and leak detection.
+
+    NVML is sampled every ``sample_interval_ms`` ms by a ``sampler`` that is a child ``process`` (it shares no GIL
+    with training: as a ``thread`` it cost a launch-bound loop about 1.2% of its time on an H200) or a ``thread``
+    of the benchmark process. A leak is flagged above ``leak_threshold_mb_per_epoch`` MB of growth per epoch.
+    """
+
+    sample_interval_ms: float = 10.0
+    leak_threshold_mb_per_epoch: float = 5.0
+    sampler: str = "process"
+
+    def __post_init__(self) -> None:
+        require_positive("memory.sample_interval_ms", self.sample_interval_ms)
+        require_positive("memory.leak_threshold_mb_per_epoch", self.leak_threshold_mb_per_epoch)
+        require_choice("memory.sampler", self.sampler, MEMORY_SAMPLERS)

@@ -1,0 +1,39 @@
+"""The ``workloads.tft`` keys."""
+
+from dataclasses import dataclass, field
+
+from gpubench.config_checks import require, require_positive
+
+
+@dataclass
+class TFTConfig:
+    """Temporal Fusion Transformer (Lim et al. 2021); defaults follow the paper's volatility configuration."""
+
+    batch_size: int = 64
+    encoder_length: int = 252
+    decoder_length: int = 5
+    hidden_size: int = 160
+    num_heads: int = 4
+    dropout: float = 0.1
+    quantiles: list[float] = field(default_factory=lambda: [0.1, 0.5, 0.9])
+    learning_rate: float = 1e-3
+    max_grad_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        for key in ("batch_size", "encoder_length", "decoder_length", "hidden_size", "num_heads"):
+            require_positive(f"workloads.tft.{key}", getattr(self, key))
+        require(
+            self.hidden_size % self.num_heads == 0,
+            "workloads.tft.hidden_size",
+            self.hidden_size,
+            f"a multiple of workloads.tft.num_heads ({self.num_heads})",
+        )
+        require(0.0 <= self.dropout < 1.0, "workloads.tft.dropout", self.dropout, "in [0, 1)")
+        require(
+            len(self.quantiles) > 0 and all(0.0 < q < 1.0 for q in self.quantiles),
+            "workloads.tft.quantiles",
+            self.quantiles,
+            "a non-empty list of levels strictly between 0 and 1",
+        )
+        require_positive("workloads.tft.learning_rate", self.learning_rate)
+        require_positive("workloads.tft.max_grad_norm", self.max_grad_norm)
