@@ -6,7 +6,7 @@ from hydra import compose, initialize_config_dir
 from gpubench.conf import CONF_DIR as CONF_DIR_PATH
 from gpubench.config import BenchmarkConfig, register_configs
 from gpubench.errors import ConfigError
-from gpubench.models import SEED_MODELS
+from gpubench.models import MODELS, SEED_MODELS
 from gpubench.runner import typed_config
 
 CONF_DIR = str(CONF_DIR_PATH)
@@ -73,6 +73,35 @@ def test_environment_variables_set_defaults(monkeypatch):
     assert (cfg.epochs, cfg.warmup_epochs, cfg.statistics.confidence_level, cfg.batch.max_size) == (7, 0, 0.9, 1024)
     # A command-line override still wins over the environment.
     assert typed("epochs=4").epochs == 4
+
+
+def test_an_environment_variable_for_a_string_key_is_taken_verbatim(monkeypatch):
+    # A glob is not YAML (``*`` starts an alias): string keys must not be decoded.
+    monkeypatch.setenv("GPU_BENCHMARK_DATA_PATH", "*.dbn.zst")
+    monkeypatch.setenv("GPU_BENCHMARK_BATCH_SEARCH", "false")
+    cfg = typed("data=dbn")
+    assert cfg.data.path == "*.dbn.zst" and cfg.batch.search is False
+
+
+def test_an_unset_environment_variable_leaves_the_schema_default(monkeypatch):
+    for name in ("GPU_BENCHMARK_EPOCHS", "GPU_BENCHMARK_MIN_BATCH_SIZE", "GPU_BENCHMARK_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = typed()
+    schema = BenchmarkConfig()
+    assert (cfg.epochs, cfg.batch.min_size, cfg.data.cache_dir) == (
+        schema.epochs,
+        schema.batch.min_size,
+        schema.data.cache_dir,
+    )
+
+
+def test_each_model_default_comes_from_its_registry_entry():
+    cfg = typed()
+    for spec in MODELS:
+        assert cfg.decision.memory_budget_mb[spec.name] == spec.memory_budget_mb
+        plan = cfg.decision.plan.passes if spec.plan_passes is not None else cfg.decision.plan.env_steps
+        assert plan[spec.name] == (spec.plan_passes if spec.plan_passes is not None else spec.plan_env_steps)
+        assert isinstance(getattr(cfg.workloads, spec.name), spec.config)
 
 
 def test_quick_experiment_is_small():

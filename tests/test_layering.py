@@ -1,0 +1,204 @@
+"""The package's layering, checked on its import graph (every ``import`` statement, module-level or local, and
+``importlib.import_module`` of a literal name).
+
+The rules are DESIGN.md's: models import only the workload contract, data and config; stats imports no torch;
+decision reads typed results and never the device; output writes and never measures; only the tracking module
+imports mlflow; only ``hardware/`` talks to NVML and asks torch about the device; nothing imports the coordinator;
+and the module-level imports have no cycle. A failure names the module and the import that breaks the rule.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gpubench"
+
+#: torch.cuda calls that query or configure the device itself (allocator statistics and synchronisation are not).
+DEVICE_QUERIES = frozenset(
+    {
+        "is_available",
+        "device_count",
+        "get_device_properties",
+        "get_device_name",
+        "get_device_capability",
+        "mem_get_info",
+        "set_per_process_memory_fraction",
+    }
+)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(tree: ast.Module, module: str, *, top_level_only: bool = False) -> set[str]:
+    """Absolute names of the modules ``tree`` imports (``from a import b`` counts as ``a`` and ``a.b``)."""
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".")[: -node.level] if not module.endswith("__init__") else module.split(".")
+                base = ".".join([*package, base]) if base else ".".join(package)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names.add(node.args[0].value)  # importlib.import_module("pynvml")
+    return names
+
+
+def device_queries(tree: ast.Module) -> set[str]:
+    """``torch.cuda.<query>`` attribute uses in ``tree`` that are device queries."""
+    found = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in DEVICE_QUERIES
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "cuda"
+        ):
+            found.add(node.attr)
+    return found
+
+
+MODULES = {module_name(path): ast.parse(path.read_text(), str(path)) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def gpubench_imports(module: str) -> set[str]:
+    return {name for name in imports_of(MODULES[module], module) if name.split(".")[0] == "gpubench"}
+
+
+def third_party_imports(module: str) -> set[str]:
+    return {name.split(".")[0] for name in imports_of(MODULES[module], module)}
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def known(name: str) -> bool:
+    """``name`` is a gpubench module (not a name imported from one)."""
+    return name in MODULES
+
+
+def test_the_graph_sees_every_module() -> None:
+    for expected in ("gpubench.results", "gpubench.runner", "gpubench.output.tracking", "gpubench.models.tft.workload"):
+        assert expected in MODULES
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.models")])
+def test_models_import_only_the_workload_contract_data_and_config(module: str) -> None:
+    allowed = (
+        "gpubench.models",
+        "gpubench.workload",
+        "gpubench.data",
+        "gpubench.config_checks",
+        "gpubench.errors",
+        "gpubench.units",
+    )
+    bad = {name for name in gpubench_imports(module) if known(name) and not any(in_package(name, a) for a in allowed)}
+    assert not bad, f"{module} imports {sorted(bad)}: a model may import only {', '.join(allowed)}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.stats")])
+def test_stats_is_pure_numpy_and_scipy(module: str) -> None:
+    assert "torch" not in third_party_imports(module), f"{module} imports torch"
+    allowed = ("gpubench.stats", "gpubench.results", "gpubench.units", "gpubench.errors", "gpubench.config_checks")
+    bad = {name for name in gpubench_imports(module) if known(name) and not any(in_package(name, a) for a in allowed)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.decision")])
+def test_decision_reads_typed_results_and_never_the_device(module: str) -> None:
+    assert "torch" not in third_party_imports(module), f"{module} imports torch"
+    forbidden = ("gpubench.measure", "gpubench.runner", "gpubench.model_run", "gpubench.output")
+    bad = {name for name in gpubench_imports(module) if any(in_package(name, f) for f in forbidden)}
+    # The model registry (``gpubench.models`` itself) states each model's plan and budget; no model's code.
+    bad |= {name for name in gpubench_imports(module) if in_package(name, "gpubench.models") and known(name)} - {
+        "gpubench.models"
+    }
+    hardware = {
+        name
+        for name in gpubench_imports(module)
+        if in_package(name, "gpubench.hardware") and known(name) and name not in ("gpubench.hardware.catalog",)
+    }
+    assert not bad | hardware, (
+        f"{module} imports {sorted(bad | hardware)} (of hardware/ it may read the card catalog, of models/ the registry)"
+    )
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.output")])
+def test_output_writes_and_never_measures(module: str) -> None:
+    forbidden = ("gpubench.measure", "gpubench.hardware", "gpubench.runner", "gpubench.model_run", "gpubench.models")
+    bad = {name for name in gpubench_imports(module) if any(in_package(name, f) for f in forbidden)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_only_the_tracking_module_imports_mlflow() -> None:
+    importers = {m for m in MODULES if "mlflow" in third_party_imports(m)}
+    assert importers == {"gpubench.output.tracking"}
+
+
+def test_only_hardware_talks_to_nvml_and_asks_torch_about_the_device() -> None:
+    nvml = {m for m in MODULES if "pynvml" in third_party_imports(m)}
+    assert nvml and all(in_package(m, "gpubench.hardware") for m in nvml), sorted(nvml)
+    queries = {m: device_queries(tree) for m, tree in MODULES.items() if not in_package(m, "gpubench.hardware")}
+    assert not {m: q for m, q in queries.items() if q}
+
+
+def test_nothing_imports_the_coordinator() -> None:
+    for coordinator, importers_allowed in (
+        ("gpubench.runner", {"gpubench.__main__", "gpubench.api"}),
+        ("gpubench.model_run", {"gpubench.runner"}),
+    ):
+        importers = {m for m in MODULES if coordinator in gpubench_imports(m)}
+        assert importers <= importers_allowed, f"{coordinator} is imported by {sorted(importers - importers_allowed)}"
+
+
+def test_results_and_units_are_the_bottom_layer() -> None:
+    for module in ("gpubench.results", "gpubench.units", "gpubench.errors"):
+        assert "torch" not in third_party_imports(module)
+        assert gpubench_imports(module) <= {"gpubench", "gpubench.__version__", "gpubench.units"} | {
+            f"gpubench.units.{name}" for name in ("HOURS_PER_DAY", "MS_PER_S")
+        }, f"{module} imports {sorted(gpubench_imports(module))}"
+
+
+def test_module_level_imports_have_no_cycle() -> None:
+    graph = {
+        module: {
+            name
+            for name in imports_of(tree, module, top_level_only=True)
+            if known(name) and name != module and not module.startswith(name + ".")
+        }
+        for module, tree in MODULES.items()
+    }
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycle = [*path[path.index(target) :], target]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
