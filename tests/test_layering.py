@@ -134,9 +134,8 @@ def test_decision_reads_typed_results_and_never_the_device(module: str) -> None:
         for name in gpubench_imports(module)
         if in_package(name, "gpubench.hardware") and known(name) and name not in ("gpubench.hardware.catalog",)
     }
-    assert not bad | hardware, (
-        f"{module} imports {sorted(bad | hardware)} (of hardware/ it may read the card catalog, of models/ the registry)"
-    )
+    what_it_may = "of hardware/ it may read the card catalog, of models/ the registry"
+    assert not bad | hardware, f"{module} imports {sorted(bad | hardware)} ({what_it_may})"
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.output")])
