@@ -26,6 +26,9 @@ from gpubench.results import (
 from gpubench.units import HOURS_PER_DAY, MS_PER_S, SECONDS_PER_HOUR
 
 # --------------------------------------------------------------------------------------------------- methods
+# How each part of the recommendation is made, in words: written into the report's ``recommendation.method``
+# (by :func:`method_texts`). Each text describes the arithmetic of one module: estimate (the first three),
+# memory_budget, projection and cost.
 
 ESTIMATE_METHOD = (
     "Plan: supervised models train decision.plan.passes[model] passes over trading_days x bars_per_day x symbols "
