@@ -927,6 +927,33 @@ class Recommendation(Record):
         return {**{key: data[key] for key in order}, **data}
 
 
+def recommendation_thresholds(local_max_hours: float, cloud_min_hours: float) -> dict[str, float]:
+    """The recommendation's ``thresholds_hours``: the decision's local and cloud limits on the upper bound (h)."""
+    return {"local_max": local_max_hours, "cloud_min": cloud_min_hours}
+
+
+def recommendation_method(
+    *,
+    estimate: str,
+    upper_bound: str,
+    decision: str,
+    memory_budget: str,
+    projection: str,
+    projection_source: str,
+    cost: str,
+) -> dict[str, str]:
+    """The recommendation's ``method``: how each of its parts is computed, in words."""
+    return {
+        "estimate": estimate,
+        "upper_bound": upper_bound,
+        "decision": decision,
+        "memory_budget": memory_budget,
+        "projection": projection,
+        "projection_source": projection_source,
+        "cost": cost,
+    }
+
+
 # --------------------------------------------------------------------------------------------------- the report
 
 RunStatus = Literal["running", "complete", "interrupted"]

@@ -7,6 +7,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import CostInputs, cost_analysis
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
+from gpubench.results import ModelResult
 
 
 def inputs(**overrides) -> CostInputs:
@@ -17,6 +18,7 @@ def inputs(**overrides) -> CostInputs:
         "cloud_card": "h100",
         "cloud_hours": 2.5,
         "cloud_hourly_price_usd": 2.9,
+        "catalog_cards": ("t4", "h100"),
     }
     return CostInputs(**{**values, **overrides})
 
@@ -25,44 +27,44 @@ def test_cost_arithmetic_by_hand():
     decision = DecisionConfig(local_hardware_cost_usd=1800.0, amortisation_months=36, trainings_per_month=4)
     cost = cost_analysis(inputs(), decision)
     # Local: 2 kWh x $0.17 = $0.34 per training; 4 a month + $1800 / 36 = $50 amortisation.
-    assert cost["local_energy_cost_usd_per_training"] == pytest.approx(0.34)
-    assert cost["amortisation_usd_per_month"] == pytest.approx(50.0)
-    assert cost["local_gpu_monthly_cost_usd"] == pytest.approx(4 * 0.34 + 50.0)
+    assert cost.local_energy_cost_usd_per_training == pytest.approx(0.34)
+    assert cost.amortisation_usd_per_month == pytest.approx(50.0)
+    assert cost.local_gpu_monthly_cost_usd == pytest.approx(4 * 0.34 + 50.0)
     # Cloud: 2.5 h x $2.90 = $7.25 per training, 4 a month.
-    assert cost["cloud_cost_usd_per_training"] == pytest.approx(7.25)
-    assert cost["cloud_gpu_monthly_cost_usd"] == pytest.approx(29.0)
-    assert cost["cloud_speedup_factor"] == pytest.approx(4.0)
-    assert cost["cloud_training_hours"] == 2.5
-    assert cost["annual_savings_usd"] == pytest.approx(12 * (29.0 - 51.36))
-    assert cost["cheaper"] == "cloud"
+    assert cost.cloud_cost_usd_per_training == pytest.approx(7.25)
+    assert cost.cloud_gpu_monthly_cost_usd == pytest.approx(29.0)
+    assert cost.cloud_speedup_factor == pytest.approx(4.0)
+    assert cost.cloud_training_hours == 2.5
+    assert cost.annual_savings_usd == pytest.approx(12 * (29.0 - 51.36))
+    assert cost.cheaper == "cloud"
     # Local pays off from 50 / (7.25 - 0.34) trainings a month on, i.e. that many times 10 local hours.
-    assert cost["break_even_trainings_per_month"] == pytest.approx(50.0 / 6.91)
-    assert cost["break_even_local_hours_per_month"] == pytest.approx(500.0 / 6.91)
+    assert cost.break_even_trainings_per_month == pytest.approx(50.0 / 6.91)
+    assert cost.break_even_local_hours_per_month == pytest.approx(500.0 / 6.91)
 
 
 def test_without_amortisation_local_is_cheaper_from_the_first_training():
     cost = cost_analysis(inputs(), DecisionConfig())
-    assert cost["annual_savings_usd"] == pytest.approx(12 * 4 * (7.25 - 0.34))
-    assert cost["cheaper"] == "local"
-    assert cost["break_even_trainings_per_month"] == 0.0
-    assert any("decision.local_hardware_cost_usd" in note for note in cost["notes"])
+    assert cost.annual_savings_usd == pytest.approx(12 * 4 * (7.25 - 0.34))
+    assert cost.cheaper == "local"
+    assert cost.break_even_trainings_per_month == 0.0
+    assert any("decision.local_hardware_cost_usd" in note for note in cost.notes)
 
 
 def test_cloud_cheaper_than_local_energy_never_breaks_even():
     cost = cost_analysis(inputs(cloud_hours=0.01, cloud_hourly_price_usd=1.0), DecisionConfig())
-    assert cost["break_even_trainings_per_month"] is None
-    assert any("local never breaks even" in note for note in cost["notes"])
+    assert cost.break_even_trainings_per_month is None
+    assert any("local never breaks even" in note for note in cost.notes)
 
 
 def test_unmeasured_energy_leaves_local_cost_unknown():
     cost = cost_analysis(inputs(local_energy_kwh=None, energy_basis=None), DecisionConfig())
-    assert cost["local_gpu_monthly_cost_usd"] is None
-    assert cost["annual_savings_usd"] is None
-    assert cost["cloud_gpu_monthly_cost_usd"] == pytest.approx(29.0)  # the cloud side is still known
-    assert any("not measured" in note for note in cost["notes"])
+    assert cost.local_gpu_monthly_cost_usd is None
+    assert cost.annual_savings_usd is None
+    assert cost.cloud_gpu_monthly_cost_usd == pytest.approx(29.0)  # the cloud side is still known
+    assert any("not measured" in note for note in cost.notes)
 
 
-def _rl_section(**kwargs) -> dict:
+def _rl_section(**kwargs) -> ModelResult:
     return model_section(
         noisy_epochs_ms(1000.0), steps_per_epoch=100, samples_per_step=8, sample_unit="env_step", **kwargs
     )
@@ -70,11 +72,11 @@ def _rl_section(**kwargs) -> dict:
 
 def test_local_energy_from_nvml_joules_per_sample():
     models = {"dqn": _rl_section(joules_per_sample=0.9), "ppo": _rl_section(joules_per_sample=0.9)}
-    cost = build_recommendation(report(models), DecisionConfig(), load_catalog())["cost_analysis"]
+    cost = build_recommendation(report(models), DecisionConfig(), load_catalog()).cost_analysis
     # 0.9 J x 10M env steps = 9 MJ = 2.5 kWh per model.
-    assert cost["local_energy_kwh_per_training"] == pytest.approx(5.0)
-    assert cost["energy_basis"] == "nvml"
-    assert cost["local_energy_cost_usd_per_training"] == pytest.approx(5.0 * 0.17)
+    assert cost.local_energy_kwh_per_training == pytest.approx(5.0)
+    assert cost.energy_basis == "nvml"
+    assert cost.local_energy_cost_usd_per_training == pytest.approx(5.0 * 0.17)
 
 
 def test_local_energy_falls_back_to_board_power_on_a_catalog_card():
@@ -82,7 +84,7 @@ def test_local_energy_falls_back_to_board_power_on_a_catalog_card():
     recommendation = build_recommendation(
         report({"dqn": _rl_section(), "ppo": _rl_section()}, hardware=hardware), DecisionConfig(), load_catalog()
     )
-    cost = recommendation["cost_analysis"]
+    cost = recommendation.cost_analysis
     # 70 W for the estimated hours.
-    assert cost["local_energy_kwh_per_training"] == pytest.approx(0.070 * cost["local_training_hours"])
-    assert cost["energy_basis"] == "board_power_w"
+    assert cost.local_energy_kwh_per_training == pytest.approx(0.070 * cost.local_training_hours)
+    assert cost.energy_basis == "board_power_w"

@@ -16,6 +16,7 @@ from gpubench.decision.projection import (
 )
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
+from gpubench.results import ModelResult, RunReport
 
 CATALOG = load_catalog()
 # A T4 whose burn-in reached 6.48 of its 8.1 fp32 TFLOP/s: matmul efficiency 0.8.
@@ -23,7 +24,7 @@ T4_BURN_IN_TFLOPS = 6.48
 T4_EFFICIENCY = 0.8
 
 
-def t4_report(models: dict, precision: str = "fp32") -> dict:
+def t4_report(models: dict[str, ModelResult], precision: str = "fp32") -> RunReport:
     hardware = gpu_hardware("Tesla T4", total_vram_mb=15360.0, achieved_tflops=T4_BURN_IN_TFLOPS)
     return report(models, hardware=hardware, precision=precision)
 
@@ -47,8 +48,11 @@ def test_source_on_a_catalog_card_measures_its_matmul_efficiency():
 
 def test_source_is_the_device_measured_not_the_card_emulated():
     # hardware=rtx3050ti on an H200 caps the VRAM; the speed measured is still the H200's.
-    emulated = report({}, hardware=gpu_hardware("NVIDIA H200", total_vram_mb=4096.0, achieved_tflops=50.25))
-    emulated["run"]["hardware_config"] = {"name": "rtx3050ti"}
+    emulated = report(
+        {},
+        hardware=gpu_hardware("NVIDIA H200", total_vram_mb=4096.0, achieved_tflops=50.25),
+        hardware_choice="rtx3050ti",
+    )
     source = source_throughput(emulated, CATALOG, assumed_efficiency=0.7)
     assert source.card == "h200"
     assert source.matmul_efficiency == pytest.approx(50.25 / 67.0)
@@ -121,7 +125,7 @@ def test_memory_bound_variant_needs_both_bandwidths():
 # --------------------------------------------------------------------------------------------------- the table
 
 
-def _rl_models(**kwargs) -> dict:
+def _rl_models(**kwargs) -> dict[str, ModelResult]:
     # Both RL models: 800 env steps per epoch of 1 s (steps of 10 and 20 ms); 2e11 FLOPs take the T4 31 ms at its
     # attainable rate, so with that count both steps are all compute.
     dqn = model_section(
@@ -137,30 +141,30 @@ def test_projection_table_from_a_t4():
     recommendation = build_recommendation(
         t4_report(_rl_models(flops_per_step=2e11, peak_reserved_mb=6000.0)), DecisionConfig(), CATALOG
     )
-    rows = {row["card"]: row for row in recommendation["projection"]}
+    rows = {row.card: row for row in recommendation.projection}
     assert sorted(rows) == sorted(CATALOG)
-    measured = recommendation["estimated_full_training_hours"]
-    assert rows["t4"]["measured_device"] is True
-    assert rows["t4"]["training_hours"] == pytest.approx(measured)
-    assert rows["t4"]["speedup_vs_measured"] == pytest.approx(1.0)
+    measured = recommendation.estimated_full_training_hours
+    assert rows["t4"].measured_device is True
+    assert rows["t4"].training_hours == pytest.approx(measured)
+    assert rows["t4"].speedup_vs_measured == pytest.approx(1.0)
     # 2 x 12,500 epochs of 1 s, all compute, scaled by 8.1/67 on an H100; the one-off costs (2 x 4.6 s) stay.
     h100_hours = (25_000 * 8.1 / 67.0 + 2 * 4.6) / 3600
-    assert rows["h100"]["training_hours"] == pytest.approx(h100_hours)
-    assert rows["h100"]["cost_usd_per_training"] == pytest.approx(h100_hours * 2.9)
+    assert rows["h100"].training_hours == pytest.approx(h100_hours)
+    assert rows["h100"].cost_usd_per_training == pytest.approx(h100_hours * 2.9)
     # No time outside compute: whether the rest is launch- or memory-bound makes no difference.
-    assert rows["h100"]["training_hours_if_memory_bound"] == pytest.approx(h100_hours)
-    assert rows["h100"]["models"]["dqn"]["speedup"] == pytest.approx(67.0 / 8.1)
-    assert recommendation["cost_analysis"]["cloud_speedup_factor"] == pytest.approx(measured / h100_hours)
-    assert rows["rtx3050ti"]["fits_in_vram"] is False  # 6000 MB on a 4 GB card
-    assert rows["a100_40gb"]["fits_in_vram"] is True
-    assert rows["rtx3050ti"]["cost_usd_per_training"] is None  # not rentable: no price
-    assert recommendation["per_model"]["dqn"]["step_split"]["bound"] == BOUND_COMPUTE
+    assert rows["h100"].training_hours_if_memory_bound == pytest.approx(h100_hours)
+    assert rows["h100"].models["dqn"].speedup == pytest.approx(67.0 / 8.1)
+    assert recommendation.cost_analysis.cloud_speedup_factor == pytest.approx(measured / h100_hours)
+    assert rows["rtx3050ti"].fits_in_vram is False  # 6000 MB on a 4 GB card
+    assert rows["a100_40gb"].fits_in_vram is True
+    assert rows["rtx3050ti"].cost_usd_per_training is None  # not rentable: no price
+    assert recommendation.per_model["dqn"].step_split.bound == BOUND_COMPUTE
 
 
 def test_cloud_price_override_applies_to_the_cloud_card():
     recommendation = build_recommendation(
         t4_report(_rl_models(flops_per_step=2e11)), DecisionConfig(cloud_hourly_price_usd=1.0), CATALOG
     )
-    h100 = next(row for row in recommendation["projection"] if row["card"] == "h100")
-    assert h100["hourly_price_usd"] == 1.0
-    assert recommendation["cost_analysis"]["cloud_cost_usd_per_training"] == pytest.approx(h100["training_hours"])
+    h100 = next(row for row in recommendation.projection if row.card == "h100")
+    assert h100.hourly_price_usd == 1.0
+    assert recommendation.cost_analysis.cloud_cost_usd_per_training == pytest.approx(h100.training_hours)

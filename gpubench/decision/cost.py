@@ -2,30 +2,36 @@
 
 All money is in USD, energy in kWh, durations in hours. Pure arithmetic: the inputs are the estimated training
 time on the measured device, its energy (measured through NVML, or the card's rated power), and the projected time
-on the cloud card. The formulas are :data:`COST_METHOD`, also written into the report.
+on the cloud card. The formulas, in words, are :data:`gpubench.decision.advice.COST_METHOD`, also written into the
+report.
 """
 
 from dataclasses import dataclass
-from typing import Any
 
 from gpubench.decision.config import DecisionConfig
+from gpubench.decision.estimate import TimeEstimate
+from gpubench.hardware.catalog import Card
+from gpubench.results import CostAnalysis, ModelResult
+from gpubench.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
 
-JOULES_PER_KWH = 3.6e6
-MONTHS_PER_YEAR = 12
+#: Where a training's energy comes from: NVML's energy counter over the measured epochs, or the catalog card's
+#: board power for the estimated hours (an upper bound).
+ENERGY_NVML = "nvml"
+ENERGY_BOARD_POWER = "board_power_w"
 
-#: The cost formulas, written into the report's ``recommendation.method``.
-COST_METHOD = (
-    "Per training (the plan of the models decided on): local energy kWh = sum over models of joules per sample "
-    "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
-    "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
-    "decision.electricity_usd_per_kwh. Cloud cost = projected hours on decision.cloud_card x its hourly price "
-    "(catalog, or decision.cloud_hourly_price_usd). Monthly: x decision.trainings_per_month, plus on the local side "
-    "decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x (cloud monthly - "
-    "local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / projected "
-    "cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
-    "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
-    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds."
-)
+
+def training_energy_kwh(
+    estimate: TimeEstimate, result: ModelResult, source_card: str | None, catalog: dict[str, Card]
+) -> tuple[float | None, str | None]:
+    """Energy (kWh) of one model's planned training on the measured device (the catalog card ``source_card``, or
+    None for a device not in the catalog), and its basis; (None, None) when neither is known."""
+    joules_per_sample = result.energy.joules_per_sample if result.energy else None
+    if joules_per_sample is not None:
+        return joules_per_sample * estimate.plan_samples / JOULES_PER_KWH, ENERGY_NVML
+    board_power_w = catalog[source_card].board_power_w if source_card else None
+    if board_power_w:
+        return board_power_w * estimate.hours * SECONDS_PER_HOUR / JOULES_PER_KWH, ENERGY_BOARD_POWER
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,8 @@ class CostInputs:
 
     ``local_hours``: estimated time on the measured device; ``local_energy_kwh``: its energy (None when not
     measured) and ``energy_basis`` where it comes from; ``cloud_hours``: projected time on ``cloud_card`` (None
-    when it cannot be projected); ``cloud_hourly_price_usd``: the price used (None when unknown).
+    when it cannot be projected); ``cloud_hourly_price_usd``: the price used (None when unknown);
+    ``catalog_cards``: the catalog's card names, which ``cloud_card`` should be one of.
     """
 
     local_hours: float
@@ -43,16 +50,17 @@ class CostInputs:
     cloud_card: str
     cloud_hours: float | None
     cloud_hourly_price_usd: float | None
+    catalog_cards: tuple[str, ...]
 
 
 def _times(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a * b
 
 
-def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> dict[str, Any]:
-    """The report's ``cost_analysis``: the seed's keys (``local_gpu_monthly_cost_usd``,
-    ``cloud_gpu_monthly_cost_usd``, ``cloud_speedup_factor``, ``cloud_training_hours``, ``annual_savings_usd``) and
-    the figures behind them. Figures that cannot be computed are None and ``notes`` says why."""
+def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
+    """The report's cost analysis: the seed's figures (local and cloud monthly cost, the cloud's speed-up and
+    hours, the annual savings) and the figures behind them. Figures that cannot be computed are None and ``notes``
+    says why."""
     notes: list[str] = []
     trainings = decision.trainings_per_month
     amortisation_usd_per_month = (decision.local_hardware_cost_usd or 0.0) / decision.amortisation_months
@@ -86,26 +94,31 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> dict[str, Any
             break_even_trainings = amortisation_usd_per_month / saving_per_training_usd
         else:
             notes.append("a cloud training costs no more than the local energy: local never breaks even")
-    return {
-        "local_gpu_monthly_cost_usd": local_monthly_usd,
-        "cloud_gpu_monthly_cost_usd": cloud_monthly_usd,
-        "cloud_speedup_factor": speedup,
-        "cloud_training_hours": inputs.cloud_hours,
-        "annual_savings_usd": annual_savings_usd,
-        "cheaper": None if annual_savings_usd is None else ("local" if annual_savings_usd >= 0 else "cloud"),
-        "trainings_per_month": trainings,
-        "local_training_hours": inputs.local_hours,
-        "local_energy_kwh_per_training": inputs.local_energy_kwh,
-        "energy_basis": inputs.energy_basis,
-        "electricity_usd_per_kwh": decision.electricity_usd_per_kwh,
-        "local_energy_cost_usd_per_training": local_cost_usd,
-        "local_hardware_cost_usd": decision.local_hardware_cost_usd,
-        "amortisation_months": decision.amortisation_months,
-        "amortisation_usd_per_month": amortisation_usd_per_month,
-        "cloud_card": inputs.cloud_card,
-        "cloud_hourly_price_usd": inputs.cloud_hourly_price_usd,
-        "cloud_cost_usd_per_training": cloud_cost_usd,
-        "break_even_trainings_per_month": break_even_trainings,
-        "break_even_local_hours_per_month": _times(break_even_trainings, inputs.local_hours),
-        "notes": notes,
-    }
+    if inputs.cloud_card not in inputs.catalog_cards:
+        notes.append(
+            f"decision.cloud_card = {inputs.cloud_card!r} is not a catalog card "
+            f"(one of {', '.join(inputs.catalog_cards)})"
+        )
+    return CostAnalysis(
+        local_gpu_monthly_cost_usd=local_monthly_usd,
+        cloud_gpu_monthly_cost_usd=cloud_monthly_usd,
+        cloud_speedup_factor=speedup,
+        cloud_training_hours=inputs.cloud_hours,
+        annual_savings_usd=annual_savings_usd,
+        cheaper=None if annual_savings_usd is None else ("local" if annual_savings_usd >= 0 else "cloud"),
+        trainings_per_month=trainings,
+        local_training_hours=inputs.local_hours,
+        local_energy_kwh_per_training=inputs.local_energy_kwh,
+        energy_basis=inputs.energy_basis,
+        electricity_usd_per_kwh=decision.electricity_usd_per_kwh,
+        local_energy_cost_usd_per_training=local_cost_usd,
+        local_hardware_cost_usd=decision.local_hardware_cost_usd,
+        amortisation_months=decision.amortisation_months,
+        amortisation_usd_per_month=amortisation_usd_per_month,
+        cloud_card=inputs.cloud_card,
+        cloud_hourly_price_usd=inputs.cloud_hourly_price_usd,
+        cloud_cost_usd_per_training=cloud_cost_usd,
+        break_even_trainings_per_month=break_even_trainings,
+        break_even_local_hours_per_month=_times(break_even_trainings, inputs.local_hours),
+        notes=notes,
+    )

@@ -1,41 +1,24 @@
-"""Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`).
+"""Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`): the
+measured device's throughput and a target card's, the step's split into compute and the rest, the projected step,
+and the table of every card's projected training.
 
-The model and its assumptions are :data:`PROJECTION_METHOD` (written into the report as well); step times are in
-ms, throughput in TFLOP/s (1e12 FLOP/s). Pure arithmetic on the report's numbers: nothing here imports torch.
+The model and its assumptions, in words, are :data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the
+report as well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), training in hours. Pure arithmetic on
+the report's typed records: nothing here imports torch.
 """
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.estimate import TimeEstimate, combine_estimates
 from gpubench.hardware.catalog import Card, match_catalog_card
+from gpubench.results import CardProjection, ProjectedModel, RunReport, StepSplit
 
 #: A step whose compute part is at least this fraction of its time is called compute-bound.
 COMPUTE_BOUND_SHARE = 0.5
 BOUND_COMPUTE = "compute-bound"
 BOUND_OVERHEAD = "overhead-bound"
 BOUND_UNKNOWN = "unknown"
-
-#: The projection's model and assumptions, written into the report's ``recommendation.method``.
-PROJECTION_METHOD = (
-    "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
-    "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
-    "counted). A device's attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for "
-    "fp32 runs and its bf16 (T4: fp16) tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the "
-    "burn-in's achieved fp32 matmul TFLOP/s over the card's fp32 peak, and the targets use the same eta (same "
-    "kernels, same software). A device not in the catalog (the CPU, an unlisted GPU) has no peak: its A is the "
-    "burn-in's achieved TFLOP/s itself, and the targets' eta is decision.assumed_matmul_efficiency. The step splits "
-    "into compute t_c = min(t, F / A_src), the time its FLOPs take at the attainable rate, and the rest "
-    "t_o = t - t_c: kernel launches, host work (Python, RL environment control flow), memory traffic of elementwise "
-    "kernels, the optimizer. A step with t_c >= 0.5 t is compute-bound, otherwise overhead-bound (launch/host/"
-    "memory); without a FLOP count the whole step is taken as overhead. On a target card "
-    "t' = t_c x A_src / A_tgt + t_o: the rest is assumed unchanged, as launch and host costs are (a small network's "
-    "Adam step is launch-bound even on an H200), so a compute-bound step scales by the peak ratio and a launch-bound "
-    "one keeps its time. Bytes moved are not measured; were the rest memory traffic instead, it would scale with "
-    "memory bandwidth: the *_if_memory_bound figures use t_c x A_src / A_tgt + t_o x bw_src / bw_tgt (when both "
-    "bandwidths are known), and the truth lies between the two where they differ. The batch size is the one "
-    "measured: a card with less memory may need a smaller one (see fits_in_vram). From a CPU measurement t_o is CPU "
-    "time, which a GPU spends very differently: such projections are indicative only."
-)
 
 
 @dataclass(frozen=True)
@@ -54,17 +37,14 @@ class DeviceThroughput:
     memory_bandwidth_gbps: float | None
     basis: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-def source_throughput(report: dict[str, Any], catalog: dict[str, Card], assumed_efficiency: float) -> DeviceThroughput:
-    """The measured device's throughput, from the report's ``hardware`` and ``run`` sections."""
-    hardware = report.get("hardware") or {}
-    precision = (report.get("run") or {}).get("precision") or "fp32"
-    device_name = hardware.get("device_name") or "unknown device"
-    burn_in_tflops = (hardware.get("warmup_stats") or {}).get("achieved_tflops") or None
-    card_name = match_catalog_card(device_name, catalog) if hardware.get("measured_on") == "cuda" else None
+def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_efficiency: float) -> DeviceThroughput:
+    """The measured device's throughput, from the report's hardware (the device, its burn-in) and the run's
+    precision. An emulated card (``hardware=<card>`` on a bigger GPU) caps memory only: the speed is the device's."""
+    hardware, precision = report.hardware, report.run.precision
+    device_name = hardware.device_name or "unknown device"
+    burn_in_tflops = (hardware.warmup_stats.achieved_tflops if hardware.warmup_stats else None) or None
+    card_name = match_catalog_card(device_name, catalog) if hardware.on_gpu else None
     if card_name is not None:
         card = catalog[card_name]
         peak = card.peak_tflops(precision)
@@ -120,31 +100,6 @@ def target_throughput(
     )
 
 
-@dataclass(frozen=True)
-class StepSplit:
-    """One training step on the source device split into compute and the rest (ms), and its classification.
-
-    ``achieved_tflops`` is F / t; ``achieved_fraction`` its fraction of the source's attainable throughput (above 1
-    when the step's kernels beat the burn-in's matmul). ``bound`` is ``compute-bound``, ``overhead-bound`` or
-    ``unknown`` (no FLOP count: the whole step is taken as overhead, so no speed-up is credited).
-    """
-
-    step_ms: float
-    flops_per_step: float | None
-    achieved_tflops: float | None
-    achieved_fraction: float | None
-    compute_ms: float
-    other_ms: float
-    bound: str
-
-    @property
-    def compute_share(self) -> float:
-        return self.compute_ms / self.step_ms
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "compute_share": self.compute_share}
-
-
 def split_step(step_ms: float, flops_per_step: float | None, attainable_tflops: float | None) -> StepSplit:
     """Split a measured step of ``step_ms`` ms doing ``flops_per_step`` FLOPs on a device that attains
     ``attainable_tflops`` TFLOP/s: compute ``min(t, F / A)``, the rest ``t − compute``."""
@@ -152,7 +107,16 @@ def split_step(step_ms: float, flops_per_step: float | None, attainable_tflops: 
         raise ValueError(f"step_ms must be positive, got {step_ms!r}")
     if not flops_per_step or not attainable_tflops:
         achieved = flops_per_step / (step_ms * 1e-3) / 1e12 if flops_per_step else None
-        return StepSplit(step_ms, flops_per_step, achieved, None, 0.0, step_ms, BOUND_UNKNOWN)
+        return StepSplit(
+            step_ms=step_ms,
+            flops_per_step=flops_per_step,
+            achieved_tflops=achieved,
+            achieved_fraction=None,
+            compute_ms=0.0,
+            other_ms=step_ms,
+            bound=BOUND_UNKNOWN,
+            compute_share=0.0,
+        )
     achieved_tflops = flops_per_step / (step_ms * 1e-3) / 1e12
     compute_ms = min(step_ms, flops_per_step / (attainable_tflops * 1e12) * 1e3)
     bound = BOUND_COMPUTE if compute_ms >= COMPUTE_BOUND_SHARE * step_ms else BOUND_OVERHEAD
@@ -164,6 +128,7 @@ def split_step(step_ms: float, flops_per_step: float | None, attainable_tflops: 
         compute_ms=compute_ms,
         other_ms=step_ms - compute_ms,
         bound=bound,
+        compute_share=compute_ms / step_ms,
     )
 
 
@@ -174,7 +139,7 @@ def projected_step_ms(
     by the bandwidth ratio, ``t_o × bw_src / bw_tgt``. None when a figure it needs is unknown (an attainable
     throughput while the compute part is non-zero; a bandwidth when ``memory_bound``)."""
     compute_ms = 0.0
-    if split.compute_ms > 0:
+    if split.compute_ms:
         if not source.attainable_tflops or not target.attainable_tflops:
             return None
         compute_ms = split.compute_ms * source.attainable_tflops / target.attainable_tflops
@@ -183,3 +148,74 @@ def projected_step_ms(
     if not source.memory_bandwidth_gbps or not target.memory_bandwidth_gbps:
         return None
     return compute_ms + split.other_ms * source.memory_bandwidth_gbps / target.memory_bandwidth_gbps
+
+
+def projection_table(
+    estimates: dict[str, TimeEstimate],
+    decided_on: list[str],
+    splits: dict[str, StepSplit],
+    report: RunReport,
+    source: DeviceThroughput,
+    catalog: dict[str, Card],
+    decision: DecisionConfig,
+) -> list[CardProjection]:
+    """A row per catalog card: each estimated model's projected step and hours, and the ``decided_on`` models'
+    total, its bound, its cost (USD) and whether they fit in the card's VRAM at their measured peak."""
+    precision = report.run.precision
+    measured_hours = sum(estimates[name].hours for name in decided_on)
+    decided = [estimates[name] for name in decided_on]
+    rows = []
+    for card_name, card in catalog.items():
+        target = target_throughput(card_name, card, precision, source, decision.assumed_matmul_efficiency)
+        card_mb = card.vram_mb
+        models: dict[str, ProjectedModel] = {}
+        # Each model's projected step time over its measured one: the factor its epochs' time scales by.
+        ratios: dict[str, float] = {}
+        memory_bound_ratios: dict[str, float] = {}
+        for name, estimate in estimates.items():
+            step_ms = projected_step_ms(splits[name], source, target)
+            memory_bound_ms = projected_step_ms(splits[name], source, target, memory_bound=True)
+            peak_mb = report.models[name].peak_reserved_mb
+            model_hours = model_upper = None
+            if step_ms is not None:
+                ratios[name] = step_ms / estimate.step_ms
+                model_hours, model_upper = combine_estimates([estimate], [ratios[name]])
+            if memory_bound_ms is not None:
+                memory_bound_ratios[name] = memory_bound_ms / estimate.step_ms
+            models[name] = ProjectedModel(
+                step_ms=step_ms,
+                step_ms_if_memory_bound=memory_bound_ms,
+                speedup=estimate.step_ms / step_ms if step_ms else None,
+                hours=model_hours,
+                hours_upper=model_upper,
+                fits_in_vram=None if peak_mb is None or card_mb is None else peak_mb <= card_mb,
+            )
+        hours = upper_hours = memory_bound_hours = None
+        if decided and all(name in ratios for name in decided_on):
+            hours, upper_hours = combine_estimates(decided, [ratios[name] for name in decided_on])
+        if decided and all(name in memory_bound_ratios for name in decided_on):
+            memory_bound_hours, _ = combine_estimates(decided, [memory_bound_ratios[name] for name in decided_on])
+        fits_all = [models[name].fits_in_vram for name in decided_on]
+        price = card.hourly_price_usd
+        if card_name == decision.cloud_card and decision.cloud_hourly_price_usd is not None:
+            price = decision.cloud_hourly_price_usd
+        rows.append(
+            CardProjection(
+                card=card_name,
+                measured_device=card_name == source.card,
+                precision=precision,
+                peak_tflops=card.peak_tflops(precision),
+                attainable_tflops=target.attainable_tflops,
+                memory_bandwidth_gbps=card.memory_bandwidth_gbps,
+                vram_mb=card_mb,
+                hourly_price_usd=price,
+                training_hours=hours,
+                training_hours_upper=upper_hours,
+                training_hours_if_memory_bound=memory_bound_hours,
+                speedup_vs_measured=measured_hours / hours if hours else None,
+                cost_usd_per_training=hours * price if hours is not None and price is not None else None,
+                fits_in_vram=None if not fits_all or None in fits_all else all(fits_all),
+                models=models,
+            )
+        )
+    return rows
