@@ -1,0 +1,108 @@
+"""Seeded simulation of the epoch-time statistics on AR(1) epochs: does the decision interval cover, how wide is it,
+and does adaptive stopping keep its level?
+
+Epoch times are 1000 ms × (1 + CV · x_t) with x an AR(1) process of unit variance and lag-1 correlation ρ
+(consecutive epochs share thermal state and clocks). For each cell the script prints the coverage of the true mean
+by the nominal-95% interval and the interval's median half-width as a fraction of the mean, for
+
+* ``plain t``: the seed's Student-t interval, which assumes independent epochs;
+* ``decision``: :func:`gpubench.stats.intervals.decision_interval` (overlapping batch means);
+* ``two-stage``: :func:`gpubench.stats.intervals.two_stage_epochs` then ``two_stage_interval`` from a first stage of
+  ``n`` epochs, stopping at the precision target or ``--max-epochs``; coverage at the stop and the mean epochs used.
+
+    python benchmarks/statistics_coverage.py                 # 6,000 runs a cell, about a minute on two cores
+    python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8
+"""
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as sps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpubench.stats.intervals import decision_interval, two_stage_epochs, two_stage_interval
+
+MEAN_MS = 1000.0
+
+
+def ar1_epochs(rng: np.random.Generator, runs: int, n: int, rho: float, cv: float) -> np.ndarray:
+    """``runs`` × ``n`` epoch times (ms) of a stationary AR(1) process with marginal CV ``cv``."""
+    shocks = rng.standard_normal((runs, n))
+    x = np.empty_like(shocks)
+    x[:, 0] = shocks[:, 0]
+    scale = np.sqrt(1.0 - rho**2)
+    for t in range(1, n):
+        x[:, t] = rho * x[:, t - 1] + scale * shocks[:, t]
+    return MEAN_MS * (1.0 + cv * x)
+
+
+def plain_t(times_ms: np.ndarray, level: float) -> tuple[float, float]:
+    n = times_ms.size
+    half = sps.t.ppf(0.5 + level / 2, n - 1) * times_ms.std(ddof=1) / np.sqrt(n)
+    return times_ms.mean() - half, times_ms.mean() + half
+
+
+def fixed_n_cell(
+    rng: np.random.Generator, method: Callable, runs: int, n: int, rho: float, cv: float, level: float
+) -> tuple[float, float]:
+    """(coverage, median relative half-width) of ``method`` over ``runs`` simulated runs of ``n`` epochs."""
+    epochs = ar1_epochs(rng, runs, n, rho, cv)
+    covered, halfwidths = 0, []
+    for run in epochs:
+        low, high = method(run, level)
+        covered += low <= MEAN_MS <= high
+        halfwidths.append((high - low) / 2.0 / run.mean())
+    return covered / runs, float(np.median(halfwidths))
+
+
+def two_stage_cell(
+    rng: np.random.Generator, runs: int, n0: int, rho: float, cv: float, level: float, target: float, max_epochs: int
+) -> tuple[float, float, float]:
+    """(coverage at the stop, median relative half-width, mean epochs used) of the two-stage rule."""
+    epochs = ar1_epochs(rng, runs, max_epochs, rho, cv)
+    covered, halfwidths, used = 0, [], []
+    for run in epochs:
+        total = two_stage_epochs(run[:n0], target, level, max_epochs)
+        low, high = two_stage_interval(run[:n0], run[:total], level)
+        covered += low <= MEAN_MS <= high
+        halfwidths.append((high - low) / 2.0 / run[:total].mean())
+        used.append(total)
+    return covered / runs, float(np.median(halfwidths)), float(np.mean(used))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=6000, help="simulated runs per cell")
+    parser.add_argument("--rhos", type=float, nargs="+", default=[0.0, 0.3, 0.5, 0.8])
+    parser.add_argument("--ns", type=int, nargs="+", default=[10, 20, 40])
+    parser.add_argument("--cv", type=float, default=0.05, help="coefficient of variation of one epoch's time")
+    parser.add_argument("--level", type=float, default=0.95)
+    parser.add_argument("--target", type=float, default=0.02, help="two-stage precision target (fraction of mean)")
+    parser.add_argument("--max-epochs", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=20261201)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+
+    print(f"AR(1) epochs, CV {args.cv:.0%}, nominal {args.level:.0%}, {args.runs} runs a cell, seed {args.seed}\n")
+    print("| method | rho | " + " | ".join(f"n={n}: coverage, median half-width" for n in args.ns) + " |")
+    print("|---|---|" + "---|" * len(args.ns))
+    for name, method in (("plain t", plain_t), ("decision", decision_interval)):
+        for rho in args.rhos:
+            cells = [fixed_n_cell(rng, method, args.runs, n, rho, args.cv, args.level) for n in args.ns]
+            print(f"| {name} | {rho:g} | " + " | ".join(f"{c:.3f}, ±{w:.1%}" for c, w in cells) + " |")
+    print(f"\nTwo-stage stopping at ±{args.target:.0%} or {args.max_epochs} epochs (first stage = n):\n")
+    print("| rho | " + " | ".join(f"n={n}: coverage at stop, half-width, epochs used" for n in args.ns) + " |")
+    print("|---|" + "---|" * len(args.ns))
+    for rho in args.rhos:
+        cells = [
+            two_stage_cell(rng, args.runs, n, rho, args.cv, args.level, args.target, args.max_epochs) for n in args.ns
+        ]
+        print(f"| {rho:g} | " + " | ".join(f"{c:.3f}, ±{w:.1%}, {u:.1f}" for c, w, u in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
