@@ -14,6 +14,7 @@ variable's value when it is set, else the schema's default for the key the resol
 This module imports no torch, mlflow or NVML, so composing the config (and ``--help``) stays fast.
 """
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field, make_dataclass
@@ -21,7 +22,7 @@ from typing import Any
 
 import yaml
 from hydra.core.config_store import ConfigStore
-from omegaconf import Node, OmegaConf, StringNode
+from omegaconf import DictConfig, Node, OmegaConf, StringNode
 
 from gpubench.conf import CONF_DIR
 from gpubench.config_checks import require, require_choice
@@ -120,9 +121,16 @@ class BenchmarkConfig:
         return names
 
 
+@functools.cache
+def _schema() -> DictConfig:
+    """The schema with its defaults as an OmegaConf tree, built once (building it takes tens of milliseconds, and
+    every composition resolves a dozen environment keys)."""
+    return OmegaConf.structured(BenchmarkConfig)
+
+
 def _schema_default(key: str) -> Any:
     """The schema's default value of the dotted ``key`` (e.g. ``batch.min_size``)."""
-    return OmegaConf.select(OmegaConf.structured(BenchmarkConfig), key, throw_on_missing=True)
+    return OmegaConf.select(_schema(), key, throw_on_missing=True)
 
 
 def _env_or_default(variable: str, *, _node_: Node) -> Any:
