@@ -729,6 +729,14 @@ class RunInfo(Record):
     git_commit: str | None = None
     mlflow_run_id: str | None = None
 
+    @property
+    def torch_version(self) -> str | None:
+        return self.versions.get("torch")
+
+    @property
+    def python_version(self) -> str | None:
+        return self.versions.get("python")
+
 
 # --------------------------------------------------------------------------------------------------- recommendation
 
@@ -912,6 +920,16 @@ class Recommendation(Record):
     def estimated_full_training_days(self) -> float | None:
         hours = self.estimated_full_training_hours
         return None if hours is None else hours / HOURS_PER_DAY
+
+    @property
+    def local_max_hours(self) -> float | None:
+        """``decision.local_max_hours``: LOCAL_GPU_VIABLE when the upper bound is under it."""
+        return self.thresholds_hours.get("local_max")
+
+    @property
+    def cloud_min_hours(self) -> float | None:
+        """``decision.cloud_min_hours``: CLOUD_GPU_RECOMMENDED when the lower bound is over it."""
+        return self.thresholds_hours.get("cloud_min")
 
     def card(self, name: str) -> CardProjection | None:
         """The projection row of catalog card ``name``, None when it is not in the catalog."""

@@ -29,6 +29,8 @@ from matplotlib.image import imread
 
 from gpubench.output import sweep
 from gpubench.output.plots import save_report_plots
+from gpubench.output.report_file import read_report
+from gpubench.results import RunReport
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +57,7 @@ SCREENSHOT_SIZE = (1600, 1000)
 class SweepRun:
     workdir: Path
     sweep_dir: Path
-    reports: dict[int, dict]  # by job number
+    reports: dict[int, RunReport]  # by job number
     stderr: str
 
 
@@ -75,7 +77,7 @@ def cli_sweep(tmp_path_factory) -> SweepRun:
     )
     assert completed.returncode == 0, completed.stderr
     (sweep_dir,) = (workdir / "multirun").glob("*/*")
-    reports = {int(path.parent.name): json.loads(path.read_text()) for path in sweep_dir.glob("*/report.json")}
+    reports = {int(path.parent.name): read_report(path) for path in sweep_dir.glob("*/report.json")}
     return SweepRun(workdir, sweep_dir, reports, completed.stderr)
 
 
@@ -84,8 +86,8 @@ def test_cli_sweep_writes_job_summaries_and_the_sweep_summary(cli_sweep):
     for num, report in cli_sweep.reports.items():
         job = json.loads((cli_sweep.sweep_dir / str(num) / sweep.JOB_SUMMARY_FILE).read_text())
         assert job["status"] == "ok" and job["job_num"] == num
-        assert job["mlflow_run_id"] == report["run"]["mlflow_run_id"]
-        assert job["models"]["mlp"]["mean_epoch_time_ms"] == report["models"]["mlp"]["mean_epoch_time_ms"]
+        assert job["mlflow_run_id"] == report.run.mlflow_run_id
+        assert job["models"]["mlp"]["mean_epoch_time_ms"] == report.models["mlp"].mean_epoch_time_ms
     with (cli_sweep.sweep_dir / sweep.SWEEP_CSV_FILE).open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["job_num"], r["statistics.confidence_level"], r["model_name"]) for r in rows] == [
@@ -93,9 +95,9 @@ def test_cli_sweep_writes_job_summaries_and_the_sweep_summary(cli_sweep):
         ("1", "0.99", "mlp"),
     ]
     for row in rows:
-        section = cli_sweep.reports[int(row["job_num"])]["models"]["mlp"]
-        assert float(row["mean_epoch_time_ms"]) == section["mean_epoch_time_ms"]
-        assert [float(row["ci_low_ms"]), float(row["ci_high_ms"])] == section["confidence_interval_ms"]
+        result = cli_sweep.reports[int(row["job_num"])].models["mlp"]
+        assert float(row["mean_epoch_time_ms"]) == result.mean_epoch_time_ms
+        assert (float(row["ci_low_ms"]), float(row["ci_high_ms"])) == result.confidence_interval_ms
         assert float(row["confidence_level"]) == float(row["statistics.confidence_level"])
     markdown = (cli_sweep.sweep_dir / sweep.SWEEP_MARKDOWN_FILE).read_text()
     assert "2 jobs: 2 ok, 0 failed." in markdown and "| statistics.confidence_level |" in markdown
@@ -215,15 +217,15 @@ def test_rest_api_serves_the_sweep_runs_their_metrics_and_the_parent_link(cli_sw
     assert {m["key"]: m["value"] for m in parent["data"]["metrics"]}["sweep/jobs"] == 2
     for num, report in cli_sweep.reports.items():
         run = runs[f"mlp-job{num}"]
-        assert run["info"]["run_id"] == report["run"]["mlflow_run_id"]
+        assert run["info"]["run_id"] == report.run.mlflow_run_id
         tags = {tag["key"]: tag["value"] for tag in run["data"]["tags"]}
         assert tags["mlflow.parentRunId"] == parent["info"]["run_id"]
         assert tags["gpubench.sweep"] == parent_tags["gpubench.sweep"]
         metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
-        section = report["models"]["mlp"]
-        assert metrics["mlp/mean_epoch_time_ms"] == pytest.approx(section["mean_epoch_time_ms"], rel=1e-12)
+        result = report.models["mlp"]
+        assert metrics["mlp/mean_epoch_time_ms"] == pytest.approx(result.mean_epoch_time_ms, rel=1e-12)
         assert [metrics["mlp/ci_low_ms"], metrics["mlp/ci_high_ms"]] == pytest.approx(
-            section["confidence_interval_ms"], rel=1e-12
+            list(result.confidence_interval_ms), rel=1e-12
         )
     artifacts = _get_json(
         f"{mlflow_server}/api/2.0/mlflow/artifacts/list?" + urllib.parse.urlencode({"run_id": parent["info"]["run_id"]})
@@ -320,7 +322,7 @@ def test_mlflow_ui_shows_the_sweep_runs_and_their_metrics(cli_sweep, mlflow_serv
     assert not missing, f"runs not shown: {missing}; page text: {chunks[:200]}"
     for metric in ("mlp/mean_epoch_time_ms", "mlp/ci_low_ms", "mlp/ci_high_ms", "mlp/samples_per_second"):
         assert metric in chunks, f"{metric} not shown; page text: {chunks[:200]}"
-    means = [cli_sweep.reports[num]["models"]["mlp"]["mean_epoch_time_ms"] for num in (0, 1)]
+    means = [cli_sweep.reports[num].models["mlp"].mean_epoch_time_ms for num in (0, 1)]
     assert sorted(_chart_values(chunks, "mlp/mean_epoch_time_ms")[:2]) == sorted(f"{m:.2f}" for m in means)
     assert "sweep/jobs" in chunks and _chart_values(chunks, "sweep/jobs")[0] == "2.00"
 

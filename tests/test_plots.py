@@ -1,14 +1,15 @@
 """Report plots: which files are drawn for which data, and that they show what they claim (pixels, not just files).
 
-Reports are built by the real producers (ModelResult, the statistics summary, the batch-size chooser with a fake
-trial), so the plots are tested against the schema the runner writes; a real CLI report is plotted in
-test_mlflow_ui.py.
+Reports are typed records built from the real producers (the statistics summary, the batch-size chooser with a fake
+trial, the decision module), so the plots are tested against the schema the runner writes; a real CLI report is
+plotted in test_mlflow_ui.py.
 """
 
-import copy
 import functools
 import math
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -18,10 +19,18 @@ from matplotlib.image import imread
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
-from gpubench.measure.batch_search import TrialResult, choose_batch_size
+from gpubench.measure.batch_search import BatchDecision, TrialResult, choose_batch_size
 from gpubench.measure.config import BatchConfig
 from gpubench.output import plots
-from gpubench.output.report_file import ModelResult, new_report
+from gpubench.results import (
+    BatchSearchResult,
+    CardProjection,
+    HardwareReport,
+    ModelResult,
+    Recommendation,
+    RunInfo,
+    RunReport,
+)
 from gpubench.stats.epoch_times import summarize_epoch_times
 
 #: A steady model with one stalled epoch (index 7), which the MAD rule flags.
@@ -29,9 +38,22 @@ STEADY_MS = [100.0, 101.0, 99.5, 100.4, 100.9, 99.2, 100.1, 160.0, 100.6, 99.8, 
 PIXELS = (round(plots.FIGURE_SIZE_IN[1] * plots.DPI), round(plots.FIGURE_SIZE_IN[0] * plots.DPI))
 
 
-def model_section(times_ms: list[float], *, outlier_rule: str = "mad", warmup_ms=(900.0, 101.0)) -> dict:
-    result = ModelResult(
-        name="mlp",
+# The two producers below still return dicts or their own types; these helpers read them as the report's records,
+# the one place to change when they return typed records themselves.
+
+
+def as_batch_search(decision: BatchDecision) -> BatchSearchResult:
+    """The batch chooser's decision as the report's batch search record."""
+    return BatchSearchResult.from_dict(decision.to_dict())
+
+
+def recommendation_for(report: RunReport) -> Recommendation:
+    """The recommendation the decision module builds for ``report`` with the default decision config."""
+    return build_recommendation(report, DecisionConfig(), load_catalog())
+
+
+def model_result(times_ms: list[float], *, outlier_rule: str = "mad", warmup_ms=(900.0, 101.0)) -> ModelResult:
+    return ModelResult(
         batch_size=256,
         steps_per_epoch=7,
         samples_per_step=256.0,
@@ -41,19 +63,18 @@ def model_section(times_ms: list[float], *, outlier_rule: str = "mad", warmup_ms
         epoch_losses=[1.0 / (1 + i) for i in range(len(times_ms))],
         stability="STABLE",
         loss_trend="DECREASING",
+        statistics=summarize_epoch_times(times_ms, outlier_rule=outlier_rule),
     )
-    result.statistics = summarize_epoch_times(times_ms, outlier_rule=outlier_rule).to_dict()
-    return result.to_dict()
 
 
-def cpu_report(**section_options) -> dict:
-    report = new_report({"device_name": "cpu", "usable_vram_mb": None, "total_vram_mb": None}, None, {})
-    report["models"]["mlp"] = model_section(STEADY_MS, **section_options)
-    return report
+def cpu_report(**result_options) -> RunReport:
+    run = RunInfo(device="cpu", models=["mlp"], epochs=12, warmup_epochs=2, precision="fp32", compile="false", seed=0)
+    report = RunReport.start(run, HardwareReport(measured_on="cpu", device_name="cpu"), None)
+    return replace(report, models={"mlp": model_result(STEADY_MS, **result_options)})
 
 
 @functools.cache
-def _batch_search() -> dict:
+def _batch_search() -> BatchSearchResult:
     """A batch search on a card with 4 GB usable, the fake trial running out of memory above it (computed once;
     the garbage collection the chooser runs after every trial to free device memory is skipped: there is none)."""
 
@@ -65,17 +86,16 @@ def _batch_search() -> dict:
 
     with mock.patch("gpubench.measure.batch_search.release_device_memory"):
         decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=8192), usable_vram_mb=4096)
-    return decision.to_dict()
+    return as_batch_search(decision)
 
 
-def gpu_report() -> dict:
+def gpu_report() -> RunReport:
     """The CPU report plus what a GPU run adds: the batch search and the card's VRAM."""
     report = cpu_report()
-    search = copy.deepcopy(_batch_search())
-    report["models"]["mlp"]["batch_search"] = search
-    report["models"]["mlp"]["memory_usage_mb"] = search["peak_reserved_mb"]
-    report["hardware"].update(usable_vram_mb=4096.0, total_vram_mb=143_771.0)
-    return report
+    search = _batch_search()
+    mlp = replace(report.models["mlp"], batch_search=search, memory_usage_mb=search.peak_reserved_mb)
+    hardware = replace(report.hardware, usable_vram_mb=4096.0, total_vram_mb=143_771.0)
+    return replace(report, hardware=hardware, models={"mlp": mlp})
 
 
 def vram_timeline() -> dict:
@@ -87,30 +107,66 @@ def vram_timeline() -> dict:
     }
 
 
-def projection_row(card: str, hours: float | None, upper: float | None, cost: float | None) -> dict:
-    """A row of ``recommendation["projection"]`` as gpubench.decision.recommendation writes it (the keys the plot reads)."""
-    return {
-        "card": card,
-        "measured_device": False,
-        "training_hours": hours,
-        "training_hours_upper": upper,
-        "cost_usd_per_training": cost,
+def projection_row(
+    card: str, hours: float | None, upper: float | None, cost: float | None, *, measured_device: bool = False
+) -> CardProjection:
+    """A row of the recommendation's projection with the figures the plot reads (the others unknown)."""
+    return CardProjection(
+        card=card,
+        measured_device=measured_device,
+        precision="fp32",
+        peak_tflops=None,
+        attainable_tflops=None,
+        memory_bandwidth_gbps=None,
+        vram_mb=None,
+        hourly_price_usd=None,
+        training_hours=hours,
+        training_hours_upper=upper,
+        training_hours_if_memory_bound=None,
+        speedup_vs_measured=None,
+        cost_usd_per_training=cost,
+        fits_in_vram=None,
+    )
+
+
+def recommendation(**fields: Any) -> Recommendation:
+    """A recommendation with the given fields, nothing decided or estimated otherwise."""
+    empty: dict[str, Any] = {
+        "decision": None,
+        "reasoning": "",
+        "estimated_full_training_hours": None,
+        "estimated_full_training_hours_upper": None,
+        "upper_bound_level": None,
+        "partial": False,
+        "missing_critical_models": [],
+        "critical_models": [],
+        "decided_on": [],
+        "thresholds_hours": {},
+        "measured_device": "",
+        "per_model": {},
+        "cost_analysis": None,
+        "projection": [],
+        "memory_budget": [],
+        "recommended_actions": [],
+        "method": {},
     }
+    return Recommendation(**{**empty, **fields})
 
 
-RECOMMENDATION = {
-    "decision": "GRAY_ZONE",
-    "decided_on": ["dqn", "ppo"],
-    "measured_device": "NVIDIA GeForce RTX 3050 Ti Laptop GPU",
-    "estimated_full_training_hours": 30.0,
-    "estimated_full_training_hours_upper": 36.0,
-    "thresholds_hours": {"local_max": 24.0, "cloud_min": 48.0},
-    "projection": [
+THRESHOLDS_HOURS = {"local_max": 24.0, "cloud_min": 48.0}
+RECOMMENDATION = recommendation(
+    decision="GRAY_ZONE",
+    decided_on=["dqn", "ppo"],
+    measured_device="NVIDIA GeForce RTX 3050 Ti Laptop GPU",
+    estimated_full_training_hours=30.0,
+    estimated_full_training_hours_upper=36.0,
+    thresholds_hours=THRESHOLDS_HOURS,
+    projection=[
         projection_row("h100", 6.5, 7.0, 19.4),
         projection_row("t4", 55.0, 61.0, 19.3),
         projection_row("rtx3060", 80.2, 90.0, None),
     ],
-}
+)
 
 
 def rgb(path: Path) -> np.ndarray:
@@ -147,9 +203,9 @@ def test_cpu_report_gets_the_epoch_time_and_loss_plots_and_no_gpu_ones(tmp_path)
 
 def test_outliers_are_highlighted_only_when_the_rule_flags_them(tmp_path):
     flagged = cpu_report()
-    assert flagged["models"]["mlp"]["statistics"]["outlier_indices"] == [7]
+    assert flagged.models["mlp"].statistics.outlier_indices == (7,)
     unflagged = cpu_report(outlier_rule="none")
-    assert unflagged["models"]["mlp"]["statistics"]["outlier_indices"] == []
+    assert unflagged.models["mlp"].statistics.outlier_indices == ()
     with_outlier = rgb(plots.save_report_plots(flagged, tmp_path / "a")[0])
     without = rgb(plots.save_report_plots(unflagged, tmp_path / "b")[0])
     # The red X marker and the red histogram bar: hundreds of pixels of the outlier colour, none without one.
@@ -159,9 +215,8 @@ def test_outliers_are_highlighted_only_when_the_rule_flags_them(tmp_path):
 
 def test_gpu_report_adds_vram_batch_search_and_cost_plots(tmp_path):
     report = gpu_report()
-    report["run"] = {"precision": "fp32"}
     # The recommendation as the decision module builds it from this report: the plot reads its real schema.
-    report["recommendation"] = build_recommendation(report, DecisionConfig(), load_catalog())
+    report = replace(report, recommendation=recommendation_for(report))
     written = plots.save_report_plots(report, tmp_path, {"mlp": vram_timeline()})
     assert [p.name for p in written] == [
         "mlp_epoch_times.png",
@@ -178,15 +233,15 @@ def test_gpu_report_adds_vram_batch_search_and_cost_plots(tmp_path):
 
 def test_batch_search_marks_out_of_memory_trials():
     report = gpu_report()
-    search = report["models"]["mlp"]["batch_search"]
-    statuses = {trial["status"] for trial in search["trials"]}
+    search = report.models["mlp"].batch_search
+    statuses = {trial.status for trial in search.trials}
     assert "oom" in statuses and "ok" in statuses
-    figure = plots.batch_search_figure("mlp", report["models"]["mlp"])
+    figure = plots.batch_search_figure("mlp", report.models["mlp"])
     memory_axes = figure.axes[0]
     labels = [line.get_label() for line in memory_axes.get_lines()]
     assert "out of memory" in labels
     oom_line = memory_axes.get_lines()[labels.index("out of memory")]
-    assert sorted(oom_line.get_xdata()) == sorted(t["size"] for t in search["trials"] if t["status"] == "oom")
+    assert sorted(oom_line.get_xdata()) == sorted(t.size for t in search.trials if t.status == "oom")
 
 
 def test_a_search_where_nothing_fits_draws_only_its_out_of_memory_trials(recwarn):
@@ -194,9 +249,11 @@ def test_a_search_where_nothing_fits_draws_only_its_out_of_memory_trials(recwarn
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     with mock.patch("gpubench.measure.batch_search.release_device_memory"):
-        search = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=64), usable_vram_mb=4096).to_dict()
-    assert search["status"] == "oom"
-    figure = plots.batch_search_figure("tft", {"status": "oom", "batch_search": search})
+        search = as_batch_search(
+            choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=64), usable_vram_mb=4096)
+        )
+    assert search.status == "oom"
+    figure = plots.batch_search_figure("tft", ModelResult(status="oom", batch_search=search))
     memory, throughput = figure.axes
     assert labelled_lines(memory) == ["headroom limit 3,686 MB", "out of memory"]
     assert throughput.get_legend() is None and not recwarn.list
@@ -215,14 +272,14 @@ def test_cost_plot_adds_the_measured_device_marks_thresholds_and_missing_prices(
 
 
 def test_cost_plot_uses_minutes_for_short_runs_and_a_measured_catalog_card_is_not_repeated():
-    short = {
-        "projection": [
-            {**projection_row("h100", 0.02, 0.025, 0.05), "measured_device": True},
+    short = recommendation(
+        projection=[
+            projection_row("h100", 0.02, 0.025, 0.05, measured_device=True),
             projection_row("t4", 0.1, 0.12, 0.03),
         ],
-        "estimated_full_training_hours": 0.02,
-        "thresholds_hours": {"local_max": 24.0, "cloud_min": 48.0},
-    }
+        estimated_full_training_hours=0.02,
+        thresholds_hours=THRESHOLDS_HOURS,
+    )
     figure = plots.cost_figure(short)
     time_axes = figure.axes[0]
     assert time_axes.get_xlabel().startswith("projected training time (min")
@@ -232,15 +289,14 @@ def test_cost_plot_uses_minutes_for_short_runs_and_a_measured_catalog_card_is_no
 
 
 def test_cost_plot_is_skipped_without_a_projected_time(tmp_path):
-    assert plots.cost_figure({"projection": [projection_row("t4", None, None, None)]}) is None
-    report = cpu_report()
-    report["recommendation"] = {"decision": None, "projection": []}
+    assert plots.cost_figure(recommendation(projection=[projection_row("t4", None, None, None)])) is None
+    report = replace(cpu_report(), recommendation=recommendation(decision=None, projection=[]))
     assert "cost_by_card.png" not in [p.name for p in plots.save_report_plots(report, tmp_path)]
 
 
 def test_a_failed_model_gets_only_its_vram_timeline_and_an_unread_timeline_none(tmp_path):
     report = cpu_report()
-    report["models"]["tft"] = ModelResult(name="tft", status="oom", error="CUDA out of memory").to_dict()
+    report = replace(report, models={**report.models, "tft": ModelResult(status="oom", error="CUDA out of memory")})
     unread = {"t_s": [1.0, 2.0], "device_used_mb": [None, math.nan], "process_mb": [None, None]}
     written = plots.save_report_plots(report, tmp_path, {"mlp": unread, "tft": vram_timeline()})
     # No epochs, no losses for the model that ran out of memory, but its memory climb is what explains it.
@@ -248,18 +304,17 @@ def test_a_failed_model_gets_only_its_vram_timeline_and_an_unread_timeline_none(
 
 
 def test_a_compile_epoch_far_above_the_rest_is_clipped_and_labelled():
-    section = model_section(STEADY_MS, warmup_ms=(25_000.0, 100.0))
-    figure = plots.epoch_time_figure("mlp", section)
+    result = model_result(STEADY_MS, warmup_ms=(25_000.0, 100.0))
+    figure = plots.epoch_time_figure("mlp", result)
     sequence = figure.axes[0]
     assert sequence.get_ylim()[1] < 250  # the measured epochs keep the scale, not the 25 s warmup epoch
     assert any(text.get_text() == "↑ 2.5e+04 ms" for text in sequence.texts)
 
 
 def test_no_warmup_epochs_and_no_intervals_still_draw(tmp_path):
-    section = model_section(STEADY_MS, warmup_ms=())
-    section["confidence_interval_ms"] = None
-    section["statistics"]["decision_interval_ms"] = None
-    figure = plots.epoch_time_figure("mlp", section)
+    # Without statistics (a model with fewer than two measured epochs has none) there is no interval to draw.
+    result = replace(model_result(STEADY_MS, warmup_ms=()), statistics=None)
+    figure = plots.epoch_time_figure("mlp", result)
     assert figure.axes[0].get_xlabel() == "measured epoch"
     assert figure.axes[0].get_ylim()[1] > max(STEADY_MS)
 
@@ -267,7 +322,7 @@ def test_no_warmup_epochs_and_no_intervals_still_draw(tmp_path):
 @pytest.mark.parametrize("name", ["custom/model v2", "a.b"])
 def test_model_names_become_safe_file_names(tmp_path, name):
     report = cpu_report()
-    report["models"] = {name: report["models"]["mlp"]}
+    report = replace(report, models={name: report.models["mlp"]})
     written = plots.save_report_plots(report, tmp_path)
     assert all(path.parent == tmp_path and path.exists() for path in written)
     assert all("/" not in path.name and " " not in path.name for path in written)

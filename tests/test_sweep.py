@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -17,28 +18,39 @@ from omegaconf import OmegaConf
 
 from gpubench.output import sweep
 from gpubench.output.config import TrackingConfig
-from gpubench.output.report_file import ModelResult, new_report
 from gpubench.output.tracking import RunRecord, log_run, log_sweep_run
+from gpubench.results import HardwareReport, ModelResult, RunInfo, RunReport
 from gpubench.stats.epoch_times import summarize_epoch_times
 
 COMMON = ["model=mlp", "epochs=4", "hardware=cpu"]
 
 
-def report(times_ms: list[float] | None, *, status: str = "ok", run_id: str | None = None) -> dict:
-    """A complete report with one model (``mlp``) in the runner's schema."""
-    result = ModelResult(name="mlp", status=status, batch_size=256, steps_per_epoch=5, samples_per_step=256.0)
-    if times_ms:
-        result.raw_epoch_times_ms = times_ms
-        result.statistics = summarize_epoch_times(times_ms, confidence_level=0.9).to_dict()
-    if status == "failed":
-        result.error = "RuntimeError: boom"
-    content = new_report({}, None, {"mlflow_run_id": run_id})
-    content["models"]["mlp"] = result.to_dict()
-    content["status"] = "complete"
-    return content
+def report(times_ms: list[float] | None, *, status: str = "ok", run_id: str | None = None) -> RunReport:
+    """A complete report with one model (``mlp``), as the runner writes it."""
+    result = ModelResult(
+        status=status,
+        error="RuntimeError: boom" if status == "failed" else None,
+        batch_size=256,
+        steps_per_epoch=5,
+        samples_per_step=256.0,
+        raw_epoch_times_ms=times_ms or [],
+        statistics=summarize_epoch_times(times_ms, confidence_level=0.9) if times_ms else None,
+    )
+    run = RunInfo(
+        device="cpu",
+        models=["mlp"],
+        epochs=4,
+        warmup_epochs=0,
+        precision="fp32",
+        compile="false",
+        seed=0,
+        mlflow_run_id=run_id,
+    )
+    started = RunReport.start(run, HardwareReport(measured_on="cpu", device_name="cpu"), None)
+    return replace(started, status="complete", models={"mlp": result})
 
 
-def make_job(sweep_dir: Path, num: int, overrides: list[str], content: dict | None) -> Path:
+def make_job(sweep_dir: Path, num: int, overrides: list[str], content: RunReport | None) -> Path:
     """A job folder as Hydra and the runner leave it: ``.hydra/overrides.yaml``, ``.hydra/hydra.yaml`` and the
     report (none when ``content`` is None)."""
     job_dir = sweep_dir / str(num)
@@ -46,7 +58,7 @@ def make_job(sweep_dir: Path, num: int, overrides: list[str], content: dict | No
     OmegaConf.save(OmegaConf.create(overrides), job_dir / ".hydra" / "overrides.yaml")
     OmegaConf.save(OmegaConf.create({"hydra": {"job": {"num": num}}}), job_dir / ".hydra" / "hydra.yaml")
     if content is not None:
-        (job_dir / "report.json").write_text(json.dumps(content))
+        (job_dir / "report.json").write_text(json.dumps(content.to_dict()))
     return job_dir
 
 
@@ -111,13 +123,15 @@ def test_a_job_still_running_after_the_sweep_is_failed_even_with_a_complete_repo
 
 
 def test_an_incomplete_or_unreadable_report_fails_the_job(tmp_path):
-    interrupted = report([10.0, 11.0])
-    interrupted["status"] = "interrupted"
+    interrupted = replace(report([10.0, 11.0]), status="interrupted")
     make_job(tmp_path, 0, ["seed=1"], interrupted)
     (make_job(tmp_path, 1, ["seed=2"], None) / "report.json").write_text('{"status": "comp')
+    (make_job(tmp_path, 2, ["seed=3"], None) / "report.json").write_text('{"status": "complete"}')
     jobs = sweep.write_sweep_summary(tmp_path).jobs
     assert jobs[0]["job_error"] == "report status is 'interrupted', not 'complete'"
-    assert jobs[1]["job_error"].startswith("no readable report at")
+    assert jobs[1]["job_error"].startswith("no readable report at") and "is not valid JSON" in jobs[1]["job_error"]
+    assert jobs[2]["job_error"].startswith("no readable report at") and "not a gpubench report" in jobs[2]["job_error"]
+    assert jobs[2]["models"] == {} and jobs[2]["mlflow_run_id"] is None
 
 
 def test_overrides_keep_their_keys_without_hydra_prefixes():
@@ -158,14 +172,14 @@ def job_return(status: JobStatus, value: object) -> JobReturn:
     return returned
 
 
-def run_job(callback, tmp_path: Path, num: int, content: dict | None, returned: JobReturn) -> dict:
+def run_job(callback, tmp_path: Path, num: int, content: RunReport | None, returned: JobReturn) -> dict:
     """What Hydra does around one job: on_job_start, the job writes its report, on_job_end."""
     config = hydra_config(tmp_path, num, overrides=(f"seed={num}",))
     callback.on_job_start(config=config, task_function=None)
     started = json.loads((tmp_path / str(num) / sweep.JOB_SUMMARY_FILE).read_text())
     assert started["status"] == "running" and started["overrides"] == [f"seed={num}"]
     if content is not None:
-        (tmp_path / str(num) / "report.json").write_text(json.dumps(content))
+        (tmp_path / str(num) / "report.json").write_text(json.dumps(content.to_dict()))
     callback.on_job_end(config=config, job_return=returned)
     return json.loads((tmp_path / str(num) / sweep.JOB_SUMMARY_FILE).read_text())
 

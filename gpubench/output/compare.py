@@ -1,81 +1,53 @@
-"""Compare two gpubench runs: are B's training epochs shorter, longer or the same as A's, beyond the noise?
+"""``python -m gpubench.compare A B``: are B's training epochs shorter, longer or the same as A's, beyond the noise?
 
     python -m gpubench.compare A B [--threshold 0.05] [--confidence 0.95] [--markdown out.md | -] [--tracking-uri URI]
 
 A and B are report.json files (or folders holding one) or MLflow run ids (32 hex characters), whose report.json
 artifact is downloaded from the tracking store (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else
 ``sqlite:///mlruns/mlflow.db``). Every model measured in both reports is compared on its measured epoch times
-(``raw_epoch_times_ms``, milliseconds, warmup excluded); models measured in only one, or without at least two epoch
-times in either, are listed as not compared.
+(milliseconds, warmup excluded); models measured in only one, or without at least two epoch times in either, are
+listed as not compared.
 
-**Direction.** Everything reads "B against A": the ratio is ``mean epoch time of B / mean epoch time of A``, so a
-ratio below 1 means B's epochs are shorter (B trains faster) and above 1 that they are longer.
-
-**Ratio interval.** Fieller's interval for the ratio of two independent means: the set of ratios R for which
-``mean_B - R * mean_A = 0`` is not rejected by a Welch-type t test, i.e. the R solving
-``(mean_B - R mean_A)^2 <= t^2 (se_B^2 + R^2 se_A^2)`` with ``se = sd / sqrt(n)``. Its degrees of freedom are
-Welch-Satterthwaite's for ``mean_B - R mean_A`` evaluated at the estimated ratio,
-``(se_B^2 + R^2 se_A^2)^2 / (se_B^4 / (n_B - 1) + R^4 se_A^4 / (n_A - 1))``. Unlike a delta-method interval it
-needs no small-noise approximation and is asymmetric where the ratio's distribution is; it is unbounded when A's
-mean itself is not distinguishable from zero (then the verdict is AMBIGUOUS).
-
-**Verdict** of B against A with noise threshold ``d`` (default 0.05) and the interval ``[low, high]``:
-
-* FASTER    -- ``high < 1 - d``: B's epochs are shorter by more than ``d``, with the stated confidence;
-* SLOWER    -- ``low > 1 + d``: B's epochs are longer by more than ``d``;
-* SAME      -- ``1 - d <= low`` and ``high <= 1 + d``: any difference is within the noise threshold
-  (an equivalence claim, like two one-sided tests at level ``(1 - confidence) / 2`` each);
-* AMBIGUOUS -- anything else: the interval reaches across ``1 - d`` or ``1 + d``, so these epochs cannot tell.
-  A noisy run compared with itself is AMBIGUOUS too: identical data do not show that a rerun lands within ``d``.
-  For AMBIGUOUS the comparison says how many epochs per run would decide, if means and spreads stayed as measured.
-
-The verdict rests on the interval only. Welch's t test (``scipy.stats.ttest_ind(equal_var=False)``), the
-Mann-Whitney U test (``scipy.stats.mannwhitneyu``, two-sided) and Yuen's 20%-trimmed Welch test
-(``scipy.stats.ttest_ind(equal_var=False, trim=0.2)``, robust to stalls) give two-sided p-values for "any
-difference at all"; when they disagree with each other, outliers or skew are at work. Epochs within a run are
-treated as independent here; consecutive epochs often correlate, which makes every figure somewhat optimistic.
+Everything reads "B against A": the ratio is B's mean epoch time over A's, so below 1 B trains faster. The
+statistics (Fieller's ratio interval, the verdict FASTER / SLOWER / SAME / AMBIGUOUS, the epochs that would decide,
+the Welch, Mann-Whitney and Yuen p-values) are :mod:`gpubench.stats.compare`'s; this module loads the reports,
+pairs their models, explains each verdict in a sentence and renders the table (terminal and markdown).
 """
 
 import argparse
-import json
-import logging
 import math
 import os
 import re
 import sys
-import tempfile
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
 from rich.console import Console
 from rich.table import Table
-from scipy import stats as sps
 
 from gpubench.errors import GpubenchError
-from gpubench.stats.epoch_times import smallest_satisfying
-
-FASTER = "FASTER"
-SLOWER = "SLOWER"
-SAME = "SAME"
-AMBIGUOUS = "AMBIGUOUS"
+from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report
+from gpubench.output.tracking import TrackingError, load_run_report
+from gpubench.results import ModelResult, RunReport
+from gpubench.stats.compare import (
+    AMBIGUOUS,
+    FASTER,
+    MIN_EPOCHS,
+    SAME,
+    SLOWER,
+    YUEN_TRIM,
+    EpochTimeComparison,
+    check_settings,
+    compare_epoch_times,
+)
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
-#: Fraction trimmed from each tail for Yuen's test; 20% is Yuen's and Wilcox's usual choice.
-YUEN_TRIM = 0.2
-#: A variance needs two epochs.
-MIN_EPOCHS = 2
 #: MLflow run ids are ``uuid4().hex``; anything else that is not a file is treated as a mistyped path.
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
-_SQLITE_PREFIX = "sqlite:///"
-#: The search for the epochs that would decide an AMBIGUOUS comparison gives up beyond this many per run.
-_MAX_EPOCHS_TO_DECIDE = 1_000_000
 #: Console width when output goes to a pipe or file.
 _PIPE_WIDTH_COLUMNS = 200
 _LEFT_ALIGNED = ("model", "verdict: B vs A")
@@ -87,67 +59,34 @@ class CompareError(GpubenchError):
 
 
 @dataclass(frozen=True)
-class RatioInterval:
-    """Fieller's interval for ``mean_B / mean_A`` (dimensionless); ``(-inf, inf)`` when unbounded."""
-
-    ratio: float
-    low: float
-    high: float
-    welch_df: float
-    confidence_level: float
-
-
-@dataclass(frozen=True)
 class ModelComparison:
-    """One model measured in both reports, B against A; times in milliseconds, ratios are B / A.
-
-    ``ratio_b_over_a`` below 1 means B's epochs are shorter. The p-values are two-sided and NaN where a test is
-    undefined (both samples constant). ``epochs_to_decide`` is set for AMBIGUOUS only: the epochs per run that
-    would make the verdict decisive if the means and standard deviations stayed as measured (None when no count
-    would, e.g. when the ratio sits on a threshold edge).
-    """
+    """One model measured in both reports: its name and B's epoch times against A's (``result``)."""
 
     model: str
-    n_a: int
-    n_b: int
-    mean_a_ms: float
-    mean_b_ms: float
-    std_a_ms: float
-    std_b_ms: float
-    ratio_b_over_a: float
-    ratio_interval: tuple[float, float]
-    ratio_interval_df: float
-    confidence_level: float
-    threshold: float
-    welch_p_value: float
-    mann_whitney_p_value: float
-    yuen_p_value: float
-    verdict: str
-    epochs_to_decide: int | None
-    #: True when B's epoch times are exactly A's (a report compared with itself): SAME by definition.
-    identical_measurements: bool = False
+    result: EpochTimeComparison
 
     @property
     def explanation(self) -> str:
         """One sentence on why this verdict, in B-against-A terms."""
-        low, high = self.ratio_interval
-        interval = _format_interval(self.ratio_interval)
-        lower, upper = 1 - self.threshold, 1 + self.threshold
+        result = self.result
+        low, high = result.ratio_interval
+        interval = _format_interval(result.ratio_interval)
+        lower, upper = 1 - result.threshold, 1 + result.threshold
         band = f"[{lower:g}, {upper:g}]"
-        change = abs(self.ratio_b_over_a - 1)
-        if self.verdict == FASTER:
+        change = abs(result.ratio_b_over_a - 1)
+        if result.verdict == FASTER:
             return f"B's epochs are {change:.1%} shorter than A's; the interval {interval} lies below {lower:g}."
-        if self.verdict == SLOWER:
+        if result.verdict == SLOWER:
             return f"B's epochs are {change:.1%} longer than A's; the interval {interval} lies above {upper:g}."
-        if self.identical_measurements:
+        if result.identical_measurements:
             return "B's epoch times are A's, one measurement compared with itself: no difference to detect."
-        if self.verdict == SAME:
-            return f"B and A agree within ±{_percent(self.threshold)}: the interval {interval} lies inside {band}."
+        if result.verdict == SAME:
+            return f"B and A agree within ±{_percent(result.threshold)}: the interval {interval} lies inside {band}."
         if not (math.isfinite(low) and math.isfinite(high)):
             return "A's epoch times are too few or too noisy for a bounded ratio interval; measure more epochs."
         advice = (
-            f"about {self.epochs_to_decide} epochs per run would decide, if means and spreads hold"
-            if self.epochs_to_decide is not None
+            f"about {result.epochs_to_decide} epochs per run would decide, if means and spreads hold"
+            if result.epochs_to_decide is not None
             else "the ratio sits on the threshold edge, so more epochs would not decide"
         )
         return f"The interval {interval} crosses an edge of the band {band}, so these epochs cannot tell; {advice}."
@@ -161,147 +100,43 @@ class UnmatchedModel:
     reason: str
 
 
-# --------------------------------------------------------------------------------------------------- statistics
-
-
-def _fieller(
-    mean_a_ms: float,
-    std_a_ms: float,
-    n_a: int,
-    mean_b_ms: float,
-    std_b_ms: float,
-    n_b: int,
-    confidence_level: float,
-) -> RatioInterval:
-    """Fieller's interval for mean_B / mean_A from summary statistics (see the module docstring)."""
-    ratio = mean_b_ms / mean_a_ms
-    var_mean_a = std_a_ms**2 / n_a
-    var_mean_b = std_b_ms**2 / n_b
-    if var_mean_a == 0 and var_mean_b == 0:
-        # No spread in either sample: the ratio is known exactly.
-        return RatioInterval(ratio, ratio, ratio, math.inf, confidence_level)
-    welch_df = (var_mean_b + ratio**2 * var_mean_a) ** 2 / (
-        var_mean_b**2 / (n_b - 1) + ratio**4 * var_mean_a**2 / (n_a - 1)
-    )
-    t = float(sps.t.ppf((1 + confidence_level) / 2, welch_df))
-    leading = mean_a_ms**2 - t**2 * var_mean_a
-    if leading <= 0:
-        # A's mean is not distinguishable from zero, so the set of plausible ratios is not an interval.
-        return RatioInterval(ratio, -math.inf, math.inf, welch_df, confidence_level)
-    # The roots of (mean_b - R mean_a)^2 = t^2 (var_mean_b + R^2 var_mean_a); the discriminant is positive here.
-    half = t * math.sqrt(mean_a_ms**2 * var_mean_b + mean_b_ms**2 * var_mean_a - t**2 * var_mean_a * var_mean_b)
-    centre = mean_a_ms * mean_b_ms
-    return RatioInterval(ratio, (centre - half) / leading, (centre + half) / leading, welch_df, confidence_level)
-
-
-def ratio_interval(times_a_ms: ArrayLike, times_b_ms: ArrayLike, confidence_level: float) -> RatioInterval:
-    """Fieller's interval for mean(times_b_ms) / mean(times_a_ms) with Welch degrees of freedom at the estimate."""
-    a = np.asarray(times_a_ms, dtype=float)
-    b = np.asarray(times_b_ms, dtype=float)
-    return _fieller(
-        float(a.mean()), float(a.std(ddof=1)), a.size, float(b.mean()), float(b.std(ddof=1)), b.size, confidence_level
-    )
-
-
-def verdict(interval: tuple[float, float], threshold: float) -> str:
-    """FASTER / SLOWER / SAME / AMBIGUOUS for B against A from the interval of the ratio B / A."""
-    low, high = interval
-    if high < 1 - threshold:
-        return FASTER
-    if low > 1 + threshold:
-        return SLOWER
-    if 1 - threshold <= low and high <= 1 + threshold:
-        return SAME
-    return AMBIGUOUS
-
-
-def epochs_to_decide(
-    mean_a_ms: float,
-    std_a_ms: float,
-    mean_b_ms: float,
-    std_b_ms: float,
-    threshold: float,
-    confidence_level: float,
-    start_epochs: int = MIN_EPOCHS,
-) -> int | None:
-    """The fewest epochs per run (>= ``start_epochs``) whose interval gives a decisive verdict, if both runs kept
-    these means and standard deviations (ms); None when none up to a million would (the ratio on an edge).
-    """
-
-    def decides(n: int) -> bool:
-        interval = _fieller(mean_a_ms, std_a_ms, n, mean_b_ms, std_b_ms, n, confidence_level)
-        return verdict((interval.low, interval.high), threshold) != AMBIGUOUS
-
-    if not decides(_MAX_EPOCHS_TO_DECIDE):
-        return None
-    # The interval narrows as n grows, so "decides" flips from False to True once: bisect for the flip.
-    return smallest_satisfying(decides, start_epochs - 1, _MAX_EPOCHS_TO_DECIDE)
-
-
-def _p_values(times_a_ms: np.ndarray, times_b_ms: np.ndarray) -> tuple[float, float, float]:
-    """Two-sided Welch, Mann-Whitney U and Yuen (20% trimmed, Welch) p-values for a difference of B and A."""
-    with warnings.catch_warnings():
-        # Constant samples make the t tests undefined: scipy warns and returns NaN, which the table shows as "-".
-        warnings.simplefilter("ignore", RuntimeWarning)
-        welch = sps.ttest_ind(times_b_ms, times_a_ms, equal_var=False).pvalue
-        mann_whitney = sps.mannwhitneyu(times_b_ms, times_a_ms, alternative="two-sided").pvalue
-        yuen = sps.ttest_ind(times_b_ms, times_a_ms, equal_var=False, trim=YUEN_TRIM).pvalue
-    return float(welch), float(mann_whitney), float(yuen)
-
-
 # --------------------------------------------------------------------------------------------------- reports
 
 
-def _epoch_times_or_reason(section: Any) -> np.ndarray | str:
+def _epoch_times_or_reason(result: ModelResult) -> np.ndarray | str:
     """A model's measured epoch times (ms) if there are at least two finite positive ones, else why not."""
-    if not isinstance(section, dict):
-        return "its report section is not an object"
-    times = section.get("raw_epoch_times_ms")
-    status = section.get("status", "?")
-    error = f": {section['error']}" if section.get("error") else ""
-    if not isinstance(times, list) or len(times) < MIN_EPOCHS:
-        count = len(times) if isinstance(times, list) else 0
-        return f"{count} measured epoch time(s), status {status}{error}"
+    times = result.raw_epoch_times_ms
+    error = f": {result.error}" if result.error else ""
+    if len(times) < MIN_EPOCHS:
+        return f"{len(times)} measured epoch time(s), status {result.status}{error}"
+    # The schema shapes the list but not its items: a hand-edited or foreign report may hold anything there.
     if not all(isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t > 0 for t in times):
         return "its raw_epoch_times_ms are not all finite positive numbers"
     return np.asarray(times, dtype=float)
 
 
-def _models(report: dict[str, Any]) -> dict[str, Any]:
-    models = report.get("models")
-    if not isinstance(models, dict):
-        raise CompareError("it is not a gpubench report: there is no 'models' section")
-    return models
-
-
-def measured_epoch_times(report: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Per model with at least two measured epochs: its ``raw_epoch_times_ms`` (ms), in report order.
+def measured_epoch_times(report: RunReport) -> dict[str, np.ndarray]:
+    """Per model with at least two measured epochs: its measured epoch times (ms), in report order.
 
     Raises CompareError when the report has no such model, since then there is nothing to compare.
     """
-    models = _models(report)
     measured = {
-        name: times for name, section in models.items() if not isinstance(times := _epoch_times_or_reason(section), str)
+        name: times
+        for name, result in report.models.items()
+        if not isinstance(times := _epoch_times_or_reason(result), str)
     }
     if not measured:
-        found = "; ".join(f"{name}: {_epoch_times_or_reason(section)}" for name, section in models.items())
+        found = "; ".join(f"{name}: {_epoch_times_or_reason(result)}" for name, result in report.models.items())
         raise CompareError(
             f"it has no model with at least {MIN_EPOCHS} measured epoch times (raw_epoch_times_ms)"
-            + (f" ({found})" if found else ", its 'models' section is empty")
+            + (f" ({found})" if found else ", it has no models")
         )
     return measured
 
 
-def _check_parameters(threshold: float, confidence: float) -> None:
-    if not 0 < threshold < 1:
-        raise CompareError(f"threshold must lie in (0, 1), got {threshold}")
-    if not 0 < confidence < 1:
-        raise CompareError(f"confidence must lie in (0, 1), got {confidence}")
-
-
 def compare_reports(
-    report_a: dict[str, Any],
-    report_b: dict[str, Any],
+    report_a: RunReport,
+    report_b: RunReport,
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[ModelComparison]:
@@ -310,7 +145,10 @@ def compare_reports(
     ``threshold`` is the noise band as a fraction of A's mean epoch time (0.05 = ±5%); ``confidence`` the level
     of the ratio interval. Raises CompareError when either report has no measured epoch times at all.
     """
-    _check_parameters(threshold, confidence)
+    try:
+        check_settings(threshold, confidence)
+    except ValueError as exc:
+        raise CompareError(str(exc)) from exc
     measured = []
     for label, report in (("A", report_a), ("B", report_b)):
         try:
@@ -318,48 +156,19 @@ def compare_reports(
         except CompareError as exc:
             raise CompareError(f"report {label}: {exc}") from exc
     times_a, times_b = measured
-    comparisons = []
-    for model in (name for name in times_a if name in times_b):
-        a, b = times_a[model], times_b[model]
-        interval = ratio_interval(a, b, confidence)
-        welch, mann_whitney, yuen = _p_values(a, b)
-        # The same epoch times on both sides are one measurement compared with itself: nothing differs, whatever
-        # the noise, so it is SAME by definition (the interval still reports what these epochs could resolve).
-        identical = a.shape == b.shape and bool(np.array_equal(a, b))
-        outcome = SAME if identical else verdict((interval.low, interval.high), threshold)
-        mean_a, std_a, mean_b, std_b = float(a.mean()), float(a.std(ddof=1)), float(b.mean()), float(b.std(ddof=1))
-        comparisons.append(
-            ModelComparison(
-                model=model,
-                n_a=a.size,
-                n_b=b.size,
-                mean_a_ms=mean_a,
-                mean_b_ms=mean_b,
-                std_a_ms=std_a,
-                std_b_ms=std_b,
-                ratio_b_over_a=interval.ratio,
-                ratio_interval=(interval.low, interval.high),
-                ratio_interval_df=interval.welch_df,
-                confidence_level=confidence,
-                threshold=threshold,
-                welch_p_value=welch,
-                mann_whitney_p_value=mann_whitney,
-                yuen_p_value=yuen,
-                verdict=outcome,
-                identical_measurements=identical,
-                epochs_to_decide=(
-                    epochs_to_decide(mean_a, std_a, mean_b, std_b, threshold, confidence, max(a.size, b.size))
-                    if outcome == AMBIGUOUS
-                    else None
-                ),
-            )
+    return [
+        ModelComparison(
+            model,
+            compare_epoch_times(times_a[model], times_b[model], threshold=threshold, confidence_level=confidence),
         )
-    return comparisons
+        for model in times_a
+        if model in times_b
+    ]
 
 
-def unmatched_models(report_a: dict[str, Any], report_b: dict[str, Any]) -> list[UnmatchedModel]:
+def unmatched_models(report_a: RunReport, report_b: RunReport) -> list[UnmatchedModel]:
     """Models in either report that :func:`compare_reports` leaves out, with the reason, A's models first."""
-    models_a, models_b = _models(report_a), _models(report_b)
+    models_a, models_b = report_a.models, report_b.models
     unmatched = []
     for model in [*models_a, *(name for name in models_b if name not in models_a)]:
         if model not in models_b:
@@ -370,8 +179,8 @@ def unmatched_models(report_a: dict[str, Any], report_b: dict[str, Any]) -> list
             continue
         reasons = [
             f"{label}: {reason}"
-            for label, section in (("A", models_a[model]), ("B", models_b[model]))
-            if isinstance(reason := _epoch_times_or_reason(section), str)
+            for label, result in (("A", models_a[model]), ("B", models_b[model]))
+            if isinstance(reason := _epoch_times_or_reason(result), str)
         ]
         if reasons:
             unmatched.append(UnmatchedModel(model, "; ".join(reasons)))
@@ -411,18 +220,19 @@ def _columns(confidence: float) -> list[str]:
 
 
 def _row(comparison: ModelComparison) -> list[str]:
+    result = comparison.result
     return [
         comparison.model,
-        str(comparison.n_a),
-        str(comparison.n_b),
-        f"{comparison.mean_a_ms:.2f}",
-        f"{comparison.mean_b_ms:.2f}",
-        f"{comparison.ratio_b_over_a:.3f}",
-        _format_interval(comparison.ratio_interval),
-        _format_p(comparison.welch_p_value),
-        _format_p(comparison.mann_whitney_p_value),
-        _format_p(comparison.yuen_p_value),
-        comparison.verdict,
+        str(result.n_a),
+        str(result.n_b),
+        f"{result.mean_a_ms:.2f}",
+        f"{result.mean_b_ms:.2f}",
+        f"{result.ratio_b_over_a:.3f}",
+        _format_interval(result.ratio_interval),
+        _format_p(result.welch_p_value),
+        _format_p(result.mann_whitney_p_value),
+        _format_p(result.yuen_p_value),
+        result.verdict,
     ]
 
 
@@ -460,7 +270,7 @@ def render_markdown(
     ]
     lines += ["| " + " | ".join(_row(comparison)) + " |" for comparison in comparisons]
     if comparisons:
-        lines += ["", *(f"- **{c.model}** ({c.verdict}): {c.explanation}" for c in comparisons)]
+        lines += ["", *(f"- **{c.model}** ({c.result.verdict}): {c.explanation}" for c in comparisons)]
     if unmatched:
         lines += ["", "Not compared:", "", *(f"- **{u.model}**: {u.reason}" for u in unmatched)]
     return "\n".join(lines) + "\n"
@@ -482,13 +292,14 @@ def print_table(
         table.add_column(column, justify="left" if column in _LEFT_ALIGNED else "right")
     for comparison in comparisons:
         cells = _row(comparison)
-        style = _VERDICT_STYLE[comparison.verdict]
+        style = _VERDICT_STYLE[comparison.result.verdict]
         table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]")
     console.print(table)
     console.print(_method_text(threshold, confidence), soft_wrap=True, highlight=False)
     for comparison in comparisons:
         console.print(
-            f"[bold]{comparison.model}[/bold] ({comparison.verdict}): {comparison.explanation}", highlight=False
+            f"[bold]{comparison.model}[/bold] ({comparison.result.verdict}): {comparison.explanation}",
+            highlight=False,
         )
     for model in unmatched:
         console.print(f"[bold]{model.model}[/bold] not compared: {model.reason}", soft_wrap=True, highlight=False)
@@ -497,71 +308,24 @@ def print_table(
 # --------------------------------------------------------------------------------------------------- loading
 
 
-def _read_report_file(path: Path) -> dict[str, Any]:
-    try:
-        report = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CompareError(f"{path} is not valid JSON ({exc})") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CompareError(f"{path} cannot be read ({exc})") from exc
-    if not isinstance(report, dict):
-        raise CompareError(f"{path} is not a gpubench report (a JSON object)")
-    return report
-
-
-def _check_store_exists(tracking_uri: str) -> None:
-    # Opening a SQLite URI whose file is missing would silently create an empty store: refuse instead.
-    if tracking_uri.startswith(_SQLITE_PREFIX):
-        database = Path(tracking_uri[len(_SQLITE_PREFIX) :])
-        if not database.is_file():
-            raise CompareError(
-                f"the MLflow tracking store {tracking_uri} does not exist (no file {database.resolve()}); run from "
-                "the folder that holds mlruns/, or pass --tracking-uri"
-            )
-
-
-def _load_run_report(run_id: str, tracking_uri: str) -> dict[str, Any]:
-    """Download the report.json artifact of an MLflow run; mlflow is imported only here."""
-    _check_store_exists(tracking_uri)
-    # MLflow's SQLite store logs schema set-up at INFO and SQLAlchemy warns about MLflow's own loader options.
-    for logger_name in ("alembic", "mlflow.store.db.utils"):
-        logging.getLogger(logger_name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")
-    from mlflow.artifacts import download_artifacts
-    from mlflow.tracking import MlflowClient
-
-    try:
-        MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
-    # Any store failure (unknown run, unreachable server, bad URI) is the user's environment, not a bug here.
-    except Exception as exc:
-        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        raise CompareError(f"no MLflow run {run_id} in the tracking store {tracking_uri} ({reason})") from exc
-    with tempfile.TemporaryDirectory() as folder:
-        try:
-            path = download_artifacts(
-                run_id=run_id, artifact_path="report.json", dst_path=folder, tracking_uri=tracking_uri
-            )
-        except Exception as exc:
-            raise CompareError(f"MLflow run {run_id} has no report.json artifact that can be downloaded") from exc
-        return _read_report_file(Path(path))
-
-
-def load_report(argument: str, tracking_uri: str) -> dict[str, Any]:
+def load_report(argument: str, tracking_uri: str) -> RunReport:
     """The report an argument names: a report.json file, a folder holding one, or an MLflow run id."""
     path = Path(argument)
-    if path.is_dir() and (path / "report.json").is_file():
-        path = path / "report.json"
-    if path.is_file():
-        return _read_report_file(path)
-    if _RUN_ID.match(argument):
-        return _load_run_report(argument, tracking_uri)
+    if path.is_dir() and (path / REPORT_FILE_NAME).is_file():
+        path = path / REPORT_FILE_NAME
+    try:
+        if path.is_file():
+            return read_report(path)
+        if _RUN_ID.match(argument):
+            return load_run_report(argument, tracking_uri)
+    except (ReportReadError, TrackingError) as exc:
+        raise CompareError(str(exc)) from exc
     raise CompareError("it is neither an existing report file nor an MLflow run id (32 hex characters)")
 
 
-def describe(argument: str, report: dict[str, Any]) -> str:
+def describe(argument: str, report: RunReport) -> str:
     """A one-line label for a report: the argument, its device and when it was measured."""
-    hardware = report.get("hardware") if isinstance(report.get("hardware"), dict) else {}
-    details = [str(value) for value in (hardware.get("device_name"), report.get("timestamp")) if value]
+    details = [value for value in (report.hardware.device_name, report.timestamp) if value]
     return argument + (f" ({', '.join(details)})" if details else "")
 
 
@@ -577,7 +341,7 @@ def _fraction(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m gpubench.output.compare",
+        prog="python -m gpubench.compare",
         description=(
             "Compare the epoch times of two gpubench runs, B against A: per model the ratio of mean epoch times "
             "B/A with a Fieller interval, Welch, Mann-Whitney and Yuen tests, and a verdict FASTER / SLOWER / SAME "

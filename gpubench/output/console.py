@@ -5,7 +5,7 @@ the report path, which scripts can read.
 """
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench.measure.epochs import ProgressCallback
+from gpubench.results import RunReport
 
 _stderr = Console(stderr=True, highlight=False)
 # Rich assumes 80 columns when stdout is not a terminal (a log file, CI): too narrow for the summary table.
@@ -30,10 +30,15 @@ def error(message: str) -> None:
     _stderr.print(f"[bold red]gpubench: error:[/bold red] {message}", soft_wrap=True)
 
 
+#: The per-epoch callback of :func:`model_progress`: (phase, epoch number from 1, planned epochs in that phase,
+#: seconds, mean loss or None) — the measurement loop's progress hook, declared here so output imports no measure code.
+EpochProgress = Callable[[str, int, int, float, float | None], None]
+
+
 @contextmanager
 def model_progress(
     model_name: str, warmup_epochs: int, epochs: int, *, verbose: bool = False
-) -> Iterator[ProgressCallback]:
+) -> Iterator[EpochProgress]:
     """Live progress for one model; yields the per-epoch callback the measurement loop calls after each epoch.
 
     On a terminal: a bar with the epoch count, last epoch time and loss (with ``verbose``, each epoch also leaves
@@ -86,36 +91,44 @@ def _fmt(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_summary(report: dict[str, Any], report_path: str) -> None:
-    """One screen: per model status, mean epoch time with intervals, CV, throughput, batch, memory, health."""
-    table = Table(title=f"gpubench · {report['hardware'].get('device_name', '?')}", show_lines=False)
-    for column in ("model", "status", "mean epoch ms", "95% CI (t)", "decision CI", "CV", "samples/s", "batch"):
+def _interval(interval: tuple[float, float] | None) -> str:
+    return f"{interval[0]:.1f}–{interval[1]:.1f}" if interval else "-"
+
+
+def _t_interval_column(report: RunReport) -> str:
+    """The t interval's column header at the configured level (every model of a run shares it)."""
+    levels = [result.statistics.confidence_level for result in report.models.values() if result.statistics]
+    return f"{levels[0]:.0%} CI (t)" if levels else "CI (t)"
+
+
+def print_summary(report: RunReport, report_path: str) -> None:
+    """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
+    (samples/s), batch, peak memory (MB) and health; then errors, the recommendation and the report's path."""
+    table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
+    t_interval = _t_interval_column(report)
+    for column in ("model", "status", "mean epoch ms", t_interval, "decision CI", "CV", "samples/s", "batch"):
         table.add_column(column, justify="left" if column in ("model", "status") else "right")
     table.add_column("peak MB", justify="right")
     table.add_column("health", justify="left")
-    for name, section in report["models"].items():
-        stats = section.get("statistics") or {}
-        ci = section.get("confidence_interval_ms")
-        decision = stats.get("decision_interval_ms")
-        throughput = section.get("samples_per_second") or {}
-        status = section["status"] if section["status"] == "ok" else f"[red]{section['status']}[/red]"
+    for name, result in report.models.items():
+        throughput = result.samples_per_second
         table.add_row(
             name,
-            status,
-            _fmt(section.get("mean_epoch_time_ms"), ".1f"),
-            f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "-",
-            f"{decision[0]:.1f}–{decision[1]:.1f}" if decision else "-",
-            _fmt(section.get("coefficient_of_variation"), ".3f"),
-            _fmt(throughput.get("mean"), ",.0f"),
-            _fmt(section.get("batch_size"), "d"),
-            _fmt(section.get("memory_usage_mb"), ",.0f"),
-            " ".join(str(x) for x in (section.get("stability"), section.get("loss_trend")) if x) or "-",
+            result.status if result.status == "ok" else f"[red]{result.status}[/red]",
+            _fmt(result.mean_epoch_time_ms, ".1f"),
+            _interval(result.confidence_interval_ms),
+            _interval(result.statistics.decision_interval_ms if result.statistics else None),
+            _fmt(result.coefficient_of_variation, ".3f"),
+            _fmt(throughput.mean if throughput else None, ",.0f"),
+            _fmt(result.batch_size, "d"),
+            _fmt(result.memory_usage_mb, ",.0f"),
+            " ".join(verdict for verdict in (result.stability, result.loss_trend) if verdict) or "-",
         )
     _stdout.print(table)
-    for name, section in report["models"].items():
-        if section.get("error"):
-            _stdout.print(f"[red]{name}[/red]: {section['error']}", soft_wrap=True)
-    recommendation = report.get("recommendation")
-    if recommendation and recommendation.get("decision"):
-        _stdout.print(f"[bold]Recommendation:[/bold] {recommendation['decision']} — {recommendation['reasoning']}")
+    for name, result in report.models.items():
+        if result.error:
+            _stdout.print(f"[red]{name}[/red]: {result.error}", soft_wrap=True)
+    recommendation = report.recommendation
+    if recommendation is not None and recommendation.decision:
+        _stdout.print(f"[bold]Recommendation:[/bold] {recommendation.decision} — {recommendation.reasoning}")
     _stdout.print(f"Report: {report_path}")

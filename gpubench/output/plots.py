@@ -16,10 +16,13 @@ when it goes out of scope (nothing to close), needs no display, and is safe to d
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from gpubench.results import CardProjection, HardwareReport, ModelResult, Recommendation, RunReport
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -63,12 +66,12 @@ _WARMUP_CLIP_FACTOR = 1.5
 
 
 def save_report_plots(
-    report: dict[str, Any], out_dir: Path, memory_timelines: dict[str, dict[str, Sequence[float]]] | None = None
+    report: RunReport, out_dir: Path, memory_timelines: dict[str, dict[str, Sequence[float | None]]] | None = None
 ) -> list[Path]:
     """Draw every plot the report has data for into ``out_dir``; return the PNG paths written, in drawing order.
 
     Args:
-        report: the report dict (``gpubench.output.report_file`` schema).
+        report: the run's report.
         out_dir: folder for the PNGs (created if missing), normally the report's folder.
         memory_timelines: per model name, the memory sampler's samples: ``t_s`` (seconds, any origin),
             ``device_used_mb`` and ``process_mb`` (MB, None/NaN where not read). None or a missing model: no
@@ -82,20 +85,19 @@ def save_report_plots(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     timelines = memory_timelines or {}
-    hardware = report.get("hardware") or {}
     written: list[Path] = []
     with rc_context(_STYLE):
-        for name, section in (report.get("models") or {}).items():
+        for name, result in report.models.items():
             stem = _safe_name(name)
             figures = {
-                f"{stem}_epoch_times.png": epoch_time_figure(name, section),
-                f"{stem}_loss.png": loss_figure(name, section),
-                f"{stem}_vram.png": vram_figure(name, section, timelines.get(name), hardware),
-                f"{stem}_batch_search.png": batch_search_figure(name, section),
+                f"{stem}_epoch_times.png": epoch_time_figure(name, result),
+                f"{stem}_loss.png": loss_figure(name, result),
+                f"{stem}_vram.png": vram_figure(name, result, timelines.get(name), report.hardware),
+                f"{stem}_batch_search.png": batch_search_figure(name, result),
             }
             written += [_save(figure, out_dir / file) for file, figure in figures.items() if figure is not None]
-        recommendation = report.get("recommendation") or {}
-        cost = cost_figure(recommendation) if recommendation.get("projection") else None
+        recommendation = report.recommendation
+        cost = cost_figure(recommendation) if recommendation is not None and recommendation.projection else None
         if cost is not None:
             written.append(_save(cost, out_dir / "cost_by_card.png"))
     return written
@@ -136,64 +138,61 @@ def _thousands() -> "Formatter":
     return FuncFormatter(lambda value, _position: f"{value:,.0f}" if abs(value) >= 1 else f"{value:g}")
 
 
-def _range_ms(interval: Sequence[float] | None) -> str:
-    return f"{interval[0]:.4g}–{interval[1]:.4g} ms" if interval else ""
+def _range_ms(interval: tuple[float, float]) -> str:
+    return f"{interval[0]:.4g}–{interval[1]:.4g} ms"
 
 
 # ------------------------------------------------------------------------------------------------ epoch times
 
 
-def epoch_time_figure(name: str, section: dict[str, Any]) -> "Figure | None":
+def epoch_time_figure(name: str, result: ModelResult) -> "Figure | None":
     """Every measured epoch in order (warmup epochs in grey, outliers in red) beside their histogram, with the
-    mean, median, t interval and decision interval; None when the model has no measured epochs."""
-    times_ms = _finite(section.get("raw_epoch_times_ms"))
+    mean, median, t interval and decision interval (ms; those four need the statistics, which take two epochs);
+    None when the model has no measured epochs."""
+    times_ms = _finite(result.raw_epoch_times_ms)
     if times_ms.size == 0 or not np.isfinite(times_ms).any():
         return None
-    warmup_ms = _finite(section.get("warmup_epoch_times_ms"))
-    stats = section.get("statistics") or {}
-    outliers = [i for i in stats.get("outlier_indices") or [] if 0 <= i < times_ms.size]
-    level = stats.get("confidence_level")
-    level_text = f"{level:.0%} " if level is not None else ""
+    warmup_ms = _finite(result.warmup_epoch_times_ms)
+    stats = result.statistics
+    outliers = [i for i in (stats.outlier_indices if stats else ()) if 0 <= i < times_ms.size]
 
     figure, (sequence, histogram) = _new_figure(2, width_ratios=(2.6, 1.0), sharey=True)
     epochs = np.arange(1, times_ms.size + 1)
     # Warmup epochs sit left of epoch 1 (numbered 0, -1, ...), so the sequence reads left to right in time.
     warmup_epochs = np.arange(1 - warmup_ms.size, 1)
-    lines = [
-        ("mean", section.get("mean_epoch_time_ms"), MEAN_COLOUR, "-"),
-        ("median", stats.get("median_ms"), MEDIAN_COLOUR, ":"),
-    ]
-    bands = [
-        (f"{level_text}t interval", section.get("confidence_interval_ms"), T_INTERVAL_COLOUR, None),
-        (
-            f"{level_text}decision interval ({stats.get('decision_interval_method', 'method unknown')})",
-            stats.get("decision_interval_ms"),
-            DECISION_INTERVAL_COLOUR,
-            "//",
-        ),
-    ]
+    lines: list[tuple[str, float, str, str]] = []
+    bands: list[tuple[str, tuple[float, float], str, str | None]] = []
+    if stats is not None:
+        level = f"{stats.confidence_level:.0%}"
+        lines = [("mean", stats.mean_ms, MEAN_COLOUR, "-"), ("median", stats.median_ms, MEDIAN_COLOUR, ":")]
+        bands = [
+            (f"{level} t interval", stats.confidence_interval_ms, T_INTERVAL_COLOUR, None),
+            (
+                f"{level} decision interval ({stats.decision_interval_method})",
+                stats.decision_interval_ms,
+                DECISION_INTERVAL_COLOUR,
+                "//",
+            ),
+        ]
     for axes in (sequence, histogram):
         for label, interval, colour, hatch in bands:
-            if interval:
-                axes.axhspan(
-                    interval[0],
-                    interval[1],
-                    facecolor=colour if hatch is None else "none",
-                    edgecolor=colour,
-                    hatch=hatch,
-                    alpha=0.15 if hatch is None else 0.6,
-                    linewidth=0.8,
-                    label=f"{label}: {_range_ms(interval)}",
-                )
+            axes.axhspan(
+                interval[0],
+                interval[1],
+                facecolor=colour if hatch is None else "none",
+                edgecolor=colour,
+                hatch=hatch,
+                alpha=0.15 if hatch is None else 0.6,
+                linewidth=0.8,
+                label=f"{label}: {_range_ms(interval)}",
+            )
         for label, value, colour, style in lines:
-            if value is not None:
-                # The median is drawn dotted and wider, on top of the mean, so both show when they nearly agree.
-                width = 2.5 if style == ":" else 1.5
-                axes.axhline(value, color=colour, linestyle=style, linewidth=width, label=f"{label}: {value:.4g} ms")
+            # The median is drawn dotted and wider, on top of the mean, so both show when they nearly agree.
+            width = 2.5 if style == ":" else 1.5
+            axes.axhline(value, color=colour, linestyle=style, linewidth=width, label=f"{label}: {value:.4g} ms")
 
     sequence.plot(epochs, times_ms, "-o", color=MEASURED_COLOUR, markersize=5, linewidth=1, label="measured epoch")
-    if outliers:
-        rule = stats.get("outlier_rule", "")
+    if stats is not None and outliers:
         sequence.plot(
             epochs[outliers],
             times_ms[outliers],
@@ -201,15 +200,15 @@ def epoch_time_figure(name: str, section: dict[str, Any]) -> "Figure | None":
             color=OUTLIER_COLOUR,
             markersize=11,
             linestyle="none",
-            label=f"outlier ({rule} rule; kept in the estimate)",
+            label=f"outlier ({stats.outlier_rule} rule; kept in the estimate)",
         )
     finite_ms = times_ms[np.isfinite(times_ms)]
-    top_ms = max([finite_ms.max(), *(b[1][1] for b in bands if b[1])])
+    top_ms = max([finite_ms.max(), *(interval[1] for _, interval, _, _ in bands)])
     # A first epoch that compiles can be 100x the others: a warmup epoch far above the measured ones is clipped
     # to the top edge with its value printed, so it does not squash the measured epochs into a flat line.
     warmup_shown = warmup_ms[np.isfinite(warmup_ms) & (warmup_ms <= _WARMUP_CLIP_FACTOR * top_ms)]
     top_ms = max([top_ms, *warmup_shown])
-    bottom_ms = min([finite_ms.min(), *(b[1][0] for b in bands if b[1]), *warmup_shown])
+    bottom_ms = min([finite_ms.min(), *(interval[0] for _, interval, _, _ in bands), *warmup_shown])
     margin_ms = 0.08 * (top_ms - bottom_ms) or 0.05 * top_ms
     ylim = (max(0.0, bottom_ms - margin_ms), top_ms + margin_ms)
     if warmup_ms.size:
@@ -252,9 +251,9 @@ def epoch_time_figure(name: str, section: dict[str, Any]) -> "Figure | None":
     histogram.set_title("distribution")
     histogram.xaxis.get_major_locator().set_params(integer=True)
 
-    steps = section.get("steps_per_epoch")
-    batch = section.get("batch_size")
-    cv = section.get("coefficient_of_variation")
+    steps = result.steps_per_epoch
+    batch = result.batch_size
+    cv = result.coefficient_of_variation
     detail = ", ".join(
         part
         for part in (
@@ -272,12 +271,12 @@ def epoch_time_figure(name: str, section: dict[str, Any]) -> "Figure | None":
 # ------------------------------------------------------------------------------------------------ loss
 
 
-def loss_figure(name: str, section: dict[str, Any]) -> "Figure | None":
+def loss_figure(name: str, result: ModelResult) -> "Figure | None":
     """Mean training loss per epoch (warmup epochs too when the report has them); None without losses."""
-    losses = _finite(section.get("epoch_losses"))
+    losses = _finite(result.epoch_losses)
     if not np.isfinite(losses).any():
         return None
-    warmup = _finite(section.get("warmup_epoch_losses"))
+    warmup = _finite(result.warmup_epoch_losses)
     figure, (axes,) = _new_figure()
     epochs = np.arange(1, losses.size + 1)
     if warmup.size:
@@ -295,7 +294,7 @@ def loss_figure(name: str, section: dict[str, Any]) -> "Figure | None":
         axes.set_yscale("log")
     axes.set_xlabel("epoch (warmup ≤ 0, measured ≥ 1)" if warmup.size else "measured epoch")
     axes.set_ylabel("mean training loss per epoch (model's loss)")
-    verdict = " · ".join(v for v in (section.get("stability"), section.get("loss_trend")) if v)
+    verdict = " · ".join(v for v in (result.stability, result.loss_trend) if v)
     axes.set_title(f"{name}: training loss" + (f" — {verdict}" if verdict else ""))
     axes.legend(loc="best")
     return figure
@@ -306,12 +305,13 @@ def loss_figure(name: str, section: dict[str, Any]) -> "Figure | None":
 
 def vram_figure(
     name: str,
-    section: dict[str, Any],
-    timeline: dict[str, Sequence[float]] | None,
-    hardware: dict[str, Any],
+    result: ModelResult,
+    timeline: dict[str, Sequence[float | None]] | None,
+    hardware: HardwareReport,
 ) -> "Figure | None":
-    """GPU memory over the model's measurement as the sampler read it, with the card's limits; None without
-    samples (the CPU has no sampler)."""
+    """GPU memory (MB) over the model's measurement as the sampler read it (``timeline``: ``t_s`` in seconds,
+    ``device_used_mb`` and ``process_mb``), with the model's peak reserved memory and the usable VRAM; None
+    without samples (the CPU has no sampler)."""
     if not timeline:
         return None
     t_s = _finite(timeline.get("t_s"))
@@ -325,11 +325,10 @@ def vram_figure(
         axes.plot(elapsed_s, device_mb, color=MEASURED_COLOUR, label="whole card (NVML used)")
     if np.isfinite(process_mb).any():
         axes.plot(elapsed_s, process_mb, color=PROCESS_COLOUR, label="this process (NVML)")
-    peak_reserved_mb = section.get("memory_usage_mb")
-    if peak_reserved_mb is not None:
-        axes.axhline(peak_reserved_mb, color=MEAN_COLOUR, linestyle=":", label="torch peak reserved")
-    usable_mb = hardware.get("usable_vram_mb")
-    total_mb = hardware.get("total_vram_mb")
+    if result.memory_usage_mb is not None:
+        axes.axhline(result.memory_usage_mb, color=MEAN_COLOUR, linestyle=":", label="torch peak reserved")
+    usable_mb = hardware.usable_vram_mb
+    total_mb = hardware.total_vram_mb
     # The limit that matters is the usable VRAM (a cap emulating a smaller card); the card's total is named in
     # the label rather than drawn, since a 141 GB line would flatten a 4 GB budget.
     limit_mb = usable_mb if usable_mb is not None else total_mb
@@ -349,37 +348,41 @@ def vram_figure(
 # ------------------------------------------------------------------------------------------------ batch search
 
 
-def batch_search_figure(name: str, section: dict[str, Any]) -> "Figure | None":
-    """Peak reserved memory and throughput of each batch-size trial, with the headroom limit, the chosen size and
-    the throughput knee; None when no batch search ran (the CPU, or ``batch.search=false``)."""
-    search = section.get("batch_search")
-    trials = (search or {}).get("trials") or []
-    if not trials:
+def batch_search_figure(name: str, result: ModelResult) -> "Figure | None":
+    """Peak reserved memory (MB) and throughput (samples/s) of each batch-size trial, with the headroom limit, the
+    chosen size and the throughput knee; None when no batch search ran (the CPU, or ``batch.search=false``)."""
+    search = result.batch_search
+    if search is None or not search.trials:
         return None
+    trials = search.trials
     figure, (memory, throughput) = _new_figure(2)
-    ok = [t for t in trials if t.get("status") == "ok" and t.get("peak_reserved_mb") is not None]
-    over = [t for t in trials if t.get("status") == "over_headroom" and t.get("peak_reserved_mb") is not None]
-    oom = [t for t in trials if t.get("status") == "oom"]
-    for chosen, marker, label in ((ok, "o", "fits"), (over, "D", "over the headroom limit")):
+    measured = [t for t in trials if t.peak_reserved_mb is not None]
+    ok = [t for t in measured if t.status == "ok"]
+    over = [t for t in measured if t.status == "over_headroom"]
+    oom = [t for t in trials if t.status == "oom"]
+    for chosen, marker, colour, label in (
+        (ok, "o", MEASURED_COLOUR, "fits"),
+        (over, "D", PROCESS_COLOUR, "over the headroom limit"),
+    ):
         if chosen:
             memory.plot(
-                [t["size"] for t in chosen],
-                [t["peak_reserved_mb"] for t in chosen],
+                [t.size for t in chosen],
+                [t.peak_reserved_mb for t in chosen],
                 marker,
-                color=MEASURED_COLOUR if chosen is ok else PROCESS_COLOUR,
+                color=colour,
                 linestyle="none",
                 markersize=7,
                 label=label,
             )
-    limit_mb = search.get("peak_limit_mb")
+    limit_mb = search.peak_limit_mb
     if limit_mb is not None:
         memory.axhline(limit_mb, color=LIMIT_COLOUR, linestyle="--", label=f"headroom limit {limit_mb:,.0f} MB")
-    measured_mb = [t["peak_reserved_mb"] for t in ok + over]
+    measured_mb = [t.peak_reserved_mb for t in ok + over if t.peak_reserved_mb is not None]
     top_mb = max([*measured_mb, limit_mb or 0.0]) * 1.1 or 1.0
     if oom:
         # An OOM trial has no memory reading: mark its size at the top of the axis.
         memory.plot(
-            [t["size"] for t in oom],
+            [t.size for t in oom],
             [top_mb] * len(oom),
             "x",
             color=OUTLIER_COLOUR,
@@ -392,20 +395,18 @@ def batch_search_figure(name: str, section: dict[str, Any]) -> "Figure | None":
     memory.set_ylabel("peak reserved memory (MB)")
     memory.set_title("memory per trial")
 
-    curve = search.get("throughput_curve") or []
-    unit = section.get("sample_unit") or "sample"
-    if curve:
+    unit = result.sample_unit or "sample"
+    if search.throughput_curve:
         throughput.plot(
-            [p["size"] for p in curve],
-            [p["samples_per_s"] for p in curve],
+            [point.size for point in search.throughput_curve],
+            [point.samples_per_s for point in search.throughput_curve],
             "-o",
             color=MEASURED_COLOUR,
             label="search trials that fit",
         )
-    knee = search.get("knee_size")
-    if knee is not None:
-        throughput.axvline(knee, color=MEDIAN_COLOUR, linestyle=":", label=f"knee ({knee})")
-    chosen_size = search.get("batch_size")
+    if search.knee_size is not None:
+        throughput.axvline(search.knee_size, color=MEDIAN_COLOUR, linestyle=":", label=f"knee ({search.knee_size})")
+    chosen_size = search.batch_size
     for axes in (memory, throughput):
         if chosen_size is not None:
             axes.axvline(chosen_size, color=MEAN_COLOUR, linestyle="--", label=f"chosen batch {chosen_size}")
@@ -419,7 +420,7 @@ def batch_search_figure(name: str, section: dict[str, Any]) -> "Figure | None":
     throughput.set_ylim(bottom=0)
     throughput.set_ylabel(f"throughput ({unit}s/s)")
     throughput.set_title("throughput per trial")
-    figure.suptitle(f"{name}: batch-size search ({len(trials)} trials) — {search.get('status', '')}")
+    figure.suptitle(f"{name}: batch-size search ({len(trials)} trials) — {search.status}")
     return figure
 
 
@@ -435,43 +436,63 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.2g}"
 
 
-def cost_figure(recommendation: dict[str, Any]) -> "Figure | None":
-    """Projected full-training time (estimate, with a bar to its upper bound) and cost per catalog card, from
-    ``recommendation["projection"]`` (``gpubench.decision.recommendation``: ``card``, ``training_hours``, ``training_hours_upper``,
-    ``cost_usd_per_training``, ``measured_device``), fastest card at the top. When no catalog card is the measured
-    device (a CPU run, an unlisted GPU), the measured estimate is added as its own row. A missing figure reads
-    "n/a"; None when no row has a time."""
-    rows = [
-        {
-            "label": f"{r['card']} (measured)" if r.get("measured_device") else str(r["card"]),
-            "hours": r.get("training_hours"),
-            "upper": r.get("training_hours_upper"),
-            "cost": r.get("cost_usd_per_training"),
-        }
-        for r in recommendation.get("projection") or []
-    ]
-    measured_hours = recommendation.get("estimated_full_training_hours")
-    if measured_hours is not None and not any(r.get("measured_device") for r in recommendation["projection"]):
-        device = recommendation.get("measured_device") or "this machine"
-        rows.append(
-            {
-                "label": f"{device} (measured)",
-                "hours": measured_hours,
-                "upper": recommendation.get("estimated_full_training_hours_upper"),
-                "cost": None,
-            }
-        )
-    rows = [r for r in rows if r["hours"] is not None]
-    if not rows:
+@dataclass(frozen=True)
+class _CostBar:
+    """One row of the cost plot: a card's projected training time (hours) to its upper bound, and its cost (USD)."""
+
+    label: str
+    hours: float
+    upper_hours: float
+    cost_usd: float | None
+    measured: bool
+
+
+def _card_bar(row: CardProjection) -> _CostBar | None:
+    if row.training_hours is None:
         return None
-    rows.sort(key=lambda r: r["hours"], reverse=True)
-    unit, factor = _duration_unit([max(r["hours"], r["upper"] or 0.0) for r in rows])
-    positions = np.arange(len(rows))
+    return _CostBar(
+        label=f"{row.card} (measured)" if row.measured_device else row.card,
+        hours=row.training_hours,
+        upper_hours=row.training_hours_upper if row.training_hours_upper is not None else row.training_hours,
+        cost_usd=row.cost_usd_per_training,
+        measured=row.measured_device,
+    )
+
+
+def _cost_bars(recommendation: Recommendation) -> list[_CostBar]:
+    """The projection's rows with a time, plus the measured estimate as its own row when no catalog card is the
+    measured device (a CPU run, an unlisted GPU)."""
+    bars = [bar for row in recommendation.projection if (bar := _card_bar(row)) is not None]
+    hours = recommendation.estimated_full_training_hours
+    if hours is not None and not any(row.measured_device for row in recommendation.projection):
+        upper = recommendation.estimated_full_training_hours_upper
+        bars.append(
+            _CostBar(
+                label=f"{recommendation.measured_device or 'this machine'} (measured)",
+                hours=hours,
+                upper_hours=upper if upper is not None else hours,
+                cost_usd=None,
+                measured=True,
+            )
+        )
+    return bars
+
+
+def cost_figure(recommendation: Recommendation) -> "Figure | None":
+    """Projected full-training time (estimate, with a bar to its upper bound) and cloud cost (USD) per catalog
+    card from the recommendation's projection, fastest card at the top. When no catalog card is the measured
+    device, the measured estimate is added as its own row. A missing cost reads "n/a"; None when no row has a
+    time."""
+    bars = sorted(_cost_bars(recommendation), key=lambda bar: bar.hours, reverse=True)
+    if not bars:
+        return None
+    unit, factor = _duration_unit([max(bar.hours, bar.upper_hours) for bar in bars])
+    positions = np.arange(len(bars))
     figure, (time_axes, cost_axes) = _new_figure(2, width_ratios=(1.3, 1.0), sharey=True)
 
-    times = np.array([r["hours"] * factor for r in rows])
-    uppers = np.array([(r["upper"] if r["upper"] is not None else r["hours"]) * factor for r in rows])
-    colours = [WARMUP_COLOUR if r["label"].endswith("(measured)") else MEASURED_COLOUR for r in rows]
+    times = np.array([bar.hours * factor for bar in bars])
+    uppers = np.array([bar.upper_hours * factor for bar in bars])
+    colours = [WARMUP_COLOUR if bar.measured else MEASURED_COLOUR for bar in bars]
     time_axes.barh(positions, times, color=colours, alpha=0.85)
     # The upper bound is what the decision uses: a whisker from the estimate to it.
     time_axes.errorbar(
@@ -480,20 +501,23 @@ def cost_figure(recommendation: dict[str, Any]) -> "Figure | None":
     right = uppers.max()
     for position, time_value, upper in zip(positions, times, uppers, strict=True):
         time_axes.text(upper + 0.01 * right, position, f"{time_value:,.3g} {unit}", va="center", fontsize=10)
-    thresholds = recommendation.get("thresholds_hours") or {}
+    thresholds = (
+        (recommendation.local_max_hours, "local limit", "--"),
+        (recommendation.cloud_min_hours, "cloud from", ":"),
+    )
     # The decision thresholds are drawn only when they fall near the bars; far off they would squash them.
-    for key, label, style in (("local_max", "local limit", "--"), ("cloud_min", "cloud from", ":")):
-        if thresholds.get(key) is not None and thresholds[key] * factor <= 1.5 * right:
-            value = thresholds[key] * factor
+    for threshold_hours, label, style in thresholds:
+        if threshold_hours is not None and threshold_hours * factor <= 1.5 * right:
+            value = threshold_hours * factor
             time_axes.axvline(value, color=LIMIT_COLOUR, linestyle=style, label=f"{label} {value:g} {unit}")
             right = max(right, value)
     if time_axes.get_legend_handles_labels()[0]:
         time_axes.legend(loc="lower right")
     time_axes.set_xlim(0, 1.25 * right)
     time_axes.set_xlabel(f"projected training time ({unit}; whisker to the upper bound)")
-    time_axes.set_yticks(positions, [r["label"] for r in rows])
+    time_axes.set_yticks(positions, [bar.label for bar in bars])
 
-    costs = [r["cost"] for r in rows]
+    costs = [bar.cost_usd for bar in bars]
     known = [c for c in costs if c is not None]
     cost_axes.barh(positions, [0.0 if c is None else c for c in costs], color=PROCESS_COLOUR, alpha=0.85)
     offset = 0.01 * max(known, default=1.0)
@@ -504,8 +528,8 @@ def cost_figure(recommendation: dict[str, Any]) -> "Figure | None":
     cost_axes.set_xlabel("projected cloud cost per training (USD)")
     for axes in (time_axes, cost_axes):
         axes.grid(axis="y", visible=False)
-    decided_on = ", ".join(recommendation.get("decided_on") or [])
-    decision = recommendation.get("decision")
+    decided_on = ", ".join(recommendation.decided_on)
+    decision = recommendation.decision
     figure.suptitle(
         "Full training projected on each card"
         + (f" ({decided_on})" if decided_on else "")

@@ -20,9 +20,7 @@ with a failed job exits with status 1, like a single failed run.
 import atexit
 import csv
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -36,6 +34,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpubench.output import console, tracking
 from gpubench.output.config import TrackingConfig
+from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
+from gpubench.results import ModelResult, RunReport
 
 #: The per-job summary, in each job's output folder.
 JOB_SUMMARY_FILE = "job_summary.json"
@@ -87,16 +87,8 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_json_atomic(path: Path, content: dict[str, Any]) -> None:
-    """Write JSON so that a reader sees the old file or the new one, never half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
-        json.dump(content, handle, indent=2)
-    os.replace(handle.name, path)
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object at ``path``, or None when it is missing or unreadable (a job killed while writing)."""
+    """The job summary at ``path``, or None when it is missing or unreadable (a job killed while writing)."""
     try:
         content = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -104,27 +96,36 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return content if isinstance(content, dict) else None
 
 
-def _model_figures(section: dict[str, Any]) -> dict[str, Any]:
-    """One model's report section reduced to :data:`MODEL_COLUMNS`."""
-    stats = section.get("statistics") or {}
-    t_interval = section.get("confidence_interval_ms") or [None, None]
-    decision = stats.get("decision_interval_ms") or [None, None]
-    throughput = section.get("samples_per_second") or {}
+def _model_figures(result: ModelResult) -> dict[str, Any]:
+    """One model's result reduced to :data:`MODEL_COLUMNS` (None where the report has no figure)."""
+    stats = result.statistics
+    t_low, t_high = stats.confidence_interval_ms if stats else (None, None)
+    decision_low, decision_high = stats.decision_interval_ms if stats else (None, None)
+    throughput = result.samples_per_second
     return {
-        "model_status": section.get("status"),
-        "mean_epoch_time_ms": section.get("mean_epoch_time_ms"),
-        "ci_low_ms": t_interval[0],
-        "ci_high_ms": t_interval[1],
-        "decision_ci_low_ms": decision[0],
-        "decision_ci_high_ms": decision[1],
-        "confidence_level": stats.get("confidence_level"),
-        "coefficient_of_variation": section.get("coefficient_of_variation"),
-        "samples_per_second": throughput.get("mean"),
-        "batch_size": section.get("batch_size"),
-        "memory_usage_mb": section.get("memory_usage_mb"),
-        "stability": section.get("stability"),
-        "model_error": section.get("error"),
+        "model_status": result.status,
+        "mean_epoch_time_ms": result.mean_epoch_time_ms,
+        "ci_low_ms": t_low,
+        "ci_high_ms": t_high,
+        "decision_ci_low_ms": decision_low,
+        "decision_ci_high_ms": decision_high,
+        "confidence_level": stats.confidence_level if stats else None,
+        "coefficient_of_variation": result.coefficient_of_variation,
+        "samples_per_second": throughput.mean if throughput else None,
+        "batch_size": result.batch_size,
+        "memory_usage_mb": result.memory_usage_mb,
+        "stability": result.stability,
+        "model_error": result.error,
     }
+
+
+def _read_job_report(report_path: Path) -> RunReport | str:
+    """The job's report, or why there is none to read (missing, cut short, or not a gpubench report)."""
+    try:
+        return read_report(report_path)
+    except ReportReadError as exc:
+        detail = f": it {exc.reason}" if report_path.exists() else ""
+        return f"no readable report at {report_path}{detail}"
 
 
 def job_summary(
@@ -144,7 +145,7 @@ def job_summary(
     unreadable or not ``complete``, or when a model's status is ``failed``; ``job_error`` says which. A model
     that ran out of memory or diverged is a measured outcome, not a failed job.
     """
-    report = _read_json(report_path)
+    report = _read_job_report(report_path)
     reasons = []
     if task_error:
         reasons.append(task_error)
@@ -152,15 +153,15 @@ def job_summary(
         meaning = _EXIT_CODE_MEANINGS.get(exit_code)
         reasons.append(f"exit code {exit_code}" + (f" ({meaning})" if meaning else ""))
     models: dict[str, dict[str, Any]] = {}
-    if report is None:
-        reasons.append(f"no readable report at {report_path}")
+    if isinstance(report, str):
+        reasons.append(report)
     else:
-        if report.get("status") != "complete":
-            reasons.append(f"report status is {report.get('status')!r}, not 'complete'")
-        for name, section in (report.get("models") or {}).items():
-            models[name] = _model_figures(section)
-            if section.get("status") == "failed":
-                reasons.append(f"model {name} failed: {section.get('error')}")
+        if report.status != "complete":
+            reasons.append(f"report status is {report.status!r}, not 'complete'")
+        for name, result in report.models.items():
+            models[name] = _model_figures(result)
+            if result.status == "failed":
+                reasons.append(f"model {name} failed: {result.error}")
     return {
         "job_num": job_num,
         "overrides": list(overrides),
@@ -171,7 +172,7 @@ def job_summary(
         "exit_code": exit_code,
         "started_at": started_at,
         "ended_at": _now_iso(),
-        "mlflow_run_id": ((report or {}).get("run") or {}).get("mlflow_run_id"),
+        "mlflow_run_id": None if isinstance(report, str) else report.run.mlflow_run_id,
         "models": models,
     }
 
@@ -236,7 +237,7 @@ def read_job(job_dir: Path) -> dict[str, Any]:
         job_num=job_num,
         overrides=overrides,
         output_dir=job_dir,
-        report_path=Path(saved["report_path"]) if saved and saved.get("report_path") else job_dir / "report.json",
+        report_path=Path(saved["report_path"]) if saved and saved.get("report_path") else job_dir / REPORT_FILE_NAME,
         task_error=_NOT_FINISHED if saved is not None else None,
         started_at=(saved or {}).get("started_at"),
     )
@@ -439,7 +440,7 @@ class SweepSummaryCallback(Callback):
         """The job's output folder and its report path (``output`` may point outside the folder)."""
         output_dir = Path(config.hydra.runtime.output_dir)
         report = OmegaConf.select(config, "output", default=None)
-        return output_dir, Path(report) if report else output_dir / "report.json"
+        return output_dir, Path(report) if report else output_dir / REPORT_FILE_NAME
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
@@ -462,7 +463,7 @@ class SweepSummaryCallback(Callback):
             "status": "running",
             "started_at": _now_iso(),
         }
-        _write_json_atomic(output_dir / JOB_SUMMARY_FILE, running)
+        write_json_atomic(output_dir / JOB_SUMMARY_FILE, running)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if not self._is_multirun(config):
@@ -485,7 +486,7 @@ class SweepSummaryCallback(Callback):
             exit_code=exit_code,
             started_at=started.get("started_at"),
         )
-        _write_json_atomic(output_dir / JOB_SUMMARY_FILE, summary)
+        write_json_atomic(output_dir / JOB_SUMMARY_FILE, summary)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._pending_config = config
