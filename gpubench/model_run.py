@@ -29,7 +29,7 @@ from gpubench.measure.batch_search import (
     step_down_size,
     timed_batch,
 )
-from gpubench.measure.epochs import Measurement, measure_workload
+from gpubench.measure.epochs import DIVERGED, Measurement, measure_workload
 from gpubench.measure.flops import count_step_flops
 from gpubench.measure.memory import MemoryProfiler, MemoryTimeline, TorchCudaAllocator
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
@@ -47,9 +47,6 @@ from gpubench.results import (
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload, workload_class
-
-#: The stop reason of a run that saw a NaN/Inf loss or gradient (and the status it gives the model).
-DIVERGED = "diverged"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from gpubench.workload import Workload
 
 #: The phase of a benchmark epoch: discarded warmup, or measured.
 EpochPhase = Literal["warmup", "measured"]
+#: The stop reason of a run that saw a NaN/Inf loss or gradient.
+DIVERGED = "diverged"
 
 
 class EpochObserver(Protocol):
@@ -125,7 +127,7 @@ def measure_workload(
         warmup_losses.append(health.mean_loss)
         if health.diverged:
             healths.append(health)
-            return measurement("diverged")
+            return measurement(DIVERGED)
     if warmup_epochs and sizing.automatic:
         steps = resize_after_warmup(
             steps, warmup_times_ms[-1] / MS_PER_S, epoch_config.min_seconds, epoch_config.max_auto_steps
@@ -144,7 +146,7 @@ def measure_workload(
         losses.append(health.mean_loss)
         healths.append(health)
         if health.diverged:
-            return measurement("diverged")
+            return measurement(DIVERGED)
         observer_reason = next((o.stop_reason() for o in observers if o.stop_reason()), None)
         if observer_reason is not None:
             return measurement(observer_reason)

@@ -14,7 +14,8 @@ Peak memory is reported three ways, because they count different things and user
 The NVML figures come from samples every ``interval_ms``, so a spike shorter than that can be missed; torch's
 peaks are exact. By default a child process takes the samples (:class:`ProcessMemorySampler`), so that sampling
 does not contend with training for the GIL; :class:`MemorySampler` takes them on a thread instead. MB are MiB
-(2**20 bytes).
+(2**20 bytes). :class:`MemoryProfiler` is an epoch observer of the measurement loop; it returns the report's
+:class:`~gpubench.results.MemoryProfile` and hands out the sampler's timeline for the VRAM plot.
 """
 
 import io
@@ -220,7 +221,7 @@ def _child_environment() -> dict[str, str]:
     """This process's environment with the folder holding this gpubench package first on ``PYTHONPATH``: the child
     runs ``python -m gpubench...`` and must import the same code, also from an uninstalled checkout run in another
     working directory (Hydra's ``hydra.job.chdir=true``)."""
-    package_parent = str(Path(__file__).resolve().parents[1])
+    package_parent = str(Path(__file__).resolve().parents[2])
     environment = dict(os.environ)
     inherited = environment.get("PYTHONPATH")
     environment["PYTHONPATH"] = package_parent if not inherited else os.pathsep.join([package_parent, inherited])
@@ -411,7 +412,12 @@ class Allocator(Protocol):
 
 
 class TorchCudaAllocator:
-    """Torch's CUDA caching allocator on one device."""
+    """Torch's CUDA caching allocator on one device.
+
+    Its statistics are this process's own bookkeeping, read on the host, not a query of the device: they are a
+    measurement and stay here with the profiler, while device queries (properties, memory info, the memory cap) live
+    in :mod:`gpubench.hardware`.
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
