@@ -242,6 +242,11 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
     )
 
 
+def _execution(context: ModelRunContext) -> ExecutionSettings:
+    """How every workload of the job runs (``execution.precision``, ``execution.compile``)."""
+    return ExecutionSettings(precision=context.cfg.execution.precision, compile=context.cfg.execution.compile)
+
+
 def _result(
     attempt: Attempt,
     batch: TimedBatch,
@@ -277,7 +282,7 @@ def _result(
         batch_step_downs=step_downs,
         flops_per_step=attempt.facts.flops_per_step,
         workload=attempt.facts.description,
-        execution=ExecutionSettings(precision=context.cfg.execution.precision, compile=context.cfg.execution.compile),
+        execution=_execution(context),
         memory=attempt.memory,
         device_epochs=attempt.device_epochs,
         stability_details=attempt.stability,
@@ -308,13 +313,46 @@ def _failed_result(
         batch_step_downs=step_downs,
         flops_per_step=None if facts is None else facts.flops_per_step,
         workload={} if facts is None else facts.description,
-        execution=(
-            None
-            if facts is None
-            else ExecutionSettings(precision=context.cfg.execution.precision, compile=context.cfg.execution.compile)
-        ),
+        execution=None if facts is None else _execution(context),
         traceback=traceback.format_exc(limit=8),
     )
+
+
+def _step_down(
+    name: str,
+    attempt: Attempt,
+    batch: TimedBatch,
+    smaller: int,
+    decision: BatchDecision | None,
+    step_downs: list[BatchStepDown],
+    context: ModelRunContext,
+) -> tuple[TimedBatch, BatchStepDown]:
+    """The batch to measure again at, ``smaller`` than ``batch`` whose measured run broke the headroom policy, and
+    the record of the abandoned run (its peak, the limit, what it measured)."""
+    headroom = attempt.headroom
+    assert headroom is not None  # only a run checked against the headroom is stepped down
+    abandoned = _result(attempt, batch, decision, step_downs, [], context)
+    reason = (
+        f"stepped down from {batch.batch_size} to {smaller} because the measured peak reserved memory "
+        f"{headroom.peak_reserved_mb:,.0f} MB exceeded the headroom limit {headroom.peak_limit_mb:,.0f} MB"
+    )
+    console.notice(f"{name}: {reason}; measuring again")
+    throughput = abandoned.samples_per_second
+    record = BatchStepDown(
+        batch_size=batch.batch_size,
+        peak_reserved_mb=headroom.peak_reserved_mb,
+        headroom_limit_mb=headroom.peak_limit_mb,
+        mean_epoch_time_ms=abandoned.mean_epoch_time_ms,
+        samples_per_second=None if throughput is None else throughput.mean,
+    )
+    is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
+    target_effective = context.cfg.batch.target_effective
+    smaller_batch = TimedBatch(
+        batch_size=smaller,
+        gradient_accumulation_steps=1 if is_hyperparameter else gradient_accumulation_steps(smaller, target_effective),
+        policy=f"{batch.policy}; {reason}",
+    )
+    return smaller_batch, record
 
 
 # ------------------------------------------------------------------------------------------------ one model
@@ -340,13 +378,13 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
     release_device_memory()
     try:
         decision = choose_batch(name, context)
-        is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
         configured = getattr(cfg.workloads, name).batch_size
         if decision is not None and decision.batch_size is None:
             return ModelRun(ModelResult(status="oom", error=decision.message, batch_search=decision.record()), None)
         if decision is None:
             batch = TimedBatch(batch_size=configured, gradient_accumulation_steps=1, policy=None)
         else:
+            is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
             batch = timed_batch(configured, decision, is_hyperparameter=is_hyperparameter)
         # Only a batch the search set is stepped down: an RL batch below the fitted cap is the algorithm's own
         # choice, and changing it would time a different algorithm.
@@ -363,33 +401,11 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
                 smaller = step_down_size(
                     batch.batch_size, headroom.peak_reserved_mb, headroom.peak_limit_mb, cfg.batch.min_size
                 )
-            if headroom is None or smaller is None:
+            if smaller is None:
                 break
-            abandoned = _result(attempt, batch, decision, step_downs, [], context)
-            reason = (
-                f"stepped down from {batch.batch_size} to {smaller} because the measured peak reserved memory "
-                f"{headroom.peak_reserved_mb:,.0f} MB exceeded the headroom limit "
-                f"{headroom.peak_limit_mb:,.0f} MB"
-            )
-            console.notice(f"{name}: {reason}; measuring again")
-            throughput = abandoned.samples_per_second
-            step_downs = [
-                *step_downs,
-                BatchStepDown(
-                    batch_size=batch.batch_size,
-                    peak_reserved_mb=headroom.peak_reserved_mb,
-                    headroom_limit_mb=headroom.peak_limit_mb,
-                    mean_epoch_time_ms=abandoned.mean_epoch_time_ms,
-                    samples_per_second=None if throughput is None else throughput.mean,
-                ),
-            ]
-            batch = TimedBatch(
-                batch_size=smaller,
-                gradient_accumulation_steps=(
-                    1 if is_hyperparameter else gradient_accumulation_steps(smaller, cfg.batch.target_effective)
-                ),
-                policy=f"{batch.policy}; {reason}",
-            )
+            batch, abandoned = _step_down(name, attempt, batch, smaller, decision, step_downs, context)
+            step_downs = [*step_downs, abandoned]
+            # Should building the smaller workload fail, the result must not carry the larger one's facts.
             facts = None
             # The abandoned workload died with the previous measurement; return its cached blocks first, so the
             # new peak starts from a clean cache.

@@ -96,22 +96,6 @@ def _git_commit() -> str | None:
     return completed.stdout.strip() or None
 
 
-def _git_commit() -> str | None:
-    """The commit of the gpubench checkout this code runs from, or None outside a git checkout."""
-    try:
-        completed = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return completed.stdout.strip() or None
-
-
 @dataclass(frozen=True)
 class CompletedRun:
     """A job's report once every model has run, and per model the NVML memory samples of its measured run (for the
