@@ -3,8 +3,8 @@
 Goal (issue 5): the instrumentation costs at most 2% of an epoch's time. "Instrumented" is what the runner adds to
 a measured epoch: the NVML memory sampler running beside it (every ``memory.sample_interval_ms``, 10 ms by
 default; in a child process, ``memory.sampler=process``, the default), the memory profiler and the device monitor
-at the epoch's edges, and the stability checks (:class:`gpubench.measure.stability.StabilityMonitor`: ``observe`` on every
-step, one device read at the epoch's end).
+at the epoch's edges, and the stability checks (:class:`gpubench.measure.stability.StabilityMonitor`: ``observe``
+on every step, one device read at the epoch's end).
 
 The loop is a small MLP's Adam step (forward, MSE loss, backward, fused gradient norm, optimizer step) on a fixed
 batch, so only the instrumentation differs between the two variants. The overhead is measured two ways:
@@ -50,7 +50,8 @@ import torch
 from torch import nn
 
 from gpubench.hardware.config import HardwareConfig
-from gpubench.hardware.device import DeviceMonitor, open_nvml_device
+from gpubench.hardware.identity import open_nvml_device
+from gpubench.hardware.monitor import DeviceMonitor
 from gpubench.hardware.nvml import PROCESS_MEMORY_EVERY_N_READINGS, NvmlDevice
 from gpubench.measure.config import MemoryConfig, StabilityConfig
 from gpubench.measure.memory import MemoryProfiler
@@ -112,8 +113,8 @@ class Instrumentation:
 
     def end_epoch(self) -> None:
         health = self.stability.end_epoch()  # the epoch's one device-to-host read of the checks
-        self.monitor.end_epoch()
-        self.profiler.end_epoch()
+        self.monitor.end_epoch("measured", 1)
+        self.profiler.end_epoch("measured", 1)
         if health.diverged:
             raise RuntimeError(f"non-finite loss or gradient norm in the benchmark loop: {health}")
 
@@ -172,8 +173,8 @@ def edge_seconds(instrumentation: Instrumentation, epochs: int, device: torch.de
         "memory profiler start_epoch": instrumentation.profiler.start_epoch,
         "device monitor start_epoch": instrumentation.monitor.start_epoch,
         "stability end_epoch": instrumentation.stability.end_epoch,
-        "device monitor end_epoch": instrumentation.monitor.end_epoch,
-        "memory profiler end_epoch": instrumentation.profiler.end_epoch,
+        "device monitor end_epoch": lambda: instrumentation.monitor.end_epoch("measured", 1),
+        "memory profiler end_epoch": lambda: instrumentation.profiler.end_epoch("measured", 1),
     }
     samples_s: dict[str, list[float]] = {name: [] for name in pieces}
     for _ in range(epochs):

@@ -15,7 +15,8 @@ from torch.profiler import ProfilerActivity, profile
 from gpubench.config import BenchmarkConfig
 from gpubench.data.config import DataConfig
 from gpubench.data.loader import load_features
-from gpubench.workload import ExecutionContext, workload_class
+from gpubench.models import workload_class
+from gpubench.workload import ExecutionContext
 
 
 def main() -> None:

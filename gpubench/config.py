@@ -59,6 +59,9 @@ WorkloadsConfig = make_dataclass(
     "WorkloadsConfig",
     [(spec.name, spec.config, field(default_factory=spec.config)) for spec in MODELS],
 )
+# A generated class names its module ``types`` (Python < 3.12): name this one, so that pickling (a sweep's job sent to
+# a joblib worker) finds the same class again rather than a second one that fails the schema's type check.
+WorkloadsConfig.__module__ = __name__
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
@@ -260,6 +260,17 @@ class MemoryProfile(Record):
     definitions: dict[str, str] = field(default_factory=lambda: dict(PEAK_DEFINITIONS))
     headroom_exceeded: bool | None = None
     headroom_limit_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """The NVML sampler's readings over one model's measured run, for the VRAM plot (not stored in the report):
+    sample times in seconds on ``time.perf_counter``'s scale, device-used and process memory in MB (NaN where not
+    read). Sequences of equal length; the sampler hands numpy arrays."""
+
+    times_s: Sequence[float]
+    device_used_mb: Sequence[float]
+    process_used_mb: Sequence[float]
 
 
 # --------------------------------------------------------------------------------------------------- stability

@@ -15,7 +15,6 @@ tiny): :class:`CudaGraphStep` captures a whole step in one CUDA graph (``executi
 """
 
 import contextlib
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,15 +23,6 @@ from typing import TypeVar
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-
-#: Where each workload class lives; imported only when that model runs.
-WORKLOAD_CLASSES: dict[str, str] = {
-    "mlp": "gpubench.models.mlp.workload:MLPWorkload",
-    "dqn": "gpubench.models.dqn.workload:DQNWorkload",
-    "ppo": "gpubench.models.ppo.workload:PPOWorkload",
-    "mamba2": "gpubench.models.mamba2.workload:Mamba2Workload",
-    "tft": "gpubench.models.tft.workload:TFTWorkload",
-}
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -255,9 +245,3 @@ class Workload(ABC):
     def describe(self) -> dict[str, object]:
         """Workload-specific facts for the report (shapes, derived sizes). Override to add more."""
         return {"parameters": self.parameter_count(), "sample_unit": self.sample_unit}
-
-
-def workload_class(name: str) -> type[Workload]:
-    """Import and return the workload class registered under ``name``."""
-    module_name, class_name = WORKLOAD_CLASSES[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)

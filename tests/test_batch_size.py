@@ -11,7 +11,6 @@ from gpubench.measure.batch_search import (
     KNEE_FRACTION,
     SEARCH_STEPS,
     VERIFY_STEPS,
-    BatchTrial,
     TrialResult,
     check_headroom,
     choose_batch_size,
@@ -20,8 +19,10 @@ from gpubench.measure.batch_search import (
     is_oom,
     knee_batch_size,
     step_down_size,
+    timed_batch,
 )
 from gpubench.measure.config import BatchConfig
+from gpubench.results import BatchSearchResult, BatchTrial
 
 OOM_MESSAGE = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 4.00 GiB"
 _FULL_COLLECT = gc.collect
@@ -315,7 +316,7 @@ def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_s
     assert steps_by_phase == {"search": {SEARCH_STEPS}, "verify": {VERIFY_STEPS}}
     assert {t.steps for t in decision.search.trials} == {SEARCH_STEPS}
     assert [t.steps for t in decision.verification] == [VERIFY_STEPS] * 3
-    report = decision.to_dict()
+    report = decision.record().to_dict()
     assert (report["search_steps"], report["verify_steps"]) == (SEARCH_STEPS, VERIFY_STEPS)
     assert "verified 3x over 20 steps" in decision.message
 
@@ -367,9 +368,8 @@ def test_trial_step_counts_are_checked() -> None:
 def test_headroom_check_flags_a_measured_peak_above_the_limit() -> None:
     check = check_headroom(4086.0, 4096.0, 0.9)
     assert check is not None
-    assert check.exceeded
+    assert check.exceeded is True
     assert check.peak_limit_mb == pytest.approx(3686.4)
-    assert check.to_dict() == {"headroom_exceeded": True, "headroom_limit_mb": pytest.approx(3686.4)}
     assert check.warning == (
         "peak reserved memory during the measured epochs was 4,086 MB, above the headroom limit 3,686 MB "
         "(`batch.headroom` 0.9 × 4,096 MB usable): at this batch size the model may run out of memory on the "
@@ -379,7 +379,7 @@ def test_headroom_check_flags_a_measured_peak_above_the_limit() -> None:
     assert within is not None
     assert not within.exceeded
     assert within.warning is None
-    assert within.to_dict()["headroom_exceeded"] is False
+    assert within.exceeded is False
     assert check_headroom(None, 4096.0, 0.9) is None
     assert check_headroom(3000.0, None, 0.9) is None
 
@@ -515,7 +515,9 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
     # 90% of 4000 is 3600: 256 reaches 2560, the next sampled size 512 reaches 4000.
     assert decision.knee_size == 512
     assert decision.batch_size == 1000
-    report = decision.to_dict()
+    record = decision.record()
+    assert BatchSearchResult.from_dict(record.to_dict()) == record
+    report = record.to_dict()
     assert report["knee_size"] == 512
     assert report["batch_size"] == 1000
     assert report["throughput_curve"][0] == {"size": 64, "samples_per_s": 640.0}
@@ -540,3 +542,33 @@ def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
         TypeError, match=r"try_batch\(64, 3\) returned \(120.0, 5000.0\): expected the peak reserved MB"
     ):
         find_max_batch_size(lambda size, steps: (120.0, 5000.0), 32, 64)
+
+
+# --------------------------------------------------------------------------------------------------- the timed batch
+
+
+def decision_with_limit(limit: int):
+    """A real search over an oracle that fits every size up to ``limit``."""
+
+    def try_batch(size: int, steps: int) -> float:
+        if size > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
+        return float(size)
+
+    return choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096, target_effective=512), None)
+
+
+def test_supervised_models_train_at_the_largest_fitting_batch_with_accumulation():
+    decision = decision_with_limit(96)
+    assert decision.batch_size == 96
+    timed = timed_batch(64, decision, is_hyperparameter=False)
+    assert (timed.batch_size, timed.gradient_accumulation_steps) == (96, 6)  # ceil(512 / 96)
+    assert timed.policy is not None and "largest batch that fits" in timed.policy
+
+
+def test_rl_keeps_its_configured_batch_unless_it_does_not_fit():
+    kept = timed_batch(256, decision_with_limit(4096), is_hyperparameter=True)
+    assert (kept.batch_size, kept.gradient_accumulation_steps) == (256, 1)
+    capped = timed_batch(256, decision_with_limit(200), is_hyperparameter=True)
+    assert (capped.batch_size, capped.gradient_accumulation_steps) == (200, 1)
+    assert capped.policy is not None and "configured batch size 256" in capped.policy

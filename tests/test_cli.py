@@ -10,6 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from gpubench.results import RunReport
+
+#: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
+MAIN_CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
+
 #: Small and fast: a few days of two symbols, short epochs, no burn-in.
 FAST = [
     "hardware=cpu",
@@ -80,6 +85,26 @@ def test_mlp_run_writes_a_report_that_agrees_with_scipy_and_an_mlflow_run(tmp_pa
     assert run.data.metrics["mlp/mean_epoch_time_ms"] == pytest.approx(times.mean())
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"report.json", "config_resolved.yaml"} <= artifacts
+
+
+def key_paths(value: object, path: str = "") -> set[str]:
+    """Every key of a JSON value, as a dotted path (list items share their list's path)."""
+    if isinstance(value, dict):
+        return {f"{path}.{key}" for key in value} | {
+            nested for key, item in value.items() for nested in key_paths(item, f"{path}.{key}")
+        }
+    if isinstance(value, list):
+        return {nested for item in value for nested in key_paths(item, f"{path}[]")}
+    return set()
+
+
+def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp_path, cache_dir):
+    completed = gpubench(tmp_path, cache_dir, "experiment=quick", "hardware=cpu", "tracking.enabled=false")
+    assert completed.returncode == 0, completed.stderr
+    written = only_report(tmp_path / "outputs")
+    report = RunReport.from_dict(written)
+    assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
+    assert key_paths(written) == key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
 
 
 def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_dir):

@@ -203,7 +203,7 @@ def test_synthetic_source_generates_reads_and_then_hits_the_cache(tmp_path: Path
     assert first.source == "synthetic"
     assert first.files == 2
     assert first.bars == table.num_rows
-    assert first.symbols == tuple(SYMBOLS)
+    assert first.symbols == list(SYMBOLS)
     assert first.first_timestamp == "2024-01-02T14:30:00Z"
     assert first.last_timestamp == "2024-01-03T20:59:00Z"
     assert first.content_hash == second.content_hash
@@ -232,7 +232,7 @@ def test_parquet_source_reads_directly(tmp_path: Path) -> None:
     table, provenance = load_bars(config)
     assert table.num_rows == 50
     assert (provenance.source, provenance.files, provenance.bars, provenance.cache_hit) == ("parquet", 1, 50, False)
-    assert provenance.symbols == ("AAA",)
+    assert provenance.symbols == ["AAA"]
     assert not (tmp_path / "cache").exists()
 
 

@@ -1,5 +1,6 @@
 """Hardware manager on the CPU: device choice, NVML through a fake, index mapping, burn-in and thermal watch."""
 
+import dataclasses
 import json
 import os
 import re
@@ -13,28 +14,19 @@ import torch
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, three_gpus
 
 from gpubench.errors import ConfigError
-from gpubench.hardware import device as hardware
+from gpubench.hardware import identity as identity_module
 from gpubench.hardware import nvml as nvml_module
+from gpubench.hardware import probe as probe_module
+from gpubench.hardware import vram as vram_module
+from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.config import HardwareConfig
-from gpubench.hardware.device import (
-    CPU_NOTICE,
-    CudaIdentity,
-    DeviceMonitor,
-    VramBudget,
-    allocator_fraction,
-    apply_vram_limit,
-    burn_in,
-    device_sampler,
-    non_allocator_overhead_mb,
-    nvml_index_for,
-    open_nvml_device,
-    parse_pci_bus_id,
-    probe,
-    resolve_device,
-    temperature_status,
-    throttle_verdict,
-)
+from gpubench.hardware.identity import CudaIdentity, device_sampler, nvml_index_for, open_nvml_device, parse_pci_bus_id
+from gpubench.hardware.monitor import DeviceMonitor, energy_summary, temperature_status, throttle_verdict
 from gpubench.hardware.nvml import DeviceSample, Nvml, decode_throttle_reasons
+from gpubench.hardware.probe import probe
+from gpubench.hardware.selection import CPU_NOTICE, resolve_device
+from gpubench.hardware.vram import VramBudget, allocator_fraction, apply_vram_limit, non_allocator_overhead_mb
+from gpubench.results import DeviceEpoch, EnergySummary
 
 GIB = 1024**3
 
@@ -131,7 +123,7 @@ def fake_cuda_allocator(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     fractions: list[float] = []
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: _FakeCudaProperties())
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, device: fractions.append(f))
-    monkeypatch.setattr(hardware, "_measure_non_allocator_overhead", lambda device: (750.0, "nvml_process"))
+    monkeypatch.setattr(vram_module, "_measure_non_allocator_overhead", lambda device: (750.0, "nvml_process"))
     return fractions
 
 
@@ -141,7 +133,10 @@ def test_vram_limit_caps_the_allocator_at_the_limit_less_the_overhead(fake_cuda_
         vram_limit_mb=4096.0, non_allocator_overhead_mb=750.0, usable_vram_mb=3346.0, overhead_source="nvml_process"
     )
     assert fake_cuda_allocator == [3346.0 / 16384.0]
-    assert budget.to_dict() == {
+    # The probe carries the budget into the report's hardware object.
+    hardware = probe(torch.device("cuda", 0), budget, nvml=Nvml(FakeNvml([FakeGpu()])), identity=identity())
+    written = hardware.to_dict()
+    assert {field.name: written[field.name] for field in dataclasses.fields(VramBudget)} == {
         "vram_limit_mb": 4096.0,
         "non_allocator_overhead_mb": 750.0,
         "usable_vram_mb": 3346.0,
@@ -165,7 +160,9 @@ def test_vram_limit_larger_than_the_card_raises_before_capping(fake_cuda_allocat
 # --------------------------------------------------------------------------------------------------- NVML names
 
 
-@pytest.mark.parametrize("module", [hardware, nvml_module], ids=["hardware.py", "nvml.py"])
+@pytest.mark.parametrize(
+    "module", [identity_module, probe_module, nvml_module], ids=["identity.py", "probe.py", "nvml.py"]
+)
 def test_fake_and_module_use_real_pynvml_names(module: ModuleType) -> None:
     """A misspelt NVML function would silently read None in production; check every name against nvidia-ml-py."""
     source = Path(module.__file__).read_text(encoding="utf-8")
@@ -283,10 +280,11 @@ def test_probe_reads_every_field_from_nvml(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_probe_reports_warmup_stats_under_the_report_keys() -> None:
     nvml = Nvml(FakeNvml([FakeGpu()]))
-    info = probe(torch.device("cuda", 0), nvml=nvml, identity=identity(pci_location=(0, 0x19, 0)))
-    info.warmup_stats = burn_in(
+    probed = probe(torch.device("cuda", 0), nvml=nvml, identity=identity(pci_location=(0, 0x19, 0)))
+    warmup_stats = burn_in(
         torch.device("cpu"), matrix_size=8, min_seconds=0.0, clock=scripted_clock([20] * 5), sampler=DeviceSample
     )
+    info = dataclasses.replace(probed, warmup_stats=warmup_stats)
     warmup = info.to_dict()["warmup_stats"]
     assert warmup["epochs"] == 5
     assert warmup["mean_time_ms"] == pytest.approx(20.0)
@@ -353,8 +351,25 @@ def test_probe_on_cpu_describes_the_processor_and_marks_gpu_fields() -> None:
     assert info.ram_mb is not None and info.ram_mb > 0
     assert not info.nvml_available
     report = info.to_dict()
-    assert report["not_measured"] == list(hardware._DEVICE_FIELDS)
-    assert all(report[name] is None for name in hardware._DEVICE_FIELDS)
+    device_fields = [
+        "total_vram_mb",
+        "cuda_version",
+        "cuda_driver_version",
+        "driver_version",
+        "compute_capability",
+        "uuid",
+        "nvml_index",
+        "power_limit_w",
+        "sm_clock_mhz",
+        "max_sm_clock_mhz",
+        "temperature_c",
+        "throttle_reasons",
+        "warmup_stats",
+    ]
+    assert report["not_measured"] == device_fields
+    assert all(report[name] is None for name in device_fields)
+    # Nor is there a VRAM budget on the CPU: its fields are written, as None.
+    assert all(report[field.name] is None for field in dataclasses.fields(VramBudget))
     json.dumps(report)
 
 
@@ -501,7 +516,8 @@ def test_monitor_measures_epoch_energy_and_mean_power() -> None:
     monitor.start_epoch()
     gpu.energy_mj += 123_456
     gpu.power_mw, gpu.temperature_c = 350_000, 72
-    stats = monitor.end_epoch()
+    stats = monitor.end_epoch("measured", 1)
+    assert (stats.phase, stats.epoch) == ("measured", 1)
     assert stats.energy_j == pytest.approx(123.456)
     assert stats.mean_power_w == pytest.approx(123.456 / 2.0)
     assert stats.power_w == 350.0
@@ -528,7 +544,7 @@ def test_monitor_reads_only_the_energy_counter_at_the_epoch_start() -> None:
     monitor.start_epoch()
     assert fake.calls == ["nvmlDeviceGetTotalEnergyConsumption"]
     gpu.energy_mj += 50_000
-    stats = monitor.end_epoch()
+    stats = monitor.end_epoch("measured", 1)
     assert stats.energy_j == pytest.approx(50.0) and stats.mean_power_w == pytest.approx(25.0)
     assert stats.temperature_c == 35.0 and stats.sm_clock_mhz == 1980.0
 
@@ -536,7 +552,7 @@ def test_monitor_reads_only_the_energy_counter_at_the_epoch_start() -> None:
 def test_monitor_without_energy_counter_reports_none() -> None:
     monitor = fake_gpu_monitor(FakeGpu(), [0.0, 1.0], unsupported={"nvmlDeviceGetTotalEnergyConsumption"})
     monitor.start_epoch()
-    stats = monitor.end_epoch()
+    stats = monitor.end_epoch("measured", 1)
     assert stats.energy_j is None and stats.mean_power_w is None
 
 
@@ -545,28 +561,57 @@ def test_monitor_flags_a_slow_clock_and_a_thermal_reason() -> None:
     monitor = fake_gpu_monitor(gpu, [0.0, 1.0, 1.0, 2.0, 2.0, 3.0])
     monitor.start_epoch()
     gpu.sm_clock_mhz = 1400
-    slow = monitor.end_epoch()
+    slow = monitor.end_epoch("warmup", 1)
     monitor.start_epoch()
     gpu.sm_clock_mhz, gpu.throttle_mask = 1980, 0x40
-    hot = monitor.end_epoch()
+    hot = monitor.end_epoch("measured", 1)
     monitor.start_epoch()
     gpu.throttle_mask = 0x1
-    idle = monitor.end_epoch()
+    idle = monitor.end_epoch("measured", 2)
     assert slow.throttled and slow.throttle_cause is not None and slow.throttle_cause.startswith("SM clock 1400")
     assert hot.throttled and hot.throttle_reasons == ["hw_thermal_slowdown"]
     assert idle.throttled is False and idle.throttle_reasons == ["gpu_idle"]
+    assert monitor.epochs == [slow, hot, idle]
 
 
 def test_monitor_needs_start_before_end() -> None:
     monitor = fake_gpu_monitor(FakeGpu(), [0.0, 1.0])
     with pytest.raises(RuntimeError, match="without start_epoch"):
-        monitor.end_epoch()
+        monitor.end_epoch("measured", 1)
 
 
 def test_monitor_on_cpu_measures_nothing() -> None:
     monitor = DeviceMonitor(CPU, HardwareConfig())
     monitor.start_epoch()
-    stats = monitor.end_epoch()
+    stats = monitor.end_epoch("warmup", 1)
     assert stats.temperature_status == "not measured"
     assert stats.throttled is None
-    assert all(value is None for key, value in stats.to_dict().items() if key != "temperature_status"), stats.to_dict()
+    measured = {key: value for key, value in stats.to_dict().items() if key not in ("phase", "epoch")}
+    assert all(value is None for key, value in measured.items() if key != "temperature_status"), measured
+    assert monitor.stop_reason() is None
+    assert energy_summary(monitor.epochs, samples_per_epoch=100.0) is None
+
+
+def test_monitor_asks_to_stop_once_the_card_passes_its_stop_temperature() -> None:
+    gpu = FakeGpu(temperature_c=85)
+    monitor = fake_gpu_monitor(gpu, [0.0, 1.0, 1.0, 2.0])
+    monitor.start_epoch()
+    monitor.end_epoch("measured", 1)
+    assert monitor.stop_reason() is None  # hot (>= 80 °C), not yet stop
+    gpu.temperature_c = 90
+    monitor.start_epoch()
+    assert monitor.end_epoch("measured", 2).temperature_status == "stop"
+    assert monitor.stop_reason() == "thermal_stop"
+
+
+def device_epoch(phase: str, energy_j: float | None) -> DeviceEpoch:
+    return DeviceEpoch(phase, 1, None, "not measured", None, None, None, None, energy_j, None, None)
+
+
+def test_energy_summary_averages_the_measured_epochs_only() -> None:
+    epochs = [device_epoch("warmup", 500.0), device_epoch("measured", 90.0), device_epoch("measured", 110.0)]
+    assert energy_summary(epochs, samples_per_epoch=400.0) == EnergySummary(
+        joules_per_epoch=100.0, joules_per_sample=0.25, epochs=2
+    )
+    assert energy_summary([*epochs, device_epoch("measured", None)], 400.0) == energy_summary(epochs, 400.0)
+    assert energy_summary(epochs, samples_per_epoch=0.0) == EnergySummary(100.0, None, 2)

@@ -92,28 +92,26 @@ def test_adaptive_stops_when_precision_is_reached_and_never_before_the_minimum()
 
 
 class HotCard:
-    """An observer whose card passes its stop temperature at the third measured epoch."""
-
-    name = "device"
+    """An observer whose card passes its stop temperature at the third epoch it sees (the second measured one
+    after one warmup epoch); it keeps (phase, epoch, temperature) per epoch, as the loop labelled it."""
 
     def __init__(self) -> None:
-        self.epochs = 0
+        self.records: list[tuple[str, int, float]] = []
 
     def start_epoch(self) -> None:
         pass
 
-    def end_epoch(self) -> dict:
-        self.epochs += 1
-        return {"temperature_c": 70.0 + 10 * self.epochs}
+    def end_epoch(self, phase: str, epoch: int) -> None:
+        self.records.append((phase, epoch, 70.0 + 10 * (len(self.records) + 1)))
 
     def stop_reason(self) -> str | None:
-        return "thermal_stop" if self.epochs >= 3 else None
+        return "thermal_stop" if len(self.records) >= 3 else None
 
 
 def test_an_observer_can_stop_the_model_and_its_records_are_kept():
-    result = measure(FakeClockWorkload(lambda i: 0.01), epochs=10, warmup=1, steps="10", observers=[HotCard()])
+    card = HotCard()
+    result = measure(FakeClockWorkload(lambda i: 0.01), epochs=10, warmup=1, steps="10", observers=[card])
     assert result.stop_reason == "thermal_stop"
     assert len(result.epoch_times_ms) == 2  # warmup is epoch 1 of the observer, measured epochs 2 and 3
-    records = result.observations["device"]
-    assert [r["phase"] for r in records] == ["warmup", "measured", "measured"]
-    assert [r["temperature_c"] for r in records] == [80.0, 90.0, 100.0]
+    assert [(phase, epoch) for phase, epoch, _ in card.records] == [("warmup", 1), ("measured", 1), ("measured", 2)]
+    assert [temperature for _, _, temperature in card.records] == [80.0, 90.0, 100.0]

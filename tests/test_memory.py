@@ -23,13 +23,12 @@ import gpubench
 from gpubench.config import register_configs
 from gpubench.errors import ConfigError
 from gpubench.hardware import memory_sampler_process
-from gpubench.hardware.device import CudaIdentity, memory_reader
+from gpubench.hardware.identity import CudaIdentity, memory_reader
 from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s, sample
-from gpubench.hardware.nvml import BYTES_PER_MB, PROCESS_MEMORY_EVERY_N_READINGS, MemoryReading, Nvml, NvmlDevice
+from gpubench.hardware.nvml import PROCESS_MEMORY_EVERY_N_READINGS, MemoryReading, Nvml, NvmlDevice
 from gpubench.measure import memory as memory_module
 from gpubench.measure.config import MemoryConfig
 from gpubench.measure.memory import (
-    PEAK_DEFINITIONS,
     AllocatorSnapshot,
     MemoryProfiler,
     MemorySampler,
@@ -37,7 +36,9 @@ from gpubench.measure.memory import (
     TorchCudaAllocator,
     leak_estimate,
 )
+from gpubench.results import PEAK_DEFINITIONS
 from gpubench.runner import typed_config
+from gpubench.units import BYTES_PER_MB
 
 MB = BYTES_PER_MB
 
@@ -675,10 +676,13 @@ def test_profiler_records_each_epoch_and_flags_a_leak() -> None:
             if epoch == 3:
                 allocator.retries += 2
                 allocator.inactive_split_peak = 64 * MB
-            profiler.end_epoch()
+            profiler.end_epoch("warmup" if epoch == 0 else "measured", max(epoch, 1))
     profile = profiler.result()
 
     assert profile.measured and allocator.resets == 5
+    assert [(epoch.phase, epoch.epoch) for epoch in profiler.epochs] == [("warmup", 1)] + [
+        ("measured", n) for n in range(1, 5)
+    ]
     assert profile.allocated_mb_per_epoch == [508.0, 516.0, 524.0, 532.0, 540.0]
     # Each epoch's peak is its own (the reset forgets the previous epoch's): 500 + 8 e + 300 + 100 e.
     assert profile.peak_allocated_mb_per_epoch == [800.0, 908.0, 1016.0, 1124.0, 1232.0]
@@ -705,10 +709,10 @@ def test_profiler_takes_nvml_peaks_per_epoch_from_the_sampler() -> None:
         wait_for_samples(profiler.sampler, 3)
         read.reading = MemoryReading(1000.0, 900.0)
         time.sleep(0.005)  # let a sample in flight land inside the first epoch
-        first = profiler.end_epoch()
+        first = profiler.end_epoch("measured", 1)
         profiler.start_epoch()
         wait_for_samples(profiler.sampler, 3)
-        second = profiler.end_epoch()
+        second = profiler.end_epoch("measured", 2)
     profile = profiler.result()
 
     assert first is not None and second is not None
@@ -724,18 +728,20 @@ def test_profiler_takes_nvml_peaks_per_epoch_from_the_sampler() -> None:
 def test_profiler_on_cpu_measures_nothing() -> None:
     with MemoryProfiler(torch.device("cpu")) as profiler:
         profiler.start_epoch()
-        assert profiler.end_epoch() is None
+        assert profiler.end_epoch("measured", 1) is None
     profile = profiler.result()
     assert not profile.measured
     for name in ("peak_allocated_mb", "peak_reserved_mb", "peak_nvml_device_used_mb", "peak_nvml_process_mb", "leak"):
         assert getattr(profile, name) is None, name
     assert profile.to_dict()["notes"] == ["GPU memory not measured on the CPU"]
+    # Nothing was sampled, and memory never stops a model.
+    assert profiler.timeline() is None and profiler.stop_reason() is None
 
 
 def test_profiler_needs_start_before_end() -> None:
     profiler = MemoryProfiler(torch.device("cpu"), allocator=FakeAllocator())
     with pytest.raises(RuntimeError, match="without start_epoch"):
-        profiler.end_epoch()
+        profiler.end_epoch("measured", 1)
 
 
 def fake_nvml_device(nvml_index: int) -> NvmlDevice:
@@ -781,8 +787,9 @@ def test_profiler_takes_per_epoch_peaks_from_the_process_sampler(sampler_files: 
             profiler.start_epoch()
             marks.append(len(profiler.sampler))
             wait_for_samples(profiler.sampler, 4)
-            profiler.end_epoch()
-    timeline = profiler.sampler.timeline()
+            profiler.end_epoch("measured", len(marks))
+    timeline = profiler.timeline()
+    assert timeline is not None
     # Each epoch's peaks are the samples from its start on, as far as the sampler had read at its end.
     for epoch, mark in zip(profiler.epochs, marks, strict=True):
         assert epoch.peak_nvml_device_used_mb is not None and epoch.peak_nvml_process_mb == 5.0

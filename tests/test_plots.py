@@ -26,6 +26,7 @@ from gpubench.results import (
     BatchSearchResult,
     CardProjection,
     HardwareReport,
+    MemoryTimeline,
     ModelResult,
     Recommendation,
     RunInfo,
@@ -44,7 +45,7 @@ PIXELS = (round(plots.FIGURE_SIZE_IN[1] * plots.DPI), round(plots.FIGURE_SIZE_IN
 
 def as_batch_search(decision: BatchDecision) -> BatchSearchResult:
     """The batch chooser's decision as the report's batch search record."""
-    return BatchSearchResult.from_dict(decision.to_dict())
+    return decision.record()
 
 
 def recommendation_for(report: RunReport) -> Recommendation:
@@ -98,13 +99,11 @@ def gpu_report() -> RunReport:
     return replace(report, hardware=hardware, models={"mlp": mlp})
 
 
-def vram_timeline() -> dict:
+def vram_timeline() -> MemoryTimeline:
     t_s = np.linspace(1000.0, 1004.0, 400)
-    return {
-        "t_s": list(t_s),
-        "device_used_mb": list(900 + 2500 * (t_s > 1000.5)),
-        "process_mb": [None] * 10 + list(500 + 2500 * (t_s[10:] > 1000.5)),
-    }
+    process_mb = 500.0 + 2500.0 * (t_s > 1000.5)
+    process_mb[:10] = math.nan
+    return MemoryTimeline(times_s=t_s, device_used_mb=900 + 2500 * (t_s > 1000.5), process_used_mb=process_mb)
 
 
 def projection_row(
@@ -297,7 +296,7 @@ def test_cost_plot_is_skipped_without_a_projected_time(tmp_path):
 def test_a_failed_model_gets_only_its_vram_timeline_and_an_unread_timeline_none(tmp_path):
     report = cpu_report()
     report = replace(report, models={**report.models, "tft": ModelResult(status="oom", error="CUDA out of memory")})
-    unread = {"t_s": [1.0, 2.0], "device_used_mb": [None, math.nan], "process_mb": [None, None]}
+    unread = MemoryTimeline(times_s=[1.0, 2.0], device_used_mb=[math.nan, math.nan], process_used_mb=[math.nan] * 2)
     written = plots.save_report_plots(report, tmp_path, {"mlp": unread, "tft": vram_timeline()})
     # No epochs, no losses for the model that ran out of memory, but its memory climb is what explains it.
     assert [p.name for p in written] == ["mlp_epoch_times.png", "mlp_loss.png", "tft_vram.png"]

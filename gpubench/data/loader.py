@@ -7,7 +7,6 @@ user's download, so every default run exercises the DBN reader and the Parquet c
 other sources use every symbol and bar in their files.
 """
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,34 +22,7 @@ from gpubench.data.features import build_features
 from gpubench.data.synthetic import generate_synthetic_dbn
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import DataError
-
-
-@dataclasses.dataclass(frozen=True)
-class DataProvenance:
-    """What a run's bars are and where they came from, for the report.
-
-    ``path`` is the folder or glob read (for synthetic data, the generated folder); ``files`` how many files it
-    held; ``first_timestamp``/``last_timestamp`` the first and last bar start as ISO 8601 UTC; ``cache_hit``
-    whether the bars came from the Parquet cache; ``load_seconds`` the wall time of the whole load (generation
-    included); ``content_hash`` the hash of the source files' bytes that keys the cache.
-    """
-
-    source: str
-    path: str
-    files: int
-    bars: int
-    symbols: tuple[str, ...]
-    first_timestamp: str
-    last_timestamp: str
-    cache_hit: bool
-    load_seconds: float
-    content_hash: str
-
-    def to_dict(self) -> dict[str, object]:
-        """The fields as a JSON-ready dict (``symbols`` as a list)."""
-        fields = dataclasses.asdict(self)
-        fields["symbols"] = list(self.symbols)
-        return fields
+from gpubench.results import DataProvenance
 
 
 def _required_path(data_cfg: DataConfig) -> str:
@@ -96,7 +68,7 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         path=location,
         files=len(files),
         bars=table.num_rows,
-        symbols=tuple(pc.unique(table.column("symbol")).to_pylist()),
+        symbols=pc.unique(table.column("symbol")).to_pylist(),
         first_timestamp=first,
         last_timestamp=last,
         cache_hit=cache_hit,

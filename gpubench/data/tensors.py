@@ -81,11 +81,6 @@ class FeatureTensors:
         rows = starts.unsqueeze(1) + torch.arange(length, device=starts.device)
         return self.values[rows]
 
-    def gather_column(self, source: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tensor:
-        """Rows ``source[s : s + length]`` of a per-bar tensor (e.g. ``log_return``): ``(len(starts), length, ...)``."""
-        rows = starts.unsqueeze(1) + torch.arange(length, device=starts.device)
-        return source[rows]
-
     def sample_starts(self, valid_starts: torch.Tensor, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """``batch_size`` start rows drawn uniformly with replacement from ``valid_starts``, on the device."""
         picks = torch.randint(0, valid_starts.numel(), (batch_size,), device=valid_starts.device, generator=generator)

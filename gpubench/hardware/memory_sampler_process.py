@@ -5,10 +5,11 @@
     python -m gpubench.hardware.memory_sampler_process --nvml-index I --pid P --interval-ms X --output PATH
 
 Every ``X`` ms it reads NVML device ``I``'s used memory and, on one reading in
-:data:`gpubench.hardware.nvml.PROCESS_MEMORY_EVERY_N_READINGS`, process ``P``'s memory, and appends one :data:`RECORD` to
-``PATH``: ``time.perf_counter()`` in seconds, device-used MB, process MB (NaN where not read). It stops on SIGTERM
-(after finishing the record in hand; exit 0) or when its parent dies (an orphan also removes ``PATH``, which no
-one will read). When NVML cannot be opened, or a read raises, it writes one line to stderr and exits 1.
+:data:`gpubench.hardware.nvml.PROCESS_MEMORY_EVERY_N_READINGS`, process ``P``'s memory, and appends one
+:data:`RECORD` to ``PATH``: ``time.perf_counter()`` in seconds, device-used MB, process MB (NaN where not read). It
+stops on SIGTERM (after finishing the record in hand; exit 0) or when its parent dies (an orphan also removes
+``PATH``, which no one will read). When NVML cannot be opened, or a read raises, it writes one line to stderr and
+exits 1.
 
 Why a process: a sampler thread inside the training process cost a launch-bound training loop 1.2% of its time
 on the H200, about eight times its own 16 µs per 10 ms of host work. Most of the cost was the GIL changing hands:

@@ -1,6 +1,6 @@
 """NVML without torch: the library session, one GPU's queries, and its memory readings.
 
-Both the benchmark process (through :mod:`gpubench.hardware.device`, which maps torch's devices onto NVML's) and the
+Both the benchmark process (through :mod:`gpubench.hardware.identity`, which maps torch's devices onto NVML's) and the
 memory sampler's child process (:mod:`gpubench.hardware.memory_sampler_process`, which must start fast and share nothing
 with training) read the GPU through this module, so it imports neither torch nor anything that does. ``pynvml``
 (from nvidia-ml-py) is imported lazily, on first use, and initialised once per process: importing gpubench never
@@ -16,7 +16,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-BYTES_PER_MB = 1024**2
+from gpubench.units import BYTES_PER_MB
+
+#: NVML reports power in mW and energy in mJ.
+MILLI_PER_UNIT = 1000.0
 
 #: NVML clock-event ("throttle") reason bits, named after nvml.h's ``nvmlClocksEventReason*``. The bit values are
 #: part of NVML's ABI, so decoding does not need pynvml.
@@ -146,10 +149,6 @@ class NvmlDevice:
     def uuid(self) -> str | None:
         return self._query("nvmlDeviceGetUUID")
 
-    def total_memory_mb(self) -> float | None:
-        info = self._query("nvmlDeviceGetMemoryInfo")
-        return None if info is None else info.total / BYTES_PER_MB
-
     def temperature_c(self) -> float | None:
         sensor = self.nvml.constant("NVML_TEMPERATURE_GPU")
         value = self._query("nvmlDeviceGetTemperature", sensor)
@@ -165,14 +164,14 @@ class NvmlDevice:
 
     def power_w(self) -> float | None:
         milliwatts = self._query("nvmlDeviceGetPowerUsage")
-        return None if milliwatts is None else milliwatts / 1000.0
+        return None if milliwatts is None else milliwatts / MILLI_PER_UNIT
 
     def power_limit_w(self) -> float | None:
         # The enforced limit is the one in effect (the lower of the user's and the board's).
         milliwatts = self._query("nvmlDeviceGetEnforcedPowerLimit")
         if milliwatts is None:
             milliwatts = self._query("nvmlDeviceGetPowerManagementLimit")
-        return None if milliwatts is None else milliwatts / 1000.0
+        return None if milliwatts is None else milliwatts / MILLI_PER_UNIT
 
     def throttle_reasons(self) -> list[str] | None:
         # "Clocks event reasons" is the current name; drivers before R535 only know the "throttle" one.

@@ -20,12 +20,13 @@ steps show the working set, not the fragmented steady state the measured epochs 
 import gc
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 
 from gpubench.measure.config import BatchConfig
+from gpubench.results import BatchSearchResult, BatchTrial, ThroughputPoint
 
 #: Error-message fragments that mean a device allocation failed, for errors that are not a
 #: ``torch.OutOfMemoryError``. Each names memory exhaustion, not a bad kernel or a bad shape.
@@ -51,7 +52,6 @@ SEARCH_STEPS = 3
 #: allocator's cache settles, so the size the benchmark will train at is checked over a longer run.
 VERIFY_STEPS = 20
 
-TrialStatus = Literal["ok", "oom", "over_headroom"]
 TrialPhase = Literal["search", "verify"]
 
 
@@ -69,29 +69,6 @@ TryBatch = Callable[[int, int], "float | TrialResult"]
 
 
 @dataclass(frozen=True)
-class BatchTrial:
-    """One call of ``try_batch``: its size, outcome and measurements (None where the trial ran out of memory).
-
-    ``status`` is ``ok``; ``oom`` (the trial raised an out-of-memory error, whose first line is ``error``); or
-    ``over_headroom`` (it ran, but its peak reserved memory exceeded the headroom limit, so it counts as a
-    failure). ``phase`` says whether the search or the re-verification of the winner ran it, ``steps`` how many
-    training steps it ran.
-    """
-
-    size: int
-    status: TrialStatus
-    phase: TrialPhase
-    steps: int
-    peak_reserved_mb: float | None = None
-    samples_per_s: float | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-@dataclass
 class BatchSearch:
     """Result of :func:`find_max_batch_size`: the largest size that fit (None if ``min_size`` did not), and every
     trial in the order it ran."""
@@ -104,9 +81,10 @@ class BatchSearch:
     peak_limit_mb: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class BatchDecision:
-    """The batch size a model trains with, and the evidence for it.
+    """The batch size a model trains with, and the evidence for it (the search's working object; the report holds
+    its :meth:`record`).
 
     ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
     why). ``largest_fitting_size`` is the search's answer; ``batch_size`` is the largest size that also passed
@@ -133,30 +111,30 @@ class BatchDecision:
     search: BatchSearch
     verification: list[BatchTrial] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict for the report; ``trials`` lists search then verification trials."""
-        return {
-            "status": self.status,
-            "batch_size": self.batch_size,
-            "largest_fitting_size": self.largest_fitting_size,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "effective_batch_size": self.effective_batch_size,
-            "target_effective_batch_size": self.target_effective_batch_size,
-            "knee_size": self.knee_size,
-            "knee_fraction": KNEE_FRACTION,
-            "throughput_curve": [
-                {"size": size, "samples_per_s": samples_per_s} for size, samples_per_s in self.throughput_curve
+    def record(self) -> BatchSearchResult:
+        """The report's record of this decision; ``trials`` lists search then verification trials."""
+        return BatchSearchResult(
+            status=self.status,
+            batch_size=self.batch_size,
+            largest_fitting_size=self.largest_fitting_size,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            effective_batch_size=self.effective_batch_size,
+            target_effective_batch_size=self.target_effective_batch_size,
+            knee_size=self.knee_size,
+            knee_fraction=KNEE_FRACTION,
+            throughput_curve=[
+                ThroughputPoint(size=size, samples_per_s=samples_per_s) for size, samples_per_s in self.throughput_curve
             ],
-            "peak_reserved_mb": self.peak_reserved_mb,
-            "peak_limit_mb": self.peak_limit_mb,
-            "search_min_size": self.search.min_size,
-            "search_max_size": self.search.max_size,
-            "search_steps": self.search.steps,
-            "verify_repeats": self.verify_repeats,
-            "verify_steps": self.verify_steps,
-            "message": self.message,
-            "trials": [asdict(trial) for trial in (*self.search.trials, *self.verification)],
-        }
+            peak_reserved_mb=self.peak_reserved_mb,
+            peak_limit_mb=self.peak_limit_mb,
+            search_min_size=self.search.min_size,
+            search_max_size=self.search.max_size,
+            search_steps=self.search.steps,
+            verify_repeats=self.verify_repeats,
+            verify_steps=self.verify_steps,
+            message=self.message,
+            trials=[*self.search.trials, *self.verification],
+        )
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -449,6 +427,39 @@ def choose_batch_size(
 
 
 @dataclass(frozen=True)
+class TimedBatch:
+    """The batch a model is timed at: its size (samples), the gradient-accumulation steps per optimizer update, and
+    the policy that chose them (None for the configured batch without a search)."""
+
+    batch_size: int
+    gradient_accumulation_steps: int
+    policy: str | None
+
+
+def timed_batch(configured: int, decision: BatchDecision, *, is_hyperparameter: bool) -> TimedBatch:
+    """The batch a model is timed at after a successful search.
+
+    Supervised models train at the largest batch that fits, with gradient accumulation to the target effective
+    batch. Where the batch is part of the algorithm (RL), the configured size is kept, capped by what fits.
+    """
+    assert decision.batch_size is not None
+    if is_hyperparameter:
+        return TimedBatch(
+            batch_size=min(configured, decision.batch_size),
+            gradient_accumulation_steps=1,
+            policy=(
+                f"timed at the configured batch size {configured} capped by the largest that fits "
+                f"({decision.batch_size}): the batch is part of this algorithm"
+            ),
+        )
+    return TimedBatch(
+        batch_size=decision.batch_size,
+        gradient_accumulation_steps=decision.gradient_accumulation_steps or 1,
+        policy="timed at the largest batch that fits, with gradient accumulation",
+    )
+
+
+@dataclass(frozen=True)
 class HeadroomCheck:
     """The measured run's peak reserved device memory against the headroom limit (both MB).
 
@@ -476,10 +487,6 @@ class HeadroomCheck:
             f"limit {self.peak_limit_mb:,.0f} MB (`batch.headroom` {self.headroom} × {self.usable_vram_mb:,.0f} MB "
             "usable): at this batch size the model may run out of memory on the target card"
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """``headroom_exceeded`` and ``headroom_limit_mb``, the keys the report's ``memory`` section carries."""
-        return {"headroom_exceeded": self.exceeded, "headroom_limit_mb": self.peak_limit_mb}
 
 
 def step_down_size(current: int, peak_reserved_mb: float, peak_limit_mb: float, min_size: int) -> int | None:

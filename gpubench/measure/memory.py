@@ -14,7 +14,8 @@ Peak memory is reported three ways, because they count different things and user
 The NVML figures come from samples every ``interval_ms``, so a spike shorter than that can be missed; torch's
 peaks are exact. By default a child process takes the samples (:class:`ProcessMemorySampler`), so that sampling
 does not contend with training for the GIL; :class:`MemorySampler` takes them on a thread instead. MB are MiB
-(2**20 bytes).
+(2**20 bytes). :class:`MemoryProfiler` is an epoch observer of the measurement loop; it returns the report's
+:class:`~gpubench.results.MemoryProfile` and hands out the sampler's timeline for the VRAM plot.
 """
 
 import io
@@ -27,99 +28,53 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
-from scipy import stats
 
-from gpubench.hardware.device import memory_reader, open_nvml_device
+from gpubench.hardware.identity import memory_reader, open_nvml_device
 from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s
-from gpubench.hardware.nvml import BYTES_PER_MB, MemoryReading
+from gpubench.hardware.nvml import MemoryReading
 from gpubench.measure.config import MEMORY_SAMPLERS
-
-#: What each peak counts, carried into the report next to the figures.
-PEAK_DEFINITIONS: dict[str, str] = {
-    "peak_allocated_mb": "live tensors at the worst moment (torch max_memory_allocated)",
-    "peak_reserved_mb": "torch caching allocator's reservation at the worst moment (max_memory_reserved); "
-    "what must fit under a VRAM cap",
-    "peak_nvml_device_used_mb": "whole card as NVML sees it: all processes, CUDA context, library workspaces (sampled)",
-    "peak_nvml_process_mb": "this process per NVML: CUDA context + reserved + workspaces (sampled; None when NVML "
-    "cannot attribute memory to this process)",
-}
-
+from gpubench.results import LeakEstimate, MemoryProfile, MemoryTimeline
+from gpubench.stats.regression import fit_slope
+from gpubench.units import BYTES_PER_MB, MS_PER_S
 
 # --------------------------------------------------------------------------------------------------- leak slope
 
 
-@dataclass(frozen=True)
-class LeakEstimate:
-    """Growth of allocated memory across epochs: the OLS slope in MB/epoch with its Student-t interval.
-
-    ``flagged`` when the slope exceeds ``threshold_mb_per_epoch`` and the interval excludes zero.
-    """
-
-    slope_mb_per_epoch: float
-    interval_mb_per_epoch: tuple[float, float]
-    confidence_level: float
-    threshold_mb_per_epoch: float
-    epochs: int
-    flagged: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["interval_mb_per_epoch"] = list(self.interval_mb_per_epoch)
-        return data
-
-
 def leak_estimate(
-    allocated_mb_at_epoch_end: list[float] | np.ndarray,
+    allocated_mb_at_epoch_end: Sequence[float] | np.ndarray,
     confidence_level: float = 0.95,
     threshold_mb_per_epoch: float = 5.0,
 ) -> LeakEstimate:
     """Fit allocated MB at each epoch's end against the epoch number and decide whether memory leaks.
 
-    The interval is slope ± t(1 − α/2, n − 2) × standard error of the slope. Needs at least 3 epochs (an interval
-    needs one residual degree of freedom); raises ValueError otherwise.
+    The interval is slope ± t(1 − α/2, n − 2) × standard error of the slope (:mod:`gpubench.stats.regression`; a
+    flat series, what a clean training loop produces, has a zero-width interval at 0). Needs at least 3 epochs (an
+    interval needs one residual degree of freedom); raises ValueError otherwise.
     """
-    allocated_mb = np.asarray(allocated_mb_at_epoch_end, dtype=float)
-    n = allocated_mb.size
+    n = len(allocated_mb_at_epoch_end)
     if n < 3:
         raise ValueError(f"a leak slope needs at least 3 epochs, got {n}")
-    epoch = np.arange(n, dtype=float)
-    epoch_centred = epoch - epoch.mean()
-    sxx = float(epoch_centred @ epoch_centred)
-    slope = float(epoch_centred @ (allocated_mb - allocated_mb.mean()) / sxx)
-    residuals = allocated_mb - allocated_mb.mean() - slope * epoch_centred
-    # The textbook standard error, written out because scipy's linregress returns NaN for a perfectly flat series
-    # (its correlation is undefined), which is exactly what a clean training loop produces.
-    slope_stderr = float(np.sqrt(residuals @ residuals / (n - 2) / sxx))
-    half_width = float(stats.t.ppf(0.5 + confidence_level / 2.0, n - 2)) * slope_stderr
-    low, high = slope - half_width, slope + half_width
+    fit = fit_slope(allocated_mb_at_epoch_end)
+    low, high = fit.interval(confidence_level)
     excludes_zero = low > 0.0 or high < 0.0
     return LeakEstimate(
-        slope_mb_per_epoch=slope,
+        slope_mb_per_epoch=fit.slope,
         interval_mb_per_epoch=(low, high),
         confidence_level=confidence_level,
         threshold_mb_per_epoch=threshold_mb_per_epoch,
         epochs=n,
-        flagged=bool(slope > threshold_mb_per_epoch and excludes_zero),
+        flagged=bool(fit.slope > threshold_mb_per_epoch and excludes_zero),
     )
 
 
 # --------------------------------------------------------------------------------------------------- NVML sampler
-
-
-@dataclass(frozen=True)
-class MemoryTimeline:
-    """Samples of the background sampler: seconds on ``time.perf_counter``'s scale, MB (NaN where not read)."""
-
-    times_s: np.ndarray
-    device_used_mb: np.ndarray
-    process_used_mb: np.ndarray
 
 
 def _nan_max(values: array) -> float | None:
@@ -132,7 +87,7 @@ def _nan_max(values: array) -> float | None:
 class MemorySampler:
     """Reads GPU memory every ``interval_ms`` on a daemon thread, between :meth:`start` and :meth:`stop`.
 
-    ``read`` returns one :class:`MemoryReading` (by default :func:`gpubench.hardware.device.memory_reader` builds one
+    ``read`` returns one :class:`MemoryReading` (by default :func:`gpubench.hardware.identity.memory_reader` builds one
     over NVML; tests pass a fake). Use as a context manager. An error raised by ``read`` stops the thread and is
     re-raised by :meth:`stop`, so a broken sampler is not mistaken for an idle one. ``clock`` (seconds) and
     ``wait`` (wait up to that many seconds, True when asked to stop) replace ``time.perf_counter`` and the stop
@@ -197,7 +152,7 @@ class MemorySampler:
         # Everything this thread runs in Python holds the GIL and so delays a launch-bound training loop: per sample
         # it does a clock read, three appends of floats and one deadline sum, with everything bound to locals once.
         # The NVML queries inside ``read`` are ctypes foreign calls, which release the GIL while the driver answers.
-        read, clock, wait, interval_s, nan = self._read, self._clock, self._wait, self.interval_ms / 1e3, math.nan
+        read, clock, wait, interval_s, nan = self._read, self._clock, self._wait, self.interval_ms / MS_PER_S, math.nan
         append_time, append_device, append_process = (
             self._times_s.append,
             self._device_used_mb.append,
@@ -257,7 +212,7 @@ def _child_environment() -> dict[str, str]:
     """This process's environment with the folder holding this gpubench package first on ``PYTHONPATH``: the child
     runs ``python -m gpubench...`` and must import the same code, also from an uninstalled checkout run in another
     working directory (Hydra's ``hydra.job.chdir=true``)."""
-    package_parent = str(Path(__file__).resolve().parents[1])
+    package_parent = str(Path(__file__).resolve().parents[2])
     environment = dict(os.environ)
     inherited = environment.get("PYTHONPATH")
     environment["PYTHONPATH"] = package_parent if not inherited else os.pathsep.join([package_parent, inherited])
@@ -373,7 +328,7 @@ class ProcessMemorySampler:
         if running:
             process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
-            _, stderr = process.communicate(timeout=_STOP_TIMEOUT_S + self.interval_ms / 1e3)
+            _, stderr = process.communicate(timeout=_STOP_TIMEOUT_S + self.interval_ms / MS_PER_S)
         except subprocess.TimeoutExpired:
             process.kill()
             _, stderr = process.communicate()
@@ -448,7 +403,12 @@ class Allocator(Protocol):
 
 
 class TorchCudaAllocator:
-    """Torch's CUDA caching allocator on one device."""
+    """Torch's CUDA caching allocator on one device.
+
+    Its statistics are this process's own bookkeeping, read on the host, not a query of the device: they are a
+    measurement and stay here with the profiler, while device queries (properties, memory info, the memory cap) live
+    in :mod:`gpubench.hardware`.
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -484,8 +444,11 @@ def _all_pools(stats: dict[str, Any], name: str, moment: str) -> int:
 
 @dataclass(frozen=True)
 class EpochMemory:
-    """Memory during one epoch, in MB; retries and OOMs are counts within the epoch."""
+    """Memory during epoch ``epoch`` (from 1) of ``phase`` (``warmup`` or ``measured``), in MB; retries and OOMs
+    are counts within the epoch."""
 
+    phase: str
+    epoch: int
     peak_allocated_mb: float
     peak_reserved_mb: float
     allocated_mb: float
@@ -494,38 +457,6 @@ class EpochMemory:
     ooms: int
     peak_nvml_device_used_mb: float | None
     peak_nvml_process_mb: float | None
-
-
-@dataclass
-class MemoryProfile:
-    """One model's memory over its profiled epochs; see the module docstring for what each peak counts.
-
-    On the CPU ``measured`` is False and every GPU figure is None. ``allocated_mb_per_epoch`` is allocated
-    memory at each epoch's end (the leak series); ``leak`` is None with fewer than 3 epochs.
-    """
-
-    measured: bool
-    peak_allocated_mb: float | None = None
-    peak_reserved_mb: float | None = None
-    peak_nvml_device_used_mb: float | None = None
-    peak_nvml_process_mb: float | None = None
-    peak_inactive_split_mb: float | None = None
-    num_alloc_retries: int | None = None
-    num_ooms: int | None = None
-    allocated_mb_per_epoch: list[float] = field(default_factory=list)
-    peak_allocated_mb_per_epoch: list[float] = field(default_factory=list)
-    peak_reserved_mb_per_epoch: list[float] = field(default_factory=list)
-    peak_nvml_device_used_mb_per_epoch: list[float | None] = field(default_factory=list)
-    leak: LeakEstimate | None = None
-    nvml_samples: int = 0
-    sample_interval_ms: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["leak"] = None if self.leak is None else self.leak.to_dict()
-        data["definitions"] = dict(PEAK_DEFINITIONS)
-        return data
 
 
 def _nvml_sampler(device: torch.device, kind: str, interval_ms: float) -> MemorySampler | ProcessMemorySampler | None:
@@ -543,11 +474,13 @@ def _nvml_sampler(device: torch.device, kind: str, interval_ms: float) -> Memory
 class MemoryProfiler:
     """Per-model memory profile: allocator statistics at epoch edges plus the NVML sampler in the background.
 
-    Use as a context manager around the model's epochs (it runs the sampler), calling :meth:`start_epoch` and
-    :meth:`end_epoch` at each epoch's edges, then :meth:`result`. On the CPU it measures nothing. ``sampler``
-    (``memory.sampler``) says where NVML is read on a GPU: ``process`` (:class:`ProcessMemorySampler`, the
-    default) or ``thread`` (:class:`MemorySampler`). ``allocator`` and ``reader`` replace torch's allocator and
-    NVML (for tests); a ``reader`` is sampled on a thread. By default they are chosen from ``device``.
+    An epoch observer of the measurement loop (:mod:`gpubench.measure.epochs`). Use as a context manager around
+    the model's epochs (it runs the sampler), calling :meth:`start_epoch` and :meth:`end_epoch` at each epoch's
+    edges, then :meth:`result` for the profile and :meth:`timeline` for the sampler's samples. On the CPU it
+    measures nothing. ``sampler`` (``memory.sampler``) says where NVML is read on a GPU: ``process``
+    (:class:`ProcessMemorySampler`, the default) or ``thread`` (:class:`MemorySampler`). ``allocator`` and ``reader``
+    replace torch's allocator and NVML (for tests); a ``reader`` is sampled on a thread. By default they are chosen
+    from ``device``.
     """
 
     def __init__(
@@ -594,8 +527,9 @@ class MemoryProfiler:
         self._epoch_start = self.allocator.snapshot()
         self._epoch_sample_index = len(self.sampler) if self.sampler is not None else 0
 
-    def end_epoch(self) -> EpochMemory | None:
-        """Record the epoch that :meth:`start_epoch` opened (None on the CPU)."""
+    def end_epoch(self, phase: str, epoch: int) -> EpochMemory | None:
+        """Record the epoch that :meth:`start_epoch` opened, number ``epoch`` (from 1) of ``phase`` (None on the
+        CPU)."""
         if self.allocator is None:
             return None
         if self._epoch_start is None:
@@ -604,7 +538,9 @@ class MemoryProfiler:
         nvml_device_mb, nvml_process_mb = (
             self.sampler.peaks_mb(self._epoch_sample_index) if self.sampler is not None else (None, None)
         )
-        epoch = EpochMemory(
+        record = EpochMemory(
+            phase=phase,
+            epoch=epoch,
             peak_allocated_mb=end.peak_allocated_bytes / BYTES_PER_MB,
             peak_reserved_mb=end.peak_reserved_bytes / BYTES_PER_MB,
             allocated_mb=end.allocated_bytes / BYTES_PER_MB,
@@ -614,37 +550,69 @@ class MemoryProfiler:
             peak_nvml_device_used_mb=nvml_device_mb,
             peak_nvml_process_mb=nvml_process_mb,
         )
-        self.epochs.append(epoch)
+        self.epochs.append(record)
         self._epoch_start = None
-        return epoch
+        return record
+
+    def stop_reason(self) -> str | None:
+        """Always None: memory figures are reported, they never stop a model (an OOM does, by raising)."""
+        return None
+
+    def timeline(self) -> MemoryTimeline | None:
+        """Every sample the NVML sampler took (for the VRAM plot); None when nothing was sampled (the CPU, or no
+        NVML)."""
+        return self.sampler.timeline() if self.sampler is not None else None
 
     def result(self) -> MemoryProfile:
-        """The profile over every epoch recorded so far (the NVML peaks cover the whole sampled run)."""
+        """The profile over every epoch recorded so far (the NVML peaks cover the whole sampled run).
+
+        The headroom fields are left None: they compare this profile with the VRAM budget, which the profiler does
+        not know (see :func:`gpubench.measure.batch_search.check_headroom`).
+        """
         if self.allocator is None:
             return MemoryProfile(measured=False, notes=["GPU memory not measured on the CPU"])
-        profile = MemoryProfile(measured=True, sample_interval_ms=self.sample_interval_ms)
+        notes: list[str] = []
+        peak_device_mb = peak_process_mb = None
+        nvml_samples = 0
         if self.sampler is None:
-            profile.notes.append("NVML unavailable: device and process memory not sampled")
+            notes.append("NVML unavailable: device and process memory not sampled")
         else:
-            profile.peak_nvml_device_used_mb, profile.peak_nvml_process_mb = self.sampler.peaks_mb()
-            profile.nvml_samples = len(self.sampler)
-            if profile.nvml_samples and profile.peak_nvml_process_mb is None:
-                profile.notes.append("NVML does not attribute GPU memory to this process here (e.g. a container)")
+            peak_device_mb, peak_process_mb = self.sampler.peaks_mb()
+            nvml_samples = len(self.sampler)
+            if nvml_samples and peak_process_mb is None:
+                notes.append("NVML does not attribute GPU memory to this process here (e.g. a container)")
         if not self.epochs:
-            return profile
-        profile.allocated_mb_per_epoch = [epoch.allocated_mb for epoch in self.epochs]
-        profile.peak_allocated_mb_per_epoch = [epoch.peak_allocated_mb for epoch in self.epochs]
-        profile.peak_reserved_mb_per_epoch = [epoch.peak_reserved_mb for epoch in self.epochs]
-        profile.peak_nvml_device_used_mb_per_epoch = [epoch.peak_nvml_device_used_mb for epoch in self.epochs]
-        profile.peak_allocated_mb = max(profile.peak_allocated_mb_per_epoch)
-        profile.peak_reserved_mb = max(profile.peak_reserved_mb_per_epoch)
-        profile.peak_inactive_split_mb = max(epoch.inactive_split_peak_mb for epoch in self.epochs)
-        profile.num_alloc_retries = sum(epoch.alloc_retries for epoch in self.epochs)
-        profile.num_ooms = sum(epoch.ooms for epoch in self.epochs)
-        if len(self.epochs) >= 3:
-            profile.leak = leak_estimate(
-                profile.allocated_mb_per_epoch, self.confidence_level, self.leak_threshold_mb_per_epoch
+            return MemoryProfile(
+                measured=True,
+                peak_nvml_device_used_mb=peak_device_mb,
+                peak_nvml_process_mb=peak_process_mb,
+                nvml_samples=nvml_samples,
+                sample_interval_ms=self.sample_interval_ms,
+                notes=notes,
             )
+        allocated_mb = [epoch.allocated_mb for epoch in self.epochs]
+        peak_allocated_mb = [epoch.peak_allocated_mb for epoch in self.epochs]
+        peak_reserved_mb = [epoch.peak_reserved_mb for epoch in self.epochs]
+        leak = None
+        if len(self.epochs) >= 3:
+            leak = leak_estimate(allocated_mb, self.confidence_level, self.leak_threshold_mb_per_epoch)
         else:
-            profile.notes.append("leak slope needs at least 3 epochs")
-        return profile
+            notes.append("leak slope needs at least 3 epochs")
+        return MemoryProfile(
+            measured=True,
+            peak_allocated_mb=max(peak_allocated_mb),
+            peak_reserved_mb=max(peak_reserved_mb),
+            peak_nvml_device_used_mb=peak_device_mb,
+            peak_nvml_process_mb=peak_process_mb,
+            peak_inactive_split_mb=max(epoch.inactive_split_peak_mb for epoch in self.epochs),
+            num_alloc_retries=sum(epoch.alloc_retries for epoch in self.epochs),
+            num_ooms=sum(epoch.ooms for epoch in self.epochs),
+            allocated_mb_per_epoch=allocated_mb,
+            peak_allocated_mb_per_epoch=peak_allocated_mb,
+            peak_reserved_mb_per_epoch=peak_reserved_mb,
+            peak_nvml_device_used_mb_per_epoch=[epoch.peak_nvml_device_used_mb for epoch in self.epochs],
+            leak=leak,
+            nvml_samples=nvml_samples,
+            sample_interval_ms=self.sample_interval_ms,
+            notes=notes,
+        )

@@ -13,14 +13,15 @@ network's step takes about 3 ms there) is timed by its launches.
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
-from scipy import stats as scipy_stats
 
 from gpubench.measure.config import StabilityConfig
+from gpubench.results import StabilityReport
+from gpubench.stats.regression import fit_slope
 from gpubench.workload import StepResult
 
 LossTrend = Literal["DECREASING", "STABLE", "INCREASING"]
@@ -62,9 +63,6 @@ class EpochHealth:
     def diverged(self) -> bool:
         """True when a NaN/Inf loss or gradient norm was seen (the runner stops the model as ``diverged``)."""
         return bool(self.nonfinite_loss_steps) or bool(self.nonfinite_grad_steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class StabilityMonitor:
@@ -181,9 +179,7 @@ def loss_rel_slope_per_epoch(epoch_losses: Sequence[float]) -> float:
     losses = np.asarray(epoch_losses, dtype=float)
     if losses.size < 2 or not np.all(np.isfinite(losses)):
         raise ValueError(f"need at least two finite epoch losses, got {list(epoch_losses)}")
-    epoch_index = np.arange(losses.size, dtype=float)
-    centred_index = epoch_index - epoch_index.mean()
-    slope = float(np.dot(centred_index, losses - losses.mean()) / np.dot(centred_index, centred_index))
+    slope = fit_slope(losses).slope
     scale = float(np.mean(np.abs(losses)))
     return slope / scale if scale > 0 else 0.0
 
@@ -195,19 +191,9 @@ TREND_SIGNIFICANCE = 0.05
 def loss_slope_p_value(epoch_losses: Sequence[float]) -> float | None:
     """Two-sided p-value of the least-squares slope of loss against epoch index (t test, n − 2 degrees of
     freedom); None with fewer than three epochs, 0.0 for an exact line."""
-    losses = np.asarray(epoch_losses, dtype=float)
-    if losses.size < 3:
+    if len(epoch_losses) < 3:
         return None
-    epoch_index = np.arange(losses.size, dtype=float)
-    centred_index = epoch_index - epoch_index.mean()
-    sxx = float(np.dot(centred_index, centred_index))
-    slope = float(np.dot(centred_index, losses - losses.mean())) / sxx
-    residuals = losses - losses.mean() - slope * centred_index
-    residual_variance = float(np.dot(residuals, residuals)) / (losses.size - 2)
-    if residual_variance <= 0.0:
-        return 0.0 if slope != 0.0 else 1.0
-    t_statistic = slope / math.sqrt(residual_variance / sxx)
-    return float(2.0 * scipy_stats.t.sf(abs(t_statistic), losses.size - 2))
+    return fit_slope(epoch_losses).p_value
 
 
 def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> LossTrend:
@@ -228,37 +214,6 @@ def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> Los
     if rel_slope < -rel_slope_threshold:
         return "DECREASING"
     return "STABLE"
-
-
-@dataclass
-class StabilityReport:
-    """A model's training health over its epochs, for the report.
-
-    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
-    (exploding or vanishing gradient norms, or an INCREASING loss trend), STABLE, or NOT_CHECKED
-    (``stability.enabled=false``). ``loss_trend`` and ``loss_rel_slope_per_epoch`` use the epochs with a finite
-    mean loss and are None with fewer than two. Totals are None when not checked; ``first_nonfinite_epoch`` is
-    the 0-based index of the first epoch with a NaN/Inf.
-    """
-
-    stability: Stability
-    loss_trend: LossTrend | None
-    loss_rel_slope_per_epoch: float | None
-    loss_slope_p_value: float | None
-    diverged: bool
-    reasons: list[str]
-    epochs: int
-    steps: int
-    epoch_mean_losses: list[float | None]
-    max_grad_norm: float | None
-    nonfinite_loss_steps: int | None
-    nonfinite_grad_steps: int | None
-    exploding_steps: int | None
-    vanishing_steps: int | None
-    first_nonfinite_epoch: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _total(epochs: Sequence[EpochHealth], name: str) -> int:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpubench.results import CardProjection, HardwareReport, ModelResult, Recommendation, RunReport
+from gpubench.results import CardProjection, HardwareReport, MemoryTimeline, ModelResult, Recommendation, RunReport
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -66,16 +66,15 @@ _WARMUP_CLIP_FACTOR = 1.5
 
 
 def save_report_plots(
-    report: RunReport, out_dir: Path, memory_timelines: dict[str, dict[str, Sequence[float | None]]] | None = None
+    report: RunReport, out_dir: Path, memory_timelines: dict[str, MemoryTimeline] | None = None
 ) -> list[Path]:
     """Draw every plot the report has data for into ``out_dir``; return the PNG paths written, in drawing order.
 
     Args:
         report: the run's report.
         out_dir: folder for the PNGs (created if missing), normally the report's folder.
-        memory_timelines: per model name, the memory sampler's samples: ``t_s`` (seconds, any origin),
-            ``device_used_mb`` and ``process_mb`` (MB, None/NaN where not read). None or a missing model: no
-            VRAM timeline for it.
+        memory_timelines: per model name, the memory sampler's samples (:class:`MemoryTimeline`). None or a
+            missing model: no VRAM timeline for it.
 
     Files: ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
     ``cost_by_card.png``.
@@ -128,7 +127,9 @@ def _save(figure: "Figure", path: Path) -> Path:
 
 def _finite(values: Sequence[float | None] | None) -> np.ndarray:
     """Values as floats with None turned into NaN (the report writes non-finite numbers as null)."""
-    return np.array([np.nan if v is None else v for v in values or []], dtype=float)
+    if values is None:
+        return np.array([], dtype=float)
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def _thousands() -> "Formatter":
@@ -306,17 +307,17 @@ def loss_figure(name: str, result: ModelResult) -> "Figure | None":
 def vram_figure(
     name: str,
     result: ModelResult,
-    timeline: dict[str, Sequence[float | None]] | None,
+    timeline: MemoryTimeline | None,
     hardware: HardwareReport,
 ) -> "Figure | None":
-    """GPU memory (MB) over the model's measurement as the sampler read it (``timeline``: ``t_s`` in seconds,
-    ``device_used_mb`` and ``process_mb``), with the model's peak reserved memory and the usable VRAM; None
+    """GPU memory (MB) over the model's measurement as the sampler read it (``timeline``: seconds and MB), with
+    the model's peak reserved memory and the usable VRAM; None
     without samples (the CPU has no sampler)."""
-    if not timeline:
+    if timeline is None or len(timeline.times_s) == 0:
         return None
-    t_s = _finite(timeline.get("t_s"))
-    device_mb = _finite(timeline.get("device_used_mb"))
-    process_mb = _finite(timeline.get("process_mb"))
+    t_s = _finite(timeline.times_s)
+    device_mb = _finite(timeline.device_used_mb)
+    process_mb = _finite(timeline.process_used_mb)
     if t_s.size == 0 or not (np.isfinite(device_mb).any() or np.isfinite(process_mb).any()):
         return None
     elapsed_s = t_s - t_s[0]

@@ -10,18 +10,14 @@ import pytest
 import torch
 
 from gpubench.errors import ConfigError
+from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.config import HardwareConfig
-from gpubench.hardware.device import (
-    DeviceMonitor,
-    apply_vram_limit,
-    burn_in,
-    cuda_identity,
-    nvml_index_for,
-    open_nvml_device,
-    probe,
-    resolve_device,
-)
+from gpubench.hardware.identity import cuda_identity, nvml_index_for, open_nvml_device
+from gpubench.hardware.monitor import DeviceMonitor
 from gpubench.hardware.nvml import THROTTLE_REASON_BITS, default_nvml
+from gpubench.hardware.probe import probe
+from gpubench.hardware.selection import resolve_device
+from gpubench.hardware.vram import apply_vram_limit
 
 pytestmark = pytest.mark.gpu
 
@@ -85,7 +81,7 @@ def test_nvml_index_under_cuda_visible_devices() -> None:
     last_uuid = nvml.query("nvmlDeviceGetUUID", nvml.query("nvmlDeviceGetHandleByIndex", last))
     # Only NVML's last GPU visible: it is torch's cuda:0 but NVML's index `last`.
     result = subprocess.run(
-        [sys.executable, "-c", "from gpubench.hardware.device import nvml_index_for; print(nvml_index_for(0))"],
+        [sys.executable, "-c", "from gpubench.hardware.identity import nvml_index_for; print(nvml_index_for(0))"],
         env={**os.environ, "CUDA_VISIBLE_DEVICES": last_uuid},
         cwd=REPO_ROOT,
         capture_output=True,
@@ -116,7 +112,7 @@ def test_device_monitor_measures_energy_over_a_loaded_epoch() -> None:
     for _ in range(300):
         matrix = torch.tanh(matrix @ matrix.T * 1e-3)
     torch.cuda.synchronize()
-    stats = monitor.end_epoch()
+    stats = monitor.end_epoch("measured", 1)
 
     assert stats.energy_j is not None and stats.energy_j > 0
     assert stats.mean_power_w is not None and info.power_limit_w is not None

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.hardware.device import memory_reader, open_nvml_device
+from gpubench.hardware.identity import memory_reader, open_nvml_device
 from gpubench.measure.memory import MemoryProfiler, MemorySampler, ProcessMemorySampler
 
 pytestmark = pytest.mark.gpu
@@ -80,7 +80,7 @@ def run_epochs(profiler: MemoryProfiler, epochs: int, leak: list[torch.Tensor] |
     inputs = torch.randn(256, 512, device=DEVICE)
     targets = torch.randn(256, 1, device=DEVICE)
     with profiler:
-        for _ in range(epochs):
+        for epoch in range(1, epochs + 1):
             profiler.start_epoch()
             for _ in range(20):
                 optimizer.zero_grad(set_to_none=True)
@@ -90,7 +90,7 @@ def run_epochs(profiler: MemoryProfiler, epochs: int, leak: list[torch.Tensor] |
             if leak is not None:
                 leak.append(torch.empty(4 * 1024**2, device=DEVICE))  # 16 MiB of float32
             torch.cuda.synchronize()
-            profiler.end_epoch()
+            profiler.end_epoch("measured", epoch)
 
 
 def test_an_injected_leak_is_flagged() -> None:

@@ -1,0 +1,168 @@
+"""The per-epoch watch of the device: temperature, SM clock, power, throttling and energy, read through NVML.
+
+:class:`DeviceMonitor` is an epoch observer of the measurement loop (:mod:`gpubench.measure.epochs`): it reads the
+energy counter at each epoch's start and the full state at its end, keeps one :class:`~gpubench.results.DeviceEpoch`
+per epoch, and asks the loop to stop when the card passes its stop temperature. On the CPU every figure is None.
+Units, also carried in the names: temperatures °C, clocks MHz, power W, energy J (NVML's counter is in mJ).
+"""
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from gpubench.hardware.config import HardwareConfig
+from gpubench.hardware.identity import open_nvml_device
+from gpubench.hardware.nvml import MILLI_PER_UNIT, DeviceSample
+from gpubench.results import DeviceEpoch, EnergySummary
+
+#: Reasons that mean heat or power is holding the clock down, so an epoch measured under one is not
+#: representative of the card's sustained speed. (Idle, sync boost and application clocks are not slowdowns.)
+THERMAL_POWER_REASONS: frozenset[str] = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+#: An epoch whose SM clock is below this fraction of the sustained maximum counts as throttled.
+THROTTLED_CLOCK_FRACTION = 0.75
+
+NOT_MEASURED = "not measured"
+#: The stop reason (and model status) of a model whose card passed ``hardware.temperature_stop_c``.
+THERMAL_STOP = "thermal_stop"
+
+
+def temperature_status(temperature_c: float | None, cfg: HardwareConfig) -> str:
+    """``ok``, ``warm`` (≥ warn), ``hot`` (≥ throttle) or ``stop`` (≥ stop) from the configured °C thresholds.
+
+    ``stop`` means: stop benchmarking this model. ``not measured`` when the temperature is unknown.
+    """
+    if temperature_c is None:
+        return NOT_MEASURED
+    if temperature_c >= cfg.temperature_stop_c:
+        return "stop"
+    if temperature_c >= cfg.temperature_throttle_c:
+        return "hot"
+    if temperature_c >= cfg.temperature_warn_c:
+        return "warm"
+    return "ok"
+
+
+def throttle_verdict(
+    sm_clock_mhz: float | None, reference_sm_clock_mhz: float | None, reasons: list[str] | None
+) -> tuple[bool | None, str | None]:
+    """Whether an epoch was throttled, and why: a thermal/power reason, or the SM clock under 75% of reference.
+
+    Returns (None, None) when neither the clock nor the reasons could be read.
+    """
+    causes = [reason for reason in reasons or () if reason in THERMAL_POWER_REASONS]
+    if (
+        sm_clock_mhz is not None
+        and reference_sm_clock_mhz
+        and sm_clock_mhz < THROTTLED_CLOCK_FRACTION * reference_sm_clock_mhz
+    ):
+        causes.append(
+            f"SM clock {sm_clock_mhz:.0f} MHz < {THROTTLED_CLOCK_FRACTION:.0%} of {reference_sm_clock_mhz:.0f} MHz"
+        )
+    if causes:
+        return True, "; ".join(causes)
+    if sm_clock_mhz is None and reasons is None:
+        return None, None
+    return False, None
+
+
+def _no_energy_counter() -> int | None:
+    return None
+
+
+class DeviceMonitor:
+    """Per-epoch watch of temperature, SM clock, power, throttling and energy; an epoch observer.
+
+    ``reference_sm_clock_mhz`` is the sustained maximum the throttle flag compares against: the burn-in's peak
+    clock, or the card's maximum SM clock when there was no burn-in. ``sampler`` (the full reading at an epoch's
+    end), ``energy_reader`` (the energy counter in mJ at an epoch's start; by default taken from ``sampler``'s
+    reading when only ``sampler`` is given) and ``clock`` (seconds) are injectable for tests; by default the device
+    is read through NVML.
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        cfg: HardwareConfig,
+        *,
+        reference_sm_clock_mhz: float | None = None,
+        sampler: Callable[[], DeviceSample] | None = None,
+        energy_reader: Callable[[], int | None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.cfg = cfg
+        self.reference_sm_clock_mhz = reference_sm_clock_mhz
+        if sampler is None:
+            nvml_device = open_nvml_device(device)
+            sampler = nvml_device.sample if nvml_device is not None else DeviceSample
+            if energy_reader is None:
+                energy_reader = nvml_device.energy_mj if nvml_device is not None else _no_energy_counter
+        self._sampler = sampler
+        # The epoch's start needs the energy counter only: one NVML query instead of the full sample's six.
+        self._read_energy_mj = energy_reader or (lambda: sampler().energy_mj)
+        self._clock = clock
+        self._start_energy_mj: int | None = None
+        self._start_s: float | None = None
+        self._epochs: list[DeviceEpoch] = []
+
+    @property
+    def epochs(self) -> list[DeviceEpoch]:
+        """Every epoch recorded so far, in order (a copy)."""
+        return list(self._epochs)
+
+    def start_epoch(self) -> None:
+        """Mark the start of an epoch (reads the energy counter only)."""
+        self._start_energy_mj = self._read_energy_mj()
+        self._start_s = self._clock()
+
+    def end_epoch(self, phase: str, epoch: int) -> DeviceEpoch:
+        """Read the device at the end of the epoch started by :meth:`start_epoch`, number ``epoch`` (from 1) of
+        ``phase`` (``warmup`` or ``measured``), and record it."""
+        if self._start_s is None:
+            raise RuntimeError("DeviceMonitor.end_epoch called without start_epoch")
+        end_s = self._clock()
+        sample = self._sampler()
+        energy_j = None
+        if sample.energy_mj is not None and self._start_energy_mj is not None:
+            energy_j = (sample.energy_mj - self._start_energy_mj) / MILLI_PER_UNIT
+        seconds = end_s - self._start_s
+        mean_power_w = energy_j / seconds if energy_j is not None and seconds > 0 else None
+        reasons = None if sample.throttle_reasons is None else list(sample.throttle_reasons)
+        throttled, cause = throttle_verdict(sample.sm_clock_mhz, self.reference_sm_clock_mhz, reasons)
+        self._start_s = None
+        record = DeviceEpoch(
+            phase=phase,
+            epoch=epoch,
+            temperature_c=sample.temperature_c,
+            temperature_status=temperature_status(sample.temperature_c, self.cfg),
+            sm_clock_mhz=sample.sm_clock_mhz,
+            power_w=sample.power_w,
+            mean_power_w=mean_power_w,
+            throttle_reasons=reasons,
+            energy_j=energy_j,
+            throttled=throttled,
+            throttle_cause=cause,
+        )
+        self._epochs.append(record)
+        return record
+
+    def stop_reason(self) -> str | None:
+        """``thermal_stop`` once the last epoch ended at or above ``hardware.temperature_stop_c``, else None."""
+        if self._epochs and self._epochs[-1].temperature_status == "stop":
+            return THERMAL_STOP
+        return None
+
+
+def energy_summary(epochs: Sequence[DeviceEpoch], samples_per_epoch: float) -> EnergySummary | None:
+    """Mean joules per measured epoch and per sample from NVML's energy counter; None where it is not measured."""
+    joules = [epoch.energy_j for epoch in epochs if epoch.phase == "measured" and epoch.energy_j is not None]
+    if not joules:
+        return None
+    per_epoch_j = sum(joules) / len(joules)
+    return EnergySummary(
+        joules_per_epoch=per_epoch_j,
+        joules_per_sample=per_epoch_j / samples_per_epoch if samples_per_epoch else None,
+        epochs=len(joules),
+    )

@@ -1,0 +1,48 @@
+"""Which device to benchmark on, and how to wait for it.
+
+Without CUDA the benchmark runs on the CPU with a one-line notice; a catalog card (``hardware=<card>``) needs a CUDA
+GPU, because it emulates that card's VRAM by capping the allocator there.
+"""
+
+from collections.abc import Callable
+
+import torch
+
+from gpubench.errors import ConfigError
+from gpubench.hardware.config import HardwareConfig
+
+CPU_NOTICE = "no CUDA device found; benchmarking on the CPU"
+
+
+def resolve_device(hw: HardwareConfig, *, cuda_available: bool | None = None) -> tuple[torch.device, str | None]:
+    """The device to benchmark on, and a one-line notice when the choice is not what the user might expect.
+
+    ``auto`` picks ``cuda:0`` when CUDA is available and the CPU otherwise (with a notice); ``cpu`` picks the
+    CPU; a catalog card needs a CUDA GPU, because it emulates that card's VRAM by capping the allocator there.
+    ``cuda_available`` overrides ``torch.cuda.is_available()`` (for tests).
+    """
+    has_cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
+    if hw.name == "cpu":
+        return torch.device("cpu"), None
+    if hw.name == "auto":
+        if has_cuda:
+            return torch.device("cuda", 0), None
+        return torch.device("cpu"), CPU_NOTICE
+    if not has_cuda:
+        raise ConfigError(
+            f"`hardware` = {hw.name!r} needs a CUDA GPU, and none was found: a catalog card emulates that card's "
+            "VRAM by capping the memory allocator on a CUDA GPU. On a machine without one, use hardware=cpu or "
+            "hardware=auto."
+        )
+    return torch.device("cuda", 0), None
+
+
+def _no_wait() -> None:
+    """The CPU runs each operation before returning: there is nothing queued to wait for."""
+
+
+def synchronizer(device: torch.device) -> Callable[[], None]:
+    """A function that waits until ``device`` has finished all queued work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return _no_wait

@@ -1,0 +1,422 @@
+"""One model end to end, as a function of its inputs: batch decision -> build -> measure -> step down -> result.
+
+:func:`run_model` chooses the batch (a search on a GPU, else the configured size), builds the workload, counts its
+FLOPs, measures it (timing, memory, device, stability, statistics) and, while a searched batch's measured peak
+breaks the headroom policy, measures again at a smaller batch. Each phase returns a value the next takes; the
+model's :class:`~gpubench.results.ModelResult` is built once from them. A model that fails gets a status and an
+error (and whatever its completed phases established), so the next model still runs.
+"""
+
+import traceback
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from gpubench.config import BenchmarkConfig
+from gpubench.data.tensors import FeatureTensors
+from gpubench.hardware.monitor import THERMAL_STOP, DeviceMonitor, energy_summary
+from gpubench.measure.batch_search import (
+    BatchDecision,
+    HeadroomCheck,
+    TimedBatch,
+    TrialResult,
+    check_headroom,
+    choose_batch_size,
+    gradient_accumulation_steps,
+    is_oom,
+    release_device_memory,
+    step_down_size,
+    timed_batch,
+)
+from gpubench.measure.epochs import DIVERGED, Measurement, measure_workload
+from gpubench.measure.flops import count_step_flops
+from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
+from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.timing import BlockTimer
+from gpubench.models import workload_class
+from gpubench.output import console
+from gpubench.results import (
+    BatchStepDown,
+    DeviceEpoch,
+    EpochTimeStatistics,
+    ExecutionSettings,
+    MemoryProfile,
+    MemoryTimeline,
+    ModelResult,
+    StabilityReport,
+)
+from gpubench.stats.epoch_times import summarize_epoch_times
+from gpubench.units import BYTES_PER_MB, MS_PER_S
+from gpubench.workload import ExecutionContext, Workload
+
+
+@dataclass(frozen=True)
+class ModelRunContext:
+    """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
+    None on the CPU) and the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with."""
+
+    cfg: BenchmarkConfig
+    device: torch.device
+    features: FeatureTensors
+    timer: BlockTimer
+    usable_vram_mb: float | None
+    reference_sm_clock_mhz: float | None
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model's outcome: its report section, and the NVML memory samples of its last measured run (for the VRAM
+    plot; None where nothing was sampled)."""
+
+    result: ModelResult
+    memory_timeline: MemoryTimeline | None
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """What a built workload says about itself: FLOPs per step (None where they cannot be counted), samples per step
+    and what a sample is, and its own description for the report."""
+
+    flops_per_step: float | None
+    samples_per_step: float
+    sample_unit: str
+    description: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One measured run of a model at one batch size, and what its phases found.
+
+    ``memory`` carries the headroom check's fields; ``headroom`` is None on the CPU. ``statistics`` is None with
+    fewer than two measured epochs. ``status`` is ``ok``, ``diverged`` or ``thermal_stop`` (with ``error``).
+    """
+
+    facts: WorkloadFacts
+    measurement: Measurement
+    memory: MemoryProfile
+    headroom: HeadroomCheck | None
+    device_epochs: list[DeviceEpoch]
+    stability: StabilityReport
+    statistics: EpochTimeStatistics | None
+    memory_timeline: MemoryTimeline | None
+    status: str
+    error: str | None
+
+
+# ------------------------------------------------------------------------------------------------ phases
+
+
+def build_workload(name: str, context: ModelRunContext, batch_size: int, *, eager: bool = False) -> Workload:
+    """The workload ``name`` at ``batch_size`` in the configured execution mode (or eager, for the FLOP count)."""
+    cfg = context.cfg
+    compile_mode = "false" if eager else cfg.execution.compile
+    if compile_mode != "false":
+        # Each workload instance compiles its own graphs; without a reset, dynamo's recompile limit (8) is
+        # reached during a batch-size search and later instances silently fall back to eager.
+        torch._dynamo.reset()
+    torch.manual_seed(cfg.seed)
+    execution = ExecutionContext(
+        device=context.device,
+        batch_size=batch_size,
+        precision=cfg.execution.precision,
+        compile_mode=compile_mode,
+        seed=cfg.seed,
+    )
+    return workload_class(name)(getattr(cfg.workloads, name), context.features, execution)
+
+
+def _search_enabled(context: ModelRunContext) -> bool:
+    search = context.cfg.batch.search
+    return context.device.type == "cuda" if search is None else bool(search)
+
+
+def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
+    """The largest batch that fits (a search on the GPU), or None to use the workload's configured batch size."""
+    if not _search_enabled(context) or context.usable_vram_mb is None:
+        return None
+
+    allocator = TorchCudaAllocator(context.device)
+
+    def try_batch(size: int, steps: int) -> TrialResult:
+        allocator.reset_peak()
+        workload = build_workload(name, context, size)
+        seconds = context.timer.time_block(lambda: [workload.train_step() for _ in range(steps)])
+        return TrialResult(
+            peak_reserved_mb=allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB,
+            samples_per_s=workload.samples_per_step * steps / seconds,
+        )
+
+    batch = context.cfg.batch
+    return choose_batch_size(try_batch, batch, context.usable_vram_mb, verify_steps=batch.verify_steps)
+
+
+def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Workload, WorkloadFacts]:
+    """Build the workload to measure at ``batch_size`` and count its FLOPs."""
+    if context.cfg.execution.compile == "false":
+        workload = build_workload(name, context, batch_size)
+        flops_per_step = count_step_flops(workload)
+    else:
+        # The FLOP counter cannot see into compiled graphs, and a CUDA-graph capture must not start under its
+        # dispatch mode: count one step of an eager twin (same shapes, same maths), released before the
+        # measured workload is built so the two never share the VRAM.
+        flops_per_step = count_step_flops(build_workload(name, context, batch_size, eager=True))
+        release_device_memory()
+        workload = build_workload(name, context, batch_size)
+    facts = WorkloadFacts(
+        flops_per_step=flops_per_step,
+        samples_per_step=workload.samples_per_step,
+        sample_unit=workload.sample_unit,
+        description=workload.describe(),
+    )
+    return workload, facts
+
+
+def _outcome(measurement: Measurement, context: ModelRunContext) -> tuple[str, str | None]:
+    """The model's status after a measured run, and the error saying why when it is not ``ok``."""
+    if measurement.stop_reason == DIVERGED:
+        return DIVERGED, "training diverged: a NaN/Inf loss or gradient was seen; measurement stopped there"
+    if measurement.stop_reason == THERMAL_STOP:
+        return THERMAL_STOP, (
+            f"the GPU passed {context.cfg.hardware.temperature_stop_c:g} °C (hardware.temperature_stop_c); "
+            "measurement of this model stopped"
+        )
+    return "ok", None
+
+
+def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: ModelRunContext) -> Attempt:
+    """Measure ``workload`` (warmup and measured epochs, with the memory profiler and the device monitor watching)
+    and summarise the run: memory against the headroom, stability, epoch-time statistics."""
+    cfg = context.cfg
+    monitor = StabilityMonitor(cfg.stability, context.device)
+    profiler = MemoryProfiler(
+        context.device,
+        sample_interval_ms=cfg.memory.sample_interval_ms,
+        leak_threshold_mb_per_epoch=cfg.memory.leak_threshold_mb_per_epoch,
+        confidence_level=cfg.statistics.confidence_level,
+        sampler=cfg.memory.sampler,
+    )
+    device_monitor = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
+    with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as on_epoch:
+        measurement = measure_workload(
+            workload,
+            timer=context.timer,
+            epochs=cfg.epochs,
+            warmup_epochs=cfg.warmup_epochs,
+            epoch_config=cfg.epoch,
+            statistics=cfg.statistics,
+            monitor=monitor,
+            observers=[profiler, device_monitor],
+            on_epoch=on_epoch,
+        )
+    profile = profiler.result()
+    # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
+    # keep growing, so check that the headroom policy held for the run whose numbers are reported.
+    headroom = check_headroom(profile.peak_reserved_mb, context.usable_vram_mb, cfg.batch.headroom)
+    memory = replace(
+        profile,
+        headroom_exceeded=None if headroom is None else headroom.exceeded,
+        headroom_limit_mb=None if headroom is None else headroom.peak_limit_mb,
+    )
+    statistics = None
+    if len(measurement.epoch_times_ms) >= 2:
+        statistics = summarize_epoch_times(
+            measurement.epoch_times_ms,
+            confidence_level=cfg.statistics.confidence_level,
+            cv_threshold=cfg.statistics.cv_threshold,
+            outlier_rule=cfg.statistics.outlier_rule,
+            target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
+        )
+        if cfg.verbose:
+            console.model_warnings(name, list(statistics.warnings))
+    status, error = _outcome(measurement, context)
+    return Attempt(
+        facts=facts,
+        measurement=measurement,
+        memory=memory,
+        headroom=headroom,
+        device_epochs=device_monitor.epochs,
+        stability=stability_verdict(measurement.health, cfg.stability),
+        statistics=statistics,
+        memory_timeline=profiler.timeline(),
+        status=status,
+        error=error,
+    )
+
+
+def _execution(context: ModelRunContext) -> ExecutionSettings:
+    """How every workload of the job runs (``execution.precision``, ``execution.compile``)."""
+    return ExecutionSettings(precision=context.cfg.execution.precision, compile=context.cfg.execution.compile)
+
+
+def _result(
+    attempt: Attempt,
+    batch: TimedBatch,
+    decision: BatchDecision | None,
+    step_downs: list[BatchStepDown],
+    warnings: list[str],
+    context: ModelRunContext,
+) -> ModelResult:
+    """The model's report section from a measured run at ``batch``, the search behind it and the runs abandoned."""
+    measurement = attempt.measurement
+    sizing = measurement.sizing
+    return ModelResult(
+        status=attempt.status,
+        error=attempt.error,
+        memory_usage_mb=attempt.memory.peak_reserved_mb,
+        batch_size=batch.batch_size,
+        gradient_accumulation_steps=batch.gradient_accumulation_steps,
+        stability=attempt.stability.stability,
+        loss_trend=attempt.stability.loss_trend,
+        raw_epoch_times_ms=measurement.epoch_times_ms,
+        warmup_epoch_times_ms=measurement.warmup_epoch_times_ms,
+        epoch_losses=measurement.epoch_losses,
+        warmup_epoch_losses=measurement.warmup_losses,
+        steps_per_epoch=sizing.steps_per_epoch,
+        samples_per_step=attempt.facts.samples_per_step,
+        sample_unit=attempt.facts.sample_unit,
+        first_step_ms=sizing.first_step_s * MS_PER_S,
+        calibration_seconds=sizing.calibration_seconds,
+        stop_reason=measurement.stop_reason,
+        statistics=attempt.statistics,
+        batch_search=None if decision is None else decision.record(),
+        batch_policy=batch.policy,
+        batch_step_downs=step_downs,
+        flops_per_step=attempt.facts.flops_per_step,
+        workload=attempt.facts.description,
+        execution=_execution(context),
+        memory=attempt.memory,
+        device_epochs=attempt.device_epochs,
+        stability_details=attempt.stability,
+        energy=energy_summary(attempt.device_epochs, sizing.steps_per_epoch * attempt.facts.samples_per_step),
+        warnings=warnings,
+    )
+
+
+def _failed_result(
+    exc: Exception,
+    batch: TimedBatch | None,
+    decision: BatchDecision | None,
+    step_downs: list[BatchStepDown],
+    facts: WorkloadFacts | None,
+    context: ModelRunContext,
+) -> ModelResult:
+    """The section of a model whose run raised: ``oom`` or ``failed``, the error and its traceback, and what the
+    phases before the failure established (the batch and its search, the workload's facts once it was built)."""
+    return ModelResult(
+        status="oom" if is_oom(exc) else "failed",
+        error=f"{type(exc).__name__}: {exc}".strip(),
+        batch_size=None if batch is None else batch.batch_size,
+        gradient_accumulation_steps=1 if batch is None else batch.gradient_accumulation_steps,
+        samples_per_step=None if facts is None else facts.samples_per_step,
+        sample_unit=None if facts is None else facts.sample_unit,
+        batch_search=None if decision is None else decision.record(),
+        batch_policy=None if batch is None else batch.policy,
+        batch_step_downs=step_downs,
+        flops_per_step=None if facts is None else facts.flops_per_step,
+        workload={} if facts is None else facts.description,
+        execution=None if facts is None else _execution(context),
+        traceback=traceback.format_exc(limit=8),
+    )
+
+
+def _step_down(
+    name: str,
+    attempt: Attempt,
+    batch: TimedBatch,
+    smaller: int,
+    decision: BatchDecision | None,
+    step_downs: list[BatchStepDown],
+    context: ModelRunContext,
+) -> tuple[TimedBatch, BatchStepDown]:
+    """The batch to measure again at, ``smaller`` than ``batch`` whose measured run broke the headroom policy, and
+    the record of the abandoned run (its peak, the limit, what it measured)."""
+    headroom = attempt.headroom
+    assert headroom is not None  # only a run checked against the headroom is stepped down
+    abandoned = _result(attempt, batch, decision, step_downs, [], context)
+    reason = (
+        f"stepped down from {batch.batch_size} to {smaller} because the measured peak reserved memory "
+        f"{headroom.peak_reserved_mb:,.0f} MB exceeded the headroom limit {headroom.peak_limit_mb:,.0f} MB"
+    )
+    console.notice(f"{name}: {reason}; measuring again")
+    throughput = abandoned.samples_per_second
+    record = BatchStepDown(
+        batch_size=batch.batch_size,
+        peak_reserved_mb=headroom.peak_reserved_mb,
+        headroom_limit_mb=headroom.peak_limit_mb,
+        mean_epoch_time_ms=abandoned.mean_epoch_time_ms,
+        samples_per_second=None if throughput is None else throughput.mean,
+    )
+    is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
+    target_effective = context.cfg.batch.target_effective
+    smaller_batch = TimedBatch(
+        batch_size=smaller,
+        gradient_accumulation_steps=1 if is_hyperparameter else gradient_accumulation_steps(smaller, target_effective),
+        policy=f"{batch.policy}; {reason}",
+    )
+    return smaller_batch, record
+
+
+# ------------------------------------------------------------------------------------------------ one model
+
+
+def run_model(name: str, context: ModelRunContext) -> ModelRun:
+    """Choose the batch, measure model ``name`` at it, and step a searched batch down while its measured run breaks
+    the headroom policy.
+
+    The step-down happens after the measured epochs, not in the search: the search's trials run a few steps each,
+    and fragmentation of the caching allocator only shows over the many steps of a measured run. Each abandoned
+    measurement stays in the result (``batch_step_downs``), so the user sees what the larger batch cost and why it
+    was given up; the reported numbers are those of the last measurement.
+    """
+    cfg = context.cfg
+    decision: BatchDecision | None = None
+    batch: TimedBatch | None = None
+    step_downs: list[BatchStepDown] = []
+    facts: WorkloadFacts | None = None
+    attempt: Attempt | None = None
+    # The previous model's tensors are gone, but the caching allocator still reserves their memory: release it,
+    # or this model's batch search and peaks would start from the previous model's reservation.
+    release_device_memory()
+    try:
+        decision = choose_batch(name, context)
+        configured = getattr(cfg.workloads, name).batch_size
+        if decision is not None and decision.batch_size is None:
+            return ModelRun(ModelResult(status="oom", error=decision.message, batch_search=decision.record()), None)
+        if decision is None:
+            batch = TimedBatch(batch_size=configured, gradient_accumulation_steps=1, policy=None)
+        else:
+            is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
+            batch = timed_batch(configured, decision, is_hyperparameter=is_hyperparameter)
+        # Only a batch the search set is stepped down: an RL batch below the fitted cap is the algorithm's own
+        # choice, and changing it would time a different algorithm.
+        chosen_by_search = decision is not None and batch.batch_size == decision.batch_size
+        allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
+        while True:
+            workload, facts = _prepare(name, context, batch.batch_size)
+            attempt = _measure(name, workload, facts, context)
+            # The workload must be unreachable before a smaller one is built, so that its memory can be released.
+            del workload
+            headroom = attempt.headroom
+            smaller = None
+            if headroom is not None and attempt.status == "ok" and len(step_downs) < allowed_step_downs:
+                smaller = step_down_size(
+                    batch.batch_size, headroom.peak_reserved_mb, headroom.peak_limit_mb, cfg.batch.min_size
+                )
+            if smaller is None:
+                break
+            batch, abandoned = _step_down(name, attempt, batch, smaller, decision, step_downs, context)
+            step_downs = [*step_downs, abandoned]
+            # Should building the smaller workload fail, the result must not carry the larger one's facts.
+            facts = None
+            # The abandoned workload died with the previous measurement; return its cached blocks first, so the
+            # new peak starts from a clean cache.
+            release_device_memory()
+        warnings = []
+        if attempt.headroom is not None and attempt.headroom.warning is not None:
+            warnings.append(attempt.headroom.warning)
+            console.notice(f"{name}: {attempt.headroom.warning}")
+        return ModelRun(_result(attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
+    except Exception as exc:
+        timeline = None if attempt is None else attempt.memory_timeline
+        return ModelRun(_failed_result(exc, batch, decision, step_downs, facts, context), timeline)

@@ -1,0 +1,78 @@
+"""Ordinary least-squares slope of a series against its index: the slope, its standard error, a Student-t interval
+and the two-sided p-value of "no trend".
+
+One fit serves every trend in gpubench (allocated memory across epochs for the leak check, the loss across epochs
+for the loss trend). The formulas are the textbook ones, written out because ``scipy.stats.linregress`` returns NaN
+for a perfectly flat series (its correlation is undefined), which is exactly what a clean training loop's memory
+produces: here a flat series has slope 0, standard error 0 and p-value 1.
+
+Pure numpy/scipy: nothing here imports torch.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class SlopeFit:
+    """The least-squares line through ``n`` points (x, y), in y-units per x-unit.
+
+    ``slope_stderr`` is the standard error of the slope, None with fewer than three points (an error needs one
+    residual degree of freedom).
+    """
+
+    slope: float
+    slope_stderr: float | None
+    n: int
+
+    @property
+    def degrees_of_freedom(self) -> int:
+        """Residual degrees of freedom, ``n - 2``."""
+        return self.n - 2
+
+    def interval(self, confidence_level: float) -> tuple[float, float]:
+        """Slope ± t(1 − α/2, n − 2) × standard error; ValueError with fewer than three points."""
+        if self.slope_stderr is None:
+            raise ValueError(f"a slope interval needs at least 3 points, got {self.n}")
+        half_width = float(stats.t.ppf(0.5 + confidence_level / 2.0, self.degrees_of_freedom)) * self.slope_stderr
+        return self.slope - half_width, self.slope + half_width
+
+    @property
+    def p_value(self) -> float | None:
+        """Two-sided p-value of the t test of slope = 0 with n − 2 degrees of freedom; None with fewer than three
+        points. Points exactly on a line leave no error: 0.0 for a sloped line, 1.0 for a flat one."""
+        if self.slope_stderr is None:
+            return None
+        if self.slope_stderr == 0.0:
+            return 0.0 if self.slope != 0.0 else 1.0
+        t_statistic = self.slope / self.slope_stderr
+        return float(2.0 * stats.t.sf(abs(t_statistic), self.degrees_of_freedom))
+
+
+def fit_slope(y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray | None = None) -> SlopeFit:
+    """Fit ``y`` against ``x`` (by default the index 0, 1, ..., n − 1) by least squares.
+
+    Needs at least two points and an ``x`` that is not constant; raises ValueError otherwise.
+    """
+    values = np.asarray(y, dtype=float)
+    n = values.size
+    if n < 2:
+        raise ValueError(f"a slope needs at least 2 points, got {n}")
+    positions = np.arange(n, dtype=float) if x is None else np.asarray(x, dtype=float)
+    if positions.shape != values.shape:
+        raise ValueError(f"x and y differ in length: {positions.size} and {n}")
+    positions_centred = positions - positions.mean()
+    sxx = float(positions_centred @ positions_centred)
+    if sxx == 0.0:
+        raise ValueError("a slope needs at least two distinct x values")
+    values_centred = values - values.mean()
+    slope = float(positions_centred @ values_centred / sxx)
+    if n < 3:
+        return SlopeFit(slope=slope, slope_stderr=None, n=n)
+    residuals = values_centred - slope * positions_centred
+    slope_stderr = math.sqrt(float(residuals @ residuals) / (n - 2) / sxx)
+    return SlopeFit(slope=slope, slope_stderr=slope_stderr, n=n)

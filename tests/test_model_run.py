@@ -1,0 +1,268 @@
+"""One model end to end on the CPU: the frozen result and its report keys, the headroom check on the measured run's
+peak, and the step-down when that check fails (with the memory profile faked)."""
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from gpubench import model_run
+from gpubench.conf import CONF_DIR
+from gpubench.config import register_configs
+from gpubench.hardware.selection import synchronizer
+from gpubench.measure.batch_search import choose_batch_size
+from gpubench.measure.config import BatchConfig
+from gpubench.measure.flops import count_step_flops
+from gpubench.measure.timing import BlockTimer
+from gpubench.model_run import ModelRunContext, build_workload, run_model
+from gpubench.models import workload_class
+from gpubench.results import MemoryProfile, ModelResult
+from gpubench.runner import typed_config
+
+#: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
+CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
+
+
+def decision_with_limit(limit: int):
+    """A real search over an oracle that fits every size up to ``limit``."""
+
+    def try_batch(size: int, steps: int) -> float:
+        if size > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
+        return float(size)
+
+    return choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096, target_effective=512), None)
+
+
+@pytest.fixture
+def cpu_context(tmp_path: Path, learnable_features) -> ModelRunContext:
+    """The MLP on the CPU with a few short epochs, as if a 1,000 MB budget had been measured."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                f"output={tmp_path / 'report.json'}",
+                "hardware=cpu",
+                "model=mlp",
+                "epochs=3",
+                "warmup_epochs=0",
+                "epoch.min_seconds=0.01",
+                "hardware.burn_in_max_seconds=0",
+            ],
+        )
+    device = torch.device("cpu")
+    return ModelRunContext(
+        cfg=typed_config(cfg),
+        device=device,
+        features=learnable_features,
+        timer=BlockTimer(synchronizer(device)),
+        usable_vram_mb=1000.0,
+        reference_sm_clock_mhz=None,
+    )
+
+
+def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_context: ModelRunContext) -> None:
+    run = run_model("mlp", dataclasses.replace(cpu_context, usable_vram_mb=None))
+    result = run.result
+    assert isinstance(result, ModelResult)
+    assert result.status == "ok", result.error
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.status = "failed"  # type: ignore[misc]
+    written = json.loads(CPU_REPORT.read_text())["models"]
+    # Every model section main wrote on the CPU has one key set; this run's section has exactly that set.
+    assert {frozenset(section) for section in written.values()} == {frozenset(result.to_dict())}
+    assert len(result.raw_epoch_times_ms) == 3 and result.statistics is not None
+    assert result.samples_per_second is not None and result.samples_per_second.mean > 0
+    assert result.memory is not None and not result.memory.measured
+    assert [epoch.phase for epoch in result.device_epochs] == ["measured"] * 3
+    assert run.memory_timeline is None  # nothing is sampled on the CPU
+    assert ModelResult.from_dict(json.loads(json.dumps(result.to_dict()))).to_dict() == result.to_dict()
+
+
+def test_a_model_that_cannot_be_built_fails_with_its_error_and_traceback(cpu_context: ModelRunContext) -> None:
+    cpu_context.cfg.workloads.mlp.window = 10**6  # longer than the data
+    result = run_model("mlp", cpu_context).result
+    assert result.status == "failed"
+    assert result.error is not None and result.error.startswith("ValueError")
+    assert result.traceback is not None and "Traceback" in result.traceback
+    assert result.batch_size == cpu_context.cfg.workloads.mlp.batch_size
+    assert result.statistics is None and result.raw_epoch_times_ms == []
+
+
+@pytest.mark.parametrize(("peak_reserved_mb", "exceeded"), [(950.0, True), (900.0, False)])
+def test_measured_peak_is_checked_against_the_headroom_limit(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch, peak_reserved_mb: float, exceeded: bool
+) -> None:
+    # The measured epochs' profile as a GPU would report it; batch.headroom 0.9 × 1,000 MB allows 900 MB.
+    monkeypatch.setattr(
+        model_run.MemoryProfiler, "result", lambda self: MemoryProfile(True, peak_reserved_mb=peak_reserved_mb)
+    )
+    section = run_model("mlp", cpu_context).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert section["memory"]["peak_reserved_mb"] == peak_reserved_mb
+    assert section["memory"]["headroom_exceeded"] is exceeded
+    assert section["memory"]["headroom_limit_mb"] == pytest.approx(900.0)
+    if exceeded:
+        assert section["warnings"] == [
+            "peak reserved memory during the measured epochs was 950 MB, above the headroom limit 900 MB "
+            "(`batch.headroom` 0.9 × 1,000 MB usable): at this batch size the model may run out of memory on the "
+            "target card"
+        ]
+    else:
+        assert "warnings" not in section
+
+
+def test_headroom_is_not_measured_on_the_cpu(cpu_context: ModelRunContext) -> None:
+    section = run_model("mlp", dataclasses.replace(cpu_context, usable_vram_mb=None)).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert section["memory"]["headroom_exceeded"] is None
+    assert section["memory"]["headroom_limit_mb"] is None
+
+
+class FragmentingGpu:
+    """The GPU as a model run sees it, faked: each measured run's peak reserved memory is ``peak_mb(batch)`` for the
+    batch of the last workload built, and builds and device-memory releases are recorded in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, peak_mb: Callable[[int], float]) -> None:
+        self.events: list[str] = []
+        self.notices: list[str] = []
+        self.built: list[int] = []
+        build = model_run.build_workload
+
+        def recording_build(name, context, batch_size: int, *, eager: bool = False):
+            self.built.append(batch_size)
+            self.events.append(f"build {batch_size}")
+            return build(name, context, batch_size, eager=eager)
+
+        monkeypatch.setattr(model_run, "build_workload", recording_build)
+        monkeypatch.setattr(model_run, "release_device_memory", lambda: self.events.append("release"))
+        monkeypatch.setattr(
+            model_run.MemoryProfiler,
+            "result",
+            lambda profiler: MemoryProfile(True, peak_reserved_mb=peak_mb(self.built[-1])),
+        )
+        monkeypatch.setattr(model_run.console, "notice", self.notices.append)
+
+
+def search_fits_up_to(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    """The model run's batch search, as if run on a GPU where every size up to ``limit`` fits its short trials."""
+    decision = decision_with_limit(limit)
+    monkeypatch.setattr(model_run, "choose_batch", lambda name, context: decision)
+
+
+def test_searched_batch_over_the_headroom_in_the_measured_run_is_stepped_down(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fragmentation over the measured epochs: 10.5 MB per sample against a limit of 0.9 × 1,000 MB = 900 MB.
+    # Batch 100 peaks at 1,050 MB -> floor(100 × 900 / 1,050) = 85, which peaks at 892.5 MB.
+    flops_at_85 = count_step_flops(build_workload("mlp", cpu_context, 85))
+    search_fits_up_to(monkeypatch, 100)
+    gpu = FragmentingGpu(monkeypatch, lambda batch: 10.5 * batch)
+    section = run_model("mlp", cpu_context).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert section["batch_search"]["batch_size"] == 100
+    assert section["batch_size"] == 85
+    assert section["gradient_accumulation_steps"] == 7  # ceil(512 / 85), recomputed for the new size
+    assert section["flops_per_step"] == flops_at_85
+    assert section["memory"]["peak_reserved_mb"] == 892.5
+    assert section["memory"]["headroom_exceeded"] is False
+    assert "warnings" not in section
+    [abandoned] = section["batch_step_downs"]
+    assert abandoned["batch_size"] == 100
+    assert abandoned["peak_reserved_mb"] == 1050.0
+    assert abandoned["headroom_limit_mb"] == pytest.approx(900.0)
+    assert abandoned["mean_epoch_time_ms"] > 0 and abandoned["samples_per_second"] > 0
+    assert section["batch_policy"].endswith(
+        "; stepped down from 100 to 85 because the measured peak reserved memory 1,050 MB exceeded the headroom "
+        "limit 900 MB"
+    )
+    # The abandoned workload's memory is released before the smaller one is built.
+    assert gpu.events == ["release", "build 100", "release", "build 85"]
+    assert len(gpu.notices) == 1 and "stepped down from 100 to 85" in gpu.notices[0]
+
+
+def test_step_downs_stop_at_max_step_downs_and_the_last_overshoot_keeps_its_warning(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fixed 200 MB makes the proportional guess optimistic: 100 -> 1,000 MB, 90 -> 920 MB, 88 -> 904 MB.
+    search_fits_up_to(monkeypatch, 100)
+    gpu = FragmentingGpu(monkeypatch, lambda batch: 8.0 * batch + 200.0)
+    section = run_model("mlp", cpu_context).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert gpu.built == [100, 90, 88]  # floor(100 × 900 / 1,000), floor(90 × 900 / 920); batch.max_step_downs=2
+    assert section["batch_size"] == 88
+    assert [(s["batch_size"], s["peak_reserved_mb"]) for s in section["batch_step_downs"]] == [(100, 1000), (90, 920)]
+    assert "from 100 to 90" in section["batch_policy"] and "from 90 to 88" in section["batch_policy"]
+    assert section["memory"]["headroom_exceeded"] is True
+    assert section["warnings"] == [
+        "peak reserved memory during the measured epochs was 904 MB, above the headroom limit 900 MB "
+        "(`batch.headroom` 0.9 × 1,000 MB usable): at this batch size the model may run out of memory on the "
+        "target card"
+    ]
+
+
+def test_max_step_downs_zero_keeps_the_batch_with_a_warning(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cpu_context.cfg.batch.max_step_downs = 0
+    search_fits_up_to(monkeypatch, 100)
+    gpu = FragmentingGpu(monkeypatch, lambda batch: 10.5 * batch)
+    section = run_model("mlp", cpu_context).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert gpu.built == [100]
+    assert section["batch_size"] == 100
+    assert section["gradient_accumulation_steps"] == 6
+    assert section["memory"]["headroom_exceeded"] is True
+    assert len(section["warnings"]) == 1 and "1,050 MB" in section["warnings"][0]
+    assert "batch_step_downs" not in section
+    assert "stepped down" not in section["batch_policy"]
+
+
+def test_searched_batch_at_min_size_is_kept_with_a_warning(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    search_fits_up_to(monkeypatch, 32)  # batch.min_size
+    gpu = FragmentingGpu(monkeypatch, lambda batch: 30.0 * batch)
+    section = run_model("mlp", cpu_context).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert gpu.built == [32]
+    assert section["memory"]["headroom_exceeded"] is True
+    assert len(section["warnings"]) == 1
+    assert "batch_step_downs" not in section
+
+
+@pytest.mark.parametrize(("fit_limit", "built"), [(100, [100, 85]), (200, [128])])
+def test_rl_batch_steps_down_only_when_the_fit_capped_it(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch, fit_limit: int, built: list[int]
+) -> None:
+    # As an RL workload the MLP is timed at min(configured, fitted): configured 128; capped to 100 when only 100
+    # fits, but its own 128 when 200 fits, and then the batch is the algorithm's, not the search's.
+    monkeypatch.setattr(workload_class("mlp"), "batch_size_is_hyperparameter", True)
+    cpu_context.cfg.workloads.mlp.batch_size = 128
+    search_fits_up_to(monkeypatch, fit_limit)
+    gpu = FragmentingGpu(monkeypatch, lambda batch: 10.5 * batch)
+    section = run_model("mlp", cpu_context).result.to_dict()
+    assert section["status"] == "ok", section["error"]
+    assert gpu.built == built
+    assert section["batch_size"] == built[-1]
+    assert section["gradient_accumulation_steps"] == 1
+    assert ("batch_step_downs" in section) is (len(built) > 1)
+    assert ("warnings" in section) is (len(built) == 1)
+
+
+def test_a_batch_search_where_nothing_fits_is_an_oom_result(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def nothing_fits(size: int, steps: int) -> float:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
+
+    decision = choose_batch_size(nothing_fits, BatchConfig(min_size=32, max_size=64), None)
+    monkeypatch.setattr(model_run, "choose_batch", lambda name, context: decision)
+    result = run_model("mlp", cpu_context).result
+    assert result.status == "oom" and result.error == decision.message
+    assert result.batch_search == decision.record() and result.batch_size is None
