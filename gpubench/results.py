@@ -916,7 +916,7 @@ class MissingModel(Record):
 
 @dataclass(frozen=True)
 class Recommendation(Record):
-    """The answer the run was for: the decision, why, the estimate and its bound (hours), the cost, the projection
+    """The answer the run was for: the decision, why, the estimate and its bounds (hours), the cost, the projection
     onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
 
     ``decision`` is None when the measurements do not support one (nothing measured, a critical model missing or
@@ -987,7 +987,8 @@ class Recommendation(Record):
 
 
 def recommendation_thresholds(local_max_hours: float, cloud_min_hours: float) -> dict[str, float]:
-    """The recommendation's ``thresholds_hours``: the decision's local and cloud limits on the upper bound (h)."""
+    """The recommendation's ``thresholds_hours``: the decision's local limit on the upper bound and cloud threshold
+    on the lower bound (h)."""
     return {"local_max": local_max_hours, "cloud_min": cloud_min_hours}
 
 

@@ -98,7 +98,8 @@ DECISION_METHOD = (
     "had fewer epochs (such a model is left out of the bound the rule reads). The bounds include the margin added "
     "for a drift or throttled epochs; where the decision without it would differ, decision_basis is "
     "drift_or_throttling. nothing_measured: no model has an estimate. The figures (estimate, bounds, projection, "
-    "cost) cover decided_on: the critical models with an estimate, else every model with one."
+    "cost) cover decided_on: the critical models with an estimate, else every model with one. A run on the CPU "
+    "(hardware.measured_on not cuda) decides about the CPU: its reasoning starts by saying so."
 )
 
 MEMORY_METHOD = (
@@ -194,8 +195,12 @@ def _held_back_text(verdict: Verdict) -> str:
     if verdict.missing:
         parts.append(f"critical {_missing_text(verdict.missing)} not measured")
     if verdict.too_few:
-        counts = ", ".join(f"{name} {epochs}" for name, epochs in verdict.too_few.items())
-        parts.append(f"too few measured epochs ({counts}; a decision needs at least {MIN_DECISION_EPOCHS})")
+        (first, first_epochs), *others = verdict.too_few.items()
+        counts = "".join(f", {name} {epochs}" for name, epochs in others)
+        parts.append(
+            f"{first} had {first_epochs} measured epoch{'s' if first_epochs != 1 else ''}{counts}, fewer than the "
+            f"{MIN_DECISION_EPOCHS} a decision needs"
+        )
     return "; ".join(parts)
 
 
@@ -567,6 +572,7 @@ def recommended_actions(
         actions.append(
             f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {decision.cloud_card}: "
             f"projected {_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)})"
+            + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
             + (f", ${price:,.2f} per training." if price is not None else ".")
         )
     cheapest = _cheapest_card(projection)

@@ -122,8 +122,8 @@ class TimeEstimate:
     halfwidth_ms: float
     confidence_level: float
     one_off_seconds: float
-    drift_flags: tuple[str, ...] = ()
-    drift_ms_per_epoch: float = 0.0
+    drift_flags: tuple[str, ...]
+    drift_ms_per_epoch: float
 
     @property
     def epochs_seconds(self) -> float:
