@@ -39,6 +39,19 @@ STATUSES: tuple[str, ...] = get_args(ModelStatus)
 LOCAL_GPU_VIABLE = "LOCAL_GPU_VIABLE"
 GRAY_ZONE = "GRAY_ZONE"
 CLOUD_GPU_RECOMMENDED = "CLOUD_GPU_RECOMMENDED"
+#: Why the recommendation decided what it did, or decided nothing (``Recommendation.decision_basis``).
+DecisionBasis = Literal[
+    "upper_below_local",
+    "lower_above_cloud",
+    "critical_model_cannot_run",
+    "estimate_in_gray_band",
+    "interval_straddles_threshold",
+    "partial_measurement",
+    "too_few_epochs",
+    "drift_or_throttling",
+    "nothing_measured",
+]
+DECISION_BASES: tuple[str, ...] = get_args(DecisionBasis)
 
 R = TypeVar("R", bound="Record")
 
@@ -779,7 +792,17 @@ class ModelEstimate(Record):
     ``measured_epochs`` (n) epochs; ``one_off_seconds`` the calibration and warmup. ``estimated_hours`` and
     ``estimated_hours_upper`` (a prediction bound at ``upper_bound_level``) are the training's hours;
     ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
+    ``estimated_hours_lower`` is the lower prediction bound at the same level, never below the one-off costs;
+    ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
+    was flagged); ``relative_margin_floor_applied`` whether the margin is the floor on its relative size rather
+    than the measured one. The three are None in reports written before they existed (and left out of the dict).
     """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "estimated_hours_lower",
+        "drift_margin_hours",
+        "relative_margin_floor_applied",
+    )
 
     status: str | None
     estimated: bool
@@ -805,6 +828,9 @@ class ModelEstimate(Record):
     step_split: StepSplit | None = None
     energy_kwh: float | None = None
     energy_basis: str | None = None
+    estimated_hours_lower: float | None = None
+    drift_margin_hours: float | None = None
+    relative_margin_floor_applied: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
@@ -901,13 +927,25 @@ class MissingModel(Record):
 
 @dataclass(frozen=True)
 class Recommendation(Record):
-    """The answer the run was for: the decision, why, the estimate and its bound (hours), the cost, the projection
+    """The answer the run was for: the decision, why, the estimate and its bounds (hours), the cost, the projection
     onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
 
-    ``decision`` is None when nothing was measured. ``estimated_full_training_days`` is derived from the hours.
+    ``decision`` is None when the measurements do not support one (nothing measured, a critical model missing or
+    measured over too few epochs) and ``reasoning`` says why; ``decision_basis`` names the rule that gave the
+    decision (or withheld it), one of :data:`DECISION_BASES`. ``estimated_full_training_hours_lower`` is the lower
+    prediction bound of the total, never below the one-off costs. ``epochs_to_settle`` maps each critical model to
+    the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
+    value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
+    ``interval_straddles_threshold``. The three are None in reports written before they existed (and left out of
+    the dict). ``estimated_full_training_days`` is derived from the hours.
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "estimated_full_training_hours_lower",
+        "decision_basis",
+        "epochs_to_settle",
+    )
 
     decision: str | None
     reasoning: str
@@ -926,6 +964,9 @@ class Recommendation(Record):
     memory_budget: list[MemoryBudgetRow]
     recommended_actions: list[str]
     method: dict[str, str]
+    estimated_full_training_hours_lower: float | None = None
+    decision_basis: DecisionBasis | None = None
+    epochs_to_settle: dict[str, int | None] | None = None
 
     @property
     def estimated_full_training_days(self) -> float | None:
@@ -957,7 +998,8 @@ class Recommendation(Record):
 
 
 def recommendation_thresholds(local_max_hours: float, cloud_min_hours: float) -> dict[str, float]:
-    """The recommendation's ``thresholds_hours``: the decision's local and cloud limits on the upper bound (h)."""
+    """The recommendation's ``thresholds_hours``: the decision's local limit on the upper bound and cloud threshold
+    on the lower bound (h)."""
     return {"local_max": local_max_hours, "cloud_min": cloud_min_hours}
 
 

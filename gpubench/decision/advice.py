@@ -6,9 +6,29 @@ are only put into words (hours as minutes or hours, sizes in MB, money in USD).
 from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.estimate import CHECKPOINT_RUN_FRACTION, TimeEstimate, checkpoint_interval_hours
+from gpubench.decision.estimate import (
+    CHECKPOINT_RUN_FRACTION,
+    RELATIVE_MARGIN_FLOOR,
+    TimeEstimate,
+    TotalTime,
+    checkpoint_interval_hours,
+)
 from gpubench.decision.memory_budget import HEADROOM_MARGINAL, HEADROOM_RISK, TOTAL_ROW
 from gpubench.decision.projection import BOUND_COMPUTE, BOUND_OVERHEAD, DeviceThroughput
+from gpubench.decision.rule import (
+    CRITICAL_MODEL_CANNOT_RUN,
+    DRIFT_OR_THROTTLING,
+    ESTIMATE_IN_GRAY_BAND,
+    INTERVAL_STRADDLES_THRESHOLD,
+    LOWER_ABOVE_CLOUD,
+    MIN_DECISION_EPOCHS,
+    NOTHING_MEASURED,
+    PARTIAL_MEASUREMENT,
+    SETTLE_MAX_EPOCHS,
+    TOO_FEW_EPOCHS,
+    UPPER_BELOW_LOCAL,
+    Verdict,
+)
 from gpubench.hardware.catalog import Card
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
@@ -39,24 +59,47 @@ ESTIMATE_METHOD = (
 )
 
 UPPER_BOUND_METHOD = (
-    "Upper bound: a prediction bound for the total of the N future epochs, not N x the interval's upper end. With h "
-    "the half-width of the autocorrelation-aware decision interval of the mean over n measured epochs, "
-    "se = h / q is the standard error of the mean (q its t quantile) and the long-run per-epoch variance is "
-    "n x se^2 (= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs; batch means estimate the same). The total of N "
-    "future epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of "
-    "the future epochs), so upper = N x mean + h x sqrt(N (N + n)) + one-off costs, using the interval's own "
-    "quantile: it is a one-sided (1 + level) / 2 bound (97.5% for a 95% interval). For N >> n it tends to N x the "
-    "interval's upper end; for N comparable to n it is wider. Models are trained one after another and measured "
-    "independently, so the margins of several models add in quadrature."
+    "Bounds: prediction bounds for the total of the N future epochs, not N x the interval's ends. With h the "
+    "half-width of the autocorrelation-aware decision interval of the mean over n measured epochs, se = h / q is "
+    "the standard error of the mean (q its t quantile) and the long-run per-epoch variance is n x se^2 "
+    "(= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs; batch means estimate the same). The total of N future "
+    "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
+    "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
+    "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable "
+    "to n it is wider. A model whose measured epochs drift (Kendall's test) or include throttled epochs gets "
+    "|mean of the last third of its epochs - mean of the first third| x N added to its margin: the drift's size "
+    "carried to the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for "
+    "the whole training). The margin is never less than "
+    f"{RELATIVE_MARGIN_FLOOR:.0%} of N x mean: on the H200 a real training 4x longer than the benchmark landed "
+    "0.04-5.6% from the prediction for dqn, ppo, mamba2 and tft, and tft (0.04% off) fell outside its +/-0.03% "
+    "bound, so a longer run has systematic effects (allocator growth, clocks) that the epoch-to-epoch variance "
+    "does not contain. Upper = estimate + margin; lower = estimate - margin, never below the one-off costs. "
+    "Several models are trained one after another and were measured one after another on one device, so their "
+    "errors can share a cause (the card's clocks, the host's load): their margins add, the conservative "
+    "combination (quadrature would assume independent errors), each model's lower bound cut at its one-off costs "
+    "first."
 )
 
 DECISION_METHOD = (
-    "Decision on the combined upper bound of the models in decision.critical_models: below decision.local_max_hours "
-    "LOCAL_GPU_VIABLE, above decision.cloud_min_hours CLOUD_GPU_RECOMMENDED, otherwise (bounds included) GRAY_ZONE. "
-    "A model counts when its status is ok and it has a plan. A critical model not run or not ok is listed in "
-    "missing_critical_models and the decision (partial) is made on the critical models that were measured; when "
-    "none was, it is made on every measured model, still partial. With no measured model there is no decision "
-    "(None)."
+    "Decision on the total of the models in decision.critical_models (every model run when that list is empty). "
+    "CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status oom: not even "
+    "batch.min_size fits, or the step ran out of memory; decision_basis critical_model_cannot_run), or when the "
+    "lower bound is over decision.cloud_min_hours (lower_above_cloud); both also from a subset of the critical "
+    "models, since times add and a subset bounds the total from below. LOCAL_GPU_VIABLE when the upper bound is "
+    "under decision.local_max_hours (upper_below_local). Otherwise GRAY_ZONE: estimate_in_gray_band when the "
+    "estimate lies between the thresholds (both included), interval_straddles_threshold when the estimate is on "
+    "one side of a threshold and its bound on the other, with epochs_to_settle: per critical model max(n, K), K "
+    "the smallest common epoch count (the epochs setting) at which the bound would be on the estimate's side, "
+    "the long-run variance and the quantile held as measured (h scaled by sqrt(n / K)) in the same margin "
+    f"formula; None where not even {SETTLE_MAX_EPOCHS:,} epochs would (the floor, a drift's part and the future "
+    "epochs' own variability do not shrink). LOCAL_GPU_VIABLE and GRAY_ZONE only when every critical model was "
+    f"measured (status ok, with a plan) over at least {MIN_DECISION_EPOCHS} epochs; otherwise no decision (None): "
+    "partial_measurement when a critical model was not run, failed, diverged or stopped, too_few_epochs when one "
+    "had fewer epochs (such a model is left out of the bound the rule reads). The bounds include the margin added "
+    "for a drift or throttled epochs; where the decision without it would differ, decision_basis is "
+    "drift_or_throttling. nothing_measured: no model has an estimate. The figures (estimate, bounds, projection, "
+    "cost) cover decided_on: the critical models with an estimate, else every model with one. A run on the CPU "
+    "(hardware.measured_on not cuda) decides about the CPU: its reasoning starts by saying so."
 )
 
 MEMORY_METHOD = (
@@ -120,59 +163,170 @@ def method_texts(projection_source: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The decision and the figures it rests on: the verdict, the estimates of the models ``decided`` on, their
-    total ``hours`` and its bound ``upper_hours`` (the bound's interval level ``level``), the critical models
-    ``missing``, the measured device and whether it is the CPU."""
+    """The decision and the figures it rests on: the rule's ``verdict``, the estimates of the models ``decided``
+    on (the figures' models), their ``total`` (None when none has an estimate) and the level of the interval its
+    bounds come from, the critical models ``missing`` an estimate, the measured device and whether it is the CPU."""
 
-    verdict: str
+    verdict: Verdict
     decided: list[TimeEstimate]
-    hours: float
-    upper_hours: float
-    level: float
+    total: TotalTime | None
+    level: float | None
     missing: list[MissingModel]
     device: str
     on_cpu: bool
 
     @property
-    def upper_bound_level(self) -> float:
-        """The one-sided level of ``upper_hours``: (1 + level) / 2."""
-        return (1 + self.level) / 2
+    def bound_level(self) -> float | None:
+        """The one-sided level of each bound: (1 + level) / 2."""
+        return None if self.level is None else (1 + self.level) / 2
 
 
 def _hours_text(hours: float) -> str:
     return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.1f} h"
 
 
-def _missing_text(missing: list[MissingModel]) -> str:
+def _missing_text(missing: tuple[MissingModel, ...] | list[MissingModel]) -> str:
     return ", ".join(f"{m.model} ({m.reason})" for m in missing)
 
 
-def reasoning(outcome: Outcome, cloud_row: CardProjection | None, decision: DecisionConfig) -> str:
-    """A sentence or two with the numbers behind the decision."""
-    threshold_text = {
-        LOCAL_GPU_VIABLE: f"under the {decision.local_max_hours:g} h local limit",
-        CLOUD_GPU_RECOMMENDED: f"over the {decision.cloud_min_hours:g} h cloud threshold",
-        GRAY_ZONE: f"between {decision.local_max_hours:g} h and {decision.cloud_min_hours:g} h",
-    }[outcome.verdict]
-    names = [e.model for e in outcome.decided]
-    text = (
-        f"On {outcome.device}, training {' + '.join(names)} to plan takes an estimated {_hours_text(outcome.hours)} "
-        f"({outcome.hours / HOURS_PER_DAY:.2f} days); the {outcome.upper_bound_level:.1%} upper bound, "
-        f"{_hours_text(outcome.upper_hours)}, is {threshold_text}: {outcome.verdict}."
+def _held_back_text(verdict: Verdict) -> str:
+    """The critical models the decision lacks: not measured, or measured over too few epochs."""
+    parts = []
+    if verdict.missing:
+        parts.append(f"critical {_missing_text(verdict.missing)} not measured")
+    if verdict.too_few:
+        (first, first_epochs), *others = verdict.too_few.items()
+        counts = "".join(f", {name} {epochs}" for name, epochs in others)
+        parts.append(
+            f"{first} had {first_epochs} measured epoch{'s' if first_epochs != 1 else ''}{counts}, fewer than the "
+            f"{MIN_DECISION_EPOCHS} a decision needs"
+        )
+    return "; ".join(parts)
+
+
+def _lower_bound_clause(verdict: Verdict, decision: DecisionConfig) -> str:
+    """Why the measured part does not prove CLOUD: its lower bound, where there is one."""
+    if verdict.total is None:
+        return "."
+    return (
+        f"; the lower bound of {' + '.join(verdict.bound_models)}, {_hours_text(verdict.total.lower_hours)}, is "
+        f"not over the {decision.cloud_min_hours:g} h cloud threshold."
     )
-    if cloud_row and cloud_row.training_hours is not None:
+
+
+def _settle_text(verdict: Verdict) -> str:
+    counts = verdict.epochs_to_settle or {}
+    known = {name: epochs for name, epochs in counts.items() if epochs is not None}
+    if not known:
+        return (
+            f" No practical number of epochs (up to {SETTLE_MAX_EPOCHS:,}) settles it: the margin's floor "
+            f"({RELATIVE_MARGIN_FLOOR:.0%} of the time), a drift's part and the future epochs' own variability do "
+            "not shrink with more epochs."
+        )
+    most = max(known.values())
+    if len(set(known.values())) == 1:
+        return f" Measuring {most} epochs per critical model (epochs={most}) would settle it, if the variance holds."
+    listed = ", ".join(f"{name} {epochs}" for name, epochs in known.items())
+    return f" Measuring {listed} epochs (epochs={most}) would settle it, if the variance holds."
+
+
+def _widened(outcome: Outcome) -> list[TimeEstimate]:
+    """The estimates whose margin the rule widened for a drift or throttled epochs."""
+    return [e for e in outcome.decided if e.model in outcome.verdict.widened]
+
+
+def _drift_hours_text(estimate: TimeEstimate) -> str:
+    return _hours_text(estimate.drift_margin_seconds / SECONDS_PER_HOUR)
+
+
+def _drift_text(outcome: Outcome) -> str:
+    """The flagged models, how much their margin grew, and what the decision would be without it."""
+    verdict = outcome.verdict
+    flagged = "; ".join(
+        f"{e.model}: {', '.join(e.drift_flags)}, its margin widened by {_drift_hours_text(e)}"
+        for e in _widened(outcome)
+    )
+    without = verdict.plain_decision or "no decision"
+    with_it = verdict.decision or "no decision"
+    return (
+        f"{flagged} (the shift between the first and the last third of its epochs, carried to the whole plan). "
+        f"Without that widening the answer would be {without}; with it, {with_it}."
+    )
+
+
+def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
+    """The sentence that gives the decision (or withholds it) and the rule behind it."""
+    verdict, total = outcome.verdict, outcome.verdict.total
+    local, cloud = decision.local_max_hours, decision.cloud_min_hours
+    basis = verdict.basis
+    if basis == NOTHING_MEASURED:
+        return no_estimate_reasoning(outcome.missing)
+    if basis == CRITICAL_MODEL_CANNOT_RUN:
+        return f"Critical {_missing_text(verdict.cannot_run)} cannot run on the local card: {CLOUD_GPU_RECOMMENDED}."
+    if basis == DRIFT_OR_THROTTLING:
+        return _drift_text(outcome)
+    if basis == UPPER_BELOW_LOCAL:
+        return f"The upper bound is under the {local:g} h local limit: {LOCAL_GPU_VIABLE}."
+    if basis == LOWER_ABOVE_CLOUD:
+        if not verdict.missing and not verdict.too_few:
+            return f"The lower bound is over the {cloud:g} h cloud threshold: {CLOUD_GPU_RECOMMENDED}."
+        assert total is not None  # CLOUD from a subset rests on its lower bound
+        return (
+            f"Not every critical model is measured ({_held_back_text(verdict)}), but times add and the lower bound "
+            f"of {' + '.join(verdict.bound_models)} alone, {_hours_text(total.lower_hours)}, is over the "
+            f"{cloud:g} h cloud threshold: {CLOUD_GPU_RECOMMENDED}."
+        )
+    if basis == ESTIMATE_IN_GRAY_BAND:
+        return f"The estimate lies between {local:g} h and {cloud:g} h: {GRAY_ZONE}."
+    if basis == INTERVAL_STRADDLES_THRESHOLD:
+        assert total is not None  # a complete measurement
+        side = (
+            f"under the {local:g} h local limit but its upper bound is not"
+            if total.hours < local
+            else f"over the {cloud:g} h cloud threshold but its lower bound is not"
+        )
+        return f"The estimate is {side}: {GRAY_ZONE}, uncertain." + _settle_text(verdict)
+    if basis == PARTIAL_MEASUREMENT:
+        return (
+            f"No decision: {_held_back_text(verdict)}. A subset of the critical models only bounds the total from "
+            "below, so it can show CLOUD_GPU_RECOMMENDED but not the rest" + _lower_bound_clause(verdict, decision)
+        )
+    assert basis == TOO_FEW_EPOCHS
+    return f"No decision: {_held_back_text(verdict)}" + _lower_bound_clause(verdict, decision)
+
+
+def reasoning(outcome: Outcome, cloud_row: CardProjection | None, decision: DecisionConfig) -> str:
+    """A few sentences with the numbers behind the decision, or behind there being none. A CPU run's starts by
+    saying that its times are CPU times."""
+    parts = []
+    if outcome.on_cpu:
+        parts.append(
+            f"These are CPU times, measured on the CPU ({outcome.device}) without a GPU: every figure here is about "
+            "training on this CPU, not on a GPU."
+        )
+    total = outcome.total
+    if total is not None and outcome.bound_level is not None:
+        names = " + ".join(e.model for e in outcome.decided)
+        lead = "Training" if outcome.on_cpu else f"On {outcome.device}, training"
+        parts.append(
+            f"{lead} {names} to plan takes an estimated {_hours_text(total.hours)} "
+            f"({total.hours / HOURS_PER_DAY:.2f} days); its {outcome.bound_level:.1%} bounds are "
+            f"{_hours_text(total.lower_hours)} and {_hours_text(total.upper_hours)}."
+        )
+    parts.append(_verdict_text(outcome, decision))
+    if outcome.verdict.widened and outcome.verdict.basis != DRIFT_OR_THROTTLING:
+        parts.append(
+            "The bounds include "
+            + "; ".join(f"{_drift_hours_text(e)} for {e.model}'s {', '.join(e.drift_flags)}" for e in _widened(outcome))
+            + "."
+        )
+    if total is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
-        text += (
-            f" Projected on {decision.cloud_card}: {_hours_text(cloud_row.training_hours)}"
+        parts.append(
+            f"Projected on {decision.cloud_card}: {_hours_text(cloud_row.training_hours)}"
             f"{f' (${price:,.2f})' if price is not None else ''}."
         )
-    if outcome.missing:
-        measured_critical = set(names) & set(decision.critical_models)
-        basis = "the critical models measured" if measured_critical else "every measured model"
-        text += f" Partial: critical {_missing_text(outcome.missing)}; decided on {basis}."
-    if outcome.on_cpu:
-        text += " Measured on the CPU: these are CPU hours, not GPU hours."
-    return text
+    return " ".join(parts)
 
 
 def no_estimate_reasoning(missing: list[MissingModel]) -> str:
@@ -336,6 +490,50 @@ def _checkpoint_action(estimates: list[TimeEstimate], upper_hours: float) -> str
     )
 
 
+def _measurement_actions(outcome: Outcome, decision: DecisionConfig) -> list[str]:
+    """What to measure for a decision, or a firmer one: the critical models missing, more epochs."""
+    verdict = outcome.verdict
+    actions = []
+    if verdict.missing:
+        names = ",".join(m.model for m in verdict.missing)
+        many = len(verdict.missing) > 1
+        command = f"python -m gpubench -m model={names}" if many else f"python -m gpubench model={names}"
+        actions.append(f"Measure the missing critical model(s) ({_missing_text(verdict.missing)}): {command}.")
+    for model in verdict.cannot_run:
+        actions.append(
+            f"{model.model} does not fit on {outcome.device} ({model.reason}): train it on a card with more memory "
+            f"({decision.cloud_card} or another with fits_in_vram in the projection), or make it smaller."
+        )
+    if verdict.too_few:
+        counts = ", ".join(f"{name} {epochs}" for name, epochs in verdict.too_few.items())
+        actions.append(
+            f"Measure at least {MIN_DECISION_EPOCHS} epochs per model (python -m gpubench epochs=10; measured: "
+            f"{counts}): fewer give no decision."
+        )
+    settle = {name: epochs for name, epochs in (verdict.epochs_to_settle or {}).items() if epochs is not None}
+    if settle:
+        most = max(settle.values())
+        actions.append(
+            f"Measure {most} epochs (python -m gpubench epochs={most}) to settle the decision: with the variance "
+            "measured so far the interval would then lie on one side of the threshold it straddles."
+        )
+    return actions
+
+
+def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> list[str]:
+    """Models whose measured epochs drift: what the drift costs the bounds and how to avoid it."""
+    actions = []
+    for estimate in estimates:
+        stats = models[estimate.model].statistics
+        if stats is not None and stats.drift_detected:
+            actions.append(
+                f"{estimate.model}: the measured epoch times drift (Kendall tau = {stats.drift_kendall_tau:.2f}), "
+                f"which adds {_drift_hours_text(estimate)} to its margin; a longer warmup (warmup_epochs) lets "
+                "clocks, caches and the allocator settle before measuring."
+            )
+    return actions
+
+
 def _cheapest_card(rows: list[CardProjection]) -> CardProjection | None:
     priced = [row for row in rows if row.cost_usd_per_training is not None and row.fits_in_vram is not False]
     return min(priced, key=lambda row: row.cost_usd_per_training) if priced else None
@@ -353,40 +551,42 @@ def recommended_actions(
     budget_rows: list[MemoryBudgetRow],
     decision: DecisionConfig,
 ) -> list[str]:
-    """Concrete next steps: what to measure, where to train, batch, precision, checkpoints, cooling, memory."""
+    """Concrete next steps: what to measure (the missing models, more epochs), where to train, batch, precision,
+    checkpoints, cooling, memory."""
     actions: list[str] = []
-    missing, verdict, upper_hours = outcome.missing, outcome.verdict, outcome.upper_hours
-    if missing:
-        names = ",".join(m.model for m in missing)
-        command = f"python -m gpubench -m model={names}" if len(missing) > 1 else f"python -m gpubench model={names}"
-        actions.append(f"Measure the missing critical model(s) ({_missing_text(missing)}): {command}.")
+    verdict, total = outcome.verdict, outcome.total
+    actions += _measurement_actions(outcome, decision)
     if outcome.on_cpu:
         actions.append(
             f"Measured on the CPU ({outcome.device}): GPU memory, energy and the batch-size search were not measured "
             "and the projection starts from CPU time. Run python -m gpubench on the GPU you mean to train on."
         )
     cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
-    if verdict == LOCAL_GPU_VIABLE:
+    if verdict.decision == LOCAL_GPU_VIABLE and total is not None:
         actions.append(
-            f"Train locally on {outcome.device}: the upper bound {_hours_text(upper_hours)} is under "
+            f"Train locally on {outcome.device}: the upper bound {_hours_text(total.upper_hours)} is under "
             f"{decision.local_max_hours:g} h."
         )
-    elif cloud_row and cloud_row.training_hours is not None:
+    elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
         actions.append(
-            f"{'Rent' if verdict == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {decision.cloud_card}: projected "
-            f"{_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)})"
+            f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {decision.cloud_card}: "
+            f"projected {_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)})"
+            + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
             + (f", ${price:,.2f} per training." if price is not None else ".")
         )
     cheapest = _cheapest_card(projection)
-    if cheapest is not None and verdict != LOCAL_GPU_VIABLE and cheapest.card != decision.cloud_card:
+    worth_renting = verdict.decision in (GRAY_ZONE, CLOUD_GPU_RECOMMENDED)
+    if cheapest is not None and worth_renting and cheapest.card != decision.cloud_card:
         actions.append(
             f"Cheapest catalog card for this plan: {cheapest.card}, {_hours_text(cheapest.training_hours)} "
             f"for ${cheapest.cost_usd_per_training:,.2f} per training."
         )
     actions += _batch_actions(models)
     actions += _execution_actions(hardware, run, {e.model: splits[e.model] for e in outcome.decided}, source, catalog)
-    actions.append(_checkpoint_action(outcome.decided, upper_hours))
+    if total is not None:
+        actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
+    actions += _drift_actions(outcome.decided, models)
     actions += _thermal_actions(models)
     actions += _memory_actions(budget_rows)
     actions += _headroom_actions(models)

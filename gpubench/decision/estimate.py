@@ -1,24 +1,26 @@
-"""Full-training time on the measured device: the plan in samples, one model's estimate and its prediction bound,
-several models trained one after another, the decision rule on the bound, and the checkpoint interval it implies.
+"""Full-training time on the measured device: the plan in samples, one model's estimate and its prediction bounds,
+several models trained one after another, and the checkpoint interval a bound implies.
 
 Pure arithmetic on a model's typed result (:class:`gpubench.results.ModelResult`): times in the unit their name
 says (ms, seconds, hours). How it is done, in words, is :data:`gpubench.decision.advice.ESTIMATE_METHOD` and
-:data:`~gpubench.decision.advice.UPPER_BOUND_METHOD`.
+:data:`~gpubench.decision.advice.UPPER_BOUND_METHOD`; the decision rule on the bounds is
+:mod:`gpubench.decision.rule`.
 """
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
-from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
-from gpubench.results import (
-    CLOUD_GPU_RECOMMENDED,
-    GRAY_ZONE,
-    LOCAL_GPU_VIABLE,
-    ModelEstimate,
-    ModelResult,
-    StepSplit,
-)
+from gpubench.decision.config import TrainingPlanConfig
+from gpubench.results import ModelEstimate, ModelResult, StepSplit
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
+
+#: The margin of a model's total is at least this fraction of its planned epochs' time. Why: on the H200 a real
+#: training 4x longer than the benchmark landed 0.04-5.6% from the prediction for dqn, ppo, mamba2 and tft, and tft,
+#: 0.04% off, fell outside its +/-0.03% bound (CV 0.0004): a longer run has systematic effects (allocator growth,
+#: clocks) that the epoch-to-epoch variance of a short benchmark does not contain. 6% covers the largest error seen.
+RELATIVE_MARGIN_FLOOR = 0.06
 
 #: Checkpoint often enough that a crash loses at most this fraction of the run, within these bounds (hours).
 CHECKPOINT_RUN_FRACTION = 0.1
@@ -57,6 +59,37 @@ def total_time_margin_ms(halfwidth_ms: float, measured_epochs: int, planned_epoc
     return halfwidth_ms * math.sqrt(planned_epochs * (planned_epochs + measured_epochs))
 
 
+def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: int) -> float:
+    """The decision interval's half-width (ms) after ``epochs`` epochs, from ``halfwidth_ms`` measured over
+    ``measured_epochs``: ``h × sqrt(n / n')``, the long-run variance n·(h/q)² held at its measured value and the
+    quantile q kept (conservative: a longer run's quantile has more degrees of freedom, so it is smaller)."""
+    if measured_epochs < 1 or epochs < 1:
+        raise ValueError(f"need n >= 1 and n' >= 1; got n={measured_epochs}, n'={epochs}")
+    return halfwidth_ms * math.sqrt(measured_epochs / epochs)
+
+
+def drift_ms_per_epoch(epoch_times_ms: Sequence[float]) -> float:
+    """How far the epoch times moved during the measurement (ms): |mean of the last third − mean of the first
+    third|, a third being ⌊n/3⌋ epochs (at least one)."""
+    if not epoch_times_ms:
+        raise ValueError("no epoch times")
+    third = max(1, len(epoch_times_ms) // 3)
+    return abs(fmean(epoch_times_ms[-third:]) - fmean(epoch_times_ms[:third]))
+
+
+def _drift_flags(result: ModelResult) -> tuple[str, ...]:
+    """What was flagged during the measured epochs: a drift (Kendall's test) and throttled epochs, in words."""
+    stats = result.statistics
+    flags = []
+    if stats is not None and stats.drift_detected:
+        flags.append(f"epoch times drift (Kendall tau = {stats.drift_kendall_tau:.2f}, p = {stats.drift_p_value:.2g})")
+    measured = result.measured_device_epochs
+    throttled = sum(1 for epoch in measured if epoch.throttled)
+    if throttled:
+        flags.append(f"{throttled} of {len(measured)} measured epochs throttled")
+    return tuple(flags)
+
+
 @dataclass(frozen=True)
 class TimeEstimate:
     """One model's full-training time on the measured device.
@@ -64,7 +97,15 @@ class TimeEstimate:
     ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan; ``mean_epoch_ms`` and
     ``halfwidth_ms`` are the mean epoch time and the half-width of its decision interval over ``measured_epochs``
     (n) epochs; ``step_ms`` is the mean optimizer step and ``samples_per_second`` the throughput, both as the
-    model's result derives them; ``one_off_seconds`` is the calibration and warmup time.
+    model's result derives them; ``one_off_seconds`` is the calibration and warmup time. ``drift_flags`` says
+    what was flagged during the measured epochs (a drift, throttled epochs), and ``drift_ms_per_epoch`` is
+    :func:`drift_ms_per_epoch` of them.
+
+    The margin on the total (seconds) is the prediction margin :func:`total_time_margin_ms`, plus, when something
+    was flagged, the drift carried to the whole plan (``drift_ms_per_epoch × N``: the simplest defensible size, a
+    level shift as large as the one seen during measurement persisting for the whole training), and never less
+    than :data:`RELATIVE_MARGIN_FLOOR` of the planned epochs' time. The bounds are the estimate ± that margin, the
+    lower one never below the one-off costs (the epochs cannot take less than no time).
     """
 
     model: str
@@ -81,15 +122,46 @@ class TimeEstimate:
     halfwidth_ms: float
     confidence_level: float
     one_off_seconds: float
+    drift_flags: tuple[str, ...]
+    drift_ms_per_epoch: float
 
     @property
     def epochs_seconds(self) -> float:
         """N × mean epoch time, in seconds (the part that scales with the device's speed)."""
         return self.planned_epochs * self.mean_epoch_ms / MS_PER_S
 
+    def statistical_margin_seconds(self, measured_epochs: int | None = None) -> float:
+        """The prediction margin (s) from the epoch-to-epoch variance, as measured or, given ``measured_epochs``
+        (n'), as it would be after n' epochs with the measured variance (:func:`halfwidth_at_epochs_ms`)."""
+        epochs = self.measured_epochs if measured_epochs is None else measured_epochs
+        halfwidth_ms = halfwidth_at_epochs_ms(self.halfwidth_ms, self.measured_epochs, epochs)
+        return total_time_margin_ms(halfwidth_ms, epochs, self.planned_epochs) / MS_PER_S
+
+    @property
+    def drift_margin_seconds(self) -> float:
+        """What a flagged drift or throttling adds to the margin (s): the drift carried to the plan, else 0."""
+        return self.drift_ms_per_epoch * self.planned_epochs / MS_PER_S if self.drift_flags else 0.0
+
+    @property
+    def margin_floor_seconds(self) -> float:
+        """The least margin (s): :data:`RELATIVE_MARGIN_FLOOR` of the planned epochs' time."""
+        return RELATIVE_MARGIN_FLOOR * self.epochs_seconds
+
+    def margin_seconds_at(self, measured_epochs: int | None = None, *, widened: bool = True) -> float:
+        """The margin (s) on the total: statistical margin (after ``measured_epochs`` when given) plus the drift's
+        when ``widened``, at least the floor."""
+        measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
+        return max(self.margin_floor_seconds, measured)
+
     @property
     def margin_seconds(self) -> float:
-        return total_time_margin_ms(self.halfwidth_ms, self.measured_epochs, self.planned_epochs) / MS_PER_S
+        """The margin (s) on the total, as measured, widened for a flagged drift."""
+        return self.margin_seconds_at()
+
+    @property
+    def floor_applied(self) -> bool:
+        """Whether the margin is the floor (the measured and drift margins are smaller)."""
+        return self.margin_seconds == self.margin_floor_seconds
 
     @property
     def hours(self) -> float:
@@ -98,6 +170,11 @@ class TimeEstimate:
     @property
     def upper_hours(self) -> float:
         return self.hours + self.margin_seconds / SECONDS_PER_HOUR
+
+    @property
+    def lower_hours(self) -> float:
+        """The lower bound (h): the estimate less the margin, never below the one-off costs."""
+        return (self.one_off_seconds + max(0.0, self.epochs_seconds - self.margin_seconds)) / SECONDS_PER_HOUR
 
     @property
     def upper_bound_level(self) -> float:
@@ -133,6 +210,9 @@ class TimeEstimate:
             step_split=step_split,
             energy_kwh=energy_kwh,
             energy_basis=energy_basis,
+            estimated_hours_lower=self.lower_hours,
+            drift_margin_hours=self.drift_margin_seconds / SECONDS_PER_HOUR if self.drift_flags else None,
+            relative_margin_floor_applied=self.floor_applied,
         )
 
 
@@ -165,26 +245,52 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
         halfwidth_ms=stats.decision_halfwidth_ms,
         confidence_level=stats.confidence_level,
         one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S,
+        drift_flags=_drift_flags(result),
+        drift_ms_per_epoch=drift_ms_per_epoch(result.raw_epoch_times_ms),
     )
 
 
-def combine_estimates(estimates: list[TimeEstimate], time_ratios: list[float] | None = None) -> tuple[float, float]:
-    """(hours, upper-bound hours) of training the models one after another: times add, margins add in quadrature
-    (independent measurements). ``time_ratios`` scale each model's epoch time and margin (a projection)."""
+@dataclass(frozen=True)
+class TotalTime:
+    """The time of training several models one after another (hours): the estimate and its prediction bounds."""
+
+    hours: float
+    lower_hours: float
+    upper_hours: float
+
+
+def combine_estimates(
+    estimates: Sequence[TimeEstimate],
+    time_ratios: Sequence[float] | None = None,
+    *,
+    measured_epochs: Mapping[str, int] | None = None,
+    widened: bool = True,
+) -> TotalTime:
+    """The total of training ``estimates``' models one after another: times add, and so do the margins.
+
+    Adding the margins is the conservative combination: the models are measured one after another on one device,
+    so their errors can share a cause (the card's clocks, the host's load); the sum is the margin of perfectly
+    correlated errors and never smaller than the margin under any correlation (for normal errors, the standard
+    deviation of a sum is at most the sum of the standard deviations), where the quadrature sum would assume
+    independence. Each model's lower bound is cut at its one-off costs before summing (a model's time is never
+    less than those, so the cut keeps the level). ``time_ratios`` scale each model's epoch time and margin (a
+    projection); ``measured_epochs`` (by model) gives the margins as they would be after that many epochs
+    (:meth:`TimeEstimate.margin_seconds_at`); ``widened`` false leaves the drift's part out.
+    """
     ratios = time_ratios or [1.0] * len(estimates)
-    seconds = sum(e.epochs_seconds * r + e.one_off_seconds for e, r in zip(estimates, ratios, strict=True))
-    margin_s = math.sqrt(sum((e.margin_seconds * r) ** 2 for e, r in zip(estimates, ratios, strict=True)))
-    return seconds / SECONDS_PER_HOUR, (seconds + margin_s) / SECONDS_PER_HOUR
-
-
-def classify(upper_hours: float, decision: DecisionConfig) -> str:
-    """The decision for an upper bound of ``upper_hours``: < local_max_hours local, > cloud_min_hours cloud, else
-    the gray zone (both thresholds included)."""
-    if upper_hours < decision.local_max_hours:
-        return LOCAL_GPU_VIABLE
-    if upper_hours > decision.cloud_min_hours:
-        return CLOUD_GPU_RECOMMENDED
-    return GRAY_ZONE
+    epochs = measured_epochs or {}
+    seconds = lower_s = margin_s = 0.0
+    for estimate, ratio in zip(estimates, ratios, strict=True):
+        margin = estimate.margin_seconds_at(epochs.get(estimate.model), widened=widened) * ratio
+        epochs_s = estimate.epochs_seconds * ratio
+        seconds += epochs_s + estimate.one_off_seconds
+        lower_s += estimate.one_off_seconds + max(0.0, epochs_s - margin)
+        margin_s += margin
+    return TotalTime(
+        hours=seconds / SECONDS_PER_HOUR,
+        lower_hours=lower_s / SECONDS_PER_HOUR,
+        upper_hours=(seconds + margin_s) / SECONDS_PER_HOUR,
+    )
 
 
 def checkpoint_interval_hours(upper_hours: float) -> float | None:

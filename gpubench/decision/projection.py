@@ -179,7 +179,8 @@ def projection_table(
             model_hours = model_upper = None
             if step_ms is not None:
                 ratios[name] = step_ms / estimate.step_ms
-                model_hours, model_upper = combine_estimates([estimate], [ratios[name]])
+                projected = combine_estimates([estimate], [ratios[name]])
+                model_hours, model_upper = projected.hours, projected.upper_hours
             if memory_bound_ms is not None:
                 memory_bound_ratios[name] = memory_bound_ms / estimate.step_ms
             models[name] = ProjectedModel(
@@ -192,9 +193,10 @@ def projection_table(
             )
         hours = upper_hours = memory_bound_hours = None
         if decided and all(name in ratios for name in decided_on):
-            hours, upper_hours = combine_estimates(decided, [ratios[name] for name in decided_on])
+            total = combine_estimates(decided, [ratios[name] for name in decided_on])
+            hours, upper_hours = total.hours, total.upper_hours
         if decided and all(name in memory_bound_ratios for name in decided_on):
-            memory_bound_hours, _ = combine_estimates(decided, [memory_bound_ratios[name] for name in decided_on])
+            memory_bound_hours = combine_estimates(decided, [memory_bound_ratios[name] for name in decided_on]).hours
         fits_all = [models[name].fits_in_vram for name in decided_on]
         price = card.hourly_price_usd
         if card_name == decision.cloud_card and decision.cloud_hourly_price_usd is not None:

@@ -1,25 +1,25 @@
 """The recommendation: the report's models, hardware and run in, the :class:`gpubench.results.Recommendation` out.
 
 :func:`build_recommendation` only puts the other ``decision`` modules together: the estimates
-(:mod:`~gpubench.decision.estimate`), the step splits and the projection onto the catalog cards
-(:mod:`~gpubench.decision.projection`), the energy and cost (:mod:`~gpubench.decision.cost`), the memory budget
-(:mod:`~gpubench.decision.memory_budget`) and the words (:mod:`~gpubench.decision.advice`). It is pure: typed
-records in, a typed record out, no torch.
+(:mod:`~gpubench.decision.estimate`), the decision rule (:mod:`~gpubench.decision.rule`), the step splits and the
+projection onto the catalog cards (:mod:`~gpubench.decision.projection`), the energy and cost
+(:mod:`~gpubench.decision.cost`), the memory budget (:mod:`~gpubench.decision.memory_budget`) and the words
+(:mod:`~gpubench.decision.advice`). It is pure: typed records in, a typed record out, no torch.
 """
 
 from gpubench.decision.advice import (
     NO_ESTIMATE_ACTIONS,
     Outcome,
     method_texts,
-    no_estimate_reasoning,
     reasoning,
     recommended_actions,
 )
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import CostInputs, cost_analysis, training_energy_kwh
-from gpubench.decision.estimate import TimeEstimate, classify, combine_estimates, estimate_training_time
+from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
 from gpubench.decision.memory_budget import memory_budget
 from gpubench.decision.projection import DeviceThroughput, projection_table, source_throughput, split_step
+from gpubench.decision.rule import NOTHING_MEASURED, critical_models, decide
 from gpubench.hardware.catalog import Card
 from gpubench.results import (
     CardProjection,
@@ -88,10 +88,11 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     """The recommendation from the report as written so far (its models, hardware and run), the decision config
     and the card catalog (:func:`gpubench.hardware.catalog.load_catalog`).
 
-    The decision is made on the upper bound of the critical models' total time (on every measured model when no
-    critical one was, ``partial`` either way when one is missing); it is None when no model was measured
-    successfully. Hours are the full planned training on the measured device; see :mod:`gpubench.results` for
-    every field.
+    The decision is the rule's (:func:`gpubench.decision.rule.decide`): on the bounds of the critical models'
+    total, None (with the reason) when the measurements do not support one. The figures (estimate, bounds,
+    projection, cost) cover the critical models with an estimate, else every model with one, ``partial`` when a
+    critical model has none. Hours are the full planned training on the measured device; see
+    :mod:`gpubench.results` for every field.
     """
     source = source_throughput(report, catalog, decision.assumed_matmul_efficiency)
     estimates: dict[str, TimeEstimate] = {}
@@ -101,16 +102,18 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
             estimates[name] = estimate_training_time(name, result, decision.plan)
         except ValueError as exc:
             refusals[name] = str(exc)
+    critical = critical_models(decision, report.models)
     missing = [
         MissingModel(
             model=name,
             status=report.models[name].status if name in report.models else "not run",
             reason=refusals.get(name, "not run"),
         )
-        for name in decision.critical_models
+        for name in critical
         if name not in estimates
     ]
-    decided_on = [name for name in decision.critical_models if name in estimates] or list(estimates)
+    verdict = decide(critical, report.models, estimates, missing, decision)
+    decided_on = [name for name in critical if name in estimates] or list(estimates)
     splits = {
         name: split_step(estimate.step_ms, report.models[name].flops_per_step, source.attainable_tflops)
         for name, estimate in estimates.items()
@@ -119,40 +122,38 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     projection = projection_table(estimates, decided_on, splits, report, source, catalog, decision)
     budget_rows = memory_budget(report, decision)
     device = report.hardware.device_name or source.name
-
-    outcome = None
-    if decided_on:
-        decided = [estimates[name] for name in decided_on]
-        hours, upper_hours = combine_estimates(decided)
-        outcome = Outcome(
-            verdict=classify(upper_hours, decision),
-            decided=decided,
-            hours=hours,
-            upper_hours=upper_hours,
-            level=min(e.confidence_level for e in decided),
-            missing=missing,
-            device=device,
-            on_cpu=not report.hardware.on_gpu,
-        )
+    decided = [estimates[name] for name in decided_on]
+    total = combine_estimates(decided) if decided else None
+    outcome = Outcome(
+        verdict=verdict,
+        decided=decided,
+        total=total,
+        level=min(e.confidence_level for e in decided) if decided else None,
+        missing=missing,
+        device=device,
+        on_cpu=not report.hardware.on_gpu,
+    )
     cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
     return Recommendation(
-        decision=outcome.verdict if outcome else None,
-        reasoning=reasoning(outcome, cloud_row, decision) if outcome else no_estimate_reasoning(missing),
-        estimated_full_training_hours=outcome.hours if outcome else None,
-        estimated_full_training_hours_upper=outcome.upper_hours if outcome else None,
-        upper_bound_level=outcome.upper_bound_level if outcome else None,
+        decision=verdict.decision,
+        reasoning=reasoning(outcome, cloud_row, decision),
+        estimated_full_training_hours=total.hours if total else None,
+        estimated_full_training_hours_upper=total.upper_hours if total else None,
+        upper_bound_level=outcome.bound_level,
         partial=bool(missing),
         missing_critical_models=missing,
-        critical_models=list(decision.critical_models),
+        critical_models=critical,
         decided_on=decided_on,
         thresholds_hours=recommendation_thresholds(decision.local_max_hours, decision.cloud_min_hours),
         measured_device=device,
         per_model=per_model,
-        cost_analysis=_cost(decided_on, outcome.hours, per_model, cloud_row, catalog, decision) if outcome else None,
+        cost_analysis=_cost(decided_on, total.hours, per_model, cloud_row, catalog, decision) if total else None,
         projection=projection,
         memory_budget=budget_rows,
         recommended_actions=(
-            recommended_actions(
+            list(NO_ESTIMATE_ACTIONS)
+            if verdict.basis == NOTHING_MEASURED
+            else recommended_actions(
                 outcome,
                 report.models,
                 report.hardware,
@@ -164,8 +165,9 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
                 budget_rows,
                 decision,
             )
-            if outcome
-            else list(NO_ESTIMATE_ACTIONS)
         ),
         method=method_texts(source.basis),
+        estimated_full_training_hours_lower=total.lower_hours if total else None,
+        decision_basis=verdict.basis,
+        epochs_to_settle=verdict.epochs_to_settle,
     )

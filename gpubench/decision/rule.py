@@ -1,0 +1,196 @@
+"""The decision rule: LOCAL_GPU_VIABLE, GRAY_ZONE, CLOUD_GPU_RECOMMENDED, or no decision, and the basis of each.
+
+The rule reads the prediction bounds of the critical models' total
+(:func:`gpubench.decision.estimate.combine_estimates`: times and margins add) and decides only what the
+measurements support:
+
+* CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status ``oom``: not even
+  ``batch.min_size`` fits, or the step ran out of memory), or when the total's lower bound is over
+  ``decision.cloud_min_hours``. Both hold from a subset of the critical models: times add, so the measured part
+  bounds the total from below.
+* LOCAL_GPU_VIABLE when the upper bound is under ``decision.local_max_hours``; GRAY_ZONE otherwise, with the basis
+  saying whether the estimate lies in the band (thresholds included) or the interval straddles a threshold, and
+  then the epochs that would settle it. Both only when every critical model was measured over at least
+  :data:`MIN_DECISION_EPOCHS` epochs: a subset only bounds the total from below, and fewer epochs give a variance
+  estimate too unsteady to decide on.
+* Otherwise no decision (None), with the basis ``partial_measurement`` or ``too_few_epochs``.
+
+A flagged drift or throttled epochs widen the model's margin (see :class:`~gpubench.decision.estimate.TimeEstimate`);
+when the decision differs from the one without that widening, the basis is ``drift_or_throttling``: the decision
+given (or withheld) is the widened one. Pure arithmetic on typed records; the words are in
+:mod:`gpubench.decision.advice`.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates
+from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, MissingModel, ModelResult
+
+#: Fewest measured epochs of a critical model that a decision rests on.
+MIN_DECISION_EPOCHS = 5
+#: Most epochs :func:`epochs_to_settle` looks at: beyond, the interval is taken as never settling in practice.
+SETTLE_MAX_EPOCHS = 100_000
+
+#: The bases of a decision (the values of ``Recommendation.decision_basis``).
+UPPER_BELOW_LOCAL = "upper_below_local"
+LOWER_ABOVE_CLOUD = "lower_above_cloud"
+CRITICAL_MODEL_CANNOT_RUN = "critical_model_cannot_run"
+ESTIMATE_IN_GRAY_BAND = "estimate_in_gray_band"
+INTERVAL_STRADDLES_THRESHOLD = "interval_straddles_threshold"
+PARTIAL_MEASUREMENT = "partial_measurement"
+TOO_FEW_EPOCHS = "too_few_epochs"
+DRIFT_OR_THROTTLING = "drift_or_throttling"
+NOTHING_MEASURED = "nothing_measured"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The rule's answer: ``decision`` (None: no decision) and its ``basis``.
+
+    ``total`` is the total the decision rests on, that of the ``bound_models`` (the critical models measured over
+    at least :data:`MIN_DECISION_EPOCHS` epochs), None when there are none; ``plain_decision`` is the decision
+    the same rule gives without the drift's widening. ``cannot_run`` are the critical models out of memory,
+    ``missing`` the other critical models without an estimate, ``too_few`` the critical models (and their epochs)
+    measured over fewer than :data:`MIN_DECISION_EPOCHS` epochs, ``widened`` the bound models whose margin
+    includes a drift. ``epochs_to_settle`` is :func:`epochs_to_settle` when the interval straddles a threshold,
+    else None.
+    """
+
+    decision: str | None
+    basis: str
+    total: TotalTime | None
+    bound_models: tuple[str, ...]
+    plain_decision: str | None
+    cannot_run: tuple[MissingModel, ...]
+    missing: tuple[MissingModel, ...]
+    too_few: Mapping[str, int]
+    widened: tuple[str, ...]
+    epochs_to_settle: dict[str, int | None] | None
+
+
+def classify(total: TotalTime, decision: DecisionConfig) -> tuple[str, str]:
+    """(decision, basis) for the total of every critical model: LOCAL_GPU_VIABLE when the upper bound is under
+    ``local_max_hours``, CLOUD_GPU_RECOMMENDED when the lower bound is over ``cloud_min_hours``, else GRAY_ZONE,
+    in the band when the estimate lies between the thresholds (both included), else straddling one."""
+    if total.upper_hours < decision.local_max_hours:
+        return LOCAL_GPU_VIABLE, UPPER_BELOW_LOCAL
+    if total.lower_hours > decision.cloud_min_hours:
+        return CLOUD_GPU_RECOMMENDED, LOWER_ABOVE_CLOUD
+    if decision.local_max_hours <= total.hours <= decision.cloud_min_hours:
+        return GRAY_ZONE, ESTIMATE_IN_GRAY_BAND
+    return GRAY_ZONE, INTERVAL_STRADDLES_THRESHOLD
+
+
+def settled(total: TotalTime, decision: DecisionConfig) -> bool:
+    """Whether a total whose estimate lies outside the band has its interval on the estimate's side of the
+    threshold it would otherwise straddle (upper bound under ``local_max_hours``, lower over ``cloud_min_hours``)."""
+    if total.hours < decision.local_max_hours:
+        return total.upper_hours < decision.local_max_hours
+    return total.lower_hours > decision.cloud_min_hours
+
+
+def epochs_to_settle(
+    estimates: Sequence[TimeEstimate], is_settled: Callable[[TotalTime], bool]
+) -> dict[str, int | None]:
+    """Per model, the measured epochs after which the total ``is_settled``: the smallest common count K such that
+    every model measured over max(n, K) epochs settles it, with the variance measured so far and the same margin
+    formula (:meth:`~gpubench.decision.estimate.TimeEstimate.margin_seconds_at`). A common K because ``epochs``
+    sets every model's count; each model's value is max(n, K). Every value is None when not even
+    :data:`SETTLE_MAX_EPOCHS` epochs would: the margin never falls below the floor, the drift's part or the future
+    epochs' own variability (h·sqrt(n·N) as n' grows), so some intervals never settle.
+    """
+
+    def settles(epochs: int) -> bool:
+        counts = {e.model: max(e.measured_epochs, epochs) for e in estimates}
+        return is_settled(combine_estimates(estimates, measured_epochs=counts))
+
+    if not settles(SETTLE_MAX_EPOCHS):
+        return {e.model: None for e in estimates}
+    # The margin shrinks as the count grows: double until settled, then bisect (settles(low) is false throughout,
+    # settles(high) true).
+    low = high = min(e.measured_epochs for e in estimates)
+    while not settles(high):
+        low, high = high, min(2 * high, SETTLE_MAX_EPOCHS)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if settles(middle):
+            high = middle
+        else:
+            low = middle
+    return {e.model: max(e.measured_epochs, high) for e in estimates}
+
+
+def _too_few(critical: Sequence[str], models: Mapping[str, ModelResult]) -> dict[str, int]:
+    """The critical models that ran (status ok) over fewer than :data:`MIN_DECISION_EPOCHS` measured epochs."""
+    return {
+        name: len(models[name].raw_epoch_times_ms)
+        for name in critical
+        if name in models and models[name].status == "ok" and len(models[name].raw_epoch_times_ms) < MIN_DECISION_EPOCHS
+    }
+
+
+def _decide_on(
+    total: TotalTime | None, missing: Sequence[MissingModel], too_few: Mapping[str, int], decision: DecisionConfig
+) -> tuple[str | None, str]:
+    """(decision, basis) from the bound models' total: CLOUD from any subset, the rest only when complete."""
+    if total is not None and total.lower_hours > decision.cloud_min_hours:
+        return CLOUD_GPU_RECOMMENDED, LOWER_ABOVE_CLOUD
+    if missing:
+        return None, PARTIAL_MEASUREMENT
+    if too_few:
+        return None, TOO_FEW_EPOCHS
+    assert total is not None  # every critical model was measured over enough epochs
+    return classify(total, decision)
+
+
+def critical_models(decision: DecisionConfig, models: Mapping[str, ModelResult]) -> list[str]:
+    """The models whose total decides: ``decision.critical_models``, or every model run when that list is empty."""
+    return list(decision.critical_models) or list(models)
+
+
+def decide(
+    critical: Sequence[str],
+    models: Mapping[str, ModelResult],
+    estimates: Mapping[str, TimeEstimate],
+    missing: Sequence[MissingModel],
+    decision: DecisionConfig,
+) -> Verdict:
+    """The verdict on the ``critical`` models (:func:`critical_models`) from ``models`` (the report's), their
+    ``estimates`` and the critical models ``missing`` an estimate."""
+    too_few = _too_few(critical, models)
+    cannot_run = tuple(m for m in missing if m.status == "oom")
+    unmeasured = tuple(m for m in missing if m.status != "oom" and m.model not in too_few)
+    bound = [estimates[name] for name in critical if name in estimates and name not in too_few]
+    total = combine_estimates(bound) if bound else None
+    bound_models = tuple(e.model for e in bound)
+    widened = tuple(e.model for e in bound if e.drift_flags)
+
+    def verdict(
+        decided: str | None, basis: str, plain: str | None, settle: dict[str, int | None] | None = None
+    ) -> Verdict:
+        return Verdict(
+            decision=decided,
+            basis=basis,
+            total=total,
+            bound_models=bound_models,
+            plain_decision=plain,
+            cannot_run=cannot_run,
+            missing=unmeasured,
+            too_few=too_few,
+            widened=widened,
+            epochs_to_settle=settle,
+        )
+
+    if cannot_run:
+        return verdict(CLOUD_GPU_RECOMMENDED, CRITICAL_MODEL_CANNOT_RUN, CLOUD_GPU_RECOMMENDED)
+    if not estimates and not too_few:
+        return verdict(None, NOTHING_MEASURED, None)
+    decided, basis = _decide_on(total, unmeasured, too_few, decision)
+    plain = _decide_on(combine_estimates(bound, widened=False) if bound else None, unmeasured, too_few, decision)[0]
+    if plain != decided:
+        return verdict(decided, DRIFT_OR_THROTTLING, plain)
+    if basis == INTERVAL_STRADDLES_THRESHOLD:
+        return verdict(decided, basis, plain, epochs_to_settle(bound, lambda t: settled(t, decision)))
+    return verdict(decided, basis, plain)
