@@ -44,14 +44,15 @@ Satterthwaite's ``(v_A + v_B)² / (v_A² / ν_A + v_B² / ν_B)`` degrees of fre
 variances). Tests that treat epochs as independent (Welch, Mann-Whitney, Yuen) are not reported: on AR(1) epochs
 with lag-1 correlation 0.5 they reject identical processes 20-26% of the time at α = 0.05.
 
-On seeded AR(1) epochs at a coefficient of variation of 5% and 20 epochs a run (``benchmarks/statistics_coverage.py``)
-identical processes read FASTER or SLOWER in well under 1% of runs for ρ ≤ 0.5 and a true ratio on the ±5% edge in
-about 3% (nominal 2.5%). A true 10% speed-up reads FASTER in about 78% of runs at ρ = 0 but only 45% at ρ = 0.5,
-where even the true long-run variance would give about 50%: 20 correlated epochs do not resolve 10% against a
-5% threshold; 60 epochs a run reach 85%.
+On seeded AR(1) epochs at a coefficient of variation of 5% and 20 epochs a run (``benchmarks/statistics_coverage.py``,
+2,000 pairs a cell), identical processes read FASTER or SLOWER in none of the pairs for lag-1 correlation ρ ≤ 0.5,
+and a true ratio on the ±5% edge reads FASTER in 1.3% / 2.1% / 3.7% of pairs at ρ = 0 / 0.3 / 0.5 (nominal 2.5%); the
+long-run t test rejects identical processes 3.4% / 4.4% / 6.2% of the time at α = 0.05 (iid Welch: 5% / 14% / 26%).
+A true 10% speed-up reads FASTER in 77% / 55% / 46% of pairs. That is short of 80%, and at ρ = 0.5 an interval that
+knew each mean's true variance would reach only 54%: 20 correlated epochs do not resolve 10% against a 5%
+threshold at this level. With 60 epochs a run ρ = 0.5 reaches 87%.
 """
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,11 +97,6 @@ class LongRunMean:
     @property
     def variance_of_mean_ms2(self) -> float:
         return self.long_run_variance_ms2 / self.n
-
-    @property
-    def long_run_std_ms(self) -> float:
-        """√σ̂²∞ (ms): the standard deviation an independent epoch would need to give the mean the same variance."""
-        return math.sqrt(self.long_run_variance_ms2)
 
 
 @dataclass(frozen=True)
