@@ -1,17 +1,22 @@
-"""``python -m gpubench.compare A B``: are B's training epochs shorter, longer or the same as A's, beyond the noise?
+"""``python -m gpubench.compare A B``: does B train faster, slower or the same as A per sample, beyond the noise?
 
     python -m gpubench.compare A B [--threshold 0.05] [--confidence 0.95] [--markdown out.md | -] [--tracking-uri URI]
 
 A and B are report.json files (or folders holding one) or MLflow run ids (32 hex characters), whose report.json
 artifact is downloaded from the tracking store (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else
-``sqlite:///mlruns/mlflow.db``). Every model measured in both reports is compared on its measured epoch times
-(milliseconds, warmup excluded); models measured in only one, or without at least two epoch times in either, are
-listed as not compared.
+``sqlite:///mlruns/mlflow.db``). Every model measured in both reports is compared on its **time per sample**: each
+measured epoch's time (milliseconds, warmup excluded) divided by the samples that epoch consumed (steps per epoch ×
+samples per step, ``ModelResult.samples_per_epoch``). Epochs are auto-sized to about ``epoch.min_seconds``, so a B
+twice as fast per step runs twice the steps in an epoch of the same length: its epoch times alone would read SAME.
+Models measured in only one report, with fewer than :data:`~gpubench.stats.compare.MIN_EPOCHS` epoch times or no
+recorded samples per epoch in either, or whose sample unit differs between A and B (an ``env_step`` is not a
+``window``), are listed as not compared, with the reason.
 
-Everything reads "B against A": the ratio is B's mean epoch time over A's, so below 1 B trains faster. The
-statistics (Fieller's ratio interval, the verdict FASTER / SLOWER / SAME / AMBIGUOUS, the epochs that would decide,
-the Welch, Mann-Whitney and Yuen p-values) are :mod:`gpubench.stats.compare`'s; this module loads the reports,
-pairs their models, explains each verdict in a sentence and renders the table (terminal and markdown).
+Everything reads "B against A": the ratio is B's mean time per sample over A's, so below 1 B trains faster. The
+statistics (Fieller's ratio interval on overlapping-batch-means long-run variances, the verdict FASTER / SLOWER /
+SAME / AMBIGUOUS, the epochs that would decide, the long-run t test's p-value) are :mod:`gpubench.stats.compare`'s;
+this module loads the reports, pairs their models, explains each verdict in a sentence and renders the table
+(terminal and markdown).
 """
 
 import argparse
@@ -37,20 +42,23 @@ from gpubench.stats.compare import (
     MIN_EPOCHS,
     SAME,
     SLOWER,
-    YUEN_TRIM,
-    EpochTimeComparison,
+    MeanTimeComparison,
     check_settings,
-    compare_epoch_times,
+    compare_mean_times,
 )
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
+#: How A and B are named in reasons when no file names are given.
+DEFAULT_SOURCES = ("A", "B")
 #: MLflow run ids are ``uuid4().hex``; anything else that is not a file is treated as a mistyped path.
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 #: Console width when output goes to a pipe or file.
 _PIPE_WIDTH_COLUMNS = 200
-_LEFT_ALIGNED = ("model", "verdict: B vs A")
+#: Per-sample times are fractions of a millisecond for the small models; the table shows microseconds.
+_US_PER_MS = 1000.0
+_LEFT_ALIGNED = ("model", "unit", "verdict: B vs A")
 _VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "cyan", AMBIGUOUS: "yellow"}
 
 
@@ -59,42 +67,72 @@ class CompareError(GpubenchError):
 
 
 @dataclass(frozen=True)
+class PerSampleTimes:
+    """One model's measured epochs in one report as times per sample: ``times_ms[i]`` is epoch i's time (ms)
+    divided by ``samples_per_epoch``, in ms per ``sample_unit``."""
+
+    times_ms: np.ndarray
+    samples_per_epoch: float
+    sample_unit: str
+
+
+@dataclass(frozen=True)
 class ModelComparison:
-    """One model measured in both reports: its name and B's epoch times against A's (``result``)."""
+    """One model measured in both reports: its name, its sample unit, each run's samples per epoch and B's times per
+    sample against A's (``result``: means in ms per sample)."""
 
     model: str
-    result: EpochTimeComparison
+    sample_unit: str
+    samples_per_epoch_a: float
+    samples_per_epoch_b: float
+    result: MeanTimeComparison
 
     @property
     def explanation(self) -> str:
-        """One sentence on why this verdict, in B-against-A terms."""
+        """One sentence on why this verdict, in B-against-A terms (plus the epoch sizes where they differ)."""
+        return self._reason() + self._epoch_sizes()
+
+    def _reason(self) -> str:
         result = self.result
+        unit = self.sample_unit
         low, high = result.ratio_interval
         interval = _format_interval(result.ratio_interval)
         lower, upper = 1 - result.threshold, 1 + result.threshold
         band = f"[{lower:g}, {upper:g}]"
         change = abs(result.ratio_b_over_a - 1)
         if result.verdict == FASTER:
-            return f"B's epochs are {change:.1%} shorter than A's; the interval {interval} lies below {lower:g}."
+            return f"B takes {change:.1%} less time per {unit} than A; the interval {interval} lies below {lower:g}."
         if result.verdict == SLOWER:
-            return f"B's epochs are {change:.1%} longer than A's; the interval {interval} lies above {upper:g}."
+            return f"B takes {change:.1%} more time per {unit} than A; the interval {interval} lies above {upper:g}."
         if result.identical_measurements:
-            return "B's epoch times are A's, one measurement compared with itself: no difference to detect."
+            return "B's times per sample are A's, one measurement compared with itself: no difference to detect."
         if result.verdict == SAME:
-            return f"B and A agree within ±{_percent(result.threshold)}: the interval {interval} lies inside {band}."
-        if not (math.isfinite(low) and math.isfinite(high)):
-            return "A's epoch times are too few or too noisy for a bounded ratio interval; measure more epochs."
+            return (
+                f"B and A agree within ±{_percent(result.threshold)} per {unit}: the interval {interval} lies inside "
+                f"{band}."
+            )
         advice = (
-            f"about {result.epochs_to_decide} epochs per run would decide, if means and spreads hold"
+            f"about {result.epochs_to_decide} epochs per run would decide, if means and long-run variances hold"
             if result.epochs_to_decide is not None
             else "the ratio sits on the threshold edge, so more epochs would not decide"
         )
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return f"A's epoch times are too few or too noisy for a bounded ratio interval; {advice}."
         return f"The interval {interval} crosses an edge of the band {band}, so these epochs cannot tell; {advice}."
+
+    def _epoch_sizes(self) -> str:
+        if self.samples_per_epoch_a == self.samples_per_epoch_b:
+            return ""
+        return (
+            f" B's epochs hold {_format_count(self.samples_per_epoch_b)} {self.sample_unit}s, A's "
+            f"{_format_count(self.samples_per_epoch_a)}."
+        )
 
 
 @dataclass(frozen=True)
 class UnmatchedModel:
-    """A model that could not be compared, and why (only in one report, or too few epoch times in one)."""
+    """A model that could not be compared, and why (only in one report, too few epoch times or no samples per epoch
+    in one, or different sample units)."""
 
     model: str
     reason: str
@@ -103,8 +141,9 @@ class UnmatchedModel:
 # --------------------------------------------------------------------------------------------------- reports
 
 
-def _epoch_times_or_reason(result: ModelResult) -> np.ndarray | str:
-    """A model's measured epoch times (ms) if there are at least two finite positive ones, else why not."""
+def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
+    """A model's measured epochs as times per sample, if it has :data:`MIN_EPOCHS` finite positive epoch times and
+    records its samples per epoch, else why not."""
     times = result.raw_epoch_times_ms
     error = f": {result.error}" if result.error else ""
     if len(times) < MIN_EPOCHS:
@@ -112,26 +151,66 @@ def _epoch_times_or_reason(result: ModelResult) -> np.ndarray | str:
     # The schema shapes the list but not its items: a hand-edited or foreign report may hold anything there.
     if not all(isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t > 0 for t in times):
         return "its raw_epoch_times_ms are not all finite positive numbers"
-    return np.asarray(times, dtype=float)
+    samples_per_epoch = result.samples_per_epoch
+    if samples_per_epoch is None or not result.sample_unit:
+        return "no samples per epoch recorded (steps_per_epoch, samples_per_step, sample_unit), so no time per sample"
+    return PerSampleTimes(np.asarray(times, dtype=float) / samples_per_epoch, samples_per_epoch, result.sample_unit)
 
 
-def measured_epoch_times(report: RunReport) -> dict[str, np.ndarray]:
-    """Per model with at least two measured epochs: its measured epoch times (ms), in report order.
+def per_sample_times(report: RunReport) -> dict[str, PerSampleTimes]:
+    """Per model that can be compared: its measured epochs as times per sample, in report order.
 
     Raises CompareError when the report has no such model, since then there is nothing to compare.
     """
     measured = {
         name: times
         for name, result in report.models.items()
-        if not isinstance(times := _epoch_times_or_reason(result), str)
+        if not isinstance(times := _per_sample_times_or_reason(result), str)
     }
     if not measured:
-        found = "; ".join(f"{name}: {_epoch_times_or_reason(result)}" for name, result in report.models.items())
+        found = "; ".join(f"{name}: {_per_sample_times_or_reason(result)}" for name, result in report.models.items())
         raise CompareError(
-            f"it has no model with at least {MIN_EPOCHS} measured epoch times (raw_epoch_times_ms)"
-            + (f" ({found})" if found else ", it has no models")
+            f"it has no model with at least {MIN_EPOCHS} measured epoch times (raw_epoch_times_ms) and its samples "
+            "per epoch" + (f" ({found})" if found else ", it has no models")
         )
     return measured
+
+
+def _pair_models(
+    report_a: RunReport, report_b: RunReport, sources: tuple[str, str]
+) -> tuple[list[tuple[str, PerSampleTimes, PerSampleTimes]], list[UnmatchedModel]]:
+    """The models both reports can compare, with their times per sample, and the others with the reason; A's
+    models first, then those only in B."""
+    source_a, source_b = sources
+    models_a, models_b = report_a.models, report_b.models
+    paired, unmatched = [], []
+    for model in [*models_a, *(name for name in models_b if name not in models_a)]:
+        if model not in models_b:
+            unmatched.append(UnmatchedModel(model, f"only in {source_a}"))
+            continue
+        if model not in models_a:
+            unmatched.append(UnmatchedModel(model, f"only in {source_b}"))
+            continue
+        times_a = _per_sample_times_or_reason(models_a[model])
+        times_b = _per_sample_times_or_reason(models_b[model])
+        reasons = [
+            f"{source}: {times}"
+            for source, times in ((source_a, times_a), (source_b, times_b))
+            if isinstance(times, str)
+        ]
+        if reasons:
+            unmatched.append(UnmatchedModel(model, "; ".join(reasons)))
+        elif times_a.sample_unit != times_b.sample_unit:
+            unmatched.append(
+                UnmatchedModel(
+                    model,
+                    f"refused: {source_a} counts its samples in {times_a.sample_unit!r}, {source_b} in "
+                    f"{times_b.sample_unit!r}; times per sample in different units are not comparable",
+                )
+            )
+        else:
+            paired.append((model, times_a, times_b))
+    return paired, unmatched
 
 
 def compare_reports(
@@ -140,51 +219,44 @@ def compare_reports(
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[ModelComparison]:
-    """B against A for every model with at least two measured epochs in both reports, in A's model order.
+    """B against A on time per sample for every model both reports can compare (see the module docstring), in A's
+    model order.
 
-    ``threshold`` is the noise band as a fraction of A's mean epoch time (0.05 = ±5%); ``confidence`` the level
-    of the ratio interval. Raises CompareError when either report has no measured epoch times at all.
+    ``threshold`` is the noise band as a fraction of A's mean time per sample (0.05 = ±5%); ``confidence`` the level
+    of the ratio interval. Raises CompareError when either report has no model that could be compared at all.
     """
     try:
         check_settings(threshold, confidence)
     except ValueError as exc:
         raise CompareError(str(exc)) from exc
-    measured = []
-    for label, report in (("A", report_a), ("B", report_b)):
+    for label, report in zip(DEFAULT_SOURCES, (report_a, report_b), strict=True):
         try:
-            measured.append(measured_epoch_times(report))
+            per_sample_times(report)
         except CompareError as exc:
             raise CompareError(f"report {label}: {exc}") from exc
-    times_a, times_b = measured
+    paired, _ = _pair_models(report_a, report_b, DEFAULT_SOURCES)
     return [
         ModelComparison(
-            model,
-            compare_epoch_times(times_a[model], times_b[model], threshold=threshold, confidence_level=confidence),
+            model=model,
+            sample_unit=times_a.sample_unit,
+            samples_per_epoch_a=times_a.samples_per_epoch,
+            samples_per_epoch_b=times_b.samples_per_epoch,
+            result=compare_mean_times(
+                times_a.times_ms, times_b.times_ms, threshold=threshold, confidence_level=confidence
+            ),
         )
-        for model in times_a
-        if model in times_b
+        for model, times_a, times_b in paired
     ]
 
 
-def unmatched_models(report_a: RunReport, report_b: RunReport) -> list[UnmatchedModel]:
-    """Models in either report that :func:`compare_reports` leaves out, with the reason, A's models first."""
-    models_a, models_b = report_a.models, report_b.models
-    unmatched = []
-    for model in [*models_a, *(name for name in models_b if name not in models_a)]:
-        if model not in models_b:
-            unmatched.append(UnmatchedModel(model, "only in A"))
-            continue
-        if model not in models_a:
-            unmatched.append(UnmatchedModel(model, "only in B"))
-            continue
-        reasons = [
-            f"{label}: {reason}"
-            for label, result in (("A", models_a[model]), ("B", models_b[model]))
-            if isinstance(reason := _epoch_times_or_reason(result), str)
-        ]
-        if reasons:
-            unmatched.append(UnmatchedModel(model, "; ".join(reasons)))
-    return unmatched
+def unmatched_models(
+    report_a: RunReport, report_b: RunReport, sources: tuple[str, str] = DEFAULT_SOURCES
+) -> list[UnmatchedModel]:
+    """Models in either report that :func:`compare_reports` leaves out, with the reason, A's models first.
+
+    ``sources`` name A and B in the reasons (the command passes the arguments, so a refusal names the file).
+    """
+    return _pair_models(report_a, report_b, sources)[1]
 
 
 # --------------------------------------------------------------------------------------------------- rendering
@@ -199,6 +271,10 @@ def _format_p(p_value: float) -> str:
     return "–" if math.isnan(p_value) else f"{p_value:.2g}"
 
 
+def _format_count(samples: float) -> str:
+    return f"{samples:,.0f}" if float(samples).is_integer() else f"{samples:,.2f}"
+
+
 def _percent(fraction: float) -> str:
     return f"{fraction * 100:g}%"
 
@@ -206,15 +282,16 @@ def _percent(fraction: float) -> str:
 def _columns(confidence: float) -> list[str]:
     return [
         "model",
+        "unit",
         "epochs A",
         "epochs B",
-        "mean A (ms)",
-        "mean B (ms)",
+        "samples/epoch A",
+        "samples/epoch B",
+        "µs/sample A",
+        "µs/sample B",
         "ratio B/A",
         f"{_percent(confidence)} interval B/A",
-        "Welch p",
-        "Mann–Whitney p",
-        f"Yuen p ({_percent(YUEN_TRIM)} trim)",
+        "p (long-run t)",
         "verdict: B vs A",
     ]
 
@@ -223,26 +300,32 @@ def _row(comparison: ModelComparison) -> list[str]:
     result = comparison.result
     return [
         comparison.model,
-        str(result.n_a),
-        str(result.n_b),
-        f"{result.mean_a_ms:.2f}",
-        f"{result.mean_b_ms:.2f}",
+        comparison.sample_unit,
+        str(result.a.n),
+        str(result.b.n),
+        _format_count(comparison.samples_per_epoch_a),
+        _format_count(comparison.samples_per_epoch_b),
+        f"{result.a.mean_ms * _US_PER_MS:.4g}",
+        f"{result.b.mean_ms * _US_PER_MS:.4g}",
         f"{result.ratio_b_over_a:.3f}",
         _format_interval(result.ratio_interval),
-        _format_p(result.welch_p_value),
-        _format_p(result.mann_whitney_p_value),
-        _format_p(result.yuen_p_value),
+        _format_p(result.p_value),
         result.verdict,
     ]
 
 
 def _method_text(threshold: float, confidence: float) -> str:
     return (
-        "Ratio B/A = mean epoch time of B / mean epoch time of A: below 1, B's epochs are shorter (B is faster). "
-        f"Interval: {_percent(confidence)} Fieller interval for the ratio, Welch degrees of freedom. "
+        "Each measured epoch becomes a time per sample: epoch time / samples per epoch (steps per epoch × samples "
+        "per step; a sample is one unit of the model's work, the unit column), because epochs are auto-sized to a "
+        "fixed duration and a faster run fits more samples in one. Columns: the measured epochs and samples per "
+        "epoch of each run, each run's mean time per sample (µs), ratio B/A = mean time per sample of B / of A "
+        f"(below 1, B is faster), its {_percent(confidence)} Fieller interval from each run's long-run variance "
+        "(overlapping batch means, as in the decision interval, so correlated epochs are allowed for) with "
+        "Satterthwaite degrees of freedom, and p, the two-sided t test of equal means with the same standard errors. "
         f"Verdict of B against A with a ±{_percent(threshold)} noise threshold: FASTER when the whole interval lies "
         f"below {1 - threshold:g}, SLOWER when above {1 + threshold:g}, SAME when inside "
-        f"[{1 - threshold:g}, {1 + threshold:g}], otherwise AMBIGUOUS. p-values are two-sided tests for any difference."
+        f"[{1 - threshold:g}, {1 + threshold:g}], otherwise AMBIGUOUS."
     )
 
 
@@ -343,9 +426,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m gpubench.compare",
         description=(
-            "Compare the epoch times of two gpubench runs, B against A: per model the ratio of mean epoch times "
-            "B/A with a Fieller interval, Welch, Mann-Whitney and Yuen tests, and a verdict FASTER / SLOWER / SAME "
-            "/ AMBIGUOUS (FASTER: B's epochs are shorter)."
+            "Compare two gpubench runs, B against A, on time per sample (epoch time / samples per epoch): per "
+            "model the ratio of mean times per sample B/A with a Fieller interval on long-run (batch-means) "
+            "variances, a t test with the same standard errors, and a verdict FASTER / SLOWER / SAME / AMBIGUOUS "
+            "(FASTER: B takes less time per sample)."
         ),
     )
     parser.add_argument("a", metavar="A", help="baseline: a report.json (or its folder) or an MLflow run id")
@@ -354,7 +438,7 @@ def _parser() -> argparse.ArgumentParser:
         "--threshold",
         type=_fraction,
         default=DEFAULT_THRESHOLD,
-        help="noise threshold as a fraction of A's mean epoch time (default 0.05 = ±5%%)",
+        help="noise threshold as a fraction of A's mean time per sample (default 0.05 = ±5%%)",
     )
     parser.add_argument(
         "--confidence", type=_fraction, default=DEFAULT_CONFIDENCE, help="level of the ratio interval (default 0.95)"
@@ -373,7 +457,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code (0 done, 2 bad argument). argparse itself exits 2 on bad options."""
     args = _parser().parse_args(argv)
-    # Rich assumes 80 columns when a stream is not a terminal (a pipe, a log file): too narrow for eleven columns.
+    # Rich assumes 80 columns when a stream is not a terminal (a pipe, a log file): too narrow for twelve columns.
     stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _PIPE_WIDTH_COLUMNS)
     stdout = Console(highlight=False, width=None if sys.stdout.isatty() else _PIPE_WIDTH_COLUMNS)
     try:
@@ -381,15 +465,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, argument in (("A", args.a), ("B", args.b)):
             try:
                 report = load_report(argument, args.tracking_uri)
-                measured_epoch_times(report)
+                per_sample_times(report)
             except CompareError as exc:
                 raise CompareError(f"argument {name} {argument!r}: {exc}.") from exc
             reports[name] = report
         comparisons = compare_reports(reports["A"], reports["B"], args.threshold, args.confidence)
-        unmatched = unmatched_models(reports["A"], reports["B"])
+        unmatched = unmatched_models(reports["A"], reports["B"], (f"A {args.a!r}", f"B {args.b!r}"))
         if not comparisons:
             raise CompareError(
-                f"no model has measured epoch times in both A {args.a!r} and B {args.b!r}: "
+                f"no model can be compared between A {args.a!r} and B {args.b!r}: "
                 + "; ".join(f"{u.model}: {u.reason}" for u in unmatched)
                 + "."
             )
