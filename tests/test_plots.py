@@ -230,6 +230,20 @@ def test_gpu_report_adds_vram_batch_search_and_cost_plots(tmp_path):
     assert colour_pixels(rgb(tmp_path / "mlp_batch_search.png"), plots.LIMIT_COLOUR) > 300
 
 
+def test_the_process_line_joins_the_readings_the_sampler_took_one_sample_in_ten():
+    t_s = np.arange(100, dtype=float) * 0.01
+    process_mb = np.full(100, math.nan)
+    process_mb[::10] = 700.0 + t_s[::10]
+    timeline = MemoryTimeline(times_s=t_s, device_used_mb=np.full(100, 1900.0), process_used_mb=process_mb)
+    report = gpu_report()
+    figure = plots.vram_figure("mlp", report.models["mlp"], timeline, report.hardware)
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    process = lines["this process (NVML)"]
+    # Ten readings, drawn as one connected line without NaN gaps (a line through the gaps would draw nothing).
+    assert list(process.get_ydata()) == list(process_mb[::10])
+    assert len(lines["whole card (NVML used)"].get_xdata()) == 100
+
+
 def test_batch_search_marks_out_of_memory_trials():
     report = gpu_report()
     search = report.models["mlp"].batch_search

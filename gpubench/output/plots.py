@@ -311,8 +311,7 @@ def vram_figure(
     hardware: HardwareReport,
 ) -> "Figure | None":
     """GPU memory (MB) over the model's measurement as the sampler read it (``timeline``: seconds and MB), with
-    the model's peak reserved memory and the usable VRAM; None
-    without samples (the CPU has no sampler)."""
+    the model's peak reserved memory and the usable VRAM; None without samples (the CPU has no sampler)."""
     if timeline is None or len(timeline.times_s) == 0:
         return None
     t_s = _finite(timeline.times_s)
@@ -322,10 +321,15 @@ def vram_figure(
         return None
     elapsed_s = t_s - t_s[0]
     figure, (axes,) = _new_figure()
-    if np.isfinite(device_mb).any():
-        axes.plot(elapsed_s, device_mb, color=MEASURED_COLOUR, label="whole card (NVML used)")
-    if np.isfinite(process_mb).any():
-        axes.plot(elapsed_s, process_mb, color=PROCESS_COLOUR, label="this process (NVML)")
+    # Only the readings: the sampler reads this process's memory on one sample in ten (NaN in between), and a line
+    # through NaN gaps draws nothing between isolated points.
+    for values_mb, colour, label in (
+        (device_mb, MEASURED_COLOUR, "whole card (NVML used)"),
+        (process_mb, PROCESS_COLOUR, "this process (NVML)"),
+    ):
+        read = np.isfinite(values_mb)
+        if read.any():
+            axes.plot(elapsed_s[read], values_mb[read], color=colour, label=label)
     if result.memory_usage_mb is not None:
         axes.axhline(result.memory_usage_mb, color=MEAN_COLOUR, linestyle=":", label="torch peak reserved")
     usable_mb = hardware.usable_vram_mb
