@@ -227,6 +227,22 @@ class Workload(ABC):
     def train_step(self) -> StepResult:
         """Run one optimizer update, without synchronising the device."""
 
+    @property
+    def steps_per_iteration(self) -> int:
+        """Steps over which the step cost repeats: a benchmark epoch is a whole number of them.
+
+        1 when every step costs the same. A workload whose steps differ by their place in a cycle (PPO: the first
+        minibatch update of an iteration also collects the rollout) returns the cycle's length, so that every epoch
+        holds the same work (see :mod:`gpubench.measure.timing`).
+        """
+        return 1
+
+    @property
+    def steps_into_iteration(self) -> int:
+        """Steps run since the current iteration began: 0 at an iteration boundary, always 0 when
+        :attr:`steps_per_iteration` is 1. The epoch sizing reads it to start the timed blocks at a boundary."""
+        return 0
+
     @abstractmethod
     def modules(self) -> list[nn.Module]:
         """The trained networks (for parameter counts and health checks)."""

@@ -10,6 +10,8 @@ import torch
 from conftest import make_learnable_features, trending_features
 
 from gpubench.errors import ConfigError
+from gpubench.measure.flops import count_step_flops
+from gpubench.measure.timing import size_epoch
 from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.ppo.workload import PPOWorkload, clipped_surrogate_loss, compute_gae
 from gpubench.models.trading_env.config import TradingEnvConfig
@@ -168,6 +170,47 @@ def test_optimizer_steps_per_iteration_equal_epochs_times_minibatches() -> None:
     workload.train_step()
     assert workload.iteration == 2
     assert workload.optimizer.state[first_param]["step"].item() == 7
+
+
+def test_an_iteration_is_update_epochs_times_minibatches_steps_and_the_position_follows_the_updates() -> None:
+    workload = PPOWorkload(small_config(update_epochs=3, num_minibatches=2), make_learnable_features(), cpu_context())
+    assert workload.steps_per_iteration == 6
+    positions = []
+    for _ in range(8):
+        positions.append(workload.steps_into_iteration)
+        workload.train_step()
+    assert positions == [0, 1, 2, 3, 4, 5, 0, 1]
+
+
+def test_sized_epochs_start_with_a_rollout_and_hold_whole_iterations() -> None:
+    # The real workload through the real sizing, on a fake clock of 50 ms a step, after the eager FLOP count's
+    # step: the first step (position 1), 4 steps to finish its iteration, one 6-step probe (0.3 s, over a quarter
+    # of 1 s), then epochs of 1 s / 50 ms = 20 steps rounded up to 4 iterations.
+    workload = PPOWorkload(small_config(update_epochs=3, num_minibatches=2), make_learnable_features(), cpu_context())
+    count_step_flops(workload)
+    block_starts = []
+
+    def time_steps(count: int) -> float:
+        block_starts.append(workload.steps_into_iteration)
+        for _ in range(count):
+            workload.train_step()
+        return 0.05 * count
+
+    sizing = size_epoch(
+        time_steps,
+        min_seconds=1.0,
+        max_steps=10**5,
+        steps_per_iteration=workload.steps_per_iteration,
+        steps_into_iteration=workload.steps_into_iteration,
+    )
+    assert sizing.probe_steps == (4, 6)
+    assert sizing.steps_per_epoch == 24
+    assert block_starts == [1, 2, 0]
+    for _ in range(2):
+        rollouts_before = workload.iteration
+        time_steps(sizing.steps_per_epoch)
+        assert block_starts[-1] == 0
+        assert workload.iteration - rollouts_before == 4
 
 
 def test_learning_rate_anneals_linearly_over_total_timesteps() -> None:

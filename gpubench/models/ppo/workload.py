@@ -5,7 +5,10 @@ One iteration collects a rollout of ``num_envs × num_steps`` environment steps 
 GAE advantages, then makes ``update_epochs × num_minibatches`` minibatch updates over it (a fresh shuffle each
 epoch). One workload step is **one minibatch update**; the rollout is collected by the first step of each
 iteration, so its time is counted in the iteration it feeds, and ``samples_per_step`` is
-``num_envs × num_steps / (update_epochs × num_minibatches)`` environment steps.
+``num_envs × num_steps / (update_epochs × num_minibatches)`` environment steps. One step in
+``update_epochs × num_minibatches`` thus costs a rollout more than the others: the workload declares that count as
+its ``steps_per_iteration``, and benchmark epochs are whole iterations from an iteration boundary, each holding the
+same number of rollouts (:mod:`gpubench.measure.timing`).
 
 Batch size: ``context.batch_size`` is the minibatch size. The rollout is ``batch_size × num_minibatches``
 environment steps, so the number of parallel environments is ``batch_size × num_minibatches / num_steps``
@@ -343,6 +346,16 @@ class PPOWorkload(Workload):
     @property
     def samples_per_step(self) -> float:
         return self.rollout_size / self.updates_per_iteration
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """``update_epochs × num_minibatches``: one rollout and its minibatch updates."""
+        return self.updates_per_iteration
+
+    @property
+    def steps_into_iteration(self) -> int:
+        """Minibatch updates made from the current rollout (0 when the next step collects a new one)."""
+        return self.updates_done % self.updates_per_iteration
 
     def modules(self) -> list[nn.Module]:
         return [self.agent]
