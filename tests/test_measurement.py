@@ -115,3 +115,35 @@ def test_an_observer_can_stop_the_model_and_its_records_are_kept():
     assert len(result.epoch_times_ms) == 2  # warmup is epoch 1 of the observer, measured epochs 2 and 3
     assert [(phase, epoch) for phase, epoch, _ in card.records] == [("warmup", 1), ("measured", 1), ("measured", 2)]
     assert [temperature for _, _, temperature in card.records] == [80.0, 90.0, 100.0]
+
+
+class FakeIterationWorkload(FakeClockWorkload):
+    """A PPO-like fake: step ``k`` costs 2**-9 s, plus a 2**-5 s rollout when ``k`` starts one of its 16-step
+    iterations; from step 96 on, updates cost half as much (the model warmed up)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda k: 2.0**-9 / (2 if k >= 96 else 1) + (2.0**-5 if k % 16 == 0 else 0.0))
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return 16
+
+    @property
+    def steps_into_iteration(self) -> int:
+        return self.steps_run % 16
+
+
+@pytest.mark.parametrize("steps_before", [0, 1])
+def test_measured_epochs_of_a_ppo_like_workload_hold_whole_iterations_and_take_equal_times(steps_before):
+    # steps_before 1: the eager FLOP count ran a step of the measured workload. Calibration, to step 96: the first
+    # step, the rest of its iteration, probes of 1 and 4 iterations (62.5, 250 ms) -> 16 iterations for 1 s; the
+    # warmup runs them in 0.75 s and the epoch grows to 22 iterations (1.03125 s), each epoch from a boundary.
+    workload = FakeIterationWorkload()
+    for _ in range(steps_before):
+        workload.train_step()
+    result = measure(workload, epochs=5, warmup=2)
+    assert result.sizing.steps_per_epoch == 352
+    assert result.warmup_epoch_times_ms == [750.0] * 2
+    assert result.epoch_times_ms == [1031.25] * 5
+    assert result.sizing.probe_steps == ((15, 16, 64) if steps_before == 0 else (14, 16, 64))
+    assert workload.steps_run == 96 + 2 * 256 + 5 * 352

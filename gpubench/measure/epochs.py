@@ -89,6 +89,8 @@ def measure_workload(
         min_seconds=epoch_config.min_seconds,
         max_steps=epoch_config.max_auto_steps,
         fixed_steps=epoch_config.fixed_steps,
+        steps_per_iteration=workload.steps_per_iteration,
+        steps_into_iteration=workload.steps_into_iteration,
     )
     # Calibration steps are not part of any epoch; drop what the monitor saw of them.
     monitor.end_epoch()
@@ -131,7 +133,11 @@ def measure_workload(
             return measurement(DIVERGED)
     if warmup_epochs and sizing.automatic:
         steps = resize_after_warmup(
-            steps, warmup_times_ms[-1] / MS_PER_S, epoch_config.min_seconds, epoch_config.max_auto_steps
+            steps,
+            warmup_times_ms[-1] / MS_PER_S,
+            epoch_config.min_seconds,
+            epoch_config.max_auto_steps,
+            workload.steps_per_iteration,
         )
         sizing = EpochSizing(
             steps_per_epoch=steps,
