@@ -104,7 +104,19 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     written = only_report(tmp_path / "outputs")
     report = RunReport.from_dict(written)
     assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
-    assert key_paths(written) == key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
+    main_keys = key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
+    # Every key main wrote is still written; the only new ones are the decision rule's (issue 11).
+    assert main_keys <= key_paths(written)
+    rule_keys = {
+        "estimated_full_training_hours_lower",
+        "decision_basis",
+        "epochs_to_settle",
+        "estimated_hours_lower",
+        "relative_margin_floor_applied",
+        "drift_margin_hours",
+    }
+    added = key_paths(written) - main_keys
+    assert all(rule_keys & set(path.split(".")) for path in added), added
 
 
 def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_dir):
