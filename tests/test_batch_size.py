@@ -230,6 +230,9 @@ def test_failed_trial_objects_are_released_before_recovery_runs(monkeypatch: pyt
         return TrialResult(peak_reserved_mb=float(size))
 
     monkeypatch.setattr(gc, "collect", spy_collect)
+    # Recovery runs where there is a CUDA cache to return (on the CPU it is skipped): as on a GPU.
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     search = find_max_batch_size(try_batch, 32, 256)
     assert search.best_size == 100
     assert len(trial_refs) == sum(t.status == "oom" for t in search.trials) > 0
@@ -237,14 +240,16 @@ def test_failed_trial_objects_are_released_before_recovery_runs(monkeypatch: pyt
     assert not any(alive_at_recovery)
 
 
-def test_recovery_empties_the_cuda_cache_only_when_cuda_is_initialised(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recovery_collects_and_empties_the_cuda_cache_only_when_cuda_is_initialised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     events: list[str] = []
     monkeypatch.setattr(gc, "collect", lambda *args: events.append("collect") or 0)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty_cache"))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     search = find_max_batch_size(OOMOracle(40), 32, 64)
     assert len(search.trials) == 7
-    assert events == ["collect"] * 7
+    assert events == []  # no CUDA cache to return: no full collection either (0.15 s each with torch loaded)
 
     events.clear()
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)

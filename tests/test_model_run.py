@@ -53,6 +53,9 @@ def cpu_context(tmp_path: Path, learnable_features) -> ModelRunContext:
                 "warmup_epochs=0",
                 "epoch.min_seconds=0.01",
                 "hardware.burn_in_max_seconds=0",
+                # A small network: the step-down tests build it at batches in the thousands.
+                "workloads.mlp.window=8",
+                "workloads.mlp.hidden_sizes=[32]",
             ],
         )
     device = torch.device("cpu")
