@@ -17,14 +17,19 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> int:
-    # Imported here, after Hydra has handled --help and --cfg, so those stay fast (torch loads on first use).
+    # Imported here, after Hydra has handled --help and --cfg, so those stay fast. The config is typed and checked
+    # before the runner (and torch with it) is imported: a bad value is reported in about a second.
+    from gpubench.config import typed_config
     from gpubench.errors import GpubenchError
+    from gpubench.job import RunContext
     from gpubench.output import console
-    from gpubench.runner import RunContext, run, typed_config
 
     context = RunContext.from_hydra(cfg)
     try:
-        exit_code = run(typed_config(cfg), context)
+        typed = typed_config(cfg)
+        from gpubench.runner import run
+
+        exit_code = run(typed, context)
     except GpubenchError as exc:
         console.error(str(exc))
         exit_code = 2

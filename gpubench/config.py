@@ -23,11 +23,13 @@ from typing import Any
 import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, Node, OmegaConf, StringNode
+from omegaconf.errors import OmegaConfBaseException
 
 from gpubench.conf import CONF_DIR
 from gpubench.config_checks import require, require_choice
 from gpubench.data.config import DataConfig
 from gpubench.decision.config import DecisionConfig
+from gpubench.errors import ConfigError
 from gpubench.hardware.config import HardwareConfig
 from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig, StabilityConfig
 from gpubench.models import KNOWN_MODELS, MODELS, SEED_MODELS
@@ -144,6 +146,21 @@ def _env_or_default(variable: str, *, _node_: Node) -> Any:
     if value is None:
         return _schema_default(_node_._get_full_key(None))
     return value if isinstance(_node_, StringNode) else yaml.safe_load(value)
+
+
+def typed_config(cfg: DictConfig) -> BenchmarkConfig:
+    """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key)."""
+    try:
+        typed = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else None
+        if cause is not None:
+            raise cause from None
+        key = getattr(exc, "full_key", None)
+        message = str(exc).splitlines()[0]
+        raise ConfigError(f"`{key}`: {message}" if key else message) from None
+    assert isinstance(typed, BenchmarkConfig)
+    return typed
 
 
 def register_configs() -> None:

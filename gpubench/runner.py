@@ -9,72 +9,28 @@ gets a status and an error and the next model still runs; an interrupted run lea
 
 import platform
 import subprocess
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import OmegaConf
 
 from gpubench import __version__
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
-from gpubench.errors import ConfigError
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.probe import probe
 from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import apply_vram_limit
+from gpubench.job import RunContext
 from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, run_model
 from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportWriter
 from gpubench.results import MemoryTimeline, RunInfo, RunReport
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What Hydra knows about this job: where it writes, whether it is one job of a sweep, what was overridden."""
-
-    run_dir: Path
-    multirun: bool = False
-    sweep_dir: str | None = None
-    job_num: int | None = None
-    overrides: tuple[str, ...] = ()
-    choices: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_hydra(cls, cfg: DictConfig) -> "RunContext":
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        hydra_cfg = HydraConfig.get()
-        multirun = hydra_cfg.mode == RunMode.MULTIRUN
-        return cls(
-            run_dir=Path(hydra_cfg.runtime.output_dir),
-            multirun=multirun,
-            sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
-            job_num=int(hydra_cfg.job.num) if multirun else None,
-            overrides=tuple(hydra_cfg.overrides.task),
-            choices={k: str(v) for k, v in hydra_cfg.runtime.choices.items() if not k.startswith("hydra")},
-        )
-
-
-def typed_config(cfg: DictConfig) -> BenchmarkConfig:
-    """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key)."""
-    try:
-        typed = OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as exc:
-        cause = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else None
-        if cause is not None:
-            raise cause from None
-        key = getattr(exc, "full_key", None)
-        message = str(exc).splitlines()[0]
-        raise ConfigError(f"`{key}`: {message}" if key else message) from None
-    assert isinstance(typed, BenchmarkConfig)
-    return typed
 
 
 def _git_commit() -> str | None:

@@ -4,10 +4,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from gpubench.conf import CONF_DIR as CONF_DIR_PATH
-from gpubench.config import BenchmarkConfig, register_configs
+from gpubench.config import BenchmarkConfig, register_configs, typed_config
 from gpubench.errors import ConfigError
 from gpubench.models import MODELS, SEED_MODELS
-from gpubench.runner import typed_config
 
 CONF_DIR = str(CONF_DIR_PATH)
 register_configs()

@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 import gpubench
-from gpubench.config import register_configs
+from gpubench.config import register_configs, typed_config
 from gpubench.errors import ConfigError
 from gpubench.hardware import memory_sampler_process
 from gpubench.hardware.identity import CudaIdentity, memory_reader
@@ -37,7 +37,6 @@ from gpubench.measure.memory import (
     leak_estimate,
 )
 from gpubench.results import PEAK_DEFINITIONS
-from gpubench.runner import typed_config
 from gpubench.units import BYTES_PER_MB
 
 MB = BYTES_PER_MB

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 
 from gpubench import model_run
 from gpubench.conf import CONF_DIR
-from gpubench.config import register_configs
+from gpubench.config import register_configs, typed_config
 from gpubench.hardware.selection import synchronizer
 from gpubench.measure.batch_search import choose_batch_size
 from gpubench.measure.config import BatchConfig
@@ -21,7 +21,6 @@ from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, build_workload, run_model
 from gpubench.models import workload_class
 from gpubench.results import MemoryProfile, ModelResult
-from gpubench.runner import typed_config
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
 CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"

@@ -9,11 +9,12 @@ from hydra import compose, initialize_config_dir
 
 from gpubench import runner as runner_module
 from gpubench.conf import CONF_DIR
-from gpubench.config import register_configs
+from gpubench.config import register_configs, typed_config
+from gpubench.job import RunContext
 from gpubench.model_run import ModelRun, ModelRunContext
 from gpubench.output import tracking
 from gpubench.results import ModelResult, RunReport
-from gpubench.runner import RunContext, Runner, typed_config
+from gpubench.runner import Runner
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
 CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"

@@ -36,7 +36,6 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import numpy as np
-from scipy.signal import lfilter
 
 from gpubench.data.cache import atomic_path
 from gpubench.data.dbn import FIXED_PRICE_SCALE, OhlcvRecords, write_ohlcv_dbn
@@ -157,6 +156,9 @@ def _daily_regime(rng: np.random.Generator, days: int) -> np.ndarray:
     stationary_var = _REGIME_SHOCK_STD**2 / (1.0 - _REGIME_PERSISTENCE**2)
     shocks = rng.normal(0.0, _REGIME_SHOCK_STD, days)
     shocks[0] = rng.normal(0.0, math.sqrt(stationary_var))
+    # Imported here: scipy.signal takes about a second to import, which every run (and --help) would pay.
+    from scipy.signal import lfilter
+
     log_level = lfilter([1.0], [1.0, -_REGIME_PERSISTENCE], shocks)
     # E[exp(2x)] = exp(2 var) for x ~ N(0, var): subtracting var makes the mean square 1.
     return np.exp(log_level - stationary_var)

@@ -7,12 +7,11 @@ from conftest import make_learnable_features
 from hydra import compose, initialize_config_dir
 
 from gpubench.conf import CONF_DIR
-from gpubench.config import register_configs
+from gpubench.config import register_configs, typed_config
 from gpubench.hardware.selection import synchronizer
 from gpubench.hardware.vram import apply_vram_limit
 from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, run_model
-from gpubench.runner import typed_config
 
 pytestmark = pytest.mark.gpu
 

@@ -1,0 +1,35 @@
+"""What Hydra knows about the job being run: its output folder, whether it is one job of a sweep, what was
+overridden and chosen. Hydra only: no torch, so the entry point can read it before the runner is imported."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What Hydra knows about this job: where it writes, whether it is one job of a sweep, what was overridden."""
+
+    run_dir: Path
+    multirun: bool = False
+    sweep_dir: str | None = None
+    job_num: int | None = None
+    overrides: tuple[str, ...] = ()
+    choices: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_hydra(cls, cfg: DictConfig) -> "RunContext":
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hydra_cfg = HydraConfig.get()
+        multirun = hydra_cfg.mode == RunMode.MULTIRUN
+        return cls(
+            run_dir=Path(hydra_cfg.runtime.output_dir),
+            multirun=multirun,
+            sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
+            job_num=int(hydra_cfg.job.num) if multirun else None,
+            overrides=tuple(hydra_cfg.overrides.task),
+            choices={k: str(v) for k, v in hydra_cfg.runtime.choices.items() if not k.startswith("hydra")},
+        )
