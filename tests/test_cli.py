@@ -119,6 +119,7 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     assert all(rule_keys & set(path.split(".")) for path in added), added
 
 
+@pytest.mark.slow
 def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_dir):
     completed = gpubench(
         tmp_path, cache_dir, "-m", "model=mlp", "statistics.confidence_level=0.9,0.99", "epochs=4", *FAST
