@@ -96,7 +96,8 @@ class BenchmarkConfig:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     stability: StabilityConfig = field(default_factory=StabilityConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    epochs: int = 10
+    # 20 epochs (of epoch.min_seconds = 0.5 s): the decision interval needs many epochs more than long ones.
+    epochs: int = 20
     warmup_epochs: int = 2
     seed: int = 0
     output: str = "report.json"

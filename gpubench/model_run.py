@@ -226,6 +226,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
             cv_threshold=cfg.statistics.cv_threshold,
             outlier_rule=cfg.statistics.outlier_rule,
             target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
+            first_stage_epochs=measurement.first_stage_epochs,
         )
         if cfg.verbose:
             console.model_warnings(name, list(statistics.warnings))

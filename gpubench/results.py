@@ -172,10 +172,11 @@ class EpochTimeStatistics(Record):
 
     ``mean_ms``, ``confidence_interval_ms`` (plain Student-t on all ``n`` epochs), ``coefficient_of_variation``
     and ``p95_ms``/``p99_ms`` are the seed tool's legacy figures, computed over exactly the epochs given.
-    ``decision_interval_ms`` is the autocorrelation-aware interval for the mean that decisions use.
-    Outliers (``outlier_indices``, positions in the input) are flagged only; they stay in every estimate.
-    ``lag1_autocorrelation`` is the plain sample estimate; ``lag1_autocorrelation_adjusted`` is the
-    bias-corrected, clipped value that the effective sample size and ``required_epochs`` use.
+    ``decision_interval_ms`` is the autocorrelation-aware interval for the mean that decisions use, by
+    ``decision_interval_method`` (see :mod:`gpubench.stats.epoch_times`); ``effective_sample_size`` is n·s²/σ̂²∞ for
+    the long-run variance σ̂²∞ that interval uses. Outliers (``outlier_indices``, positions in the input) are
+    flagged only; they stay in every estimate. ``lag1_autocorrelation`` is the plain sample estimate;
+    ``lag1_autocorrelation_adjusted`` is the bias-corrected, clipped value, reported only.
     """
 
     n: int

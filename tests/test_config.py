@@ -5,6 +5,7 @@ from hydra import compose, initialize_config_dir
 
 from gpubench.conf import CONF_DIR as CONF_DIR_PATH
 from gpubench.config import BenchmarkConfig, register_configs, typed_config
+from gpubench.decision.rule import MIN_DECISION_EPOCHS
 from gpubench.errors import ConfigError
 from gpubench.models import MODELS, SEED_MODELS
 
@@ -21,14 +22,14 @@ def typed(*overrides: str) -> BenchmarkConfig:
 def test_defaults_match_the_design_table():
     cfg = typed()
     assert cfg.model_names == list(SEED_MODELS) == ["dqn", "ppo", "mamba2", "tft"]
-    assert (cfg.epochs, cfg.warmup_epochs) == (10, 2)
+    assert (cfg.epochs, cfg.warmup_epochs) == (20, 2)
     assert cfg.hardware.name == "auto" and cfg.hardware.vram_limit_gb is None
     assert (cfg.batch.search, cfg.batch.min_size, cfg.batch.max_size) == (None, 32, 4096)
     assert (cfg.batch.headroom, cfg.batch.target_effective, cfg.batch.max_step_downs) == (0.9, 512, 2)
     assert (cfg.statistics.confidence_level, cfg.statistics.cv_threshold) == (0.95, 0.15)
     assert cfg.statistics.outlier_rule == "mad" and cfg.statistics.target_rel_halfwidth == 0.02
     assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == (False, 50)
-    assert (cfg.epoch.steps, cfg.epoch.min_seconds) == ("auto", 1.0)
+    assert (cfg.epoch.steps, cfg.epoch.min_seconds) == ("auto", 0.5)
     assert (cfg.execution.precision, cfg.execution.compile) == ("fp32", "false")
     assert (cfg.decision.local_max_hours, cfg.decision.cloud_min_hours) == (24, 48)
     assert cfg.decision.critical_models == ["dqn", "ppo"]
@@ -105,7 +106,9 @@ def test_each_model_default_comes_from_its_registry_entry():
 
 def test_quick_experiment_is_small():
     cfg = typed("experiment=quick")
-    assert cfg.epochs == 3 and cfg.warmup_epochs == 1 and cfg.epoch.min_seconds == 0.2
+    # Six epochs, the fewest the decision interval and the decision take, in the measured time of three of 0.2 s.
+    assert cfg.epochs == 6 and cfg.warmup_epochs == 1 and cfg.epoch.min_seconds == 0.1
+    assert cfg.epochs >= MIN_DECISION_EPOCHS
     assert cfg.workloads.tft.encoder_length == 32 and cfg.workloads.mamba2.seq_len == 64
     assert cfg.data.days == 5
 
@@ -149,6 +152,14 @@ def test_bad_values_name_the_key_and_what_is_valid(override, key, valid):
     message = str(excinfo.value)
     assert key in message
     assert valid in message
+
+
+def test_adaptive_measuring_needs_room_for_a_first_stage():
+    with pytest.raises(ConfigError) as excinfo:
+        typed("statistics=adaptive", "statistics.max_epochs=5", "epochs=2")
+    assert "`statistics.max_epochs` = 5" in str(excinfo.value)
+    assert ">= 6 when statistics.adaptive=true" in str(excinfo.value)
+    assert typed("statistics=adaptive", "statistics.max_epochs=6", "epochs=2").statistics.max_epochs == 6
 
 
 def test_bad_environment_value_names_the_key(monkeypatch):

@@ -39,7 +39,8 @@ from gpubench.results import (
     Recommendation,
     RunReport,
 )
-from gpubench.stats.epoch_times import autocorrelation_interval
+from gpubench.stats import decision_interval
+from gpubench.stats.intervals import MIN_EPOCHS
 
 CATALOG = load_catalog()
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
@@ -159,14 +160,14 @@ def test_time_estimate_by_hand():
 
 
 def test_an_interval_cut_at_zero_keeps_its_full_half_width_in_the_estimate():
-    # A ramp: the ESS-2 interval is 3.5 ± h with h > 3.5, reported as [0, 3.5 + h]; the margin must use h itself,
-    # not half the cut interval.
+    # A ramp of 6: the interval (batch means of 5, 0.3 degrees of freedom) is 3.5 ± h with h > 3.5, reported as
+    # [0, 3.5 + h]; the margin must use h itself, not half the cut interval.
     epochs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     section = dqn(3.5, epochs=epochs)
-    lo_ms, hi_ms, _, _ = autocorrelation_interval(epochs, 0.95)
-    assert section.statistics.decision_interval_ms[0] == 0.0 > lo_ms
+    lo_ms, hi_ms = decision_interval(epochs, 0.95)
+    assert section.statistics.decision_interval_ms == (0.0, pytest.approx(hi_ms)) and lo_ms == 0.0
     estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
-    assert estimate.halfwidth_ms == pytest.approx((hi_ms - lo_ms) / 2)
+    assert estimate.halfwidth_ms == pytest.approx(hi_ms - 3.5) and estimate.halfwidth_ms > 3.5
 
 
 def _model_margin_s(estimate: TimeEstimate, epochs: int | None = None) -> float:
@@ -182,7 +183,8 @@ def test_margins_of_several_models_add_not_in_quadrature():
     # Measured one after another on one device, the models' errors can share a cause: the margins add.
     plan = TrainingPlanConfig()
     first = estimate_training_time("dqn", dqn(1000.0), plan)
-    second = estimate_training_time("ppo", ppo(2000.0, epochs=noisy_epochs_ms(2000.0, rel_sd=0.15, seed=9)), plan)
+    # Margins of a similar size, where adding them differs most from the quadrature sum.
+    second = estimate_training_time("ppo", ppo(2000.0, epochs=noisy_epochs_ms(2000.0, rel_sd=0.04, seed=9)), plan)
     total = combine_estimates([first, second])
     assert total.hours == pytest.approx(first.hours + second.hours)
     assert first.margin_seconds == pytest.approx(_model_margin_s(first))
@@ -254,8 +256,8 @@ def _ar1_coverage(n: int, future: int, rho: float, reps: int, seed: int, level: 
     covered = naive = 0
     for row in series_ms:
         measured, total_ms = row[:n], row[n:].sum()
-        lo_ms, hi_ms, _, _ = autocorrelation_interval(measured, level)
-        upper_ms = future * measured.mean() + total_time_margin_ms((hi_ms - lo_ms) / 2, n, future)
+        _, hi_ms = decision_interval(measured, level)
+        upper_ms = future * measured.mean() + total_time_margin_ms(hi_ms - measured.mean(), n, future)
         covered += total_ms <= upper_ms
         naive += total_ms <= future * hi_ms
     return covered / reps, naive / reps
@@ -264,14 +266,13 @@ def _ar1_coverage(n: int, future: int, rho: float, reps: int, seed: int, level: 
 @pytest.mark.parametrize(
     ("n", "future", "rho", "tolerance"),
     [(30, 5, 0.0, 0.015), (30, 30, 0.5, 0.03), (10, 1000, 0.5, 0.03)],
-    ids=["independent", "batch-means", "effective-sample-size"],
+    ids=["independent", "correlated", "ten-epochs-long-plan"],
 )
 def test_prediction_bound_covers_near_nominal_on_ar1_epochs(n, future, rho, tolerance):
     coverage, _ = _ar1_coverage(n, future, rho, reps=2000, seed=11)
-    # A 95% interval's upper end is a one-sided 97.5% bound; 2000 runs give a standard error of 0.35 points. With
-    # correlated epochs the decision interval itself covers a little less (about 96% one-sided here: batch means
-    # of 6 epochs and the effective-sample-size correction at n = 10 both underestimate the variance slightly),
-    # and for N >> n the bound inherits that.
+    # A 95% interval's upper end is a one-sided 97.5% bound; 2000 runs give a standard error of 0.35 points. The
+    # decision interval is conservative where it has few batches (at n = 10: batches of 5, 1.5 degrees of freedom,
+    # about 98.6% one-sided here), and for N >> n the bound inherits that.
     assert coverage == pytest.approx(0.975, abs=tolerance)
 
 
@@ -436,29 +437,35 @@ def test_a_critical_model_out_of_memory_decides_cloud_even_from_a_subset(measure
     assert [" for dqn alone, $" in action for action in renting] == ([True] if measured else [])
 
 
+def test_a_decision_needs_the_decision_intervals_minimum_of_epochs():
+    assert MIN_DECISION_EPOCHS == MIN_EPOCHS == 6  # "no decision from fewer than 5 measured epochs" holds
+
+
 @pytest.mark.parametrize("epochs", [1, MIN_DECISION_EPOCHS - 1])
-def test_fewer_than_five_measured_epochs_give_no_decision(epochs):
+def test_fewer_than_six_measured_epochs_give_no_decision(epochs):
     models = {"dqn": dqn(0, epochs=noisy_epochs_ms(1000.0, n=epochs, seed=1)), "ppo": ppo(1000.0)}
     recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
     assert recommendation.decision is None
     assert recommendation.decision_basis == "too_few_epochs"
     plural = "s" if epochs > 1 else ""
-    assert f"No decision: dqn had {epochs} measured epoch{plural}, fewer than the 5 a decision needs" in (
+    assert f"No decision: dqn had {epochs} measured epoch{plural}, fewer than the 6 a decision needs" in (
         recommendation.reasoning
     )
-    assert any("Measure at least 5 epochs" in action for action in recommendation.recommended_actions)
+    assert any("Measure at least 6 epochs" in action for action in recommendation.recommended_actions)
 
 
-def test_five_measured_epochs_decide():
-    models = {"dqn": dqn(0, epochs=noisy_epochs_ms(1000.0, n=MIN_DECISION_EPOCHS, seed=1)), "ppo": ppo(1000.0)}
+def test_six_measured_epochs_decide():
+    # Six epochs give the interval 0.3 degrees of freedom (t = 6,582): steady epochs still bound the total under 24 h.
+    epochs = noisy_epochs_ms(1000.0, n=MIN_DECISION_EPOCHS, rel_sd=0.002, seed=1)
+    models = {"dqn": dqn(0, epochs=epochs), "ppo": ppo(1000.0)}
     assert build_recommendation(report(models), DecisionConfig(), CATALOG).decision == LOCAL_GPU_VIABLE
 
 
 def test_throttling_that_alone_changes_the_answer_is_the_basis():
     # dqn's last third of epochs averages 283 ms more than its first (3 of them throttled): 12,500 x 283 ms = 59 min
-    # more margin, which lifts the upper bound from 23.4 h over the 24 h limit.
+    # more margin, which lifts the upper bound from 23.8 h over the 24 h limit.
     epochs = [2700.0, 3000.0, 2800.0, 3300.0, 2900.0, 3200.0, 3100.0, 3000.0, 3400.0, 2950.0]
-    models = {"dqn": dqn(0, epochs=epochs, throttled_epochs=3), "ppo": ppo(3300.0)}
+    models = {"dqn": dqn(0, epochs=epochs, throttled_epochs=3), "ppo": ppo(3200.0)}
     assert not models["dqn"].statistics.drift_detected  # the throttled epochs alone widen the margin
     recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
     estimates = [estimate_training_time(name, models[name], TrainingPlanConfig()) for name in ("dqn", "ppo")]
@@ -649,7 +656,7 @@ def test_the_fixture_report_now_gets_no_decision_with_its_reason():
     assert recommendation.decision is None
     assert recommendation.decision_basis == "too_few_epochs"
     assert recommendation.reasoning.startswith("These are CPU times, measured on the CPU (AMD EPYC)")
-    assert "No decision: dqn had 3 measured epochs, ppo 3, fewer than the 5 a decision needs" in (
+    assert "No decision: dqn had 3 measured epochs, ppo 3, fewer than the 6 a decision needs" in (
         recommendation.reasoning
     )
     # The per-model estimates are unchanged, to the last digit; the total's upper bound is now the sum of the

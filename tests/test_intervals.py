@@ -9,13 +9,17 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+import gpubench.stats
 from gpubench.stats.intervals import (
     MIN_EPOCHS,
     batch_size,
     decision_interval,
+    degrees_of_freedom,
     long_run_variance,
+    precision_epochs,
     two_stage_epochs,
     two_stage_interval,
+    two_stage_required_epochs,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -46,6 +50,16 @@ def test_interval_is_the_mean_plus_minus_t_times_the_standard_error() -> None:
     assert (low, high) == pytest.approx((times.mean() - half, times.mean() + half), rel=1e-12)
 
 
+def test_the_package_exposes_the_decision_interval() -> None:
+    assert gpubench.stats.decision_interval is decision_interval
+
+
+@pytest.mark.parametrize(("n", "dof"), [(6, 0.3), (20, 1.5 * (20 / 7 - 1)), (100, 1.5 * (100 / 20 - 1))])
+def test_degrees_of_freedom_are_one_and_a_half_times_batches_less_one(n: int, dof: float) -> None:
+    assert degrees_of_freedom(n) == pytest.approx(dof)
+    assert degrees_of_freedom(n, 4) == pytest.approx(1.5 * (n / 4 - 1))
+
+
 def test_the_lower_end_is_never_below_zero() -> None:
     low, high = decision_interval([1.0, 1.0, 1.0, 1.0, 1.0, 100.0, 1.0, 1.0], 0.99)
     assert low == 0.0 and high > 1.0
@@ -68,6 +82,46 @@ def test_two_stage_extends_to_the_n_that_meets_the_target_and_keeps_the_first_st
     low, high = two_stage_interval(first, more, 0.95)
     assert (high - low) / 2 == pytest.approx(quantile * math.sqrt(variance / needed), rel=1e-12)
     assert (high - low) / 2 <= 0.01 * first.mean() * 1.01
+
+
+def test_the_uncapped_two_stage_total_is_what_the_cap_cuts() -> None:
+    first = np.array([100.0, 104.0, 98.0, 103.0, 97.0, 101.0, 99.0, 102.0, 100.0, 96.0])
+    required = two_stage_required_epochs(first, 0.01, 0.95)
+    assert required == two_stage_epochs(first, 0.01, 0.95, max_epochs=10_000) > 20
+    assert two_stage_required_epochs(np.full(8, 50.0), 0.01, 0.95) == 8  # no variance: the first stage is enough
+
+
+def _precision_epochs_by_scan(variance_ms2: float, mean_ms: float, target: float, level: float) -> int:
+    """The first n from which on t(ν(n))·σ/√n <= target·mean, by checking every n up to far past the answer."""
+    n = np.arange(MIN_EPOCHS, 20_000)
+    m = np.array([batch_size(int(k)) for k in n])
+    halfwidth_ms = sps.t.ppf(0.5 + level / 2, 1.5 * (n / m - 1)) * np.sqrt(variance_ms2 / n)
+    misses = n[halfwidth_ms > target * mean_ms]
+    assert misses.size == 0 or misses[-1] < n[-1] / 4  # the scan reaches far past the last miss
+    return int(misses[-1]) + 1 if misses.size else MIN_EPOCHS
+
+
+@pytest.mark.parametrize(
+    ("sd_ms", "target", "level"),
+    [(50.0, 0.02, 0.95), (20.0, 0.02, 0.95), (30.0, 0.05, 0.9), (100.0, 0.01, 0.99), (8.0, 0.02, 0.95)],
+)
+def test_precision_epochs_is_the_first_n_from_which_the_target_holds(sd_ms: float, target: float, level: float) -> None:
+    required = precision_epochs(sd_ms**2, 1000.0, target, level)
+    assert required == _precision_epochs_by_scan(sd_ms**2, 1000.0, target, level)
+
+
+def test_precision_epochs_skips_an_n_that_meets_the_target_just_before_the_batch_grows() -> None:
+    # t(ν)/√n is 0.8217 at n = 15 (batches of 5) and 0.8937 at n = 16 (batches of 6): a ratio between the two meets
+    # the target at 15, misses it at 16 and meets it again from 17 on (0.813).
+    sd_ms = 1000.0 * 0.02 / 0.85
+    assert precision_epochs(sd_ms**2, 1000.0, 0.02, 0.95) == 17
+
+
+def test_precision_epochs_with_no_variance_is_the_minimum_and_bad_inputs_are_refused() -> None:
+    assert precision_epochs(0.0, 1000.0, 0.02, 0.95) == MIN_EPOCHS
+    for args in [(-1.0, 1000.0, 0.02, 0.95), (1.0, 0.0, 0.02, 0.95), (1.0, 1000.0, 0.0, 0.95), (1.0, 1.0, 0.02, 1.0)]:
+        with pytest.raises(ValueError):
+            precision_epochs(*args)
 
 
 # --------------------------------------------------------------------------------------------------- coverage

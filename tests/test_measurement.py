@@ -1,5 +1,6 @@
 """The measurement loop against a fake workload and a fake clock: epoch counts, stopping rules, observers."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -8,6 +9,7 @@ from gpubench.measure.epochs import measure_workload
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
 from gpubench.stats.config import StatisticsConfig
+from gpubench.stats.intervals import MIN_EPOCHS, two_stage_epochs, two_stage_required_epochs
 from gpubench.workload import StepResult, Workload
 
 
@@ -36,7 +38,7 @@ class FakeClockWorkload(Workload):
         return StepResult(loss=torch.tensor(loss), grad_norm=torch.tensor(0.5))
 
 
-def measure(workload, *, epochs=5, warmup=2, steps="auto", statistics=None, observers=()):
+def measure(workload, *, epochs=5, warmup=2, steps="auto", statistics=None, observers=(), on_epoch=None):
     return measure_workload(
         workload,
         timer=BlockTimer(lambda: None, lambda: workload.now_s),
@@ -46,6 +48,7 @@ def measure(workload, *, epochs=5, warmup=2, steps="auto", statistics=None, obse
         statistics=statistics or StatisticsConfig(),
         monitor=StabilityMonitor(StabilityConfig(), torch.device("cpu")),
         observers=observers,
+        on_epoch=on_epoch,
     )
 
 
@@ -79,16 +82,48 @@ def test_divergence_stops_the_model_at_once():
     assert result.health[-1].diverged
 
 
-def test_adaptive_stops_when_precision_is_reached_and_never_before_the_minimum():
+def test_adaptive_identical_epochs_stop_after_a_first_stage_of_at_least_the_minimum():
     steady = FakeClockWorkload(lambda i: 0.01)
     result = measure(steady, epochs=4, warmup=0, steps="100", statistics=StatisticsConfig(adaptive=True))
     assert result.stop_reason == "precision_target_met"
-    assert len(result.epoch_times_ms) == 4  # the minimum: identical epochs meet any target at once
+    # A first stage of epochs = 4 is raised to the decision interval's minimum; identical epochs need no more.
+    assert len(result.epoch_times_ms) == result.first_stage_epochs == MIN_EPOCHS
 
+
+def test_adaptive_measures_to_the_two_stage_total_of_its_first_stage():
+    # Epoch times scattered by about 1%: ten epochs fix a total between the first stage and max_epochs.
+    factors = 1.0 + 0.01 * np.random.default_rng(3).standard_normal(1000)
+    workload = FakeClockWorkload(lambda i: 0.01 * factors[i // 100])
+    planned = []
+    result = measure(
+        workload,
+        epochs=10,
+        warmup=0,
+        steps="100",
+        statistics=StatisticsConfig(adaptive=True, max_epochs=50),
+        on_epoch=lambda phase, number, total, seconds, loss: planned.append(total),
+    )
+    first_ms = result.epoch_times_ms[:10]
+    total = two_stage_epochs(first_ms, 0.02, 0.95, max_epochs=50)
+    assert 10 < total < 50
+    assert len(result.epoch_times_ms) == total and result.first_stage_epochs == 10
+    assert result.stop_reason == "precision_target_met"
+    # The progress shows the first stage as planned, then the total the first stage fixed.
+    assert planned == [10] * 10 + [total] * (total - 10)
+
+
+def test_adaptive_stops_at_max_epochs_when_the_total_asked_for_is_beyond_it():
     noisy = FakeClockWorkload(lambda i: 0.01 * (1.5 if (i // 100) % 2 else 0.5))
-    result = measure(noisy, epochs=4, warmup=0, steps="100", statistics=StatisticsConfig(adaptive=True, max_epochs=9))
+    statistics = StatisticsConfig(adaptive=True, max_epochs=9)
+    result = measure(noisy, epochs=6, warmup=0, steps="100", statistics=statistics)
+    assert two_stage_required_epochs(result.epoch_times_ms[:6], 0.02, 0.95) > 9
     assert result.stop_reason == "max_epochs_reached"
-    assert len(result.epoch_times_ms) == 9
+    assert len(result.epoch_times_ms) == 9 and result.first_stage_epochs == 6
+
+
+def test_a_fixed_run_has_no_first_stage():
+    result = measure(FakeClockWorkload(lambda i: 0.01), epochs=6, warmup=0, steps="100")
+    assert result.stop_reason == "epochs" and result.first_stage_epochs is None
 
 
 class HotCard:
@@ -115,6 +150,15 @@ def test_an_observer_can_stop_the_model_and_its_records_are_kept():
     assert len(result.epoch_times_ms) == 2  # warmup is epoch 1 of the observer, measured epochs 2 and 3
     assert [(phase, epoch) for phase, epoch, _ in card.records] == [("warmup", 1), ("measured", 1), ("measured", 2)]
     assert [temperature for _, _, temperature in card.records] == [80.0, 90.0, 100.0]
+
+
+def test_an_adaptive_run_stopped_during_its_first_stage_has_no_first_stage():
+    statistics = StatisticsConfig(adaptive=True)
+    result = measure(
+        FakeClockWorkload(lambda i: 0.01), epochs=10, warmup=1, steps="10", statistics=statistics, observers=[HotCard()]
+    )
+    assert result.stop_reason == "thermal_stop"
+    assert len(result.epoch_times_ms) == 2 and result.first_stage_epochs is None
 
 
 class FakeIterationWorkload(FakeClockWorkload):

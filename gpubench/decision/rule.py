@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates
 from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, MissingModel, ModelResult
+from gpubench.stats.intervals import MIN_EPOCHS
 
-#: Fewest measured epochs of a critical model that a decision rests on.
-MIN_DECISION_EPOCHS = 5
+#: Fewest measured epochs of a critical model that a decision rests on: the fewest the decision interval is built
+#: from (overlapping batch means of at least 5 epochs, so 6); below, the summary falls back to the plain t interval,
+#: which takes correlated epochs as independent and is too narrow to decide on.
+MIN_DECISION_EPOCHS = MIN_EPOCHS
 #: Most epochs :func:`epochs_to_settle` looks at: beyond, the interval is taken as never settling in practice.
 SETTLE_MAX_EPOCHS = 100_000
 

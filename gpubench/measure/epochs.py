@@ -3,9 +3,13 @@
 Every epoch is one synchronised block of ``steps_per_epoch`` training steps (see :mod:`gpubench.measure.timing`). After
 each block, and outside it, the stability monitor is read (one host sync per epoch) and the epoch observers
 (the memory profiler, the device monitor) record their per-epoch figures, which they keep and hand out themselves.
-The loop stops after ``epochs`` measured epochs, or — with adaptive statistics — when the precision target or
-``max_epochs`` is reached, and early when training diverges (a NaN/Inf loss or gradient) or an observer asks to
-stop (the card is too hot).
+The loop stops after ``epochs`` measured epochs, or — with adaptive statistics — by Stein's two-stage rule
+(:func:`gpubench.stats.intervals.two_stage_epochs`): a first stage of ``epochs`` epochs (at least
+:data:`~gpubench.stats.intervals.MIN_EPOCHS`) fixes the long-run variance and with it the total that reaches the
+precision target, never more than ``max_epochs``; the run measures to that total and stops. Fixing the total
+from the first stage, rather than stopping when the interval first looks narrow, keeps the interval's level.
+It stops early when training diverges (a NaN/Inf loss or gradient) or an observer asks to stop (the card is too
+hot).
 """
 
 from collections.abc import Callable, Sequence
@@ -16,7 +20,7 @@ from gpubench.measure.config import EpochConfig
 from gpubench.measure.stability import EpochHealth, StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
 from gpubench.stats.config import StatisticsConfig
-from gpubench.stats.epoch_times import should_stop_adaptive
+from gpubench.stats.intervals import MIN_EPOCHS, two_stage_required_epochs
 from gpubench.units import MS_PER_S
 from gpubench.workload import Workload
 
@@ -24,6 +28,10 @@ from gpubench.workload import Workload
 EpochPhase = Literal["warmup", "measured"]
 #: The stop reason of a run that saw a NaN/Inf loss or gradient.
 DIVERGED = "diverged"
+#: The stop reasons of a run measured to its fixed count, and of an adaptive one (see :class:`Measurement`).
+FIXED_EPOCHS = "epochs"
+PRECISION_TARGET_MET = "precision_target_met"
+MAX_EPOCHS_REACHED = "max_epochs_reached"
 
 
 class EpochObserver(Protocol):
@@ -50,8 +58,11 @@ class Measurement:
 
     ``epoch_times_ms`` and ``epoch_losses`` are the measured epochs only (warmup excluded); ``health`` holds the
     measured epochs' health, preceded by the diverged warmup epoch when a warmup epoch diverged. ``stop_reason`` is
-    ``epochs`` (the fixed count), ``precision_target_met``, ``max_epochs_reached``, ``diverged``, or an observer's
-    reason.
+    ``epochs`` (the fixed count), ``precision_target_met`` (an adaptive run measured to the total the two-stage
+    rule asked for, within ``max_epochs``), ``max_epochs_reached`` (the total asked for was beyond
+    ``max_epochs``, so the run stopped there, short of the target), ``diverged``, or an observer's reason.
+    ``first_stage_epochs`` is the length of an adaptive run's first stage once it completed (the decision interval
+    is then the two-stage one), else None.
     """
 
     sizing: EpochSizing
@@ -61,6 +72,7 @@ class Measurement:
     warmup_losses: list[float | None]
     health: list[EpochHealth]
     stop_reason: str
+    first_stage_epochs: int | None = None
 
 
 def measure_workload(
@@ -113,6 +125,8 @@ def measure_workload(
     losses: list[float | None] = []
     healths: list[EpochHealth] = []
 
+    first_stage: int | None = None
+
     def measurement(stop_reason: str) -> Measurement:
         return Measurement(
             sizing=sizing,
@@ -122,6 +136,7 @@ def measure_workload(
             warmup_losses=warmup_losses,
             health=healths,
             stop_reason=stop_reason,
+            first_stage_epochs=first_stage,
         )
 
     for number in range(1, warmup_epochs + 1):
@@ -146,8 +161,12 @@ def measure_workload(
             probe_seconds=sizing.probe_seconds,
         )
 
-    planned = statistics.max_epochs if statistics.adaptive else epochs
-    for number in range(1, planned + 1):
+    # An adaptive run plans its first stage, then (after it) the total; the config keeps max_epochs >= MIN_EPOCHS.
+    planned = min(max(epochs, MIN_EPOCHS), statistics.max_epochs) if statistics.adaptive else epochs
+    done_reason = FIXED_EPOCHS
+    number = 0
+    while number < planned:
+        number += 1
         seconds, health = run_epoch("measured", number, planned)
         times_ms.append(seconds * MS_PER_S)
         losses.append(health.mean_loss)
@@ -157,14 +176,10 @@ def measure_workload(
         observer_reason = next((o.stop_reason() for o in observers if o.stop_reason()), None)
         if observer_reason is not None:
             return measurement(observer_reason)
-        if statistics.adaptive and number >= 2:
-            stop, reason = should_stop_adaptive(
-                times_ms,
-                min_epochs=epochs,
-                max_epochs=statistics.max_epochs,
-                confidence_level=statistics.confidence_level,
-                target_rel_halfwidth=statistics.target_rel_halfwidth,
-            )
-            if stop:
-                return measurement(reason)
-    return measurement("epochs")
+        if statistics.adaptive and first_stage is None and number == planned:
+            # Stage one is complete: its variance fixes the total, and the rest of the run only measures to it.
+            first_stage = number
+            required = two_stage_required_epochs(times_ms, statistics.target_rel_halfwidth, statistics.confidence_level)
+            planned = min(required, statistics.max_epochs)
+            done_reason = PRECISION_TARGET_MET if required <= statistics.max_epochs else MAX_EPOCHS_REACHED
+    return measurement(done_reason)

@@ -7,9 +7,9 @@ times correlate, and a stall is real time the training run will also pay. This m
   epochs, the coefficient of variation with its gate, P95/P99 by Hyndman-Fan type 7 = numpy ``linear``);
 * flags outliers by a robust rule but keeps them in every estimate (a stall is part of the cost);
 * adds the median with a distribution-free order-statistic interval;
-* adds an autocorrelation-aware interval for the mean -- batch means from 20 epochs on, an effective-sample-size
-  correction below -- which is the interval decisions should use, and says how many epochs would reach a
-  relative precision target (and when adaptive measuring may stop);
+* adds the interval for the mean that decisions use, overlapping batch means (:mod:`gpubench.stats.intervals`),
+  or after adaptive two-stage measuring the two-stage interval, and says how many epochs would reach a relative
+  precision target;
 * checks for drift (Kendall's tau of time against epoch index).
 
 Every input is a 1-D sequence of epoch times in milliseconds, in the order they were measured (warmup already
@@ -17,21 +17,19 @@ removed). Pure numpy/scipy: nothing here imports torch.
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 from gpubench.results import EpochTimeStatistics
+from gpubench.stats import intervals
 
 OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
-#: Below this many epochs the summary still works but warns: the lag-1 autocorrelation has no bias correction
-#: (it needs n > 4), a 95% order-statistic interval for the median does not exist (it needs n >= 6), and the
-#: t quantile with <= 3 degrees of freedom makes any interval very wide.
-MIN_RECOMMENDED_EPOCHS = 5
-#: From this many epochs on the decision interval uses batch means; below, the effective-sample-size correction.
-BATCH_MEANS_MIN_EPOCHS = 20
+#: The lag-1 autocorrelation's bias correction (n·r1 + 1)/(n − 4) needs n > 4.
+_BIAS_CORRECTION_MIN_EPOCHS = 5
 #: Modified z-score rule (Iglewicz & Hoaglin 1993): flag when 0.6745 * |x - median| / MAD > 3.5.
 _MODIFIED_Z_SCALE = 0.6745
 _MODIFIED_Z_THRESHOLD = 3.5
@@ -39,16 +37,14 @@ _MODIFIED_Z_THRESHOLD = 3.5
 _MEAN_ABSOLUTE_DEVIATION_SCALE = 1.253314
 _SIGMA_RULE_THRESHOLD = 3.0
 _TUKEY_FENCE_IQRS = 1.5
-#: rho = 1 would make the effective sample size zero; the clip keeps the correction finite.
+#: The adjusted lag-1 autocorrelation is clipped to [0, this], as in the reports written before it stopped feeding
+#: the interval (rho = 1 made the effective-sample-size correction of those reports infinite).
 _MAX_AUTOCORRELATION = 0.99
 #: P95/P99 are "reliable" once a distribution-free interval for them at this confidence exists.
 _PERCENTILE_RELIABILITY_CONFIDENCE = 0.95
 
-STOP_PRECISION_TARGET_MET = "precision_target_met"
-STOP_MAX_EPOCHS_REACHED = "max_epochs_reached"
-STOP_CONTINUE = "continue"
-METHOD_BATCH_MEANS = "batch_means"
-METHOD_EFFECTIVE_SAMPLE_SIZE = "effective_sample_size"
+#: The decision interval's method below :data:`gpubench.stats.intervals.MIN_EPOCHS` epochs: the plain t interval.
+METHOD_TOO_FEW_EPOCHS = "too_few_epochs_plain_t"
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -137,12 +133,9 @@ def t_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, flo
     """
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
-    return _t_interval(float(values.mean()), float(values.std(ddof=1)), float(values.size), confidence_level)
-
-
-def _t_interval(mean_ms: float, std_ms: float, n_eff: float, confidence_level: float) -> tuple[float, float]:
-    """mean ± t_{n_eff−1}·std/sqrt(n_eff); ``n_eff`` may be fractional (scipy's t takes real df)."""
-    halfwidth_ms = sps.t.ppf(0.5 + confidence_level / 2, n_eff - 1) * std_ms / math.sqrt(n_eff)
+    n = values.size
+    mean_ms = float(values.mean())
+    halfwidth_ms = sps.t.ppf(0.5 + confidence_level / 2, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
     return float(mean_ms - halfwidth_ms), float(mean_ms + halfwidth_ms)
 
 
@@ -198,128 +191,18 @@ def lag1_autocorrelation(times_ms: ArrayLike) -> float:
 
 
 def adjusted_autocorrelation(times_ms: ArrayLike) -> float:
-    """The lag-1 autocorrelation used to correct for dependence: bias-corrected, then clipped to [0, 0.99].
+    """The lag-1 autocorrelation, bias-corrected, then clipped to [0, 0.99]: a reported figure (the decision
+    interval estimates the dependence by overlapping batch means, not from it).
 
     r1 is biased low in short series: for AR(1) data E[r1] ≈ ρ − (1 + 4ρ)/n (Marriott & Pope 1954). Solving for
-    ρ gives ρ̂ = (n·r1 + 1)/(n − 4), used from n = 5 on (below, r1 as is). Without it, on AR(1) data with ρ = 0.5
-    and n = 10 the effective-sample-size interval covered the mean 86% of the time at 95%; with it, 91%.
-    The clip at 0 means negative correlation never narrows an interval; the clip at 0.99 keeps the
-    effective sample size above zero.
+    ρ gives ρ̂ = (n·r1 + 1)/(n − 4), used from n = 5 on (below, r1 as is). At ten epochs its standard deviation is
+    near 0.45, which is why no interval is built on it.
     """
     values = _epoch_times(times_ms)
     n = values.size
     r1 = lag1_autocorrelation(values)
-    rho = (n * r1 + 1.0) / (n - 4.0) if n >= MIN_RECOMMENDED_EPOCHS else r1
+    rho = (n * r1 + 1.0) / (n - 4.0) if n >= _BIAS_CORRECTION_MIN_EPOCHS else r1
     return float(np.clip(rho, 0.0, _MAX_AUTOCORRELATION))
-
-
-def _variance_inflation(rho: float) -> float:
-    """(1 + ρ)/(1 − ρ): how much AR(1) correlation inflates the variance of a mean, relative to independence."""
-    return (1.0 + rho) / (1.0 - rho)
-
-
-def autocorrelation_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float, str, float]:
-    """The interval (ms) for the mean that decisions use: (lo, hi, method, effective sample size).
-
-    * n >= 20, ``batch_means``: b = floor(sqrt(n)) contiguous batches of m = floor(n/b) epochs; the remainder is
-      dropped from the start (the oldest epochs, nearest the warmup). The batch means give the asymptotic
-      per-epoch variance σ²_BM = m·S²_batch (S² with ddof=1 over the b batch means), and the interval is
-      mean ± t_{b−1}·sqrt(σ²_BM/n), centred on the mean of *all* n epochs so it always brackets ``mean_ms``
-      (with n = b·m this is exactly the textbook batch-means interval). The effective sample size is
-      n·s²/σ²_BM, capped at n.
-    * n < 20, ``effective_sample_size``: n_eff = n·(1 − ρ)/(1 + ρ) with ρ from :func:`adjusted_autocorrelation`,
-      floored at 2 so a t quantile exists, and the interval is mean ± t_{n_eff−1}·s/sqrt(n_eff).
-    """
-    values = _epoch_times(times_ms)
-    _check_level(confidence_level)
-    n = values.size
-    mean_ms = float(values.mean())
-    std_ms = float(values.std(ddof=1))
-    if n >= BATCH_MEANS_MIN_EPOCHS:
-        n_batches = math.isqrt(n)
-        batch_size = n // n_batches
-        batch_means_ms = values[n - n_batches * batch_size :].reshape(n_batches, batch_size).mean(axis=1)
-        per_epoch_variance_ms2 = batch_size * float(batch_means_ms.var(ddof=1))
-        halfwidth_ms = sps.t.ppf(0.5 + confidence_level / 2, n_batches - 1) * math.sqrt(per_epoch_variance_ms2 / n)
-        # Identical batch means show no dependence to correct for, so every epoch counts.
-        ess = min(float(n), n * std_ms**2 / per_epoch_variance_ms2) if per_epoch_variance_ms2 > 0 else float(n)
-        return float(mean_ms - halfwidth_ms), float(mean_ms + halfwidth_ms), METHOD_BATCH_MEANS, ess
-    rho = adjusted_autocorrelation(values)
-    ess = max(2.0, n / _variance_inflation(rho))
-    lo_ms, hi_ms = _t_interval(mean_ms, std_ms, ess, confidence_level)
-    return lo_ms, hi_ms, METHOD_EFFECTIVE_SAMPLE_SIZE, ess
-
-
-def _relative_halfwidth(times_ms: np.ndarray, confidence_level: float) -> float:
-    lo_ms, hi_ms, _, _ = autocorrelation_interval(times_ms, confidence_level)
-    return (hi_ms - lo_ms) / 2.0 / float(times_ms.mean())
-
-
-def smallest_satisfying(predicate: Callable[[int], bool], low: int, high: int) -> int:
-    """The smallest n in (low, high] with ``predicate(n)`` true, for a predicate that is false up to some n and
-    true from there on, given that ``predicate(high)`` is true (bisection: log2(high − low) calls)."""
-    while high - low > 1:
-        middle = (low + high) // 2
-        if predicate(middle):
-            high = middle
-        else:
-            low = middle
-    return high
-
-
-def required_sample_size(times_ms: ArrayLike, target_rel_halfwidth: float, confidence_level: float) -> int:
-    """Epochs needed for the interval half-width to be within ``target_rel_halfwidth`` of the mean.
-
-    A planning figure: the smallest integer n >= 2 with t_{n_eff−1}·s/sqrt(n_eff)/mean <= target, where
-    n_eff = max(2, n/inflation), inflation = (1 + ρ)/(1 − ρ) with ρ from :func:`adjusted_autocorrelation`, and
-    s, mean from the epochs measured so far. It models the dependence as AR(1) whatever n is, so near the
-    target it can disagree by an epoch or a few with the batch-means interval the decision uses.
-    """
-    values = _epoch_times(times_ms)
-    _check_level(confidence_level)
-    _check_positive("target_rel_halfwidth", target_rel_halfwidth)
-    relative_std = float(values.std(ddof=1) / values.mean())
-    inflation = _variance_inflation(adjusted_autocorrelation(values))
-    quantile_level = 0.5 + confidence_level / 2
-
-    def meets(n: int) -> bool:
-        n_eff = max(2.0, n / inflation)
-        return sps.t.ppf(quantile_level, n_eff - 1) * relative_std / math.sqrt(n_eff) <= target_rel_halfwidth
-
-    # The half-width shrinks monotonically with n: double until the target is met, then bisect.
-    low, high = 1, 2
-    while not meets(high):
-        low, high = high, high * 2
-    return smallest_satisfying(meets, low, high)
-
-
-def should_stop_adaptive(
-    times_ms: ArrayLike,
-    *,
-    min_epochs: int,
-    max_epochs: int,
-    confidence_level: float,
-    target_rel_halfwidth: float,
-) -> tuple[bool, str]:
-    """Whether adaptive measuring may stop after the epochs measured so far, and why.
-
-    Never before ``min_epochs`` (nor before 2, the fewest an interval needs). Then ``precision_target_met`` when
-    the decision interval's half-width is within ``target_rel_halfwidth`` of the mean (this wins when both hold),
-    else ``max_epochs_reached`` at ``max_epochs``, else ``continue``.
-    """
-    if min_epochs < 1 or max_epochs < min_epochs:
-        raise ValueError(f"need 1 <= min_epochs <= max_epochs, got min_epochs={min_epochs}, max_epochs={max_epochs}")
-    _check_level(confidence_level)
-    _check_positive("target_rel_halfwidth", target_rel_halfwidth)
-    values = _epoch_times(times_ms, min_epochs=0)
-    n = values.size
-    if n < min_epochs:
-        return False, STOP_CONTINUE
-    if n >= 2 and _relative_halfwidth(values, confidence_level) <= target_rel_halfwidth:
-        return True, STOP_PRECISION_TARGET_MET
-    if n >= max_epochs:
-        return True, STOP_MAX_EPOCHS_REACHED
-    return False, STOP_CONTINUE
 
 
 def drift_test(times_ms: ArrayLike) -> tuple[float, float]:
@@ -332,6 +215,61 @@ def drift_test(times_ms: ArrayLike) -> tuple[float, float]:
     return float(result.statistic), float(result.pvalue)
 
 
+# ---------------------------------------------------------------------------------------- the decision interval
+
+
+@dataclass(frozen=True)
+class _DecisionFigures:
+    """The decision interval (ms), its method, the long-run variance it rests on (ms²) and the epochs that would
+    bring it within the precision target."""
+
+    interval_ms: tuple[float, float]
+    method: str
+    long_run_variance_ms2: float
+    required_epochs: int
+
+
+def _decision_figures(
+    values: np.ndarray, confidence_level: float, target_rel_halfwidth: float, first_stage_epochs: int | None
+) -> _DecisionFigures:
+    """The decision interval of ``values`` and its figures, by the method the run allows:
+
+    * after adaptive two-stage measuring (``first_stage_epochs`` given), the two-stage interval on the first
+      stage's long-run variance (:func:`~gpubench.stats.intervals.two_stage_interval`), and the total epochs the
+      two-stage rule asks for (:func:`~gpubench.stats.intervals.two_stage_required_epochs`);
+    * from :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs on, overlapping batch means
+      (:func:`~gpubench.stats.intervals.decision_interval`) and :func:`~gpubench.stats.intervals.precision_epochs`
+      of its long-run variance;
+    * below, the plain t interval (cut at zero), with the sample variance standing in for the long-run one (it
+      takes the epochs as independent, so its epoch count is optimistic under correlation).
+    """
+    mean_ms = float(values.mean())
+    if first_stage_epochs is not None:
+        first_ms = values[:first_stage_epochs]
+        variance_ms2, _ = intervals.long_run_variance(first_ms)
+        return _DecisionFigures(
+            interval_ms=intervals.two_stage_interval(first_ms, values, confidence_level),
+            method=intervals.METHOD_TWO_STAGE,
+            long_run_variance_ms2=variance_ms2,
+            required_epochs=intervals.two_stage_required_epochs(first_ms, target_rel_halfwidth, confidence_level),
+        )
+    if values.size < intervals.MIN_EPOCHS:
+        variance_ms2 = float(values.var(ddof=1))
+        low_ms, high_ms = t_interval(values, confidence_level)
+        method = METHOD_TOO_FEW_EPOCHS
+        interval_ms = (max(low_ms, 0.0), high_ms)
+    else:
+        variance_ms2, _ = intervals.long_run_variance(values)
+        method = intervals.METHOD_OVERLAPPING_BATCH_MEANS
+        interval_ms = intervals.decision_interval(values, confidence_level)
+    return _DecisionFigures(
+        interval_ms=interval_ms,
+        method=method,
+        long_run_variance_ms2=variance_ms2,
+        required_epochs=intervals.precision_epochs(variance_ms2, mean_ms, target_rel_halfwidth, confidence_level),
+    )
+
+
 # ---------------------------------------------------------------------------------------------- the summary
 
 
@@ -342,12 +280,20 @@ def summarize_epoch_times(
     cv_threshold: float = 0.15,
     outlier_rule: str = "mad",
     target_rel_halfwidth: float = 0.02,
+    first_stage_epochs: int | None = None,
 ) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 
+    ``first_stage_epochs`` is the length of the first stage of an adaptive two-stage run (the epochs the rule
+    planned the rest from); given, the decision interval is the two-stage one, else overlapping batch means. The
+    effective sample size is n·s²/σ̂²∞ (capped at n; n when σ̂²∞ is 0), σ̂²∞ the long-run variance the interval
+    uses; ``required_epochs`` is a planning figure (see :func:`_decision_figures`).
+
     Raises ValueError for fewer than 2 epochs, non-finite or non-positive times, a level outside (0, 1), an
-    unknown outlier rule or non-positive thresholds. Works from 2 epochs on but warns below
-    :data:`MIN_RECOMMENDED_EPOCHS`. Drift is flagged when Kendall's p-value < 1 − ``confidence_level``.
+    unknown outlier rule, non-positive thresholds, or a first stage outside [``intervals.MIN_EPOCHS``, n]. Works
+    from 2 epochs on; below :data:`gpubench.stats.intervals.MIN_EPOCHS` the decision interval is the plain t
+    interval, with a warning that no decision will be made from it. Drift is flagged when Kendall's p-value <
+    1 − ``confidence_level``.
     """
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
@@ -356,6 +302,10 @@ def summarize_epoch_times(
     if outlier_rule not in OUTLIER_RULES:
         raise ValueError(f"outlier rule {outlier_rule!r} is not valid: it must be one of {', '.join(OUTLIER_RULES)}")
     n = values.size
+    if first_stage_epochs is not None and not intervals.MIN_EPOCHS <= first_stage_epochs <= n:
+        raise ValueError(
+            f"first_stage_epochs must be in [{intervals.MIN_EPOCHS}, {n}] for {n} epochs, got {first_stage_epochs}"
+        )
     mean_ms = float(values.mean())
     std_ms = float(values.std(ddof=1))
     cv = std_ms / mean_ms
@@ -363,18 +313,21 @@ def summarize_epoch_times(
     p95_min_epochs, p99_min_epochs = percentile_min_epochs(95.0), percentile_min_epochs(99.0)
     median_lo_ms, median_hi_ms, median_coverage = median_interval(values, confidence_level)
     outliers = tuple(int(i) for i in flag_outliers(values, outlier_rule))
-    decision_lo_ms, decision_hi_ms, method, ess = autocorrelation_interval(values, confidence_level)
-    relative_halfwidth = (decision_hi_ms - decision_lo_ms) / 2.0 / mean_ms
+    decision = _decision_figures(values, confidence_level, target_rel_halfwidth, first_stage_epochs)
+    # From the upper end: the interval is centred on the mean, and its lower end may be cut at zero.
+    relative_halfwidth = (decision.interval_ms[1] - mean_ms) / mean_ms
     meets_target = relative_halfwidth <= target_rel_halfwidth
-    required = required_sample_size(values, target_rel_halfwidth, confidence_level)
+    variance_ms2 = decision.long_run_variance_ms2
+    # Identical epochs (or batch means) show no dependence to correct for, so every epoch counts.
+    ess = min(float(n), n * float(values.var(ddof=1)) / variance_ms2) if variance_ms2 > 0 else float(n)
     tau, p_value = drift_test(values)
     drift = p_value < 1.0 - confidence_level
 
     warnings: list[str] = []
-    if n < MIN_RECOMMENDED_EPOCHS:
+    if n < intervals.MIN_EPOCHS:
         warnings.append(
-            f"only {n} epochs, below the recommended minimum of {MIN_RECOMMENDED_EPOCHS}: intervals are very wide "
-            "and the autocorrelation estimate is unreliable"
+            f"only {n} epochs, fewer than the {intervals.MIN_EPOCHS} the decision interval needs: it is the plain "
+            "Student-t interval, which takes the epochs as independent, and no decision will be made from it"
         )
     if outlier_rule == "sigma" and not sigma_rule_can_flag(n):
         warnings.append(
@@ -399,7 +352,7 @@ def summarize_epoch_times(
     if not meets_target:
         warnings.append(
             f"the decision interval's half-width is {relative_halfwidth:.1%} of the mean, above the target "
-            f"{target_rel_halfwidth:.1%}; about {required} epochs would reach it"
+            f"{target_rel_halfwidth:.1%}; about {decision.required_epochs} epochs would reach it"
         )
     if drift:
         trend = "slowing down (throttling?)" if tau > 0 else "speeding up (still warming up?)"
@@ -425,15 +378,13 @@ def summarize_epoch_times(
         outlier_indices=outliers,
         lag1_autocorrelation=lag1_autocorrelation(values),
         lag1_autocorrelation_adjusted=adjusted_autocorrelation(values),
-        # Epoch times are positive: cutting the interval at zero keeps its coverage. A negative lower end shows up
-        # with strongly autocorrelated epochs (effective sample size near 2, a t quantile with one degree of freedom).
-        decision_interval_ms=(max(decision_lo_ms, 0.0), decision_hi_ms),
-        decision_interval_method=method,
+        decision_interval_ms=decision.interval_ms,
+        decision_interval_method=decision.method,
         effective_sample_size=ess,
         relative_halfwidth=relative_halfwidth,
         target_rel_halfwidth=float(target_rel_halfwidth),
         meets_precision_target=meets_target,
-        required_epochs=required,
+        required_epochs=decision.required_epochs,
         drift_kendall_tau=tau,
         drift_p_value=p_value,
         drift_detected=drift,
