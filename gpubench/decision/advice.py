@@ -60,9 +60,9 @@ ESTIMATE_METHOD = (
 
 UPPER_BOUND_METHOD = (
     "Bounds: prediction bounds for the total of the N future epochs, not N x the interval's ends. With h the "
-    "half-width of the autocorrelation-aware decision interval of the mean over n measured epochs, se = h / q is "
-    "the standard error of the mean (q its t quantile) and the long-run per-epoch variance is n x se^2 "
-    "(= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs; batch means estimate the same). The total of N future "
+    "half-width of the decision interval of the mean over n measured epochs (overlapping batch means, "
+    "gpubench.stats.intervals), se = h / q is the standard error of the mean (q its t quantile) and the long-run "
+    "per-epoch variance is n x se^2 (= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs). The total of N future "
     "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
     "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
     "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable "
