@@ -319,7 +319,7 @@ def test_the_long_run_t_test_is_welchs_test_on_batch_means_standard_errors_and_d
 
 def test_the_vectorised_cores_give_what_the_per_comparison_functions_give():
     pairs = [(epoch_times_ms(1000.0, 0.05, 20, seed=s), epoch_times_ms(950.0, 0.05, 14, seed=s + 50)) for s in range(8)]
-    pairs.append((np.full(8, 100.0), np.full(8, 100.0)))
+    pairs.append((np.full(MIN_EPOCHS, 100.0), np.full(MIN_EPOCHS, 100.0)))
     means = [(LongRunMean.of(a_ms), LongRunMean.of(b_ms)) for a_ms, b_ms in pairs]
     keys = ("mean_ms", "variance_of_mean_ms2", "dof")
     columns = [np.array([getattr(pair[side], key) for pair in means]) for side in (0, 1) for key in keys]
@@ -346,10 +346,14 @@ def test_a_hypothetical_run_gets_the_degrees_of_freedom_a_measured_one_would():
 
 
 def test_fieller_interval_is_unbounded_when_a_mean_is_indistinguishable_from_zero():
-    # Six epochs alternating 10 and 30 ms: batches of 5, nu = 0.3, so t is in the hundreds and A's mean (20 ms) is
-    # within t * se of zero.
-    report_a = make_report({"dqn": [10.0, 30.0] * 3})
-    report_b = make_report({"dqn": [20.0, 21.0] * 3})
+    # Ten epochs, five of 10 ms then five of 30 ms: batches of 5 have means 10, 14, ..., 30, off A's mean (20 ms) by
+    # +-2, +-6, +-10 (squares sum to 280), so sigma^2 = 10 * 5 / (6 * 5) * 280 = 467 and se = sqrt(467 / 10) = 6.8 ms.
+    # Satterthwaite's nu is at most nu_A + nu_B = 3, so t >= 3.18 and A's mean is within t * se (>= 21.7 ms) of zero.
+    report_a = make_report({"dqn": [10.0] * 5 + [30.0] * 5})
+    report_b = make_report({"dqn": [20.0, 21.0] * 5})
+    a = LongRunMean.of(report_a.models["dqn"].raw_epoch_times_ms)
+    assert (a.mean_ms, a.long_run_variance_ms2, a.dof) == pytest.approx((20.0, 50 / 30 * 280, 1.5), rel=1e-12)
+    assert sps.t.ppf(0.975, 3.0) * math.sqrt(a.variance_of_mean_ms2) > a.mean_ms
     (comparison,) = compare_reports(report_a, report_b)
     assert comparison.result.ratio_interval == (-math.inf, math.inf)
     assert comparison.result.verdict == AMBIGUOUS and comparison.result.epochs_to_decide is not None
@@ -358,9 +362,10 @@ def test_fieller_interval_is_unbounded_when_a_mean_is_indistinguishable_from_zer
 
 
 def test_constant_epoch_times_give_an_exact_ratio_and_an_undefined_t_test():
-    (slower,) = compare_reports(make_report({"mlp": [100.0] * 6}), make_report({"mlp": [110.0] * 6}))
+    constant_a, constant_b = [100.0] * MIN_EPOCHS, [110.0] * MIN_EPOCHS
+    (slower,) = compare_reports(make_report({"mlp": constant_a}), make_report({"mlp": constant_b}))
     assert slower.result.ratio_interval == pytest.approx((1.1, 1.1), rel=1e-12) and slower.result.verdict == SLOWER
-    (same,) = compare_reports(make_report({"mlp": [100.0] * 6}), make_report({"mlp": [100.0] * 6}))
+    (same,) = compare_reports(make_report({"mlp": constant_a}), make_report({"mlp": constant_a}))
     assert same.result.ratio_interval == (1.0, 1.0) and same.result.verdict == SAME
     # The t statistic is zero over zero here.
     assert math.isnan(same.result.p_value) and math.isnan(slower.result.p_value)
@@ -370,7 +375,7 @@ def test_constant_epoch_times_give_an_exact_ratio_and_an_undefined_t_test():
 
 def test_epochs_to_decide_is_the_fewest_epochs_per_run_whose_interval_decides():
     mean_a, std_a, mean_b, std_b = 100.0, 6.0, 108.0, 6.0
-    a, b = LongRunMean(MIN_EPOCHS, mean_a, std_a**2, 0.3), LongRunMean(MIN_EPOCHS, mean_b, std_b**2, 0.3)
+    a, b = LongRunMean(MIN_EPOCHS, mean_a, std_a**2, 1.5), LongRunMean(MIN_EPOCHS, mean_b, std_b**2, 1.5)
     needed = epochs_to_decide(a, b, threshold=0.05, confidence_level=0.95)
     assert needed is not None and needed > MIN_EPOCHS
 
@@ -383,20 +388,20 @@ def test_epochs_to_decide_is_the_fewest_epochs_per_run_whose_interval_decides():
     assert verdict_with(needed) == SLOWER
     assert verdict_with(needed - 1) == AMBIGUOUS
     # A ratio exactly on the threshold edge never decides.
-    edge = LongRunMean(MIN_EPOCHS, 105.0, 25.0, 0.3)
-    assert epochs_to_decide(LongRunMean(MIN_EPOCHS, 100.0, 25.0, 0.3), edge, 0.05, 0.95) is None
+    edge = LongRunMean(MIN_EPOCHS, 105.0, 25.0, 1.5)
+    assert epochs_to_decide(LongRunMean(MIN_EPOCHS, 100.0, 25.0, 1.5), edge, 0.05, 0.95) is None
 
 
 def test_compare_mean_times_needs_enough_positive_times_per_run_and_settings_inside_zero_to_one():
-    six = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    with pytest.raises(ValueError, match=f"at least {MIN_EPOCHS} times per run, got 5 and 6"):
-        compare_mean_times(six[:5], six, threshold=0.05, confidence_level=0.95)
+    enough = [float(t) for t in range(1, MIN_EPOCHS + 1)]
+    with pytest.raises(ValueError, match=f"at least {MIN_EPOCHS} times per run, got {MIN_EPOCHS - 1} and {MIN_EPOCHS}"):
+        compare_mean_times(enough[:-1], enough, threshold=0.05, confidence_level=0.95)
     with pytest.raises(ValueError, match="finite and positive"):
-        compare_mean_times(six, [0.0, *six[1:]], threshold=0.05, confidence_level=0.95)
+        compare_mean_times(enough, [0.0, *enough[1:]], threshold=0.05, confidence_level=0.95)
     with pytest.raises(ValueError, match="threshold must lie in"):
-        compare_mean_times(six, six, threshold=1.0, confidence_level=0.95)
+        compare_mean_times(enough, enough, threshold=1.0, confidence_level=0.95)
     with pytest.raises(ValueError, match="confidence must lie in"):
-        compare_mean_times(six, six, threshold=0.05, confidence_level=0.0)
+        compare_mean_times(enough, enough, threshold=0.05, confidence_level=0.0)
 
 
 def test_a_report_comparison_is_the_comparison_of_its_models_times_per_sample(gpu_report):
@@ -502,7 +507,9 @@ def test_a_model_whose_sample_unit_differs_or_lacks_samples_per_epoch_is_refused
 def test_a_report_without_epoch_times_is_an_error_naming_the_report(tmp_path, gpu_report, capsys):
     short = make_report({"dqn": [1.0] * (MIN_EPOCHS - 1)})
     failed = replace(short, models={"dqn": replace(short.models["dqn"], status="failed")})
-    with pytest.raises(CompareError, match=rf"report B: .*at least {MIN_EPOCHS} measured epoch times.*dqn: 5 .*failed"):
+    with pytest.raises(
+        CompareError, match=rf"report B: .*at least {MIN_EPOCHS} measured epoch times.*dqn: {MIN_EPOCHS - 1} .*failed"
+    ):
         compare_reports(gpu_report, failed)
     # A file that is JSON but not a report is refused when it is read, naming the argument and the file.
     not_a_report = write_json(tmp_path / "a.json", {"timestamp": "x"})
@@ -624,7 +631,7 @@ def test_cli_unknown_run_id_or_run_without_report_exits_2_naming_the_argument(tm
     unknown = uuid.uuid4().hex
     assert main([unknown, run_id, "--tracking-uri", uri]) == 2
     assert f"argument A '{unknown}': no MLflow run {unknown}" in capsys.readouterr().err
-    existing = write_report(tmp_path / "a.json", make_report({"mlp": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}))
+    existing = write_report(tmp_path / "a.json", make_report({"mlp": [float(t) for t in range(1, MIN_EPOCHS + 1)]}))
     assert main([existing, run_id, "--tracking-uri", uri]) == 2
     assert f"argument B '{run_id}': MLflow run {run_id} has no report.json artifact" in capsys.readouterr().err
 
@@ -663,7 +670,7 @@ def test_cli_bad_report_arguments_exit_2_with_the_argument_named(tmp_path, gpu_r
         assert main([good, bad]) == 2
         err = capsys.readouterr().err
         assert f"argument B '{bad}'" in err and message in err and "Traceback" not in err
-    other = write_report(tmp_path / "other.json", make_report({"tft": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}))
+    other = write_report(tmp_path / "other.json", make_report({"tft": [float(t) for t in range(1, MIN_EPOCHS + 1)]}))
     assert main([good, other]) == 2
     assert "no model can be compared between A" in capsys.readouterr().err
 

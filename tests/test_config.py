@@ -8,6 +8,7 @@ from gpubench.config import BenchmarkConfig, register_configs, typed_config
 from gpubench.decision.rule import MIN_DECISION_EPOCHS
 from gpubench.errors import ConfigError
 from gpubench.models import MODELS, SEED_MODELS
+from gpubench.stats.intervals import MIN_EPOCHS
 
 CONF_DIR = str(CONF_DIR_PATH)
 register_configs()
@@ -106,8 +107,8 @@ def test_each_model_default_comes_from_its_registry_entry():
 
 def test_quick_experiment_is_small():
     cfg = typed("experiment=quick")
-    # Six epochs, the fewest the decision interval and the decision take, in the measured time of three of 0.2 s.
-    assert cfg.epochs == 6 and cfg.warmup_epochs == 1 and cfg.epoch.min_seconds == 0.1
+    # Ten epochs of 0.1 s: the fewest the decision interval and the decision take.
+    assert cfg.epochs == 10 and cfg.warmup_epochs == 1 and cfg.epoch.min_seconds == 0.1
     assert cfg.epochs >= MIN_DECISION_EPOCHS
     assert cfg.workloads.tft.encoder_length == 32 and cfg.workloads.mamba2.seq_len == 64
     assert cfg.data.days == 5
@@ -156,10 +157,11 @@ def test_bad_values_name_the_key_and_what_is_valid(override, key, valid):
 
 def test_adaptive_measuring_needs_room_for_a_first_stage():
     with pytest.raises(ConfigError) as excinfo:
-        typed("statistics=adaptive", "statistics.max_epochs=5", "epochs=2")
-    assert "`statistics.max_epochs` = 5" in str(excinfo.value)
-    assert ">= 6 when statistics.adaptive=true" in str(excinfo.value)
-    assert typed("statistics=adaptive", "statistics.max_epochs=6", "epochs=2").statistics.max_epochs == 6
+        typed("statistics=adaptive", f"statistics.max_epochs={MIN_EPOCHS - 1}", "epochs=2")
+    assert f"`statistics.max_epochs` = {MIN_EPOCHS - 1}" in str(excinfo.value)
+    assert f">= {MIN_EPOCHS} when statistics.adaptive=true" in str(excinfo.value)
+    enough = typed("statistics=adaptive", f"statistics.max_epochs={MIN_EPOCHS}", "epochs=2")
+    assert enough.statistics.max_epochs == MIN_EPOCHS
 
 
 def test_bad_environment_value_names_the_key(monkeypatch):

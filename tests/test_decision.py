@@ -40,7 +40,7 @@ from gpubench.results import (
     RunReport,
 )
 from gpubench.stats import decision_interval
-from gpubench.stats.intervals import MIN_EPOCHS
+from gpubench.stats.intervals import MIN_BATCH_EPOCHS, MIN_EPOCHS
 
 CATALOG = load_catalog()
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
@@ -160,14 +160,14 @@ def test_time_estimate_by_hand():
 
 
 def test_an_interval_cut_at_zero_keeps_its_full_half_width_in_the_estimate():
-    # A ramp of 6: the interval (batch means of 5, 0.3 degrees of freedom) is 3.5 ± h with h > 3.5, reported as
-    # [0, 3.5 + h]; the margin must use h itself, not half the cut interval.
-    epochs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    section = dqn(3.5, epochs=epochs)
+    # A ramp of 10: the interval (batch means of 5, 1.5 degrees of freedom) is 5.5 ± h with h ≈ 10.3 > 5.5 (by hand
+    # in test_stats), reported as [0, 5.5 + h]; the margin must use h itself, not half the cut interval.
+    epochs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+    section = dqn(5.5, epochs=epochs)
     lo_ms, hi_ms = decision_interval(epochs, 0.95)
     assert section.statistics.decision_interval_ms == (0.0, pytest.approx(hi_ms)) and lo_ms == 0.0
     estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
-    assert estimate.halfwidth_ms == pytest.approx(hi_ms - 3.5) and estimate.halfwidth_ms > 3.5
+    assert estimate.halfwidth_ms == pytest.approx(hi_ms - 5.5) and estimate.halfwidth_ms > 5.5
 
 
 def _model_margin_s(estimate: TimeEstimate, epochs: int | None = None) -> float:
@@ -214,7 +214,7 @@ def test_the_floor_holds_the_margin_when_the_measured_one_is_tiny():
 def test_the_lower_bound_never_falls_below_the_one_off_costs():
     # Epochs jumping twenty-fold: the margin exceeds the epochs' time, so the lower bound is the calibration and
     # warmup alone.
-    section = dqn(0, epochs=[100.0, 100.0, 100.0, 2000.0, 2000.0, 2000.0])
+    section = dqn(0, epochs=[100.0] * 5 + [2000.0] * 5)
     estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
     assert estimate.margin_seconds > estimate.epochs_seconds
     assert estimate.lower_hours == pytest.approx(ONE_OFF_SECONDS / 3600)
@@ -224,23 +224,23 @@ def test_the_lower_bound_never_falls_below_the_one_off_costs():
 
 
 def test_drift_widens_the_margin_by_the_drift_carried_to_the_plan():
-    # A steady 1% climb per epoch over 9 epochs: Kendall's test flags it. The first third averages 1010 ms, the
-    # last 1070 ms: 60 ms a planned epoch, 12,500 x 60 ms = 750 s more margin.
-    epochs = [1000.0 + 10.0 * i for i in range(9)]
+    # A steady 1% climb per epoch over 12 epochs: Kendall's test flags it. The first third (4 epochs) averages
+    # 1015 ms, the last 1095 ms: 80 ms a planned epoch, 12,500 x 80 ms = 1,000 s more margin.
+    epochs = [1000.0 + 10.0 * i for i in range(12)]
     section = dqn(0, epochs=epochs)
     assert section.statistics.drift_detected
     estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
-    assert drift_ms_per_epoch(epochs) == pytest.approx(60.0)
-    assert estimate.drift_margin_seconds == pytest.approx(750.0)
-    assert estimate.margin_seconds == pytest.approx(estimate.statistical_margin_seconds() + 750.0)
+    assert drift_ms_per_epoch(epochs) == pytest.approx(80.0)
+    assert estimate.drift_margin_seconds == pytest.approx(1000.0)
+    assert estimate.margin_seconds == pytest.approx(estimate.statistical_margin_seconds() + 1000.0)
     assert estimate.margin_seconds == pytest.approx(_model_margin_s(estimate))
     assert estimate.drift_flags == (
         f"epoch times drift (Kendall tau = 1.00, p = {section.statistics.drift_p_value:.2g})",
     )
     recommendation = build_recommendation(report({"dqn": section, "ppo": ppo(1000.0)}), DecisionConfig(), CATALOG)
-    assert recommendation.per_model["dqn"].drift_margin_hours == pytest.approx(750.0 / 3600)
+    assert recommendation.per_model["dqn"].drift_margin_hours == pytest.approx(1000.0 / 3600)
     assert recommendation.per_model["ppo"].drift_margin_hours is None
-    assert "12.5 min for dqn's epoch times drift" in recommendation.reasoning
+    assert "16.7 min for dqn's epoch times drift" in recommendation.reasoning
     assert any(
         action.startswith("dqn: the measured epoch times drift") for action in recommendation.recommended_actions
     )
@@ -317,8 +317,10 @@ def test_the_seed_decisions_from_measured_epochs(mean_ms, expected, basis):
 
 def test_an_imprecise_estimate_is_not_cloud():
     # The issue's quick run: an estimate of 20.0 h whose upper bound is far over 48 h was CLOUD under the old rule
-    # (the upper bound alone). ppo's six epochs swing between 1.0 and 4.8 s: the lower bound is under 24 h too.
-    models = {"dqn": dqn(2880.0), "ppo": ppo(0, epochs=[1000.0, 1000.0, 4760.0, 4760.0, 2880.0, 2880.0])}
+    # (the upper bound alone). ppo's ten epochs swing between 0.48 and 6.48 s (mean 2.88 s, no drift: 3 low, 4 high,
+    # 3 low): batch means of 5 sit 0, 1.2, 2.4, 2.4, 1.2, 0 s above the mean, σ̂² = 50/30 · 14.4 s², h = t(1.5) ·
+    # 1.55 s = 9.3 s, so ppo's margin alone is about 12,500 × 9.3 s = 32 h and the lower bound is under 24 h too.
+    models = {"dqn": dqn(2880.0), "ppo": ppo(0, epochs=[480.0] * 3 + [6480.0] * 4 + [480.0] * 3)}
     recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
     assert recommendation.estimated_full_training_hours == pytest.approx((25_000 * 2.88 + 2 * ONE_OFF_SECONDS) / 3600)
     assert recommendation.estimated_full_training_hours_upper > 48
@@ -438,24 +440,28 @@ def test_a_critical_model_out_of_memory_decides_cloud_even_from_a_subset(measure
 
 
 def test_a_decision_needs_the_decision_intervals_minimum_of_epochs():
-    assert MIN_DECISION_EPOCHS == MIN_EPOCHS == 6  # "no decision from fewer than 5 measured epochs" holds
+    # Two batches of 5 (1.5 degrees of freedom); "no decision from fewer than 5 measured epochs" holds.
+    assert MIN_DECISION_EPOCHS == MIN_EPOCHS == 2 * MIN_BATCH_EPOCHS == 10
 
 
 @pytest.mark.parametrize("epochs", [1, MIN_DECISION_EPOCHS - 1])
-def test_fewer_than_six_measured_epochs_give_no_decision(epochs):
+def test_fewer_than_the_minimum_of_measured_epochs_give_no_decision(epochs):
     models = {"dqn": dqn(0, epochs=noisy_epochs_ms(1000.0, n=epochs, seed=1)), "ppo": ppo(1000.0)}
     recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
     assert recommendation.decision is None
     assert recommendation.decision_basis == "too_few_epochs"
     plural = "s" if epochs > 1 else ""
-    assert f"No decision: dqn had {epochs} measured epoch{plural}, fewer than the 6 a decision needs" in (
-        recommendation.reasoning
+    assert (
+        f"No decision: dqn had {epochs} measured epoch{plural}, fewer than the {MIN_DECISION_EPOCHS} a decision needs"
+        in recommendation.reasoning
     )
-    assert any("Measure at least 6 epochs" in action for action in recommendation.recommended_actions)
+    assert any(
+        f"Measure at least {MIN_DECISION_EPOCHS} epochs" in action for action in recommendation.recommended_actions
+    )
 
 
-def test_six_measured_epochs_decide():
-    # Six epochs give the interval 0.3 degrees of freedom (t = 6,582): steady epochs still bound the total under 24 h.
+def test_the_minimum_of_measured_epochs_decides():
+    # Ten epochs give the interval 1.5 degrees of freedom (t = 6.0): steady epochs bound the total under 24 h.
     epochs = noisy_epochs_ms(1000.0, n=MIN_DECISION_EPOCHS, rel_sd=0.002, seed=1)
     models = {"dqn": dqn(0, epochs=epochs), "ppo": ppo(1000.0)}
     assert build_recommendation(report(models), DecisionConfig(), CATALOG).decision == LOCAL_GPU_VIABLE
@@ -656,7 +662,7 @@ def test_the_fixture_report_now_gets_no_decision_with_its_reason():
     assert recommendation.decision is None
     assert recommendation.decision_basis == "too_few_epochs"
     assert recommendation.reasoning.startswith("These are CPU times, measured on the CPU (AMD EPYC)")
-    assert "No decision: dqn had 3 measured epochs, ppo 3, fewer than the 6 a decision needs" in (
+    assert f"No decision: dqn had 3 measured epochs, ppo 3, fewer than the {MIN_DECISION_EPOCHS} a decision needs" in (
         recommendation.reasoning
     )
     # The per-model estimates are unchanged, to the last digit; the total's upper bound is now the sum of the

@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from statistics_coverage import MEAN_MS, ar1_epochs, fixed_n_cell, two_stage_cell
 
 
-@pytest.mark.parametrize(("n", "m"), [(6, 5), (10, 5), (15, 5), (20, 7), (40, 13), (100, 20), (400, 40)])
+@pytest.mark.parametrize(("n", "m"), [(10, 5), (15, 5), (20, 7), (40, 13), (100, 20), (400, 40)])
 def test_batch_size_is_max_5_min_a_third_and_two_root_n(n: int, m: int) -> None:
     assert batch_size(n) == m
 
 
 def test_long_run_variance_is_the_overlapping_batch_means_formula_written_out() -> None:
-    times = [10.0, 12.0, 11.0, 15.0, 9.0, 13.0, 14.0, 10.0]
+    times = [10.0, 12.0, 11.0, 15.0, 9.0, 13.0, 14.0, 10.0, 16.0, 8.0, 12.0, 11.0]
     n, m = len(times), 3
     grand = sum(times) / n
     batch_means = [sum(times[j : j + m]) / m for j in range(n - m + 1)]
@@ -54,18 +54,21 @@ def test_the_package_exposes_the_decision_interval() -> None:
     assert gpubench.stats.decision_interval is decision_interval
 
 
-@pytest.mark.parametrize(("n", "dof"), [(6, 0.3), (20, 1.5 * (20 / 7 - 1)), (100, 1.5 * (100 / 20 - 1))])
+@pytest.mark.parametrize(("n", "dof"), [(10, 1.5), (20, 1.5 * (20 / 7 - 1)), (100, 1.5 * (100 / 20 - 1))])
 def test_degrees_of_freedom_are_one_and_a_half_times_batches_less_one(n: int, dof: float) -> None:
     assert degrees_of_freedom(n) == pytest.approx(dof)
     assert degrees_of_freedom(n, 4) == pytest.approx(1.5 * (n / 4 - 1))
 
 
 def test_the_lower_end_is_never_below_zero() -> None:
-    low, high = decision_interval([1.0, 1.0, 1.0, 1.0, 1.0, 100.0, 1.0, 1.0], 0.99)
+    low, high = decision_interval([1.0, 1.0, 1.0, 1.0, 1.0, 100.0, 1.0, 1.0, 1.0, 1.0], 0.99)
     assert low == 0.0 and high > 1.0
 
 
-@pytest.mark.parametrize("bad", [[1.0] * (MIN_EPOCHS - 1), [1.0, 2.0, float("nan"), 1.0, 1.0, 1.0], [1.0, -1.0] * 3])
+@pytest.mark.parametrize(
+    "bad",
+    [[1.0] * (MIN_EPOCHS - 1), [1.0, 2.0, float("nan")] + [1.0] * (MIN_EPOCHS - 3), [1.0, -1.0] * (MIN_EPOCHS // 2)],
+)
 def test_too_few_or_invalid_epochs_are_refused(bad: list[float]) -> None:
     with pytest.raises(ValueError):
         decision_interval(bad, 0.95)
@@ -88,7 +91,8 @@ def test_the_uncapped_two_stage_total_is_what_the_cap_cuts() -> None:
     first = np.array([100.0, 104.0, 98.0, 103.0, 97.0, 101.0, 99.0, 102.0, 100.0, 96.0])
     required = two_stage_required_epochs(first, 0.01, 0.95)
     assert required == two_stage_epochs(first, 0.01, 0.95, max_epochs=10_000) > 20
-    assert two_stage_required_epochs(np.full(8, 50.0), 0.01, 0.95) == 8  # no variance: the first stage is enough
+    # No variance: the first stage is enough.
+    assert two_stage_required_epochs(np.full(MIN_EPOCHS + 2, 50.0), 0.01, 0.95) == MIN_EPOCHS + 2
 
 
 def _precision_epochs_by_scan(variance_ms2: float, mean_ms: float, target: float, level: float) -> int:

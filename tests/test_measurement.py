@@ -114,11 +114,13 @@ def test_adaptive_measures_to_the_two_stage_total_of_its_first_stage():
 
 def test_adaptive_stops_at_max_epochs_when_the_total_asked_for_is_beyond_it():
     noisy = FakeClockWorkload(lambda i: 0.01 * (1.5 if (i // 100) % 2 else 0.5))
-    statistics = StatisticsConfig(adaptive=True, max_epochs=9)
-    result = measure(noisy, epochs=6, warmup=0, steps="100", statistics=statistics)
-    assert two_stage_required_epochs(result.epoch_times_ms[:6], 0.02, 0.95) > 9
+    # Epochs alternate 0.5 s and 1.5 s: a first stage of the minimum asks for thousands of epochs.
+    max_epochs = MIN_EPOCHS + 3
+    statistics = StatisticsConfig(adaptive=True, max_epochs=max_epochs)
+    result = measure(noisy, epochs=MIN_EPOCHS, warmup=0, steps="100", statistics=statistics)
+    assert two_stage_required_epochs(result.epoch_times_ms[:MIN_EPOCHS], 0.02, 0.95) > max_epochs
     assert result.stop_reason == "max_epochs_reached"
-    assert len(result.epoch_times_ms) == 9 and result.first_stage_epochs == 6
+    assert len(result.epoch_times_ms) == max_epochs and result.first_stage_epochs == MIN_EPOCHS
 
 
 def test_a_fixed_run_has_no_first_stage():

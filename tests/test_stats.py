@@ -264,26 +264,29 @@ def test_the_effective_sample_size_is_n_times_the_variance_ratio_and_at_most_n()
 
 
 def test_identical_epochs_give_a_zero_width_interval_of_n_effective_epochs() -> None:
-    summary = summarize_epoch_times([4.0] * 6)
+    summary = summarize_epoch_times([4.0] * MIN_EPOCHS)
+    assert summary.decision_interval_method == "overlapping_batch_means"
     assert summary.decision_interval_ms == (4.0, 4.0)
-    assert summary.effective_sample_size == 6.0
+    assert summary.effective_sample_size == MIN_EPOCHS
     assert summary.required_epochs == MIN_EPOCHS and summary.meets_precision_target
 
 
 def test_the_reported_decision_interval_is_cut_at_zero() -> None:
-    # A ramp of 6: one overlapping batch mean either side of the mean (3 and 4, batches of 5), ν = 0.3, so the
-    # t quantile is in the hundreds and the interval reaches far below zero.
-    times_ms = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    # A ramp of 10 (mean 5.5): batches of 5 have means 3 … 8, off the mean by ±0.5, ±1.5, ±2.5 (squares sum to
+    # 17.5), so σ̂² = 10·5 / (6·5) · 17.5 and ν = 1.5; the t quantile is 6.0, the half-width about 10.3 ms and the
+    # interval reaches far below zero.
+    times_ms = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
     variance_ms2, dof = long_run_variance(times_ms)
-    assert (variance_ms2, dof) == pytest.approx((6 * 5 / (2 * 1) * 0.5, 0.3))
-    halfwidth_ms = sps.t.ppf(0.975, dof) * math.sqrt(variance_ms2 / 6)
+    assert (variance_ms2, dof) == pytest.approx((10 * 5 / (6 * 5) * 17.5, 1.5))
+    halfwidth_ms = sps.t.ppf(0.975, dof) * math.sqrt(variance_ms2 / 10)
+    assert halfwidth_ms > 5.5
     summary = summarize_epoch_times(times_ms, confidence_level=0.95)
-    assert summary.decision_interval_ms == (0.0, pytest.approx(3.5 + halfwidth_ms, rel=1e-12))
-    assert summary.relative_halfwidth == pytest.approx(halfwidth_ms / 3.5, rel=1e-12)
+    assert summary.decision_interval_ms == (0.0, pytest.approx(5.5 + halfwidth_ms, rel=1e-12))
+    assert summary.relative_halfwidth == pytest.approx(halfwidth_ms / 5.5, rel=1e-12)
 
 
-@pytest.mark.parametrize("n", [2, 3, 4, 5])
-def test_below_six_epochs_the_decision_interval_is_the_plain_t_one_and_says_no_decision(n: int) -> None:
+@pytest.mark.parametrize("n", [2, 3, 4, 5, MIN_EPOCHS - 1])
+def test_below_the_minimum_of_epochs_the_decision_interval_is_the_plain_t_one_and_says_no_decision(n: int) -> None:
     summary = summarize_epoch_times(X_MS[:n])
     assert summary.decision_interval_method == "too_few_epochs_plain_t"
     assert summary.decision_interval_ms == pytest.approx(t_interval(X_MS[:n], 0.95), abs=1e-12)
@@ -293,8 +296,8 @@ def test_below_six_epochs_the_decision_interval_is_the_plain_t_one_and_says_no_d
     assert any(f"fewer than the {MIN_EPOCHS}" in w and "no decision will be made" in w for w in summary.warnings)
 
 
-def test_six_epochs_use_batch_means_and_do_not_warn_of_too_few() -> None:
-    summary = summarize_epoch_times(X_MS[:6])
+def test_the_minimum_of_epochs_uses_batch_means_and_does_not_warn_of_too_few() -> None:
+    summary = summarize_epoch_times(X_MS[:MIN_EPOCHS])
     assert summary.decision_interval_method == "overlapping_batch_means"
     assert not any("no decision will be made" in w for w in summary.warnings)
 
@@ -410,7 +413,7 @@ def test_cv_gate() -> None:
 
 
 def test_to_dict_is_strict_json_with_lists_for_intervals() -> None:
-    for times_ms in (X_MS, [4.0] * 6):
+    for times_ms in (X_MS, [4.0] * MIN_EPOCHS):
         payload = summarize_epoch_times(times_ms).to_dict()
         assert set(payload) == {f.name for f in fields(EpochTimeStatistics)}
         assert json.loads(json.dumps(payload, allow_nan=False)) == payload
