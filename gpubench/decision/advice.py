@@ -507,8 +507,8 @@ def _measurement_actions(outcome: Outcome, decision: DecisionConfig) -> list[str
     if verdict.too_few:
         counts = ", ".join(f"{name} {epochs}" for name, epochs in verdict.too_few.items())
         actions.append(
-            f"Measure at least {MIN_DECISION_EPOCHS} epochs per model (python -m gpubench epochs=10; measured: "
-            f"{counts}): fewer give no decision."
+            f"Measure at least {MIN_DECISION_EPOCHS} epochs per model "
+            f"(python -m gpubench epochs={MIN_DECISION_EPOCHS}; measured: {counts}): fewer give no decision."
         )
     settle = {name: epochs for name, epochs in (verdict.epochs_to_settle or {}).items() if epochs is not None}
     if settle:
