@@ -403,7 +403,7 @@ def _execution_actions(
     if precision != "fp32" or compile_mode != "false":
         actions.append(
             f"Measured with precision {precision} and compile {compile_mode}: its gain is the ratio to a run with "
-            "the defaults (python -m gpubench.output.compare A B)."
+            "the defaults (python -m gpubench.compare A B)."
         )
     return actions
 

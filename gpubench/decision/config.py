@@ -8,7 +8,7 @@ from gpubench.models import KNOWN_MODELS, MODELS
 
 @dataclass
 class TrainingPlanConfig:
-    """The full training each model's time is extrapolated to, in samples (see ``gpubench/decision.py``).
+    """The full training each model's time is extrapolated to, in samples (see ``gpubench/decision/``).
 
     Supervised models (sample unit ``window``) train ``passes[model]`` passes over a dataset of
     ``trading_days × bars_per_day × symbols`` windows (one window ends at every one-minute bar). The default is the
@@ -43,11 +43,11 @@ class TrainingPlanConfig:
 @dataclass
 class DecisionConfig:
     """The local-vs-cloud decision: thresholds on the upper bound of the estimated training time, the training
-    plan, VRAM budgets, and the prices the cost analysis uses (see ``gpubench/decision.py``).
+    plan, VRAM budgets, and the prices the cost analysis uses (see ``gpubench/decision/``).
 
     ``memory_budget_mb`` holds each model's VRAM target (MiB); the defaults sum to 3.3 GiB for the four seed models,
     under 85% of a 4 GiB card. ``local_hardware_cost_usd`` (null: no amortisation) is spread over
-    ``amortisation_months``. ``cloud_card`` names the catalog card (``conf/hardware/``) rented in the cloud; its
+    ``amortisation_months``. ``cloud_card`` names the catalog card (``gpubench/conf/hardware/``) rented in the cloud; its
     ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it. ``assumed_matmul_efficiency`` is
     the fraction of a card's peak FLOP/s its matmuls reach, used by the projection only where the benchmark could
     not measure it (a source device that is not a catalog card).

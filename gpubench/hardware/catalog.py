@@ -1,5 +1,5 @@
 """The card catalog: each GPU's spec sheet (VRAM, peak TFLOP/s, memory bandwidth, price, board power), read from
-the Hydra configs under ``conf/hardware/``, and the match of a device name onto a catalog card.
+the Hydra configs under ``gpubench/conf/hardware/``, and the match of a device name onto a catalog card.
 
 A card's spec is data, not a device: the projection and the cost analysis read it without touching a GPU, so
 nothing here imports torch or NVML.
@@ -15,7 +15,7 @@ from gpubench.conf import CONF_DIR
 from gpubench.hardware.config import HardwareConfig
 from gpubench.units import MB_PER_GB
 
-#: Files of ``conf/hardware/`` that choose a device rather than describe a card.
+#: Files of ``gpubench/conf/hardware/`` that choose a device rather than describe a card.
 _NOT_CARDS: tuple[str, ...] = ("auto", "cpu")
 #: Words after a model number that make it a different card (an RTX 3060 Ti is not an RTX 3060).
 _VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"

@@ -9,7 +9,7 @@ from gpubench.config_checks import require, require_positive
 class HardwareConfig:
     """The device to benchmark on, and what is known of the card it stands for.
 
-    ``name`` is ``auto`` (CUDA when present, else CPU), ``cpu``, or a catalog card from ``conf/hardware/``. A
+    ``name`` is ``auto`` (CUDA when present, else CPU), ``cpu``, or a catalog card from ``gpubench/conf/hardware/``. A
     catalog card on a larger GPU caps usable VRAM at ``vram_limit_gb`` so the batch-size search finds that card's
     limits; its peak throughput, bandwidth and price feed the projection and cost analysis.
     """
