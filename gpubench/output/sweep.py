@@ -425,8 +425,8 @@ def log_sweep_parent(config: DictConfig, summary: SweepSummary, *, aborted: bool
 
 
 class SweepSummaryCallback(Callback):
-    """Hydra callback (registered in ``gpubench/conf/config.yaml`` under ``hydra.callbacks``): per-job summaries during a
-    multirun and the sweep summary after it. Does nothing for a single run."""
+    """Hydra callback (registered in ``gpubench/conf/config.yaml`` under ``hydra.callbacks``): per-job summaries
+    during a multirun and the sweep summary after it. Does nothing for a single run."""
 
     def __init__(self) -> None:
         self._pending_config: DictConfig | None = None
