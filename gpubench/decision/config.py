@@ -48,9 +48,9 @@ class DecisionConfig:
     ``memory_budget_mb`` holds each model's VRAM target (MiB); the defaults sum to 3.3 GiB for the four seed models,
     under 85% of a 4 GiB card. ``local_hardware_cost_usd`` (null: no amortisation) is spread over
     ``amortisation_months``. ``cloud_card`` names the catalog card (``gpubench/conf/hardware/``) rented in the
-    cloud; its ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it. ``assumed_matmul_efficiency`` is
-    the fraction of a card's peak FLOP/s its matmuls reach, used by the projection only where the benchmark could
-    not measure it (a source device that is not a catalog card).
+    cloud; its ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it.
+    ``assumed_matmul_efficiency`` is the fraction of a card's peak FLOP/s its matmuls reach, used by the projection
+    only where the benchmark could not measure it (a source device that is not a catalog card).
     """
 
     local_max_hours: float = 24.0
