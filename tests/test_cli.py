@@ -51,6 +51,31 @@ def only_report(folder: Path) -> dict:
     return json.loads(reports[0].read_text())
 
 
+@pytest.mark.slow
+def test_two_runs_started_together_write_two_reports(tmp_path, cache_dir):
+    # Issue 14: with second-resolution folders, the second of two runs started in the same second overwrote the
+    # first's report (both exited 0). Each run must keep its own folder and report.
+    environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache_dir)})
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gpubench", "model=mlp", f"seed={seed}", "tracking.enabled=false", *FAST],
+            cwd=tmp_path,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
+    for run in runs:
+        _, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr
+    reports = [json.loads(p.read_text()) for p in sorted((tmp_path / "outputs").glob("*/*/report.json"))]
+    assert sorted(report["run"]["seed"] for report in reports) == [1, 2]
+    assert len({report["run"]["output_dir"] for report in reports}) == 2
+
+
 def test_mlp_run_writes_a_report_that_agrees_with_scipy_and_an_mlflow_run(tmp_path, cache_dir):
     completed = gpubench(tmp_path, cache_dir, "model=mlp", "epochs=6", "warmup_epochs=1", *FAST)
     assert completed.returncode == 0, completed.stderr
