@@ -26,8 +26,8 @@ from scipy import stats as sps
 
 from gpubench.results import EpochTimeStatistics
 from gpubench.stats import intervals
+from gpubench.stats.config import OUTLIER_RULES
 
-OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
 #: The lag-1 autocorrelation's bias correction (n·r1 + 1)/(n − 4) needs n > 4.
 _BIAS_CORRECTION_MIN_EPOCHS = 5
 #: Modified z-score rule (Iglewicz & Hoaglin 1993): flag when 0.6745 * |x - median| / MAD > 3.5.
