@@ -27,7 +27,6 @@ from gpubench.stats.compare import (
     SAME,
     SLOWER,
     LongRunMean,
-    _obm_dof,
     compare_mean_times,
     difference_p_value,
     difference_p_values,
@@ -38,7 +37,7 @@ from gpubench.stats.compare import (
     verdict,
     verdicts,
 )
-from gpubench.stats.intervals import batch_size, long_run_variance
+from gpubench.stats.intervals import batch_size, degrees_of_freedom, long_run_variance
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from statistics_coverage import ar1_epochs, compare_cell
@@ -340,9 +339,9 @@ def test_the_vectorised_cores_give_what_the_per_comparison_functions_give():
 def test_a_hypothetical_run_gets_the_degrees_of_freedom_a_measured_one_would():
     # epochs_to_decide needs nu for run lengths not measured; it must be long_run_variance's for every n.
     for n in range(MIN_EPOCHS, 400):
-        assert _obm_dof(n) == long_run_variance(np.arange(1.0, n + 1.0))[1]
+        assert degrees_of_freedom(n) == long_run_variance(np.arange(1.0, n + 1.0))[1]
     # The batch size is rounded up, so nu falls from 18 to 19 epochs: the search scans instead of bisecting.
-    assert _obm_dof(19) < _obm_dof(18)
+    assert degrees_of_freedom(19) < degrees_of_freedom(18)
 
 
 def test_fieller_interval_is_unbounded_when_a_mean_is_indistinguishable_from_zero():

@@ -60,7 +60,7 @@ from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 from gpubench.stats.intervals import MIN_EPOCHS as _OBM_MIN_EPOCHS
-from gpubench.stats.intervals import batch_size, long_run_variance
+from gpubench.stats.intervals import degrees_of_freedom, long_run_variance
 
 FASTER = "FASTER"
 SLOWER = "SLOWER"
@@ -236,11 +236,6 @@ def verdict(interval: tuple[float, float], threshold: float) -> str:
     return str(verdicts(low, high, threshold))
 
 
-def _obm_dof(epochs: int) -> float:
-    """The degrees of freedom :func:`long_run_variance` gives a run of ``epochs`` epochs: 1.5 (n/m − 1)."""
-    return 1.5 * (epochs / batch_size(epochs) - 1.0)
-
-
 def epochs_to_decide(
     a: LongRunMean, b: LongRunMean, threshold: float, confidence_level: float, start_epochs: int = MIN_EPOCHS
 ) -> int | None:
@@ -253,7 +248,7 @@ def epochs_to_decide(
     first = max(start_epochs, MIN_EPOCHS)
     while first <= _MAX_EPOCHS_TO_DECIDE:
         epochs = np.arange(first, min(2 * first, _MAX_EPOCHS_TO_DECIDE) + 1)
-        dof = np.array([_obm_dof(int(n)) for n in epochs])
+        dof = np.array([degrees_of_freedom(int(n)) for n in epochs])
         _, low, high, _ = fieller_bounds(
             a.mean_ms,
             a.long_run_variance_ms2 / epochs,
