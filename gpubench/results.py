@@ -209,6 +209,11 @@ class EpochTimeStatistics(Record):
     drift_p_value: float
     drift_detected: bool
     warnings: tuple[str, ...]
+    #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
+    #: the report) for a fixed count.
+    first_stage_epochs: int | None = None
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("first_stage_epochs",)
 
     @property
     def decision_halfwidth_ms(self) -> float:
