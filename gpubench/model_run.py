@@ -334,6 +334,7 @@ def _result(
         sample_unit=attempt.facts.sample_unit,
         first_step_ms=sizing.first_step_s * MS_PER_S,
         calibration_seconds=sizing.calibration_seconds,
+        calibration_steps=sizing.calibration_steps,
         stop_reason=measurement.stop_reason,
         statistics=attempt.statistics,
         batch_search=None if decision is None else decision.record(),

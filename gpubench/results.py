@@ -484,6 +484,7 @@ class ModelResult(Record):
         "batch_step_downs",
         "warnings",
         "traceback",
+        "calibration_steps",
     )
 
     status: ModelStatus = "ok"
@@ -516,6 +517,9 @@ class ModelResult(Record):
     energy: EnergySummary | None = None
     warnings: list[str] = field(default_factory=list)
     traceback: str | None = None
+    #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
+    #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
+    calibration_steps: int | None = None
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
@@ -1073,3 +1077,47 @@ class RunReport(Record):
                 "upgrade gpubench to read it"
             )
         return super().from_dict(data, where=where or "report")
+
+
+# --------------------------------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class ModelValidation(Record):
+    """One model's prediction checked against a real training (``python -m gpubench.validate``).
+
+    The real training replays, in a fresh process, every step the benchmark ran for the model with the measured
+    epochs multiplied by ``factor``: ``steps`` optimizer steps in all (calibration, warmup and ``epochs`` epochs of
+    ``steps_per_epoch``), timed as one block from the first step to the last. ``predicted_s`` is the report's
+    estimate of that training (one-off costs plus ``epochs`` × the mean epoch time) and ``lower_s``/``upper_s``
+    its prediction bounds; ``actual_s`` the wall time measured; ``error_pct`` = 100 × (actual − predicted) /
+    predicted. ``status`` is ``ok``, ``failed`` (with ``error``) or ``skipped`` (the report holds no measurement
+    of the model to check).
+    """
+
+    model: str
+    status: str
+    factor: float | None = None
+    batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    predicted_s: float | None = None
+    lower_s: float | None = None
+    upper_s: float | None = None
+    actual_s: float | None = None
+    error_pct: float | None = None
+    inside_bound: bool | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ValidationReport(Record):
+    """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on
+    ``device``, ``factor`` × the measured work each, per model."""
+
+    report_path: str
+    device: str
+    factor: float
+    created_utc: str
+    models: dict[str, ModelValidation] = field(default_factory=dict)
