@@ -719,7 +719,9 @@ class DataProvenance(Record):
     """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
 
     ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
-    files with metadata only) and were skipped."""
+    files with metadata only) and were skipped; it is left out of the report when there were none."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
 
     source: str
     path: str | None

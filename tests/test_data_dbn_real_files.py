@@ -365,7 +365,7 @@ def test_an_unknown_publishers_mode_names_the_key() -> None:
 
 def multi_venue_session(path: Path) -> Path:
     """Two sessions of two symbols with bars from two venues each minute, built from a synthetic market."""
-    source = generate_synthetic_dbn(path.parent / "synthetic", symbols=["SYNA", "SYNB"], days=2,
+    source = generate_synthetic_dbn(path.parent.parent / "synthetic", symbols=["SYNA", "SYNB"], days=2,
                                     start_date="2024-01-02", seed=5).files  # fmt: skip
     bars = read_dbn_bars(list(source))
     ids = {"SYNA": 1, "SYNB": 2}
@@ -393,13 +393,19 @@ def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_cli_runs_on_multi_publisher_data_and_records_the_combined_bars(tmp_path: Path) -> None:
-    path = multi_venue_session(tmp_path / "equities.dbn.zst")
-    completed = run_cli(tmp_path, "data=dbn", f"data.path={path}", "epochs=2", "warmup_epochs=0")
+def test_cli_runs_on_multi_publisher_data_and_skips_a_file_without_records(tmp_path: Path) -> None:
+    folder = tmp_path / "download"
+    folder.mkdir()
+    multi_venue_session(folder / "2024-01-02.equs-all.ohlcv-1m.dbn.zst")
+    holiday = empty_file(folder / "2024-01-01.equs-all.ohlcv-1m.dbn.zst", schema="ohlcv-1m")
+    completed = run_cli(tmp_path, "data=dbn", f"data.path={folder}", "epochs=2", "warmup_epochs=0")
     assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"Skipping 1 DBN file(s) without bars (metadata only, no records): {holiday}." in completed.stdout
     report = json.loads(next(tmp_path.glob("outputs/**/report.json")).read_text())
     assert report["data"]["symbols"] == ["SYNA", "SYNB"]
     assert report["data"]["bars"] == 2 * 2 * 390
+    assert report["data"]["files"] == 2
+    assert report["data"]["empty_files"] == [str(holiday)]
     assert report["models"]["mlp"]["status"] == "ok"
 
 
