@@ -13,6 +13,7 @@ from pathlib import Path
 
 import databento_dbn
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from dbn_factory import (
     DBN_VERSIONS,
@@ -212,6 +213,15 @@ def test_the_loader_rejects_a_folder_of_files_without_bars(tmp_path: Path) -> No
         load_bars(config)
     listed = ", ".join(str(path) for path in paths[:5])
     assert str(error.value).startswith(f"None of the 7 DBN files holds bars ({listed} and 2 more): each has")
+
+
+def test_a_parquet_file_without_rows_is_an_error_naming_the_path(tmp_path: Path) -> None:
+    # The same TypeError as a DBN file without records, through data=parquet.
+    path = tmp_path / "bars.parquet"
+    pq.write_table(BAR_SCHEMA.empty_table(), path)
+    with pytest.raises(DataError, match="holds no bars") as error:
+        load_bars(DataConfig(source="parquet", path=str(path), cache_dir=str(tmp_path / "cache")))
+    assert str(path) in str(error.value)
 
 
 # --------------------------------------------------------------------------------------------------- publishers

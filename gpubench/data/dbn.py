@@ -146,7 +146,8 @@ def select_dbn_files(files: Sequence[Path]) -> DbnFiles:
     their first record here, so this stays cheap when the bars later come from the Parquet cache.
     """
     without_bars = [path for path in files if _may_hold_no_records(path) and _read_dbn_file(path).num_rows == 0]
-    with_bars = [path for path in files if path not in without_bars]
+    skipped = set(without_bars)
+    with_bars = [path for path in files if path not in skipped]
     if not with_bars:
         raise _no_bars_error(without_bars)
     return DbnFiles(with_bars=with_bars, without_bars=without_bars)
