@@ -725,7 +725,12 @@ class HardwareReport(Record):
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
-    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time."""
+    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
+
+    ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
+    files with metadata only) and were skipped; it is left out of the report when there were none."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
 
     source: str
     path: str | None
@@ -737,6 +742,7 @@ class DataProvenance(Record):
     cache_hit: bool
     load_seconds: float
     content_hash: str | None
+    empty_files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
