@@ -5,8 +5,10 @@ measurement loop's handling of a second stage's plan, and one model measured end
 """
 
 import dataclasses
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -244,3 +246,20 @@ def test_the_decision_stage_reads_the_first_stage_as_the_models_provisional_resu
     )
     plan = model_run._decision_stage("dqn", facts, context)(first_stage)
     assert plan == SecondStagePlan(required_epochs=required, reason=reason)
+
+
+# ------------------------------------------------------------------------------------------- its level, simulated
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from statistics_coverage import decision_cell  # noqa: E402
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5])
+def test_decision_driven_stopping_keeps_its_level_and_never_calls_a_total_over_the_limit_local(rho: float) -> None:
+    # The count depends on the first stage's mean as well as its variance (how near the threshold it is), unlike
+    # Stein's rule; simulated AR(1) epochs with a true total near the 24 h limit show the level still holds.
+    rng = np.random.default_rng(21)
+    for fraction in (0.93, 1.07):
+        coverage, _, _, wrong_local = decision_cell(rng, 1500, 10, rho, 0.05, 0.95, fraction, 50)
+        assert coverage >= 0.93, f"rho={rho}, true total {fraction} x 24 h: coverage {coverage:.3f}"
+        assert wrong_local == 0.0
