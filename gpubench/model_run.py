@@ -23,6 +23,7 @@ from gpubench.measure.batch_search import (
     TrialResult,
     check_headroom,
     choose_batch_size,
+    effective_policy,
     gradient_accumulation_steps,
     is_oom,
     release_device_memory,
@@ -131,8 +132,15 @@ def _search_enabled(context: ModelRunContext) -> bool:
     return context.device.type == "cuda" if search is None else bool(search)
 
 
+def _policy(name: str, context: ModelRunContext) -> str:
+    """``batch.policy`` as it applies to model ``name`` (``configured`` where the batch is part of the algorithm)."""
+    is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
+    return effective_policy(context.cfg.batch.policy, is_hyperparameter=is_hyperparameter)
+
+
 def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
-    """The largest batch that fits (a search on the GPU), or None to use the workload's configured batch size."""
+    """The batch search's decision (on the GPU): what fits, the throughput curve, and the batch ``batch.policy``
+    times, verified; None without a search (the configured batch size is timed)."""
     if not _search_enabled(context) or context.usable_vram_mb is None:
         return None
 
@@ -145,10 +153,18 @@ def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
         return TrialResult(
             peak_reserved_mb=allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB,
             samples_per_s=workload.samples_per_step * steps / seconds,
+            seconds=seconds,
         )
 
     batch = context.cfg.batch
-    return choose_batch_size(try_batch, batch, context.usable_vram_mb, verify_steps=batch.verify_steps)
+    return choose_batch_size(
+        try_batch,
+        batch,
+        context.usable_vram_mb,
+        policy=_policy(name, context),
+        configured_size=getattr(context.cfg.workloads, name).batch_size,
+        verify_steps=batch.verify_steps,
+    )
 
 
 def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Workload, WorkloadFacts]:
@@ -384,14 +400,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         configured = getattr(cfg.workloads, name).batch_size
         if decision is not None and decision.batch_size is None:
             return ModelRun(ModelResult(status="oom", error=decision.message, batch_search=decision.record()), None)
-        if decision is None:
-            batch = TimedBatch(batch_size=configured, gradient_accumulation_steps=1, policy=None)
-        else:
-            is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
-            batch = timed_batch(configured, decision, is_hyperparameter=is_hyperparameter)
-        # Only a batch the search set is stepped down: an RL batch below the fitted cap is the algorithm's own
-        # choice, and changing it would time a different algorithm.
-        chosen_by_search = decision is not None and batch.batch_size == decision.batch_size
+        batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
+        # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
+        # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
+        chosen_by_search = decision is not None and decision.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
             workload, facts = _prepare(name, context, batch.batch_size)

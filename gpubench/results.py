@@ -337,6 +337,8 @@ class BatchTrial(Record):
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
+    #: Wall time of the trial's steps (s); None in reports written before it was recorded.
+    seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -360,7 +362,10 @@ class BatchSearchResult(Record):
     re-verification (it can be smaller). ``throughput_curve`` holds the successful search trials up to
     ``batch_size``, by size; ``knee_size`` is its knee (the smallest size within ``knee_fraction`` of the best
     throughput). ``peak_limit_mb`` is ``batch.headroom`` × usable VRAM. ``trials`` lists search then verification
-    trials in the order they ran.
+    trials in the order they ran. ``policy`` (``batch.policy``) chose ``batch_size`` from the search's answer,
+    ``configured_size`` being the recipe's batch; ``time_limited``: the search stopped once a trial took longer than
+    ``trial_max_seconds`` (s), so ``largest_fitting_size`` is a lower bound. Reports written before the policy
+    existed timed the largest fitting size (``max``).
     """
 
     status: Literal["ok", "oom"]
@@ -381,6 +386,10 @@ class BatchSearchResult(Record):
     trials: list[BatchTrial]
     search_steps: int | None = None
     verify_steps: int | None = None
+    policy: str = "max"
+    configured_size: int | None = None
+    time_limited: bool = False
+    trial_max_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ def test_finder_finds_the_real_boundary_and_the_process_recovers(capped_device: 
 
 
 def test_policy_keeps_peak_reserved_under_the_headroom(capped_device: torch.device) -> None:
-    batch_cfg = BatchConfig(min_size=MIN_SIZE, max_size=MAX_SIZE, headroom=0.9, target_effective=512)
+    batch_cfg = BatchConfig(policy="max", min_size=MIN_SIZE, max_size=MAX_SIZE, headroom=0.9, target_effective=512)
     decision = choose_batch_size(adam_mlp_trial(capped_device), batch_cfg, usable_vram_mb=CAP_MB, verify_repeats=2)
 
     assert decision.status == "ok", decision.message
