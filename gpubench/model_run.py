@@ -33,14 +33,17 @@ from gpubench.measure.batch_search import (
 from gpubench.measure.epochs import DIVERGED, Measurement, measure_workload
 from gpubench.measure.flops import count_step_flops
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
+from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
 from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import (
     BatchStepDown,
+    CheckpointCost,
     DeviceEpoch,
     EpochTimeStatistics,
+    EvaluationCost,
     ExecutionSettings,
     MemoryProfile,
     MemoryTimeline,
@@ -77,12 +80,18 @@ class ModelRun:
 @dataclass(frozen=True)
 class WorkloadFacts:
     """What a built workload says about itself: FLOPs per step (None where they cannot be counted), samples per step
-    and what a sample is, and its own description for the report."""
+    and what a sample is, gradient updates per step, and its own description for the report."""
 
     flops_per_step: float | None
     samples_per_step: float
     sample_unit: str
     description: dict[str, Any]
+    updates_per_step: float = 1.0
+
+    @property
+    def updates_per_env_step(self) -> float | None:
+        """Gradient updates per environment step (the update-to-data ratio), for RL workloads; else None."""
+        return self.updates_per_step / self.samples_per_step if self.sample_unit == "env_step" else None
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,8 @@ class Attempt:
     memory_timeline: MemoryTimeline | None
     status: str
     error: str | None
+    evaluation: EvaluationCost | None = None
+    checkpoint: CheckpointCost | None = None
 
 
 # ------------------------------------------------------------------------------------------------ phases
@@ -184,6 +195,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
+        updates_per_step=workload.updates_per_step,
     )
     return workload, facts
 
@@ -247,6 +259,12 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         if cfg.verbose:
             console.model_warnings(name, list(statistics.warnings))
     status, error = _outcome(measurement, context)
+    # The plan's recurring costs, on the workload the epochs timed (after them: a checkpoint of a trained state).
+    plan = cfg.decision.plan
+    evaluation = checkpoint = None
+    if status == "ok":
+        evaluation = None if plan.eval_every_steps is None else measure_evaluation(workload, context.timer)
+        checkpoint = None if plan.checkpoint_every_steps is None else measure_checkpoint(workload, context.timer)
     return Attempt(
         facts=facts,
         measurement=measurement,
@@ -258,6 +276,8 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         memory_timeline=profiler.timeline(),
         status=status,
         error=error,
+        evaluation=evaluation,
+        checkpoint=checkpoint,
     )
 
 
@@ -307,6 +327,10 @@ def _result(
         stability_details=attempt.stability,
         energy=energy_summary(attempt.device_epochs, sizing.steps_per_epoch * attempt.facts.samples_per_step),
         warnings=warnings,
+        updates_per_step=attempt.facts.updates_per_step,
+        updates_per_env_step=attempt.facts.updates_per_env_step,
+        evaluation=attempt.evaluation,
+        checkpoint=attempt.checkpoint,
     )
 
 

@@ -223,6 +223,34 @@ class Workload(ABC):
     def samples_per_step(self) -> float:
         """Samples consumed by one optimizer step (windows, or environment steps for RL)."""
 
+    @property
+    def updates_per_step(self) -> float:
+        """Gradient updates one :meth:`train_step` makes (1 unless a step bundles several, as DQN's
+        ``gradient_steps`` do). With :attr:`samples_per_step` it gives the update-to-data ratio."""
+        return 1.0
+
+    @property
+    def eval_samples_per_call(self) -> float:
+        """Samples one :meth:`evaluate` call covers (windows, or environment steps for RL)."""
+        return self.samples_per_step
+
+    def evaluate(self) -> torch.Tensor | None:
+        """One piece of a validation pass: a forward pass without gradients over :attr:`eval_samples_per_call`
+        samples, returning its loss (or score) as a device tensor, without synchronising. None: this workload has
+        no evaluation, and the plan's evaluations cost it nothing."""
+        return None
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimizers whose state a checkpoint saves beside :meth:`modules`."""
+        return []
+
+    def checkpoint_state(self) -> dict[str, object]:
+        """What a training checkpoint saves: every module's and optimizer's ``state_dict``."""
+        return {
+            "modules": [module.state_dict() for module in self.modules()],
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers()],
+        }
+
     @abstractmethod
     def train_step(self) -> StepResult:
         """Run one optimizer update, without synchronising the device."""

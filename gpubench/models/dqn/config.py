@@ -8,7 +8,14 @@ from gpubench.models.trading_env.config import TradingEnvConfig
 
 @dataclass
 class DQNConfig:
-    """DQN (Mnih et al. 2015) with Double DQN (van Hasselt et al. 2016) on by default."""
+    """DQN (Mnih et al. 2015) with Double DQN (van Hasselt et al. 2016) on by default.
+
+    The update-to-data ratio, ``gradient_steps / (env.num_envs × train_freq)`` gradient updates per environment
+    step, is the public recipe's 0.25: one update every 4 environment steps in Mnih et al. 2015 ("update
+    frequency 4") and in Stable-Baselines3's DQN defaults (``train_freq=4, gradient_steps=1``, one environment;
+    stable_baselines3/dqn/dqn.py). With 64 environments a vectorised step brings 64 transitions, so 16 gradient
+    steps follow each.
+    """
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     batch_size: int = 256
@@ -24,7 +31,7 @@ class DQNConfig:
     exploration_steps: int = 100_000
     learning_starts: int = 1000
     train_freq: int = 1
-    gradient_steps: int = 1
+    gradient_steps: int = 16
     max_grad_norm: float = 10.0
 
     def __post_init__(self) -> None:

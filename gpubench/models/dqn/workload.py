@@ -47,7 +47,7 @@ from torch import nn
 
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.dqn.config import DQNConfig
-from gpubench.models.trading_env.env import NUM_ACTIONS, TradingEnv
+from gpubench.models.trading_env.env import NUM_ACTIONS, GreedyEvaluation, TradingEnv
 from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 
@@ -221,6 +221,8 @@ class DQNWorkload(Workload):
         self.config = config
         self.context = context
         self.batch_size = context.batch_size
+        self._data = data
+        self._evaluation: GreedyEvaluation | None = None
         device = context.device
         self.env = TradingEnv(
             config.env,
@@ -268,6 +270,24 @@ class DQNWorkload(Workload):
             self.config.exploration_steps,
             self.env_steps,
         )
+
+    @property
+    def updates_per_step(self) -> float:
+        return float(self.config.gradient_steps)
+
+    @property
+    def eval_samples_per_call(self) -> float:
+        return float(self.env.num_envs)
+
+    def evaluate(self) -> torch.Tensor:
+        """One greedy step (ε = 0) in every evaluation environment; the mean reward (the evaluation environments are
+        built on the first call)."""
+        if self._evaluation is None:
+            self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
+        return self._evaluation.step(lambda observation: self.q_network(observation).argmax(dim=1))
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
 
     def modules(self) -> list[nn.Module]:
         return [self.q_network]
