@@ -19,7 +19,6 @@ from gpubench.measure.config import BatchConfig
 from gpubench.measure.flops import count_step_flops
 from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, build_workload, run_model
-from gpubench.models import workload_class
 from gpubench.results import MemoryProfile, ModelResult
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
