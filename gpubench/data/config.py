@@ -13,7 +13,8 @@ class DataConfig:
 
     ``synthetic`` generates DBN files (one per trading day) into ``cache_dir`` and reads them back like a user's
     download; ``dbn`` reads ``path`` (a folder or glob of ``.dbn``/``.dbn.zst`` files); ``parquet`` reads ``path``
-    (a Parquet file or folder of them with the bar columns).
+    (a Parquet file or folder of them with the bar columns). ``feature_count`` columns are built per bar: the nine
+    base features, and beyond them window statistics (``gpubench/data/features.py``; the seed's TFT-225 has 225).
     """
 
     source: str = "synthetic"
@@ -25,6 +26,7 @@ class DataConfig:
     seed: int = 7
     train_fraction: float = 0.8
     volatility_window: int = 30
+    feature_count: int = 9
 
     def __post_init__(self) -> None:
         require_choice("data.source", self.source, DATA_SOURCES)
@@ -39,3 +41,9 @@ class DataConfig:
         require_positive("data.days", self.days)
         require_probability("data.train_fraction", self.train_fraction)
         require(self.volatility_window >= 2, "data.volatility_window", self.volatility_window, ">= 2")
+        require(
+            self.feature_count >= 9,
+            "data.feature_count",
+            self.feature_count,
+            ">= 9 (the base features; more add window statistics, gpubench/data/features.py)",
+        )
