@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.config_checks import require, require_positive, require_probability
+from gpubench.config_checks import require, require_choice, require_positive, require_probability
 from gpubench.models.trading_env.config import TradingEnvConfig
 
 
@@ -33,6 +33,9 @@ class DQNConfig:
     train_freq: int = 1
     gradient_steps: int = 16
     max_grad_norm: float = 10.0
+    #: ``indices``: the replay buffer stores environment states (bar, position) and rebuilds observations from the
+    #: feature tensor when sampling (megabytes); ``observations``: it stores copies of both observations.
+    replay_storage: str = "indices"
 
     def __post_init__(self) -> None:
         for key in (
@@ -51,6 +54,7 @@ class DQNConfig:
         require_probability("workloads.dqn.exploration_initial", self.exploration_initial, closed=True)
         require_probability("workloads.dqn.exploration_final", self.exploration_final, closed=True)
         require_positive("workloads.dqn.max_grad_norm", self.max_grad_norm)
+        require_choice("workloads.dqn.replay_storage", self.replay_storage, ("indices", "observations"))
         require(
             self.buffer_size >= self.env.num_envs,
             "workloads.dqn.buffer_size",
