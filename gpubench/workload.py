@@ -9,6 +9,13 @@ model it times.
 the device, so the runner can time a block of steps with synchronisation only at its edges and the stability
 monitor can accumulate health checks without a host round-trip per step.
 
+Beside the steps, a real training validates and checkpoints: :meth:`Workload.evaluate` runs one piece of a
+validation pass (a batch of validation windows, or one greedy step of evaluation environments) and
+:meth:`Workload.checkpoint_state` is what a checkpoint saves (modules and :meth:`Workload.optimizers`); the
+runner measures both after the epochs and the plan adds them (``gpubench/measure/recurring.py``).
+:attr:`Workload.updates_per_step` states the gradient updates a step makes, so an RL plan can state its
+update-to-data ratio.
+
 Beside the contract, helpers for workloads whose steps are launch-bound on a GPU (the RL ones, whose networks are
 tiny): :class:`CudaGraphStep` captures a whole step in one CUDA graph (``execution.compile=reduce-overhead``), and
 :class:`OpCounter` counts the tensor operations a step dispatches, which sets its eager speed there.
