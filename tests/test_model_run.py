@@ -276,3 +276,19 @@ def test_a_batch_search_where_nothing_fits_is_an_oom_result(
     result = run_model("mlp", cpu_context).result
     assert result.status == "oom" and result.error == decision.message
     assert result.batch_search == decision.record() and result.batch_size is None
+
+
+def test_the_measured_run_times_one_evaluation_and_one_checkpoint(cpu_context: ModelRunContext) -> None:
+    result = run_model("mlp", cpu_context).result
+    assert result.status == "ok", result.error
+    assert result.updates_per_step == 1.0 and result.updates_per_env_step is None
+    assert result.evaluation is not None and result.evaluation.ms_per_call > 0
+    assert result.evaluation.samples_per_call == result.batch_size
+    assert result.checkpoint is not None and result.checkpoint.ms_per_save > 0
+    # The MLP window 8 x 9 features -> 32 -> 1 with AdamW: its parameters and two moments, at least.
+    parameters = 8 * 9 * 32 + 32 + 32 + 1
+    assert result.checkpoint.size_mb * 2**20 > 3 * 4 * parameters
+    cpu_context.cfg.decision.plan.eval_every_steps = None
+    cpu_context.cfg.decision.plan.checkpoint_every_steps = None
+    off = run_model("mlp", cpu_context).result
+    assert off.evaluation is None and off.checkpoint is None
