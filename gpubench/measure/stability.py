@@ -43,9 +43,9 @@ class EpochHealth:
     """One benchmark epoch's health, read from the device once at the epoch's end.
 
     ``mean_loss`` is the mean of the finite losses (None when no step had one). ``loss_steps`` and ``grad_steps``
-    count the steps that reported a loss and a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the finite ones (None when there
-    were none). The count fields are None when the checks are disabled (``checked`` false): only ``steps`` and
-    ``mean_loss`` are measured then.
+    count the steps that reported a loss and a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the
+    finite ones (None when there were none). The other count fields are None when the checks are disabled
+    (``checked`` false): only ``steps``, ``loss_steps`` and ``mean_loss`` are measured then.
     """
 
     steps: int
