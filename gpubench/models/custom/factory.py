@@ -67,7 +67,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
             raise factory_error(spec, f"{source} has no attribute {attribute!r}")
         target = getattr(target, attribute)
     if not callable(target):
-        raise factory_error(spec, f"{attribute_path} is a {type(target).__name__}, not a function")
+        raise factory_error(spec, f"{attribute_path} is not callable (its type is {type(target).__name__})")
     try:
         signature = inspect.signature(target)
     except (TypeError, ValueError):  # a builtin without a signature: calling it will tell

@@ -77,7 +77,7 @@ class CustomWorkload(Workload):
         except Exception as exc:
             raise factory_error(config.factory, f"{call} raised {type(exc).__name__}: {exc}") from exc
         if not callable(step):
-            raise factory_error(config.factory, f"{call} returned a {type(step).__name__}, not a step callable")
+            raise factory_error(config.factory, f"{call} returned no step callable (its type is {type(step).__name__})")
         self._step: Callable[[], Any] = step
         self._modules = reachable_modules(step)
 
@@ -98,7 +98,7 @@ class CustomWorkload(Workload):
         if not isinstance(value, torch.Tensor):
             raise factory_error(
                 self.config.factory,
-                f"the step returned a {type(value).__name__} as its {what}; return the tensor itself "
+                f"the step returned its {what} as a {type(value).__name__}; return the tensor itself "
                 "(e.g. `return loss.detach()`, not `loss.item()`, which synchronises the device every step)",
             )
         if value.numel() != 1:
