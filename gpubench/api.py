@@ -67,7 +67,7 @@ def benchmark(
     samples_per_step: float | None = None,
     sample_unit: str = "sample",
     tracking: bool = False,
-    overrides: Sequence[str] = (),
+    overrides: Sequence[str] | str = (),
     **options: Any,
 ) -> RunReport:
     """Benchmark your training step and return the report.
@@ -91,7 +91,8 @@ def benchmark(
     from gpubench.output.report_file import read_report
     from gpubench.runner import run
 
-    user_overrides = [*_option_overrides(options), *overrides]
+    # One override given as a plain string is one override, not a sequence of one-character ones.
+    user_overrides = [*_option_overrides(options), *([overrides] if isinstance(overrides, str) else overrides)]
     refused = sorted({_key_of(o) for o in user_overrides} & set(_OWN_KEYS))
     if refused:
         raise ConfigError(

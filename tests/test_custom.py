@@ -413,6 +413,28 @@ def test_the_python_api_returns_the_typed_report(tmp_path, cache_dir, monkeypatc
     assert not registry._FACTORIES
 
 
+def test_a_step_that_fails_through_the_api_is_a_failed_model_in_the_report(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPU_BENCHMARK_CACHE_DIR", str(cache_dir))
+    calls = []
+
+    def build(batch_size, device):
+        def step():
+            calls.append(batch_size)
+            if len(calls) > 5:
+                raise RuntimeError("the data loader ran dry")
+            return torch.tensor(1.0)
+
+        return step
+
+    report = benchmark(
+        build, batch_size=4, overrides="hardware=cpu", experiment="quick", hardware__burn_in_max_seconds=0
+    )
+    section = report.models["custom"]
+    assert section.status == "failed" and section.error == "RuntimeError: the data loader ran dry"
+    assert section.batch_size == 4 and report.status == "complete" and not registry._FACTORIES
+
+
 def test_the_api_refuses_to_let_options_replace_the_model_it_runs():
     with pytest.raises(ConfigError, match=r"`model` is set by gpubench.benchmark itself"):
         benchmark(lambda batch_size, device: None, batch_size=8, model="mlp")
