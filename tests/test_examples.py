@@ -63,3 +63,15 @@ def test_the_transformer_example_runs_from_the_command_line(example_folder, tmp_
     section = custom_section(example_folder)
     assert section["status"] == "ok" and section["batch_size"] == 32
     assert section["workload"]["build"] == "transformer_forecaster.build"
+
+
+@pytest.mark.slow
+def test_the_cnn_example_runs_as_a_training_class_through_the_python_api(tmp_path, tmp_path_factory):
+    shutil.copy(EXAMPLES / "cnn_classifier.py", tmp_path)
+    completed = run_in(tmp_path, tmp_path_factory.mktemp("cache"), "cnn_classifier.py", *QUICK)
+    assert completed.returncode == 0, completed.stderr
+    assert "status ok" in completed.stdout and "images/s" in completed.stdout
+    section = custom_section(tmp_path)
+    assert section["status"] == "ok" and (section["batch_size"], section["sample_unit"]) == (128, "image")
+    # The network the Trainer holds, counted by hand: two convolutions and two linear layers with their biases.
+    assert section["workload"]["parameters"] == (32 * 9 + 32) + (64 * 32 * 9 + 64) + (64 * 49 * 128 + 128) + 1290
