@@ -6,14 +6,18 @@ same overrides, typed and checked, and run by the same runner, which writes the 
 :class:`~gpubench.results.RunReport`.
 
 How the callable reaches the workload: the workload finds its build function by name
-(``workloads.custom.factory``), so :func:`benchmark` registers the callable in
-:mod:`gpubench.models.custom.registry` under a generated name for the length of the run and passes that name. The
-report's ``workload.build`` names the callable (``module.qualname``).
+(``workloads.custom.factory``). A function importable by its own name (``from mytrain import build``) is passed as
+that name, ``mytrain:build``, so the report's config reruns from the command line and ``python -m
+gpubench.validate`` can rebuild it in a fresh process. Any other callable (a closure, a lambda, a function defined
+in the notebook or in ``__main__``) is registered in :mod:`gpubench.models.custom.registry` under a generated name
+for the length of the run; such a report names the registry entry, and ``workload.build`` names the callable
+(``module.qualname``), but it cannot be replayed in another process.
 
 MLflow tracking is off unless asked (``tracking=True``): the report is the return value, and a notebook that
 benchmarks a dozen variants should not grow an ``mlruns/`` store (and import mlflow, seconds) without being asked.
 """
 
+import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -53,6 +57,21 @@ def _option_overrides(options: Mapping[str, Any]) -> list[str]:
     """Keyword options as override strings: ``__`` in a name stands for the dot of a dotted key
     (``statistics__confidence_level=0.99`` is ``statistics.confidence_level=0.99``)."""
     return [f"{name.replace('__', '.')}={override_value(value)}" for name, value in options.items()]
+
+
+def factory_name(build: Callable[..., Any]) -> str | None:
+    """``module:qualname`` of ``build`` when importing that name gives back ``build`` itself (a function defined at
+    the top level of an importable module, not in ``__main__``), else None."""
+    module_name, qualname = getattr(build, "__module__", None), getattr(build, "__qualname__", None)
+    if not module_name or not qualname or module_name == "__main__" or "<" in qualname:
+        return None
+    try:
+        target: Any = importlib.import_module(module_name)
+        for attribute in qualname.split("."):
+            target = getattr(target, attribute)
+    except (ImportError, AttributeError):
+        return None
+    return f"{module_name}:{qualname}" if target is build else None
 
 
 def _key_of(override: str) -> str:
@@ -99,7 +118,7 @@ def benchmark(
             f"`{refused[0]}` is set by gpubench.benchmark itself (model=custom, the build function you pass); "
             "leave it out of the options and overrides."
         )
-    factory = registry.register(build)
+    factory = factory_name(build) or registry.register(build)
     try:
         own = [
             "model=custom",

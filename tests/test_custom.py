@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.api import benchmark, override_value
+from gpubench.api import benchmark, factory_name, override_value
 from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import plan_samples
 from gpubench.errors import ConfigError
@@ -447,6 +447,21 @@ def test_a_bad_value_through_the_api_is_the_config_error_the_cli_prints(tmp_path
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"`statistics.confidence_level` = 1.5"):
         benchmark(linear_build(lambda loss, norm: loss), batch_size=8, statistics__confidence_level=1.5)
+    assert not registry._FACTORIES
+
+
+def test_an_importable_build_is_passed_by_its_name_and_anything_else_through_the_registry(user_module):
+    build = load_factory(f"{user_module}:build")  # imported as `from mytrain import build` would
+    # By name, the report's config reruns from the command line and validate can rebuild it in a fresh process.
+    assert factory_name(build) == f"{user_module}:build"
+    assert factory_name(linear_build(lambda loss, norm: loss)) is None  # a closure
+    assert factory_name(lambda batch_size, device: None) is None
+    assert factory_name(CustomWorkload.train_step) == "gpubench.models.custom.workload:CustomWorkload.train_step"
+    factory = registry.register(lambda batch_size, device: None)
+    assert factory.startswith("gpubench.models.custom.registry:inprocess_") and load_factory(factory)
+    registry.unregister(f"{user_module}:{factory.rpartition(':')[2]}")  # another module's name: not ours to drop
+    assert load_factory(factory)
+    registry.unregister(factory)
     assert not registry._FACTORIES
 
 

@@ -26,8 +26,10 @@ def register(build: Callable[..., Any]) -> str:
 
 
 def unregister(factory: str) -> None:
-    """Forget the callable a :func:`register` value names (a no-op when it is not registered)."""
-    _FACTORIES.pop(factory.rpartition(":")[2], None)
+    """Forget the callable a :func:`register` value names (a no-op for any other value)."""
+    module_name, _, name = factory.partition(":")
+    if module_name == __name__:
+        _FACTORIES.pop(name, None)
 
 
 def __getattr__(name: str) -> Callable[..., Any]:
