@@ -104,6 +104,7 @@ def benchmark(
     model that fails while measured is a result: its section says ``status: failed`` and why.
     """
     from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
 
     from gpubench.config import register_configs, typed_config
     from gpubench.job import RunContext
@@ -134,8 +135,11 @@ def benchmark(
         all_overrides = [*own, *user_overrides]
         register_configs()
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="gpubench"):
-            cfg = compose(config_name="config", overrides=all_overrides, return_hydra_config=True)
-        run_dir = Path(str(cfg.hydra.run.dir))
+            try:
+                cfg = compose(config_name="config", overrides=all_overrides, return_hydra_config=True)
+            except HydraException as exc:  # an unknown key or option, an override Hydra cannot parse
+                raise ConfigError(" ".join(str(exc).split())) from None
+        run_dir = Path(str(cfg.hydra.run.dir)).absolute()
         choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
         with open_dict(cfg):
             del cfg["hydra"]

@@ -447,6 +447,11 @@ def test_a_bad_value_through_the_api_is_the_config_error_the_cli_prints(tmp_path
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"`statistics.confidence_level` = 1.5"):
         benchmark(linear_build(lambda loss, norm: loss), batch_size=8, statistics__confidence_level=1.5)
+    # What Hydra refuses (a key the schema does not have, an option that does not exist) is a ConfigError too.
+    with pytest.raises(ConfigError, match=r"epochz"):
+        benchmark(linear_build(lambda loss, norm: loss), batch_size=8, epochz=3)
+    with pytest.raises(ConfigError, match=r"hardware.*rtx9090"):
+        benchmark(linear_build(lambda loss, norm: loss), batch_size=8, hardware="rtx9090")
     assert not registry._FACTORIES
 
 
