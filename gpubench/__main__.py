@@ -1,22 +1,30 @@
 """``python -m gpubench``: compose the Hydra config -> typed config -> run -> exit code. Nothing else.
 
 Exit codes: 0 when every model was measured (a model that ran out of memory, diverged or was stopped hot is a
-measured outcome), 1 when a model failed with an unexpected error, 2 for bad input (config, data, output path),
-130 when interrupted. A partial report is on disk in every case.
+measured outcome), 1 when a model failed with an unexpected error, 2 for bad input (config, data, output path,
+including the overrides Hydra refuses), 128 + the signal's number when interrupted (130 Ctrl-C/SIGINT, 143
+SIGTERM, 129 SIGHUP). A partial report is on disk in every case once the run has started.
 """
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
+from gpubench import signals
 
-from gpubench.config import register_configs
-
-register_configs()
+# First, before the imports below (a second or more): an interrupt while they load ends quietly too.
+signals.install()
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def _hydra_main(cfg: DictConfig) -> int:
+def _interrupted() -> None:
+    """Say which signal stopped the run, and exit with its code."""
+    signum = signals.received_signal()
+    sys.stderr.write(
+        f"gpubench: interrupted ({signals.signal_name(signum)}); the report, where one was started, holds every "
+        "model measured so far.\n"
+    )
+    sys.exit(128 + signum)
+
+
+def _task(cfg: object) -> int:
     # Imported here, after Hydra has handled --help and --cfg, so those stay fast. The config is typed and checked
     # before the runner (and torch with it) is imported: a bad value is reported in about a second.
     from gpubench.config import typed_config
@@ -34,8 +42,9 @@ def _hydra_main(cfg: DictConfig) -> int:
         console.error(str(exc))
         exit_code = 2
     except KeyboardInterrupt:
-        console.error("interrupted; the report holds every model measured so far.")
-        sys.exit(130)
+        # Raised by Ctrl-C and by the handled signals; in a sweep this ends the sweep, whose exit handler still
+        # writes the summary of the jobs that ran.
+        _interrupted()
     # In a sweep the job's code is returned to Hydra instead: exiting here would end the sweep before its other
     # jobs and its summary; the sweep callback exits non-zero at the end when a job failed.
     if exit_code and not context.multirun:
@@ -45,7 +54,12 @@ def _hydra_main(cfg: DictConfig) -> int:
 
 def main() -> None:
     """Console-script entry point (``gpubench ...``), same as ``python -m gpubench``."""
-    _hydra_main()
+    try:
+        from gpubench import cli_errors
+
+        cli_errors.run_hydra(_task)
+    except KeyboardInterrupt:
+        _interrupted()
 
 
 if __name__ == "__main__":

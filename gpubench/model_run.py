@@ -4,7 +4,9 @@
 FLOPs, measures it (timing, memory, device, stability, statistics) and, while a searched batch's measured peak
 breaks the headroom policy, measures again at a smaller batch. Each phase returns a value the next takes; the
 model's :class:`~gpubench.results.ModelResult` is built once from them. A model that fails gets a status and an
-error (and whatever its completed phases established), so the next model still runs.
+error (and whatever its completed phases established), so the next model still runs. A model whose measurement
+is interrupted (Ctrl-C, SIGTERM, SIGHUP) keeps the epochs measured before it: its result, status ``interrupted``,
+travels up on a :class:`ModelInterrupted`.
 """
 
 import traceback
@@ -29,7 +31,7 @@ from gpubench.measure.batch_search import (
     step_down_size,
     timed_batch,
 )
-from gpubench.measure.epochs import DIVERGED, Measurement, measure_workload
+from gpubench.measure.epochs import DIVERGED, INTERRUPTED, Measurement, MeasurementInterrupted, measure_workload
 from gpubench.measure.flops import count_step_flops
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
@@ -73,6 +75,15 @@ class ModelRun:
     memory_timeline: MemoryTimeline | None
 
 
+class ModelInterrupted(KeyboardInterrupt):
+    """An interrupt during one model's measurement; ``run`` is that model's result from the epochs completed before
+    it (status ``interrupted``), for the report."""
+
+    def __init__(self, run: ModelRun) -> None:
+        super().__init__(INTERRUPTED)
+        self.run = run
+
+
 @dataclass(frozen=True)
 class WorkloadFacts:
     """What a built workload says about itself: FLOPs per step (None where they cannot be counted), samples per step
@@ -89,7 +100,8 @@ class Attempt:
     """One measured run of a model at one batch size, and what its phases found.
 
     ``memory`` carries the headroom check's fields; ``headroom`` is None on the CPU. ``statistics`` is None with
-    fewer than two measured epochs. ``status`` is ``ok``, ``diverged`` or ``thermal_stop`` (with ``error``).
+    fewer than two measured epochs. ``status`` is ``ok``, ``diverged``, ``thermal_stop`` or ``interrupted`` (with
+    ``error``).
     """
 
     facts: WorkloadFacts
@@ -176,6 +188,11 @@ def _outcome(measurement: Measurement, context: ModelRunContext) -> tuple[str, s
     """The model's status after a measured run, and the error saying why when it is not ``ok``."""
     if measurement.stop_reason == DIVERGED:
         return DIVERGED, "training diverged: a NaN/Inf loss or gradient was seen; measurement stopped there"
+    if measurement.stop_reason == INTERRUPTED:
+        return INTERRUPTED, (
+            f"interrupted after {len(measurement.epoch_times_ms)} measured epochs; the epochs measured are kept "
+            "(the epoch in progress is not)"
+        )
     if measurement.stop_reason == THERMAL_STOP:
         return THERMAL_STOP, (
             f"the GPU passed {context.cfg.hardware.temperature_stop_c:g} °C (hardware.temperature_stop_c); "
@@ -197,18 +214,22 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         sampler=cfg.memory.sampler,
     )
     device_monitor = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
-    with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as on_epoch:
-        measurement = measure_workload(
-            workload,
-            timer=context.timer,
-            epochs=cfg.epochs,
-            warmup_epochs=cfg.warmup_epochs,
-            epoch_config=cfg.epoch,
-            statistics=cfg.statistics,
-            monitor=monitor,
-            observers=[profiler, device_monitor],
-            on_epoch=on_epoch,
-        )
+    try:
+        with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as on_epoch:
+            measurement = measure_workload(
+                workload,
+                timer=context.timer,
+                epochs=cfg.epochs,
+                warmup_epochs=cfg.warmup_epochs,
+                epoch_config=cfg.epoch,
+                statistics=cfg.statistics,
+                monitor=monitor,
+                observers=[profiler, device_monitor],
+                on_epoch=on_epoch,
+            )
+    except MeasurementInterrupted as exc:
+        # Summarised like any run (status interrupted); run_model raises the interrupt again with the result.
+        measurement = exc.measurement
     profile = profiler.result()
     # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
     # keep growing, so check that the headroom policy held for the run whose numbers are reported.
@@ -403,6 +424,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
             if headroom is not None and attempt.status == "ok" and len(step_downs) < allowed_step_downs:
                 smaller = step_down_size(
                     batch.batch_size, headroom.peak_reserved_mb, headroom.peak_limit_mb, cfg.batch.min_size
+                )
+            if attempt.status == INTERRUPTED:
+                raise ModelInterrupted(
+                    ModelRun(_result(attempt, batch, decision, step_downs, [], context), attempt.memory_timeline)
                 )
             if smaller is None:
                 break

@@ -31,8 +31,9 @@ from gpubench.units import HOURS_PER_DAY, MS_PER_S
 #: Version of the report schema; bump when a key changes meaning. Version 1 is read as is.
 REPORT_SCHEMA_VERSION = 1
 
-#: Statuses a model can end with.
-ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed"]
+#: Statuses a model can end with; ``interrupted``: a signal (Ctrl-C, SIGTERM, SIGHUP) cut its measurement short, and
+#: the epochs completed before it are kept.
+ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(ModelStatus)
 
 #: The three answers of the decision rule.

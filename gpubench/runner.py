@@ -4,7 +4,10 @@ hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.r
 measure -> step down -> result) -> the report written after every model -> recommendation -> status complete ->
 MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the next takes, and the
 report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails
-gets a status and an error and the next model still runs; an interrupted run leaves a valid partial report.
+gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a
+valid partial report: the models measured, the one in progress with the epochs it completed (status
+``interrupted``), and the recommendation the decision rule gives from them, which never decides from a model it
+lacks.
 """
 
 import platform
@@ -26,11 +29,12 @@ from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import apply_vram_limit
 from gpubench.job import RunContext
 from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import ModelRunContext, run_model
+from gpubench.model_run import ModelInterrupted, ModelRunContext, run_model
+from gpubench.models import workload_class
 from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportWriter
-from gpubench.results import MemoryTimeline, RunInfo, RunReport
+from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
 
 
 def _git_commit() -> str | None:
@@ -74,12 +78,17 @@ class Runner:
 
     def run(self) -> CompletedRun:
         """Probe and burn in the device, load the data, run every model, decide; the report is on disk after each
-        phase, and on KeyboardInterrupt it is written with status ``interrupted`` before the interrupt goes on."""
+        phase. On KeyboardInterrupt (which the handled signals raise) it is written with status ``interrupted``, the
+        model in progress and a partial recommendation, before the interrupt goes on."""
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
         probed = probe(self.device, self.vram_budget)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
         features, provenance = load_features(cfg.data, self.device)
+        # A value too large for the data (a window longer than a symbol's history) is bad input: refused here,
+        # naming the key, before any model is measured.
+        for name in cfg.model_names:
+            workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
         models = ModelRunContext(
             cfg=cfg,
@@ -91,6 +100,7 @@ class Runner:
         )
         timelines: dict[str, MemoryTimeline] = {}
         self.writer.write(report)
+        name = None
         try:
             for name in cfg.model_names:
                 model = run_model(name, models)
@@ -98,11 +108,20 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
+            name = None
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             report = replace(report, status="interrupted")
+            if name is not None and name not in report.models:
+                report = replace(report, models={**report.models, name: _interrupted_result(exc)})
+            # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
+            self.writer.write(report)
+            if report.models:
+                report = replace(report, recommendation=build_recommendation(report, cfg.decision, load_catalog()))
+                self.writer.write(report)
+            console.print_summary(report, str(self.writer.path))
             raise
         finally:
             self.writer.write(report)
@@ -132,6 +151,17 @@ class Runner:
             },
             git_commit=_git_commit(),
         )
+
+
+def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
+    """The section of the model an interrupt stopped: its measured epochs when the interrupt came while they ran,
+    else a result that says it was interrupted before its measured epochs began."""
+    if isinstance(exc, ModelInterrupted):
+        return exc.run.result
+    return ModelResult(
+        status="interrupted",
+        error="interrupted before its measured epochs began (during the batch search, the build or the epoch sizing)",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the job
