@@ -193,6 +193,12 @@ def unknown_key_message(key: str) -> str:
     )
 
 
+def _console_log_level(verbose: Any) -> str:
+    """``${gpubench_console_log_level:${hydra.verbose}}``: the level of the log's terminal handler, DEBUG when
+    ``hydra.verbose`` names loggers (or is true), else WARNING (the terminal has gpubench's own output)."""
+    return "DEBUG" if verbose not in (False, None, "", "false", "False") else "WARNING"
+
+
 def typed_config(cfg: DictConfig) -> BenchmarkConfig:
     """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key); a key the
     schema does not know (added with ``+key=value``) is refused by name."""
@@ -216,6 +222,8 @@ def register_configs() -> None:
     """Register the schema so YAML files can name it in their defaults lists, and the environment resolver."""
     if not OmegaConf.has_resolver("gpubench_env"):
         OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
+    if not OmegaConf.has_resolver("gpubench_console_log_level"):
+        OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
     store = ConfigStore.instance()
     # Only the root: a group's dataclass stored in its group would be a choice (``model=model_schema``) and listed
     # in --help; the root schema types every group already.

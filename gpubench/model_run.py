@@ -9,6 +9,7 @@ is interrupted (Ctrl-C, SIGTERM, SIGHUP) keeps the epochs measured before it: it
 travels up on a :class:`ModelInterrupted`.
 """
 
+import logging
 import traceback
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,6 +52,8 @@ from gpubench.results import (
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,7 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         chosen_by_search = decision is not None and batch.batch_size == decision.batch_size
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
+            logger.info("model %s: measuring at batch %d (%s)", name, batch.batch_size, batch.policy or "configured")
             workload, facts = _prepare(name, context, batch.batch_size)
             attempt = _measure(name, workload, facts, context)
             # The workload must be unreachable before a smaller one is built, so that its memory can be released.
@@ -444,5 +448,6 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
             console.notice(f"{name}: {attempt.headroom.warning}")
         return ModelRun(_result(attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
     except Exception as exc:
+        logger.debug("model %s raised", name, exc_info=True)
         timeline = None if attempt is None else attempt.memory_timeline
         return ModelRun(_failed_result(exc, batch, decision, step_downs, facts, context), timeline)

@@ -732,9 +732,27 @@ class DataProvenance(Record):
 
 
 @dataclass(frozen=True)
+class HostLoad(Record):
+    """The host when the run started: its CPUs (all, and those this process may use), the 1/5/15-minute load
+    averages (runnable processes; None where the OS has none), torch's intra-op and inter-op thread counts, how the
+    intra-op count was chosen, and the OpenMP/MKL thread variables that were set."""
+
+    cpu_count: int
+    available_cpus: int
+    load_average_1m: float | None
+    load_average_5m: float | None
+    load_average_15m: float | None
+    torch_num_threads: int
+    torch_interop_threads: int
+    threads_source: str
+    thread_environment: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunInfo(Record):
     """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
-    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged."""
+    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
+    and thread settings (None in reports written before they were recorded)."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id",)
 
@@ -754,6 +772,7 @@ class RunInfo(Record):
     versions: dict[str, str | None] = field(default_factory=dict)
     git_commit: str | None = None
     mlflow_run_id: str | None = None
+    host: HostLoad | None = None
 
     @property
     def torch_version(self) -> str | None:

@@ -10,6 +10,7 @@ valid partial report: the models measured, the one in progress with the epochs i
 lacks.
 """
 
+import logging
 import platform
 import subprocess
 from dataclasses import asdict, dataclass, replace
@@ -24,6 +25,7 @@ from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
+from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load
 from gpubench.hardware.probe import probe
 from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import apply_vram_limit
@@ -35,6 +37,11 @@ from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportWriter
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
+
+logger = logging.getLogger(__name__)
+
+#: Batch keys that only the GPU's batch-size search reads.
+_SEARCH_KEYS = ("batch.search", "batch.max_size", "batch.min_size")
 
 
 def _git_commit() -> str | None:
@@ -72,6 +79,20 @@ class Runner:
         self.device, device_notice = resolve_device(cfg.hardware)
         if device_notice:
             console.notice(device_notice)
+        logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
+        _, threads_source = choose_cpu_threads(cfg.hardware.cpu_threads, self.device)
+        self.host = host_load(threads_source)
+        logger.info("host: %s", self.host.to_dict())
+        busy = busy_host_warning(self.host)
+        if busy:
+            console.notice(busy)
+        if self.device.type == "cpu":
+            ignored = [o for o in context.overrides if o.split("=", 1)[0].lstrip("+~") in _SEARCH_KEYS]
+            if ignored:
+                console.notice(
+                    f"{' '.join(ignored)}: the batch-size search runs on a GPU only; on the CPU each model is timed "
+                    "at its configured batch size (workloads.<model>.batch_size)."
+                )
         #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
         self.vram_budget = apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
         self.timer = BlockTimer(synchronizer(self.device))
@@ -83,8 +104,10 @@ class Runner:
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
         probed = probe(self.device, self.vram_budget)
+        logger.info("burn-in: up to %.0f s", cfg.hardware.burn_in_max_seconds)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
         features, provenance = load_features(cfg.data, self.device)
+        logger.info("data: %d bars x %d features, symbols %s", features.n_bars, features.n_features, features.symbols)
         # A value too large for the data (a window longer than a symbol's history) is bad input: refused here,
         # naming the key, before any model is measured.
         for name in cfg.model_names:
@@ -103,7 +126,16 @@ class Runner:
         name = None
         try:
             for name in cfg.model_names:
+                logger.info("model %s: started", name)
                 model = run_model(name, models)
+                logger.info(
+                    "model %s: %s, mean epoch %s ms over %d epochs%s",
+                    name,
+                    model.result.status,
+                    model.result.mean_epoch_time_ms,
+                    len(model.result.raw_epoch_times_ms),
+                    f" ({model.result.error})" if model.result.error else "",
+                )
                 report = replace(report, models={**report.models, name: model.result})
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
@@ -112,7 +144,9 @@ class Runner:
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
+            logger.info("recommendation: %s (%s)", recommendation.decision, recommendation.reasoning)
         except KeyboardInterrupt as exc:
+            logger.info("interrupted during %s", name or "the recommendation")
             report = replace(report, status="interrupted")
             if name is not None and name not in report.models:
                 report = replace(report, models={**report.models, name: _interrupted_result(exc)})
@@ -150,6 +184,7 @@ class Runner:
                 "python": platform.python_version(),
             },
             git_commit=_git_commit(),
+            host=self.host,
         )
 
 

@@ -130,7 +130,7 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     report = RunReport.from_dict(written)
     assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
     main_keys = key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
-    # Every key main wrote is still written; the only new ones are the decision rule's (issue 11).
+    # Every key main wrote is still written; the only new ones are the decision rule's (issue 11) and the host's.
     assert main_keys <= key_paths(written)
     rule_keys = {
         "estimated_full_training_hours_lower",
@@ -139,6 +139,9 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "estimated_hours_lower",
         "relative_margin_floor_applied",
         "drift_margin_hours",
+        # Issue 14: the host's load and thread settings, and the thread count chosen.
+        "host",
+        "cpu_threads",
     }
     added = key_paths(written) - main_keys
     assert all(rule_keys & set(path.split(".")) for path in added), added
