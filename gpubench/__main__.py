@@ -7,8 +7,14 @@ SIGTERM, 129 SIGHUP). A partial report is on disk in every case once the run has
 """
 
 import sys
+from typing import TYPE_CHECKING
 
 from gpubench import signals
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from gpubench.job import RunContext
 
 # First, before the imports below (a second or more): an interrupt while they load ends quietly too.
 signals.install()
@@ -24,7 +30,24 @@ def _interrupted() -> None:
     sys.exit(128 + signum)
 
 
-def _task(cfg: object) -> int:
+def _resumed(report_path: str, context: "RunContext") -> bool:
+    """True when ``sweep.resume`` skips this job: one of a sweep whose report from an earlier launch is complete
+    (see :func:`gpubench.output.sweep.resumable_report`); said on the terminal either way."""
+    from pathlib import Path
+
+    from gpubench.output import console
+    from gpubench.output.sweep import resumable_report
+
+    if not context.multirun:
+        console.notice("sweep.resume applies to sweeps (-m) only; this single run runs as usual.")
+        return False
+    if resumable_report(Path(report_path), context.overrides) is None:
+        return False
+    console.notice(f"job {context.job_num}: skipped (sweep.resume=true), its report {report_path} is complete.")
+    return True
+
+
+def _task(cfg: "DictConfig") -> int:
     # Imported here, after Hydra has handled --help and --cfg, so those stay fast. The config is typed and checked
     # before the runner (and torch with it) is imported: a bad value is reported in about a second.
     from gpubench.config import typed_config
@@ -35,6 +58,8 @@ def _task(cfg: object) -> int:
     context = RunContext.from_hydra(cfg)
     try:
         typed = typed_config(cfg)
+        if typed.sweep.resume and _resumed(typed.output, context):
+            return 0
         from gpubench.runner import run
 
         exit_code = run(typed, context)

@@ -35,7 +35,7 @@ from gpubench.errors import ConfigError
 from gpubench.hardware.config import HardwareConfig
 from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig, StabilityConfig
 from gpubench.models import KNOWN_MODELS, MODELS, SEED_MODELS
-from gpubench.output.config import TrackingConfig
+from gpubench.output.config import SweepConfig, TrackingConfig
 from gpubench.stats.config import StatisticsConfig
 
 __all__ = ["CONF_DIR", "KNOWN_MODELS", "SEED_MODELS", "BenchmarkConfig", "ExecutionConfig", "register_configs"]
@@ -98,6 +98,7 @@ class BenchmarkConfig:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     stability: StabilityConfig = field(default_factory=StabilityConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     # 20 epochs (of epoch.min_seconds = 0.5 s): the decision interval needs many epochs more than long ones.
     epochs: int = 20
     warmup_epochs: int = 2

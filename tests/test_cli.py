@@ -185,22 +185,33 @@ def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_
 
 
 def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
-    # The TFT window is longer than the data: that model fails, the MLP before it keeps its results.
+    # An unexpected error in the TFT (injected into its constructor at start-up through sitecustomize): that model
+    # fails, the MLP before it keeps its results. (A window longer than the data is bad input, refused before any
+    # model runs: tests/test_cli_strictness.py.)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "from gpubench.models.tft import workload\n"
+        "def _boom(self, *args, **kwargs):\n"
+        "    raise RuntimeError('injected fault in the TFT')\n"
+        "workload.TFTWorkload.__init__ = _boom\n"
+    )
+    pythonpath = os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])
     completed = gpubench(
         tmp_path,
         cache_dir,
         "model.names=[mlp,tft]",
-        "workloads.tft.encoder_length=100000",
         "epochs=2",
         "warmup_epochs=0",
         "tracking.enabled=false",
         *FAST,
+        env={"PYTHONPATH": pythonpath},
     )
-    assert completed.returncode == 1
+    assert completed.returncode == 1, completed.stderr
     report = only_report(tmp_path / "outputs")
     assert report["models"]["mlp"]["status"] == "ok"
     assert report["models"]["tft"]["status"] == "failed"
-    assert "100" in report["models"]["tft"]["error"] or "window" in report["models"]["tft"]["error"]
+    assert report["models"]["tft"]["error"] == "RuntimeError: injected fault in the TFT"
 
 
 def test_unreachable_tracking_store_still_writes_the_report(tmp_path, cache_dir):
