@@ -754,7 +754,7 @@ class RunInfo(Record):
     it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
     and thread settings (None in reports written before they were recorded)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host")
 
     device: str
     models: list[str]

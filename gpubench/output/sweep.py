@@ -461,7 +461,7 @@ class SweepSummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
         self._pending_config = config
-        hydra_overrides = OmegaConf.to_container(config.hydra.overrides.hydra)
+        hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
         if OmegaConf.select(config, "sweep.resume") and not any(
             str(o).startswith("hydra.sweep.dir=") for o in hydra_overrides
         ):
