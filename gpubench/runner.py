@@ -152,10 +152,13 @@ class Runner:
                 report = replace(report, models={**report.models, name: _interrupted_result(exc)})
             # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
             self.writer.write(report)
-            if report.models:
-                report = replace(report, recommendation=build_recommendation(report, cfg.decision, load_catalog()))
-                self.writer.write(report)
-            console.print_summary(report, str(self.writer.path))
+            try:
+                if report.models:
+                    report = replace(report, recommendation=build_recommendation(report, cfg.decision, load_catalog()))
+                    self.writer.write(report)
+                console.print_summary(report, str(self.writer.path))
+            except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
+                console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
             raise
         finally:
             self.writer.write(report)
