@@ -77,6 +77,8 @@ class Runner:
         phase, and on KeyboardInterrupt it is written with status ``interrupted`` before the interrupt goes on."""
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
+        # Before the burn-in: its matmuls then run as the models' will, and measure the efficiency at that setting.
+        torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
         probed = probe(self.device, self.vram_budget)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
         features, provenance = load_features(cfg.data, self.device)
@@ -117,6 +119,7 @@ class Runner:
             warmup_epochs=cfg.warmup_epochs,
             precision=cfg.execution.precision,
             compile=cfg.execution.compile,
+            matmul_precision=cfg.execution.matmul_precision,
             seed=cfg.seed,
             hardware_config=asdict(cfg.hardware),
             overrides=list(self.context.overrides),
