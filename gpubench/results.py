@@ -431,11 +431,13 @@ class EnergySummary(Record):
 @dataclass(frozen=True)
 class ExecutionSettings(Record):
     """How the workload ran: autocast precision (fp32, bf16, fp16), compilation mode and the fp32 matmul precision
-    (``highest`` in reports written before it was a key)."""
+    (None in reports written before it was a key: PyTorch's default, ``highest``)."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("matmul_precision",)
 
     precision: str
     compile: str
-    matmul_precision: str = "highest"
+    matmul_precision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -481,6 +483,7 @@ class ModelResult(Record):
         "batch_step_downs",
         "warnings",
         "traceback",
+        "launches_per_step",
     )
 
     status: ModelStatus = "ok"
@@ -738,7 +741,7 @@ class RunInfo(Record):
     """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
     it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "matmul_precision")
 
     device: str
     models: list[str]
@@ -756,7 +759,12 @@ class RunInfo(Record):
     versions: dict[str, str | None] = field(default_factory=dict)
     git_commit: str | None = None
     mlflow_run_id: str | None = None
-    matmul_precision: str = "highest"
+    matmul_precision: str | None = None
+
+    @property
+    def fp32_matmul_precision(self) -> str:
+        """``execution.matmul_precision``: ``highest`` (PyTorch's default) in reports written before the key."""
+        return self.matmul_precision or "highest"
 
     @property
     def torch_version(self) -> str | None:
@@ -779,6 +787,8 @@ class StepSplit(Record):
     launches at the documented per-launch host cost, at most the rest) and ``memory_ms`` (what remains: memory
     traffic, host work outside the launches); both None where the launches were not counted (older reports).
     """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("launches_per_step", "launch_ms", "memory_ms")
 
     step_ms: float
     flops_per_step: float | None
@@ -812,6 +822,8 @@ class ModelEstimate(Record):
         "estimated_hours_lower",
         "drift_margin_hours",
         "relative_margin_floor_applied",
+        "projected_onto",
+        "measured_step_ms",
     )
 
     status: str | None
@@ -862,6 +874,8 @@ class ProjectedModel(Record):
     is no projection (a figure it needs was not measured); None when there is one.
     """
 
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused")
+
     step_ms: float | None
     step_ms_if_memory_bound: float | None
     speedup: float | None
@@ -876,6 +890,8 @@ class ProjectedModel(Record):
 @dataclass(frozen=True)
 class CardProjection(Record):
     """The decided models' training projected onto one catalog card: hours, upper bound, cost (USD) and fit."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("training_hours_lower", "projection_relative_error")
 
     card: str
     measured_device: bool
@@ -989,6 +1005,10 @@ class Recommendation(Record):
         "estimated_full_training_hours_lower",
         "decision_basis",
         "epochs_to_settle",
+        "emulated_card",
+        "measured_device_hours",
+        "measured_device_hours_upper",
+        "what_ifs",
     )
 
     decision: str | None
@@ -1102,7 +1122,11 @@ RunStatus = Literal["running", "complete", "interrupted"]
 @dataclass(frozen=True)
 class RunReport(Record):
     """The whole report: when, which gpubench, the run, the hardware, the data, every model measured so far (in
-    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then."""
+    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then.
+    ``what_ifs`` holds, per model, the alternatives measured briefly after the main measurements
+    (``decision.what_if``); left out of the dict when none were."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs",)
 
     timestamp: str
     benchmark_version: str
