@@ -512,8 +512,8 @@ def _execution_actions(
     if run.precision != "fp32" or run.compile != "false" or run.fp32_matmul_precision != "highest":
         actions.append(
             f"Measured with precision {run.precision}, compile {run.compile} and matmul precision "
-            f"{run.fp32_matmul_precision}: its gain is the ratio to a run with the defaults (python -m gpubench.compare "
-            "A B)."
+            f"{run.fp32_matmul_precision}: its gain is the ratio to a run with the defaults "
+            "(python -m gpubench.compare A B)."
         )
     return actions
 
