@@ -31,6 +31,7 @@ from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportWriter
 from gpubench.results import MemoryTimeline, RunInfo, RunReport
+from gpubench.what_if import run_what_ifs, what_if_enabled
 
 
 def _git_commit() -> str | None:
@@ -100,6 +101,12 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
+            if what_if_enabled(cfg, self.device):
+                for name in cfg.model_names:
+                    if report.models[name].status == "ok":
+                        what_ifs = run_what_ifs(name, models, report.models[name])
+                        report = replace(report, what_ifs={**report.what_ifs, name: what_ifs})
+                        self.writer.write(report)
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
