@@ -8,13 +8,15 @@ error (and whatever its completed phases established), so the next model still r
 """
 
 import traceback
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from gpubench.config import BenchmarkConfig
 from gpubench.data.tensors import FeatureTensors
+from gpubench.decision.rule import epochs_to_settle_decision
 from gpubench.hardware.monitor import THERMAL_STOP, DeviceMonitor, energy_summary
 from gpubench.measure.batch_search import (
     BatchDecision,
@@ -29,7 +31,16 @@ from gpubench.measure.batch_search import (
     step_down_size,
     timed_batch,
 )
-from gpubench.measure.epochs import DIVERGED, Measurement, measure_workload
+from gpubench.measure.epochs import (
+    DECISION_CANNOT_SETTLE,
+    DECISION_SETTLED,
+    DIVERGED,
+    Measurement,
+    SecondStage,
+    SecondStagePlan,
+    measure_workload,
+    precision_stage,
+)
 from gpubench.measure.flops import StepCounts, count_step
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
@@ -46,6 +57,7 @@ from gpubench.results import (
     ModelResult,
     StabilityReport,
 )
+from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
@@ -54,7 +66,8 @@ from gpubench.workload import ExecutionContext, Workload
 @dataclass(frozen=True)
 class ModelRunContext:
     """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
-    None on the CPU) and the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with."""
+    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, and the
+    results of the models run before this one (``statistics.adaptive=decision`` settles the total with them)."""
 
     cfg: BenchmarkConfig
     device: torch.device
@@ -62,6 +75,7 @@ class ModelRunContext:
     timer: BlockTimer
     usable_vram_mb: float | None
     reference_sm_clock_mhz: float | None
+    completed: Mapping[str, ModelResult] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -187,6 +201,54 @@ def _outcome(measurement: Measurement, context: ModelRunContext) -> tuple[str, s
     return "ok", None
 
 
+def _summary(measurement: Measurement, cfg: BenchmarkConfig) -> EpochTimeStatistics:
+    """The epoch-time statistics of ``measurement`` (at least two measured epochs), as configured."""
+    return summarize_epoch_times(
+        measurement.epoch_times_ms,
+        confidence_level=cfg.statistics.confidence_level,
+        cv_threshold=cfg.statistics.cv_threshold,
+        outlier_rule=cfg.statistics.outlier_rule,
+        target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
+        first_stage_epochs=measurement.first_stage_epochs,
+    )
+
+
+def _decision_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -> SecondStage:
+    """The second stage of ``statistics.adaptive=decision``: the count at which the critical total of the models
+    measured so far settles (:func:`gpubench.decision.rule.epochs_to_settle_decision`), from the first stage as
+    this model's provisional result."""
+    cfg = context.cfg
+
+    def plan(first_stage: Measurement) -> SecondStagePlan:
+        sizing = first_stage.sizing
+        provisional = ModelResult(
+            status="ok",
+            raw_epoch_times_ms=first_stage.epoch_times_ms,
+            warmup_epoch_times_ms=first_stage.warmup_epoch_times_ms,
+            steps_per_epoch=sizing.steps_per_epoch,
+            samples_per_step=facts.samples_per_step,
+            sample_unit=facts.sample_unit,
+            first_step_ms=sizing.first_step_s * MS_PER_S,
+            calibration_seconds=sizing.calibration_seconds,
+            statistics=_summary(first_stage, cfg),
+        )
+        required = epochs_to_settle_decision(name, provisional, context.completed, cfg.model_names, cfg.decision)
+        reason = DECISION_CANNOT_SETTLE if required is None else DECISION_SETTLED
+        return SecondStagePlan(required_epochs=required, reason=reason)
+
+    return plan
+
+
+def _second_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -> SecondStage | None:
+    """The second stage ``statistics.adaptive`` asks for (None: a fixed count of epochs)."""
+    adaptive = context.cfg.statistics.adaptive
+    if adaptive == ADAPTIVE_PRECISION:
+        return precision_stage(context.cfg.statistics)
+    if adaptive == ADAPTIVE_DECISION:
+        return _decision_stage(name, facts, context)
+    return None
+
+
 def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: ModelRunContext) -> Attempt:
     """Measure ``workload`` (warmup and measured epochs, with the memory profiler and the device monitor watching)
     and summarise the run: memory against the headroom, stability, epoch-time statistics."""
@@ -211,6 +273,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
             monitor=monitor,
             observers=[profiler, device_monitor],
             on_epoch=on_epoch,
+            second_stage=_second_stage(name, facts, context),
         )
     profile = profiler.result()
     # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
@@ -223,14 +286,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
     )
     statistics = None
     if len(measurement.epoch_times_ms) >= 2:
-        statistics = summarize_epoch_times(
-            measurement.epoch_times_ms,
-            confidence_level=cfg.statistics.confidence_level,
-            cv_threshold=cfg.statistics.cv_threshold,
-            outlier_rule=cfg.statistics.outlier_rule,
-            target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
-            first_stage_epochs=measurement.first_stage_epochs,
-        )
+        statistics = _summary(measurement, cfg)
         if cfg.verbose:
             console.model_warnings(name, list(statistics.warnings))
     status, error = _outcome(measurement, context)
@@ -285,6 +341,7 @@ def _result(
         sample_unit=attempt.facts.sample_unit,
         first_step_ms=sizing.first_step_s * MS_PER_S,
         calibration_seconds=sizing.calibration_seconds,
+        calibration_steps=sizing.calibration_steps,
         stop_reason=measurement.stop_reason,
         statistics=attempt.statistics,
         batch_search=None if decision is None else decision.record(),

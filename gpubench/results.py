@@ -209,6 +209,11 @@ class EpochTimeStatistics(Record):
     drift_p_value: float
     drift_detected: bool
     warnings: tuple[str, ...]
+    #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
+    #: the report) for a fixed count.
+    first_stage_epochs: int | None = None
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("first_stage_epochs",)
 
     @property
     def decision_halfwidth_ms(self) -> float:
@@ -483,6 +488,7 @@ class ModelResult(Record):
         "batch_step_downs",
         "warnings",
         "traceback",
+        "calibration_steps",
         "launches_per_step",
     )
 
@@ -517,6 +523,9 @@ class ModelResult(Record):
     energy: EnergySummary | None = None
     warnings: list[str] = field(default_factory=list)
     traceback: str | None = None
+    #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
+    #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
+    calibration_steps: int | None = None
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
@@ -722,7 +731,12 @@ class HardwareReport(Record):
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
-    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time."""
+    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
+
+    ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
+    files with metadata only) and were skipped; it is left out of the report when there were none."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
 
     source: str
     path: str | None
@@ -734,6 +748,7 @@ class DataProvenance(Record):
     cache_hit: bool
     load_seconds: float
     content_hash: str | None
+    empty_files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -1161,3 +1176,47 @@ class RunReport(Record):
                 "upgrade gpubench to read it"
             )
         return super().from_dict(data, where=where or "report")
+
+
+# --------------------------------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class ModelValidation(Record):
+    """One model's prediction checked against a real training (``python -m gpubench.validate``).
+
+    The real training replays, in a fresh process, every step the benchmark ran for the model with the measured
+    epochs multiplied by ``factor``: ``steps`` optimizer steps in all (calibration, warmup and ``epochs`` epochs of
+    ``steps_per_epoch``), timed as one block from the first step to the last. ``predicted_s`` is the report's
+    estimate of that training (one-off costs plus ``epochs`` × the mean epoch time) and ``lower_s``/``upper_s``
+    its prediction bounds; ``actual_s`` the wall time measured; ``error_pct`` = 100 × (actual − predicted) /
+    predicted. ``status`` is ``ok``, ``failed`` (with ``error``) or ``skipped`` (the report holds no measurement
+    of the model to check).
+    """
+
+    model: str
+    status: str
+    factor: float | None = None
+    batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    predicted_s: float | None = None
+    lower_s: float | None = None
+    upper_s: float | None = None
+    actual_s: float | None = None
+    error_pct: float | None = None
+    inside_bound: bool | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ValidationReport(Record):
+    """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on
+    ``device``, ``factor`` × the measured work each, per model."""
+
+    report_path: str
+    device: str
+    factor: float
+    created_utc: str
+    models: dict[str, ModelValidation] = field(default_factory=dict)

@@ -20,6 +20,7 @@ from gpubench.config import BenchmarkConfig, ExecutionConfig
 from gpubench.model_run import ModelRunContext, run_model
 from gpubench.output import console
 from gpubench.results import ModelResult, WhatIf
+from gpubench.stats.config import ADAPTIVE_OFF
 
 #: Warmup epochs before a what-if's measured epochs: its first epoch holds compilation and allocator growth.
 WHAT_IF_WARMUP_EPOCHS = 1
@@ -97,7 +98,7 @@ def what_if_config(cfg: BenchmarkConfig, name: str, variant: Variant) -> Benchma
         workloads=replace(cfg.workloads, **{name: workload}),
         batch=replace(cfg.batch, search=False, max_step_downs=0),
         epoch=replace(cfg.epoch, min_seconds=cfg.decision.what_if_epoch_seconds),
-        statistics=replace(cfg.statistics, adaptive=False),
+        statistics=replace(cfg.statistics, adaptive=ADAPTIVE_OFF),
         epochs=cfg.decision.what_if_epochs,
         warmup_epochs=WHAT_IF_WARMUP_EPOCHS,
     )

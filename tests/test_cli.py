@@ -130,10 +130,11 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     report = RunReport.from_dict(written)
     assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
     main_keys = key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
-    # Every key main wrote is still written; the only new ones are the decision rule's (issue 11) and the
-    # projection's, the matmul precision and Mamba-2's recompute choice (issue 13).
+    # Every key main wrote is still written; the only new ones are the decision rule's and validate's (issue 11),
+    # and the projection's, the matmul precision and Mamba-2's recompute choice (issue 13).
     assert main_keys <= key_paths(written)
-    rule_keys = {
+    new_keys = {
+        "calibration_steps",
         "estimated_full_training_hours_lower",
         "decision_basis",
         "epochs_to_settle",
@@ -141,7 +142,7 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "relative_margin_floor_applied",
         "drift_margin_hours",
     }
-    rule_keys |= {
+    new_keys |= {
         "matmul_precision",
         "peak_tf32_tflops",
         "launches_per_step",
@@ -157,7 +158,7 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "memory_mb_without_recompute",
     }
     added = key_paths(written) - main_keys
-    assert all(rule_keys & set(path.split(".")) for path in added), added
+    assert all(new_keys & set(path.split(".")) for path in added), added
 
 
 @pytest.mark.slow

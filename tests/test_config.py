@@ -29,7 +29,7 @@ def test_defaults_match_the_design_table():
     assert (cfg.batch.headroom, cfg.batch.target_effective, cfg.batch.max_step_downs) == (0.9, 512, 2)
     assert (cfg.statistics.confidence_level, cfg.statistics.cv_threshold) == (0.95, 0.15)
     assert cfg.statistics.outlier_rule == "mad" and cfg.statistics.target_rel_halfwidth == 0.02
-    assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == (False, 50)
+    assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == ("off", 50)
     assert (cfg.epoch.steps, cfg.epoch.min_seconds) == ("auto", 0.5)
     assert (cfg.execution.precision, cfg.execution.compile) == ("fp32", "false")
     assert (cfg.decision.local_max_hours, cfg.decision.cloud_min_hours) == (24, 48)
@@ -159,7 +159,7 @@ def test_adaptive_measuring_needs_room_for_a_first_stage():
     with pytest.raises(ConfigError) as excinfo:
         typed("statistics=adaptive", f"statistics.max_epochs={MIN_EPOCHS - 1}", "epochs=2")
     assert f"`statistics.max_epochs` = {MIN_EPOCHS - 1}" in str(excinfo.value)
-    assert f">= {MIN_EPOCHS} when statistics.adaptive=true" in str(excinfo.value)
+    assert f">= {MIN_EPOCHS} when statistics.adaptive=precision" in str(excinfo.value)
     enough = typed("statistics=adaptive", f"statistics.max_epochs={MIN_EPOCHS}", "epochs=2")
     assert enough.statistics.max_epochs == MIN_EPOCHS
 

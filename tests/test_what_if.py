@@ -20,6 +20,7 @@ from gpubench.hardware.selection import synchronizer
 from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, run_model
 from gpubench.results import RunReport, WhatIf
+from gpubench.stats.config import ADAPTIVE_OFF
 from gpubench.what_if import matmul_precision, run_what_ifs, variants, what_if_config, what_if_enabled
 
 CATALOG = load_catalog()
@@ -72,7 +73,7 @@ def test_a_what_if_is_a_short_fixed_measurement_at_the_variants_batch(tmp_path):
     knee = next(v for v in variants(_main_with_knee(knee=128), cfg) if v.name == "knee")
     short = what_if_config(cfg, "mlp", knee)
     assert (short.epochs, short.warmup_epochs, short.epoch.min_seconds) == (4, 1, 0.2)
-    assert short.statistics.adaptive is False
+    assert short.statistics.adaptive == ADAPTIVE_OFF
     assert short.batch.search is False and short.batch.max_step_downs == 0
     assert short.workloads.mlp.batch_size == 128
     assert cfg.workloads.mlp.batch_size != 128  # the job's own config is untouched

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from gpubench.config_checks import require, require_choice, require_positive, require_probability
 
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "dbn", "parquet")
+#: How bars of one instrument and time from several publishers (exchanges) are read: see ``DataConfig.publishers``.
+PUBLISHER_MODES: tuple[str, ...] = ("aggregate", "separate")
 
 
 @dataclass
@@ -14,6 +16,13 @@ class DataConfig:
     ``synthetic`` generates DBN files (one per trading day) into ``cache_dir`` and reads them back like a user's
     download; ``dbn`` reads ``path`` (a folder or glob of ``.dbn``/``.dbn.zst`` files); ``parquet`` reads ``path``
     (a Parquet file or folder of them with the bar columns).
+
+    ``publishers`` says what happens when DBN files hold bars of one instrument and minute from several publishers
+    (OPRA options, consolidated US equities: each exchange reports its own bar). ``aggregate`` (the default)
+    combines them into one bar per instrument and time, the consolidated bar a user of one ticker expects: high
+    is the highest high, low the lowest low, volume the sum, open and close the volume-weighted means of the
+    publishers' opens and closes. ``separate`` keeps each publisher's bars as a series of its own, named
+    ``SYMBOL@PUBLISHER`` (e.g. ``AAPL@XNAS.ITCH.XNAS``). Data from a single publisher reads the same either way.
     """
 
     source: str = "synthetic"
@@ -23,6 +32,7 @@ class DataConfig:
     days: int = 20
     start_date: str = "2024-01-02"
     seed: int = 7
+    publishers: str = "aggregate"
     train_fraction: float = 0.8
     volatility_window: int = 30
 
@@ -35,6 +45,7 @@ class DataConfig:
                 self.path,
                 f"a folder or glob of files when data={self.source}",
             )
+        require_choice("data.publishers", self.publishers, PUBLISHER_MODES)
         require(len(self.symbols) > 0, "data.symbols", self.symbols, "a non-empty list")
         require_positive("data.days", self.days)
         require_probability("data.train_fraction", self.train_fraction)
