@@ -25,6 +25,7 @@ from gpubench.measure.batch_search import (
     TrialResult,
     check_headroom,
     choose_batch_size,
+    effective_policy,
     gradient_accumulation_steps,
     is_oom,
     release_device_memory,
@@ -43,14 +44,17 @@ from gpubench.measure.epochs import (
 )
 from gpubench.measure.flops import StepCounts, count_step
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
+from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
 from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import (
     BatchStepDown,
+    CheckpointCost,
     DeviceEpoch,
     EpochTimeStatistics,
+    EvaluationCost,
     ExecutionSettings,
     MemoryProfile,
     MemoryTimeline,
@@ -90,13 +94,20 @@ class ModelRun:
 @dataclass(frozen=True)
 class WorkloadFacts:
     """What a built workload says about itself: FLOPs and kernel launches per step (None where they cannot be
-    counted), samples per step and what a sample is, and its own description for the report."""
+    counted), samples per step and what a sample is, gradient updates per step, and its own description for the
+    report."""
 
     flops_per_step: float | None
     launches_per_step: int | None
     samples_per_step: float
     sample_unit: str
     description: dict[str, Any]
+    updates_per_step: float = 1.0
+
+    @property
+    def updates_per_env_step(self) -> float | None:
+        """Gradient updates per environment step (the update-to-data ratio), for RL workloads; else None."""
+        return self.updates_per_step / self.samples_per_step if self.sample_unit == "env_step" else None
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,8 @@ class Attempt:
     memory_timeline: MemoryTimeline | None
     status: str
     error: str | None
+    evaluation: EvaluationCost | None = None
+    checkpoint: CheckpointCost | None = None
 
 
 # ------------------------------------------------------------------------------------------------ phases
@@ -147,8 +160,15 @@ def _search_enabled(context: ModelRunContext) -> bool:
     return context.device.type == "cuda" if search is None else bool(search)
 
 
+def _policy(name: str, context: ModelRunContext) -> str:
+    """``batch.policy`` as it applies to model ``name`` (``configured`` where the batch is part of the algorithm)."""
+    is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
+    return effective_policy(context.cfg.batch.policy, is_hyperparameter=is_hyperparameter)
+
+
 def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
-    """The largest batch that fits (a search on the GPU), or None to use the workload's configured batch size."""
+    """The batch search's decision (on the GPU): what fits, the throughput curve, and the batch ``batch.policy``
+    times, verified; None without a search (the configured batch size is timed)."""
     if not _search_enabled(context) or context.usable_vram_mb is None:
         return None
 
@@ -161,10 +181,18 @@ def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
         return TrialResult(
             peak_reserved_mb=allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB,
             samples_per_s=workload.samples_per_step * steps / seconds,
+            seconds=seconds,
         )
 
     batch = context.cfg.batch
-    return choose_batch_size(try_batch, batch, context.usable_vram_mb, verify_steps=batch.verify_steps)
+    return choose_batch_size(
+        try_batch,
+        batch,
+        context.usable_vram_mb,
+        policy=_policy(name, context),
+        configured_size=getattr(context.cfg.workloads, name).batch_size,
+        verify_steps=batch.verify_steps,
+    )
 
 
 def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Workload, WorkloadFacts]:
@@ -185,6 +213,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
+        updates_per_step=workload.updates_per_step,
     )
     return workload, facts
 
@@ -290,6 +319,12 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         if cfg.verbose:
             console.model_warnings(name, list(statistics.warnings))
     status, error = _outcome(measurement, context)
+    # The plan's recurring costs, on the workload the epochs timed (after them: a checkpoint of a trained state).
+    plan = cfg.decision.plan
+    evaluation = checkpoint = None
+    if status == "ok":
+        evaluation = None if plan.eval_every_steps is None else measure_evaluation(workload, context.timer)
+        checkpoint = None if plan.checkpoint_every_steps is None else measure_checkpoint(workload, context.timer)
     return Attempt(
         facts=facts,
         measurement=measurement,
@@ -301,6 +336,8 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         memory_timeline=profiler.timeline(),
         status=status,
         error=error,
+        evaluation=evaluation,
+        checkpoint=checkpoint,
     )
 
 
@@ -356,6 +393,10 @@ def _result(
         stability_details=attempt.stability,
         energy=energy_summary(attempt.device_epochs, sizing.steps_per_epoch * attempt.facts.samples_per_step),
         warnings=warnings,
+        updates_per_step=attempt.facts.updates_per_step,
+        updates_per_env_step=attempt.facts.updates_per_env_step,
+        evaluation=attempt.evaluation,
+        checkpoint=attempt.checkpoint,
     )
 
 
@@ -450,14 +491,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         configured = getattr(cfg.workloads, name).batch_size
         if decision is not None and decision.batch_size is None:
             return ModelRun(ModelResult(status="oom", error=decision.message, batch_search=decision.record()), None)
-        if decision is None:
-            batch = TimedBatch(batch_size=configured, gradient_accumulation_steps=1, policy=None)
-        else:
-            is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
-            batch = timed_batch(configured, decision, is_hyperparameter=is_hyperparameter)
-        # Only a batch the search set is stepped down: an RL batch below the fitted cap is the algorithm's own
-        # choice, and changing it would time a different algorithm.
-        chosen_by_search = decision is not None and batch.batch_size == decision.batch_size
+        batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
+        # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
+        # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
+        chosen_by_search = decision is not None and decision.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
             workload, facts = _prepare(name, context, batch.batch_size)

@@ -342,6 +342,8 @@ class BatchTrial(Record):
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
+    #: Wall time of the trial's steps (s); None in reports written before it was recorded.
+    seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -365,7 +367,10 @@ class BatchSearchResult(Record):
     re-verification (it can be smaller). ``throughput_curve`` holds the successful search trials up to
     ``batch_size``, by size; ``knee_size`` is its knee (the smallest size within ``knee_fraction`` of the best
     throughput). ``peak_limit_mb`` is ``batch.headroom`` × usable VRAM. ``trials`` lists search then verification
-    trials in the order they ran.
+    trials in the order they ran. ``policy`` (``batch.policy``) chose ``batch_size`` from the search's answer,
+    ``configured_size`` being the recipe's batch; ``time_limited``: the search stopped once a trial took longer than
+    ``trial_max_seconds`` (s), so ``largest_fitting_size`` is a lower bound. Reports written before the policy
+    existed timed the largest fitting size (``max``).
     """
 
     status: Literal["ok", "oom"]
@@ -386,6 +391,10 @@ class BatchSearchResult(Record):
     trials: list[BatchTrial]
     search_steps: int | None = None
     verify_steps: int | None = None
+    policy: str = "max"
+    configured_size: int | None = None
+    time_limited: bool = False
+    trial_max_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -458,6 +467,26 @@ class Throughput(Record):
     unit: str
 
 
+@dataclass(frozen=True)
+class EvaluationCost(Record):
+    """One evaluation call measured: milliseconds per call of ``samples_per_call`` samples (the mean over a block
+    of ``calls_timed`` calls)."""
+
+    ms_per_call: float
+    samples_per_call: float
+    calls_timed: int
+
+
+@dataclass(frozen=True)
+class CheckpointCost(Record):
+    """One checkpoint measured: milliseconds per ``torch.save`` of the model and optimizer state (the mean of
+    ``saves_timed`` saves), and the file's size in MB."""
+
+    ms_per_save: float
+    size_mb: float
+    saves_timed: int
+
+
 # --------------------------------------------------------------------------------------------------- one model
 
 
@@ -490,6 +519,10 @@ class ModelResult(Record):
         "traceback",
         "calibration_steps",
         "launches_per_step",
+        "updates_per_step",
+        "updates_per_env_step",
+        "evaluation",
+        "checkpoint",
     )
 
     status: ModelStatus = "ok"
@@ -526,6 +559,11 @@ class ModelResult(Record):
     #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
     #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
     calibration_steps: int | None = None
+    #: Gradient updates per workload step; for RL also per environment step (the update-to-data ratio).
+    updates_per_step: float | None = None
+    updates_per_env_step: float | None = None
+    evaluation: EvaluationCost | None = None
+    checkpoint: CheckpointCost | None = None
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
@@ -819,6 +857,19 @@ class StepSplit(Record):
 
 
 @dataclass(frozen=True)
+class BatchWhatIf(Record):
+    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s``, the throughput one short
+    search trial of ``trial_steps`` steps measured at ``batch_size`` (steps only: no warmup, evaluation or
+    checkpoints). ``label`` says which point it is (``knee``, ``largest fitting``, or empty)."""
+
+    batch_size: int
+    samples_per_s: float
+    plan_hours: float
+    trial_steps: int | None
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class ModelEstimate(Record):
     """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
 
@@ -831,6 +882,12 @@ class ModelEstimate(Record):
     ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
     was flagged); ``relative_margin_floor_applied`` whether the margin is the floor on its relative size rather
     than the measured one. The three are None in reports written before they existed (and left out of the dict).
+
+    The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
+    ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.
+    ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
+    ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
+    is the plan's time at each batch the search measured. All are None (or empty) in older reports.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -839,6 +896,15 @@ class ModelEstimate(Record):
         "relative_margin_floor_applied",
         "projected_onto",
         "measured_step_ms",
+        "plan_steps",
+        "plan_updates",
+        "updates_per_env_step",
+        "eval_passes",
+        "eval_pass_seconds",
+        "checkpoints",
+        "checkpoint_seconds",
+        "recurring_seconds",
+        "batch_what_ifs",
     )
 
     status: str | None
@@ -870,6 +936,15 @@ class ModelEstimate(Record):
     relative_margin_floor_applied: bool | None = None
     projected_onto: str | None = None
     measured_step_ms: float | None = None
+    plan_steps: float | None = None
+    plan_updates: float | None = None
+    updates_per_env_step: float | None = None
+    eval_passes: int | None = None
+    eval_pass_seconds: float | None = None
+    checkpoints: int | None = None
+    checkpoint_seconds: float | None = None
+    recurring_seconds: float | None = None
+    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.

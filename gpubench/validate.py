@@ -135,7 +135,7 @@ def plan_check(name: str, result, factor: float, config_path: Path, plan):
     """The replay of model ``name`` at ``factor`` × its measured work, and the report's prediction of it: (spec,
     estimate for K·n planned epochs, from the job's training ``plan`` with its planned epochs replaced); or a
     skipped :class:`~gpubench.results.ModelValidation` saying why."""
-    from gpubench.decision.estimate import estimate_training_time
+    from gpubench.decision.estimate import RecurringPlan, estimate_training_time
 
     if result.status != "ok" or result.statistics is None:
         return _skipped(name, f"status {result.status}: nothing measured to check")
@@ -148,8 +148,9 @@ def plan_check(name: str, result, factor: float, config_path: Path, plan):
         estimate = estimate_training_time(name, result, plan)
     except ValueError as exc:
         return _skipped(name, f"no estimate to check: {exc}")
-    # The job's plan gives the estimate its form; the replay's length replaces the planned training's.
-    estimate = replace(estimate, planned_epochs=float(epochs))
+    # The job's plan gives the estimate its form; the replay's length replaces the planned training's, and the replay
+    # trains without the plan's validation passes and checkpoints, so their measured costs are left out.
+    estimate = replace(estimate, planned_epochs=float(epochs), recurring=RecurringPlan())
     spec = ReplaySpec(
         config_path=str(config_path),
         model=name,

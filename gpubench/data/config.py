@@ -15,7 +15,8 @@ class DataConfig:
 
     ``synthetic`` generates DBN files (one per trading day) into ``cache_dir`` and reads them back like a user's
     download; ``dbn`` reads ``path`` (a folder or glob of ``.dbn``/``.dbn.zst`` files); ``parquet`` reads ``path``
-    (a Parquet file or folder of them with the bar columns).
+    (a Parquet file or folder of them with the bar columns). ``feature_count`` columns are built per bar: the nine
+    base features, and beyond them window statistics (``gpubench/data/features.py``; the seed's TFT-225 has 225).
 
     ``publishers`` says what happens when DBN files hold bars of one instrument and minute from several publishers
     (OPRA options, consolidated US equities: each exchange reports its own bar). ``aggregate`` (the default)
@@ -35,6 +36,7 @@ class DataConfig:
     publishers: str = "aggregate"
     train_fraction: float = 0.8
     volatility_window: int = 30
+    feature_count: int = 9
 
     def __post_init__(self) -> None:
         require_choice("data.source", self.source, DATA_SOURCES)
@@ -50,3 +52,9 @@ class DataConfig:
         require_positive("data.days", self.days)
         require_probability("data.train_fraction", self.train_fraction)
         require(self.volatility_window >= 2, "data.volatility_window", self.volatility_window, ">= 2")
+        require(
+            self.feature_count >= 9,
+            "data.feature_count",
+            self.feature_count,
+            ">= 9 (the base features; more add window statistics, gpubench/data/features.py)",
+        )

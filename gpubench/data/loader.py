@@ -119,5 +119,6 @@ def load_features(data_cfg: DataConfig, device: torch.device | str) -> tuple[Fea
         train_fraction=data_cfg.train_fraction,
         volatility_window=data_cfg.volatility_window,
         device=device,
+        feature_count=data_cfg.feature_count,
     )
     return features, provenance

@@ -19,6 +19,12 @@ class TrainingPlanConfig:
     seed's dataset: 360 trading days of 390 one-minute bars (a US equity session) of one symbol, 50 passes.
     RL models (unit ``env_step``) train ``env_steps[model]`` environment steps. The defaults are each model's entry
     in :data:`gpubench.models.MODELS`.
+
+    Recurring costs, measured and added to the plan: a validation pass every ``eval_every_steps`` gradient updates
+    (a supervised pass covers ``eval_fraction`` of one pass's windows: 0.25 is the validation fifth of an 80/20
+    split against its training four fifths; an RL evaluation is ``eval_env_steps`` greedy environment steps, five
+    episodes of the default 1,024 steps as Stable-Baselines3's EvalCallback runs five), and a checkpoint of model
+    and optimizer every ``checkpoint_every_steps`` updates. Null turns either off.
     """
 
     trading_days: int = 360
@@ -30,6 +36,10 @@ class TrainingPlanConfig:
     env_steps: dict[str, float] = field(
         default_factory=lambda: {spec.name: spec.plan_env_steps for spec in MODELS if spec.plan_env_steps is not None}
     )
+    eval_every_steps: int | None = 10_000
+    checkpoint_every_steps: int | None = 50_000
+    eval_fraction: float = 0.25
+    eval_env_steps: float = 5_120
 
     def __post_init__(self) -> None:
         for key in ("trading_days", "bars_per_day", "symbols"):
@@ -37,6 +47,12 @@ class TrainingPlanConfig:
         for group in ("passes", "env_steps"):
             for name, value in getattr(self, group).items():
                 require_positive(f"decision.plan.{group}.{name}", value)
+        for key in ("eval_every_steps", "checkpoint_every_steps"):
+            value = getattr(self, key)
+            if value is not None:
+                require(value >= 1, f"decision.plan.{key}", value, "a positive number of updates, or null (off)")
+        require_positive("decision.plan.eval_fraction", self.eval_fraction)
+        require_positive("decision.plan.eval_env_steps", self.eval_env_steps)
 
     @property
     def windows_per_pass(self) -> int:
