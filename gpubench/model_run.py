@@ -98,11 +98,11 @@ class WorkloadFacts:
     report."""
 
     flops_per_step: float | None
-    launches_per_step: int | None
     samples_per_step: float
     sample_unit: str
     description: dict[str, Any]
     updates_per_step: float = 1.0
+    launches_per_step: int | None = None
 
     @property
     def updates_per_env_step(self) -> float | None:
