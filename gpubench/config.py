@@ -126,6 +126,8 @@ class BenchmarkConfig:
             )
         require(bool(self.output), "output", self.output, "a file path for the JSON report")
         require(math.isfinite(float(self.seed)), "seed", self.seed, "an integer")
+        if "custom" in self.model_names:
+            self.workloads.custom.check_runnable(self.execution.precision, self.execution.compile)
 
     @property
     def model_names(self) -> list[str]:

@@ -17,6 +17,7 @@ import torch
 from gpubench.config import BenchmarkConfig
 from gpubench.data.tensors import FeatureTensors
 from gpubench.decision.rule import epochs_to_settle_decision
+from gpubench.errors import GpubenchError
 from gpubench.hardware.monitor import THERMAL_STOP, DeviceMonitor, energy_summary
 from gpubench.measure.batch_search import (
     BatchDecision,
@@ -521,6 +522,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
             warnings.append(attempt.headroom.warning)
             console.notice(f"{name}: {attempt.headroom.warning}")
         return ModelRun(_result(attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
+    except GpubenchError:
+        # Bad input found while running (a user's build function that raises or returns no step): nothing can be
+        # measured, and it is the user's to fix, so it ends the job as bad input (exit 2), not as a model failure.
+        raise
     except Exception as exc:
         timeline = None if attempt is None else attempt.memory_timeline
         return ModelRun(_failed_result(exc, batch, decision, step_downs, facts, context), timeline)

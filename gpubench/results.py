@@ -301,9 +301,10 @@ class StabilityReport(Record):
 
     ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
     (exploding or vanishing gradient norms, or an INCREASING loss trend), STABLE, or NOT_CHECKED
-    (``stability.enabled=false``). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean loss per
-    epoch) use the epochs with a finite mean loss and are None with fewer than two. Totals are step counts, None
-    when not checked; ``first_nonfinite_epoch`` is the 0-based index of the first epoch with a NaN/Inf.
+    (``stability.enabled=false``, or steps that reported neither a loss nor a gradient norm: a ``model=custom``
+    step may return no loss). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean loss per epoch)
+    use the epochs with a finite mean loss and are None with fewer than two. Totals are step counts, None when not
+    checked; ``first_nonfinite_epoch`` is the 0-based index of the first epoch with a NaN/Inf.
     """
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]

@@ -41,10 +41,11 @@ class StepResult:
     """What one training step reports, as device tensors (reading them on the host is a sync point).
 
     The stability monitor keeps these tensors and reads them steps later, so a workload must return tensors it
-    will not write again (fresh results, or clones of a buffer it reuses).
+    will not write again (fresh results, or clones of a buffer it reuses). ``loss`` is None only for a workload
+    that cannot see its loss (a user's step that returns none): the monitor then checks no loss for that step.
     """
 
-    loss: torch.Tensor
+    loss: torch.Tensor | None
     grad_norm: torch.Tensor | None
 
 

@@ -98,11 +98,16 @@ def test_an_unset_environment_variable_leaves_the_schema_default(monkeypatch):
 
 def test_each_model_default_comes_from_its_registry_entry():
     cfg = typed()
+    plan = cfg.decision.plan
     for spec in MODELS:
-        assert cfg.decision.memory_budget_mb[spec.name] == spec.memory_budget_mb
-        plan = cfg.decision.plan.passes if spec.plan_passes is not None else cfg.decision.plan.env_steps
-        assert plan[spec.name] == (spec.plan_passes if spec.plan_passes is not None else spec.plan_env_steps)
+        assert cfg.decision.memory_budget_mb.get(spec.name) == spec.memory_budget_mb
+        assert plan.passes.get(spec.name) == spec.plan_passes and plan.env_steps.get(spec.name) == spec.plan_env_steps
+        # A plan in samples is the user's to state (null until then), for every model.
+        assert plan.samples[spec.name] is None
         assert isinstance(getattr(cfg.workloads, spec.name), spec.config)
+    # The user's own model has no budget or plan gpubench could know.
+    assert "custom" not in cfg.decision.memory_budget_mb
+    assert "custom" not in plan.passes and "custom" not in plan.env_steps
 
 
 def test_quick_experiment_is_small():

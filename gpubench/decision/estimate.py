@@ -33,6 +33,9 @@ def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -
 
     Raises ValueError when the plan has no entry for the model (or the unit is unknown).
     """
+    if plan.samples.get(name) is not None:
+        samples = float(plan.samples[name])
+        return samples, f"{samples:,.0f} {sample_unit or 'sample'}s (decision.plan.samples.{name})"
     if sample_unit == "env_step" and name in plan.env_steps:
         steps = float(plan.env_steps[name])
         return steps, f"{steps:,.0f} environment steps"
@@ -44,7 +47,7 @@ def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -
             f"= {windows:,.0f} windows"
         )
         return windows, basis
-    group = "env_steps" if sample_unit == "env_step" else "passes"
+    group = {"env_step": "env_steps", "window": "passes"}.get(sample_unit or "", "samples")
     raise ValueError(f"no training plan for {name} ({sample_unit} samples): set decision.plan.{group}.{name}")
 
 
@@ -319,7 +322,7 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
     throughput, steps_per_epoch = result.samples_per_second, result.steps_per_epoch
     if stats is None or samples_per_epoch is None or step_ms is None or throughput is None or not steps_per_epoch:
         raise ValueError("no epoch-time statistics (fewer than two measured epochs)")
-    # plan_samples accepts only the units it knows: past it, the unit is one of them.
+    # plan_samples accepts only a plan it has: past it, the samples are counted in the result's unit.
     samples, basis = plan_samples(name, result.sample_unit, plan)
     calibration_s = result.calibration_seconds
     if calibration_s is None:
