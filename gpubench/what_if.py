@@ -18,6 +18,7 @@ import torch
 
 from gpubench.config import BenchmarkConfig, ExecutionConfig
 from gpubench.model_run import ModelRunContext, run_model
+from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import ModelResult, WhatIf
 from gpubench.stats.config import ADAPTIVE_OFF
@@ -120,7 +121,11 @@ def run_what_ifs(name: str, context: ModelRunContext, main: ModelResult) -> list
     fails is recorded with its status and error, and the next one still runs."""
     cfg = context.cfg
     records = []
+    # An RL model's (or the user's) batch is the algorithm's own: timing it at the knee would time another training.
+    batch_is_recipe = workload_class(name).batch_size_is_hyperparameter
     for variant in variants(main, cfg):
+        if variant.name == "knee" and batch_is_recipe:
+            continue
         console.notice(f"{name}: what-if {variant.description}")
         variant_cfg = what_if_config(cfg, name, variant)
         with matmul_precision(variant.execution.matmul_precision):

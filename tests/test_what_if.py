@@ -211,3 +211,22 @@ def test_bad_what_if_and_matmul_keys_exit_2_naming_the_key(tmp_path, args, expec
     assert completed.returncode == 2
     assert expected in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("rl_model", ["dqn", "ppo"])
+def test_an_rl_model_gets_no_knee_what_if(tmp_path, learnable_features, rl_model):
+    # On the H200 the knee what-if of ppo (whose config has no batch_size) ended the default run with a TypeError;
+    # an RL batch is the algorithm's own, so the knee is not offered.
+    cfg = _cfg(tmp_path, f"model={rl_model}", "decision.what_if_variants=[knee]")
+    device = torch.device("cpu")
+    context = ModelRunContext(
+        cfg=cfg,
+        device=device,
+        features=learnable_features,
+        timer=BlockTimer(synchronizer(device)),
+        usable_vram_mb=None,
+        reference_sm_clock_mhz=None,
+    )
+    main = _main_with_knee(knee=128)
+    assert [v.name for v in variants(main, cfg)] == ["knee"]
+    assert run_what_ifs(rl_model, context, main) == []
