@@ -12,7 +12,7 @@ sets it for its own run and restores the job's setting after.
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -92,7 +92,11 @@ def variants(main: ModelResult, cfg: BenchmarkConfig) -> list[Variant]:
 
 def what_if_config(cfg: BenchmarkConfig, name: str, variant: Variant) -> BenchmarkConfig:
     """The job's config for measuring ``variant`` of model ``name`` briefly (see the module docstring)."""
-    workload = replace(getattr(cfg.workloads, name), batch_size=variant.batch_size)
+    workload = getattr(cfg.workloads, name)
+    # Only a model whose config sets a batch size gets the variant's (PPO's is a property of its rollout, envs x
+    # steps, not a field).
+    if "batch_size" in {f.name for f in fields(workload)}:
+        workload = replace(workload, batch_size=variant.batch_size)
     return replace(
         cfg,
         execution=variant.execution,

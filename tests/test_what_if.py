@@ -230,3 +230,11 @@ def test_an_rl_model_gets_no_knee_what_if(tmp_path, learnable_features, rl_model
     main = _main_with_knee(knee=128)
     assert [v.name for v in variants(main, cfg)] == ["knee"]
     assert run_what_ifs(rl_model, context, main) == []
+
+
+def test_ppo_whose_config_has_no_batch_size_is_measured_in_a_variant(tmp_path, learnable_features):
+    # On the H200 every what-if of ppo ended the default run: the variant's config set a batch_size its config lacks.
+    cfg = _cfg(tmp_path, "model=ppo", "decision.what_if_variants=[tf32]", "decision.what_if_epochs=2")
+    variant_cfg = what_if_config(cfg, "ppo", variants(_main_with_knee(knee=None), cfg)[0])
+    assert variant_cfg.workloads.ppo == cfg.workloads.ppo
+    assert variant_cfg.execution.matmul_precision == "high"

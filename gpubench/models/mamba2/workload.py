@@ -43,11 +43,12 @@ A_INIT_MAX = 16.0
 #: RMSNorm epsilon, added to the mean square.
 RMS_EPS = 1e-5
 
-#: How much more than :meth:`Mamba2Workload.estimated_memory_mb_without_recompute` a step may really take: the
-#: estimate is held within 0.6-1.5x of the measured peak (tests/gpu/test_projection_gpu.py), so the peak can be up to
-#: 1/0.6 of it. On the H200 under the RTX 3050 Ti's cap, keeping the scan at batch 32 (estimate and search trial
-#: under the cap) grew to 3,120 MB over 20 steps against a 3,078 MB limit, and no batch passed verification.
-ESTIMATE_ERROR_ALLOWANCE = 1 / 0.6
+#: How much more than :meth:`Mamba2Workload.estimated_memory_mb_without_recompute` a step may really take. The
+#: estimate counts the saved activations, weights, gradients and AdamW state, not the backward's transient tensors
+#: or the allocator's fragmentation. On the H200 under the RTX 3050 Ti's cap the scan was kept at batch 32 although
+#: the allowance then in force (1/0.6) put the estimate under the usable 3,420 MB, and the step grew to 3,120 MB
+#: over 20 steps against a 3,078 MB limit: the peak was over 1.5x the estimate. Twice the estimate covers that.
+ESTIMATE_ERROR_ALLOWANCE = 2.0
 
 
 # --------------------------------------------------------------------------------------------------- SSD scans
