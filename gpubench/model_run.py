@@ -8,6 +8,7 @@ error (and whatever its completed phases established), so the next model still r
 """
 
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,11 +51,16 @@ from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
 
+#: A job's per-epoch hook: (model name, phase ``warmup`` or ``measured``, epoch number from 1, seconds, mean loss or
+#: None), called after each epoch's timed block (the MLflow run streams epochs through it).
+EpochObserver = Callable[[str, str, int, float, float | None], None]
+
 
 @dataclass(frozen=True)
 class ModelRunContext:
     """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
-    None on the CPU) and the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with."""
+    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, and an
+    optional per-epoch hook (:data:`EpochObserver`)."""
 
     cfg: BenchmarkConfig
     device: torch.device
@@ -62,6 +68,7 @@ class ModelRunContext:
     timer: BlockTimer
     usable_vram_mb: float | None
     reference_sm_clock_mhz: float | None
+    epoch_observer: EpochObserver | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +204,14 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         sampler=cfg.memory.sampler,
     )
     device_monitor = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
-    with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as on_epoch:
+    with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as show_epoch:
+        observer = context.epoch_observer
+
+        def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+            show_epoch(phase, number, planned, seconds, loss)
+            if observer is not None:
+                observer(name, phase, number, seconds, loss)
+
         measurement = measure_workload(
             workload,
             timer=context.timer,

@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpubench.redact import redact
 from gpubench.results import RunReport
 
 _stderr = Console(stderr=True, highlight=False)
@@ -21,13 +23,14 @@ _stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def notice(message: str) -> None:
-    """A one-line notice (device fallback, tracking problems), on stderr."""
-    _stderr.print(f"[yellow]gpubench:[/yellow] {message}")
+    """A notice (device fallback, tracking problems), on stderr, credentials redacted; soft-wrapped, so that a log
+    holds it as one line, and escaped, so that brackets in it (``[Errno 111]``) are not read as markup."""
+    _stderr.print(f"[yellow]gpubench:[/yellow] {escape(redact(message))}", soft_wrap=True)
 
 
 def error(message: str) -> None:
-    """The one-paragraph error shown before a non-zero exit, on stderr."""
-    _stderr.print(f"[bold red]gpubench: error:[/bold red] {message}", soft_wrap=True)
+    """The one-paragraph error shown before a non-zero exit, on stderr, credentials redacted."""
+    _stderr.print(f"[bold red]gpubench: error:[/bold red] {escape(redact(message))}", soft_wrap=True)
 
 
 #: The per-epoch callback of :func:`model_progress`: (phase, epoch number from 1, planned epochs in that phase,
