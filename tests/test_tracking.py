@@ -63,7 +63,7 @@ def test_unreachable_store_returns_a_warning_instead_of_raising(tmp_path):
     config = TrackingConfig(uri=f"sqlite:///{blocker}/sub/mlflow.db", artifact_location=str(tmp_path / "a"))
     outcome = log_run(config, RunRecord(run_name="x", metrics={"m": 1.0}))
     assert outcome.run_id is None
-    assert outcome.warning and "tracking" in outcome.warning and "report was still written" in outcome.warning
+    assert outcome.warning and "tracking" in outcome.warning and "report is still written" in outcome.warning
 
 
 def test_disabled_tracking_logs_nothing(tmp_path):

@@ -21,7 +21,7 @@ on every batch), and the JSON report is written regardless.
   holds no runs is moved aside and created anew; one that holds runs is reported with the tables and the fix.
 * **Unreachable servers.** MLflow retries an HTTP request 7 times with exponential backoff (about 4 minutes on a
   closed port). Unless the user set them, :func:`bound_http_retries` sets MLflow's own environment variables for
-  this process: :data:`HTTP_RETRY_DEFAULTS` (2 retries, 0.5 s backoff, 5 s timeout), so a refused connection fails
+  this process: :data:`HTTP_RETRY_DEFAULTS` (2 retries, backoff factor 1 s, 5 s timeout), so a refused connection fails
   in seconds.
 * **Credentials.** The configured URI is used as given (MLflow needs its credentials); every param, tag and warning
   passes through :func:`gpubench.redact.redact` first.
@@ -74,7 +74,7 @@ STORE_LOCK_TIMEOUT_S = 120.0
 #: MLflow's HTTP retry settings (its environment variables) for this process, where the user has not set them.
 HTTP_RETRY_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0.5",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
 }
@@ -637,10 +637,13 @@ def prepare_store(config: TrackingConfig) -> str | None:
 
 
 def quiet_store_logs() -> None:
-    """Silence MLflow's SQLite schema set-up and migrations, logged at INFO, and SQLAlchemy's warnings about
-    MLflow's own deprecated loader options: neither is the user's concern."""
+    """Silence MLflow's SQLite schema set-up and migrations, logged at INFO, SQLAlchemy's warnings about MLflow's own
+    deprecated loader options, and urllib3's retry warnings: none is the user's concern."""
     for logger_name in ("alembic", "mlflow.store.db.utils"):
         logging.getLogger(logger_name).setLevel(logging.WARNING)
+    # urllib3 logs each retry of an unreachable server at WARNING (on stdout, through Hydra's console handler); the
+    # one tracking warning says what failed.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")
 
 
