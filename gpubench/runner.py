@@ -10,6 +10,7 @@ gets a status and an error and the next model still runs; an interrupted run lea
 import os
 import platform
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -63,11 +64,19 @@ class CompletedRun:
 class Runner:
     """Runs one job: every selected model on one device, writing the report as results complete."""
 
-    def __init__(self, cfg: BenchmarkConfig, context: RunContext, epoch_observer: EpochObserver | None = None) -> None:
+    def __init__(
+        self,
+        cfg: BenchmarkConfig,
+        context: RunContext,
+        epoch_observer: EpochObserver | None = None,
+        model_observer: Callable[[str], None] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.context = context
-        #: Called after every epoch of every model (the live MLflow run), or None.
+        #: Called after every epoch of every model, and with each model's name once its section is on disk (the live
+        #: MLflow run streams epochs through the first and sends each model's batch from the second); or None.
         self.epoch_observer = epoch_observer
+        self.model_observer = model_observer
         self.writer = ReportWriter(cfg.output)
         self.device, device_notice = resolve_device(cfg.hardware)
         if device_notice:
@@ -103,6 +112,8 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
+                if self.model_observer is not None:
+                    self.model_observer(name)
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
@@ -221,7 +232,7 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     for message in live.new_messages():
         console.notice(message)
     try:
-        runner = Runner(cfg, context, epoch_observer=live.on_epoch)
+        runner = Runner(cfg, context, epoch_observer=live.on_epoch, model_observer=live.end_model)
         completed = runner.run()
     # Whatever ends the job early (an interrupt, a signal turned into an exception, bad input, a bug), the MLflow run
     # must not stay RUNNING: it ends with the partial report, and the exception goes on to the entry point.

@@ -404,10 +404,11 @@ class LiveRun:
     """One job's MLflow run, open while the job runs (see the module docstring); never raises for tracking failures.
 
     :meth:`start` creates the run; :meth:`on_epoch` is the measurement loop's per-epoch hook (it buffers, and sends
-    a batch when the model changes or :data:`FLUSH_INTERVAL_S` has passed: between epochs, outside their timed
-    blocks); :meth:`finish` logs the job's record and ends the run. After a batch step-down (GPU) the streamed series
-    holds every measured epoch of every attempt in order, the report's ``raw_epoch_times_ms`` the final attempt's.
-    The first failure ends logging; :meth:`new_messages` hands out that warning (and any store repair notice) once.
+    a batch when :data:`FLUSH_INTERVAL_S` has passed: between epochs, outside their timed blocks); :meth:`end_model`
+    sends a model's remaining epochs when it ends; :meth:`finish` logs the job's record and ends the run. After a
+    batch step-down (GPU) the streamed series holds every measured epoch of every attempt in order, the report's
+    ``raw_epoch_times_ms`` the final attempt's. The first failure ends logging; :meth:`new_messages` hands out that
+    warning (and any store repair notice) once.
     """
 
     def __init__(
@@ -481,6 +482,10 @@ class LiveRun:
         if self._clock() - self._last_flush >= self._flush_interval_s:
             self.flush()
 
+    def end_model(self, model: str) -> None:
+        """``model`` has finished: send its buffered epochs now."""
+        self.flush()
+
     def flush(self) -> None:
         """Send the buffered epochs now (one ``log_batch`` per 1000)."""
         pending, self._pending = self._pending, []
@@ -542,7 +547,8 @@ class LiveRun:
             # A non-finite value is skipped; the others keep their epoch index as the step.
             entries += [(key, float(value), now_ms, step) for step, value in enumerate(values) if _is_finite(value)]
         tags = [RunTag(key, redact(str(value))) for key, value in record.tags.items()]
-        self._send_metrics(entries)
+        if entries:
+            self._send_metrics(entries)
         with store_lock(self.config.uri):
             for chunk in _chunks(tags, _MAX_PARAMS_PER_BATCH):
                 self._client.log_batch(self.run_id, tags=list(chunk), synchronous=True)
