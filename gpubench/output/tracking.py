@@ -359,8 +359,8 @@ def _open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
     state = read_sqlite_state(database) if database is not None else None
     # A client bound to the URI, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in os.environ,
     # which every later job and child process would inherit as its default store.
-    client = MlflowClient(tracking_uri=config.uri)
     try:
+        client = MlflowClient(tracking_uri=config.uri)
         experiment_id = _experiment_id(client, config)
     except Exception as exc:
         if database is not None and state is not None and state.leftover_tables:
