@@ -99,9 +99,10 @@ def _interval(interval: tuple[float, float] | None) -> str:
 
 
 def _t_interval_column(report: RunReport) -> str:
-    """The t interval's column header at the configured level (every model of a run shares it)."""
+    """The t interval's column header at the configured level (every model of a run shares it), to as many digits
+    as it has: ``99.5% CI (t)``, where a whole percent would round it to 100%."""
     levels = [result.statistics.confidence_level for result in report.models.values() if result.statistics]
-    return f"{levels[0]:.0%} CI (t)" if levels else "CI (t)"
+    return f"{levels[0] * 100:g}% CI (t)" if levels else "CI (t)"
 
 
 def print_summary(report: RunReport, report_path: str) -> None:

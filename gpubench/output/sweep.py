@@ -340,10 +340,15 @@ def _interval(low: Any, high: Any) -> str:
 
 
 def _hours(estimate: Any, low: Any, high: Any) -> str:
-    """The estimate with its bounds, ``12.3 (10.1–15.2)``; '–' without an estimate."""
+    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``: reports
+    written before the lower bound existed); '–' without an estimate."""
     if estimate is None:
         return "–"
-    return f"{estimate:.4g}" + ("" if low is None or high is None else f" ({low:.4g}–{high:.4g})")
+    if low is not None and high is not None:
+        return f"{estimate:.4g} ({low:.4g}–{high:.4g})"
+    if high is not None:
+        return f"{estimate:.4g} (≤ {high:.4g})"
+    return f"{estimate:.4g}" + ("" if low is None else f" (≥ {low:.4g})")
 
 
 def _markdown(
