@@ -16,11 +16,12 @@ from typing import Any
 MASK = "***"
 
 # scheme://userinfo@ — the user info stops at the first '/', '@' or whitespace (a password's own '@' or '/' must be
-# percent-encoded in a URL); quotes end it too, so a URL inside a repr or YAML string is found.
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+# percent-encoded in a URL); quotes end it too, so a URL inside a repr or YAML string is found. Hydra writes a sweep's
+# override values with ':' and '=' escaped (``http\://alice\:pw@host``), so a backslash may precede them.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*\\*://)(?P<userinfo>[^/@\s'\"]+)@")
 _SECRET_QUERY = re.compile(
     r"(?P<name>[?&;](?:[\w.\-]*?(?:token|password|passwd|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|"
-    r"signature|sig|credential|auth)[\w.\-]*)=)(?P<value>[^&#\s'\"]+)",
+    r"signature|sig|credential|auth)[\w.\-]*)\\*=)(?P<value>[^&#\s'\"]+)",
     re.IGNORECASE,
 )
 
@@ -49,22 +50,26 @@ def redact_tree(value: Any) -> Any:
     return value
 
 
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts each record's message (with its arguments merged in) before it is emitted.
+def _redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    message = record.getMessage()
+    clean = redact(message)
+    if clean != message:
+        record.msg, record.args = clean, None
+    return record
 
-    Installed on handlers, not loggers: a logger's filters do not see records propagated from its children.
+
+def install_log_redaction() -> None:
+    """Redact every log record of this process as it is created, once: wraps the log record factory.
+
+    Not a filter on handlers: Hydra's launchers reconfigure logging (new handlers) just before they log each job's
+    overrides (``#0 : tracking.uri=http://user:password@host``), and a logger's filters miss its children's records.
     """
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "gpubench_redacts", False):
+        return
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        clean = redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        return True
+    def redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return _redact_record(factory(*args, **kwargs))
 
-
-def redact_logging_handlers(logger: logging.Logger | None = None) -> None:
-    """Add a :class:`RedactingFilter` to every handler of ``logger`` (the root logger by default), once."""
-    for handler in (logger or logging.getLogger()).handlers:
-        if not any(isinstance(existing, RedactingFilter) for existing in handler.filters):
-            handler.addFilter(RedactingFilter())
+    redacting_factory.gpubench_redacts = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(redacting_factory)

@@ -32,7 +32,7 @@ from gpubench.model_run import EpochObserver, ModelRunContext, run_model
 from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
-from gpubench.redact import redact, redact_logging_handlers
+from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, RunInfo, RunReport
 
 
@@ -215,8 +215,8 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     resolved config are written with credentials redacted.
     """
     redact_hydra_files(context)
-    # Hydra set up this job's logging (console, <job>.log) just before calling it.
-    redact_logging_handlers()
+    # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
+    install_log_redaction()
     config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
     resolved_path = context.run_dir / "config_resolved.yaml"
     resolved_path.parent.mkdir(parents=True, exist_ok=True)

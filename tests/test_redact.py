@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from gpubench.redact import RedactingFilter, redact, redact_tree
+from gpubench.redact import install_log_redaction, redact, redact_tree
 
 
 @pytest.mark.parametrize(
@@ -19,6 +19,9 @@ from gpubench.redact import RedactingFilter, redact, redact_tree
         ("https://host/x?a=1&api_key=SECRET#frag", "https://host/x?a=1&api_key=***#frag"),
         ("s3://b/k?X-Amz-Signature=abc123&X-Amz-Credential=AKIA", "s3://b/k?X-Amz-Signature=***&X-Amz-Credential=***"),
         ("uri: 'http://a:b@h:1' and \"http://c:d@h:2\"", "uri: 'http://a:***@h:1' and \"http://c:***@h:2\""),
+        # Hydra's escaped form of a sweep's override value.
+        ("tracking.uri=http\\://alice\\:SECRET@127.0.0.1\\:5000", "tracking.uri=http\\://alice\\:***@127.0.0.1\\:5000"),
+        ("https\\://h/x?token\\=SECRET", "https\\://h/x?token\\=***"),
         # Nothing secret: unchanged.
         ("sqlite:///mlruns/mlflow.db", "sqlite:///mlruns/mlflow.db"),
         ("sqlite:////home/a@b/mlflow.db", "sqlite:////home/a@b/mlflow.db"),
@@ -37,6 +40,14 @@ def test_redact_tree_reaches_every_string_and_keeps_the_shape():
     }
 
 
-def test_the_logging_filter_redacts_the_formatted_message():
-    record = logging.LogRecord("hydra", logging.INFO, __file__, 1, "\t#%d : %s", (0, "tracking.uri=http://a:S@h"), None)
-    assert RedactingFilter().filter(record) and record.getMessage() == "\t#0 : tracking.uri=http://a:***@h"
+def test_log_records_are_redacted_as_they_are_created(monkeypatch):
+    original = logging.getLogRecordFactory()
+    monkeypatch.setattr(logging, "_logRecordFactory", original)  # the factory is restored after the test
+    install_log_redaction()
+    installed = logging.getLogRecordFactory()
+    install_log_redaction()  # once only: the factory is not wrapped twice
+    assert logging.getLogRecordFactory() is installed is not original
+    record = logging.getLogger("hydra.launcher").makeRecord(
+        "hydra.launcher", logging.INFO, __file__, 1, "\t#%d : %s", (0, "tracking.uri=http\\://a\\:S@h"), None
+    )
+    assert record.getMessage() == "\t#0 : tracking.uri=http\\://a\\:***@h"

@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpubench.output import console, tracking
 from gpubench.output.config import TrackingConfig
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
-from gpubench.redact import redact, redact_logging_handlers
+from gpubench.redact import install_log_redaction, redact
 from gpubench.results import ModelResult, RunReport
 
 #: The per-job summary, in each job's output folder.
@@ -497,9 +497,9 @@ class SweepSummaryCallback(Callback):
         # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
         self._pending_config = config
         atexit.register(self._finish, aborted=True)
-        # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): redact
-        # what Hydra's handlers (console and the sweep's log file) emit.
-        redact_logging_handlers()
+        # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): every log
+        # record of this process is redacted from now on.
+        install_log_redaction()
         tracking_config = _tracking_config(config)
         warning = tracking.prepare_store(tracking_config) if tracking_config is not None else None
         if warning:
