@@ -106,3 +106,38 @@ def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tmp_path, ca
     )
     experiment = client.get_experiment(run.info.experiment_id)
     assert experiment.artifact_location == (tmp_path / "mlruns" / "artifacts").as_uri()
+
+
+def test_ctrl_c_ends_the_mlflow_run_killed_with_the_partial_report(tmp_path, cache_dir):
+    import signal
+
+    from mlflow.tracking import MlflowClient
+
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    environment = {**inherited, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache_dir)}
+    args = [*FAST, "epochs=500", "model.names=[mlp]"]
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gpubench", *args],
+            cwd=tmp_path,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and "mlp measured epoch 3/" not in stderr_path.read_text():
+                assert process.poll() is None, stderr_path.read_text()
+                time.sleep(0.2)
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130, stderr_path.read_text()
+    assert "Traceback" not in stderr_path.read_text()
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("gpubench").experiment_id])
+    assert run.info.status == "KILLED" and run.data.tags["gpubench.status"] == "interrupted"
+    assert "report.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
