@@ -10,6 +10,12 @@ by the nominal-95% interval and the interval's median half-width as a fraction o
 * ``two-stage``: :func:`gpubench.stats.intervals.two_stage_epochs` then ``two_stage_interval`` from a first stage of
   ``n`` epochs, stopping at the precision target or ``--max-epochs``; coverage at the stop and the mean epochs used.
 
+* ``decision-driven``: ``statistics.adaptive=decision`` for one critical model whose true total is a fraction
+  ``--settle-fractions`` of the 24 h local limit: the first stage fixes the count that settles the decision
+  (:func:`gpubench.decision.rule.epochs_to_settle` on the model's estimate), capped at ``--max-epochs``; coverage of
+  the two-stage interval at the stop, mean epochs used, how often it settled, and how often the decision from the
+  final interval is wrong (LOCAL although the true total is over 24 h);
+
 and compare's verdict rates (:mod:`gpubench.stats.compare`: Fieller's ratio interval on the two runs' long-run
 variances, verdict at the noise threshold ``--threshold``) for two independent runs A and B of ``n`` epochs each,
 B's times the true ratio × A's process: 1 (identical processes: FASTER or SLOWER is a false verdict), 0.95 (on the
@@ -33,6 +39,9 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.estimate import TimeEstimate, combine_estimates
+from gpubench.decision.rule import LOCAL_GPU_VIABLE, classify, epochs_to_settle, interval_settled
 from gpubench.stats.compare import FASTER, SAME, SLOWER, LongRunMean, difference_p_values, fieller_bounds, verdicts
 from gpubench.stats.intervals import decision_interval, two_stage_epochs, two_stage_interval
 
@@ -82,6 +91,60 @@ def two_stage_cell(
         halfwidths.append((high - low) / 2.0 / run[:total].mean())
         used.append(total)
     return covered / runs, float(np.median(halfwidths)), float(np.mean(used))
+
+
+#: The decision-driven cell's plan: the default 10 M environment steps at 800 per epoch.
+PLANNED_EPOCHS = 12_500
+
+
+def _estimate(epochs_ms: np.ndarray, halfwidth_ms: float, mean_scale: float, level: float) -> TimeEstimate:
+    """One critical model's estimate from ``epochs_ms`` (scaled by ``mean_scale`` into hours of training)."""
+    mean_ms = float(epochs_ms.mean()) * mean_scale
+    return TimeEstimate(
+        model="m",
+        sample_unit="env_step",
+        plan_samples=PLANNED_EPOCHS * 800.0,
+        plan_basis="simulated",
+        samples_per_epoch=800.0,
+        samples_per_second=None,
+        steps_per_epoch=100,
+        step_ms=mean_ms / 100,
+        planned_epochs=PLANNED_EPOCHS,
+        measured_epochs=epochs_ms.size,
+        mean_epoch_ms=mean_ms,
+        halfwidth_ms=halfwidth_ms * mean_scale,
+        confidence_level=level,
+        one_off_seconds=0.0,
+        drift_flags=(),
+        drift_ms_per_epoch=0.0,
+    )
+
+
+def decision_cell(
+    rng: np.random.Generator, runs: int, n0: int, rho: float, cv: float, level: float, fraction: float, max_epochs: int
+) -> tuple[float, float, float, float]:
+    """(coverage at the stop, mean epochs used, fraction settled, fraction decided wrongly) of decision-driven
+    stopping for a critical model whose true total is ``fraction`` of the local limit."""
+    decision = DecisionConfig()
+    # Epochs of MEAN_MS scaled so that the true total (N × true mean) is fraction × local_max_hours.
+    scale = fraction * decision.local_max_hours * 3.6e6 / (PLANNED_EPOCHS * MEAN_MS)
+    epochs = ar1_epochs(rng, runs, max_epochs, rho, cv)
+    covered = settled = wrong = 0
+    used = []
+    for run in epochs:
+        first = run[:n0]
+        low, high = decision_interval(first, level)
+        estimate = _estimate(first, (high - low) / 2.0, scale, level)
+        count = epochs_to_settle([estimate], lambda total: interval_settled(total, decision), varying="m")["m"]
+        total = n0 if count is None else min(max(count, n0), max_epochs)
+        low, high = two_stage_interval(first, run[:total], level)
+        covered += low <= MEAN_MS <= high
+        final = _estimate(run[:total], (high - low) / 2.0, scale, level)
+        verdict, _ = classify(combine_estimates([final]), decision)
+        settled += count is not None and count <= max_epochs
+        wrong += verdict == LOCAL_GPU_VIABLE and fraction > 1.0
+        used.append(total)
+    return covered / runs, float(np.mean(used)), settled / runs, wrong / runs
 
 
 def ar1_variance_of_mean_ms2(n: int, rho: float, cv: float) -> float:
@@ -159,6 +222,9 @@ def main() -> None:
     parser.add_argument("--level", type=float, default=0.95)
     parser.add_argument("--target", type=float, default=0.02, help="two-stage precision target (fraction of mean)")
     parser.add_argument("--max-epochs", type=int, default=50)
+    parser.add_argument(
+        "--settle-fractions", type=float, nargs="+", default=[0.8, 0.9, 0.93, 1.07], help="true total / local limit"
+    )
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--compare-rhos", type=float, nargs="+", default=[0.0, 0.3, 0.5])
     parser.add_argument("--compare-ns", type=int, nargs="+", default=[20, 60], help="epochs per run for compare")
@@ -182,6 +248,23 @@ def main() -> None:
             two_stage_cell(rng, args.runs, n, rho, args.cv, args.level, args.target, args.max_epochs) for n in args.ns
         ]
         print(f"| {rho:g} | " + " | ".join(f"{c:.3f}, ±{w:.1%}, {u:.1f}" for c, w, u in cells) + " |")
+    print(
+        f"\nDecision-driven stopping (statistics.adaptive=decision), first stage = n, at most {args.max_epochs} "
+        "epochs; "
+        "coverage at the stop, epochs used, settled, wrong LOCAL:\n"
+    )
+    print("| true total / 24 h | rho | " + " | ".join(f"n={n}" for n in args.ns) + " |")
+    print("|---|---|" + "---|" * len(args.ns))
+    for fraction in args.settle_fractions:
+        for rho in args.rhos:
+            cells = [
+                decision_cell(rng, args.runs, n, rho, args.cv, args.level, fraction, args.max_epochs) for n in args.ns
+            ]
+            print(
+                f"| {fraction:g} | {rho:g} | "
+                + " | ".join(f"{c:.3f}, {u:.1f}, {s:.2f}, {w:.3f}" for c, u, s, w in cells)
+                + " |"
+            )
     print(
         f"\ncompare, B against A: verdict rates at a ±{args.threshold:.0%} threshold and level {args.level:.0%}, "
         f"long-run t and iid Welch rejections at α = {1 - args.level:.2g}:\n"

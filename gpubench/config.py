@@ -106,15 +106,17 @@ class BenchmarkConfig:
     def __post_init__(self) -> None:
         require(self.epochs >= 2, "epochs", self.epochs, "an integer >= 2 (an interval needs two epochs)")
         require(self.warmup_epochs >= 0, "warmup_epochs", self.warmup_epochs, "an integer >= 0")
-        if self.statistics.adaptive:
+        if self.statistics.is_adaptive:
             require(
                 self.statistics.max_epochs >= self.epochs,
                 "statistics.max_epochs",
                 self.statistics.max_epochs,
-                f">= epochs ({self.epochs}) when statistics.adaptive=true",
+                f">= epochs ({self.epochs}) when statistics.adaptive={self.statistics.adaptive}",
             )
         require(bool(self.output), "output", self.output, "a file path for the JSON report")
         require(math.isfinite(float(self.seed)), "seed", self.seed, "an integer")
+        if "custom" in self.model_names:
+            self.workloads.custom.check_runnable(self.execution.precision, self.execution.compile)
 
     @property
     def model_names(self) -> list[str]:

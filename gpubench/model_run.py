@@ -8,14 +8,16 @@ error (and whatever its completed phases established), so the next model still r
 """
 
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from gpubench.config import BenchmarkConfig
 from gpubench.data.tensors import FeatureTensors
+from gpubench.decision.rule import epochs_to_settle_decision
+from gpubench.errors import GpubenchError
 from gpubench.hardware.monitor import THERMAL_STOP, DeviceMonitor, energy_summary
 from gpubench.measure.batch_search import (
     BatchDecision,
@@ -24,29 +26,43 @@ from gpubench.measure.batch_search import (
     TrialResult,
     check_headroom,
     choose_batch_size,
+    effective_policy,
     gradient_accumulation_steps,
     is_oom,
     release_device_memory,
     step_down_size,
     timed_batch,
 )
-from gpubench.measure.epochs import DIVERGED, Measurement, measure_workload
+from gpubench.measure.epochs import (
+    DECISION_CANNOT_SETTLE,
+    DECISION_SETTLED,
+    DIVERGED,
+    Measurement,
+    SecondStage,
+    SecondStagePlan,
+    measure_workload,
+    precision_stage,
+)
 from gpubench.measure.flops import count_step_flops
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
+from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
 from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import (
     BatchStepDown,
+    CheckpointCost,
     DeviceEpoch,
     EpochTimeStatistics,
+    EvaluationCost,
     ExecutionSettings,
     MemoryProfile,
     MemoryTimeline,
     ModelResult,
     StabilityReport,
 )
+from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
@@ -59,7 +75,8 @@ EpochObserver = Callable[[str, str, int, float, float | None], None]
 @dataclass(frozen=True)
 class ModelRunContext:
     """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
-    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, and an
+    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, the
+    results of the models run before this one (``statistics.adaptive=decision`` settles the total with them), and an
     optional per-epoch hook (:data:`EpochObserver`)."""
 
     cfg: BenchmarkConfig
@@ -68,6 +85,7 @@ class ModelRunContext:
     timer: BlockTimer
     usable_vram_mb: float | None
     reference_sm_clock_mhz: float | None
+    completed: Mapping[str, ModelResult] = field(default_factory=dict)
     epoch_observer: EpochObserver | None = None
 
 
@@ -83,12 +101,18 @@ class ModelRun:
 @dataclass(frozen=True)
 class WorkloadFacts:
     """What a built workload says about itself: FLOPs per step (None where they cannot be counted), samples per step
-    and what a sample is, and its own description for the report."""
+    and what a sample is, gradient updates per step, and its own description for the report."""
 
     flops_per_step: float | None
     samples_per_step: float
     sample_unit: str
     description: dict[str, Any]
+    updates_per_step: float = 1.0
+
+    @property
+    def updates_per_env_step(self) -> float | None:
+        """Gradient updates per environment step (the update-to-data ratio), for RL workloads; else None."""
+        return self.updates_per_step / self.samples_per_step if self.sample_unit == "env_step" else None
 
 
 @dataclass(frozen=True)
@@ -109,6 +133,8 @@ class Attempt:
     memory_timeline: MemoryTimeline | None
     status: str
     error: str | None
+    evaluation: EvaluationCost | None = None
+    checkpoint: CheckpointCost | None = None
 
 
 # ------------------------------------------------------------------------------------------------ phases
@@ -138,8 +164,15 @@ def _search_enabled(context: ModelRunContext) -> bool:
     return context.device.type == "cuda" if search is None else bool(search)
 
 
+def _policy(name: str, context: ModelRunContext) -> str:
+    """``batch.policy`` as it applies to model ``name`` (``configured`` where the batch is part of the algorithm)."""
+    is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
+    return effective_policy(context.cfg.batch.policy, is_hyperparameter=is_hyperparameter)
+
+
 def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
-    """The largest batch that fits (a search on the GPU), or None to use the workload's configured batch size."""
+    """The batch search's decision (on the GPU): what fits, the throughput curve, and the batch ``batch.policy``
+    times, verified; None without a search (the configured batch size is timed)."""
     if not _search_enabled(context) or context.usable_vram_mb is None:
         return None
 
@@ -152,10 +185,18 @@ def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
         return TrialResult(
             peak_reserved_mb=allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB,
             samples_per_s=workload.samples_per_step * steps / seconds,
+            seconds=seconds,
         )
 
     batch = context.cfg.batch
-    return choose_batch_size(try_batch, batch, context.usable_vram_mb, verify_steps=batch.verify_steps)
+    return choose_batch_size(
+        try_batch,
+        batch,
+        context.usable_vram_mb,
+        policy=_policy(name, context),
+        configured_size=getattr(context.cfg.workloads, name).batch_size,
+        verify_steps=batch.verify_steps,
+    )
 
 
 def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Workload, WorkloadFacts]:
@@ -175,6 +216,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
+        updates_per_step=workload.updates_per_step,
     )
     return workload, facts
 
@@ -189,6 +231,54 @@ def _outcome(measurement: Measurement, context: ModelRunContext) -> tuple[str, s
             "measurement of this model stopped"
         )
     return "ok", None
+
+
+def _summary(measurement: Measurement, cfg: BenchmarkConfig) -> EpochTimeStatistics:
+    """The epoch-time statistics of ``measurement`` (at least two measured epochs), as configured."""
+    return summarize_epoch_times(
+        measurement.epoch_times_ms,
+        confidence_level=cfg.statistics.confidence_level,
+        cv_threshold=cfg.statistics.cv_threshold,
+        outlier_rule=cfg.statistics.outlier_rule,
+        target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
+        first_stage_epochs=measurement.first_stage_epochs,
+    )
+
+
+def _decision_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -> SecondStage:
+    """The second stage of ``statistics.adaptive=decision``: the count at which the critical total of the models
+    measured so far settles (:func:`gpubench.decision.rule.epochs_to_settle_decision`), from the first stage as
+    this model's provisional result."""
+    cfg = context.cfg
+
+    def plan(first_stage: Measurement) -> SecondStagePlan:
+        sizing = first_stage.sizing
+        provisional = ModelResult(
+            status="ok",
+            raw_epoch_times_ms=first_stage.epoch_times_ms,
+            warmup_epoch_times_ms=first_stage.warmup_epoch_times_ms,
+            steps_per_epoch=sizing.steps_per_epoch,
+            samples_per_step=facts.samples_per_step,
+            sample_unit=facts.sample_unit,
+            first_step_ms=sizing.first_step_s * MS_PER_S,
+            calibration_seconds=sizing.calibration_seconds,
+            statistics=_summary(first_stage, cfg),
+        )
+        required = epochs_to_settle_decision(name, provisional, context.completed, cfg.model_names, cfg.decision)
+        reason = DECISION_CANNOT_SETTLE if required is None else DECISION_SETTLED
+        return SecondStagePlan(required_epochs=required, reason=reason)
+
+    return plan
+
+
+def _second_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -> SecondStage | None:
+    """The second stage ``statistics.adaptive`` asks for (None: a fixed count of epochs)."""
+    adaptive = context.cfg.statistics.adaptive
+    if adaptive == ADAPTIVE_PRECISION:
+        return precision_stage(context.cfg.statistics)
+    if adaptive == ADAPTIVE_DECISION:
+        return _decision_stage(name, facts, context)
+    return None
 
 
 def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: ModelRunContext) -> Attempt:
@@ -222,6 +312,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
             monitor=monitor,
             observers=[profiler, device_monitor],
             on_epoch=on_epoch,
+            second_stage=_second_stage(name, facts, context),
         )
     profile = profiler.result()
     # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
@@ -234,17 +325,16 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
     )
     statistics = None
     if len(measurement.epoch_times_ms) >= 2:
-        statistics = summarize_epoch_times(
-            measurement.epoch_times_ms,
-            confidence_level=cfg.statistics.confidence_level,
-            cv_threshold=cfg.statistics.cv_threshold,
-            outlier_rule=cfg.statistics.outlier_rule,
-            target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
-            first_stage_epochs=measurement.first_stage_epochs,
-        )
+        statistics = _summary(measurement, cfg)
         if cfg.verbose:
             console.model_warnings(name, list(statistics.warnings))
     status, error = _outcome(measurement, context)
+    # The plan's recurring costs, on the workload the epochs timed (after them: a checkpoint of a trained state).
+    plan = cfg.decision.plan
+    evaluation = checkpoint = None
+    if status == "ok":
+        evaluation = None if plan.eval_every_steps is None else measure_evaluation(workload, context.timer)
+        checkpoint = None if plan.checkpoint_every_steps is None else measure_checkpoint(workload, context.timer)
     return Attempt(
         facts=facts,
         measurement=measurement,
@@ -256,6 +346,8 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         memory_timeline=profiler.timeline(),
         status=status,
         error=error,
+        evaluation=evaluation,
+        checkpoint=checkpoint,
     )
 
 
@@ -292,6 +384,7 @@ def _result(
         sample_unit=attempt.facts.sample_unit,
         first_step_ms=sizing.first_step_s * MS_PER_S,
         calibration_seconds=sizing.calibration_seconds,
+        calibration_steps=sizing.calibration_steps,
         stop_reason=measurement.stop_reason,
         statistics=attempt.statistics,
         batch_search=None if decision is None else decision.record(),
@@ -305,6 +398,10 @@ def _result(
         stability_details=attempt.stability,
         energy=energy_summary(attempt.device_epochs, sizing.steps_per_epoch * attempt.facts.samples_per_step),
         warnings=warnings,
+        updates_per_step=attempt.facts.updates_per_step,
+        updates_per_env_step=attempt.facts.updates_per_env_step,
+        evaluation=attempt.evaluation,
+        checkpoint=attempt.checkpoint,
     )
 
 
@@ -398,14 +495,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         configured = getattr(cfg.workloads, name).batch_size
         if decision is not None and decision.batch_size is None:
             return ModelRun(ModelResult(status="oom", error=decision.message, batch_search=decision.record()), None)
-        if decision is None:
-            batch = TimedBatch(batch_size=configured, gradient_accumulation_steps=1, policy=None)
-        else:
-            is_hyperparameter = workload_class(name).batch_size_is_hyperparameter
-            batch = timed_batch(configured, decision, is_hyperparameter=is_hyperparameter)
-        # Only a batch the search set is stepped down: an RL batch below the fitted cap is the algorithm's own
-        # choice, and changing it would time a different algorithm.
-        chosen_by_search = decision is not None and batch.batch_size == decision.batch_size
+        batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
+        # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
+        # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
+        chosen_by_search = decision is not None and decision.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
             workload, facts = _prepare(name, context, batch.batch_size)
@@ -432,6 +525,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
             warnings.append(attempt.headroom.warning)
             console.notice(f"{name}: {attempt.headroom.warning}")
         return ModelRun(_result(attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
+    except GpubenchError:
+        # Bad input found while running (a user's build function that raises or returns no step): nothing can be
+        # measured, and it is the user's to fix, so it ends the job as bad input (exit 2), not as a model failure.
+        raise
     except Exception as exc:
         timeline = None if attempt is None else attempt.memory_timeline
         return ModelRun(_failed_result(exc, batch, decision, step_downs, facts, context), timeline)

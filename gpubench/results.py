@@ -209,6 +209,11 @@ class EpochTimeStatistics(Record):
     drift_p_value: float
     drift_detected: bool
     warnings: tuple[str, ...]
+    #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
+    #: the report) for a fixed count.
+    first_stage_epochs: int | None = None
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("first_stage_epochs",)
 
     @property
     def decision_halfwidth_ms(self) -> float:
@@ -296,9 +301,10 @@ class StabilityReport(Record):
 
     ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
     (exploding or vanishing gradient norms, or an INCREASING loss trend), STABLE, or NOT_CHECKED
-    (``stability.enabled=false``). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean loss per
-    epoch) use the epochs with a finite mean loss and are None with fewer than two. Totals are step counts, None
-    when not checked; ``first_nonfinite_epoch`` is the 0-based index of the first epoch with a NaN/Inf.
+    (``stability.enabled=false``, or steps that reported neither a loss nor a gradient norm: a ``model=custom``
+    step may return no loss). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean loss per epoch)
+    use the epochs with a finite mean loss and are None with fewer than two. Totals are step counts, None when not
+    checked; ``first_nonfinite_epoch`` is the 0-based index of the first epoch with a NaN/Inf.
     """
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
@@ -337,6 +343,8 @@ class BatchTrial(Record):
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
+    #: Wall time of the trial's steps (s); None in reports written before it was recorded.
+    seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -360,7 +368,10 @@ class BatchSearchResult(Record):
     re-verification (it can be smaller). ``throughput_curve`` holds the successful search trials up to
     ``batch_size``, by size; ``knee_size`` is its knee (the smallest size within ``knee_fraction`` of the best
     throughput). ``peak_limit_mb`` is ``batch.headroom`` × usable VRAM. ``trials`` lists search then verification
-    trials in the order they ran.
+    trials in the order they ran. ``policy`` (``batch.policy``) chose ``batch_size`` from the search's answer,
+    ``configured_size`` being the recipe's batch; ``time_limited``: the search stopped once a trial took longer than
+    ``trial_max_seconds`` (s), so ``largest_fitting_size`` is a lower bound. Reports written before the policy
+    existed timed the largest fitting size (``max``).
     """
 
     status: Literal["ok", "oom"]
@@ -381,6 +392,10 @@ class BatchSearchResult(Record):
     trials: list[BatchTrial]
     search_steps: int | None = None
     verify_steps: int | None = None
+    policy: str = "max"
+    configured_size: int | None = None
+    time_limited: bool = False
+    trial_max_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -449,6 +464,26 @@ class Throughput(Record):
     unit: str
 
 
+@dataclass(frozen=True)
+class EvaluationCost(Record):
+    """One evaluation call measured: milliseconds per call of ``samples_per_call`` samples (the mean over a block
+    of ``calls_timed`` calls)."""
+
+    ms_per_call: float
+    samples_per_call: float
+    calls_timed: int
+
+
+@dataclass(frozen=True)
+class CheckpointCost(Record):
+    """One checkpoint measured: milliseconds per ``torch.save`` of the model and optimizer state (the mean of
+    ``saves_timed`` saves), and the file's size in MB."""
+
+    ms_per_save: float
+    size_mb: float
+    saves_timed: int
+
+
 # --------------------------------------------------------------------------------------------------- one model
 
 
@@ -479,6 +514,11 @@ class ModelResult(Record):
         "batch_step_downs",
         "warnings",
         "traceback",
+        "calibration_steps",
+        "updates_per_step",
+        "updates_per_env_step",
+        "evaluation",
+        "checkpoint",
     )
 
     status: ModelStatus = "ok"
@@ -511,6 +551,14 @@ class ModelResult(Record):
     energy: EnergySummary | None = None
     warnings: list[str] = field(default_factory=list)
     traceback: str | None = None
+    #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
+    #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
+    calibration_steps: int | None = None
+    #: Gradient updates per workload step; for RL also per environment step (the update-to-data ratio).
+    updates_per_step: float | None = None
+    updates_per_env_step: float | None = None
+    evaluation: EvaluationCost | None = None
+    checkpoint: CheckpointCost | None = None
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
@@ -716,7 +764,12 @@ class HardwareReport(Record):
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
-    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time."""
+    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
+
+    ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
+    files with metadata only) and were skipped; it is left out of the report when there were none."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
 
     source: str
     path: str | None
@@ -728,6 +781,7 @@ class DataProvenance(Record):
     cache_hit: bool
     load_seconds: float
     content_hash: str | None
+    empty_files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -785,6 +839,19 @@ class StepSplit(Record):
 
 
 @dataclass(frozen=True)
+class BatchWhatIf(Record):
+    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s``, the throughput one short
+    search trial of ``trial_steps`` steps measured at ``batch_size`` (steps only: no warmup, evaluation or
+    checkpoints). ``label`` says which point it is (``knee``, ``largest fitting``, or empty)."""
+
+    batch_size: int
+    samples_per_s: float
+    plan_hours: float
+    trial_steps: int | None
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class ModelEstimate(Record):
     """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
 
@@ -797,12 +864,27 @@ class ModelEstimate(Record):
     ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
     was flagged); ``relative_margin_floor_applied`` whether the margin is the floor on its relative size rather
     than the measured one. The three are None in reports written before they existed (and left out of the dict).
+
+    The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
+    ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.
+    ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
+    ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
+    is the plan's time at each batch the search measured. All are None (or empty) in older reports.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
         "estimated_hours_lower",
         "drift_margin_hours",
         "relative_margin_floor_applied",
+        "plan_steps",
+        "plan_updates",
+        "updates_per_env_step",
+        "eval_passes",
+        "eval_pass_seconds",
+        "checkpoints",
+        "checkpoint_seconds",
+        "recurring_seconds",
+        "batch_what_ifs",
     )
 
     status: str | None
@@ -832,6 +914,15 @@ class ModelEstimate(Record):
     estimated_hours_lower: float | None = None
     drift_margin_hours: float | None = None
     relative_margin_floor_applied: bool | None = None
+    plan_steps: float | None = None
+    plan_updates: float | None = None
+    updates_per_env_step: float | None = None
+    eval_passes: int | None = None
+    eval_pass_seconds: float | None = None
+    checkpoints: int | None = None
+    checkpoint_seconds: float | None = None
+    recurring_seconds: float | None = None
+    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
@@ -1068,3 +1159,47 @@ class RunReport(Record):
                 "upgrade gpubench to read it"
             )
         return super().from_dict(data, where=where or "report")
+
+
+# --------------------------------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class ModelValidation(Record):
+    """One model's prediction checked against a real training (``python -m gpubench.validate``).
+
+    The real training replays, in a fresh process, every step the benchmark ran for the model with the measured
+    epochs multiplied by ``factor``: ``steps`` optimizer steps in all (calibration, warmup and ``epochs`` epochs of
+    ``steps_per_epoch``), timed as one block from the first step to the last. ``predicted_s`` is the report's
+    estimate of that training (one-off costs plus ``epochs`` × the mean epoch time) and ``lower_s``/``upper_s``
+    its prediction bounds; ``actual_s`` the wall time measured; ``error_pct`` = 100 × (actual − predicted) /
+    predicted. ``status`` is ``ok``, ``failed`` (with ``error``) or ``skipped`` (the report holds no measurement
+    of the model to check).
+    """
+
+    model: str
+    status: str
+    factor: float | None = None
+    batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    predicted_s: float | None = None
+    lower_s: float | None = None
+    upper_s: float | None = None
+    actual_s: float | None = None
+    error_pct: float | None = None
+    inside_bound: bool | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ValidationReport(Record):
+    """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on
+    ``device``, ``factor`` × the measured work each, per model."""
+
+    report_path: str
+    device: str
+    factor: float
+    created_utc: str
+    models: dict[str, ModelValidation] = field(default_factory=dict)

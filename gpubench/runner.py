@@ -107,7 +107,7 @@ class Runner:
         self.writer.write(report)
         try:
             for name in cfg.model_names:
-                model = run_model(name, models)
+                model = run_model(name, replace(models, completed=report.models))
                 report = replace(report, models={**report.models, name: model.result})
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline

@@ -9,6 +9,13 @@ model it times.
 the device, so the runner can time a block of steps with synchronisation only at its edges and the stability
 monitor can accumulate health checks without a host round-trip per step.
 
+Beside the steps, a real training validates and checkpoints: :meth:`Workload.evaluate` runs one piece of a
+validation pass (a batch of validation windows, or one greedy step of evaluation environments) and
+:meth:`Workload.checkpoint_state` is what a checkpoint saves (modules and :meth:`Workload.optimizers`); the
+runner measures both after the epochs and the plan adds them (``gpubench/measure/recurring.py``).
+:attr:`Workload.updates_per_step` states the gradient updates a step makes, so an RL plan can state its
+update-to-data ratio.
+
 Beside the contract, helpers for workloads whose steps are launch-bound on a GPU (the RL ones, whose networks are
 tiny): :class:`CudaGraphStep` captures a whole step in one CUDA graph (``execution.compile=reduce-overhead``), and
 :class:`OpCounter` counts the tensor operations a step dispatches, which sets its eager speed there.
@@ -34,10 +41,11 @@ class StepResult:
     """What one training step reports, as device tensors (reading them on the host is a sync point).
 
     The stability monitor keeps these tensors and reads them steps later, so a workload must return tensors it
-    will not write again (fresh results, or clones of a buffer it reuses).
+    will not write again (fresh results, or clones of a buffer it reuses). ``loss`` is None only for a workload
+    that cannot see its loss (a user's step that returns none): the monitor then checks no loss for that step.
     """
 
-    loss: torch.Tensor
+    loss: torch.Tensor | None
     grad_norm: torch.Tensor | None
 
 
@@ -222,6 +230,34 @@ class Workload(ABC):
     @abstractmethod
     def samples_per_step(self) -> float:
         """Samples consumed by one optimizer step (windows, or environment steps for RL)."""
+
+    @property
+    def updates_per_step(self) -> float:
+        """Gradient updates one :meth:`train_step` makes (1 unless a step bundles several, as DQN's
+        ``gradient_steps`` do). With :attr:`samples_per_step` it gives the update-to-data ratio."""
+        return 1.0
+
+    @property
+    def eval_samples_per_call(self) -> float:
+        """Samples one :meth:`evaluate` call covers (windows, or environment steps for RL)."""
+        return self.samples_per_step
+
+    def evaluate(self) -> torch.Tensor | None:
+        """One piece of a validation pass: a forward pass without gradients over :attr:`eval_samples_per_call`
+        samples, returning its loss (or score) as a device tensor, without synchronising. None: this workload has
+        no evaluation, and the plan's evaluations cost it nothing."""
+        return None
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimizers whose state a checkpoint saves beside :meth:`modules`."""
+        return []
+
+    def checkpoint_state(self) -> dict[str, object]:
+        """What a training checkpoint saves: every module's and optimizer's ``state_dict``."""
+        return {
+            "modules": [module.state_dict() for module in self.modules()],
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers()],
+        }
 
     @abstractmethod
     def train_step(self) -> StepResult:

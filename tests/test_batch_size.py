@@ -7,13 +7,16 @@ import weakref
 import pytest
 import torch
 
+from gpubench.errors import ConfigError
 from gpubench.measure.batch_search import (
     KNEE_FRACTION,
     SEARCH_STEPS,
     VERIFY_STEPS,
+    TimedBatch,
     TrialResult,
     check_headroom,
     choose_batch_size,
+    effective_policy,
     find_max_batch_size,
     gradient_accumulation_steps,
     is_oom,
@@ -151,7 +154,7 @@ def test_shape_error_is_not_mistaken_for_oom() -> None:
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x10 and 20x5)")
 
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
-        choose_batch_size(try_batch, BatchConfig(), usable_vram_mb=4096.0)
+        choose_batch_size(try_batch, BatchConfig(policy="max"), usable_vram_mb=4096.0)
 
 
 def _wrapped_oom() -> RuntimeError:
@@ -278,7 +281,7 @@ def test_oom_trial_records_the_first_line_of_the_error() -> None:
 def test_headroom_rejects_a_size_whose_peak_reserved_exceeds_it() -> None:
     # Never OOMs, but peak = 100 + 10 * size MB; 0.9 * 10000 MB allows sizes up to 890.
     oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=100.0)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=10000.0)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=10000.0)
     assert decision.status == "ok"
     assert decision.peak_limit_mb == pytest.approx(9000.0)
     assert decision.largest_fitting_size == 890
@@ -292,14 +295,14 @@ def test_headroom_rejects_a_size_whose_peak_reserved_exceeds_it() -> None:
 
 def test_without_usable_vram_there_is_no_headroom_limit() -> None:
     oracle = OOMOracle(limit=10**9, mb_per_sample=10.0)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
     assert decision.batch_size == 4096
     assert decision.peak_limit_mb is None
 
 
 def test_winner_is_verified_the_requested_number_of_times() -> None:
     oracle = OOMOracle(limit=1000)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
     assert decision.batch_size == 1000
     assert [(t.size, t.status, t.phase) for t in decision.verification] == [(1000, "ok", "verify")] * 3
     assert oracle.calls[-3:] == [1000, 1000, 1000]
@@ -316,7 +319,7 @@ def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_s
         steps_by_phase["verify" if len(oracle.calls) >= 14 else "search"].add(steps)
         return oracle(size, steps)
 
-    decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    decision = choose_batch_size(try_batch, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
     assert len(decision.search.trials) == 14
     assert steps_by_phase == {"search": {SEARCH_STEPS}, "verify": {VERIFY_STEPS}}
     assert {t.steps for t in decision.search.trials} == {SEARCH_STEPS}
@@ -326,7 +329,7 @@ def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_s
     assert "verified 3x over 20 steps" in decision.message
 
     custom = choose_batch_size(
-        OOMOracle(limit=100), BatchConfig(min_size=32, max_size=128), None, search_steps=2, verify_steps=7
+        OOMOracle(limit=100), BatchConfig(policy="max", min_size=32, max_size=128), None, search_steps=2, verify_steps=7
     )
     assert {t.steps for t in custom.search.trials} == {2}
     assert {t.steps for t in custom.verification} == {7}
@@ -347,7 +350,7 @@ def test_verification_over_more_steps_catches_fragmentation_the_short_search_mis
     # 100 + 12.25 * size, under the limit up to size 292: the searched sizes 448 (5588 MB) and 384 (4804 MB) fail
     # verification, 256 (3236 MB) passes.
     oracle = Fragmenting(limit=10**9, mb_per_sample=8.0, base_mb=100.0)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=4096.0)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=4096.0)
     assert decision.largest_fitting_size == 448
     assert decision.status == "ok"
     assert decision.batch_size == 256
@@ -360,14 +363,14 @@ def test_verification_over_more_steps_catches_fragmentation_the_short_search_mis
         (256, "ok"),
         (256, "ok"),
     ]
-    assert "largest fitting 448 failed re-verification" in decision.message
+    assert "448 failed re-verification" in decision.message
 
 
 def test_trial_step_counts_are_checked() -> None:
     with pytest.raises(ValueError, match="at least 2 steps"):
         find_max_batch_size(OOMOracle(100), 32, 64, steps=1)
     with pytest.raises(ValueError, match=r"verify_steps \(2\) must be at least search_steps \(3\)"):
-        choose_batch_size(OOMOracle(100), BatchConfig(), None, verify_steps=2)
+        choose_batch_size(OOMOracle(100), BatchConfig(policy="max"), None, verify_steps=2)
 
 
 def test_headroom_check_flags_a_measured_peak_above_the_limit() -> None:
@@ -432,7 +435,7 @@ class FlakyAtWinner(OOMOracle):
 
 def test_verification_failure_steps_down_to_the_next_smaller_successful_size() -> None:
     oracle = FlakyAtWinner(limit=1000)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=None)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
     next_smaller = max(t.size for t in decision.search.trials if t.ok and t.size < 1000)
     assert next_smaller == 992  # bisection between 512 and 1024 passes 768, 896, 960, 992, then 1000
     assert decision.status == "ok"
@@ -443,7 +446,9 @@ def test_verification_failure_steps_down_to_the_next_smaller_successful_size() -
 
 
 def test_min_size_oom_gives_an_oom_decision_with_a_clear_message() -> None:
-    decision = choose_batch_size(OOMOracle(limit=10), BatchConfig(min_size=32, max_size=4096), usable_vram_mb=4096.0)
+    decision = choose_batch_size(
+        OOMOracle(limit=10), BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=4096.0
+    )
     assert decision.status == "oom"
     assert decision.batch_size is None
     assert decision.gradient_accumulation_steps is None
@@ -454,7 +459,7 @@ def test_min_size_oom_gives_an_oom_decision_with_a_clear_message() -> None:
 
 def test_min_size_over_headroom_gives_an_oom_decision_naming_the_limit() -> None:
     oracle = OOMOracle(limit=10**9, mb_per_sample=100.0, base_mb=0.0)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=2000.0)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=2000.0)
     assert decision.status == "oom"
     assert decision.message == (
         "`batch.min_size`=32 does not fit: peak reserved 3200 MB exceeds `batch.headroom` 0.9 × 2000 MB usable = "
@@ -469,7 +474,7 @@ def test_nothing_passing_verification_is_an_oom_decision() -> None:
                 raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
             return super().__call__(size, steps)
 
-    decision = choose_batch_size(FailsEveryRerun(limit=100), BatchConfig(min_size=32, max_size=128), None)
+    decision = choose_batch_size(FailsEveryRerun(limit=100), BatchConfig(policy="max", min_size=32, max_size=128), None)
     assert decision.status == "oom"
     assert decision.largest_fitting_size == 100
     assert decision.batch_size is None
@@ -489,7 +494,9 @@ def test_gradient_accumulation_steps_reach_the_target(batch: int, target: int, s
 
 
 def test_decision_accumulation_and_effective_batch() -> None:
-    decision = choose_batch_size(OOMOracle(limit=200), BatchConfig(target_effective=1000), None, verify_repeats=1)
+    decision = choose_batch_size(
+        OOMOracle(limit=200), BatchConfig(policy="max", target_effective=1000), None, verify_repeats=1
+    )
     assert decision.batch_size == 200
     assert decision.gradient_accumulation_steps == 5
     assert decision.effective_batch_size == 1000
@@ -513,7 +520,7 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
             result = super().__call__(size, steps)
             return TrialResult(result.peak_reserved_mb, samples_per_s=10.0 * min(size, 400))
 
-    decision = choose_batch_size(Saturating(limit=1000), BatchConfig(min_size=32, max_size=4096), None)
+    decision = choose_batch_size(Saturating(limit=1000), BatchConfig(policy="max", min_size=32, max_size=4096), None)
     ok_sizes = sorted(t.size for t in decision.search.trials if t.ok)
     assert [size for size, _ in decision.throughput_curve] == ok_sizes
     assert decision.throughput_curve[:4] == [(64, 640.0), (128, 1280.0), (256, 2560.0), (512, 4000.0)]
@@ -533,10 +540,12 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
 
 def test_throughput_curve_excludes_failed_over_headroom_and_unmeasured_trials() -> None:
     oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=0.0)
-    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), usable_vram_mb=1000.0)
+    decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=1000.0)
     assert decision.batch_size == 90
     assert max(size for size, _ in decision.throughput_curve) == 90
-    plain = choose_batch_size(lambda size, steps: float(size), BatchConfig(min_size=32, max_size=64), None)
+    plain = choose_batch_size(
+        lambda size, steps: float(size), BatchConfig(policy="max", min_size=32, max_size=64), None
+    )
     assert plain.throughput_curve == []
     assert plain.knee_size is None
     assert plain.batch_size == 64
@@ -552,28 +561,115 @@ def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
 # --------------------------------------------------------------------------------------------------- the timed batch
 
 
-def decision_with_limit(limit: int):
-    """A real search over an oracle that fits every size up to ``limit``."""
+class SlowOracle(OOMOracle):
+    """Fits up to ``limit``; a trial's steps take ``seconds_per_sample × size`` seconds (a fake clock)."""
 
-    def try_batch(size: int, steps: int) -> float:
-        if size > limit:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
-        return float(size)
+    def __init__(self, limit: int, seconds_per_sample: float) -> None:
+        super().__init__(limit)
+        self.seconds_per_sample = seconds_per_sample
 
-    return choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096, target_effective=512), None)
-
-
-def test_supervised_models_train_at_the_largest_fitting_batch_with_accumulation():
-    decision = decision_with_limit(96)
-    assert decision.batch_size == 96
-    timed = timed_batch(64, decision, is_hyperparameter=False)
-    assert (timed.batch_size, timed.gradient_accumulation_steps) == (96, 6)  # ceil(512 / 96)
-    assert timed.policy is not None and "largest batch that fits" in timed.policy
+    def __call__(self, size: int, steps: int) -> TrialResult:
+        result = super().__call__(size, steps)
+        return TrialResult(
+            result.peak_reserved_mb,
+            samples_per_s=10.0 * min(size, 400),
+            seconds=self.seconds_per_sample * size * steps,
+        )
 
 
-def test_rl_keeps_its_configured_batch_unless_it_does_not_fit():
-    kept = timed_batch(256, decision_with_limit(4096), is_hyperparameter=True)
-    assert (kept.batch_size, kept.gradient_accumulation_steps) == (256, 1)
-    capped = timed_batch(256, decision_with_limit(200), is_hyperparameter=True)
-    assert (capped.batch_size, capped.gradient_accumulation_steps) == (200, 1)
-    assert capped.policy is not None and "configured batch size 256" in capped.policy
+def test_configured_policy_times_the_recipe_batch_and_still_reports_what_fits() -> None:
+    oracle = SlowOracle(limit=1000, seconds_per_sample=0.0)
+    decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), None, configured_size=64)
+    assert decision.policy == "configured"
+    assert (decision.batch_size, decision.gradient_accumulation_steps) == (64, 1)
+    assert decision.largest_fitting_size == 1000
+    assert decision.knee_size == 512  # 90% of 4,000 samples/s first reached at 512
+    # Only the timed batch is re-verified, not the largest that fits.
+    assert {t.size for t in decision.verification} == {64}
+    assert "the configured batch 64 (batch.policy=configured)" in decision.message
+    record = decision.record()
+    assert (record.policy, record.configured_size, record.time_limited) == ("configured", 64, False)
+    assert BatchSearchResult.from_dict(record.to_dict()) == record
+
+
+def test_knee_and_max_policies_time_the_knee_and_the_largest_with_accumulation() -> None:
+    knee = choose_batch_size(SlowOracle(1000, 0.0), BatchConfig(policy="knee", target_effective=2048), None)
+    assert (knee.batch_size, knee.gradient_accumulation_steps, knee.effective_batch_size) == (512, 4, 2048)
+    largest = choose_batch_size(SlowOracle(1000, 0.0), BatchConfig(policy="max", target_effective=2048), None)
+    assert (largest.batch_size, largest.gradient_accumulation_steps) == (1000, 3)  # ceil(2048 / 1000)
+
+
+def test_max_size_caps_every_timed_batch_the_configured_one_too() -> None:
+    capped = choose_batch_size(SlowOracle(10**6, 0.0), BatchConfig(max_size=256), None, configured_size=1024)
+    assert capped.batch_size == 256
+    assert "the configured batch 1024 capped by `batch.max_size` to 256" in capped.message
+    # The README's sweep over batch limits with batch.policy=max: each limit times the largest batch under it.
+    for limit in (256, 1024, 4096):
+        swept = choose_batch_size(SlowOracle(10**6, 0.0), BatchConfig(policy="max", max_size=limit), None)
+        assert swept.batch_size == limit
+    # A configured batch that does not fit is capped by the largest that does.
+    small_card = choose_batch_size(SlowOracle(100, 0.0), BatchConfig(), None, configured_size=1024)
+    assert small_card.batch_size == 100
+    assert "capped by the largest batch that fits (100)" in small_card.message
+
+
+def test_search_stops_doubling_once_a_trial_takes_longer_than_the_time_bound() -> None:
+    # 1 ms per sample and step: trials of 3 steps take 0.192 s at 64, ..., 1.536 s at 512, 3.072 s at 1024.
+    oracle = SlowOracle(limit=10**6, seconds_per_sample=1e-3)
+    decision = choose_batch_size(
+        oracle, BatchConfig(policy="max", trial_max_seconds=2.0), None, verify_repeats=1, verify_steps=3
+    )
+    assert [t.size for t in decision.search.trials] == [64, 128, 256, 512, 1024]
+    assert decision.search.time_limited
+    assert decision.largest_fitting_size == decision.batch_size == 1024
+    assert "largest fitting at least 1024 (the search stopped" in decision.message
+    assert decision.record().time_limited is True
+    assert decision.record().trials[0].seconds == pytest.approx(0.192)
+
+
+def test_time_bound_also_ends_the_bisection() -> None:
+    # Doubling: 64 .. 512 fit quickly, 1024 fails; bisection tries 768, which fits but takes 2.3 s: stop there.
+    oracle = SlowOracle(limit=800, seconds_per_sample=1e-3)
+    search = find_max_batch_size(oracle, 32, 4096, trial_max_seconds=2.0)
+    assert [t.size for t in search.trials] == [64, 128, 256, 512, 1024, 768]
+    assert search.best_size == 768 and search.time_limited
+
+
+def test_a_configured_batch_that_fails_verification_falls_back_to_a_smaller_searched_size() -> None:
+    class FailsRerunsAbove(OOMOracle):
+        """Short search trials fit up to 1,000; longer re-runs only up to 100."""
+
+        def __call__(self, size: int, steps: int) -> TrialResult:
+            if steps > SEARCH_STEPS and size > 100:
+                raise torch.cuda.OutOfMemoryError(OOM_MESSAGE)
+            return super().__call__(size, steps)
+
+    decision = choose_batch_size(FailsRerunsAbove(1000), BatchConfig(), None, configured_size=200)
+    assert decision.batch_size == 64
+    assert [t.size for t in decision.verification if not t.ok] == [200, 128]
+    assert "200 failed re-verification" in decision.message
+
+
+def test_without_a_search_the_configured_batch_is_timed_capped_by_max_size() -> None:
+    assert timed_batch(64, None, 4096, "configured") == TimedBatch(64, 1, None)
+    capped = timed_batch(2048, None, 256, "configured")
+    assert (capped.batch_size, capped.gradient_accumulation_steps) == (256, 1)
+    assert capped.policy == "timed at the configured batch 2048 capped by `batch.max_size` to 256"
+    no_search = timed_batch(64, None, 4096, "max")
+    assert no_search.batch_size == 64 and "batch.policy=max needs the batch search" in no_search.policy
+
+
+def test_rl_batches_follow_the_configured_policy_whatever_batch_policy_says() -> None:
+    assert effective_policy("max", is_hyperparameter=True) == "configured"
+    assert effective_policy("knee", is_hyperparameter=False) == "knee"
+    searched = choose_batch_size(SlowOracle(10**6, 0.0), BatchConfig(), None, configured_size=256)
+    timed = timed_batch(256, searched, 4096, "configured")
+    assert (timed.batch_size, timed.gradient_accumulation_steps) == (256, 1)
+    assert timed.policy == f"timed at {searched.message}"
+
+
+def test_policy_is_a_checked_key() -> None:
+    with pytest.raises(ConfigError, match=r"`batch.policy` = 'largest' is not valid: it must be one of configured"):
+        BatchConfig(policy="largest")
+    with pytest.raises(ConfigError, match=r"`batch.trial_max_seconds`"):
+        BatchConfig(trial_max_seconds=0)

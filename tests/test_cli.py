@@ -130,9 +130,10 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     report = RunReport.from_dict(written)
     assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
     main_keys = key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
-    # Every key main wrote is still written; the only new ones are the decision rule's (issue 11).
+    # Every key main wrote is still written; the only new ones are the decision rule's and validate's (issue 11).
     assert main_keys <= key_paths(written)
-    rule_keys = {
+    new_keys = {
+        "calibration_steps",
         "estimated_full_training_hours_lower",
         "decision_basis",
         "epochs_to_settle",
@@ -140,8 +141,26 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "relative_margin_floor_applied",
         "drift_margin_hours",
     }
+    # Issue 12's plans in the team's terms: the update-to-data ratio, the measured evaluation and checkpoint, the
+    # plan's steps, updates, recurring costs and batch what-ifs, and the DQN replay buffer's storage and size.
+    recipe_keys = {
+        "updates_per_step",
+        "updates_per_env_step",
+        "evaluation",
+        "checkpoint",
+        "plan_steps",
+        "plan_updates",
+        "eval_passes",
+        "eval_pass_seconds",
+        "checkpoints",
+        "checkpoint_seconds",
+        "recurring_seconds",
+        "batch_what_ifs",
+        "replay_storage",
+        "replay_buffer_mb",
+    }
     added = key_paths(written) - main_keys
-    assert all(rule_keys & set(path.split(".")) for path in added), added
+    assert all((new_keys | recipe_keys) & set(path.split(".")) for path in added), added
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ def test_defaults_match_the_design_table():
     assert (cfg.batch.headroom, cfg.batch.target_effective, cfg.batch.max_step_downs) == (0.9, 512, 2)
     assert (cfg.statistics.confidence_level, cfg.statistics.cv_threshold) == (0.95, 0.15)
     assert cfg.statistics.outlier_rule == "mad" and cfg.statistics.target_rel_halfwidth == 0.02
-    assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == (False, 50)
+    assert (cfg.statistics.adaptive, cfg.statistics.max_epochs) == ("off", 50)
     assert (cfg.epoch.steps, cfg.epoch.min_seconds) == ("auto", 0.5)
     assert (cfg.execution.precision, cfg.execution.compile) == ("fp32", "false")
     assert (cfg.decision.local_max_hours, cfg.decision.cloud_min_hours) == (24, 48)
@@ -98,11 +98,16 @@ def test_an_unset_environment_variable_leaves_the_schema_default(monkeypatch):
 
 def test_each_model_default_comes_from_its_registry_entry():
     cfg = typed()
+    plan = cfg.decision.plan
     for spec in MODELS:
-        assert cfg.decision.memory_budget_mb[spec.name] == spec.memory_budget_mb
-        plan = cfg.decision.plan.passes if spec.plan_passes is not None else cfg.decision.plan.env_steps
-        assert plan[spec.name] == (spec.plan_passes if spec.plan_passes is not None else spec.plan_env_steps)
+        assert cfg.decision.memory_budget_mb.get(spec.name) == spec.memory_budget_mb
+        assert plan.passes.get(spec.name) == spec.plan_passes and plan.env_steps.get(spec.name) == spec.plan_env_steps
+        # A plan in samples is the user's to state (null until then), for every model.
+        assert plan.samples[spec.name] is None
         assert isinstance(getattr(cfg.workloads, spec.name), spec.config)
+    # The user's own model has no budget or plan gpubench could know.
+    assert "custom" not in cfg.decision.memory_budget_mb
+    assert "custom" not in plan.passes and "custom" not in plan.env_steps
 
 
 def test_quick_experiment_is_small():
@@ -159,7 +164,7 @@ def test_adaptive_measuring_needs_room_for_a_first_stage():
     with pytest.raises(ConfigError) as excinfo:
         typed("statistics=adaptive", f"statistics.max_epochs={MIN_EPOCHS - 1}", "epochs=2")
     assert f"`statistics.max_epochs` = {MIN_EPOCHS - 1}" in str(excinfo.value)
-    assert f">= {MIN_EPOCHS} when statistics.adaptive=true" in str(excinfo.value)
+    assert f">= {MIN_EPOCHS} when statistics.adaptive=precision" in str(excinfo.value)
     enough = typed("statistics=adaptive", f"statistics.max_epochs={MIN_EPOCHS}", "epochs=2")
     assert enough.statistics.max_epochs == MIN_EPOCHS
 

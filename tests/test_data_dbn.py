@@ -370,9 +370,10 @@ def test_file_without_a_single_schema_is_rejected(tmp_path: Path) -> None:
     _assert_data_error(_write_zst(tmp_path / "mixed.dbn.zst", _metadata(None)), "mixes record types")
 
 
-def test_file_with_no_records_gives_an_empty_table(tmp_path: Path) -> None:
+def test_file_with_no_records_is_an_error_naming_it(tmp_path: Path) -> None:
+    # More cases (every DBN version and schema, alongside files with bars) are in test_data_dbn_real_files.py.
     path = _write_zst(tmp_path / "none.dbn.zst", _metadata(databento_dbn.Schema.OHLCV_1H))
-    assert read_dbn_bars([path]).num_rows == 0
+    _assert_data_error(path, "holds no bars", "zero OHLCV records")
 
 
 def test_several_instruments_under_one_symbol_are_rejected(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from gpubench.data.features import (
     FEATURE_NAMES,
     KNOWN_FUTURE_FEATURES,
     build_features,
+    feature_names,
     fit_standardisation,
     minimum_bars_per_symbol,
     raw_features,
@@ -202,3 +203,76 @@ def test_symbols_with_too_few_bars_raise_naming_them() -> None:
 def test_no_bars_raise() -> None:
     with pytest.raises(DataError, match="no bars"):
         build_features(BAR_SCHEMA.empty_table(), train_fraction=0.8, volatility_window=30, device="cpu")
+
+
+# --------------------------------------------------------------------------------------------------- more features
+
+
+def _two_symbols(n: int = 40, seed: int = 3) -> pa.Table:
+    """``n`` bars each of two symbols with random prices and volumes, one minute apart."""
+    rng = np.random.default_rng(seed)
+    start = dt.datetime(2024, 1, 2, 9, 30, tzinfo=NEW_YORK_WINTER)
+    rows: dict[str, list] = {key: [] for key in FIVE_BARS}
+    for symbol in ("A", "B"):
+        close = 100.0 * np.exp(np.cumsum(rng.normal(0, 0.01, n)))
+        open_ = close * np.exp(rng.normal(0, 0.002, n))
+        high = np.maximum(open_, close) * (1 + rng.uniform(0, 0.01, n))
+        low = np.minimum(open_, close) * (1 - rng.uniform(0, 0.01, n))
+        rows["ts_event"] += [_ns(start + dt.timedelta(minutes=i)) for i in range(n)]
+        rows["symbol"] += [symbol] * n
+        rows["open"] += list(open_)
+        rows["high"] += list(high)
+        rows["low"] += list(low)
+        rows["close"] += list(close)
+        rows["volume"] += list(rng.integers(0, 5000, n).astype(float))
+    return _table(rows)
+
+
+def test_feature_names_count_the_base_then_five_statistics_per_window() -> None:
+    assert feature_names(9) == FEATURE_NAMES
+    names = feature_names(225)
+    assert len(names) == len(set(names)) == 225
+    assert names[9:14] == ("log_return_2", "volatility_2", "range_mean_2", "log_volume_mean_2", "log_volume_std_2")
+    # 216 window statistics: windows 2..44 give 215, window 45 adds its first.
+    assert names[-2:] == ("log_volume_std_44", "log_return_45")
+    with pytest.raises(ValueError, match="at least the 9 base features"):
+        feature_names(8)
+
+
+def test_window_statistics_match_a_hand_loop_per_symbol() -> None:
+    table = _two_symbols()
+    raw = raw_features(table, volatility_window=5, feature_count=60)
+    assert raw.values.shape == (80, 60)
+    base = raw.values[:, : len(FEATURE_NAMES)]
+    np.testing.assert_array_equal(base, raw_features(table, volatility_window=5).values)
+    close = np.array(table.column("close").to_pylist())
+    for name in raw.names[len(FEATURE_NAMES) :]:
+        statistic, window = name.rsplit("_", 1)
+        window = int(window)
+        for row in range(80):
+            start_of_symbol = 0 if row < 40 else 40
+            first = max(start_of_symbol, row - window + 1)
+            if statistic == "log_return":
+                expected = math.log(close[row] / close[max(start_of_symbol, row - window)])
+            else:
+                source = {"volatility": "log_return", "range_mean": "log_range"}.get(statistic, "log_volume")
+                values = _column(raw.values, source)[first : row + 1]
+                if statistic.endswith("mean"):
+                    expected = float(np.mean(values))
+                else:
+                    expected = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+            assert raw.values[row, raw.names.index(name)] == pytest.approx(expected, rel=1e-9, abs=1e-12), (name, row)
+
+
+def test_225_features_reach_the_tensors_with_the_calendar_columns_known_in_advance() -> None:
+    features = build_features(_two_symbols(), train_fraction=0.75, volatility_window=5, device="cpu", feature_count=225)
+    assert features.n_features == 225
+    assert features.feature_names == feature_names(225)
+    assert [features.feature_names[i] for i in features.known_future_columns] == list(KNOWN_FUTURE_FEATURES)
+    assert features.feature_names[features.target_column] == "log_return"
+    # Standardised on the training rows: non-constant columns have mean 0 and sd 1 there.
+    train = features.values[features.is_train].double()
+    varying = train.std(dim=0, unbiased=False) > 1e-3
+    torch.testing.assert_close(
+        train.mean(dim=0)[varying], torch.zeros(int(varying.sum()), dtype=torch.float64), atol=1e-5, rtol=0
+    )

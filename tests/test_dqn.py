@@ -30,6 +30,9 @@ def small_config(**overrides: object) -> DQNConfig:
         "learning_starts": 32,
         "exploration_steps": 400,
         "target_update_interval": 20,
+        # One gradient step per step: these tests follow single updates (the recipe's ratio is tested in
+        # tests/test_plan.py).
+        "gradient_steps": 1,
     }
     settings.update(overrides)
     return DQNConfig(**settings)
@@ -63,9 +66,9 @@ def test_td_loss_is_the_huber_loss_to_double_dqn_targets_which_carry_no_gradient
     workload = DQNWorkload(config, make_learnable_features(), cpu_context())
     workload.train_step()  # the target network now differs from the online one
     indices = workload.replay.sample_indices(32, torch.Generator().manual_seed(2))
-    replay = workload.replay
-    s, s_next = replay.observations[indices], replay.next_observations[indices]
-    actions, rewards, terminated = replay.actions[indices], replay.rewards[indices], replay.terminated[indices]
+    batch = workload.replay.batch(indices)
+    s, s_next = batch.observations, batch.next_observations
+    actions, rewards, terminated = batch.actions, batch.rewards, batch.terminated
     online, target = workload.q_network, workload.target_network
     with torch.no_grad():
         chosen = online(s_next).argmax(dim=1, keepdim=True)
@@ -129,19 +132,59 @@ def test_prefill_makes_every_step_a_gradient_step() -> None:
     assert workload.samples_per_step == 4.0
 
 
-def test_truncated_transitions_store_the_final_observation_and_bootstrap() -> None:
+@pytest.mark.parametrize("storage", ["indices", "observations"])
+def test_truncated_transitions_store_the_final_observation_and_bootstrap(storage: str) -> None:
     data = make_learnable_features()
     env = TradingEnvConfig(num_envs=4, observation_window=4, episode_length=1, transaction_cost=0.0)
-    workload = DQNWorkload(small_config(env=env, learning_starts=0), data, cpu_context())
+    workload = DQNWorkload(small_config(env=env, learning_starts=0, replay_storage=storage), data, cpu_context())
     acted_on = workload.observation.clone()
     workload.train_step()
-    replay = workload.replay
+    stored = workload.replay.batch(torch.arange(4))
     # Every episode lasts one step: all four transitions are truncations, stored as not terminated (bootstrap)...
-    assert replay.terminated[:4].tolist() == [0.0] * 4
+    assert stored.terminated.tolist() == [0.0] * 4
+    torch.testing.assert_close(stored.observations, acted_on)
     # ...with the observation the step reached (the window moved on by one bar), not the reset observation.
     n = data.n_features
-    torch.testing.assert_close(replay.next_observations[:4, 2 * n : 3 * n], acted_on[:, 3 * n : 4 * n])
-    assert not torch.equal(replay.next_observations[:4], workload.observation)
+    torch.testing.assert_close(stored.next_observations[:, 2 * n : 3 * n], acted_on[:, 3 * n : 4 * n])
+    assert not torch.equal(stored.next_observations, workload.observation)
+
+
+def test_the_index_buffer_samples_exactly_the_observations_the_copy_buffer_stored() -> None:
+    # Two workloads, same seed and data, one per storage: the same actions and transitions, as the storage draws
+    # no random numbers. Over 50 steps (with resets and terminations along the way) every sampled batch matches.
+    data = make_learnable_features()
+    env = TradingEnvConfig(num_envs=8, observation_window=6, episode_length=20)
+    workloads = {}
+    for storage in ("indices", "observations"):
+        torch.manual_seed(0)  # the same initial Q-network (the runner seeds before every build)
+        workloads[storage] = DQNWorkload(
+            small_config(env=env, replay_storage=storage, buffer_size=256), data, cpu_context()
+        )
+    for _ in range(50):
+        for workload in workloads.values():
+            workload.train_step()
+    indices = workloads["indices"].replay.sample_indices(512, torch.Generator().manual_seed(3))
+    by_index = workloads["indices"].replay.batch(indices)
+    by_copy = workloads["observations"].replay.batch(indices)
+    for name in ("observations", "actions", "rewards", "next_observations", "terminated"):
+        torch.testing.assert_close(getattr(by_index, name), getattr(by_copy, name), rtol=0, atol=0)
+    assert workloads["indices"].replay.size.item() == workloads["observations"].replay.size.item() == 256
+
+
+def test_the_index_buffer_takes_megabytes_where_observation_copies_took_hundreds() -> None:
+    # The default buffer of 100,000 transitions; an observation is 64 bars x 6 features + a 3-wide position one-hot.
+    # With the default 9 features (579 floats an observation) the copies took 100,000 x 1,161 x 4 B = 443 MiB.
+    config = DQNConfig(buffer_size=100_000)
+    data = make_learnable_features()
+    workloads = {
+        storage: DQNWorkload(replace(config, replay_storage=storage, learning_starts=64), data, cpu_context())
+        for storage in ("indices", "observations")
+    }
+    observation_size = 64 * data.n_features + 3
+    assert workloads["observations"].env.observation_size == observation_size
+    assert workloads["observations"].replay.nbytes == 100_000 * (2 * observation_size + 3) * 4
+    assert workloads["indices"].replay.nbytes == 100_000 * 7 * 8  # 5.3 MiB, whatever the observation
+    assert workloads["indices"].describe()["replay_buffer_mb"] == pytest.approx(5.341, abs=1e-3)
 
 
 def test_target_network_frozen_between_updates_and_equal_after_hard_copy() -> None:
@@ -204,15 +247,17 @@ def test_op_counter_counts_operations_but_not_views() -> None:
     assert ops.count == 3
 
 
-def test_a_step_launches_at_most_88_tensor_operations() -> None:
+@pytest.mark.parametrize(("storage", "most_ops"), [("observations", 88), ("indices", 96)])
+def test_a_step_launches_a_pinned_number_of_tensor_operations(storage: str, most_ops: int) -> None:
     # On a GPU this step is launch-bound: every tensor operation costs a kernel launch (microseconds) whatever its
     # size, so the count sets the eager speed. It was 114 before the environment, the replay buffer and the TD loss
-    # were trimmed; the pin keeps it from growing back unnoticed. The count does not depend on the data.
-    workload = DQNWorkload(small_config(), make_learnable_features(), cpu_context())
+    # were trimmed; the pin keeps it from growing back unnoticed. The count does not depend on the data. The index
+    # buffer rebuilds observations when sampling: 8 more operations, for a buffer of megabytes, not hundreds.
+    workload = DQNWorkload(small_config(replay_storage=storage), make_learnable_features(), cpu_context())
     workload.train_step()
     with OpCounter() as ops:
         workload.train_step()
-    assert ops.count <= 88
+    assert ops.count <= most_ops
 
 
 @pytest.mark.gpu

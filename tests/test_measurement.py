@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gpubench.measure.config import EpochConfig, StabilityConfig
-from gpubench.measure.epochs import measure_workload
+from gpubench.measure.epochs import measure_workload, precision_stage
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
 from gpubench.stats.config import StatisticsConfig
@@ -39,16 +39,18 @@ class FakeClockWorkload(Workload):
 
 
 def measure(workload, *, epochs=5, warmup=2, steps="auto", statistics=None, observers=(), on_epoch=None):
+    statistics = statistics or StatisticsConfig()
     return measure_workload(
         workload,
         timer=BlockTimer(lambda: None, lambda: workload.now_s),
         epochs=epochs,
         warmup_epochs=warmup,
         epoch_config=EpochConfig(steps=steps, min_seconds=1.0),
-        statistics=statistics or StatisticsConfig(),
+        statistics=statistics,
         monitor=StabilityMonitor(StabilityConfig(), torch.device("cpu")),
         observers=observers,
         on_epoch=on_epoch,
+        second_stage=precision_stage(statistics) if statistics.is_adaptive else None,
     )
 
 
@@ -84,7 +86,7 @@ def test_divergence_stops_the_model_at_once():
 
 def test_adaptive_identical_epochs_stop_after_a_first_stage_of_at_least_the_minimum():
     steady = FakeClockWorkload(lambda i: 0.01)
-    result = measure(steady, epochs=4, warmup=0, steps="100", statistics=StatisticsConfig(adaptive=True))
+    result = measure(steady, epochs=4, warmup=0, steps="100", statistics=StatisticsConfig(adaptive="precision"))
     assert result.stop_reason == "precision_target_met"
     # A first stage of epochs = 4 is raised to the decision interval's minimum; identical epochs need no more.
     assert len(result.epoch_times_ms) == result.first_stage_epochs == MIN_EPOCHS
@@ -100,7 +102,7 @@ def test_adaptive_measures_to_the_two_stage_total_of_its_first_stage():
         epochs=10,
         warmup=0,
         steps="100",
-        statistics=StatisticsConfig(adaptive=True, max_epochs=50),
+        statistics=StatisticsConfig(adaptive="precision", max_epochs=50),
         on_epoch=lambda phase, number, total, seconds, loss: planned.append(total),
     )
     first_ms = result.epoch_times_ms[:10]
@@ -116,7 +118,7 @@ def test_adaptive_stops_at_max_epochs_when_the_total_asked_for_is_beyond_it():
     noisy = FakeClockWorkload(lambda i: 0.01 * (1.5 if (i // 100) % 2 else 0.5))
     # Epochs alternate 0.5 s and 1.5 s: a first stage of the minimum asks for thousands of epochs.
     max_epochs = MIN_EPOCHS + 3
-    statistics = StatisticsConfig(adaptive=True, max_epochs=max_epochs)
+    statistics = StatisticsConfig(adaptive="precision", max_epochs=max_epochs)
     result = measure(noisy, epochs=MIN_EPOCHS, warmup=0, steps="100", statistics=statistics)
     assert two_stage_required_epochs(result.epoch_times_ms[:MIN_EPOCHS], 0.02, 0.95) > max_epochs
     assert result.stop_reason == "max_epochs_reached"
@@ -155,7 +157,7 @@ def test_an_observer_can_stop_the_model_and_its_records_are_kept():
 
 
 def test_an_adaptive_run_stopped_during_its_first_stage_has_no_first_stage():
-    statistics = StatisticsConfig(adaptive=True)
+    statistics = StatisticsConfig(adaptive="precision")
     result = measure(
         FakeClockWorkload(lambda i: 0.01), epochs=10, warmup=1, steps="10", statistics=statistics, observers=[HotCard()]
     )

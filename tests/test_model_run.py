@@ -19,7 +19,6 @@ from gpubench.measure.config import BatchConfig
 from gpubench.measure.flops import count_step_flops
 from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, build_workload, run_model
-from gpubench.models import workload_class
 from gpubench.results import MemoryProfile, ModelResult
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
@@ -34,7 +33,9 @@ def decision_with_limit(limit: int):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
         return float(size)
 
-    return choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096, target_effective=512), None)
+    return choose_batch_size(
+        try_batch, BatchConfig(policy="max", min_size=32, max_size=4096, target_effective=512), None
+    )
 
 
 @pytest.fixture
@@ -76,8 +77,11 @@ def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_cont
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.status = "failed"  # type: ignore[misc]
     written = json.loads(CPU_REPORT.read_text())["models"]
-    # Every model section main wrote on the CPU has one key set; this run's section has exactly that set.
-    assert {frozenset(section) for section in written.values()} == {frozenset(result.to_dict())}
+    # Every model section main wrote on the CPU has one key set; this run's section has exactly that set, plus the
+    # keys added since (each named here, so that a key lost or renamed still fails): validate's calibration steps,
+    # issue 12's updates per step and measured evaluation and checkpoint.
+    added_since_1092cdc = {"calibration_steps", "updates_per_step", "evaluation", "checkpoint"}
+    assert {frozenset(section) | added_since_1092cdc for section in written.values()} == {frozenset(result.to_dict())}
     assert len(result.raw_epoch_times_ms) == 3 and result.statistics is not None
     assert result.samples_per_second is not None and result.samples_per_second.mean > 0
     assert result.memory is not None and not result.memory.measured
@@ -238,23 +242,30 @@ def test_searched_batch_at_min_size_is_kept_with_a_warning(
     assert "batch_step_downs" not in section
 
 
-@pytest.mark.parametrize(("fit_limit", "built"), [(100, [100, 85]), (200, [128])])
-def test_rl_batch_steps_down_only_when_the_fit_capped_it(
-    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch, fit_limit: int, built: list[int]
+@pytest.mark.parametrize(("fit_limit", "timed"), [(100, 100), (200, 128)])
+def test_a_configured_batch_is_never_stepped_down_only_warned_about(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch, fit_limit: int, timed: int
 ) -> None:
-    # As an RL workload the MLP is timed at min(configured, fitted): configured 128; capped to 100 when only 100
-    # fits, but its own 128 when 200 fits, and then the batch is the algorithm's, not the search's.
-    monkeypatch.setattr(workload_class("mlp"), "batch_size_is_hyperparameter", True)
+    # batch.policy=configured (the default; RL always): the recipe's 128, capped to 100 when only 100 fits. A
+    # measured run over the headroom keeps that batch (changing it would time another training) with a warning.
     cpu_context.cfg.workloads.mlp.batch_size = 128
-    search_fits_up_to(monkeypatch, fit_limit)
+
+    def try_batch(size: int, steps: int) -> float:
+        if size > fit_limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
+        return float(size)
+
+    decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=4096), None, configured_size=128)
+    monkeypatch.setattr(model_run, "choose_batch", lambda name, context: decision)
     gpu = FragmentingGpu(monkeypatch, lambda batch: 10.5 * batch)
     section = run_model("mlp", cpu_context).result.to_dict()
     assert section["status"] == "ok", section["error"]
-    assert gpu.built == built
-    assert section["batch_size"] == built[-1]
+    assert gpu.built == [timed]
+    assert section["batch_size"] == timed
     assert section["gradient_accumulation_steps"] == 1
-    assert ("batch_step_downs" in section) is (len(built) > 1)
-    assert ("warnings" in section) is (len(built) == 1)
+    assert section["batch_policy"].startswith(f"timed at batch size {timed}: the configured batch 128")
+    assert "batch_step_downs" not in section
+    assert len(section["warnings"]) == 1
 
 
 def test_a_batch_search_where_nothing_fits_is_an_oom_result(
@@ -263,8 +274,23 @@ def test_a_batch_search_where_nothing_fits_is_an_oom_result(
     def nothing_fits(size: int, steps: int) -> float:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory (oracle)")
 
-    decision = choose_batch_size(nothing_fits, BatchConfig(min_size=32, max_size=64), None)
+    decision = choose_batch_size(nothing_fits, BatchConfig(policy="max", min_size=32, max_size=64), None)
     monkeypatch.setattr(model_run, "choose_batch", lambda name, context: decision)
     result = run_model("mlp", cpu_context).result
     assert result.status == "oom" and result.error == decision.message
     assert result.batch_search == decision.record() and result.batch_size is None
+
+
+def test_the_measured_run_times_one_evaluation_and_one_checkpoint(cpu_context: ModelRunContext) -> None:
+    result = run_model("mlp", cpu_context).result
+    assert result.status == "ok", result.error
+    assert result.updates_per_step == 1.0 and result.updates_per_env_step is None
+    assert result.evaluation is not None and result.evaluation.ms_per_call > 0
+    assert result.evaluation.samples_per_call == result.batch_size
+    assert result.checkpoint is not None and result.checkpoint.ms_per_save > 0
+    # The file holds the float32 parameters and AdamW's two moments of each, at least.
+    assert result.checkpoint.size_mb * 2**20 > 3 * 4 * result.workload["parameters"]
+    cpu_context.cfg.decision.plan.eval_every_steps = None
+    cpu_context.cfg.decision.plan.checkpoint_every_steps = None
+    off = run_model("mlp", cpu_context).result
+    assert off.evaluation is None and off.checkpoint is None

@@ -86,7 +86,9 @@ def _batch_search() -> BatchSearchResult:
         return TrialResult(peak_reserved_mb=peak_mb, samples_per_s=50_000.0 * size / (size + 128))
 
     with mock.patch("gpubench.measure.batch_search.release_device_memory"):
-        decision = choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=8192), usable_vram_mb=4096)
+        decision = choose_batch_size(
+            try_batch, BatchConfig(policy="max", min_size=32, max_size=8192), usable_vram_mb=4096
+        )
     return as_batch_search(decision)
 
 
@@ -263,7 +265,7 @@ def test_a_search_where_nothing_fits_draws_only_its_out_of_memory_trials(recwarn
 
     with mock.patch("gpubench.measure.batch_search.release_device_memory"):
         search = as_batch_search(
-            choose_batch_size(try_batch, BatchConfig(min_size=32, max_size=64), usable_vram_mb=4096)
+            choose_batch_size(try_batch, BatchConfig(policy="max", min_size=32, max_size=64), usable_vram_mb=4096)
         )
     assert search.status == "oom"
     figure = plots.batch_search_figure("tft", ModelResult(status="oom", batch_search=search))

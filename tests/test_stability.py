@@ -383,3 +383,33 @@ def test_a_slope_through_noise_is_not_a_trend() -> None:
     assert loss_trend(noisy, 0.01) == "STABLE"
     # The same rise without the noise is a trend.
     assert loss_trend([1.00, 1.02, 1.04, 1.06, 1.08, 1.10], 0.01) == "INCREASING"
+
+
+# ------------------------------------------------------------------------------------------------ steps without a loss
+
+
+@pytest.mark.parametrize("chunk_steps", [1, 2, 3, 256])
+def test_steps_without_a_loss_are_left_out_of_the_loss_checks(chunk_steps: int) -> None:
+    # A user's step (model=custom) may return no loss: those steps count as steps, not as non-finite losses.
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=chunk_steps)
+    losses = [1.0, None, NAN, None, 5.0, None, None]
+    for loss in losses:
+        monitor.observe(StepResult(loss=None if loss is None else torch.tensor(loss), grad_norm=torch.tensor(1.0)))
+    health = monitor.end_epoch()
+    assert (health.steps, health.loss_steps, health.grad_steps) == (7, 3, 7)
+    assert health.nonfinite_loss_steps == 1 and health.mean_loss == pytest.approx(3.0)
+
+
+def test_an_epoch_with_no_loss_at_all_still_checks_the_gradient_norms() -> None:
+    cfg = StabilityConfig()
+    monitor = StabilityMonitor(cfg, "cpu", chunk_steps=4)
+    healths = []
+    for norm in (1.0, 5000.0):
+        for _ in range(5):
+            monitor.observe(StepResult(loss=None, grad_norm=torch.tensor(norm)))
+        healths.append(monitor.end_epoch())
+    assert [(h.loss_steps, h.mean_loss, h.exploding_steps) for h in healths] == [(0, None, 0), (0, None, 5)]
+    verdict = stability_verdict(healths, cfg)
+    # The gradient norms were seen, so the verdict is theirs; the missing loss is stated, not hidden.
+    assert verdict.stability == "UNSTABLE" and verdict.loss_trend is None
+    assert verdict.reasons[0] == "no loss reported in 10 steps: NaN/Inf losses and the loss trend were not checked"

@@ -114,13 +114,18 @@ def _write_cache_file(path: Path, table: pa.Table) -> None:
 
 
 def load_cached_bars(
-    paths: Sequence[Path], cache_dir: Path, decode: Callable[[Sequence[Path]], pa.Table]
+    paths: Sequence[Path],
+    cache_dir: Path,
+    decode: Callable[[Sequence[Path]], pa.Table],
+    *,
+    version: str = READER_VERSION,
 ) -> CachedBars:
     """The bars of ``paths``: from the Parquet cache when their content was decoded before, else ``decode(paths)``.
 
-    After a miss the decoded table is stored under ``cache_dir`` for the next run.
+    ``version`` names the reader and any setting that changes its output for the same bytes (it is part of the
+    key). After a miss the decoded table is stored under ``cache_dir`` for the next run.
     """
-    key = content_hash(paths, version=READER_VERSION)
+    key = content_hash(paths, version=version)
     cache_file = cache_file_for(cache_dir, key)
     table = _read_cache_file(cache_file)
     if table is not None:

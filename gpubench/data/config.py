@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from gpubench.config_checks import require, require_choice, require_positive, require_probability
 
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "dbn", "parquet")
+#: How bars of one instrument and time from several publishers (exchanges) are read: see ``DataConfig.publishers``.
+PUBLISHER_MODES: tuple[str, ...] = ("aggregate", "separate")
 
 
 @dataclass
@@ -13,7 +15,15 @@ class DataConfig:
 
     ``synthetic`` generates DBN files (one per trading day) into ``cache_dir`` and reads them back like a user's
     download; ``dbn`` reads ``path`` (a folder or glob of ``.dbn``/``.dbn.zst`` files); ``parquet`` reads ``path``
-    (a Parquet file or folder of them with the bar columns).
+    (a Parquet file or folder of them with the bar columns). ``feature_count`` columns are built per bar: the nine
+    base features, and beyond them window statistics (``gpubench/data/features.py``; the seed's TFT-225 has 225).
+
+    ``publishers`` says what happens when DBN files hold bars of one instrument and minute from several publishers
+    (OPRA options, consolidated US equities: each exchange reports its own bar). ``aggregate`` (the default)
+    combines them into one bar per instrument and time, the consolidated bar a user of one ticker expects: high
+    is the highest high, low the lowest low, volume the sum, open and close the volume-weighted means of the
+    publishers' opens and closes. ``separate`` keeps each publisher's bars as a series of its own, named
+    ``SYMBOL@PUBLISHER`` (e.g. ``AAPL@XNAS.ITCH.XNAS``). Data from a single publisher reads the same either way.
     """
 
     source: str = "synthetic"
@@ -23,8 +33,10 @@ class DataConfig:
     days: int = 20
     start_date: str = "2024-01-02"
     seed: int = 7
+    publishers: str = "aggregate"
     train_fraction: float = 0.8
     volatility_window: int = 30
+    feature_count: int = 9
 
     def __post_init__(self) -> None:
         require_choice("data.source", self.source, DATA_SOURCES)
@@ -35,7 +47,14 @@ class DataConfig:
                 self.path,
                 f"a folder or glob of files when data={self.source}",
             )
+        require_choice("data.publishers", self.publishers, PUBLISHER_MODES)
         require(len(self.symbols) > 0, "data.symbols", self.symbols, "a non-empty list")
         require_positive("data.days", self.days)
         require_probability("data.train_fraction", self.train_fraction)
         require(self.volatility_window >= 2, "data.volatility_window", self.volatility_window, ">= 2")
+        require(
+            self.feature_count >= 9,
+            "data.feature_count",
+            self.feature_count,
+            ">= 9 (the base features; more add window statistics, gpubench/data/features.py)",
+        )

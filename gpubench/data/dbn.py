@@ -1,9 +1,22 @@
 """DBN files: the OHLCV bar reader (through ``databento``) with per-file validation, and the OHLCV writer the
 synthetic generator uses (through ``databento_dbn``).
 
-The reader turns ``.dbn`` / ``.dbn.zst`` files into one table with the bar columns of :data:`BAR_SCHEMA`, all
-symbols, sorted by symbol and then time. Supported schemas are :data:`SUPPORTED_SCHEMAS`; anything else is a
-:class:`DataError` that names the file.
+The reader turns ``.dbn`` / ``.dbn.zst`` files of DBN versions 1, 2 and 3 into one table with the bar columns of
+:data:`BAR_SCHEMA`, all symbols, sorted by symbol and then time. Supported schemas are :data:`SUPPORTED_SCHEMAS`;
+anything else is a :class:`DataError` that names the file.
+
+Two things real downloads contain that a single-venue sample does not:
+
+* **Files without records.** Databento writes a file with metadata and no records for a request whose window holds
+  no trades (a holiday, a weekend day of a daily split, a symbol that did not trade; its own ``test_data.ohlcv-1d``
+  samples are such files). Such a file is valid but carries no bars: :func:`select_dbn_files` sets it aside (the
+  loader names it in a warning and in the report's provenance) and only when *no* file holds bars is it an error,
+  naming the files.
+* **Several publishers.** In multi-venue datasets (OPRA options, consolidated US equities) every exchange reports
+  its own bar for the same instrument and minute, told apart only by ``publisher_id``. Bars are therefore keyed by
+  (symbol, publisher, time): only the same publisher's bar twice is a duplicate (overlapping files). How the
+  publishers' bars become series is ``data.publishers`` (:func:`combine_publishers`): ``aggregate`` merges them
+  into one consolidated bar, ``separate`` keeps one series per publisher.
 
 Why the reader checks files itself rather than trusting ``databento.DBNStore``: measured with databento 0.88 and
 zstandard 0.25, a ``.dbn.zst`` file cut inside its first compressed block fails with the misleading "unable to
@@ -25,21 +38,26 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpubench.data.config import PUBLISHER_MODES
 from gpubench.errors import DataError
 
 if TYPE_CHECKING:
     import databento
 
-#: Schemas the reader accepts: every one is a stream of OHLCV bar records of one fixed size.
-SUPPORTED_SCHEMAS: tuple[str, ...] = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d")
+#: Schemas the reader accepts: every one is a stream of OHLCV bar records of one fixed size, in every DBN version.
+SUPPORTED_SCHEMAS: tuple[str, ...] = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 #: Bump when the reader's output for the same bytes changes: it is part of the Parquet cache key.
-READER_VERSION = "1"
+READER_VERSION = "2"
+#: The column the reader keeps beside the bar columns until publishers are combined (:func:`combine_publishers`).
+PUBLISHER_COLUMN = "publisher_id"
+#: Joins a symbol and its publisher's name into a series name under ``data.publishers=separate``.
+PUBLISHER_SEPARATOR = "@"
 #: The columns of a bar table, in order.
 BAR_COLUMNS: tuple[str, ...] = ("ts_event", "symbol", "open", "high", "low", "close", "volume")
 #: A bar table: ts_event is the bar's start in nanoseconds since the UNIX epoch (UTC); prices are in the
@@ -61,6 +79,8 @@ FIXED_PRICE_SCALE = 1_000_000_000
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Uncompressed DBN starts with "DBN", a version byte and the little-endian length of the rest of the metadata.
 _DBN_PREFIX_BYTES = 8
+#: How many names of files without bars a message lists before it says "and N more".
+_LISTED_FILES = 5
 
 
 # --------------------------------------------------------------------------------------------------- paths
@@ -110,17 +130,107 @@ def resolve_dbn_paths(path: str | Path) -> list[Path]:
 # --------------------------------------------------------------------------------------------------- reader
 
 
-def read_dbn_bars(paths: str | Path | Sequence[str | Path]) -> pa.Table:
+@dataclass(frozen=True)
+class DbnFiles:
+    """DBN files sorted into those that hold bars and those that hold none (valid files with metadata only)."""
+
+    with_bars: list[Path]
+    without_bars: list[Path]
+
+
+def select_dbn_files(files: Sequence[Path]) -> DbnFiles:
+    """Sort ``files`` into those with records and those without; raise DataError when none holds a record.
+
+    A file without records must still be a valid OHLCV DBN file (it is read in full, which costs little: it is
+    only metadata); a damaged one raises DataError naming it. Files with records are only looked at as far as
+    their first record here, so this stays cheap when the bars later come from the Parquet cache.
+    """
+    without_bars = [path for path in files if _may_hold_no_records(path) and _read_dbn_file(path).num_rows == 0]
+    skipped = set(without_bars)
+    with_bars = [path for path in files if path not in skipped]
+    if not with_bars:
+        raise _no_bars_error(without_bars)
+    return DbnFiles(with_bars=with_bars, without_bars=without_bars)
+
+
+def describe_files(paths: Sequence[Path | str]) -> str:
+    """The first few of ``paths``, comma-separated, and how many more there are, for messages."""
+    names = [str(path) for path in paths[:_LISTED_FILES]]
+    more = len(paths) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more else "")
+
+
+def _no_bars_error(paths: Sequence[Path]) -> DataError:
+    if len(paths) == 1:
+        where = f"The DBN file {paths[0]} holds no bars: it has"
+    else:
+        where = f"None of the {len(paths)} DBN files holds bars ({describe_files(paths)}): each has"
+    return DataError(
+        f"{where} metadata but zero OHLCV records, which Databento writes for a request without trades in its "
+        "window (a holiday or weekend, a symbol that did not trade, a window before the data starts). gpubench "
+        "needs at least one file with bars in data.path; request a window with trading."
+    )
+
+
+def _may_hold_no_records(path: Path) -> bool:
+    """False when ``path`` certainly has bytes past its DBN header (so at least part of a record); else True.
+
+    Only the file's beginning is decompressed. True is a "maybe": the file may also be damaged or not DBN at all,
+    which the full read that follows reports by name.
+    """
+    import zstandard
+
+    try:
+        with path.open("rb") as stream:
+            magic = stream.read(len(_ZSTD_MAGIC))
+            stream.seek(0)
+            if magic != _ZSTD_MAGIC:
+                return _holds_no_more_than_header(stream)
+            with zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True) as reader:
+                return _holds_no_more_than_header(reader)
+    except (OSError, zstandard.ZstdError):
+        return True
+
+
+def _holds_no_more_than_header(stream: IO[bytes]) -> bool:
+    """Whether the DBN bytes of ``stream`` end at or before the end of the header that their prefix announces."""
+    prefix = _read_up_to(stream, _DBN_PREFIX_BYTES)
+    if len(prefix) < _DBN_PREFIX_BYTES or not prefix.startswith(b"DBN"):
+        return True
+    metadata_bytes = int.from_bytes(prefix[4:_DBN_PREFIX_BYTES], "little")
+    return len(_read_up_to(stream, metadata_bytes + 1)) <= metadata_bytes
+
+
+def _read_up_to(stream: IO[bytes], size: int) -> bytes:
+    """Up to ``size`` bytes of ``stream``, fewer only at its end (a decompressing reader may return short reads)."""
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining > 0:
+        chunk = stream.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_dbn_bars(paths: str | Path | Sequence[str | Path], *, publishers: str = "aggregate") -> pa.Table:
     """Decode and validate OHLCV DBN files into one bar table (:data:`BAR_SCHEMA`), sorted by symbol, then time.
 
     ``paths`` is a list of files, or one path string resolved by :func:`resolve_dbn_paths`. Instrument ids are
     turned into symbols through each file's symbol mappings, the way ``databento`` maps them for a Databento
-    download; an id without a mapping keeps its number as its symbol. Raises DataError naming the file for an
-    empty, garbage, truncated, corrupted or non-OHLCV file, and naming both files for a bar that two files hold.
+    download; an id without a mapping keeps its number as its symbol. Bars of one instrument and time from
+    several publishers are combined as ``publishers`` says (see :func:`combine_publishers`). Files without
+    records add no bars. Raises DataError naming the file for an empty (0-byte), garbage, truncated, corrupted
+    or non-OHLCV file, naming the files when none holds a record, and naming both files for a bar that two files
+    hold (the same publisher's bar of the same instrument and time).
     """
     files = resolve_dbn_paths(paths) if isinstance(paths, str | Path) else [Path(p) for p in paths]
     tables = [_read_dbn_file(path) for path in files]
-    return finish_bar_table(tables, [str(path) for path in files], require_sorted=True)
+    if files and not any(table.num_rows for table in tables):
+        raise _no_bars_error(files)
+    bars = finish_bar_table(tables, [str(path) for path in files], require_sorted=True)
+    return combine_publishers(bars, publishers)
 
 
 def _read_dbn_file(path: Path) -> pa.Table:
@@ -162,8 +272,9 @@ def _read_dbn_file(path: Path) -> pa.Table:
             f"The DBN file {path} is truncated: its {body_bytes} bytes of records are not a whole number of "
             f"{record_bytes}-byte OHLCV records (the last one is cut). Download the file again."
         )
-    # databento returns a (0, 1)-shaped array for a file without records; flatten to one record per entry.
-    records = store.to_ndarray().reshape(-1)
+    # The records are viewed in place rather than through DBNStore.to_ndarray: databento 0.88 has no struct for
+    # ohlcv-eod there, and the OHLCV record has one 56-byte layout in DBN versions 1, 2 and 3 alike.
+    records = np.frombuffer(payload, dtype=databento_dbn.OHLCVMsg._dtypes, offset=header_bytes)
     # Early Databento files mark OHLCV records with the cadence-less "deprecated" type; both are the same layout.
     valid_rtypes = (
         databento_dbn.RType.from_schema(databento_dbn.Schema(str(schema))).value,
@@ -304,8 +415,9 @@ def _records_to_table(path: Path, records: np.ndarray, metadata: "databento.Meta
             "symbol": symbols,
             **{name: pa.array(fixed / FIXED_PRICE_SCALE) for name, fixed in prices.items()},
             "volume": pa.array(records["volume"].astype(np.float64)),
+            PUBLISHER_COLUMN: pa.array(records["publisher_id"].astype(np.int32)),
         },
-        schema=BAR_SCHEMA,
+        schema=BAR_SCHEMA.append(pa.field(PUBLISHER_COLUMN, pa.int32())),
     )
 
 
@@ -313,12 +425,14 @@ def _records_to_table(path: Path, records: np.ndarray, metadata: "databento.Meta
 
 
 def finish_bar_table(tables: Sequence[pa.Table], sources: Sequence[str], *, require_sorted: bool) -> pa.Table:
-    """Check each source's bars, concatenate them, and sort by symbol then time.
+    """Check each source's bars, concatenate them, and sort by symbol (and publisher, when known) then time.
 
-    Each table must have :data:`BAR_SCHEMA`; ``sources`` names the file each came from, for error messages.
-    With ``require_sorted`` a source's bars must already be in non-decreasing time (as DBN files are). Raises
-    DataError for missing values, non-positive or non-finite prices, low above open/close or high below them,
-    negative volume, out-of-order time, and two bars of one symbol at one time (naming both sources).
+    Each table must have :data:`BAR_SCHEMA`, optionally followed by the :data:`PUBLISHER_COLUMN` (DBN bars carry
+    it; then every table has it, and it is kept in the result); ``sources`` names the file each came from, for
+    error messages. With ``require_sorted`` a source's bars must already be in non-decreasing time (as DBN files
+    are). Raises DataError for missing values, non-positive or non-finite prices, low above open/close or high
+    below them, negative volume, out-of-order time, and two bars of one symbol (and one publisher) at one time,
+    naming both sources.
     """
     if not tables:
         raise DataError("No bar files were given to read; data.path must name at least one file.")
@@ -328,21 +442,114 @@ def finish_bar_table(tables: Sequence[pa.Table], sources: Sequence[str], *, requ
     combined = pa.concat_tables(
         [table.append_column("_source", column) for table, column in zip(tables, source_index, strict=True)]
     )
-    # Arrow's sort is stable, so equal (symbol, time) pairs keep their source order for the message below.
-    combined = combined.sort_by([("symbol", "ascending"), ("ts_event", "ascending")])
-    symbol = combined.column("symbol").to_numpy(zero_copy_only=False)
-    ts_event = combined.column("ts_event").to_numpy()
-    duplicate = np.flatnonzero((symbol[1:] == symbol[:-1]) & (ts_event[1:] == ts_event[:-1]))
+    keys = ["symbol", PUBLISHER_COLUMN] if PUBLISHER_COLUMN in combined.column_names else ["symbol"]
+    # Arrow's sort is stable, so equal (symbol, publisher, time) keys keep their source order for the message below.
+    combined = combined.sort_by([*((key, "ascending") for key in keys), ("ts_event", "ascending")])
+    columns = {key: combined.column(key).to_numpy(zero_copy_only=False) for key in [*keys, "ts_event"]}
+    same = np.ones(max(combined.num_rows - 1, 0), dtype=bool)
+    for values in columns.values():
+        same &= values[1:] == values[:-1]
+    duplicate = np.flatnonzero(same)
     if duplicate.size:
         row = int(duplicate[0])
         origin = combined.column("_source").to_numpy()
         first, second = sources[origin[row]], sources[origin[row + 1]]
         where = f"both {first} and {second} hold" if first != second else f"{first} holds twice"
+        publisher = (
+            f" from publisher {publisher_name(int(columns[PUBLISHER_COLUMN][row]))}"
+            if PUBLISHER_COLUMN in columns
+            else ""
+        )
         raise DataError(
-            f"Duplicate bars: {where} a bar of {symbol[row]} at {_iso(int(ts_event[row]))} "
-            f"({duplicate.size} duplicate(s) in all). Remove overlapping files from data.path."
+            f"Duplicate bars: {where} a bar of {columns['symbol'][row]}{publisher} at "
+            f"{_iso(int(columns['ts_event'][row]))} ({duplicate.size} duplicate(s) in all). Remove overlapping "
+            "files from data.path."
         )
     return combined.drop_columns(["_source"])
+
+
+def publisher_name(publisher_id: int) -> str:
+    """Databento's name of a publisher (dataset and venue, e.g. ``XNAS.ITCH.XNAS``), or its number when unknown."""
+    import databento
+
+    try:
+        return str(databento.Publisher.from_int(publisher_id).value)
+    except ValueError:
+        return str(publisher_id)
+
+
+def combine_publishers(bars: pa.Table, mode: str) -> pa.Table:
+    """A :data:`BAR_SCHEMA` table from DBN bars keyed by (symbol, publisher, time), as ``data.publishers`` says.
+
+    ``bars`` is :func:`finish_bar_table`'s output with the :data:`PUBLISHER_COLUMN`; a table without it is
+    returned as it is. With one publisher in the data, both modes only drop the column. With several:
+
+    * ``aggregate``: one bar per symbol and time. High is the highest high and low the lowest low of the
+      publishers' bars, volume their sum; open and close are the volume-weighted means of their opens and closes
+      (plain means when every bar has zero volume). Every publisher's open lies within its own low and high, so a
+      weighted mean lies within the combined low and high; it is clipped there only against rounding.
+    * ``separate``: each publisher's bars are a series of their own, its symbol ``SYMBOL@PUBLISHER`` with the
+      publisher's Databento name (:func:`publisher_name`).
+
+    The result is sorted by symbol, then time. Raises DataError for an unknown ``mode``.
+    """
+    if mode not in PUBLISHER_MODES:
+        raise DataError(f"data.publishers={mode!r} is not valid: it must be one of {', '.join(PUBLISHER_MODES)}.")
+    if PUBLISHER_COLUMN not in bars.column_names:
+        return bars
+    publisher_ids = bars.column(PUBLISHER_COLUMN).to_numpy()
+    plain = bars.drop_columns([PUBLISHER_COLUMN])
+    if np.unique(publisher_ids).size <= 1:
+        return plain
+    if mode == "separate":
+        distinct, inverse = np.unique(publisher_ids, return_inverse=True)
+        names = pa.array([PUBLISHER_SEPARATOR + publisher_name(int(pid)) for pid in distinct]).take(
+            pa.array(inverse.ravel())
+        )
+        symbols = pc.binary_join_element_wise(plain.column("symbol"), names, "")
+        separate = plain.set_column(plain.schema.get_field_index("symbol"), "symbol", symbols)
+        return separate.sort_by([("symbol", "ascending"), ("ts_event", "ascending")])
+    return _aggregate_publishers(plain.sort_by([("symbol", "ascending"), ("ts_event", "ascending")]))
+
+
+def _aggregate_publishers(bars: pa.Table) -> pa.Table:
+    """One bar per (symbol, time) of ``bars`` (sorted by symbol, then time), combined as :func:`combine_publishers`
+    describes for ``aggregate``."""
+    symbol_codes = pc.dictionary_encode(bars.column("symbol").combine_chunks()).indices.to_numpy()
+    ts_event = bars.column("ts_event").to_numpy()
+    starts = np.flatnonzero(
+        np.concatenate([[True], (symbol_codes[1:] != symbol_codes[:-1]) | (ts_event[1:] != ts_event[:-1])])
+    )
+    counts = np.diff(np.append(starts, bars.num_rows))
+    values = {name: bars.column(name).to_numpy() for name in ("open", "high", "low", "close", "volume")}
+    high = np.maximum.reduceat(values["high"], starts)
+    low = np.minimum.reduceat(values["low"], starts)
+    volume = np.add.reduceat(values["volume"], starts)
+    open_, close = (
+        np.clip(_volume_weighted_mean(values[name], values["volume"], starts, counts), low, high)
+        for name in ("open", "close")
+    )
+    return pa.table(
+        {
+            "ts_event": pa.array(ts_event[starts]),
+            "symbol": bars.column("symbol").take(pa.array(starts)),
+            "open": pa.array(open_),
+            "high": pa.array(high),
+            "low": pa.array(low),
+            "close": pa.array(close),
+            "volume": pa.array(volume),
+        },
+        schema=BAR_SCHEMA,
+    )
+
+
+def _volume_weighted_mean(prices: np.ndarray, volume: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per group of consecutive rows (starting at ``starts``, ``counts`` long): the mean of ``prices`` weighted by
+    ``volume``, or the plain mean for a group whose volume is all zero."""
+    total = np.add.reduceat(volume, starts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        by_volume = np.add.reduceat(prices * volume, starts) / total
+    return np.where(total > 0, by_volume, np.add.reduceat(prices, starts) / counts)
 
 
 def _check_bar_values(table: pa.Table, source: str, *, require_sorted: bool) -> None:

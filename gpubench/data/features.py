@@ -14,6 +14,16 @@ Per symbol, in time order, each bar gets:
   session open (wrapped to a day, so pre- and post-market bars of 24-hour data stay distinct).
 * ``dow_sin``, ``dow_cos``: day of the week (Monday 0) in New York as the angle ``2 pi d / 7``.
 
+With ``feature_count`` above the nine (``data.feature_count``; the seed's TFT-225 has 225), statistics of the
+bars over trailing windows of w = 2, 3, 4, ... bars follow, five per window, until the count is reached (225:
+windows 2 to 45, the last one cut short), each over the symbol's last ``w`` bars including this one, or those
+there are at the symbol's start:
+
+* ``log_return_{w}``: ``log(close_t / close_{t-w})``, the return over the window (0 for the first bar);
+* ``volatility_{w}``: sample standard deviation of ``log_return`` over the window;
+* ``range_mean_{w}``: mean of ``log_range`` over the window;
+* ``log_volume_mean_{w}``, ``log_volume_std_{w}``: mean and sample standard deviation of ``log_volume``.
+
 The calendar columns are known in advance (``known_future_columns``). Every column is then standardised with
 the mean and standard deviation of the training rows (the first ``train_fraction`` of each symbol's bars), so
 nothing of the validation period leaks into the scaling; a column constant in training is only centred.
@@ -48,6 +58,10 @@ EXCHANGE_TIMEZONE = "America/New_York"
 SESSION_OPEN_MINUTE = 9 * 60 + 30
 MINUTES_PER_DAY = 24 * 60
 DAYS_PER_WEEK = 7
+#: The statistics computed per trailing window beyond the nine base features, in column order.
+WINDOW_FEATURES: tuple[str, ...] = ("log_return", "volatility", "range_mean", "log_volume_mean", "log_volume_std")
+#: The first trailing window (bars) of the window statistics; the next ones are one bar longer each.
+FIRST_WINDOW_BARS = 2
 #: A training standard deviation at or below this fraction of the column's scale counts as a constant column.
 _CONSTANT_RELATIVE_STD = 1e-12
 
@@ -56,13 +70,28 @@ _CONSTANT_RELATIVE_STD = 1e-12
 class RawFeatures:
     """Unnormalised features in float64, rows grouped by symbol (in ``symbols`` order) and in time order.
 
-    ``values`` is (n_bars, len(FEATURE_NAMES)); ``position`` is each bar's index within its symbol.
+    ``values`` is (n_bars, len(names)); ``position`` is each bar's index within its symbol; ``names`` are the
+    columns' names (:func:`feature_names`).
     """
 
     values: np.ndarray
     symbol_id: np.ndarray
     position: np.ndarray
     symbols: tuple[str, ...]
+    names: tuple[str, ...] = FEATURE_NAMES
+
+
+def feature_names(count: int) -> tuple[str, ...]:
+    """The names of the first ``count`` feature columns: the nine base features, then the window statistics
+    ``{statistic}_{w}`` for w = 2, 3, ... (see the module docstring). Raises ValueError below nine."""
+    if count < len(FEATURE_NAMES):
+        raise ValueError(f"at least the {len(FEATURE_NAMES)} base features are built, not {count}")
+    names = list(FEATURE_NAMES)
+    window = FIRST_WINDOW_BARS
+    while len(names) < count:
+        names.extend(f"{statistic}_{window}" for statistic in WINDOW_FEATURES)
+        window += 1
+    return tuple(names[:count])
 
 
 def _sorted_bars(bars: pa.Table) -> pa.Table:
@@ -102,8 +131,39 @@ def rolling_std(values: np.ndarray, position: np.ndarray, window: int) -> np.nda
     return np.where(count > 1, np.sqrt(np.clip(variance, 0.0, None)), 0.0)
 
 
-def raw_features(bars: pa.Table, *, volatility_window: int) -> RawFeatures:
-    """The unnormalised features of every bar (see the module docstring), grouped by symbol in time order."""
+def rolling_mean(values: np.ndarray, position: np.ndarray, window: int) -> np.ndarray:
+    """Mean over the last ``window`` rows of each group, including the current row (groups as in
+    :func:`rolling_std`; rows with fewer predecessors use those there are)."""
+    rows = np.arange(len(values))
+    first = rows - np.minimum(position, window - 1)
+    sums = np.concatenate([[0.0], np.cumsum(values)])
+    return (sums[rows + 1] - sums[first]) / (rows - first + 1)
+
+
+def window_return(log_close: np.ndarray, position: np.ndarray, window: int) -> np.ndarray:
+    """``log(close_t / close_{t-window})`` within each group: back to the group's first row where it holds fewer
+    than ``window`` earlier rows (0 at that first row)."""
+    rows = np.arange(len(log_close))
+    return log_close - log_close[rows - np.minimum(position, window)]
+
+
+def window_statistics(
+    log_close: np.ndarray, base: dict[str, np.ndarray], position: np.ndarray, window: int
+) -> dict[str, np.ndarray]:
+    """The :data:`WINDOW_FEATURES` over trailing windows of ``window`` bars, from the log close and the base
+    columns ``log_return``, ``log_range`` and ``log_volume``."""
+    return {
+        "log_return": window_return(log_close, position, window),
+        "volatility": rolling_std(base["log_return"], position, window),
+        "range_mean": rolling_mean(base["log_range"], position, window),
+        "log_volume_mean": rolling_mean(base["log_volume"], position, window),
+        "log_volume_std": rolling_std(base["log_volume"], position, window),
+    }
+
+
+def raw_features(bars: pa.Table, *, volatility_window: int, feature_count: int = len(FEATURE_NAMES)) -> RawFeatures:
+    """The unnormalised features of every bar (see the module docstring), grouped by symbol in time order: the
+    first ``feature_count`` columns of :func:`feature_names`."""
     table = _sorted_bars(bars)
     symbol_id, position, symbols = _symbol_layout(table.column("symbol"))
     open_, high, low, close = (table.column(name).to_numpy() for name in ("open", "high", "low", "close"))
@@ -136,11 +196,18 @@ def raw_features(bars: pa.Table, *, volatility_window: int) -> RawFeatures:
         "dow_sin": np.sin(day_angle),
         "dow_cos": np.cos(day_angle),
     }
+    names = feature_names(feature_count)
+    window = FIRST_WINDOW_BARS
+    while len(columns) < len(names):
+        statistics = window_statistics(log_close, columns, position, window)
+        columns.update({f"{statistic}_{window}": statistics[statistic] for statistic in WINDOW_FEATURES})
+        window += 1
     return RawFeatures(
-        values=np.stack([columns[name] for name in FEATURE_NAMES], axis=1),
+        values=np.stack([columns[name] for name in names], axis=1),
         symbol_id=symbol_id,
         position=position,
         symbols=symbols,
+        names=names,
     )
 
 
@@ -171,14 +238,20 @@ def fit_standardisation(values: np.ndarray, is_train: np.ndarray) -> tuple[np.nd
 
 
 def build_features(
-    bars: pa.Table, *, train_fraction: float, volatility_window: int, device: torch.device | str
+    bars: pa.Table,
+    *,
+    train_fraction: float,
+    volatility_window: int,
+    device: torch.device | str,
+    feature_count: int = len(FEATURE_NAMES),
 ) -> FeatureTensors:
-    """Feature tensors of a bar table on ``device``: float32 values standardised on the training split.
+    """Feature tensors of a bar table on ``device``: float32 values of ``feature_count`` columns standardised on
+    the training split.
 
     Raises DataError when the table is empty or a symbol has fewer bars than
     :func:`minimum_bars_per_symbol` requires.
     """
-    raw = raw_features(bars, volatility_window=volatility_window)
+    raw = raw_features(bars, volatility_window=volatility_window, feature_count=feature_count)
     bars_per_symbol = np.bincount(raw.symbol_id)
     needed = minimum_bars_per_symbol(train_fraction, volatility_window)
     short = [f"{raw.symbols[i]} ({count})" for i, count in enumerate(bars_per_symbol) if count < needed]
@@ -197,8 +270,8 @@ def build_features(
         log_return=torch.from_numpy(target.astype(np.float32)).to(device),
         symbol_id=torch.from_numpy(raw.symbol_id.astype(np.int64)).to(device),
         is_train=torch.from_numpy(is_train).to(device),
-        feature_names=FEATURE_NAMES,
-        target_column=FEATURE_NAMES.index(TARGET_FEATURE),
-        known_future_columns=tuple(FEATURE_NAMES.index(name) for name in KNOWN_FUTURE_FEATURES),
+        feature_names=raw.names,
+        target_column=raw.names.index(TARGET_FEATURE),
+        known_future_columns=tuple(raw.names.index(name) for name in KNOWN_FUTURE_FEATURES),
         symbols=raw.symbols,
     )

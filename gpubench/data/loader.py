@@ -5,8 +5,15 @@ user's download, so every default run exercises the DBN reader and the Parquet c
 ``data.path`` through the same reader and cache; ``data=parquet`` reads Parquet bars from ``data.path`` directly.
 ``data.symbols``, ``data.days``, ``data.start_date`` and ``data.seed`` shape the synthetic market only: the
 other sources use every symbol and bar in their files.
+
+DBN files without records (valid files holding only metadata, which Databento writes for a window without trades)
+are skipped with a warning and listed in the provenance's ``empty_files``; when no file holds bars, that is a
+DataError naming the files. ``data.publishers`` chooses how bars of one instrument from several publishers become
+series (``gpubench.data.dbn.combine_publishers``); it is part of the Parquet cache key.
 """
 
+import functools
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,12 +24,21 @@ import torch
 
 from gpubench.data.cache import content_hash, load_cached_bars, read_parquet_bars, resolve_parquet_paths
 from gpubench.data.config import DATA_SOURCES, DataConfig
-from gpubench.data.dbn import READER_VERSION, bar_time_range_iso, read_dbn_bars, resolve_dbn_paths
+from gpubench.data.dbn import (
+    READER_VERSION,
+    bar_time_range_iso,
+    describe_files,
+    read_dbn_bars,
+    resolve_dbn_paths,
+    select_dbn_files,
+)
 from gpubench.data.features import build_features
 from gpubench.data.synthetic import generate_synthetic_dbn
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import DataError
 from gpubench.results import DataProvenance
+
+logger = logging.getLogger(__name__)
 
 
 def _required_path(data_cfg: DataConfig) -> str:
@@ -42,6 +58,7 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         raise DataError(f"data.source={data_cfg.source!r} is not valid: it must be one of {', '.join(DATA_SOURCES)}.")
     cache_dir = Path(data_cfg.cache_dir).expanduser()
     files: Sequence[Path]
+    empty_files: Sequence[Path] = ()
     if data_cfg.source == "parquet":
         location = _required_path(data_cfg)
         files = resolve_parquet_paths(location)
@@ -60,8 +77,23 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         else:
             location = _required_path(data_cfg)
             files = resolve_dbn_paths(location)
-        cached = load_cached_bars(files, cache_dir, read_dbn_bars)
+        selected = select_dbn_files(files)
+        empty_files = selected.without_bars
+        if empty_files:
+            logger.warning(
+                "Skipping %d DBN file(s) without bars (metadata only, no records): %s.",
+                len(empty_files),
+                describe_files(empty_files),
+            )
+        cached = load_cached_bars(
+            selected.with_bars,
+            cache_dir,
+            functools.partial(read_dbn_bars, publishers=data_cfg.publishers),
+            version=f"{READER_VERSION}-publishers-{data_cfg.publishers}",
+        )
         table, cache_hit, key = cached.table, cached.cache_hit, cached.content_hash
+    if table.num_rows == 0:
+        raise DataError(f"data.path={location!r} holds no bars; gpubench needs at least one bar to build features.")
     first, last = bar_time_range_iso(table)
     provenance = DataProvenance(
         source=data_cfg.source,
@@ -74,6 +106,7 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         cache_hit=cache_hit,
         load_seconds=time.perf_counter() - started_s,
         content_hash=key,
+        empty_files=[str(path) for path in empty_files],
     )
     return table, provenance
 
@@ -86,5 +119,6 @@ def load_features(data_cfg: DataConfig, device: torch.device | str) -> tuple[Fea
         train_fraction=data_cfg.train_fraction,
         volatility_window=data_cfg.volatility_window,
         device=device,
+        feature_count=data_cfg.feature_count,
     )
     return features, provenance

@@ -85,3 +85,11 @@ class FeatureTensors:
         """``batch_size`` start rows drawn uniformly with replacement from ``valid_starts``, on the device."""
         picks = torch.randint(0, valid_starts.numel(), (batch_size,), device=valid_starts.device, generator=generator)
         return valid_starts[picks]
+
+    def evaluation_starts(self, length: int) -> torch.Tensor:
+        """First rows of the validation windows of ``length`` bars, or of the training ones when the validation
+        split is too short to hold one: an evaluation is timed either way (the same shapes, the same work)."""
+        try:
+            return self.window_starts(length, "validation")
+        except ValueError:
+            return self.window_starts(length, "train")

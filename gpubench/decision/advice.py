@@ -472,7 +472,7 @@ def _precision_actions(estimates: list[TimeEstimate], models: dict[str, ModelRes
             actions.append(
                 f"{estimate.model}: the epoch-time interval is +/-{stats.relative_halfwidth:.0%} of the mean "
                 f"(target {stats.target_rel_halfwidth:.0%}), which widens the upper bound; measure about "
-                f"{stats.required_epochs} epochs (epochs={stats.required_epochs} or statistics.adaptive=true)."
+                f"{stats.required_epochs} epochs (epochs={stats.required_epochs} or statistics.adaptive=precision)."
             )
     return actions
 
@@ -515,7 +515,9 @@ def _measurement_actions(outcome: Outcome, decision: DecisionConfig) -> list[str
         most = max(settle.values())
         actions.append(
             f"Measure {most} epochs (python -m gpubench epochs={most}) to settle the decision: with the variance "
-            "measured so far the interval would then lie on one side of the threshold it straddles."
+            "measured so far the interval would then lie on one side of the threshold it straddles. "
+            "statistics.adaptive=decision measures each model to the count that settles it, by a two-stage rule "
+            "that keeps the interval's level."
         )
     return actions
 

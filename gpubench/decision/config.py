@@ -14,7 +14,15 @@ class TrainingPlanConfig:
     ``trading_days × bars_per_day × symbols`` windows (one window ends at every one-minute bar). The default is the
     seed's dataset: 360 trading days of 390 one-minute bars (a US equity session) of one symbol, 50 passes.
     RL models (unit ``env_step``) train ``env_steps[model]`` environment steps. The defaults are each model's entry
-    in :data:`gpubench.models.MODELS`.
+    in :data:`gpubench.models.MODELS`. ``samples[model]``, for any model, is its full training in the model's own
+    sample unit and takes precedence over the two above when set (null by default): the plan of the user's
+    ``model=custom``, or a plan stated directly.
+
+    Recurring costs, measured and added to the plan: a validation pass every ``eval_every_steps`` gradient updates
+    (a supervised pass covers ``eval_fraction`` of one pass's windows: 0.25 is the validation fifth of an 80/20
+    split against its training four fifths; an RL evaluation is ``eval_env_steps`` greedy environment steps, five
+    episodes of the default 1,024 steps as Stable-Baselines3's EvalCallback runs five), and a checkpoint of model
+    and optimizer every ``checkpoint_every_steps`` updates. Null turns either off.
     """
 
     trading_days: int = 360
@@ -26,13 +34,26 @@ class TrainingPlanConfig:
     env_steps: dict[str, float] = field(
         default_factory=lambda: {spec.name: spec.plan_env_steps for spec in MODELS if spec.plan_env_steps is not None}
     )
+    eval_every_steps: int | None = 10_000
+    checkpoint_every_steps: int | None = 50_000
+    eval_fraction: float = 0.25
+    eval_env_steps: float = 5_120
+    # Every model has an entry (null: none), so that `decision.plan.samples.<model>=N` overrides an existing key.
+    samples: dict[str, float | None] = field(default_factory=lambda: {spec.name: None for spec in MODELS})
 
     def __post_init__(self) -> None:
         for key in ("trading_days", "bars_per_day", "symbols"):
             require_positive(f"decision.plan.{key}", getattr(self, key))
-        for group in ("passes", "env_steps"):
+        for group in ("passes", "env_steps", "samples"):
             for name, value in getattr(self, group).items():
-                require_positive(f"decision.plan.{group}.{name}", value)
+                if value is not None:
+                    require_positive(f"decision.plan.{group}.{name}", value)
+        for key in ("eval_every_steps", "checkpoint_every_steps"):
+            value = getattr(self, key)
+            if value is not None:
+                require(value >= 1, f"decision.plan.{key}", value, "a positive number of updates, or null (off)")
+        require_positive("decision.plan.eval_fraction", self.eval_fraction)
+        require_positive("decision.plan.eval_env_steps", self.eval_env_steps)
 
     @property
     def windows_per_pass(self) -> int:
@@ -58,7 +79,9 @@ class DecisionConfig:
     critical_models: list[str] = field(default_factory=lambda: ["dqn", "ppo"])
     plan: TrainingPlanConfig = field(default_factory=TrainingPlanConfig)
     memory_budget_mb: dict[str, float] = field(
-        default_factory=lambda: {spec.name: spec.memory_budget_mb for spec in MODELS}
+        default_factory=lambda: {
+            spec.name: spec.memory_budget_mb for spec in MODELS if spec.memory_budget_mb is not None
+        }
     )
     electricity_usd_per_kwh: float = 0.17
     local_hardware_cost_usd: float | None = None

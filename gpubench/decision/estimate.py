@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gpubench.decision.config import TrainingPlanConfig
-from gpubench.results import ModelEstimate, ModelResult, StepSplit
+from gpubench.results import BatchWhatIf, ModelEstimate, ModelResult, StepSplit
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
 #: The margin of a model's total is at least this fraction of its planned epochs' time. Why: on the H200 a real
@@ -33,6 +33,9 @@ def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -
 
     Raises ValueError when the plan has no entry for the model (or the unit is unknown).
     """
+    if plan.samples.get(name) is not None:
+        samples = float(plan.samples[name])
+        return samples, f"{samples:,.0f} {sample_unit or 'sample'}s (decision.plan.samples.{name})"
     if sample_unit == "env_step" and name in plan.env_steps:
         steps = float(plan.env_steps[name])
         return steps, f"{steps:,.0f} environment steps"
@@ -44,8 +47,74 @@ def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -
             f"= {windows:,.0f} windows"
         )
         return windows, basis
-    group = "env_steps" if sample_unit == "env_step" else "passes"
+    group = {"env_step": "env_steps", "window": "passes"}.get(sample_unit or "", "samples")
     raise ValueError(f"no training plan for {name} ({sample_unit} samples): set decision.plan.{group}.{name}")
+
+
+@dataclass(frozen=True)
+class RecurringPlan:
+    """The plan's recurring costs: ``eval_passes`` validation passes of ``eval_pass_seconds`` each and
+    ``checkpoints`` saves of ``checkpoint_seconds`` each (0 and None where off or not measured)."""
+
+    eval_passes: int = 0
+    eval_pass_seconds: float | None = None
+    checkpoints: int = 0
+    checkpoint_seconds: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        """Their total (s)."""
+        return self.eval_passes * (self.eval_pass_seconds or 0.0) + self.checkpoints * (self.checkpoint_seconds or 0.0)
+
+
+def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> float | None:
+    """Samples one validation pass covers: ``eval_fraction`` of a pass's windows (supervised), ``eval_env_steps``
+    environment steps (RL); None for another unit (nothing says what its validation pass is)."""
+    if sample_unit == "window":
+        return plan.windows_per_pass * plan.eval_fraction
+    if sample_unit == "env_step":
+        return plan.eval_env_steps
+    return None
+
+
+def recurring_plan(result: ModelResult, plan_updates: float, plan: TrainingPlanConfig) -> RecurringPlan:
+    """How many evaluations and checkpoints ``plan_updates`` gradient updates hold, and what each costs (s).
+
+    A training of U updates validates ``floor(U / eval_every_steps)`` times and checkpoints
+    ``floor(U / checkpoint_every_steps)`` times. One validation pass of P samples costs
+    ``P / samples_per_call × ms_per_call`` of the measured evaluation; one checkpoint the measured save.
+    """
+    evaluation, checkpoint = result.evaluation, result.checkpoint
+    eval_passes, eval_pass_s = 0, None
+    pass_samples = eval_pass_samples(result.sample_unit, plan)
+    if plan.eval_every_steps is not None and evaluation is not None and pass_samples is not None:
+        eval_passes = math.floor(plan_updates / plan.eval_every_steps)
+        eval_pass_s = pass_samples / evaluation.samples_per_call * evaluation.ms_per_call / MS_PER_S
+    checkpoints, checkpoint_s = 0, None
+    if plan.checkpoint_every_steps is not None and checkpoint is not None:
+        checkpoints = math.floor(plan_updates / plan.checkpoint_every_steps)
+        checkpoint_s = checkpoint.ms_per_save / MS_PER_S
+    return RecurringPlan(eval_passes, eval_pass_s, checkpoints, checkpoint_s)
+
+
+def batch_what_ifs(result: ModelResult, plan_samples: float) -> list[BatchWhatIf]:
+    """The plan's hours at every batch the search measured (its throughput curve): plan samples ÷ the short
+    trial's samples/s, steps only. Labels mark the knee and the largest fitting batch."""
+    search = result.batch_search
+    if search is None:
+        return []
+    labels = {search.largest_fitting_size: "largest fitting", search.knee_size: "knee"}
+    return [
+        BatchWhatIf(
+            batch_size=point.size,
+            samples_per_s=point.samples_per_s,
+            plan_hours=plan_samples / point.samples_per_s / SECONDS_PER_HOUR,
+            trial_steps=search.search_steps,
+            label=labels.get(point.size, ""),
+        )
+        for point in search.throughput_curve
+        if point.samples_per_s > 0
+    ]
 
 
 def total_time_margin_ms(halfwidth_ms: float, measured_epochs: int, planned_epochs: float) -> float:
@@ -99,7 +168,10 @@ class TimeEstimate:
     (n) epochs; ``step_ms`` is the mean optimizer step and ``samples_per_second`` the throughput, both as the
     model's result derives them; ``one_off_seconds`` is the calibration and warmup time. ``drift_flags`` says
     what was flagged during the measured epochs (a drift, throttled epochs), and ``drift_ms_per_epoch`` is
-    :func:`drift_ms_per_epoch` of them.
+    :func:`drift_ms_per_epoch` of them. ``plan_steps`` workload steps make ``plan_updates`` gradient updates;
+    ``recurring`` holds the evaluations and checkpoints they imply, measured costs added like the one-off ones
+    (``fixed_seconds``): a fixed count of measured operations, outside the epoch-to-epoch variance the margin
+    covers.
 
     The margin on the total (seconds) is the prediction margin :func:`total_time_margin_ms`, plus, when something
     was flagged, the drift carried to the whole plan (``drift_ms_per_epoch × N``: the simplest defensible size, a
@@ -124,6 +196,16 @@ class TimeEstimate:
     one_off_seconds: float
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
+    plan_steps: float = 0.0
+    plan_updates: float = 0.0
+    updates_per_env_step: float | None = None
+    recurring: RecurringPlan = RecurringPlan()
+    what_ifs: tuple[BatchWhatIf, ...] = ()
+
+    @property
+    def fixed_seconds(self) -> float:
+        """What does not scale with the epochs (s): the one-off costs and the recurring evaluations and checkpoints."""
+        return self.one_off_seconds + self.recurring.seconds
 
     @property
     def epochs_seconds(self) -> float:
@@ -165,7 +247,7 @@ class TimeEstimate:
 
     @property
     def hours(self) -> float:
-        return (self.epochs_seconds + self.one_off_seconds) / SECONDS_PER_HOUR
+        return (self.epochs_seconds + self.fixed_seconds) / SECONDS_PER_HOUR
 
     @property
     def upper_hours(self) -> float:
@@ -173,8 +255,8 @@ class TimeEstimate:
 
     @property
     def lower_hours(self) -> float:
-        """The lower bound (h): the estimate less the margin, never below the one-off costs."""
-        return (self.one_off_seconds + max(0.0, self.epochs_seconds - self.margin_seconds)) / SECONDS_PER_HOUR
+        """The lower bound (h): the estimate less the margin, never below the fixed costs."""
+        return (self.fixed_seconds + max(0.0, self.epochs_seconds - self.margin_seconds)) / SECONDS_PER_HOUR
 
     @property
     def upper_bound_level(self) -> float:
@@ -213,6 +295,15 @@ class TimeEstimate:
             estimated_hours_lower=self.lower_hours,
             drift_margin_hours=self.drift_margin_seconds / SECONDS_PER_HOUR if self.drift_flags else None,
             relative_margin_floor_applied=self.floor_applied,
+            plan_steps=self.plan_steps,
+            plan_updates=self.plan_updates,
+            updates_per_env_step=self.updates_per_env_step,
+            eval_passes=self.recurring.eval_passes,
+            eval_pass_seconds=self.recurring.eval_pass_seconds,
+            checkpoints=self.recurring.checkpoints,
+            checkpoint_seconds=self.recurring.checkpoint_seconds,
+            recurring_seconds=self.recurring.seconds,
+            batch_what_ifs=list(self.what_ifs),
         )
 
 
@@ -225,11 +316,24 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
     throughput, steps_per_epoch = result.samples_per_second, result.steps_per_epoch
     if stats is None or samples_per_epoch is None or step_ms is None or throughput is None or not steps_per_epoch:
         raise ValueError("no epoch-time statistics (fewer than two measured epochs)")
-    # plan_samples accepts only the units it knows: past it, the unit is one of them.
+    # plan_samples accepts only a plan it has: past it, the samples are counted in the result's unit.
     samples, basis = plan_samples(name, result.sample_unit, plan)
     calibration_s = result.calibration_seconds
     if calibration_s is None:
         calibration_s = (result.first_step_ms or 0.0) / MS_PER_S
+    # The plan in optimizer steps of the workload (supervised: windows ÷ batch) and in gradient updates.
+    plan_steps = samples / result.samples_per_step if result.samples_per_step else 0.0
+    plan_updates = plan_steps * (result.updates_per_step or 1.0)
+    basis += f" = {plan_steps:,.0f} steps"
+    if result.updates_per_env_step is not None:
+        basis += f" at {result.updates_per_env_step:.4g} gradient updates per env step = {plan_updates:,.0f} updates"
+    elif result.sample_unit == "window" and result.batch_size:
+        basis += f" of batch {result.batch_size}"
+    recurring = recurring_plan(result, plan_updates, plan)
+    if recurring.eval_passes:
+        basis += f"; {recurring.eval_passes:,} validation passes of {recurring.eval_pass_seconds:,.3g} s"
+    if recurring.checkpoints:
+        basis += f"; {recurring.checkpoints:,} checkpoints of {recurring.checkpoint_seconds:,.3g} s"
     return TimeEstimate(
         model=name,
         sample_unit=result.sample_unit,
@@ -247,6 +351,11 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
         one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S,
         drift_flags=_drift_flags(result),
         drift_ms_per_epoch=drift_ms_per_epoch(result.raw_epoch_times_ms),
+        plan_steps=plan_steps,
+        plan_updates=plan_updates,
+        updates_per_env_step=result.updates_per_env_step,
+        recurring=recurring,
+        what_ifs=tuple(batch_what_ifs(result, samples)),
     )
 
 
@@ -283,8 +392,8 @@ def combine_estimates(
     for estimate, ratio in zip(estimates, ratios, strict=True):
         margin = estimate.margin_seconds_at(epochs.get(estimate.model), widened=widened) * ratio
         epochs_s = estimate.epochs_seconds * ratio
-        seconds += epochs_s + estimate.one_off_seconds
-        lower_s += estimate.one_off_seconds + max(0.0, epochs_s - margin)
+        seconds += epochs_s + estimate.fixed_seconds
+        lower_s += estimate.fixed_seconds + max(0.0, epochs_s - margin)
         margin_s += margin
     return TotalTime(
         hours=seconds / SECONDS_PER_HOUR,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates
+from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates, estimate_training_time
 from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, MissingModel, ModelResult
 from gpubench.stats.intervals import MIN_EPOCHS
 
@@ -94,26 +94,38 @@ def settled(total: TotalTime, decision: DecisionConfig) -> bool:
     return total.lower_hours > decision.cloud_min_hours
 
 
+def interval_settled(total: TotalTime, decision: DecisionConfig) -> bool:
+    """Whether the total's prediction interval lies wholly on one side of each threshold: under
+    ``local_max_hours``, over ``cloud_min_hours``, or between the two (thresholds included). A longer measurement
+    then cannot change the decision unless the estimate itself moves."""
+    if total.upper_hours < decision.local_max_hours or total.lower_hours > decision.cloud_min_hours:
+        return True
+    return decision.local_max_hours <= total.lower_hours and total.upper_hours <= decision.cloud_min_hours
+
+
 def epochs_to_settle(
-    estimates: Sequence[TimeEstimate], is_settled: Callable[[TotalTime], bool]
+    estimates: Sequence[TimeEstimate], is_settled: Callable[[TotalTime], bool], *, varying: str | None = None
 ) -> dict[str, int | None]:
     """Per model, the measured epochs after which the total ``is_settled``: the smallest common count K such that
     every model measured over max(n, K) epochs settles it, with the variance measured so far and the same margin
     formula (:meth:`~gpubench.decision.estimate.TimeEstimate.margin_seconds_at`). A common K because ``epochs``
-    sets every model's count; each model's value is max(n, K). Every value is None when not even
-    :data:`SETTLE_MAX_EPOCHS` epochs would: the margin never falls below the floor, the drift's part or the future
-    epochs' own variability (h·sqrt(n·N) as n' grows), so some intervals never settle.
+    sets every model's count; each model's value is max(n, K). With ``varying`` only that model's count grows (the
+    others keep theirs: they were measured already). Every value is None when not even :data:`SETTLE_MAX_EPOCHS`
+    epochs would: the margin never falls below the floor, the drift's part or the future epochs' own variability
+    (h·sqrt(n·N) as n' grows), so some intervals never settle.
     """
+    grown = [e for e in estimates if varying is None or e.model == varying]
+    grown_models = {e.model for e in grown}
 
     def settles(epochs: int) -> bool:
-        counts = {e.model: max(e.measured_epochs, epochs) for e in estimates}
+        counts = {e.model: max(e.measured_epochs, epochs) for e in grown}
         return is_settled(combine_estimates(estimates, measured_epochs=counts))
 
-    if not settles(SETTLE_MAX_EPOCHS):
+    if not grown or not settles(SETTLE_MAX_EPOCHS):
         return {e.model: None for e in estimates}
     # The margin shrinks as the count grows: double until settled, then bisect (settles(low) is false throughout,
     # settles(high) true).
-    low = high = min(e.measured_epochs for e in estimates)
+    low = high = min(e.measured_epochs for e in grown)
     while not settles(high):
         low, high = high, min(2 * high, SETTLE_MAX_EPOCHS)
     while high - low > 1:
@@ -122,7 +134,44 @@ def epochs_to_settle(
             high = middle
         else:
             low = middle
-    return {e.model: max(e.measured_epochs, high) for e in estimates}
+    return {e.model: max(e.measured_epochs, high) if e.model in grown_models else e.measured_epochs for e in estimates}
+
+
+def epochs_to_settle_decision(
+    name: str,
+    result: ModelResult,
+    completed: Mapping[str, ModelResult],
+    planned_models: Sequence[str],
+    decision: DecisionConfig,
+) -> int | None:
+    """The measured epochs model ``name`` needs so that the critical total of the models measured so far settles
+    (:func:`interval_settled`), from its first stage ``result`` and the models ``completed`` before it in a job that
+    runs ``planned_models``; the count measured already when it is settled or ``name`` is not critical. None when no
+    count settles it: not even :data:`SETTLE_MAX_EPOCHS` epochs would, or ``name`` has no estimate (no plan).
+
+    Models run one after another, so a model can only aim at the total of those measured so far: its own
+    measurement cannot shrink the margins of those before it, and those after it measure to settle the total with
+    theirs. A critical model out of memory already decides (CLOUD_GPU_RECOMMENDED), and models without an estimate
+    (failed, too few epochs) are left out, as the rule leaves them out of the bound.
+    """
+    measured = len(result.raw_epoch_times_ms)
+    critical = list(decision.critical_models) or list(planned_models)
+    models = {**completed, name: result}
+    so_far = [model for model in critical if model in models]
+    if name not in critical or any(models[model].status == "oom" for model in so_far):
+        return measured
+    estimates = []
+    for model in so_far:
+        if model != name and len(models[model].raw_epoch_times_ms) < MIN_DECISION_EPOCHS:
+            continue
+        try:
+            estimates.append(estimate_training_time(model, models[model], decision.plan))
+        except ValueError:
+            if model == name:
+                return None
+            continue
+    counts = epochs_to_settle(estimates, lambda total: interval_settled(total, decision), varying=name)
+    return counts[name]
 
 
 def _too_few(critical: Sequence[str], models: Mapping[str, ModelResult]) -> dict[str, int]:

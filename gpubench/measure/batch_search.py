@@ -12,9 +12,12 @@ state and activations die with the trial), calls ``torch.cuda.reset_peak_memory_
 synchronises after them, and reports ``torch.cuda.max_memory_reserved() / 2**20``. The finder frees the device
 cache between trials (:func:`release_device_memory`), so each trial's reserved peak starts from a clean cache.
 
-The search runs short trials (:data:`SEARCH_STEPS`); the winner's re-verification runs longer ones
-(:data:`VERIFY_STEPS`), because the caching allocator keeps splitting and caching blocks for many steps: a few
-steps show the working set, not the fragmented steady state the measured epochs will reach.
+The search runs short trials (:data:`SEARCH_STEPS`), bounded in time: once one trial's steps take longer than
+``batch.trial_max_seconds``, it stops doubling (on a 141 GB card the largest batch that fits can take seconds a
+step). ``batch.policy`` then picks the batch that is timed (the configured one, the throughput knee, or the largest
+that fits), and only that batch is re-verified over longer trials (:data:`VERIFY_STEPS`), because the caching
+allocator keeps splitting and caching blocks for many steps: a few steps show the working set, not the fragmented
+steady state the measured epochs will reach.
 """
 
 import gc
@@ -57,10 +60,12 @@ TrialPhase = Literal["search", "verify"]
 
 @dataclass(frozen=True)
 class TrialResult:
-    """What one successful trial measured: peak reserved device memory (MB) and throughput (samples/s)."""
+    """What one successful trial measured: peak reserved device memory (MB), throughput (samples/s) and the wall
+    time of its steps (s; what bounds the search in time)."""
 
     peak_reserved_mb: float
     samples_per_s: float | None = None
+    seconds: float | None = None
 
 
 #: ``try_batch(size, steps)``: train ``steps`` steps at ``size`` and return the peak reserved MB or a TrialResult;
@@ -71,7 +76,8 @@ TryBatch = Callable[[int, int], "float | TrialResult"]
 @dataclass(frozen=True)
 class BatchSearch:
     """Result of :func:`find_max_batch_size`: the largest size that fit (None if ``min_size`` did not), and every
-    trial in the order it ran."""
+    trial in the order it ran. ``time_limited``: the search stopped early because a trial's steps took longer than
+    ``trial_max_seconds`` (s), so ``best_size`` is a lower bound of the largest size that fits."""
 
     min_size: int
     max_size: int
@@ -79,17 +85,20 @@ class BatchSearch:
     trials: list[BatchTrial]
     steps: int = SEARCH_STEPS
     peak_limit_mb: float | None = None
+    time_limited: bool = False
+    trial_max_seconds: float | None = None
 
 
 @dataclass(frozen=True)
 class BatchDecision:
-    """The batch size a model trains with, and the evidence for it (the search's working object; the report holds
+    """The batch size a model is timed at, and the evidence for it (the search's working object; the report holds
     its :meth:`record`).
 
     ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
-    why). ``largest_fitting_size`` is the search's answer; ``batch_size`` is the largest size that also passed
-    re-verification (it can be smaller). ``throughput_curve`` holds (size, samples/s) of the successful search
-    trials up to ``batch_size``, by size; ``knee_size`` is its knee (see :func:`knee_batch_size`).
+    why). ``largest_fitting_size`` is the search's answer; ``policy`` (``configured``, ``knee`` or ``max``) picked
+    the size to time from it (``configured_size`` is the recipe's), and ``batch_size`` is that size once it passed
+    re-verification (a smaller one that did, if it failed). ``throughput_curve`` holds (size, samples/s) of every
+    successful search trial, by size; ``knee_size`` is its knee (see :func:`knee_batch_size`).
     ``peak_reserved_mb`` is the highest peak reserved memory measured at ``batch_size``; ``peak_limit_mb`` is
     ``batch.headroom`` × usable VRAM (None when the usable VRAM is unknown). Search trials ran ``search_steps``
     training steps each, verification trials ``verify_steps``.
@@ -110,6 +119,8 @@ class BatchDecision:
     message: str
     search: BatchSearch
     verification: list[BatchTrial] = field(default_factory=list)
+    policy: str = "max"
+    configured_size: int | None = None
 
     def record(self) -> BatchSearchResult:
         """The report's record of this decision; ``trials`` lists search then verification trials."""
@@ -134,6 +145,10 @@ class BatchDecision:
             verify_steps=self.verify_steps,
             message=self.message,
             trials=[*self.search.trials, *self.verification],
+            policy=self.policy,
+            configured_size=self.configured_size,
+            time_limited=self.search.time_limited,
+            trial_max_seconds=self.search.trial_max_seconds,
         )
 
 
@@ -215,6 +230,7 @@ def _run_trial(
         steps=steps,
         peak_reserved_mb=result.peak_reserved_mb,
         samples_per_s=result.samples_per_s,
+        seconds=result.seconds,
     )
 
 
@@ -225,6 +241,7 @@ def find_max_batch_size(
     *,
     steps: int = SEARCH_STEPS,
     peak_limit_mb: float | None = None,
+    trial_max_seconds: float | None = None,
 ) -> BatchSearch:
     """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds, trying ``steps`` steps.
 
@@ -239,6 +256,10 @@ def find_max_batch_size(
     trial fails when ``try_batch`` raises an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, when its peak
     reserved memory (MB) exceeds that limit. Any other exception is re-raised immediately. ``best_size`` is None
     when ``min_size`` fails.
+
+    With ``trial_max_seconds`` set, a successful trial whose steps took longer than that (s) ends the search there
+    (``time_limited``): larger sizes would only be slower, and the search exists to report what fits, not to spend
+    minutes per model proving it. ``best_size`` is then the largest size that fit so far.
     """
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
@@ -250,14 +271,22 @@ def find_max_batch_size(
         trials.append(_run_trial(try_batch, size, steps, "search", peak_limit_mb))
         return trials[-1].ok
 
+    def too_slow() -> bool:
+        seconds = trials[-1].seconds
+        return trial_max_seconds is not None and seconds is not None and seconds > trial_max_seconds
+
     last_ok: int | None = None
     first_fail: int | None = None
+    time_limited = False
     size = min(2 * min_size, max_size)
     while True:
         if not fits(size):
             first_fail = size
             break
         last_ok = size
+        if too_slow():
+            time_limited = True
+            break
         if size == max_size:
             break
         size = min(2 * size, max_size)
@@ -273,6 +302,9 @@ def find_max_batch_size(
             middle = (last_ok + first_fail) // 2
             if fits(middle):
                 last_ok = middle
+                if too_slow():
+                    time_limited = True
+                    break
             else:
                 first_fail = middle
     return BatchSearch(
@@ -282,6 +314,8 @@ def find_max_batch_size(
         trials=trials,
         steps=steps,
         peak_limit_mb=peak_limit_mb,
+        time_limited=time_limited,
+        trial_max_seconds=trial_max_seconds,
     )
 
 
@@ -316,26 +350,61 @@ def _min_size_failure(search: BatchSearch, usable_vram_mb: float | None, headroo
     return f"`batch.min_size`={search.min_size} does not fit: {reason}. Lower `batch.min_size` or use a larger GPU."
 
 
+def policy_target(
+    policy: str, best_size: int, knee_size: int | None, configured_size: int | None, max_size: int
+) -> tuple[int, str]:
+    """The batch ``policy`` times, from the search's largest fitting ``best_size`` and throughput ``knee_size``, and
+    the sentence saying why (sizes in samples).
+
+    ``configured``: the recipe's ``configured_size``, capped by ``max_size`` (``batch.max_size`` caps every timed
+    batch) and by what fits. ``knee``: the knee (the largest fitting size when no trial measured throughput).
+    ``max``: the largest that fits.
+    """
+    if policy == "max":
+        return best_size, f"the largest batch that fits ({best_size})"
+    if policy == "knee":
+        if knee_size is None:
+            return best_size, f"the largest batch that fits ({best_size}): no trial measured throughput for a knee"
+        return knee_size, f"the throughput knee ({knee_size})"
+    if policy != "configured":
+        raise ValueError(f"unknown batch policy {policy!r}")
+    if configured_size is None:
+        raise ValueError("batch.policy=configured needs the configured batch size")
+    size, reason = configured_size, f"the configured batch {configured_size}"
+    if size > max_size:
+        size, reason = max_size, f"{reason} capped by `batch.max_size` to {max_size}"
+    if size > best_size:
+        size, reason = best_size, f"{reason} capped by the largest batch that fits ({best_size})"
+    return size, reason
+
+
 def choose_batch_size(
     try_batch: TryBatch,
     batch_cfg: BatchConfig,
     usable_vram_mb: float | None,
     *,
+    policy: str | None = None,
+    configured_size: int | None = None,
     search_steps: int = SEARCH_STEPS,
     verify_repeats: int = 3,
     verify_steps: int = VERIFY_STEPS,
 ) -> BatchDecision:
-    """Search the largest batch that fits under the headroom, re-verify it, and derive accumulation and knee.
+    """Search the largest batch that fits under the headroom, pick the batch ``policy`` times, re-verify it.
 
     A trial whose peak reserved memory exceeds ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when
-    ``usable_vram_mb`` is None) counts as a failure. The search runs trials of ``search_steps`` training steps; its
-    winner is then run ``verify_repeats`` more times for ``verify_steps`` steps each, long enough for the
-    allocator's fragmentation to reach its steady state. If any run fails, the next smaller size that succeeded in
-    the search is verified instead, and so on.
-    Gradient-accumulation steps are ``ceil(batch.target_effective / batch_size)``, at least 1. When
-    ``batch.min_size`` does not fit (or nothing passes verification) the decision has status ``oom`` and a
-    message saying why; the caller marks that model ``oom`` and moves on.
+    ``usable_vram_mb`` is None) counts as a failure. The search runs trials of ``search_steps`` training steps,
+    stopping once one takes longer than ``batch.trial_max_seconds``. ``policy`` (default ``batch.policy``) picks the
+    size to time (:func:`policy_target`; ``configured`` needs ``configured_size``); that size is then run
+    ``verify_repeats`` more times for ``verify_steps`` steps each, long enough for the allocator's fragmentation to
+    reach its steady state. If any run fails, the next smaller size that succeeded in the search is verified
+    instead, and so on. Only the timed size is verified: verifying a largest batch nobody times would cost the
+    longest trials of the search (1.6 s a step for mamba2 at 2,015 on an H200).
+    Gradient-accumulation steps reach ``batch.target_effective`` for a size the search chose (``knee``, ``max``);
+    the configured batch is the recipe's own effective batch (1 step). When ``batch.min_size`` does not fit (or
+    nothing passes verification) the decision has status ``oom`` and a message saying why; the caller marks that
+    model ``oom`` and moves on.
     """
+    policy = batch_cfg.policy if policy is None else policy
     if verify_repeats < 0:
         raise ValueError(f"verify_repeats must be >= 0, got {verify_repeats}")
     if verify_steps < search_steps:
@@ -345,7 +414,12 @@ def choose_batch_size(
         )
     peak_limit_mb = None if usable_vram_mb is None else batch_cfg.headroom * usable_vram_mb
     search = find_max_batch_size(
-        try_batch, batch_cfg.min_size, batch_cfg.max_size, steps=search_steps, peak_limit_mb=peak_limit_mb
+        try_batch,
+        batch_cfg.min_size,
+        batch_cfg.max_size,
+        steps=search_steps,
+        peak_limit_mb=peak_limit_mb,
+        trial_max_seconds=batch_cfg.trial_max_seconds,
     )
 
     def oom_decision(message: str, verification: list[BatchTrial]) -> BatchDecision:
@@ -365,16 +439,25 @@ def choose_batch_size(
             message=message,
             search=search,
             verification=verification,
+            policy=policy,
+            configured_size=configured_size,
         )
 
     if search.best_size is None:
         return oom_decision(_min_size_failure(search, usable_vram_mb, batch_cfg.headroom), [])
 
+    curve = sorted((t.size, t.samples_per_s) for t in search.trials if t.ok and t.samples_per_s is not None)
+    knee = knee_batch_size(curve)
+    target, reason = policy_target(policy, search.best_size, knee, configured_size, batch_cfg.max_size)
+
     verification: list[BatchTrial] = []
     chosen: int | None = None
-    # Every size that succeeded in the search is at most best_size; try them largest first, and min_size last (it
+    # The target first, then every smaller size that succeeded in the search, largest first, and min_size last (it
     # fits by monotonicity even when the search never ran it).
-    for candidate in sorted({t.size for t in search.trials if t.ok} | {batch_cfg.min_size}, reverse=True):
+    fallbacks = {t.size for t in search.trials if t.ok and t.size < target}
+    if batch_cfg.min_size < target:
+        fallbacks.add(batch_cfg.min_size)
+    for candidate in [target, *sorted(fallbacks, reverse=True)]:
         for _ in range(verify_repeats):
             verification.append(_run_trial(try_batch, candidate, verify_steps, "verify", peak_limit_mb))
             if not verification[-1].ok:
@@ -384,29 +467,33 @@ def choose_batch_size(
             break
     if chosen is None:
         return oom_decision(
-            f"no batch size passed {verify_repeats} re-runs of {verify_steps} steps: the largest fitting size "
-            f"{search.best_size} and every smaller size that fit during the search failed on a re-run (memory use "
-            "is not reproducible).",
+            f"no batch size passed {verify_repeats} re-runs of {verify_steps} steps: {target} ({reason}) and every "
+            "smaller size that fit during the search failed on a re-run (memory use is not reproducible).",
             verification,
         )
 
-    curve = sorted(
-        (t.size, t.samples_per_s) for t in search.trials if t.ok and t.size <= chosen and t.samples_per_s is not None
-    )
     peaks = [
         t.peak_reserved_mb
         for t in (*search.trials, *verification)
         if t.ok and t.size == chosen and t.peak_reserved_mb is not None
     ]
-    accumulation = gradient_accumulation_steps(chosen, batch_cfg.target_effective)
-    knee = knee_batch_size(curve)
-    message = f"batch size {chosen}"
-    if chosen != search.best_size:
-        message += f" (largest fitting {search.best_size} failed re-verification)"
-    message += (
-        f", verified {verify_repeats}x over {verify_steps} steps; {accumulation} accumulation step(s) give an "
-        f"effective batch of {accumulation * chosen} (target {batch_cfg.target_effective})"
-    )
+    accumulation = 1 if policy == "configured" else gradient_accumulation_steps(chosen, batch_cfg.target_effective)
+    message = f"batch size {chosen}: {reason} (batch.policy={policy})"
+    if chosen != target:
+        message += f"; {target} failed re-verification"
+    message += f", verified {verify_repeats}x over {verify_steps} steps"
+    if accumulation > 1:
+        message += (
+            f"; {accumulation} accumulation step(s) give an effective batch of {accumulation * chosen} "
+            f"(target {batch_cfg.target_effective})"
+        )
+    fitting = f"at least {search.best_size}" if search.time_limited else f"{search.best_size}"
+    message += f"; largest fitting {fitting}"
+    if search.time_limited:
+        message += (
+            f" (the search stopped: a trial of {search.steps} steps took longer than `batch.trial_max_seconds` "
+            f"= {batch_cfg.trial_max_seconds:g} s)"
+        )
     if knee is not None:
         message += f"; throughput knee at {knee}"
     return BatchDecision(
@@ -418,47 +505,52 @@ def choose_batch_size(
         target_effective_batch_size=batch_cfg.target_effective,
         knee_size=knee,
         throughput_curve=curve,
-        peak_reserved_mb=max(peaks),
+        peak_reserved_mb=max(peaks) if peaks else None,
         peak_limit_mb=peak_limit_mb,
         verify_repeats=verify_repeats,
         verify_steps=verify_steps,
         message=message,
         search=search,
         verification=verification,
+        policy=policy,
+        configured_size=configured_size,
     )
 
 
 @dataclass(frozen=True)
 class TimedBatch:
     """The batch a model is timed at: its size (samples), the gradient-accumulation steps per optimizer update, and
-    the policy that chose them (None for the configured batch without a search)."""
+    the sentence saying how it was chosen (None for the configured batch without a search or a cap)."""
 
     batch_size: int
     gradient_accumulation_steps: int
     policy: str | None
 
 
-def timed_batch(configured: int, decision: BatchDecision, *, is_hyperparameter: bool) -> TimedBatch:
-    """The batch a model is timed at after a successful search.
+def effective_policy(policy: str, *, is_hyperparameter: bool) -> str:
+    """The policy that applies to a model: ``configured`` where the batch is part of the algorithm (RL: a larger
+    replay or PPO minibatch is a different training run), else ``policy``."""
+    return "configured" if is_hyperparameter else policy
 
-    Supervised models train at the largest batch that fits, with gradient accumulation to the target effective
-    batch. Where the batch is part of the algorithm (RL), the configured size is kept, capped by what fits.
-    """
-    assert decision.batch_size is not None
-    if is_hyperparameter:
+
+def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, policy: str) -> TimedBatch:
+    """The batch a model is timed at: the decision's (a successful search, whose ``policy`` chose and verified it),
+    or without a search the ``configured`` batch capped by ``max_size`` (``batch.max_size``)."""
+    if decision is not None:
+        assert decision.batch_size is not None
         return TimedBatch(
-            batch_size=min(configured, decision.batch_size),
-            gradient_accumulation_steps=1,
-            policy=(
-                f"timed at the configured batch size {configured} capped by the largest that fits "
-                f"({decision.batch_size}): the batch is part of this algorithm"
-            ),
+            batch_size=decision.batch_size,
+            gradient_accumulation_steps=decision.gradient_accumulation_steps or 1,
+            policy=f"timed at {decision.message}",
         )
-    return TimedBatch(
-        batch_size=decision.batch_size,
-        gradient_accumulation_steps=decision.gradient_accumulation_steps or 1,
-        policy="timed at the largest batch that fits, with gradient accumulation",
-    )
+    notes = []
+    size = configured
+    if configured > max_size:
+        size = max_size
+        notes.append(f"timed at the configured batch {configured} capped by `batch.max_size` to {size}")
+    if policy != "configured":
+        notes.append(f"batch.policy={policy} needs the batch search (a GPU): the configured batch is timed")
+    return TimedBatch(batch_size=size, gradient_accumulation_steps=1, policy="; ".join(notes) or None)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ from dataclasses import dataclass
 
 from gpubench.config_checks import require, require_choice, require_positive
 
+#: What ``batch.policy`` times: the recipe's configured batch, the throughput knee, or the largest that fits.
+BATCH_POLICIES: tuple[str, ...] = ("configured", "knee", "max")
+
 #: Where the NVML memory sampler runs: a child process (no GIL shared with training) or a thread of the benchmark.
 MEMORY_SAMPLERS: tuple[str, ...] = ("process", "thread")
 
@@ -12,6 +15,14 @@ MEMORY_SAMPLERS: tuple[str, ...] = ("process", "thread")
 class BatchConfig:
     """Batch-size search bounds and policy. ``search: null`` means: search on a GPU, not on the CPU.
 
+    ``policy`` chooses the batch that is timed: ``configured`` (the recipe's batch, ``workloads.<model>.batch_size``),
+    ``knee`` (the smallest searched batch within 90% of the best throughput) or ``max`` (the largest that fits). The
+    search reports all three either way. ``max_size`` caps every timed batch, the configured one too. Where the batch
+    is part of the algorithm (RL), the configured batch is timed whatever the policy.
+
+    ``trial_max_seconds`` bounds the search in time: once one search trial's steps take longer than this (s), the
+    search stops doubling, and the largest batch reported is the largest it reached (a lower bound of what fits).
+
     ``verify_steps`` is the length of each re-verification trial of the winner (search trials are 3 steps): long
     enough for the caching allocator to reach its fragmented steady state, so the chosen batch still fits later.
     ``max_step_downs`` is how many times a searched batch whose measured epochs still exceeded the headroom is
@@ -19,14 +30,17 @@ class BatchConfig:
     """
 
     search: bool | None = None
+    policy: str = "configured"
     min_size: int = 32
     max_size: int = 4096
     headroom: float = 0.9
     target_effective: int = 512
     verify_steps: int = 20
     max_step_downs: int = 2
+    trial_max_seconds: float = 2.0
 
     def __post_init__(self) -> None:
+        require_choice("batch.policy", self.policy, BATCH_POLICIES)
         require_positive("batch.min_size", self.min_size)
         require(
             self.max_size >= self.min_size,
@@ -39,6 +53,7 @@ class BatchConfig:
         # Verification trials must reach the allocator's steady state, and be at least as long as search trials.
         require(self.verify_steps >= 3, "batch.verify_steps", self.verify_steps, "an integer >= 3")
         require(self.max_step_downs >= 0, "batch.max_step_downs", self.max_step_downs, "an integer >= 0")
+        require_positive("batch.trial_max_seconds", self.trial_max_seconds)
 
 
 @dataclass

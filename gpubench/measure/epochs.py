@@ -3,11 +3,12 @@
 Every epoch is one synchronised block of ``steps_per_epoch`` training steps (see :mod:`gpubench.measure.timing`). After
 each block, and outside it, the stability monitor is read (one host sync per epoch) and the epoch observers
 (the memory profiler, the device monitor) record their per-epoch figures, which they keep and hand out themselves.
-The loop stops after ``epochs`` measured epochs, or — with adaptive statistics — by Stein's two-stage rule
-(:func:`gpubench.stats.intervals.two_stage_epochs`): a first stage of ``epochs`` epochs (at least
-:data:`~gpubench.stats.intervals.MIN_EPOCHS`) fixes the long-run variance and with it the total that reaches the
-precision target, never more than ``max_epochs``; the run measures to that total and stops. Fixing the total
-from the first stage, rather than stopping when the interval first looks narrow, keeps the interval's level.
+The loop stops after ``epochs`` measured epochs, or — given a :class:`SecondStage` — by a two-stage rule in the
+manner of Stein (1945): a first stage of ``epochs`` epochs (at least :data:`~gpubench.stats.intervals.MIN_EPOCHS`)
+fixes the long-run variance, and with it the total the second stage asks for (the count that reaches the precision
+target, :func:`gpubench.stats.intervals.two_stage_required_epochs`, or the count that settles the recommendation),
+never more than ``max_epochs``; the run measures to that total and stops. Fixing the total from the first stage,
+rather than stopping when the interval first looks narrow, keeps the interval's level.
 It stops early when training diverges (a NaN/Inf loss or gradient) or an observer asks to stop (the card is too
 hot).
 """
@@ -31,7 +32,25 @@ DIVERGED = "diverged"
 #: The stop reasons of a run measured to its fixed count, and of an adaptive one (see :class:`Measurement`).
 FIXED_EPOCHS = "epochs"
 PRECISION_TARGET_MET = "precision_target_met"
+DECISION_SETTLED = "decision_settled"
+DECISION_CANNOT_SETTLE = "decision_cannot_settle"
 MAX_EPOCHS_REACHED = "max_epochs_reached"
+
+
+@dataclass(frozen=True)
+class SecondStagePlan:
+    """What a second stage asks for after the first: ``required_epochs`` in all (None: no count would reach the goal,
+    so the run stops after the first stage) and the stop reason once measured to it (capped at ``max_epochs``, the
+    reason becomes ``max_epochs_reached``)."""
+
+    required_epochs: int | None
+    reason: str
+
+
+class SecondStage(Protocol):
+    """The second stage of a two-stage rule: from the measurement of the first stage, the total epochs to measure."""
+
+    def __call__(self, first_stage: "Measurement") -> SecondStagePlan: ...
 
 
 class EpochObserver(Protocol):
@@ -58,9 +77,10 @@ class Measurement:
 
     ``epoch_times_ms`` and ``epoch_losses`` are the measured epochs only (warmup excluded); ``health`` holds the
     measured epochs' health, preceded by the diverged warmup epoch when a warmup epoch diverged. ``stop_reason`` is
-    ``epochs`` (the fixed count), ``precision_target_met`` (an adaptive run measured to the total the two-stage
-    rule asked for, within ``max_epochs``), ``max_epochs_reached`` (the total asked for was beyond
-    ``max_epochs``, so the run stopped there, short of the target), ``diverged``, or an observer's reason.
+    ``epochs`` (the fixed count), ``precision_target_met`` / ``decision_settled`` (an adaptive run measured to the
+    total its second stage asked for, within ``max_epochs``), ``decision_cannot_settle`` (no count would settle the
+    recommendation, so the run stopped after its first stage), ``max_epochs_reached`` (the total asked for was
+    beyond ``max_epochs``, so the run stopped there, short of the goal), ``diverged``, or an observer's reason.
     ``first_stage_epochs`` is the length of an adaptive run's first stage once it completed (the decision interval
     is then the two-stage one), else None.
     """
@@ -75,6 +95,19 @@ class Measurement:
     first_stage_epochs: int | None = None
 
 
+def precision_stage(statistics: StatisticsConfig) -> SecondStage:
+    """The second stage of ``statistics.adaptive=precision``: Stein's total that brings the decision interval within
+    ``statistics.target_rel_halfwidth`` of the mean (:func:`~gpubench.stats.intervals.two_stage_required_epochs`)."""
+
+    def plan(first_stage: Measurement) -> SecondStagePlan:
+        required = two_stage_required_epochs(
+            first_stage.epoch_times_ms, statistics.target_rel_halfwidth, statistics.confidence_level
+        )
+        return SecondStagePlan(required_epochs=required, reason=PRECISION_TARGET_MET)
+
+    return plan
+
+
 def measure_workload(
     workload: Workload,
     *,
@@ -86,8 +119,11 @@ def measure_workload(
     monitor: StabilityMonitor,
     observers: Sequence[EpochObserver] = (),
     on_epoch: ProgressCallback | None = None,
+    second_stage: SecondStage | None = None,
 ) -> Measurement:
-    """Run and time ``workload``: epoch sizing, ``warmup_epochs`` discarded epochs, then measured epochs."""
+    """Run and time ``workload``: epoch sizing, ``warmup_epochs`` discarded epochs, then measured epochs — ``epochs``
+    of them, or with a ``second_stage`` a first stage of ``epochs`` (at least :data:`MIN_EPOCHS`) and then the total
+    it asks for, at most ``statistics.max_epochs``."""
 
     def run_steps(count: int) -> None:
         for _ in range(count):
@@ -130,11 +166,11 @@ def measure_workload(
     def measurement(stop_reason: str) -> Measurement:
         return Measurement(
             sizing=sizing,
-            warmup_epoch_times_ms=warmup_times_ms,
-            epoch_times_ms=times_ms,
-            epoch_losses=losses,
-            warmup_losses=warmup_losses,
-            health=healths,
+            warmup_epoch_times_ms=list(warmup_times_ms),
+            epoch_times_ms=list(times_ms),
+            epoch_losses=list(losses),
+            warmup_losses=list(warmup_losses),
+            health=list(healths),
             stop_reason=stop_reason,
             first_stage_epochs=first_stage,
         )
@@ -161,8 +197,8 @@ def measure_workload(
             probe_seconds=sizing.probe_seconds,
         )
 
-    # An adaptive run plans its first stage, then (after it) the total; the config keeps max_epochs >= MIN_EPOCHS.
-    planned = min(max(epochs, MIN_EPOCHS), statistics.max_epochs) if statistics.adaptive else epochs
+    # A two-stage run plans its first stage, then (after it) the total; the config keeps max_epochs >= MIN_EPOCHS.
+    planned = min(max(epochs, MIN_EPOCHS), statistics.max_epochs) if second_stage is not None else epochs
     done_reason = FIXED_EPOCHS
     number = 0
     while number < planned:
@@ -176,10 +212,12 @@ def measure_workload(
         observer_reason = next((o.stop_reason() for o in observers if o.stop_reason()), None)
         if observer_reason is not None:
             return measurement(observer_reason)
-        if statistics.adaptive and first_stage is None and number == planned:
+        if second_stage is not None and first_stage is None and number == planned:
             # Stage one is complete: its variance fixes the total, and the rest of the run only measures to it.
+            plan = second_stage(measurement(FIXED_EPOCHS))
             first_stage = number
-            required = two_stage_required_epochs(times_ms, statistics.target_rel_halfwidth, statistics.confidence_level)
-            planned = min(required, statistics.max_epochs)
-            done_reason = PRECISION_TARGET_MET if required <= statistics.max_epochs else MAX_EPOCHS_REACHED
+            if plan.required_epochs is None:
+                return measurement(plan.reason)
+            planned = min(max(plan.required_epochs, number), statistics.max_epochs)
+            done_reason = plan.reason if plan.required_epochs <= statistics.max_epochs else MAX_EPOCHS_REACHED
     return measurement(done_reason)

@@ -42,15 +42,16 @@ _N_TOTALS = 7
 class EpochHealth:
     """One benchmark epoch's health, read from the device once at the epoch's end.
 
-    ``mean_loss`` is the mean of the finite losses (None when no step had one). ``grad_steps`` counts steps that
-    reported a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the finite ones (None when there
-    were none). The count fields are None when the checks are disabled (``checked`` false): only ``steps`` and
-    ``mean_loss`` are measured then.
+    ``mean_loss`` is the mean of the finite losses (None when no step had one). ``loss_steps`` and ``grad_steps``
+    count the steps that reported a loss and a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the
+    finite ones (None when there were none). The other count fields are None when the checks are disabled
+    (``checked`` false): only ``steps``, ``loss_steps`` and ``mean_loss`` are measured then.
     """
 
     steps: int
     mean_loss: float | None
     checked: bool
+    loss_steps: int
     grad_steps: int
     mean_grad_norm: float | None
     max_grad_norm: float | None
@@ -84,14 +85,16 @@ class StabilityMonitor:
         self._cfg = cfg
         self._device = torch.device(device)
         self._chunk_steps = chunk_steps
-        # The held steps' losses and gradient norms (_absent where a step reported none); the totals accumulate
-        # in float64 so long epochs do not lose precision.
+        # The held steps' losses (of the steps that reported one) and gradient norms (_absent where a step reported
+        # none); the totals accumulate in float64 so long epochs do not lose precision.
         self._losses: list[torch.Tensor] = []
         self._grad_norms: list[torch.Tensor] = []
         self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
         self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
         self._max_grad_norm = torch.zeros((), dtype=torch.float64, device=self._device)
+        self._no_losses = torch.zeros(0, dtype=torch.float64, device=self._device)
         self._steps = 0
+        self._loss_steps = 0
         self._grad_steps = 0
 
     def observe(self, step: StepResult) -> None:
@@ -102,17 +105,19 @@ class StabilityMonitor:
             self._grad_steps += 1
         # A held tensor that requires grad would keep the step's autograd graph alive; detach only those (a detach
         # builds a new tensor on the host, and workloads mostly return detached results).
-        self._losses.append(loss.detach() if loss.requires_grad else loss)
+        if loss is not None:
+            self._losses.append(loss.detach() if loss.requires_grad else loss)
+            self._loss_steps += 1
         self._grad_norms.append(grad_norm.detach() if grad_norm.requires_grad else grad_norm)
         self._steps += 1
-        if len(self._losses) == self._chunk_steps:
+        if len(self._grad_norms) == self._chunk_steps:
             self._reduce_held_steps()
 
     def _reduce_held_steps(self) -> None:
         """Fold the held steps into the device totals (device-side ops only: no synchronisation)."""
-        if not self._losses:
+        if not self._grad_norms:
             return
-        loss = torch.stack(self._losses).to(torch.float64)
+        loss = torch.stack(self._losses).to(torch.float64) if self._losses else self._no_losses
         grad_norm = torch.stack(self._grad_norms).to(torch.float64)
         self._losses.clear()
         self._grad_norms.clear()
@@ -148,8 +153,8 @@ class StabilityMonitor:
         totals, max_grad_norm = values[:_N_TOTALS], values[_N_TOTALS]
         self._totals.zero_()
         self._max_grad_norm.zero_()
-        steps, grad_steps = self._steps, self._grad_steps
-        self._steps = self._grad_steps = 0
+        steps, loss_steps, grad_steps = self._steps, self._loss_steps, self._grad_steps
+        self._steps = self._loss_steps = self._grad_steps = 0
 
         finite_loss_steps = round(totals[_FINITE_LOSS_STEPS])
         finite_grad_steps = round(totals[_FINITE_GRAD_STEPS])
@@ -162,10 +167,11 @@ class StabilityMonitor:
             grad_steps=grad_steps,
             mean_grad_norm=totals[_GRAD_SUM] / finite_grad_steps if finite_grad_steps else None,
             max_grad_norm=max_grad_norm if finite_grad_steps else None,
-            nonfinite_loss_steps=steps - finite_loss_steps if checked else None,
+            nonfinite_loss_steps=loss_steps - finite_loss_steps if checked else None,
             nonfinite_grad_steps=round(totals[_NONFINITE_GRAD_STEPS]) if checked else None,
             exploding_steps=round(totals[_EXPLODING]) if checked else None,
             vanishing_steps=round(totals[_VANISHING]) if checked else None,
+            loss_steps=loss_steps,
         )
 
 
@@ -256,12 +262,17 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
             first_nonfinite_epoch=None,
         )
 
+    loss_steps = _total(epochs, "loss_steps")
+    grad_steps = _total(epochs, "grad_steps")
     nonfinite_loss = _total(epochs, "nonfinite_loss_steps")
     nonfinite_grad = _total(epochs, "nonfinite_grad_steps")
     exploding = _total(epochs, "exploding_steps")
     vanishing = _total(epochs, "vanishing_steps")
     first_nonfinite = next((i for i, epoch in enumerate(epochs) if epoch.diverged), None)
     reasons: list[str] = []
+    if not loss_steps:
+        # A user's step may return no loss (model=custom): nothing can then say whether the loss is finite or falls.
+        reasons.append(f"no loss reported in {steps} steps: NaN/Inf losses and the loss trend were not checked")
     if nonfinite_loss:
         reasons.append(f"non-finite loss (NaN/Inf) in {nonfinite_loss} of {steps} steps")
     if nonfinite_grad:
@@ -284,6 +295,8 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
     stability: Stability
     if diverged:
         stability = "DIVERGING"
+    elif not loss_steps and not grad_steps:
+        stability = "NOT_CHECKED"
     elif exploding or vanishing or trend == "INCREASING":
         stability = "UNSTABLE"
     else:

@@ -76,6 +76,11 @@ class EpochSizing:
         """Total time spent calibrating, first step included."""
         return self.first_step_s + sum(self.probe_seconds)
 
+    @property
+    def calibration_steps(self) -> int:
+        """Steps run while calibrating, first step included."""
+        return 1 + sum(self.probe_steps)
+
 
 def round_up_to_iterations(steps: int, steps_per_iteration: int) -> int:
     """The smallest multiple of ``steps_per_iteration`` that is at least ``steps`` (and at least one iteration)."""

@@ -4,7 +4,8 @@ A model is one folder, ``gpubench/models/<name>/``, holding ``config.py`` (its `
 ``workload.py`` (its training step), plus one YAML file, ``gpubench/conf/model/<name>.yaml``, and one entry in
 :data:`MODELS` below. The entry also states the model's defaults that live elsewhere in the config: its VRAM budget
 (``decision.memory_budget_mb.<name>``) and its training plan (``decision.plan.passes.<name>`` for a supervised model,
-``decision.plan.env_steps.<name>`` for an RL one).
+``decision.plan.env_steps.<name>`` for an RL one; ``decision.plan.samples.<name>`` for any model, the user's own
+``custom`` one included, in its own sample unit).
 
 Importing this package imports the config dataclasses only; a workload (and torch) is imported when it is built.
 """
@@ -13,6 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpubench.models.custom.config import CustomConfig
 from gpubench.models.dqn.config import DQNConfig
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mlp.config import MLPConfig
@@ -28,15 +30,16 @@ class ModelSpec:
     """One registered model.
 
     ``workload`` is ``module:Class`` of its :class:`~gpubench.workload.Workload`, imported only when it runs.
-    ``memory_budget_mb`` is its VRAM target (MiB). A supervised model trains ``plan_passes`` passes over the
-    dataset; an RL model ``plan_env_steps`` environment steps (exactly one of the two is set). ``seed_model``: part
+    ``memory_budget_mb`` is its VRAM target (MiB; None: no budget). A supervised model trains ``plan_passes``
+    passes over the dataset; an RL model ``plan_env_steps`` environment steps (at most one of the two is set; the
+    user's ``custom`` model has neither, its plan is ``decision.plan.samples.custom``). ``seed_model``: part
     of ``model=all``, the seed system's four models.
     """
 
     name: str
     config: type
     workload: str
-    memory_budget_mb: float
+    memory_budget_mb: float | None
     plan_passes: float | None = None
     plan_env_steps: float | None = None
     seed_model: bool = True
@@ -50,6 +53,8 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("ppo", PPOConfig, "gpubench.models.ppo.workload:PPOWorkload", 512.0, plan_env_steps=1e7),
     ModelSpec("mamba2", Mamba2Config, "gpubench.models.mamba2.workload:Mamba2Workload", 1280.0, plan_passes=50.0),
     ModelSpec("tft", TFTConfig, "gpubench.models.tft.workload:TFTWorkload", 1024.0, plan_passes=50.0),
+    # The user's own training (workloads.custom.factory): no budget or plan gpubench could know.
+    ModelSpec("custom", CustomConfig, "gpubench.models.custom.workload:CustomWorkload", None, seed_model=False),
 )
 
 #: Names of every registered model.

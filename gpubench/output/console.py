@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpubench.redact import redact
-from gpubench.results import RunReport
+from gpubench.results import ModelEstimate, RunReport
 
 _stderr = Console(stderr=True, highlight=False)
 # Rich assumes 80 columns when stdout is not a terminal (a log file, CI): too narrow for the summary table.
@@ -105,6 +105,23 @@ def _t_interval_column(report: RunReport) -> str:
     return f"{levels[0] * 100:g}% CI (t)" if levels else "CI (t)"
 
 
+def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:
+    """One line per estimated model: its plan in the team's terms and its hours; then the what-ifs at the knee and
+    the largest fitting batch, from the search's short trials."""
+    lines = []
+    for name, estimate in per_model.items():
+        if not estimate.estimated or estimate.estimated_hours is None:
+            continue
+        lines.append(f"{name} plan: {estimate.plan_basis}: {estimate.estimated_hours:,.2f} h")
+        for what_if in estimate.batch_what_ifs:
+            if what_if.label:
+                lines.append(
+                    f"  what-if: at batch {what_if.batch_size} ({what_if.label}) the plan's steps take "
+                    f"{what_if.plan_hours:,.2f} h (from {what_if.trial_steps}-step search trials)"
+                )
+    return lines
+
+
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
     (samples/s), batch, peak memory (MB) and health; then errors, the recommendation and the report's path."""
@@ -133,6 +150,9 @@ def print_summary(report: RunReport, report_path: str) -> None:
         if result.error:
             _stdout.print(f"[red]{name}[/red]: {result.error}", soft_wrap=True)
     recommendation = report.recommendation
+    if recommendation is not None:
+        for line in plan_lines(recommendation.per_model):
+            _stdout.print(line, soft_wrap=True, markup=False)
     if recommendation is not None and recommendation.decision:
         _stdout.print(f"[bold]Recommendation:[/bold] {recommendation.decision} — {recommendation.reasoning}")
     _stdout.print(f"Report: {report_path}")

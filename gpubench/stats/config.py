@@ -6,35 +6,55 @@ from gpubench.config_checks import require, require_choice, require_positive, re
 from gpubench.stats.intervals import MIN_EPOCHS
 
 OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
+#: How many epochs a model is measured over: ``off`` a fixed ``epochs``; ``precision`` Stein's two-stage rule to
+#: the precision target; ``decision`` the two-stage rule to the count that settles the recommendation.
+ADAPTIVE_OFF = "off"
+ADAPTIVE_PRECISION = "precision"
+ADAPTIVE_DECISION = "decision"
+ADAPTIVE_MODES: tuple[str, ...] = (ADAPTIVE_OFF, ADAPTIVE_PRECISION, ADAPTIVE_DECISION)
+#: The booleans ``statistics.adaptive`` took before it had modes (OmegaConf hands them to a string key as text).
+_ADAPTIVE_BOOLEANS = {"true": ADAPTIVE_PRECISION, "false": ADAPTIVE_OFF}
 
 
 @dataclass
 class StatisticsConfig:
     """How epoch times are summarised; see ``gpubench/stats/`` for the formulas.
 
-    ``adaptive``: measure by Stein's two-stage rule (``gpubench/measure/epochs.py``): a first stage of ``epochs``
-    epochs (at least the decision interval's minimum) fixes the total that brings the decision interval within
-    ``target_rel_halfwidth`` of the mean, at most ``max_epochs``.
+    ``adaptive``: ``off`` measures ``epochs`` epochs. ``precision`` and ``decision`` measure by Stein's two-stage
+    rule (``gpubench/measure/epochs.py``): a first stage of ``epochs`` epochs (at least the decision interval's
+    minimum) fixes the total, at most ``max_epochs``, that brings the decision interval within
+    ``target_rel_halfwidth`` of the mean (``precision``) or that settles the recommendation — the critical total's
+    prediction interval wholly on one side of each threshold (``decision``). ``true`` and ``false`` are read as
+    ``precision`` and ``off``.
     """
 
     confidence_level: float = 0.95
     cv_threshold: float = 0.15
     outlier_rule: str = "mad"
     target_rel_halfwidth: float = 0.02
-    adaptive: bool = False
+    adaptive: str = ADAPTIVE_OFF
     max_epochs: int = 50
 
     def __post_init__(self) -> None:
+        self.adaptive = str(self.adaptive).lower()
+        self.adaptive = _ADAPTIVE_BOOLEANS.get(self.adaptive, self.adaptive)
+        require_choice("statistics.adaptive", self.adaptive, ADAPTIVE_MODES)
         require_probability("statistics.confidence_level", self.confidence_level)
         require_positive("statistics.cv_threshold", self.cv_threshold)
         require_choice("statistics.outlier_rule", self.outlier_rule, OUTLIER_RULES)
         require_positive("statistics.target_rel_halfwidth", self.target_rel_halfwidth)
         require_positive("statistics.max_epochs", self.max_epochs)
-        if self.adaptive:
+        if self.is_adaptive:
             # The first stage needs the decision interval's minimum of epochs to estimate its variance.
             require(
                 self.max_epochs >= MIN_EPOCHS,
                 "statistics.max_epochs",
                 self.max_epochs,
-                f">= {MIN_EPOCHS} when statistics.adaptive=true (a first stage of the decision interval's minimum)",
+                f">= {MIN_EPOCHS} when statistics.adaptive={self.adaptive} (a first stage of the decision interval's "
+                "minimum)",
             )
+
+    @property
+    def is_adaptive(self) -> bool:
+        """Whether the epoch count is set by a two-stage rule (``precision`` or ``decision``)."""
+        return self.adaptive != ADAPTIVE_OFF

@@ -389,4 +389,5 @@ def summarize_epoch_times(
         drift_p_value=p_value,
         drift_detected=drift,
         warnings=tuple(warnings),
+        first_stage_epochs=first_stage_epochs,
     )

@@ -64,6 +64,7 @@ def adam_mlp_trial(device: torch.device) -> Callable[[int, int], TrialResult]:
         return TrialResult(
             peak_reserved_mb=torch.cuda.max_memory_reserved(device) / 2**20,
             samples_per_s=steps * size / elapsed_s,
+            seconds=elapsed_s,
         )
 
     return try_batch
@@ -119,7 +120,7 @@ def test_finder_finds_the_real_boundary_and_the_process_recovers(capped_device: 
 
 
 def test_policy_keeps_peak_reserved_under_the_headroom(capped_device: torch.device) -> None:
-    batch_cfg = BatchConfig(min_size=MIN_SIZE, max_size=MAX_SIZE, headroom=0.9, target_effective=512)
+    batch_cfg = BatchConfig(policy="max", min_size=MIN_SIZE, max_size=MAX_SIZE, headroom=0.9, target_effective=512)
     decision = choose_batch_size(adam_mlp_trial(capped_device), batch_cfg, usable_vram_mb=CAP_MB, verify_repeats=2)
 
     assert decision.status == "ok", decision.message
@@ -135,3 +136,24 @@ def test_policy_keeps_peak_reserved_under_the_headroom(capped_device: torch.devi
     assert decision.gradient_accumulation_steps == 1
     assert decision.knee_size is not None
     assert decision.knee_size <= decision.batch_size
+
+
+def test_configured_policy_times_the_recipe_and_verifies_only_it(capped_device: torch.device) -> None:
+    batch_cfg = BatchConfig(min_size=MIN_SIZE, max_size=MAX_SIZE, headroom=0.9)
+    decision = choose_batch_size(
+        adam_mlp_trial(capped_device), batch_cfg, usable_vram_mb=CAP_MB, configured_size=2048, verify_repeats=2
+    )
+    assert decision.status == "ok", decision.message
+    assert decision.batch_size == 2048 and decision.gradient_accumulation_steps == 1
+    assert decision.largest_fitting_size > 2048
+    assert {trial.size for trial in decision.verification} == {2048}
+
+
+def test_a_time_bound_stops_the_search_early(capped_device: torch.device) -> None:
+    # A bound far below a 4096-wide Adam step at tens of thousands of rows: the search stops doubling early.
+    batch_cfg = BatchConfig(policy="max", min_size=MIN_SIZE, max_size=MAX_SIZE, trial_max_seconds=0.01)
+    decision = choose_batch_size(adam_mlp_trial(capped_device), batch_cfg, usable_vram_mb=CAP_MB, verify_repeats=1)
+    assert decision.search.time_limited
+    slow = decision.search.trials[-1]
+    assert slow.ok and slow.seconds > 0.01
+    assert all(trial.status != "oom" for trial in decision.search.trials)

@@ -2,13 +2,20 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.config_checks import require, require_positive, require_probability
+from gpubench.config_checks import require, require_choice, require_positive, require_probability
 from gpubench.models.trading_env.config import TradingEnvConfig
 
 
 @dataclass
 class DQNConfig:
-    """DQN (Mnih et al. 2015) with Double DQN (van Hasselt et al. 2016) on by default."""
+    """DQN (Mnih et al. 2015) with Double DQN (van Hasselt et al. 2016) on by default.
+
+    The update-to-data ratio, ``gradient_steps / (env.num_envs × train_freq)`` gradient updates per environment
+    step, is the public recipe's 0.25: one update every 4 environment steps in Mnih et al. 2015 ("update
+    frequency 4") and in Stable-Baselines3's DQN defaults (``train_freq=4, gradient_steps=1``, one environment;
+    stable_baselines3/dqn/dqn.py). With 64 environments a vectorised step brings 64 transitions, so 16 gradient
+    steps follow each.
+    """
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     batch_size: int = 256
@@ -24,8 +31,11 @@ class DQNConfig:
     exploration_steps: int = 100_000
     learning_starts: int = 1000
     train_freq: int = 1
-    gradient_steps: int = 1
+    gradient_steps: int = 16
     max_grad_norm: float = 10.0
+    #: ``indices``: the replay buffer stores environment states (bar, position) and rebuilds observations from the
+    #: feature tensor when sampling (megabytes); ``observations``: it stores copies of both observations.
+    replay_storage: str = "indices"
 
     def __post_init__(self) -> None:
         for key in (
@@ -44,6 +54,7 @@ class DQNConfig:
         require_probability("workloads.dqn.exploration_initial", self.exploration_initial, closed=True)
         require_probability("workloads.dqn.exploration_final", self.exploration_final, closed=True)
         require_positive("workloads.dqn.max_grad_norm", self.max_grad_norm)
+        require_choice("workloads.dqn.replay_storage", self.replay_storage, ("indices", "observations"))
         require(
             self.buffer_size >= self.env.num_envs,
             "workloads.dqn.buffer_size",

@@ -12,7 +12,11 @@ Training details:
 * Replay buffer: a preallocated circular tensor on the device, one row per transition. Each transition stores the
   observation the step reached *before* any auto-reset (``EnvStep.final_observation``) and whether the episode
   terminated: targets bootstrap through truncated episodes (a time limit) but not through terminated ones (the
-  data ran out).
+  data ran out). ``replay_storage: indices`` (the default) stores the environment state instead of the
+  observations, the bar index and position, from which the environment rebuilds both observations when a batch
+  is sampled (:class:`IndexReplayBuffer`: 56 bytes a transition, against ``8 × observation_size + 12`` for
+  ``observations``, :class:`ReplayBuffer`; 100,000 transitions of 64 bars × 9 features are 5.3 MiB instead of
+  443 MiB).
 * Target: ``r + γ (1 − terminated) Q_target(s', a*)`` with ``a*`` the online network's argmax (Double DQN) or the
   target network's own (``double_dqn: false``). Huber loss (δ = 1), gradient-norm clipping, Adam.
 * Target network: every ``target_update_interval`` gradient steps, ``θ⁻ ← τ θ + (1 − τ) θ⁻`` (τ = 1: a hard copy).
@@ -47,7 +51,7 @@ from torch import nn
 
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.dqn.config import DQNConfig
-from gpubench.models.trading_env.env import NUM_ACTIONS, TradingEnv
+from gpubench.models.trading_env.env import NUM_ACTIONS, GreedyEvaluation, TradingEnv
 from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 
@@ -112,6 +116,11 @@ class ReplayBuffer:
         return self.added.clamp(max=self.capacity)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes the stored transitions take on the device."""
+        return self.transitions.nbytes
+
+    @property
     def observations(self) -> torch.Tensor:
         return self.transitions[:, : self.observation_size]
 
@@ -170,6 +179,79 @@ class ReplayBuffer:
         )
 
 
+class IndexReplayBuffer:
+    """Circular buffer of ``capacity`` transitions stored as environment states, not observations.
+
+    A row is ``[bar, next bar, position, next position, action, reward, terminated]`` in float64 (bar indices are
+    exact up to 2**53). The next state is bar + 1 holding the action's position, what the environment's step
+    reached before any reset (``EnvStep.final_observation``). :meth:`batch` rebuilds both observations with one
+    :meth:`TradingEnv.observe` from the feature tensor, so a sample holds exactly what :class:`ReplayBuffer` would
+    have stored: 56 bytes a transition whatever the observation's size. The layout keeps each group of columns
+    adjacent, so that sampling is a handful of operations (the step is launch-bound on a GPU). Same device-side
+    counter and sampling as :class:`ReplayBuffer`.
+    """
+
+    def __init__(self, capacity: int, env: TradingEnv, device: torch.device) -> None:
+        self.capacity = capacity
+        self._env = env
+        self.transitions = torch.zeros(capacity, 7, dtype=torch.float64, device=device)
+        self.added = torch.zeros((), dtype=torch.int64, device=device)
+        self._offsets = torch.arange(capacity, device=device)
+
+    @property
+    def cursor(self) -> torch.Tensor:
+        """Slot the next transition goes to (0-d int64)."""
+        return self.added % self.capacity
+
+    @property
+    def size(self) -> torch.Tensor:
+        """Number of filled slots, at most ``capacity`` (0-d int64)."""
+        return self.added.clamp(max=self.capacity)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the stored transitions take on the device."""
+        return self.transitions.nbytes
+
+    @property
+    def actions(self) -> torch.Tensor:
+        """Stored actions as int64 (a copy)."""
+        return self.transitions[:, 4].long()
+
+    def add_states(
+        self, states: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor
+    ) -> None:
+        """Write ``n`` transitions: ``states`` ``(2, n)`` int64 holds the bar indices and positions the actions
+        were chosen in."""
+        bars, positions = states
+        n = bars.shape[0]
+        slots = (self.added + self._offsets[:n]) % self.capacity
+        # The float64 rewards make the stack float64, which holds the integers exactly.
+        rows = torch.stack([bars, bars + 1, positions, actions - 1, actions, rewards.double(), terminated], dim=1)
+        self.transitions.index_copy_(0, slots, rows)
+        self.added.add_(n)
+
+    def sample_indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """``batch_size`` slots drawn uniformly with replacement from the filled ones (as :class:`ReplayBuffer`)."""
+        wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.added.device)
+        return wide % self.size
+
+    def batch(self, indices: torch.Tensor) -> ReplayBatch:
+        """The transitions in slots ``indices``, their observations rebuilt from the feature tensor."""
+        rows = self.transitions[indices]
+        states = rows[:, :5].long()
+        outcome = rows[:, 5:].float()
+        # (n, 2) bars and positions -> (n, 2, observation_size): this state's and the next state's observation.
+        both = self._env.observe(states[:, 0:2], states[:, 2:4])
+        return ReplayBatch(
+            observations=both[:, 0],
+            actions=states[:, 4],
+            rewards=outcome[:, 0],
+            next_observations=both[:, 1],
+            terminated=outcome[:, 1],
+        )
+
+
 def linear_schedule(start: float, end: float, duration: int, step: int) -> float:
     """Value at ``step`` of a ramp from ``start`` (step 0) to ``end`` (step ``duration`` and after)."""
     return start + (end - start) * min(step / duration, 1.0)
@@ -221,6 +303,8 @@ class DQNWorkload(Workload):
         self.config = config
         self.context = context
         self.batch_size = context.batch_size
+        self._data = data
+        self._evaluation: GreedyEvaluation | None = None
         device = context.device
         self.env = TradingEnv(
             config.env,
@@ -237,7 +321,11 @@ class DQNWorkload(Workload):
         self.optimizer = torch.optim.Adam(
             self._parameters, lr=config.learning_rate, fused=True, capturable=context.captures_steps
         )
-        self.replay = ReplayBuffer(config.buffer_size, self.env.observation_size, device)
+        self.replay: ReplayBuffer | IndexReplayBuffer = (
+            IndexReplayBuffer(config.buffer_size, self.env, device)
+            if config.replay_storage == "indices"
+            else ReplayBuffer(config.buffer_size, self.env.observation_size, device)
+        )
         self.observation = self.env.reset()
         # ε = 1 while prefilling: the uniform random policy of the start of training.
         self._epsilon = torch.ones((), device=device)
@@ -269,6 +357,24 @@ class DQNWorkload(Workload):
             self.env_steps,
         )
 
+    @property
+    def updates_per_step(self) -> float:
+        return float(self.config.gradient_steps)
+
+    @property
+    def eval_samples_per_call(self) -> float:
+        return float(self.env.num_envs)
+
+    def evaluate(self) -> torch.Tensor:
+        """One greedy step (ε = 0) in every evaluation environment; the mean reward (the evaluation environments are
+        built on the first call)."""
+        if self._evaluation is None:
+            self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
+        return self._evaluation.step(lambda observation: self.q_network(observation).argmax(dim=1))
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
     def modules(self) -> list[nn.Module]:
         return [self.q_network]
 
@@ -278,6 +384,8 @@ class DQNWorkload(Workload):
             "num_envs": self.env.num_envs,
             "observation_size": self.env.observation_size,
             "replay_capacity": self.replay.capacity,
+            "replay_storage": self.config.replay_storage,
+            "replay_buffer_mb": self.replay.nbytes / 2**20,
             "replay_batch_size": self.batch_size,
             "gradient_steps_per_step": self.config.gradient_steps,
             "double_dqn": self.config.double_dqn,
@@ -318,8 +426,14 @@ class DQNWorkload(Workload):
             0, NUM_ACTIONS, (self.env.num_envs,), generator=self.context.generator, device=self.context.device
         )
         actions = self._select_actions(self.observation, self._epsilon, explore_draw, random_actions)
-        step = self.env.step(actions)
-        self.replay.add(self.observation, actions, step.reward, step.final_observation, step.terminated)
+        if isinstance(self.replay, IndexReplayBuffer):
+            # The state the actions were chosen in, copied before the step overwrites it in place.
+            states = torch.stack([self.env.bar_index, self.env.position])
+            step = self.env.step(actions)
+            self.replay.add_states(states, actions, step.reward, step.terminated)
+        else:
+            step = self.env.step(actions)
+            self.replay.add(self.observation, actions, step.reward, step.final_observation, step.terminated)
         self.observation.copy_(step.observation)
 
     def _select_actions_impl(

@@ -301,6 +301,7 @@ class Mamba2Workload(Workload):
         self.context = context
         self.window_bars = config.seq_len + config.horizon
         self.train_starts = data.window_starts(self.window_bars, "train")
+        self._eval_starts = data.evaluation_starts(self.window_bars)
         # Initialise from the context's seed without disturbing the global generator other code may rely on.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(context.seed)
@@ -340,6 +341,18 @@ class Mamba2Workload(Workload):
         grad_norm = self.context.optimize(loss, self.optimizer, self.model.parameters(), self.config.max_grad_norm)
         # A clone, because under CUDA graphs the compiled output's memory is reused by the next step.
         return StepResult(loss=loss.detach().clone(), grad_norm=grad_norm)
+
+    def evaluate(self) -> torch.Tensor:
+        """The mean squared error on one batch of validation windows, without gradients (eager: a compiled step's
+        graphs are built for training)."""
+        starts = self.data.sample_starts(self._eval_starts, self.context.batch_size, self.context.generator)
+        windows = self.data.gather(starts, self.window_bars)
+        with torch.no_grad(), self.context.autocast():
+            prediction = self.model(windows[:, : self.config.seq_len])
+        return F.mse_loss(prediction.float(), windows[:, self.config.seq_len :, self.data.target_column])
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
 
     def modules(self) -> list[nn.Module]:
         return [self.model]

@@ -44,6 +44,7 @@ class MLPWorkload(Workload):
         self.batch_size = context.batch_size
         # A window of `window` bars plus the bar after it, whose return is the target.
         self._train_starts = data.window_starts(config.window + 1, split="train")
+        self._eval_starts = data.evaluation_starts(config.window + 1)
         self.model = MLPForecaster(config.window, data.n_features, config.hidden_sizes).to(context.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
@@ -57,9 +58,14 @@ class MLPWorkload(Workload):
     def modules(self) -> list[nn.Module]:
         return [self.model]
 
-    def sample_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A batch of ``(batch, window, n_features)`` inputs and ``(batch,)`` next-bar normalised returns."""
-        starts = self.data.sample_starts(self._train_starts, self.batch_size, self.context.generator)
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def sample_batch(self, valid_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch of ``(batch, window, n_features)`` inputs and ``(batch,)`` next-bar normalised returns, from
+        ``valid_starts`` (default: the training windows)."""
+        valid_starts = self._train_starts if valid_starts is None else valid_starts
+        starts = self.data.sample_starts(valid_starts, self.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.config.window + 1)
         return windows[:, :-1], windows[:, -1, self.data.target_column]
 
@@ -70,6 +76,12 @@ class MLPWorkload(Workload):
             loss = nn.functional.mse_loss(predictions.float(), targets)
         grad_norm = self.context.optimize(loss, self.optimizer, self.model.parameters(), self.config.max_grad_norm)
         return StepResult(loss=loss.detach(), grad_norm=grad_norm)
+
+    def evaluate(self) -> torch.Tensor:
+        """The mean squared error on one batch of validation windows, without gradients."""
+        inputs, targets = self.sample_batch(self._eval_starts)
+        with torch.no_grad(), self.context.autocast():
+            return nn.functional.mse_loss(self.model(inputs).float(), targets)
 
     def describe(self) -> dict[str, object]:
         return {

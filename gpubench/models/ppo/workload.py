@@ -52,7 +52,7 @@ from torch import nn
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import ConfigError
 from gpubench.models.ppo.config import PPOConfig
-from gpubench.models.trading_env.env import NUM_ACTIONS, TradingEnv
+from gpubench.models.trading_env.env import NUM_ACTIONS, GreedyEvaluation, TradingEnv
 from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
 
 
@@ -294,6 +294,8 @@ class PPOWorkload(Workload):
     def __init__(self, config: PPOConfig, data: FeatureTensors, context: ExecutionContext) -> None:
         self.config = config
         self.context = context
+        self._data = data
+        self._evaluation: GreedyEvaluation | None = None
         num_envs = max(1, context.batch_size * config.num_minibatches // config.num_steps)
         self.rollout_size = num_envs * config.num_steps
         if self.rollout_size % config.num_minibatches != 0:
@@ -356,6 +358,20 @@ class PPOWorkload(Workload):
     def steps_into_iteration(self) -> int:
         """Minibatch updates made from the current rollout (0 when the next step collects a new one)."""
         return self.updates_done % self.updates_per_iteration
+
+    @property
+    def eval_samples_per_call(self) -> float:
+        return float(self.env.num_envs)
+
+    def evaluate(self) -> torch.Tensor:
+        """One step of the greedy policy (the most probable action) in every evaluation environment; the mean
+        reward (the evaluation environments are built on the first call)."""
+        if self._evaluation is None:
+            self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
+        return self._evaluation.step(lambda observation: self.agent.log_policy(observation).argmax(dim=1))
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
 
     def modules(self) -> list[nn.Module]:
         return [self.agent]

@@ -396,6 +396,7 @@ class TFTWorkload(Workload):
         self.context = context
         self.window_length = config.encoder_length + config.decoder_length
         self._train_starts = data.window_starts(self.window_length, "train")
+        self._eval_starts = data.evaluation_starts(self.window_length)
         self._known_columns = torch.tensor(data.known_future_columns, device=data.device)
         self.model = TemporalFusionTransformer(
             n_encoder_inputs=data.n_features,
@@ -415,9 +416,14 @@ class TFTWorkload(Workload):
     def samples_per_step(self) -> float:
         return float(self.context.batch_size)
 
-    def sample_batch(self) -> TFTBatch:
-        """Draw ``context.batch_size`` training windows and split them; stays on the device (no sync)."""
-        starts = self.data.sample_starts(self._train_starts, self.context.batch_size, self.context.generator)
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def sample_batch(self, valid_starts: torch.Tensor | None = None) -> TFTBatch:
+        """Draw ``context.batch_size`` windows from ``valid_starts`` (default: the training windows) and split
+        them; stays on the device (no sync)."""
+        valid_starts = self._train_starts if valid_starts is None else valid_starts
+        starts = self.data.sample_starts(valid_starts, self.context.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.window_length)
         encoder_length = self.config.encoder_length
         return TFTBatch(
@@ -436,6 +442,17 @@ class TFTWorkload(Workload):
             loss = quantile_loss(output.quantiles.float(), batch.target, self._quantiles)
         grad_norm = self.context.optimize(loss, self.optimizer, self.model.parameters(), self.config.max_grad_norm)
         return StepResult(loss=loss.detach(), grad_norm=grad_norm)
+
+    def evaluate(self) -> torch.Tensor:
+        """The quantile loss on one batch of validation windows, without gradients and without dropout."""
+        batch = self.sample_batch(self._eval_starts)
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.context.autocast():
+                output = self.model(batch.encoder_inputs, batch.decoder_inputs, batch.static_ids)
+                return quantile_loss(output.quantiles.float(), batch.target, self._quantiles)
+        finally:
+            self.model.train()
 
     def modules(self) -> list[nn.Module]:
         return [self.model]

@@ -158,3 +158,25 @@ class TradingEnv:
             torch.stack([next_bar, self.bar_index]), torch.stack([new_position, self.position])
         ).unbind(0)
         return observation, reward, terminated, truncated, final_observation
+
+
+class GreedyEvaluation:
+    """Evaluation of a policy on ``num_envs`` episodes of its own: each :meth:`step` acts with ``act`` (the greedy
+    policy) in every environment and returns the mean reward (0-d device tensor).
+
+    The evaluation environment has its own generator (seeded with ``seed``), so evaluating never shifts the random
+    streams training draws from, and its own state, so the training episodes continue where they were.
+    """
+
+    def __init__(self, config: TradingEnvConfig, data: FeatureTensors, num_envs: int, seed: int) -> None:
+        generator = torch.Generator(device=data.device)
+        generator.manual_seed(seed)
+        self.env = TradingEnv(config, data, num_envs, generator)
+        self._observation = self.env.reset()
+
+    def step(self, act: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """One greedy step in every evaluation environment (``num_envs`` environment steps)."""
+        with torch.no_grad():
+            step = self.env.step(act(self._observation))
+        self._observation = step.observation
+        return step.reward.mean()

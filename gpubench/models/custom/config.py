@@ -1,0 +1,55 @@
+"""The ``workloads.custom`` keys: the user's own training step, timed like the built-in models."""
+
+from dataclasses import dataclass
+
+from gpubench.config_checks import require, require_positive
+from gpubench.models.custom.factory import FACTORY_FORM, FACTORY_KEY, load_factory
+
+
+@dataclass
+class CustomConfig:
+    """The user's training, as a factory: ``build(batch_size, device)`` returns a callable that runs one optimizer
+    update and returns its loss tensor (or None, or a ``(loss, grad_norm)`` pair).
+
+    ``factory`` is ``module.path:function``; it is imported and its signature checked when the config is checked,
+    so a bad value stops the run in a second. ``batch_size`` is the recipe's batch: the model is timed at it (or at
+    the largest that fits, if smaller). ``samples_per_step`` is what one step consumes at ``batch_size``, in
+    ``sample_unit``s (default: ``batch_size``; e.g. batch × sequence length for tokens); at another batch size (a
+    search trial, a smaller batch that fits) it scales with the batch. The full training is
+    ``decision.plan.samples.custom`` samples.
+    """
+
+    factory: str | None = None
+    batch_size: int = 64
+    samples_per_step: float | None = None
+    sample_unit: str = "sample"
+
+    def __post_init__(self) -> None:
+        require_positive("workloads.custom.batch_size", self.batch_size)
+        if self.samples_per_step is not None:
+            require_positive("workloads.custom.samples_per_step", self.samples_per_step)
+        require(
+            bool(self.sample_unit) and self.sample_unit.isidentifier(),
+            "workloads.custom.sample_unit",
+            self.sample_unit,
+            "a non-empty word naming what one sample is (sample, token, image, ...)",
+        )
+        if self.factory is not None:
+            load_factory(self.factory)
+
+    def check_runnable(self, precision: str, compile_mode: str) -> None:
+        """Checks that hold when ``model=custom`` runs: a factory is set, and the execution settings the build
+        function owns (precision, compilation) are left at their defaults rather than silently not applied."""
+        require(self.factory is not None, FACTORY_KEY, self.factory, f"set when model=custom: {FACTORY_FORM}")
+        require(
+            precision == "fp32",
+            "execution.precision",
+            precision,
+            "fp32 with model=custom: the build function owns its precision (use torch.autocast inside your step)",
+        )
+        require(
+            compile_mode == "false",
+            "execution.compile",
+            compile_mode,
+            "false with model=custom: the build function owns its compilation (torch.compile inside build)",
+        )

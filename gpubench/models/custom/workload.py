@@ -1,0 +1,125 @@
+"""The user's own training step as a workload: ``build(batch_size, device)`` from ``workloads.custom.factory``.
+
+The build function is the user's code: it makes the model, optimizer and data at the batch size gpubench asks
+for, on the device gpubench chose, and returns ``step``, a callable that runs one optimizer update. It goes through
+the same batch search, measurement, memory profiling and stability checks as the built-in models; gpubench's
+feature tensors are not used (the user's data is the user's).
+
+What ``step`` returns decides what the stability monitor sees: a loss tensor (checked for NaN/Inf, and its
+per-epoch mean gives the loss trend), a ``(loss, grad_norm)`` pair (the gradient norm is checked too: exploding,
+vanishing, NaN/Inf; ``torch.nn.utils.clip_grad_norm_`` returns it for free), or None (nothing is checked: the
+report says so, and ``stability`` is ``NOT_CHECKED``). The optimizer is the user's, so gpubench cannot compute a
+gradient norm itself without adding work to the step it times. Returning ``loss.item()`` instead of the tensor is
+refused: it synchronises the device every step, which gpubench must not impose on the timed steps.
+"""
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from gpubench.data.tensors import FeatureTensors
+from gpubench.models.custom.config import CustomConfig
+from gpubench.models.custom.factory import describe_factory, factory_error, load_factory
+from gpubench.workload import ExecutionContext, StepResult, Workload
+
+
+def _candidates(step: Callable[..., Any]) -> Iterable[Any]:
+    """Objects a step callable holds directly: itself, the object of a bound method, its closure's variables, the
+    attributes of a callable object."""
+    yield step
+    owner = getattr(step, "__self__", None)
+    if owner is not None:
+        yield owner
+        yield from vars(owner).values() if hasattr(owner, "__dict__") else ()
+    for cell in getattr(step, "__closure__", None) or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # an empty cell (a variable not yet bound)
+            continue
+    if owner is None and not hasattr(step, "__code__") and hasattr(step, "__dict__"):
+        yield from vars(step).values()
+
+
+def reachable_modules(step: Callable[..., Any]) -> list[nn.Module]:
+    """The ``nn.Module``\\ s a step callable holds directly (closure variables, a bound method's object, a callable
+    object's attributes), each once: what the report's parameter count covers. Modules kept elsewhere (globals,
+    nested containers) are not found; the count is then None."""
+    found: dict[int, nn.Module] = {}
+    for candidate in _candidates(step):
+        if isinstance(candidate, nn.Module):
+            found.setdefault(id(candidate), candidate)
+    return list(found.values())
+
+
+class CustomWorkload(Workload):
+    """One optimizer update of the user's training, as ``build(batch_size, device)`` returned it."""
+
+    name = "custom"
+    # The user's batch is part of their recipe (its learning rate, its schedule): time it, not the largest batch
+    # that fits (which would time a training nobody runs), and add no gradient accumulation.
+    batch_size_is_hyperparameter = True
+
+    def __init__(self, config: CustomConfig, data: FeatureTensors, context: ExecutionContext) -> None:
+        assert config.factory is not None  # CustomConfig.check_runnable requires it for model=custom
+        self.config = config
+        self.context = context
+        self.batch_size = context.batch_size
+        self.sample_unit = config.sample_unit
+        self._build = load_factory(config.factory)
+        call = f"{describe_factory(self._build)}({context.batch_size}, {context.device})"
+        try:
+            step = self._build(context.batch_size, context.device)
+        except torch.OutOfMemoryError:
+            # The batch does not fit: the batch search and the report classify that, it is not a bad factory.
+            raise
+        except Exception as exc:
+            raise factory_error(config.factory, f"{call} raised {type(exc).__name__}: {exc}") from exc
+        if not callable(step):
+            raise factory_error(config.factory, f"{call} returned no step callable (its type is {type(step).__name__})")
+        self._step: Callable[[], Any] = step
+        self._modules = reachable_modules(step)
+
+    @property
+    def samples_per_step(self) -> float:
+        if self.config.samples_per_step is None:
+            return float(self.batch_size)
+        return self.config.samples_per_step * self.batch_size / self.config.batch_size
+
+    def modules(self) -> list[nn.Module]:
+        return list(self._modules)
+
+    def _device_scalar(self, value: object, what: str) -> torch.Tensor | None:
+        """The step's ``what`` (loss or gradient norm) as a detached 0-d tensor on the device, or None."""
+        if value is None:
+            return None
+        assert self.config.factory is not None
+        if not isinstance(value, torch.Tensor):
+            raise factory_error(
+                self.config.factory,
+                f"the step returned its {what} as a {type(value).__name__}; return the tensor itself "
+                "(e.g. `return loss.detach()`, not `loss.item()`, which synchronises the device every step)",
+            )
+        if value.numel() != 1:
+            raise factory_error(
+                self.config.factory, f"the step returned a {what} of shape {tuple(value.shape)}; it must be a scalar"
+            )
+        # reshape and a same-device .to are views/no-ops: no copy, no synchronisation on the common path.
+        return value.detach().reshape(()).to(self.context.device)
+
+    def train_step(self) -> StepResult:
+        output = self._step()
+        loss, grad_norm = output if isinstance(output, tuple) and len(output) == 2 else (output, None)
+        return StepResult(
+            loss=self._device_scalar(loss, "loss"), grad_norm=self._device_scalar(grad_norm, "gradient norm")
+        )
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "parameters": self.parameter_count() if self._modules else None,
+            "sample_unit": self.sample_unit,
+            "factory": self.config.factory,
+            "build": describe_factory(self._build),
+            "configured_batch_size": self.config.batch_size,
+        }
