@@ -41,8 +41,10 @@ def test_redact_tree_reaches_every_string_and_keeps_the_shape():
 
 
 def test_log_records_are_redacted_as_they_are_created(monkeypatch):
-    original = logging.getLogRecordFactory()
-    monkeypatch.setattr(logging, "_logRecordFactory", original)  # the factory is restored after the test
+    # From the plain factory (an in-process run earlier in the session may have installed it already); the
+    # session's factory is restored after the test.
+    original = logging.LogRecord
+    monkeypatch.setattr(logging, "_logRecordFactory", original)
     install_log_redaction()
     installed = logging.getLogRecordFactory()
     install_log_redaction()  # once only: the factory is not wrapped twice
