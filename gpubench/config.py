@@ -14,6 +14,8 @@ variable's value when it is set, else the schema's default for the key the resol
 This module imports no torch, mlflow or NVML, so composing the config (and ``--help``) stays fast.
 """
 
+import dataclasses
+import difflib
 import functools
 import math
 import os
@@ -33,7 +35,7 @@ from gpubench.errors import ConfigError
 from gpubench.hardware.config import HardwareConfig
 from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig, StabilityConfig
 from gpubench.models import KNOWN_MODELS, MODELS, SEED_MODELS
-from gpubench.output.config import TrackingConfig
+from gpubench.output.config import SweepConfig, TrackingConfig
 from gpubench.stats.config import StatisticsConfig
 
 __all__ = ["CONF_DIR", "KNOWN_MODELS", "SEED_MODELS", "BenchmarkConfig", "ExecutionConfig", "register_configs"]
@@ -96,6 +98,7 @@ class BenchmarkConfig:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     stability: StabilityConfig = field(default_factory=StabilityConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     # 20 epochs (of epoch.min_seconds = 0.5 s): the decision interval needs many epochs more than long ones.
     epochs: int = 20
     warmup_epochs: int = 2
@@ -151,8 +154,60 @@ def _env_or_default(variable: str, *, _node_: Node) -> Any:
     return value if isinstance(_node_, StringNode) else yaml.safe_load(value)
 
 
+def schema_keys(node: DictConfig | None = None, prefix: str = "") -> list[str]:
+    """Every dotted key of the schema (groups and their fields), in schema order."""
+    node = _schema() if node is None else node
+    keys = []
+    for key in node:
+        dotted = f"{prefix}{key}"
+        keys.append(dotted)
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(child)):
+            keys.extend(schema_keys(child, dotted + "."))
+    return keys
+
+
+def _unknown_keys(node: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
+    """The dotted keys of ``node`` that ``schema`` does not have (``+key=value`` adds them past the schema)."""
+    unknown = []
+    known = set(schema.keys())
+    for key in node:
+        dotted = f"{prefix}{key}"
+        if key not in known:
+            unknown.append(dotted)
+            continue
+        child, schema_child = node._get_node(key), schema._get_node(key)
+        if (
+            isinstance(child, DictConfig)
+            and isinstance(schema_child, DictConfig)
+            and dataclasses.is_dataclass(OmegaConf.get_type(schema_child))
+        ):
+            unknown.extend(_unknown_keys(child, schema_child, dotted + "."))
+    return unknown
+
+
+def unknown_key_message(key: str) -> str:
+    """The error for a key the schema does not know, with the nearest known keys."""
+    near = difflib.get_close_matches(key, schema_keys(), n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(f'`{k}`' for k in near)}?" if near else ""
+    return (
+        f"`{key}` is not a gpubench config key, so the value given for it would be ignored.{hint} "
+        "`python -m gpubench --cfg job` lists every key with its value."
+    )
+
+
+def _console_log_level(verbose: Any) -> str:
+    """``${gpubench_console_log_level:${hydra.verbose}}``: the level of the log's terminal handler, DEBUG when
+    ``hydra.verbose`` names loggers (or is true), else WARNING (the terminal has gpubench's own output)."""
+    return "DEBUG" if verbose not in (False, None, "", "false", "False") else "WARNING"
+
+
 def typed_config(cfg: DictConfig) -> BenchmarkConfig:
-    """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key)."""
+    """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key); a key the
+    schema does not know (added with ``+key=value``) is refused by name."""
+    unknown = _unknown_keys(cfg, _schema())
+    if unknown:
+        raise ConfigError(unknown_key_message(unknown[0]))
     try:
         typed = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as exc:
@@ -170,11 +225,9 @@ def register_configs() -> None:
     """Register the schema so YAML files can name it in their defaults lists, and the environment resolver."""
     if not OmegaConf.has_resolver("gpubench_env"):
         OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
+    if not OmegaConf.has_resolver("gpubench_console_log_level"):
+        OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
     store = ConfigStore.instance()
+    # Only the root: a group's dataclass stored in its group would be a choice (``model=model_schema``) and listed
+    # in --help; the root schema types every group already.
     store.store(name="benchmark_schema", node=BenchmarkConfig)
-    store.store(group="hardware", name="hardware_schema", node=HardwareConfig)
-    store.store(group="model", name="model_schema", node=ModelSelection)
-    store.store(group="data", name="data_schema", node=DataConfig)
-    store.store(group="statistics", name="statistics_schema", node=StatisticsConfig)
-    store.store(group="decision", name="decision_schema", node=DecisionConfig)
-    store.store(group="tracking", name="tracking_schema", node=TrackingConfig)

@@ -4,9 +4,12 @@
 FLOPs, measures it (timing, memory, device, stability, statistics) and, while a searched batch's measured peak
 breaks the headroom policy, measures again at a smaller batch. Each phase returns a value the next takes; the
 model's :class:`~gpubench.results.ModelResult` is built once from them. A model that fails gets a status and an
-error (and whatever its completed phases established), so the next model still runs.
+error (and whatever its completed phases established), so the next model still runs. A model whose measurement
+is interrupted (Ctrl-C, SIGTERM, SIGHUP) keeps the epochs measured before it: its result, status ``interrupted``,
+travels up on a :class:`ModelInterrupted`.
 """
 
+import logging
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,7 +40,9 @@ from gpubench.measure.epochs import (
     DECISION_CANNOT_SETTLE,
     DECISION_SETTLED,
     DIVERGED,
+    INTERRUPTED,
     Measurement,
+    MeasurementInterrupted,
     SecondStage,
     SecondStagePlan,
     measure_workload,
@@ -66,6 +71,8 @@ from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
+
+logger = logging.getLogger(__name__)
 
 #: A job's per-epoch hook: (model name, phase ``warmup`` or ``measured``, epoch number from 1, seconds, mean loss or
 #: None), called after each epoch's timed block (the MLflow run streams epochs through it).
@@ -98,6 +105,15 @@ class ModelRun:
     memory_timeline: MemoryTimeline | None
 
 
+class ModelInterrupted(KeyboardInterrupt):
+    """An interrupt during one model's measurement; ``run`` is that model's result from the epochs completed before
+    it (status ``interrupted``), for the report."""
+
+    def __init__(self, run: ModelRun) -> None:
+        super().__init__(INTERRUPTED)
+        self.run = run
+
+
 @dataclass(frozen=True)
 class WorkloadFacts:
     """What a built workload says about itself: FLOPs per step (None where they cannot be counted), samples per step
@@ -120,7 +136,8 @@ class Attempt:
     """One measured run of a model at one batch size, and what its phases found.
 
     ``memory`` carries the headroom check's fields; ``headroom`` is None on the CPU. ``statistics`` is None with
-    fewer than two measured epochs. ``status`` is ``ok``, ``diverged`` or ``thermal_stop`` (with ``error``).
+    fewer than two measured epochs. ``status`` is ``ok``, ``diverged``, ``thermal_stop`` or ``interrupted`` (with
+    ``error``).
     """
 
     facts: WorkloadFacts
@@ -225,6 +242,11 @@ def _outcome(measurement: Measurement, context: ModelRunContext) -> tuple[str, s
     """The model's status after a measured run, and the error saying why when it is not ``ok``."""
     if measurement.stop_reason == DIVERGED:
         return DIVERGED, "training diverged: a NaN/Inf loss or gradient was seen; measurement stopped there"
+    if measurement.stop_reason == INTERRUPTED:
+        return INTERRUPTED, (
+            f"interrupted after {len(measurement.epoch_times_ms)} measured epochs; the epochs measured are kept "
+            "(the epoch in progress is not)"
+        )
     if measurement.stop_reason == THERMAL_STOP:
         return THERMAL_STOP, (
             f"the GPU passed {context.cfg.hardware.temperature_stop_c:g} °C (hardware.temperature_stop_c); "
@@ -294,26 +316,30 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         sampler=cfg.memory.sampler,
     )
     device_monitor = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
-    with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as show_epoch:
-        observer = context.epoch_observer
+    observer = context.epoch_observer
+    try:
+        with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as show_epoch:
 
-        def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
-            show_epoch(phase, number, planned, seconds, loss)
-            if observer is not None:
-                observer(name, phase, number, seconds, loss)
+            def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+                show_epoch(phase, number, planned, seconds, loss)
+                if observer is not None:
+                    observer(name, phase, number, seconds, loss)
 
-        measurement = measure_workload(
-            workload,
-            timer=context.timer,
-            epochs=cfg.epochs,
-            warmup_epochs=cfg.warmup_epochs,
-            epoch_config=cfg.epoch,
-            statistics=cfg.statistics,
-            monitor=monitor,
-            observers=[profiler, device_monitor],
-            on_epoch=on_epoch,
-            second_stage=_second_stage(name, facts, context),
-        )
+            measurement = measure_workload(
+                workload,
+                timer=context.timer,
+                epochs=cfg.epochs,
+                warmup_epochs=cfg.warmup_epochs,
+                epoch_config=cfg.epoch,
+                statistics=cfg.statistics,
+                monitor=monitor,
+                observers=[profiler, device_monitor],
+                on_epoch=on_epoch,
+                second_stage=_second_stage(name, facts, context),
+            )
+    except MeasurementInterrupted as exc:
+        # Summarised like any run (status interrupted); run_model raises the interrupt again with the result.
+        measurement = exc.measurement
     profile = profiler.result()
     # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
     # keep growing, so check that the headroom policy held for the run whose numbers are reported.
@@ -501,6 +527,7 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         chosen_by_search = decision is not None and decision.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
+            logger.info("model %s: measuring at batch %d (%s)", name, batch.batch_size, batch.policy or "configured")
             workload, facts = _prepare(name, context, batch.batch_size)
             attempt = _measure(name, workload, facts, context)
             # The workload must be unreachable before a smaller one is built, so that its memory can be released.
@@ -510,6 +537,10 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
             if headroom is not None and attempt.status == "ok" and len(step_downs) < allowed_step_downs:
                 smaller = step_down_size(
                     batch.batch_size, headroom.peak_reserved_mb, headroom.peak_limit_mb, cfg.batch.min_size
+                )
+            if attempt.status == INTERRUPTED:
+                raise ModelInterrupted(
+                    ModelRun(_result(attempt, batch, decision, step_downs, [], context), attempt.memory_timeline)
                 )
             if smaller is None:
                 break
@@ -530,5 +561,6 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         # measured, and it is the user's to fix, so it ends the job as bad input (exit 2), not as a model failure.
         raise
     except Exception as exc:
+        logger.debug("model %s raised", name, exc_info=True)
         timeline = None if attempt is None else attempt.memory_timeline
         return ModelRun(_failed_result(exc, batch, decision, step_downs, facts, context), timeline)

@@ -31,8 +31,9 @@ from gpubench.units import HOURS_PER_DAY, MS_PER_S
 #: Version of the report schema; bump when a key changes meaning. Version 1 is read as is.
 REPORT_SCHEMA_VERSION = 1
 
-#: Statuses a model can end with.
-ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed"]
+#: Statuses a model can end with; ``interrupted``: a signal (Ctrl-C, SIGTERM, SIGHUP) cut its measurement short, and
+#: the epochs completed before it are kept.
+ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(ModelStatus)
 
 #: The three answers of the decision rule.
@@ -785,11 +786,29 @@ class DataProvenance(Record):
 
 
 @dataclass(frozen=True)
+class HostLoad(Record):
+    """The host when the run started: its CPUs (all, and those this process may use), the 1/5/15-minute load
+    averages (runnable processes; None where the OS has none), torch's intra-op and inter-op thread counts, how the
+    intra-op count was chosen, and the OpenMP/MKL thread variables that were set."""
+
+    cpu_count: int
+    available_cpus: int
+    load_average_1m: float | None
+    load_average_5m: float | None
+    load_average_15m: float | None
+    torch_num_threads: int
+    torch_interop_threads: int
+    threads_source: str
+    thread_environment: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunInfo(Record):
     """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
-    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged."""
+    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
+    and thread settings (None in reports written before they were recorded)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host")
 
     device: str
     models: list[str]
@@ -807,6 +826,7 @@ class RunInfo(Record):
     versions: dict[str, str | None] = field(default_factory=dict)
     git_commit: str | None = None
     mlflow_run_id: str | None = None
+    host: HostLoad | None = None
 
     @property
     def torch_version(self) -> str | None:

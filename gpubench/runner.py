@@ -4,9 +4,13 @@ hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.r
 measure -> step down -> result) -> the report written after every model -> recommendation -> status complete ->
 MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the next takes, and the
 report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails
-gets a status and an error and the next model still runs; an interrupted run leaves a valid partial report.
+gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a
+valid partial report: the models measured, the one in progress with the epochs it completed (status
+``interrupted``), and the recommendation the decision rule gives from them, which never decides from a model it
+lacks.
 """
 
+import logging
 import os
 import platform
 import subprocess
@@ -23,17 +27,24 @@ from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
+from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load
 from gpubench.hardware.probe import probe
 from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import apply_vram_limit
 from gpubench.job import RunContext
 from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import EpochObserver, ModelRunContext, run_model
+from gpubench.model_run import EpochObserver, ModelInterrupted, ModelRunContext, run_model
+from gpubench.models import workload_class
 from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
 from gpubench.redact import install_log_redaction, redact
-from gpubench.results import MemoryTimeline, RunInfo, RunReport
+from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
+
+logger = logging.getLogger(__name__)
+
+#: Batch keys that only the GPU's batch-size search reads.
+_SEARCH_KEYS = ("batch.search", "batch.max_size", "batch.min_size")
 
 
 def _git_commit() -> str | None:
@@ -81,18 +92,39 @@ class Runner:
         self.device, device_notice = resolve_device(cfg.hardware)
         if device_notice:
             console.notice(device_notice)
+        logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
+        _, threads_source = choose_cpu_threads(cfg.hardware.cpu_threads, self.device)
+        self.host = host_load(threads_source)
+        logger.info("host: %s", self.host.to_dict())
+        busy = busy_host_warning(self.host)
+        if busy:
+            console.notice(busy)
+        if self.device.type == "cpu":
+            ignored = [o for o in context.overrides if o.split("=", 1)[0].lstrip("+~") in _SEARCH_KEYS]
+            if ignored:
+                console.notice(
+                    f"{' '.join(ignored)}: the batch-size search runs on a GPU only; on the CPU each model is timed "
+                    "at its configured batch size (workloads.<model>.batch_size)."
+                )
         #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
         self.vram_budget = apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
         self.timer = BlockTimer(synchronizer(self.device))
 
     def run(self) -> CompletedRun:
         """Probe and burn in the device, load the data, run every model, decide; the report is on disk after each
-        phase, and on KeyboardInterrupt it is written with status ``interrupted`` before the interrupt goes on."""
+        phase. On KeyboardInterrupt (which the handled signals raise) it is written with status ``interrupted``, the
+        model in progress and a partial recommendation, before the interrupt goes on."""
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
         probed = probe(self.device, self.vram_budget)
+        logger.info("burn-in: up to %.0f s", cfg.hardware.burn_in_max_seconds)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
         features, provenance = load_features(cfg.data, self.device)
+        logger.info("data: %d bars x %d features, symbols %s", features.n_bars, features.n_features, features.symbols)
+        # A value too large for the data (a window longer than a symbol's history) is bad input: refused here,
+        # naming the key, before any model is measured.
+        for name in cfg.model_names:
+            workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
         models = ModelRunContext(
             cfg=cfg,
@@ -105,20 +137,44 @@ class Runner:
         )
         timelines: dict[str, MemoryTimeline] = {}
         self.writer.write(report)
+        name = None
         try:
             for name in cfg.model_names:
+                logger.info("model %s: started", name)
                 model = run_model(name, replace(models, completed=report.models))
+                logger.info(
+                    "model %s: %s, mean epoch %s ms over %d epochs%s",
+                    name,
+                    model.result.status,
+                    model.result.mean_epoch_time_ms,
+                    len(model.result.raw_epoch_times_ms),
+                    f" ({model.result.error})" if model.result.error else "",
+                )
                 report = replace(report, models={**report.models, name: model.result})
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
                 if self.model_observer is not None:
                     self.model_observer(name)
+            name = None
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
-        except KeyboardInterrupt:
+            logger.info("recommendation: %s (%s)", recommendation.decision, recommendation.reasoning)
+        except KeyboardInterrupt as exc:
+            logger.info("interrupted during %s", name or "the recommendation")
             report = replace(report, status="interrupted")
+            if name is not None and name not in report.models:
+                report = replace(report, models={**report.models, name: _interrupted_result(exc)})
+            # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
+            self.writer.write(report)
+            try:
+                if report.models:
+                    report = replace(report, recommendation=build_recommendation(report, cfg.decision, load_catalog()))
+                    self.writer.write(report)
+                console.print_summary(report, str(self.writer.path))
+            except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
+                console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
             raise
         finally:
             self.writer.write(report)
@@ -147,7 +203,19 @@ class Runner:
                 "python": platform.python_version(),
             },
             git_commit=_git_commit(),
+            host=self.host,
         )
+
+
+def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
+    """The section of the model an interrupt stopped: its measured epochs when the interrupt came while they ran,
+    else a result that says it was interrupted before its measured epochs began."""
+    if isinstance(exc, ModelInterrupted):
+        return exc.run.result
+    return ModelResult(
+        status="interrupted",
+        error="interrupted before its measured epochs began (during the batch search, the build or the epoch sizing)",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the job

@@ -25,11 +25,13 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from gpubench.data.tensors import FeatureTensors
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -225,6 +227,12 @@ class Workload(ABC):
     #: then reports what fits, but the model is timed at its configured batch size (or the largest that fits, if
     #: smaller), since a larger batch would time a different training run.
     batch_size_is_hyperparameter: bool = False
+
+    @classmethod
+    def check_data(cls, config: Any, data: FeatureTensors) -> None:
+        """Raise a ConfigError naming the key when ``config`` cannot run on ``data`` (a window longer than the
+        data); called for every selected model before any is measured. The default accepts any data."""
+        return
 
     @property
     @abstractmethod

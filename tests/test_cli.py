@@ -130,7 +130,8 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     report = RunReport.from_dict(written)
     assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
     main_keys = key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
-    # Every key main wrote is still written; the only new ones are the decision rule's and validate's (issue 11).
+    # Every key main wrote is still written; the new ones are the decision rule's and validate's (issue 11), the
+    # host's (issue 14) and issue 12's below.
     assert main_keys <= key_paths(written)
     new_keys = {
         "calibration_steps",
@@ -140,6 +141,9 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "estimated_hours_lower",
         "relative_margin_floor_applied",
         "drift_margin_hours",
+        # Issue 14: the host's load and thread settings, and the thread count chosen.
+        "host",
+        "cpu_threads",
     }
     # Issue 12's plans in the team's terms: the update-to-data ratio, the measured evaluation and checkpoint, the
     # plan's steps, updates, recurring costs and batch what-ifs, and the DQN replay buffer's storage and size.
@@ -201,22 +205,33 @@ def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_
 
 
 def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
-    # The TFT window is longer than the data: that model fails, the MLP before it keeps its results.
+    # An unexpected error in the TFT (injected into its constructor at start-up through sitecustomize): that model
+    # fails, the MLP before it keeps its results. (A window longer than the data is bad input, refused before any
+    # model runs: tests/test_cli_strictness.py.)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "from gpubench.models.tft import workload\n"
+        "def _boom(self, *args, **kwargs):\n"
+        "    raise RuntimeError('injected fault in the TFT')\n"
+        "workload.TFTWorkload.__init__ = _boom\n"
+    )
+    pythonpath = os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])
     completed = gpubench(
         tmp_path,
         cache_dir,
         "model.names=[mlp,tft]",
-        "workloads.tft.encoder_length=100000",
         "epochs=2",
         "warmup_epochs=0",
         "tracking.enabled=false",
         *FAST,
+        env={"PYTHONPATH": pythonpath},
     )
-    assert completed.returncode == 1
+    assert completed.returncode == 1, completed.stderr
     report = only_report(tmp_path / "outputs")
     assert report["models"]["mlp"]["status"] == "ok"
     assert report["models"]["tft"]["status"] == "failed"
-    assert "100" in report["models"]["tft"]["error"] or "window" in report["models"]["tft"]["error"]
+    assert report["models"]["tft"]["error"] == "RuntimeError: injected fault in the TFT"
 
 
 def test_unreachable_tracking_store_still_writes_the_report(tmp_path, cache_dir):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gpubench.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class FeatureTensors:
@@ -75,6 +77,22 @@ class FeatureTensors:
         if starts.numel() == 0:
             raise ValueError(f"no {split} window of {length} bars fits inside one symbol")
         return starts
+
+    def longest_train_stretch(self) -> int:
+        """The most training bars one symbol has (its split is a contiguous prefix): the longest window that fits."""
+        return int(torch.bincount(self.symbol_id[self.is_train]).max()) if bool(self.is_train.any()) else 0
+
+    def require_window(self, length: int, key: str, value: int) -> None:
+        """Raise a :class:`~gpubench.errors.ConfigError` naming ``key`` (set to ``value``) when no training window
+        of ``length`` bars fits inside one symbol: a config value too large for the data is bad input, found before
+        anything is measured."""
+        longest = self.longest_train_stretch()
+        if length > longest:
+            raise ConfigError(
+                f"`{key}` = {value} is too large for the data: it makes a window of {length} bars, and the longest "
+                f"training stretch of one symbol is {longest} bars. Give a smaller value, or more data (e.g. a "
+                "larger data.days)."
+            )
 
     def gather(self, starts: torch.Tensor, length: int) -> torch.Tensor:
         """Windows ``values[s : s + length]`` for each start row: ``(len(starts), length, n_features)``."""

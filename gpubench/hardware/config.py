@@ -26,6 +26,9 @@ class HardwareConfig:
     temperature_warn_c: float = 70.0
     temperature_throttle_c: float = 80.0
     temperature_stop_c: float = 90.0
+    #: torch's intra-op threads; null: on the CPU the CPUs the load leaves idle, on a GPU torch's default (see
+    #: gpubench/hardware/host.py).
+    cpu_threads: int | None = None
 
     def __post_init__(self) -> None:
         for key in (
@@ -39,6 +42,8 @@ class HardwareConfig:
             value = getattr(self, key)
             if value is not None:
                 require_positive(f"hardware.{key}", value)
+        if self.cpu_threads is not None:
+            require(self.cpu_threads >= 1, "hardware.cpu_threads", self.cpu_threads, "an integer >= 1, or null (auto)")
         require(self.burn_in_max_seconds >= 0, "hardware.burn_in_max_seconds", self.burn_in_max_seconds, ">= 0")
         if self.hourly_price_usd is not None:
             require(self.hourly_price_usd >= 0, "hardware.hourly_price_usd", self.hourly_price_usd, ">= 0")

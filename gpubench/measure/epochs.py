@@ -10,7 +10,8 @@ target, :func:`gpubench.stats.intervals.two_stage_required_epochs`, or the count
 never more than ``max_epochs``; the run measures to that total and stops. Fixing the total from the first stage,
 rather than stopping when the interval first looks narrow, keeps the interval's level.
 It stops early when training diverges (a NaN/Inf loss or gradient) or an observer asks to stop (the card is too
-hot).
+hot). An interrupt (Ctrl-C, SIGTERM, SIGHUP: see :mod:`gpubench.signals`) during an epoch raises
+:class:`MeasurementInterrupted`, which carries the epochs completed before it; the epoch in progress is dropped.
 """
 
 from collections.abc import Callable, Sequence
@@ -35,6 +36,8 @@ PRECISION_TARGET_MET = "precision_target_met"
 DECISION_SETTLED = "decision_settled"
 DECISION_CANNOT_SETTLE = "decision_cannot_settle"
 MAX_EPOCHS_REACHED = "max_epochs_reached"
+#: The stop reason of a run cut short by an interrupt.
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,15 @@ def precision_stage(statistics: StatisticsConfig) -> SecondStage:
     return plan
 
 
+class MeasurementInterrupted(KeyboardInterrupt):
+    """An interrupt during the measurement of one workload; ``measurement`` holds the epochs completed before it
+    (stop reason ``interrupted``), so the caller can keep them."""
+
+    def __init__(self, measurement: Measurement) -> None:
+        super().__init__(INTERRUPTED)
+        self.measurement = measurement
+
+
 def measure_workload(
     workload: Workload,
     *,
@@ -145,14 +157,19 @@ def measure_workload(
     steps = sizing.steps_per_epoch
 
     def run_epoch(phase: EpochPhase, number: int, planned: int) -> tuple[float, EpochHealth]:
-        for observer in observers:
-            observer.start_epoch()
-        seconds = time_steps(steps)
-        health = monitor.end_epoch()
-        for observer in observers:
-            observer.end_epoch(phase, number)
-        if on_epoch is not None:
-            on_epoch(phase, number, planned, seconds, health.mean_loss)
+        try:
+            for observer in observers:
+                observer.start_epoch()
+            seconds = time_steps(steps)
+            health = monitor.end_epoch()
+            for observer in observers:
+                observer.end_epoch(phase, number)
+            if on_epoch is not None:
+                on_epoch(phase, number, planned, seconds, health.mean_loss)
+        except KeyboardInterrupt as exc:
+            # Nearly all of a run's time is spent in here, so this is where an interrupt lands: the epochs already
+            # recorded go up with it.
+            raise MeasurementInterrupted(measurement(INTERRUPTED)) from exc
         return seconds, health
 
     warmup_times_ms: list[float] = []

@@ -4,6 +4,7 @@ Output goes through one ``rich`` console on stderr (progress and notices) so std
 the report path, which scripts can read.
 """
 
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,20 +18,27 @@ from rich.table import Table
 from gpubench.redact import redact
 from gpubench.results import ModelEstimate, RunReport
 
+logger = logging.getLogger(__name__)
 _stderr = Console(stderr=True, highlight=False)
 # Rich assumes 80 columns when stdout is not a terminal (a log file, CI): too narrow for the summary table.
 _stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def notice(message: str) -> None:
-    """A notice (device fallback, tracking problems), on stderr, credentials redacted; soft-wrapped, so that a log
-    holds it as one line, and escaped, so that brackets in it (``[Errno 111]``) are not read as markup."""
-    _stderr.print(f"[yellow]gpubench:[/yellow] {escape(redact(message))}", soft_wrap=True)
+    """A notice (device fallback, tracking problems), on stderr and in the job's log, credentials redacted;
+    soft-wrapped, so that a log holds it as one line, and escaped, so that brackets in it (``[Errno 111]``) are not
+    read as markup."""
+    message = redact(message)
+    _stderr.print(f"[yellow]gpubench:[/yellow] {escape(message)}", soft_wrap=True)
+    # INFO, not WARNING: the log's terminal handler passes warnings, and the notice is on the terminal already.
+    logger.info("notice: %s", message)
 
 
 def error(message: str) -> None:
-    """The one-paragraph error shown before a non-zero exit, on stderr, credentials redacted."""
-    _stderr.print(f"[bold red]gpubench: error:[/bold red] {escape(redact(message))}", soft_wrap=True)
+    """The one-paragraph error shown before a non-zero exit, on stderr and in the job's log, credentials redacted."""
+    message = redact(message)
+    _stderr.print(f"[bold red]gpubench: error:[/bold red] {escape(message)}", soft_wrap=True)
+    logger.info("error: %s", message)
 
 
 #: The per-epoch callback of :func:`model_progress`: (phase, epoch number from 1, planned epochs in that phase,
@@ -54,7 +62,9 @@ def model_progress(
     if not _stderr.is_terminal:
 
         def log_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
-            _stderr.print(epoch_line(phase, number, planned, seconds, "-" if loss is None else f"{loss:.4g}"))
+            line = epoch_line(phase, number, planned, seconds, "-" if loss is None else f"{loss:.4g}")
+            _stderr.print(line)
+            logger.debug(line)
 
         yield log_epoch
         return
@@ -77,6 +87,7 @@ def model_progress(
         total = warmup_epochs + planned if phase == "measured" else warmup_epochs + epochs
         loss_text = "-" if loss is None else f"{loss:.4g}"
         progress.update(task, completed=done, total=total, phase=phase, epoch_s=f"{seconds:.3f} s", loss=loss_text)
+        logger.debug(epoch_line(phase, number, planned, seconds, loss_text))
         if verbose:
             progress.console.print(epoch_line(phase, number, planned, seconds, loss_text))
 

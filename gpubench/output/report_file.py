@@ -6,6 +6,7 @@ so that a reader (a sweep summary, ``gpubench.compare``, a user's ``cat``) alway
 reads one back with ``RunReport.from_dict``.
 """
 
+import functools
 import json
 import math
 import os
@@ -42,17 +43,27 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read once: ``os.umask`` can only be read by setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, content: Any) -> None:
     """Write ``content`` as strict JSON (NaN/Inf as null) to ``path``: a reader sees the old file or the new one,
     never half of it. Credentials in any string of it (a tracking URI among the overrides) are redacted.
 
     The text goes to a temp file in the same folder (a rename across file systems is not atomic), is flushed to
-    disk, then renamed over ``path``; the folder is created if missing.
+    disk, then renamed over ``path``; the folder is created if missing. The file gets the permissions any new
+    file would (0666 less the umask), not the temp file's private 0600.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
             handle.flush()
@@ -85,8 +96,15 @@ class ReportWriter:
             raise OutputError(f"`output` = {str(path)!r} is a folder; give a file path such as {path}/report.json.")
 
     def write(self, report: RunReport) -> None:
-        """Replace the file at ``path`` with ``report``."""
-        write_json_atomic(self.path, report.to_dict())
+        """Replace the file at ``path`` with ``report``; an OSError (a full disk, a folder gone) is an
+        :class:`OutputError` naming the path. The previous version of the file, if any, is left as it was."""
+        try:
+            write_json_atomic(self.path, report.to_dict())
+        except OSError as exc:
+            raise OutputError(
+                f"the report {str(self.path)!r} cannot be written: {exc.strerror or exc}. Free space there or give "
+                "another path (output=...); the previous version of the report, if any, is unchanged."
+            ) from exc
 
 
 def read_report(path: Path) -> RunReport:

@@ -272,6 +272,22 @@ def read_job(job_dir: Path) -> dict[str, Any]:
     )
 
 
+def resumable_report(report_path: Path, overrides: Sequence[str]) -> RunReport | None:
+    """The earlier report at ``report_path`` when it can stand for this job under ``sweep.resume``: readable,
+    status ``complete``, no model ``failed``, and run with the same ``overrides`` (a job number of a different
+    sweep in the same folder is run again; ``sweep.resume`` itself is not compared). None otherwise."""
+    report = _read_job_report(report_path)
+    if isinstance(report, str) or report.status != "complete":
+        return None
+    if any(model.status == "failed" for model in report.models.values()):
+        return None
+
+    def job_overrides(given: Sequence[str]) -> list[str]:
+        return [o for o in given if _split_override(o)[0] != "sweep.resume"]
+
+    return report if job_overrides(report.run.overrides) == job_overrides(overrides) else None
+
+
 def _split_override(override: str) -> tuple[str, str]:
     """``key=value`` -> (key, value), with Hydra's ``+``/``++`` prefixes dropped and ``~key`` as deleted."""
     if override.startswith("~"):
@@ -496,6 +512,14 @@ class SweepSummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
         self._pending_config = config
+        hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+        if OmegaConf.select(config, "sweep.resume") and not any(
+            str(o).startswith("hydra.sweep.dir=") for o in hydra_overrides
+        ):
+            console.notice(
+                "sweep.resume=true without hydra.sweep.dir: the default sweep folder is new at every launch, so "
+                "there is nothing to resume in it; give the earlier sweep's folder, hydra.sweep.dir=<folder>."
+            )
         atexit.register(self._finish, aborted=True)
         # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): every log
         # record of this process is redacted from now on.

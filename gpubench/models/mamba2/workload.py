@@ -288,6 +288,10 @@ class Mamba2Workload(Workload):
     name = "mamba2"
     sample_unit = "window"
 
+    @classmethod
+    def check_data(cls, config: Mamba2Config, data: FeatureTensors) -> None:
+        data.require_window(config.seq_len + config.horizon, "workloads.mamba2.seq_len", config.seq_len)
+
     def __init__(
         self,
         config: Mamba2Config,

@@ -37,6 +37,10 @@ class MLPWorkload(Workload):
     name = "mlp"
     sample_unit = "window"
 
+    @classmethod
+    def check_data(cls, config: MLPConfig, data: FeatureTensors) -> None:
+        data.require_window(config.window + 1, "workloads.mlp.window", config.window)
+
     def __init__(self, config: MLPConfig, data: FeatureTensors, context: ExecutionContext) -> None:
         self.config = config
         self.data = data

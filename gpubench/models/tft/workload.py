@@ -385,6 +385,12 @@ class TFTWorkload(Workload):
     name = "tft"
     sample_unit = "window"
 
+    @classmethod
+    def check_data(cls, config: TFTConfig, data: FeatureTensors) -> None:
+        data.require_window(
+            config.encoder_length + config.decoder_length, "workloads.tft.encoder_length", config.encoder_length
+        )
+
     def __init__(self, config: TFTConfig, data: FeatureTensors, context: ExecutionContext) -> None:
         if not data.known_future_columns:
             raise DataError(

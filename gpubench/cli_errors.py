@@ -1,0 +1,102 @@
+"""Hydra's main under a guard: the errors Hydra raises while it parses the overrides and composes the config (a
+value of the wrong type, an unknown key, an option a group does not have, an override it cannot parse) become one
+paragraph naming the key and exit code 2, like every other bad input, instead of Hydra's own report and exit 1.
+
+Hydra prints its errors itself unless ``HYDRA_FULL_ERROR`` is set, in which case it raises them; the guard sets the
+variable while Hydra runs, so that it gets the exception, and leaves it alone when the user set it (then the full
+traceback is what they asked for).
+"""
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gpubench.conf import CONF_DIR
+
+#: Hydra's own lines that do not help a gpubench user (its advice to use ``+key``, which gpubench refuses; the
+#: traceback hint; the OmegaConf node details already said in words).
+_DROPPED_PREFIXES = ("full_key:", "object_type", "reference_type", "Set the environment variable", "To append to")
+#: Hydra's list of where it searched for configs ends the useful part of a message.
+_SEARCH_PATH_LINE = "Config search path"
+
+
+def _override_of(text: str) -> str | None:
+    """The override Hydra names in ``Error merging override X`` / ``Could not override 'X'``, or None."""
+    first = text.splitlines()[0] if text else ""
+    marker = "Error merging override "
+    return first[len(marker) :].strip() if first.startswith(marker) else None
+
+
+def _flatten(text: str) -> str:
+    """Hydra's multi-line message as one paragraph: options listed with tabs become a comma-separated list."""
+    parts: list[str] = []
+    options: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(_SEARCH_PATH_LINE):
+            break
+        if line.startswith("\t"):
+            options.append(line.strip())
+            continue
+        if options:
+            parts[-1] = parts[-1] + " " + ", ".join(options) + "."
+            options = []
+        stripped = line.strip()
+        if stripped and not stripped.startswith(_DROPPED_PREFIXES):
+            parts.append(stripped)
+    if options and parts:
+        parts[-1] = parts[-1] + " " + ", ".join(options) + "."
+    return " ".join(parts)
+
+
+def hydra_error_message(exc: BaseException) -> str:
+    """One paragraph for an exception Hydra raised while composing the config; names the key where one is known."""
+    from hydra.errors import OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    from gpubench.config import unknown_key_message
+
+    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    node_error = cause if cause is not None else (exc if isinstance(exc, OmegaConfBaseException) else None)
+    override = _override_of(str(exc))
+    key = getattr(node_error, "full_key", None) if node_error is not None else None
+    if isinstance(node_error, ConfigKeyError | ConfigAttributeError) and key:
+        return unknown_key_message(str(key))
+    if node_error is not None and key:
+        detail = _flatten(str(node_error)).rstrip(".") + "."
+        given = f" (the override `{override}`)" if override else ""
+        return f"`{key}`{given}: {detail} Give a value of the key's type; `python -m gpubench --cfg job` shows them."
+    message = _flatten(str(exc))
+    if isinstance(exc, OverrideParseException):
+        message = f"an override cannot be parsed: {message}"
+    if cause is not None:
+        message += " " + _flatten(str(cause))
+    return message
+
+
+def run_hydra(task: Callable[[Any], int]) -> None:
+    """Run ``task`` as gpubench's Hydra main (config ``gpubench/conf/config.yaml``); a Hydra or OmegaConf error
+    raised while composing is printed as one paragraph and exits 2."""
+    import hydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from gpubench.config import register_configs
+
+    register_configs()
+    app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)
+    user_wants_traceback = "HYDRA_FULL_ERROR" in os.environ
+    if not user_wants_traceback:
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        app()
+    except (HydraException, OmegaConfBaseException) as exc:
+        if user_wants_traceback:
+            raise
+        from gpubench.output import console
+
+        console.error(hydra_error_message(exc))
+        sys.exit(2)
+    finally:
+        if not user_wants_traceback:
+            os.environ.pop("HYDRA_FULL_ERROR", None)

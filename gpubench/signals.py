@@ -1,0 +1,45 @@
+"""SIGINT, SIGTERM and SIGHUP handled alike: each raises :class:`KeyboardInterrupt` in the main thread, so the
+one interrupt path (the partial report, its path printed, a sweep's summary) serves Ctrl-C, a scheduler's kill,
+``timeout`` and a closed terminal. The exit code is the shell's convention, 128 + the signal's number: 130 for
+SIGINT, 143 for SIGTERM, 129 for SIGHUP.
+
+Standard library only: the entry point installs the handlers before it imports anything heavy, so an interrupt
+during the imports is handled too.
+"""
+
+import signal
+from types import FrameType
+
+#: The signals handled like Ctrl-C (SIGHUP does not exist on Windows).
+HANDLED_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+_received: list[int] = []
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def install() -> None:
+    """Make every signal of :data:`HANDLED_SIGNALS` raise KeyboardInterrupt (main thread only)."""
+    for handled in HANDLED_SIGNALS:
+        signal.signal(handled, _raise_interrupt)
+
+
+def received_signal() -> int:
+    """The number of the first handled signal received, or SIGINT's when none was (a KeyboardInterrupt raised
+    some other way, such as Python's own SIGINT handler before :func:`install`)."""
+    return _received[0] if _received else int(signal.SIGINT)
+
+
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15, and so on."""
+    return signal.Signals(signum).name
+
+
+def interrupt_exit_code() -> int:
+    """The process exit code after an interrupt: 128 + the signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
+    return 128 + received_signal()

@@ -1,0 +1,132 @@
+"""The host and the log: the thread count is chosen from the load and recorded with it, a busy host is warned about,
+gpubench's story is in Hydra's ``gpubench.log`` (and its debug lines on the terminal with ``hydra.verbose``), the
+report follows the umask, and batch-search keys on the CPU get a notice."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpubench.hardware import host
+from gpubench.results import HostLoad, RunReport
+
+
+@pytest.mark.parametrize(
+    ("cpus", "load", "expected"),
+    [(2, 0.0, 2), (2, 0.9, 2), (2, 1.0, 1), (2, 4.85, 1), (16, 3.2, 13), (16, None, 16), (8, 7.99, 1)],
+)
+def test_auto_threads_are_the_idle_cpus(cpus, load, expected):
+    assert host.auto_cpu_threads(cpus, load) == expected
+
+
+def test_configured_threads_are_set_and_recorded(monkeypatch):
+    previous = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    try:
+        threads, source = host.choose_cpu_threads(2, torch.device("cpu"))
+        assert (threads, source) == (2, "hardware.cpu_threads")
+        assert torch.get_num_threads() == 2
+        recorded = host.host_load(source)
+        assert recorded.torch_num_threads == 2 and recorded.threads_source == "hardware.cpu_threads"
+        assert recorded.thread_environment == {"OMP_NUM_THREADS": "3"}
+        assert recorded.available_cpus == len(os.sched_getaffinity(0))
+        assert recorded.load_average_1m == pytest.approx(os.getloadavg()[0], abs=2.0)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_auto_on_the_cpu_follows_the_load(monkeypatch):
+    previous = torch.get_num_threads()
+    monkeypatch.setattr(host, "available_cpus", lambda: 4)
+    monkeypatch.setattr(host, "load_average", lambda: (2.5, 2.0, 1.0))
+    try:
+        assert host.choose_cpu_threads(None, torch.device("cpu")) == (2, "auto: the idle CPUs")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
+
+
+def loaded(load_1m: float | None, cpus: int = 2) -> HostLoad:
+    return HostLoad(
+        cpu_count=cpus,
+        available_cpus=cpus,
+        load_average_1m=load_1m,
+        load_average_5m=None,
+        load_average_15m=None,
+        torch_num_threads=1,
+        torch_interop_threads=1,
+        threads_source="auto: the idle CPUs",
+    )
+
+
+def test_a_busy_host_is_warned_about_with_its_load():
+    assert host.busy_host_warning(loaded(2.0)) is None
+    assert host.busy_host_warning(loaded(None)) is None
+    warning = host.busy_host_warning(loaded(4.86))
+    assert warning is not None and "load average 4.9 over 2 CPUs" in warning
+
+
+def test_cpu_threads_must_be_positive(tmp_path):
+    from gpubench.errors import ConfigError
+    from gpubench.hardware.config import HardwareConfig
+
+    with pytest.raises(ConfigError, match=r"`hardware.cpu_threads` = 0 is not valid"):
+        HardwareConfig(cpu_threads=0)
+
+
+QUICK_MLP = [
+    "hardware=cpu",
+    "tracking.enabled=false",
+    "experiment=quick",
+    "model=mlp",
+    "hardware.burn_in_max_seconds=0",
+    "data.days=3",
+    "epochs=3",
+    "warmup_epochs=0",
+]
+
+
+def run_cli(cwd: Path, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cwd / "cache")})
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench", *QUICK_MLP, *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: os.umask(umask),
+    )
+
+
+def test_a_run_logs_its_story_records_the_host_and_follows_the_umask(tmp_path):
+    completed = run_cli(tmp_path, "batch.max_size=128", "hardware.cpu_threads=1", umask=0o027)
+    assert completed.returncode == 0, completed.stderr
+    (run_dir,) = (p.parent for p in tmp_path.glob("outputs/*/*/report.json"))
+    log = (run_dir / "gpubench.log").read_text()
+    for line in ("[gpubench.runner][INFO] - device: cpu", "model mlp: started", "model mlp: ok", "torch intra-op"):
+        assert line in log
+    # Without hydra.verbose the log's story stays off the terminal (gpubench's own output is there).
+    assert "[gpubench.runner][INFO]" not in completed.stderr + completed.stdout
+    assert "batch.max_size=128: the batch-size search runs on a GPU only" in " ".join(completed.stderr.split())
+    report_path = run_dir / "report.json"
+    assert stat.S_IMODE(report_path.stat().st_mode) == 0o640
+    report = RunReport.from_dict(json.loads(report_path.read_text()))
+    assert report.run.host is not None
+    assert report.run.host.torch_num_threads == 1 and report.run.host.threads_source == "hardware.cpu_threads"
+    assert report.run.host.available_cpus >= 1
+    assert report.run.hardware_config["cpu_threads"] == 1
+
+
+def test_hydra_verbose_shows_gpubenchs_debug_lines(tmp_path):
+    completed = run_cli(tmp_path, "hydra.verbose=gpubench")
+    assert completed.returncode == 0, completed.stderr
+    assert "[gpubench.output.console][DEBUG] - mlp measured epoch 3/3" in completed.stderr
+    (log_path,) = tmp_path.glob("outputs/*/*/gpubench.log")
+    assert "[DEBUG] - mlp measured epoch 1/3" in log_path.read_text()
