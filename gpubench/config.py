@@ -42,6 +42,9 @@ __all__ = ["CONF_DIR", "KNOWN_MODELS", "SEED_MODELS", "BenchmarkConfig", "Execut
 
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 COMPILE_MODES: tuple[str, ...] = ("false", "true", "reduce-overhead")
+#: torch.set_float32_matmul_precision's settings: ``highest`` keeps fp32 matmuls in fp32 (PyTorch's default),
+#: ``high`` lets them use tf32 tensor cores (Ampere and newer), ``medium`` also bf16 passes.
+MATMUL_PRECISIONS: tuple[str, ...] = ("highest", "high", "medium")
 
 
 @dataclass
@@ -70,16 +73,24 @@ WorkloadsConfig.__module__ = __name__
 
 @dataclass
 class ExecutionConfig:
-    """Numerical precision (autocast) and compilation applied to every workload."""
+    """Numerical precision (autocast), compilation and fp32 matmul precision applied to every workload.
+
+    ``matmul_precision`` is :func:`torch.set_float32_matmul_precision`'s setting for the whole job: PyTorch's
+    default ``highest`` keeps fp32 matmuls off the tf32 tensor cores, which teams usually turn on (``high``) on
+    Ampere and newer cards; it changes a compute-bound model's speed, so it is a key and is reported.
+    """
 
     precision: str = "fp32"
     compile: str = "false"
+    matmul_precision: str = "highest"
 
     def __post_init__(self) -> None:
         self.precision = str(self.precision).lower()
         self.compile = str(self.compile).lower()
+        self.matmul_precision = str(self.matmul_precision).lower()
         require_choice("execution.precision", self.precision, PRECISIONS)
         require_choice("execution.compile", self.compile, COMPILE_MODES)
+        require_choice("execution.matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
 
 
 @dataclass

@@ -48,7 +48,7 @@ from gpubench.measure.epochs import (
     measure_workload,
     precision_stage,
 )
-from gpubench.measure.flops import count_step_flops
+from gpubench.measure.flops import StepCounts, count_step
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
 from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
@@ -116,14 +116,16 @@ class ModelInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    """What a built workload says about itself: FLOPs per step (None where they cannot be counted), samples per step
-    and what a sample is, gradient updates per step, and its own description for the report."""
+    """What a built workload says about itself: FLOPs and kernel launches per step (None where they cannot be
+    counted), samples per step and what a sample is, gradient updates per step, and its own description for the
+    report."""
 
     flops_per_step: float | None
     samples_per_step: float
     sample_unit: str
     description: dict[str, Any]
     updates_per_step: float = 1.0
+    launches_per_step: int | None = None
 
     @property
     def updates_per_env_step(self) -> float | None:
@@ -172,6 +174,7 @@ def build_workload(name: str, context: ModelRunContext, batch_size: int, *, eage
         precision=cfg.execution.precision,
         compile_mode=compile_mode,
         seed=cfg.seed,
+        usable_vram_mb=context.usable_vram_mb,
     )
     return workload_class(name)(getattr(cfg.workloads, name), context.features, execution)
 
@@ -220,16 +223,17 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
     """Build the workload to measure at ``batch_size`` and count its FLOPs."""
     if context.cfg.execution.compile == "false":
         workload = build_workload(name, context, batch_size)
-        flops_per_step = count_step_flops(workload)
+        counts = count_step(workload)
     else:
         # The FLOP counter cannot see into compiled graphs, and a CUDA-graph capture must not start under its
         # dispatch mode: count one step of an eager twin (same shapes, same maths), released before the
         # measured workload is built so the two never share the VRAM.
-        flops_per_step = count_step_flops(build_workload(name, context, batch_size, eager=True))
+        counts: StepCounts = count_step(build_workload(name, context, batch_size, eager=True))
         release_device_memory()
         workload = build_workload(name, context, batch_size)
     facts = WorkloadFacts(
-        flops_per_step=flops_per_step,
+        flops_per_step=counts.flops,
+        launches_per_step=counts.launches,
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
@@ -378,8 +382,12 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
 
 
 def _execution(context: ModelRunContext) -> ExecutionSettings:
-    """How every workload of the job runs (``execution.precision``, ``execution.compile``)."""
-    return ExecutionSettings(precision=context.cfg.execution.precision, compile=context.cfg.execution.compile)
+    """How every workload of the job runs (``execution.precision``, ``execution.compile``,
+    ``execution.matmul_precision``)."""
+    execution = context.cfg.execution
+    return ExecutionSettings(
+        precision=execution.precision, compile=execution.compile, matmul_precision=execution.matmul_precision
+    )
 
 
 def _result(
@@ -417,6 +425,7 @@ def _result(
         batch_policy=batch.policy,
         batch_step_downs=step_downs,
         flops_per_step=attempt.facts.flops_per_step,
+        launches_per_step=attempt.facts.launches_per_step,
         workload=attempt.facts.description,
         execution=_execution(context),
         memory=attempt.memory,
@@ -452,6 +461,7 @@ def _failed_result(
         batch_policy=None if batch is None else batch.policy,
         batch_step_downs=step_downs,
         flops_per_step=None if facts is None else facts.flops_per_step,
+        launches_per_step=None if facts is None else facts.launches_per_step,
         workload={} if facts is None else facts.description,
         execution=None if facts is None else _execution(context),
         traceback=traceback.format_exc(limit=8),

@@ -446,10 +446,14 @@ class EnergySummary(Record):
 
 @dataclass(frozen=True)
 class ExecutionSettings(Record):
-    """How the workload ran: autocast precision (fp32, bf16, fp16) and compilation mode."""
+    """How the workload ran: autocast precision (fp32, bf16, fp16), compilation mode and the fp32 matmul precision
+    (None in reports written before it was a key: PyTorch's default, ``highest``)."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("matmul_precision",)
 
     precision: str
     compile: str
+    matmul_precision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -516,6 +520,7 @@ class ModelResult(Record):
         "warnings",
         "traceback",
         "calibration_steps",
+        "launches_per_step",
         "updates_per_step",
         "updates_per_env_step",
         "evaluation",
@@ -544,6 +549,7 @@ class ModelResult(Record):
     batch_policy: str | None = None
     batch_step_downs: list[BatchStepDown] = field(default_factory=list)
     flops_per_step: float | None = None
+    launches_per_step: int | None = None
     workload: dict[str, Any] = field(default_factory=dict)
     execution: ExecutionSettings | None = None
     memory: MemoryProfile | None = None
@@ -808,7 +814,7 @@ class RunInfo(Record):
     it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
     and thread settings (None in reports written before they were recorded)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
 
     device: str
     models: list[str]
@@ -827,6 +833,12 @@ class RunInfo(Record):
     git_commit: str | None = None
     mlflow_run_id: str | None = None
     host: HostLoad | None = None
+    matmul_precision: str | None = None
+
+    @property
+    def fp32_matmul_precision(self) -> str:
+        """``execution.matmul_precision``: ``highest`` (PyTorch's default) in reports written before the key."""
+        return self.matmul_precision or "highest"
 
     @property
     def torch_version(self) -> str | None:
@@ -845,8 +857,12 @@ class StepSplit(Record):
     """A measured step (ms) split into its compute part (FLOPs at the device's attainable rate) and the rest.
 
     ``bound`` is compute-bound when compute is at least half the step, overhead-bound otherwise, unknown without a
-    FLOP count or an attainable rate.
+    FLOP count or an attainable rate. The rest splits further into ``launch_ms`` (``launches_per_step`` kernel
+    launches at the documented per-launch host cost, at most the rest) and ``memory_ms`` (what remains: memory
+    traffic, host work outside the launches); both None where the launches were not counted (older reports).
     """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("launches_per_step", "launch_ms", "memory_ms")
 
     step_ms: float
     flops_per_step: float | None
@@ -856,6 +872,9 @@ class StepSplit(Record):
     other_ms: float | None
     bound: str
     compute_share: float | None
+    launches_per_step: int | None = None
+    launch_ms: float | None = None
+    memory_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -896,6 +915,8 @@ class ModelEstimate(Record):
         "estimated_hours_lower",
         "drift_margin_hours",
         "relative_margin_floor_applied",
+        "projected_onto",
+        "measured_step_ms",
         "plan_steps",
         "plan_updates",
         "updates_per_env_step",
@@ -934,6 +955,8 @@ class ModelEstimate(Record):
     estimated_hours_lower: float | None = None
     drift_margin_hours: float | None = None
     relative_margin_floor_applied: bool | None = None
+    projected_onto: str | None = None
+    measured_step_ms: float | None = None
     plan_steps: float | None = None
     plan_updates: float | None = None
     updates_per_env_step: float | None = None
@@ -955,7 +978,14 @@ class ModelEstimate(Record):
 
 @dataclass(frozen=True)
 class ProjectedModel(Record):
-    """One model's step (ms) and training hours projected onto a card; ``fits_in_vram`` from its measured peak."""
+    """One model's step (ms) and training hours projected onto a card; ``fits_in_vram`` from its measured peak.
+
+    ``step_ms_interval`` spans the launch-kept and the memory-bound projections widened by the projection's own
+    relative error; ``hours_lower``/``hours_upper`` are the training's bounds with it. ``refused`` says why there
+    is no projection (a figure it needs was not measured); None when there is one.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused")
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -963,11 +993,16 @@ class ProjectedModel(Record):
     hours: float | None
     hours_upper: float | None
     fits_in_vram: bool | None
+    step_ms_interval: tuple[float, float] | None = None
+    hours_lower: float | None = None
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
 class CardProjection(Record):
     """The decided models' training projected onto one catalog card: hours, upper bound, cost (USD) and fit."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("training_hours_lower", "projection_relative_error")
 
     card: str
     measured_device: bool
@@ -984,6 +1019,8 @@ class CardProjection(Record):
     cost_usd_per_training: float | None
     fits_in_vram: bool | None
     models: dict[str, ProjectedModel] = field(default_factory=dict)
+    training_hours_lower: float | None = None
+    projection_relative_error: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1038,6 +1075,28 @@ class MissingModel(Record):
 
 
 @dataclass(frozen=True)
+class WhatIfEstimate(Record):
+    """A measured what-if's predicted training beside the main answer's: the step (ms), the training hours and
+    their bounds on the answer's card (the emulated card's projection, else the measured device), the peak
+    reserved VRAM (MB), each beside the main measurement's; ``reason`` says why there is no estimate."""
+
+    model: str
+    variant: str
+    description: str
+    status: str
+    step_ms: float | None = None
+    main_step_ms: float | None = None
+    speedup: float | None = None
+    hours: float | None = None
+    hours_lower: float | None = None
+    hours_upper: float | None = None
+    main_hours: float | None = None
+    peak_reserved_mb: float | None = None
+    main_peak_reserved_mb: float | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Recommendation(Record):
     """The answer the run was for: the decision, why, the estimate and its bounds (hours), the cost, the projection
     onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
@@ -1057,6 +1116,10 @@ class Recommendation(Record):
         "estimated_full_training_hours_lower",
         "decision_basis",
         "epochs_to_settle",
+        "emulated_card",
+        "measured_device_hours",
+        "measured_device_hours_upper",
+        "what_ifs",
     )
 
     decision: str | None
@@ -1079,6 +1142,10 @@ class Recommendation(Record):
     estimated_full_training_hours_lower: float | None = None
     decision_basis: DecisionBasis | None = None
     epochs_to_settle: dict[str, int | None] | None = None
+    emulated_card: str | None = None
+    measured_device_hours: float | None = None
+    measured_device_hours_upper: float | None = None
+    what_ifs: list[WhatIfEstimate] = field(default_factory=list)
 
     @property
     def estimated_full_training_days(self) -> float | None:
@@ -1137,6 +1204,27 @@ def recommendation_method(
     }
 
 
+# --------------------------------------------------------------------------------------------------- what-ifs
+
+
+@dataclass(frozen=True)
+class WhatIf(Record):
+    """One alternative a model was measured in briefly after its main measurement (``decision.what_if``): the
+    ``variant`` name (bf16, tf32, compile, reduce-overhead, knee), what it changes in words, the execution and batch
+    it ran with, its short measurement's length (epochs of at least ``epoch_min_seconds`` s) and the model's
+    section from that measurement, with the same statistics as the main one."""
+
+    variant: str
+    description: str
+    precision: str
+    compile: str
+    matmul_precision: str
+    batch_size: int | None
+    epochs: int
+    epoch_min_seconds: float
+    result: ModelResult
+
+
 # --------------------------------------------------------------------------------------------------- the report
 
 RunStatus = Literal["running", "complete", "interrupted"]
@@ -1145,7 +1233,11 @@ RunStatus = Literal["running", "complete", "interrupted"]
 @dataclass(frozen=True)
 class RunReport(Record):
     """The whole report: when, which gpubench, the run, the hardware, the data, every model measured so far (in
-    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then."""
+    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then.
+    ``what_ifs`` holds, per model, the alternatives measured briefly after the main measurements
+    (``decision.what_if``); left out of the dict when none were."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs",)
 
     timestamp: str
     benchmark_version: str
@@ -1156,6 +1248,7 @@ class RunReport(Record):
     data: DataProvenance | None
     models: dict[str, ModelResult] = field(default_factory=dict)
     recommendation: Recommendation | None = None
+    what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, run: RunInfo, hardware: HardwareReport, data: DataProvenance | None) -> RunReport:

@@ -40,6 +40,7 @@ from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
 from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
+from gpubench.what_if import run_what_ifs, what_if_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,8 @@ class Runner:
         model in progress and a partial recommendation, before the interrupt goes on."""
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
+        # Before the burn-in: its matmuls then run as the models' will, and measure the efficiency at that setting.
+        torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
         probed = probe(self.device, self.vram_budget)
         logger.info("burn-in: up to %.0f s", cfg.hardware.burn_in_max_seconds)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
@@ -157,6 +160,13 @@ class Runner:
                 if self.model_observer is not None:
                     self.model_observer(name)
             name = None
+            if what_if_enabled(cfg, self.device):
+                # Not `name`: the interrupt handler reads it as the model whose measurement was cut short.
+                for measured in cfg.model_names:
+                    if report.models[measured].status == "ok":
+                        what_ifs = run_what_ifs(measured, models, report.models[measured])
+                        report = replace(report, what_ifs={**report.what_ifs, measured: what_ifs})
+                        self.writer.write(report)
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
@@ -189,6 +199,7 @@ class Runner:
             warmup_epochs=cfg.warmup_epochs,
             precision=cfg.execution.precision,
             compile=cfg.execution.compile,
+            matmul_precision=cfg.execution.matmul_precision,
             seed=cfg.seed,
             hardware_config=asdict(cfg.hardware),
             overrides=list(self.context.overrides),

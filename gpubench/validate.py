@@ -80,6 +80,8 @@ def replay(spec: ReplaySpec) -> float:
     cfg = _load_config(Path(spec.config_path))
     device, _ = resolve_device(cfg.hardware)
     budget = apply_vram_limit(device, cfg.hardware.vram_limit_gb)
+    # As the runner sets it, before anything runs.
+    torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
     torch.manual_seed(cfg.seed)
     features, _ = load_features(cfg.data, device)
     timer = BlockTimer(synchronizer(device))

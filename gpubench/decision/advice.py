@@ -14,7 +14,12 @@ from gpubench.decision.estimate import (
     checkpoint_interval_hours,
 )
 from gpubench.decision.memory_budget import HEADROOM_MARGINAL, HEADROOM_RISK, TOTAL_ROW
-from gpubench.decision.projection import BOUND_COMPUTE, BOUND_OVERHEAD, DeviceThroughput
+from gpubench.decision.projection import (
+    BOUND_COMPUTE,
+    BOUND_OVERHEAD,
+    LAUNCH_COST_MS,
+    PROJECTION_RELATIVE_ERROR,
+)
 from gpubench.decision.rule import (
     CRITICAL_MODEL_CANNOT_RUN,
     DRIFT_OR_THROTTLING,
@@ -29,7 +34,6 @@ from gpubench.decision.rule import (
     UPPER_BELOW_LOCAL,
     Verdict,
 )
-from gpubench.hardware.catalog import Card
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
@@ -41,6 +45,7 @@ from gpubench.results import (
     ModelResult,
     RunInfo,
     StepSplit,
+    WhatIfEstimate,
     recommendation_method,
 )
 from gpubench.units import HOURS_PER_DAY, MS_PER_S, SECONDS_PER_HOUR
@@ -112,22 +117,34 @@ MEMORY_METHOD = (
 PROJECTION_METHOD = (
     "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
     "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
-    "counted). A device's attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for "
-    "fp32 runs and its bf16 (T4: fp16) tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the "
-    "burn-in's achieved fp32 matmul TFLOP/s over the card's fp32 peak, and the targets use the same eta (same "
-    "kernels, same software). A device not in the catalog (the CPU, an unlisted GPU) has no peak: its A is the "
-    "burn-in's achieved TFLOP/s itself, and the targets' eta is decision.assumed_matmul_efficiency. The step splits "
-    "into compute t_c = min(t, F / A_src), the time its FLOPs take at the attainable rate, and the rest "
-    "t_o = t - t_c: kernel launches, host work (Python, RL environment control flow), memory traffic of elementwise "
-    "kernels, the optimizer. A step with t_c >= 0.5 t is compute-bound, otherwise overhead-bound (launch/host/"
-    "memory); without a FLOP count the whole step is taken as overhead. On a target card "
-    "t' = t_c x A_src / A_tgt + t_o: the rest is assumed unchanged, as launch and host costs are (a small network's "
-    "Adam step is launch-bound even on an H200), so a compute-bound step scales by the peak ratio and a launch-bound "
-    "one keeps its time. Bytes moved are not measured; were the rest memory traffic instead, it would scale with "
-    "memory bandwidth: the *_if_memory_bound figures use t_c x A_src / A_tgt + t_o x bw_src / bw_tgt (when both "
-    "bandwidths are known), and the truth lies between the two where they differ. The batch size is the one "
-    "measured: a card with less memory may need a smaller one (see fits_in_vram). From a CPU measurement t_o is CPU "
-    "time, which a GPU spends very differently: such projections are indicative only."
+    "counted), and L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode "
+    "(counted on an eager twin of a compiled workload, so L overstates a compiled step's launches). A device's "
+    "attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for fp32 runs (its tf32 "
+    "tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) "
+    "tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the burn-in's achieved matmul "
+    "TFLOP/s (at the job's matmul precision) over the card's peak, and the targets use the same eta (same kernels, "
+    "same software). A GPU not in the catalog has no peak: its A is the burn-in's achieved TFLOP/s itself, and the "
+    "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "
+    "t_c = min(t, F / A_src), launches t_l = min(t - t_c, L x c) with c = "
+    f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200: a tiny MLP's Adam step 1.7 ms eager against "
+    "0.22 ms as a CUDA graph), and the rest t_m = t - t_c - t_l (memory traffic of elementwise kernels, host work "
+    "outside launches). A step with t_c >= 0.5 t is compute-bound, otherwise overhead-bound; without a FLOP count "
+    "the whole step is taken as overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m: launch and host "
+    "costs are kept (a small network's Adam step is launch-bound even on an H200), so a compute-bound step scales "
+    "by the peak ratio and a launch-bound one keeps its time. Bytes moved are not measured; were t_m memory "
+    "traffic, it would scale with memory bandwidth: the *_if_memory_bound figures use t_c x A_src / A_tgt + t_l + "
+    "t_m x bw_src / bw_tgt (when both bandwidths are known). From the CPU, whose time says nothing of a GPU's, a "
+    "card's step is rebuilt from the counts: t' = F / A_tgt + L x c, refused (with the reason) where F or L could "
+    "not be counted; host work that is no tensor operation is not in it. Every projected step is an interval: from "
+    "the smaller of the two projections x (1 - e) to the larger x (1 + e), e = "
+    f"{PROJECTION_RELATIVE_ERROR:.0%}, the error of pure peak-spec estimates in the literature (NeuSight, ASPLOS "
+    "2025: 2.3% headline and about 10% mean over its 41 training configurations for a learned predictor; Habitat, "
+    "USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast); the training's bounds on a projected card "
+    "add that relative margin to the measured one. The measured device's own row carries no projection error. "
+    "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
+    "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
+    "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "
+    "smaller one (see fits_in_vram)."
 )
 
 COST_METHOD = (
@@ -174,6 +191,16 @@ class Outcome:
     missing: list[MissingModel]
     device: str
     on_cpu: bool
+    measured_device: str | None = None
+    measured_total: TotalTime | None = None
+    splits: dict[str, StepSplit] | None = None
+    projection_error: float | None = None
+    vram_limit_mb: float | None = None
+
+    @property
+    def emulated(self) -> bool:
+        """Whether the answer is about an emulated card (``device``), projected from ``measured_device``."""
+        return self.measured_total is not None
 
     @property
     def bound_level(self) -> float | None:
@@ -297,8 +324,11 @@ def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
 
 def reasoning(outcome: Outcome, cloud_row: CardProjection | None, decision: DecisionConfig) -> str:
     """A few sentences with the numbers behind the decision, or behind there being none. A CPU run's starts by
-    saying that its times are CPU times."""
+    saying that its times are CPU times; an emulated card's says what was measured on which device and what was
+    projected."""
     parts = []
+    if outcome.emulated:
+        parts.append(_emulation_text(outcome))
     if outcome.on_cpu:
         parts.append(
             f"These are CPU times, measured on the CPU ({outcome.device}) without a GPU: every figure here is about "
@@ -320,13 +350,46 @@ def reasoning(outcome: Outcome, cloud_row: CardProjection | None, decision: Deci
             + "; ".join(f"{_drift_hours_text(e)} for {e.model}'s {', '.join(e.drift_flags)}" for e in _widened(outcome))
             + "."
         )
+    if outcome.emulated and outcome.measured_total is not None:
+        measured = outcome.measured_total
+        parts.append(
+            f"Measured on {outcome.measured_device} itself the same training takes {_hours_text(measured.hours)} "
+            f"(bounds {_hours_text(measured.lower_hours)} to {_hours_text(measured.upper_hours)})."
+        )
     if total is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
+        interval = ""
+        if not cloud_row.measured_device and cloud_row.training_hours_lower is not None:
+            interval = (
+                f", {_hours_text(cloud_row.training_hours_lower)} to {_hours_text(cloud_row.training_hours_upper)} "
+                f"with the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
+            )
         parts.append(
-            f"Projected on {decision.cloud_card}: {_hours_text(cloud_row.training_hours)}"
+            f"Projected on {decision.cloud_card}: {_hours_text(cloud_row.training_hours)}{interval}"
             f"{f' (${price:,.2f})' if price is not None else ''}."
         )
     return " ".join(parts)
+
+
+def _emulation_text(outcome: Outcome) -> str:
+    """Which parts of an emulated card's answer were measured, on which device, and which were projected."""
+    cap = f" under its {outcome.vram_limit_mb:,.0f} MB cap" if outcome.vram_limit_mb else " under its VRAM cap"
+    splits = outcome.splits or {}
+    parts = []
+    for name, split in splits.items():
+        launch = f", {split.launch_ms:.3g} ms launches" if split.launch_ms is not None else ""
+        parts.append(
+            f"{name} {split.step_ms:.3g} ms = {split.compute_ms or 0.0:.3g} ms compute{launch}, "
+            f"{(split.memory_ms if split.memory_ms is not None else split.other_ms) or 0.0:.3g} ms other"
+        )
+    detail = f" (measured steps: {'; '.join(parts)})" if parts else ""
+    error = outcome.projection_error or 0.0
+    return (
+        f"This answer is about {outcome.device}, emulated on {outcome.measured_device}: memory and batch sizes were "
+        f"measured on {outcome.measured_device}{cap}; times are projected from the steps measured there{detail}, "
+        f"the compute part scaled by the attainable-throughput ratio and the launch and other parts kept (the "
+        f"memory-bound alternative and a +/-{error:.0%} projection error are in the bounds)."
+    )
 
 
 def no_estimate_reasoning(missing: list[MissingModel]) -> str:
@@ -371,39 +434,86 @@ def _batch_actions(models: dict[str, ModelResult]) -> list[str]:
     return actions
 
 
+#: The command that measures each what-if variant in a full run (execution keys, or the knee batch's policy).
+WHAT_IF_COMMANDS: dict[str, str] = {
+    "bf16": "execution.precision=bf16",
+    "tf32": "execution.matmul_precision=high",
+    "compile": "execution.compile=true",
+    "reduce-overhead": "execution.compile=reduce-overhead",
+    "knee": "batch.policy=knee",
+}
+
+
+def _what_if_text(row: WhatIfEstimate) -> str:
+    """One measured what-if beside the main measurement, in words, with the command that makes it the default."""
+    assert row.step_ms is not None and row.hours is not None
+    versus = f" vs {row.main_step_ms:.3g} ms ({row.speedup:.2f}x)" if row.main_step_ms and row.speedup else ""
+    hours = f"training {_hours_text(row.hours)}"
+    if row.hours_lower is not None and row.hours_upper is not None:
+        hours += f" ({_hours_text(row.hours_lower)} to {_hours_text(row.hours_upper)})"
+    if row.main_hours is not None:
+        hours += f" vs {_hours_text(row.main_hours)}"
+    memory = ""
+    if row.peak_reserved_mb is not None and row.main_peak_reserved_mb is not None:
+        memory = f", peak {row.peak_reserved_mb:,.0f} MB vs {row.main_peak_reserved_mb:,.0f} MB"
+    command = WHAT_IF_COMMANDS.get(row.variant)
+    return f"{row.description}: step {row.step_ms:.3g} ms{versus}, {hours}{memory}" + (
+        f" (python -m gpubench {command})" if command else ""
+    )
+
+
+def _what_if_actions(what_ifs: list[WhatIfEstimate], models: list[str]) -> list[str]:
+    """Per model, its measured what-ifs, fastest first, quoting the measured figures (never a guessed speed-up);
+    those that could not be estimated with their reason."""
+    actions = []
+    for name in models:
+        rows = [row for row in what_ifs if row.model == name]
+        measured = sorted((row for row in rows if row.hours is not None), key=lambda row: row.hours or 0.0)
+        if measured:
+            actions.append(f"{name}, measured alternatives: " + "; ".join(_what_if_text(row) for row in measured) + ".")
+        failed = [row for row in rows if row.hours is None]
+        if failed:
+            actions.append(
+                f"{name}: what-if(s) without an estimate: "
+                + "; ".join(f"{row.description} ({row.status}: {row.reason})" for row in failed)
+                + "."
+            )
+    return actions
+
+
 def _execution_actions(
     hardware: HardwareReport,
     run: RunInfo,
     splits: dict[str, StepSplit],
-    source: DeviceThroughput,
-    catalog: dict[str, Card],
+    what_ifs: list[WhatIfEstimate],
 ) -> list[str]:
-    """Precision and compilation advice from the step classification (GPU runs only)."""
+    """Precision and compilation: the measured what-ifs where there are; on a GPU without them, which alternatives
+    the step's classification suggests measuring, and how (no speed-up is guessed)."""
+    measured_models = {row.model for row in what_ifs}
+    others = [name for name in dict.fromkeys(row.model for row in what_ifs) if name not in splits]
+    actions = _what_if_actions(what_ifs, [*splits, *others])
     if not hardware.on_gpu:
-        return []
-    precision, compile_mode = run.precision, run.compile
-    actions = []
-    compute_bound = [name for name, split in splits.items() if split.bound == BOUND_COMPUTE]
-    overhead_bound = [name for name, split in splits.items() if split.bound == BOUND_OVERHEAD]
-    if compute_bound and precision == "fp32":
-        card = catalog[source.card] if source.card else None
-        ratio = ""
-        if card is not None and card.peak_fp32_tflops and card.peak_bf16_tflops:
-            peak_ratio = card.peak_bf16_tflops / card.peak_fp32_tflops
-            ratio = f"; {source.card}'s bf16 tensor-core peak is {peak_ratio:.0f}x its fp32 peak"
+        return actions
+    unmeasured = {name: split for name, split in splits.items() if name not in measured_models}
+    compute_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_COMPUTE]
+    overhead_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_OVERHEAD]
+    if compute_bound and run.precision == "fp32":
         actions.append(
-            f"{', '.join(compute_bound)}: compute-bound in fp32; measure bf16 autocast "
-            f"(python -m gpubench execution.precision=bf16{ratio}) and compare the two reports."
+            f"{', '.join(compute_bound)}: compute-bound in fp32; measure bf16 autocast and tf32 matmuls "
+            "(decision.what_if=true measures them briefly after the main measurement, or python -m gpubench "
+            "execution.precision=bf16 / execution.matmul_precision=high)."
         )
-    if overhead_bound and compile_mode == "false":
+    if overhead_bound and run.compile == "false":
         actions.append(
             f"{', '.join(overhead_bound)}: the step is dominated by kernel launches and host work, not arithmetic; "
-            "measure execution.compile=reduce-overhead (CUDA graphs replay the step without per-kernel launch cost)."
+            "measure execution.compile=reduce-overhead (CUDA graphs replay the step without per-kernel launch cost; "
+            "decision.what_if=true measures it briefly)."
         )
-    if precision != "fp32" or compile_mode != "false":
+    if run.precision != "fp32" or run.compile != "false" or run.fp32_matmul_precision != "highest":
         actions.append(
-            f"Measured with precision {precision} and compile {compile_mode}: its gain is the ratio to a run with "
-            "the defaults (python -m gpubench.compare A B)."
+            f"Measured with precision {run.precision}, compile {run.compile} and matmul precision "
+            f"{run.fp32_matmul_precision}: its gain is the ratio to a run with the defaults "
+            "(python -m gpubench.compare A B)."
         )
     return actions
 
@@ -547,11 +657,10 @@ def recommended_actions(
     hardware: HardwareReport,
     run: RunInfo,
     splits: dict[str, StepSplit],
-    source: DeviceThroughput,
-    catalog: dict[str, Card],
     projection: list[CardProjection],
     budget_rows: list[MemoryBudgetRow],
     decision: DecisionConfig,
+    what_ifs: list[WhatIfEstimate] | None = None,
 ) -> list[str]:
     """Concrete next steps: what to measure (the missing models, more epochs), where to train, batch, precision,
     checkpoints, cooling, memory."""
@@ -573,7 +682,8 @@ def recommended_actions(
         price = cloud_row.cost_usd_per_training
         actions.append(
             f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {decision.cloud_card}: "
-            f"projected {_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)})"
+            f"projected {_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)}, "
+            f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%} included)"
             + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
             + (f", ${price:,.2f} per training." if price is not None else ".")
         )
@@ -585,7 +695,8 @@ def recommended_actions(
             f"for ${cheapest.cost_usd_per_training:,.2f} per training."
         )
     actions += _batch_actions(models)
-    actions += _execution_actions(hardware, run, {e.model: splits[e.model] for e in outcome.decided}, source, catalog)
+    decided_splits = {e.model: splits[e.model] for e in outcome.decided}
+    actions += _execution_actions(hardware, run, decided_splits, what_ifs or [])
     if total is not None:
         actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
     actions += _drift_actions(outcome.decided, models)

@@ -5,6 +5,13 @@ from dataclasses import dataclass, field
 from gpubench.config_checks import require, require_choice, require_positive
 from gpubench.models import KNOWN_MODELS, MODELS
 
+#: The alternatives a what-if can measure: bf16 autocast, tf32 matmuls (``execution.matmul_precision=high``),
+#: ``torch.compile`` in its default and ``reduce-overhead`` modes, and the knee of the batch search's throughput curve.
+WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "compile", "reduce-overhead", "knee")
+#: The variants measured by default: those that cost seconds. The compile modes cost a compilation each (tens of
+#: seconds a model on an H200), which would more than double the default four-model run; they are one key away.
+DEFAULT_WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "knee")
+
 
 @dataclass
 class TrainingPlanConfig:
@@ -72,6 +79,14 @@ class DecisionConfig:
     cloud; its ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it.
     ``assumed_matmul_efficiency`` is the fraction of a card's peak FLOP/s its matmuls reach, used by the projection
     only where the benchmark could not measure it (a source device that is not a catalog card).
+
+    ``what_if`` (null: on a GPU, not on the CPU) measures each successfully measured model again briefly in each of
+    ``what_if_variants`` (:data:`DEFAULT_WHAT_IF_VARIANTS`, any of :data:`WHAT_IF_VARIANTS`, e.g.
+    ``decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]``; a variant equal to the main run is skipped)
+    after the main
+    measurements: ``what_if_epochs`` epochs of at least ``what_if_epoch_seconds`` s after one warmup epoch, at the
+    main run's batch (the knee variant at the knee), so the recommended actions quote measured figures. The
+    default, 10 epochs of 0.1 s, costs each variant a few seconds beside its compilation.
     """
 
     local_max_hours: float = 24.0
@@ -90,6 +105,10 @@ class DecisionConfig:
     cloud_card: str = "h100"
     cloud_hourly_price_usd: float | None = None
     assumed_matmul_efficiency: float = 0.7
+    what_if: bool | None = None
+    what_if_variants: list[str] = field(default_factory=lambda: list(DEFAULT_WHAT_IF_VARIANTS))
+    what_if_epochs: int = 10
+    what_if_epoch_seconds: float = 0.1
 
     def __post_init__(self) -> None:
         require_positive("decision.local_max_hours", self.local_max_hours)
@@ -132,3 +151,7 @@ class DecisionConfig:
             self.assumed_matmul_efficiency,
             "in (0, 1]",
         )
+        for variant in self.what_if_variants:
+            require_choice("decision.what_if_variants", variant, WHAT_IF_VARIANTS)
+        require(self.what_if_epochs >= 2, "decision.what_if_epochs", self.what_if_epochs, "an integer >= 2")
+        require_positive("decision.what_if_epoch_seconds", self.what_if_epoch_seconds)

@@ -178,6 +178,10 @@ class TimeEstimate:
     level shift as large as the one seen during measurement persisting for the whole training), and never less
     than :data:`RELATIVE_MARGIN_FLOOR` of the planned epochs' time. The bounds are the estimate ± that margin, the
     lower one never below the one-off costs (the epochs cannot take less than no time).
+
+    A projected estimate (:func:`gpubench.decision.projection.project_estimate`: the model's time on another card)
+    has ``projection_margin_fraction`` > 0: that fraction of the planned epochs' time is added to the margin, the
+    projection's own uncertainty beside the measurement's.
     """
 
     model: str
@@ -196,6 +200,7 @@ class TimeEstimate:
     one_off_seconds: float
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
+    projection_margin_fraction: float = 0.0
     plan_steps: float = 0.0
     plan_updates: float = 0.0
     updates_per_env_step: float | None = None
@@ -231,9 +236,9 @@ class TimeEstimate:
 
     def margin_seconds_at(self, measured_epochs: int | None = None, *, widened: bool = True) -> float:
         """The margin (s) on the total: statistical margin (after ``measured_epochs`` when given) plus the drift's
-        when ``widened``, at least the floor."""
+        when ``widened``, at least the floor; plus a projection's own margin."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
-        return max(self.margin_floor_seconds, measured)
+        return max(self.margin_floor_seconds, measured) + self.projection_margin_fraction * self.epochs_seconds
 
     @property
     def margin_seconds(self) -> float:
@@ -243,7 +248,8 @@ class TimeEstimate:
     @property
     def floor_applied(self) -> bool:
         """Whether the margin is the floor (the measured and drift margins are smaller)."""
-        return self.margin_seconds == self.margin_floor_seconds
+        projection_s = self.projection_margin_fraction * self.epochs_seconds
+        return self.margin_seconds - projection_s == self.margin_floor_seconds
 
     @property
     def hours(self) -> float:

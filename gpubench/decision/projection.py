@@ -1,13 +1,18 @@
 """Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`): the
-measured device's throughput and a target card's, the step's split into compute and the rest, the projected step,
+measured device's throughput and a target card's, the step's split into compute, kernel launches and the rest, the
+projected step as an interval that includes the projection's own error, a model's estimate projected onto a card,
 and the table of every card's projected training.
 
-The model and its assumptions, in words, are :data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the
-report as well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), training in hours. Pure arithmetic on
-the report's typed records: nothing here imports torch.
+From a GPU the measured step is split and its compute part scaled by the attainable-throughput ratio, the launch
+part kept and the rest kept (or, as the memory-bound alternative, scaled by the bandwidth ratio). From the CPU, whose
+time says nothing of a GPU's, the step is rebuilt from its counts: FLOPs at the card's attainable rate plus kernel
+launches at :data:`LAUNCH_COST_MS` each. The model and its assumptions, in words, are
+:data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the report as well); step times are in ms,
+throughput in TFLOP/s (1e12 FLOP/s), training in hours. Pure arithmetic on the report's typed records: nothing here
+imports torch.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
@@ -20,6 +25,19 @@ BOUND_COMPUTE = "compute-bound"
 BOUND_OVERHEAD = "overhead-bound"
 BOUND_UNKNOWN = "unknown"
 
+#: Host cost of one eager kernel launch (ms), kept across cards: on the H200 (torch 2.11, CUDA 13.0) a tiny MLP's
+#: Adam step took about 1.7 ms eager against 0.22 ms replayed as a CUDA graph, about 10 µs for each of its
+#: dispatched kernel-launching operations (DESIGN.md, "GPU facts"). Launch cost is host and driver time, not the
+#: card's arithmetic, so a faster card does not shorten it.
+LAUNCH_COST_MS = 0.010
+
+#: Relative error of a projection onto a card that was not measured, applied to both sides of the projected step.
+#: Published cross-GPU predictors: NeuSight (Lee et al., ASPLOS 2025) 2.3% headline error and about 10% mean over
+#: its 41 training configurations; Habitat (Yu et al., USENIX ATC 2021) 11.8% on average; pure peak-spec (roofline)
+#: estimates run about 32% too fast (the baseline both papers compare against). This projection is a peak-spec
+#: estimate (with the efficiency measured on the source where it can be), so the interval is the widest of these.
+PROJECTION_RELATIVE_ERROR = 0.32
+
 
 @dataclass(frozen=True)
 class DeviceThroughput:
@@ -27,7 +45,8 @@ class DeviceThroughput:
 
     ``attainable_tflops`` is η × peak at the run's precision (TFLOP/s), ``matmul_efficiency`` the η used (None
     where the attainable figure is the burn-in's own measurement), ``card`` the catalog name when the device is a
-    catalog card, ``basis`` a sentence on where the figures come from.
+    catalog card, ``on_gpu`` whether it is a GPU (a CPU's step time is not projected, its counts are), ``basis`` a
+    sentence on where the figures come from.
     """
 
     name: str
@@ -36,23 +55,29 @@ class DeviceThroughput:
     matmul_efficiency: float | None
     memory_bandwidth_gbps: float | None
     basis: str
+    on_gpu: bool = True
 
 
 def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_efficiency: float) -> DeviceThroughput:
     """The measured device's throughput, from the report's hardware (the device, its burn-in) and the run's
-    precision. An emulated card (``hardware=<card>`` on a bigger GPU) caps memory only: the speed is the device's."""
+    precision and matmul precision. An emulated card (``hardware=<card>`` on a bigger GPU) caps memory only: the
+    speed measured is the device's, and :func:`answer_card` names the card the answer is projected onto."""
     hardware, precision = report.hardware, report.run.precision
+    matmul_precision = report.run.fp32_matmul_precision
     device_name = hardware.device_name or "unknown device"
     burn_in_tflops = (hardware.warmup_stats.achieved_tflops if hardware.warmup_stats else None) or None
     card_name = match_catalog_card(device_name, catalog) if hardware.on_gpu else None
     if card_name is not None:
         card = catalog[card_name]
-        peak = card.peak_tflops(precision)
-        if burn_in_tflops and card.peak_fp32_tflops:
-            efficiency = min(1.0, burn_in_tflops / card.peak_fp32_tflops)
+        peak = card.peak_tflops(precision, matmul_precision)
+        # The burn-in's fp32 matmuls ran under the job's matmul precision (tf32 when high/medium).
+        burn_in_peak = card.peak_tflops("fp32", matmul_precision)
+        if burn_in_tflops and burn_in_peak:
+            efficiency = min(1.0, burn_in_tflops / burn_in_peak)
             basis = (
                 f"catalog card {card_name} (matched by device name); matmul efficiency {efficiency:.2f} measured "
-                f"by the burn-in ({burn_in_tflops:.1f} of {card.peak_fp32_tflops:g} fp32 TFLOP/s)"
+                f"by the burn-in ({burn_in_tflops:.1f} of {burn_in_peak:g} TFLOP/s at matmul precision "
+                f"{matmul_precision})"
             )
         else:
             efficiency = assumed_efficiency
@@ -65,7 +90,13 @@ def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_effic
             memory_bandwidth_gbps=card.memory_bandwidth_gbps,
             basis=basis,
         )
-    if burn_in_tflops:
+    if not hardware.on_gpu:
+        basis = (
+            f"{device_name} is the CPU: its step time says nothing of a GPU's, so each card's step is rebuilt from the "
+            f"step's counted FLOPs at the card's attainable rate (matmul efficiency assumed {assumed_efficiency:g}) "
+            f"plus its counted kernel launches at {LAUNCH_COST_MS * 1000:g} µs each"
+        )
+    elif burn_in_tflops:
         basis = (
             f"{device_name} is not a catalog card: its attainable throughput is the burn-in's measured "
             f"{burn_in_tflops:.3g} fp32 matmul TFLOP/s (used for every precision); memory bandwidth unknown"
@@ -79,17 +110,33 @@ def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_effic
         matmul_efficiency=None,
         memory_bandwidth_gbps=None,
         basis=basis,
+        on_gpu=hardware.on_gpu,
     )
 
 
+def answer_card(report: RunReport, source: DeviceThroughput, catalog: dict[str, Card]) -> str | None:
+    """The catalog card the answer is about when it is not the device measured: ``hardware=<card>`` on a GPU that
+    is another card (an RTX 3050 Ti emulated on an H200: memory measured under its cap, time projected). None when
+    the run is on the card it names, on ``auto``/``cpu``, or on the CPU."""
+    chosen = report.run.hardware_config.get("name")
+    if not report.hardware.on_gpu or chosen not in catalog or chosen == source.card:
+        return None
+    return str(chosen)
+
+
 def target_throughput(
-    name: str, card: Card, precision: str, source: DeviceThroughput, assumed_efficiency: float
+    name: str,
+    card: Card,
+    precision: str,
+    source: DeviceThroughput,
+    assumed_efficiency: float,
+    matmul_precision: str = "highest",
 ) -> DeviceThroughput:
     """A catalog card's throughput as a projection target: the source's measured η when the source is a catalog
     card (same kernels, same software), else ``assumed_efficiency``."""
     efficiency = source.matmul_efficiency if source.card is not None else assumed_efficiency
     assert efficiency is not None
-    peak = card.peak_tflops(precision)
+    peak = card.peak_tflops(precision, matmul_precision)
     return DeviceThroughput(
         name=name,
         card=name,
@@ -100,44 +147,52 @@ def target_throughput(
     )
 
 
-def split_step(step_ms: float, flops_per_step: float | None, attainable_tflops: float | None) -> StepSplit:
+def split_step(
+    step_ms: float,
+    flops_per_step: float | None,
+    attainable_tflops: float | None,
+    launches_per_step: int | None = None,
+) -> StepSplit:
     """Split a measured step of ``step_ms`` ms doing ``flops_per_step`` FLOPs on a device that attains
-    ``attainable_tflops`` TFLOP/s: compute ``min(t, F / A)``, the rest ``t − compute``."""
+    ``attainable_tflops`` TFLOP/s: compute ``min(t, F / A)``, the rest ``t − compute``; the rest into launches
+    ``min(rest, L × LAUNCH_COST_MS)`` and memory (what remains) when ``launches_per_step`` (L) is known."""
     if step_ms <= 0:
         raise ValueError(f"step_ms must be positive, got {step_ms!r}")
     if not flops_per_step or not attainable_tflops:
         achieved = flops_per_step / (step_ms * 1e-3) / 1e12 if flops_per_step else None
-        return StepSplit(
-            step_ms=step_ms,
-            flops_per_step=flops_per_step,
-            achieved_tflops=achieved,
-            achieved_fraction=None,
-            compute_ms=0.0,
-            other_ms=step_ms,
-            bound=BOUND_UNKNOWN,
-            compute_share=0.0,
-        )
-    achieved_tflops = flops_per_step / (step_ms * 1e-3) / 1e12
-    compute_ms = min(step_ms, flops_per_step / (attainable_tflops * 1e12) * 1e3)
-    bound = BOUND_COMPUTE if compute_ms >= COMPUTE_BOUND_SHARE * step_ms else BOUND_OVERHEAD
+        compute_ms, achieved_fraction, bound = 0.0, None, BOUND_UNKNOWN
+    else:
+        achieved = flops_per_step / (step_ms * 1e-3) / 1e12
+        compute_ms = min(step_ms, flops_per_step / (attainable_tflops * 1e12) * 1e3)
+        achieved_fraction = achieved / attainable_tflops
+        bound = BOUND_COMPUTE if compute_ms >= COMPUTE_BOUND_SHARE * step_ms else BOUND_OVERHEAD
+    other_ms = step_ms - compute_ms
+    launch_ms = memory_ms = None
+    if launches_per_step is not None:
+        launch_ms = min(other_ms, launches_per_step * LAUNCH_COST_MS)
+        memory_ms = other_ms - launch_ms
     return StepSplit(
         step_ms=step_ms,
         flops_per_step=flops_per_step,
-        achieved_tflops=achieved_tflops,
-        achieved_fraction=achieved_tflops / attainable_tflops,
+        achieved_tflops=achieved,
+        achieved_fraction=achieved_fraction,
         compute_ms=compute_ms,
-        other_ms=step_ms - compute_ms,
+        other_ms=other_ms,
         bound=bound,
         compute_share=compute_ms / step_ms,
+        launches_per_step=launches_per_step,
+        launch_ms=launch_ms,
+        memory_ms=memory_ms,
     )
 
 
 def projected_step_ms(
     split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, *, memory_bound: bool = False
 ) -> float | None:
-    """The step's time (ms) on ``target``: ``t_c × A_src / A_tgt + t_o``, or with ``memory_bound`` the rest scaled
-    by the bandwidth ratio, ``t_o × bw_src / bw_tgt``. None when a figure it needs is unknown (an attainable
-    throughput while the compute part is non-zero; a bandwidth when ``memory_bound``)."""
+    """The step's time (ms) on ``target`` from a GPU measurement: ``t_c × A_src / A_tgt + t_o``, or with
+    ``memory_bound`` the rest less its launches scaled by the bandwidth ratio, ``t_l + t_m × bw_src / bw_tgt``
+    (the whole rest ``t_o`` where the launches were not counted). None when a figure it needs is unknown (an
+    attainable throughput while the compute part is non-zero; a bandwidth when ``memory_bound``)."""
     compute_ms = 0.0
     if split.compute_ms:
         if not source.attainable_tflops or not target.attainable_tflops:
@@ -147,7 +202,105 @@ def projected_step_ms(
         return compute_ms + split.other_ms
     if not source.memory_bandwidth_gbps or not target.memory_bandwidth_gbps:
         return None
-    return compute_ms + split.other_ms * source.memory_bandwidth_gbps / target.memory_bandwidth_gbps
+    bandwidth_ratio = source.memory_bandwidth_gbps / target.memory_bandwidth_gbps
+    if split.launch_ms is None or split.memory_ms is None:
+        return compute_ms + split.other_ms * bandwidth_ratio
+    return compute_ms + split.launch_ms + split.memory_ms * bandwidth_ratio
+
+
+def counted_step_ms(flops_per_step: float, launches_per_step: int, target: DeviceThroughput) -> float | None:
+    """The step's time (ms) on ``target`` rebuilt from its counts (a CPU measurement): ``F / A_tgt + L × c``, ``c``
+    being :data:`LAUNCH_COST_MS`; None without the target's attainable throughput."""
+    if not target.attainable_tflops:
+        return None
+    return flops_per_step / (target.attainable_tflops * 1e12) * 1e3 + launches_per_step * LAUNCH_COST_MS
+
+
+@dataclass(frozen=True)
+class StepProjection:
+    """A step projected onto one card (ms): the point (launches and the rest kept), the memory-bound alternative
+    (None where it cannot be computed), the interval spanning both widened by ``relative_error``, and the
+    relative margin the training's bounds get from it; ``refused`` says why there is no projection."""
+
+    step_ms: float | None
+    memory_bound_ms: float | None
+    interval_ms: tuple[float, float] | None
+    relative_error: float
+    margin_fraction: float
+    refused: str | None = None
+
+
+def project_step(
+    split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, *, measured: bool
+) -> StepProjection:
+    """Project one model's measured step onto ``target``: from a GPU by :func:`projected_step_ms` (and its
+    memory-bound alternative), from the CPU by :func:`counted_step_ms`. ``measured``: the target is the device
+    measured, so the step is the measurement and carries no projection error. The interval runs from the smaller of
+    the point and the memory-bound alternative × (1 − e) to the larger × (1 + e), e =
+    :data:`PROJECTION_RELATIVE_ERROR`; the margin fraction is its larger side relative to the point."""
+    error = 0.0 if measured else PROJECTION_RELATIVE_ERROR
+    if source.on_gpu:
+        point = projected_step_ms(split, source, target)
+        alternative = projected_step_ms(split, source, target, memory_bound=True)
+        refused = None if point is not None else f"no attainable throughput known for {source.name} or {target.name}"
+    else:
+        missing = [
+            label
+            for label, value in (("FLOPs", split.flops_per_step), ("kernel launches", split.launches_per_step))
+            if value is None
+        ]
+        point = alternative = None
+        if missing:
+            refused = (
+                f"from the CPU a card's step is rebuilt from the step's counts, and its {' and '.join(missing)} "
+                "could not be counted"
+            )
+        else:
+            assert split.flops_per_step is not None and split.launches_per_step is not None
+            point = counted_step_ms(split.flops_per_step, split.launches_per_step, target)
+            refused = None if point is not None else f"no peak throughput for {target.name} at this precision"
+    if point is None:
+        return StepProjection(None, None, None, error, 0.0, refused)
+    low = min(point, alternative) if alternative is not None else point
+    high = max(point, alternative) if alternative is not None else point
+    interval = (low * (1.0 - error), high * (1.0 + error))
+    margin = max(interval[1] / point - 1.0, 1.0 - interval[0] / point)
+    return StepProjection(point, alternative, interval, error, margin)
+
+
+def project_estimate(estimate: TimeEstimate, projected_step_ms: float, margin_fraction: float) -> TimeEstimate:
+    """``estimate`` as it would be on a card where its step takes ``projected_step_ms``: every per-epoch time
+    (mean, interval half-width, drift) scaled by the step ratio, the throughput divided by it, the one-off costs
+    kept as measured, and ``margin_fraction`` of the projected epochs' time added to the margin."""
+    ratio = projected_step_ms / estimate.step_ms
+    return replace(
+        estimate,
+        step_ms=projected_step_ms,
+        mean_epoch_ms=estimate.mean_epoch_ms * ratio,
+        halfwidth_ms=estimate.halfwidth_ms * ratio,
+        drift_ms_per_epoch=estimate.drift_ms_per_epoch * ratio,
+        samples_per_second=None if estimate.samples_per_second is None else estimate.samples_per_second / ratio,
+        projection_margin_fraction=margin_fraction,
+    )
+
+
+def projected_estimates(
+    estimates: dict[str, TimeEstimate],
+    splits: dict[str, StepSplit],
+    source: DeviceThroughput,
+    target: DeviceThroughput,
+    *,
+    measured: bool,
+) -> tuple[dict[str, StepProjection], dict[str, TimeEstimate]]:
+    """Each model's step projected onto ``target`` and, where it could be, its estimate there
+    (:func:`project_estimate`)."""
+    steps = {name: project_step(splits[name], source, target, measured=measured) for name in estimates}
+    projected = {
+        name: project_estimate(estimate, steps[name].step_ms, steps[name].margin_fraction)
+        for name, estimate in estimates.items()
+        if steps[name].step_ms is not None
+    }
+    return steps, projected
 
 
 def projection_table(
@@ -159,54 +312,55 @@ def projection_table(
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> list[CardProjection]:
-    """A row per catalog card: each estimated model's projected step and hours, and the ``decided_on`` models'
-    total, its bound, its cost (USD) and whether they fit in the card's VRAM at their measured peak."""
-    precision = report.run.precision
-    measured_hours = sum(estimates[name].hours for name in decided_on)
-    decided = [estimates[name] for name in decided_on]
+    """A row per catalog card: each estimated model's projected step (with its interval) and hours (with their
+    bounds, the projection's error included), and the ``decided_on`` models' total, its bounds, its cost (USD)
+    and whether they fit in the card's VRAM at their measured peak."""
+    precision, matmul_precision = report.run.precision, report.run.fp32_matmul_precision
+    decided = [name for name in decided_on if name in estimates]
     rows = []
     for card_name, card in catalog.items():
-        target = target_throughput(card_name, card, precision, source, decision.assumed_matmul_efficiency)
+        target = target_throughput(
+            card_name, card, precision, source, decision.assumed_matmul_efficiency, matmul_precision
+        )
+        measured = card_name == source.card
+        steps, projected = projected_estimates(estimates, splits, source, target, measured=measured)
         card_mb = card.vram_mb
         models: dict[str, ProjectedModel] = {}
-        # Each model's projected step time over its measured one: the factor its epochs' time scales by.
-        ratios: dict[str, float] = {}
-        memory_bound_ratios: dict[str, float] = {}
         for name, estimate in estimates.items():
-            step_ms = projected_step_ms(splits[name], source, target)
-            memory_bound_ms = projected_step_ms(splits[name], source, target, memory_bound=True)
+            step = steps[name]
             peak_mb = report.models[name].peak_reserved_mb
-            model_hours = model_upper = None
-            if step_ms is not None:
-                ratios[name] = step_ms / estimate.step_ms
-                projected = combine_estimates([estimate], [ratios[name]])
-                model_hours, model_upper = projected.hours, projected.upper_hours
-            if memory_bound_ms is not None:
-                memory_bound_ratios[name] = memory_bound_ms / estimate.step_ms
+            model = projected.get(name)
             models[name] = ProjectedModel(
-                step_ms=step_ms,
-                step_ms_if_memory_bound=memory_bound_ms,
-                speedup=estimate.step_ms / step_ms if step_ms else None,
-                hours=model_hours,
-                hours_upper=model_upper,
+                step_ms=step.step_ms,
+                step_ms_if_memory_bound=step.memory_bound_ms,
+                speedup=estimate.step_ms / step.step_ms if step.step_ms else None,
+                hours=None if model is None else model.hours,
+                hours_upper=None if model is None else model.upper_hours,
                 fits_in_vram=None if peak_mb is None or card_mb is None else peak_mb <= card_mb,
+                step_ms_interval=step.interval_ms,
+                hours_lower=None if model is None else model.lower_hours,
+                refused=step.refused,
             )
-        hours = upper_hours = memory_bound_hours = None
-        if decided and all(name in ratios for name in decided_on):
-            total = combine_estimates(decided, [ratios[name] for name in decided_on])
-            hours, upper_hours = total.hours, total.upper_hours
-        if decided and all(name in memory_bound_ratios for name in decided_on):
-            memory_bound_hours = combine_estimates(decided, [memory_bound_ratios[name] for name in decided_on]).hours
-        fits_all = [models[name].fits_in_vram for name in decided_on]
+        hours = upper_hours = lower_hours = memory_bound_hours = None
+        if decided and all(name in projected for name in decided):
+            total = combine_estimates([projected[name] for name in decided])
+            hours, upper_hours, lower_hours = total.hours, total.upper_hours, total.lower_hours
+        if decided and all(steps[name].memory_bound_ms is not None for name in decided):
+            memory_bound = [
+                project_estimate(estimates[name], steps[name].memory_bound_ms or 0.0, 0.0) for name in decided
+            ]
+            memory_bound_hours = combine_estimates(memory_bound).hours
+        measured_hours = sum(estimates[name].hours for name in decided)
+        fits_all = [models[name].fits_in_vram for name in decided]
         price = card.hourly_price_usd
         if card_name == decision.cloud_card and decision.cloud_hourly_price_usd is not None:
             price = decision.cloud_hourly_price_usd
         rows.append(
             CardProjection(
                 card=card_name,
-                measured_device=card_name == source.card,
+                measured_device=measured,
                 precision=precision,
-                peak_tflops=card.peak_tflops(precision),
+                peak_tflops=card.peak_tflops(precision, matmul_precision),
                 attainable_tflops=target.attainable_tflops,
                 memory_bandwidth_gbps=card.memory_bandwidth_gbps,
                 vram_mb=card_mb,
@@ -218,6 +372,8 @@ def projection_table(
                 cost_usd_per_training=hours * price if hours is not None and price is not None else None,
                 fits_in_vram=None if not fits_all or None in fits_all else all(fits_all),
                 models=models,
+                training_hours_lower=lower_hours,
+                projection_relative_error=0.0 if measured else PROJECTION_RELATIVE_ERROR,
             )
         )
     return rows

@@ -3,9 +3,15 @@
 :func:`build_recommendation` only puts the other ``decision`` modules together: the estimates
 (:mod:`~gpubench.decision.estimate`), the decision rule (:mod:`~gpubench.decision.rule`), the step splits and the
 projection onto the catalog cards (:mod:`~gpubench.decision.projection`), the energy and cost
-(:mod:`~gpubench.decision.cost`), the memory budget (:mod:`~gpubench.decision.memory_budget`) and the words
-(:mod:`~gpubench.decision.advice`). It is pure: typed records in, a typed record out, no torch.
+(:mod:`~gpubench.decision.cost`), the memory budget (:mod:`~gpubench.decision.memory_budget`), the measured
+what-ifs (:mod:`~gpubench.decision.what_ifs`) and the words (:mod:`~gpubench.decision.advice`). It is pure: typed
+records in, a typed record out, no torch.
+
+The answer is about the card the user asked about: the measured device, or, with ``hardware=<card>`` on a bigger
+GPU, that card (its memory measured under its cap, its time projected from the measured step).
 """
+
+from dataclasses import replace
 
 from gpubench.decision.advice import (
     NO_ESTIMATE_ACTIONS,
@@ -18,8 +24,18 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import CostInputs, cost_analysis, training_energy_kwh
 from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
 from gpubench.decision.memory_budget import memory_budget
-from gpubench.decision.projection import DeviceThroughput, projection_table, source_throughput, split_step
+from gpubench.decision.projection import (
+    PROJECTION_RELATIVE_ERROR,
+    DeviceThroughput,
+    answer_card,
+    projected_estimates,
+    projection_table,
+    source_throughput,
+    split_step,
+    target_throughput,
+)
 from gpubench.decision.rule import NOTHING_MEASURED, critical_models, decide
+from gpubench.decision.what_ifs import what_if_estimates
 from gpubench.hardware.catalog import Card
 from gpubench.results import (
     CardProjection,
@@ -66,22 +82,59 @@ def _per_model(
     splits: dict[str, StepSplit],
     source: DeviceThroughput,
     catalog: dict[str, Card],
+    emulated: str | None,
 ) -> dict[str, ModelEstimate]:
-    """Each model's record: the ones without an estimate (and why) first, then the estimated ones."""
+    """Each model's record: the ones without an estimate (and why) first, then the estimated ones (on the
+    ``emulated`` card when there is one: its energy is then the card's board power over the projected hours, the
+    measured device's energy counter being another card's)."""
     per_model = {
         name: ModelEstimate(status=report.models[name].status, estimated=False, reason=reason)
         for name, reason in refusals.items()
     }
     for name, estimate in estimates.items():
         result = report.models[name]
-        energy_kwh, energy_basis = training_energy_kwh(estimate, result, source.card, catalog)
-        per_model[name] = estimate.model_estimate(
+        if emulated is None:
+            energy_kwh, energy_basis = training_energy_kwh(estimate, result, source.card, catalog)
+        else:
+            energy_kwh, energy_basis = training_energy_kwh(estimate, replace(result, energy=None), emulated, catalog)
+        record = estimate.model_estimate(
             decided_on=name in decided_on,
             step_split=splits[name],
             energy_kwh=energy_kwh,
             energy_basis=energy_basis,
         )
+        if emulated is not None:
+            record = replace(record, projected_onto=emulated, measured_step_ms=splits[name].step_ms)
+        per_model[name] = record
     return per_model
+
+
+def _answer_estimates(
+    measured: dict[str, TimeEstimate],
+    splits: dict[str, StepSplit],
+    report: RunReport,
+    source: DeviceThroughput,
+    emulated: str | None,
+    catalog: dict[str, Card],
+    decision: DecisionConfig,
+) -> tuple[dict[str, TimeEstimate], dict[str, str]]:
+    """The estimates the answer is about: the measured ones, or each projected onto the ``emulated`` card (with
+    the projection's error in its margin), and the models that cannot be projected, with the reason."""
+    if emulated is None:
+        return measured, {}
+    target = target_throughput(
+        emulated,
+        catalog[emulated],
+        report.run.precision,
+        source,
+        decision.assumed_matmul_efficiency,
+        report.run.fp32_matmul_precision,
+    )
+    steps, projected = projected_estimates(measured, splits, source, target, measured=False)
+    refused = {
+        name: f"no projection onto {emulated}: {steps[name].refused}" for name in measured if name not in projected
+    }
+    return projected, refused
 
 
 def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: dict[str, Card]) -> Recommendation:
@@ -95,13 +148,25 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     :mod:`gpubench.results` for every field.
     """
     source = source_throughput(report, catalog, decision.assumed_matmul_efficiency)
-    estimates: dict[str, TimeEstimate] = {}
+    emulated = answer_card(report, source, catalog)
+    measured: dict[str, TimeEstimate] = {}
     refusals: dict[str, str] = {}
     for name, result in report.models.items():
         try:
-            estimates[name] = estimate_training_time(name, result, decision.plan)
+            measured[name] = estimate_training_time(name, result, decision.plan)
         except ValueError as exc:
             refusals[name] = str(exc)
+    splits = {
+        name: split_step(
+            estimate.step_ms,
+            report.models[name].flops_per_step,
+            source.attainable_tflops,
+            report.models[name].launches_per_step,
+        )
+        for name, estimate in measured.items()
+    }
+    estimates, unprojected = _answer_estimates(measured, splits, report, source, emulated, catalog, decision)
+    refusals.update(unprojected)
     critical = critical_models(decision, report.models)
     missing = [
         MissingModel(
@@ -114,25 +179,29 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     ]
     verdict = decide(critical, report.models, estimates, missing, decision)
     decided_on = [name for name in critical if name in estimates] or list(estimates)
-    splits = {
-        name: split_step(estimate.step_ms, report.models[name].flops_per_step, source.attainable_tflops)
-        for name, estimate in estimates.items()
-    }
-    per_model = _per_model(report, estimates, refusals, decided_on, splits, source, catalog)
-    projection = projection_table(estimates, decided_on, splits, report, source, catalog, decision)
+    per_model = _per_model(report, estimates, refusals, decided_on, splits, source, catalog, emulated)
+    projection = projection_table(measured, decided_on, splits, report, source, catalog, decision)
     budget_rows = memory_budget(report, decision)
     device = report.hardware.device_name or source.name
     decided = [estimates[name] for name in decided_on]
     total = combine_estimates(decided) if decided else None
+    measured_decided = [measured[name] for name in decided_on if name in measured]
+    measured_total = combine_estimates(measured_decided) if emulated is not None and measured_decided else None
     outcome = Outcome(
         verdict=verdict,
         decided=decided,
         total=total,
         level=min(e.confidence_level for e in decided) if decided else None,
         missing=missing,
-        device=device,
+        device=emulated or device,
         on_cpu=not report.hardware.on_gpu,
+        measured_device=device,
+        measured_total=measured_total,
+        splits={name: splits[name] for name in decided_on},
+        projection_error=PROJECTION_RELATIVE_ERROR if emulated is not None else None,
+        vram_limit_mb=report.hardware.vram_limit_mb,
     )
+    what_ifs = what_if_estimates(report, estimates, emulated, catalog, decision)
     cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
     return Recommendation(
         decision=verdict.decision,
@@ -159,15 +228,18 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
                 report.hardware,
                 report.run,
                 splits,
-                source,
-                catalog,
                 projection,
                 budget_rows,
                 decision,
+                what_ifs,
             )
         ),
         method=method_texts(source.basis),
         estimated_full_training_hours_lower=total.lower_hours if total else None,
         decision_basis=verdict.basis,
         epochs_to_settle=verdict.epochs_to_settle,
+        emulated_card=emulated,
+        measured_device_hours=None if measured_total is None else measured_total.hours,
+        measured_device_hours_upper=None if measured_total is None else measured_total.upper_hours,
+        what_ifs=what_ifs,
     )

@@ -23,14 +23,15 @@ _VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
 
 @dataclass(frozen=True)
 class Card:
-    """One catalog card's spec sheet: VRAM (GB, binary), dense peak TFLOP/s in fp32 and on the bf16 (T4: fp16)
-    tensor cores, memory bandwidth (GB/s), cloud price (USD per hour, None where it is not rented) and board
-    power (W)."""
+    """One catalog card's spec sheet: VRAM (GB, binary), dense peak TFLOP/s in fp32, on the bf16 (T4: fp16)
+    tensor cores and on the tf32 tensor cores (None where the card has none: fp32 matmuls then run at the fp32
+    peak), memory bandwidth (GB/s), cloud price (USD per hour, None where it is not rented) and board power (W)."""
 
     name: str
     vram_gb: float | None
     peak_fp32_tflops: float | None
     peak_bf16_tflops: float | None
+    peak_tf32_tflops: float | None
     memory_bandwidth_gbps: float | None
     hourly_price_usd: float | None
     board_power_w: float | None
@@ -43,6 +44,7 @@ class Card:
             vram_gb=hardware.vram_gb,
             peak_fp32_tflops=hardware.peak_fp32_tflops,
             peak_bf16_tflops=hardware.peak_bf16_tflops,
+            peak_tf32_tflops=hardware.peak_tf32_tflops,
             memory_bandwidth_gbps=hardware.memory_bandwidth_gbps,
             hourly_price_usd=hardware.hourly_price_usd,
             board_power_w=hardware.board_power_w,
@@ -52,9 +54,15 @@ class Card:
     def vram_mb(self) -> float | None:
         return self.vram_gb * MB_PER_GB if self.vram_gb else None
 
-    def peak_tflops(self, precision: str) -> float | None:
-        """Peak TFLOP/s for a run at ``precision``: fp32, or the bf16/fp16 tensor-core figure."""
-        return self.peak_fp32_tflops if precision == "fp32" else self.peak_bf16_tflops
+    def peak_tflops(self, precision: str, matmul_precision: str = "highest") -> float | None:
+        """Peak TFLOP/s for a run at ``precision``: the bf16/fp16 tensor-core figure for bf16/fp16 autocast; for
+        fp32, the tf32 tensor-core figure when ``matmul_precision`` lets fp32 matmuls use tf32 (``high`` or
+        ``medium``, :func:`torch.set_float32_matmul_precision`) and the card has tf32, else the fp32 figure."""
+        if precision != "fp32":
+            return self.peak_bf16_tflops
+        if matmul_precision != "highest" and self.peak_tf32_tflops:
+            return self.peak_tf32_tflops
+        return self.peak_fp32_tflops
 
 
 def load_catalog(conf_dir: Path | None = None) -> dict[str, Card]:

@@ -19,6 +19,7 @@ class HardwareConfig:
     vram_limit_gb: float | None = None
     peak_fp32_tflops: float | None = None
     peak_bf16_tflops: float | None = None
+    peak_tf32_tflops: float | None = None
     memory_bandwidth_gbps: float | None = None
     hourly_price_usd: float | None = None
     board_power_w: float | None = None
@@ -36,6 +37,7 @@ class HardwareConfig:
             "vram_limit_gb",
             "peak_fp32_tflops",
             "peak_bf16_tflops",
+            "peak_tf32_tflops",
             "memory_bandwidth_gbps",
             "board_power_w",
         ):

@@ -28,6 +28,7 @@ from torch import nn
 
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.mamba2.config import Mamba2Config
+from gpubench.units import BYTES_PER_MB
 from gpubench.workload import ExecutionContext, StepResult, Workload
 
 #: An SSD scan ``(x, dt, A, B, C) -> y`` with the shapes of :func:`ssd_sequential`.
@@ -176,7 +177,8 @@ class Mamba2Mixer(nn.Module):
     def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
         super().__init__()
         self.scan = scan
-        self.recompute = config.recompute_scan
+        # ``auto`` starts recomputing; the workload turns it off where the memory allows (Mamba2Workload).
+        self.recompute = config.recompute_scan != "false"
         self.d_inner = config.expand * config.d_model
         self.headdim = config.headdim
         self.nheads = self.d_inner // config.headdim
@@ -311,6 +313,9 @@ class Mamba2Workload(Workload):
             torch.manual_seed(context.seed)
             self.model = Mamba2Forecaster(data.n_features, config, scan)
         self.model.to(context.device)
+        self.recompute, self.recompute_reason, self.memory_mb_without_recompute = self._decide_recompute()
+        for layer in self.model.layers:
+            layer.mixer.recompute = self.recompute
         # Weight decay on matrices only; A_log, dt_bias, D, norm weights and biases are left undecayed.
         parameters = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(
@@ -326,6 +331,57 @@ class Mamba2Workload(Workload):
     @property
     def samples_per_step(self) -> float:
         return float(self.context.batch_size)
+
+    def estimated_memory_mb_without_recompute(self) -> float:
+        """The step's memory (MB) without recomputing the scan, at the context's batch: what autograd saves from
+        one window's forward (batch 1, recompute off; the bytes of every saved tensor's storage once, parameters
+        excluded) times the batch, plus the parameters, their gradients and AdamW's two moments (4 x fp32)."""
+        parameters = list(self.model.parameters())
+        parameter_storages = {p.untyped_storage().data_ptr() for p in parameters}
+        saved: dict[int, int] = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in parameter_storages:
+                saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        window = torch.zeros(1, self.config.seq_len, self.data.n_features, device=self.context.device)
+        mixers = [layer.mixer for layer in self.model.layers]
+        recompute = [mixer.recompute for mixer in mixers]
+        for mixer in mixers:
+            mixer.recompute = False
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), self.context.autocast():
+                self.model(window)
+        finally:
+            for mixer, value in zip(mixers, recompute, strict=True):
+                mixer.recompute = value
+        state_bytes = 4 * sum(p.numel() * p.element_size() for p in parameters)
+        return (sum(saved.values()) * self.context.batch_size + state_bytes) / BYTES_PER_MB
+
+    def _decide_recompute(self) -> tuple[bool, str, float | None]:
+        """Whether to recompute the scan in backward, why, and the estimated memory (MB) without it (None where
+        not estimated): ``workloads.mamba2.recompute_scan`` true/false as set; ``auto`` recomputes only when
+        :meth:`estimated_memory_mb_without_recompute` exceeds the usable VRAM (none on the CPU: no recompute)."""
+        setting = self.config.recompute_scan
+        if setting != "auto":
+            return setting == "true", f"workloads.mamba2.recompute_scan={setting}", None
+        usable_mb = self.context.usable_vram_mb
+        if usable_mb is None:
+            return False, "auto: memory is not capped (no VRAM budget), so the scan is kept, not recomputed", None
+        needed_mb = self.estimated_memory_mb_without_recompute()
+        if needed_mb > usable_mb:
+            reason = (
+                f"auto: without recompute the step needs an estimated {needed_mb:,.0f} MB, over the usable "
+                f"{usable_mb:,.0f} MB"
+            )
+            return True, reason, needed_mb
+        reason = (
+            f"auto: without recompute the step needs an estimated {needed_mb:,.0f} MB of the usable "
+            f"{usable_mb:,.0f} MB, so the scan is kept"
+        )
+        return False, reason, needed_mb
 
     def _forward_loss(self, inputs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         with self.context.autocast():
@@ -370,4 +426,8 @@ class Mamba2Workload(Workload):
             "d_inner": mixer.d_inner,
             "nheads": mixer.nheads,
             "chunk_size": self.config.chunk_size,
+            "recompute_scan": self.recompute,
+            "recompute_scan_setting": self.config.recompute_scan,
+            "recompute_scan_reason": self.recompute_reason,
+            "memory_mb_without_recompute": self.memory_mb_without_recompute,
         }

@@ -1,0 +1,93 @@
+"""The measured what-ifs' predicted training (:class:`gpubench.results.WhatIfEstimate`): each alternative a model
+was measured in briefly after its main measurement (``decision.what_if``), extrapolated to the plan exactly as the
+main measurement is (:func:`gpubench.decision.estimate.estimate_training_time`, same statistics and bounds), and,
+when the answer is about an emulated card, projected onto it as the main measurement is. Pure arithmetic on the
+report's typed records.
+"""
+
+from dataclasses import replace
+
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.estimate import TimeEstimate, estimate_training_time
+from gpubench.decision.projection import (
+    project_estimate,
+    project_step,
+    source_throughput,
+    split_step,
+    target_throughput,
+)
+from gpubench.hardware.catalog import Card
+from gpubench.results import RunReport, WhatIf, WhatIfEstimate
+
+
+def _on_answer_card(
+    name: str,
+    what_if: WhatIf,
+    estimate: TimeEstimate,
+    report: RunReport,
+    card: str,
+    catalog: dict[str, Card],
+    decision: DecisionConfig,
+) -> TimeEstimate | str:
+    """The what-if's estimate projected onto the emulated ``card``, at the what-if's own precision and matmul
+    precision (its compute part scales by that precision's peaks); the reason as a string when it cannot be."""
+    run = replace(report.run, precision=what_if.precision, matmul_precision=what_if.matmul_precision)
+    source = source_throughput(replace(report, run=run), catalog, decision.assumed_matmul_efficiency)
+    target = target_throughput(
+        card, catalog[card], what_if.precision, source, decision.assumed_matmul_efficiency, what_if.matmul_precision
+    )
+    result = what_if.result
+    split = split_step(estimate.step_ms, result.flops_per_step, source.attainable_tflops, result.launches_per_step)
+    step = project_step(split, source, target, measured=False)
+    if step.step_ms is None:
+        return f"no projection of {name}'s {what_if.variant} onto {card}: {step.refused}"
+    return project_estimate(estimate, step.step_ms, step.margin_fraction)
+
+
+def what_if_estimates(
+    report: RunReport,
+    main: dict[str, TimeEstimate],
+    emulated_card: str | None,
+    catalog: dict[str, Card],
+    decision: DecisionConfig,
+) -> list[WhatIfEstimate]:
+    """Every measured what-if of the report beside its model's main estimate ``main`` (on the answer's card: the
+    ``emulated_card``'s projection when there is one, else the measured device)."""
+    rows = []
+    for name, what_ifs in report.what_ifs.items():
+        reference = main.get(name)
+        main_peak = report.models[name].peak_reserved_mb if name in report.models else None
+        for what_if in what_ifs:
+            result = what_if.result
+            base = WhatIfEstimate(
+                model=name,
+                variant=what_if.variant,
+                description=what_if.description,
+                status=result.status,
+                main_step_ms=None if reference is None else reference.step_ms,
+                main_hours=None if reference is None else reference.hours,
+                peak_reserved_mb=result.peak_reserved_mb,
+                main_peak_reserved_mb=main_peak,
+            )
+            try:
+                estimate = estimate_training_time(name, result, decision.plan)
+            except ValueError as exc:
+                rows.append(replace(base, reason=str(exc)))
+                continue
+            answer: TimeEstimate | str = estimate
+            if emulated_card is not None:
+                answer = _on_answer_card(name, what_if, estimate, report, emulated_card, catalog, decision)
+            if isinstance(answer, str):
+                rows.append(replace(base, reason=answer))
+                continue
+            rows.append(
+                replace(
+                    base,
+                    step_ms=answer.step_ms,
+                    speedup=None if reference is None else reference.step_ms / answer.step_ms,
+                    hours=answer.hours,
+                    hours_lower=answer.lower_hours,
+                    hours_upper=answer.upper_hours,
+                )
+            )
+    return rows
