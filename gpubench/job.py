@@ -6,6 +6,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from gpubench.redact import redact
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -30,6 +32,7 @@ class RunContext:
             multirun=multirun,
             sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
             job_num=int(hydra_cfg.job.num) if multirun else None,
-            overrides=tuple(hydra_cfg.overrides.task),
+            # The report and MLflow show the overrides: a credential in one (tracking.uri) must not be stored.
+            overrides=tuple(redact(override) for override in hydra_cfg.overrides.task),
             choices={k: str(v) for k, v in hydra_cfg.runtime.choices.items() if not k.startswith("hydra")},
         )

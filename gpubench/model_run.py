@@ -11,7 +11,7 @@ travels up on a :class:`ModelInterrupted`.
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -74,12 +74,17 @@ from gpubench.workload import ExecutionContext, Workload
 
 logger = logging.getLogger(__name__)
 
+#: A job's per-epoch hook: (model name, phase ``warmup`` or ``measured``, epoch number from 1, seconds, mean loss or
+#: None), called after each epoch's timed block (the MLflow run streams epochs through it).
+EpochObserver = Callable[[str, str, int, float, float | None], None]
+
 
 @dataclass(frozen=True)
 class ModelRunContext:
     """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
-    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, and the
-    results of the models run before this one (``statistics.adaptive=decision`` settles the total with them)."""
+    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, the
+    results of the models run before this one (``statistics.adaptive=decision`` settles the total with them), and an
+    optional per-epoch hook (:data:`EpochObserver`)."""
 
     cfg: BenchmarkConfig
     device: torch.device
@@ -88,6 +93,7 @@ class ModelRunContext:
     usable_vram_mb: float | None
     reference_sm_clock_mhz: float | None
     completed: Mapping[str, ModelResult] = field(default_factory=dict)
+    epoch_observer: EpochObserver | None = None
 
 
 @dataclass(frozen=True)
@@ -314,8 +320,15 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         sampler=cfg.memory.sampler,
     )
     device_monitor = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
+    observer = context.epoch_observer
     try:
-        with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as on_epoch:
+        with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as show_epoch:
+
+            def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+                show_epoch(phase, number, planned, seconds, loss)
+                if observer is not None:
+                    observer(name, phase, number, seconds, loss)
+
             measurement = measure_workload(
                 workload,
                 timer=context.timer,

@@ -11,8 +11,10 @@ lacks.
 """
 
 import logging
+import os
 import platform
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -31,11 +33,12 @@ from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import apply_vram_limit
 from gpubench.job import RunContext
 from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import ModelInterrupted, ModelRunContext, run_model
+from gpubench.model_run import EpochObserver, ModelInterrupted, ModelRunContext, run_model
 from gpubench.models import workload_class
 from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
-from gpubench.output.report_file import ReportWriter
+from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
+from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
 from gpubench.what_if import run_what_ifs, what_if_enabled
 
@@ -73,9 +76,19 @@ class CompletedRun:
 class Runner:
     """Runs one job: every selected model on one device, writing the report as results complete."""
 
-    def __init__(self, cfg: BenchmarkConfig, context: RunContext) -> None:
+    def __init__(
+        self,
+        cfg: BenchmarkConfig,
+        context: RunContext,
+        epoch_observer: EpochObserver | None = None,
+        model_observer: Callable[[str], None] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.context = context
+        #: Called after every epoch of every model, and with each model's name once its section is on disk (the live
+        #: MLflow run streams epochs through the first and sends each model's batch from the second); or None.
+        self.epoch_observer = epoch_observer
+        self.model_observer = model_observer
         self.writer = ReportWriter(cfg.output)
         self.device, device_notice = resolve_device(cfg.hardware)
         if device_notice:
@@ -123,6 +136,7 @@ class Runner:
             timer=self.timer,
             usable_vram_mb=None if self.vram_budget is None else self.vram_budget.usable_vram_mb,
             reference_sm_clock_mhz=warmup.peak_sm_clock_mhz,
+            epoch_observer=self.epoch_observer,
         )
         timelines: dict[str, MemoryTimeline] = {}
         self.writer.write(report)
@@ -143,6 +157,8 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
+                if self.model_observer is not None:
+                    self.model_observer(name)
             name = None
             if what_if_enabled(cfg, self.device):
                 # Not `name`: the interrupt handler reads it as the model whose measurement was cut short.
@@ -215,33 +231,107 @@ def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
 
 # ------------------------------------------------------------------------------------------------ the job
 
+#: The files Hydra saves in a job's ``.hydra/`` folder (and a sweep's ``multirun.yaml``): they hold the overrides
+#: and the config as given, so a credential in ``tracking.uri`` would sit there in clear text.
+_HYDRA_FILES = ("config.yaml", "overrides.yaml", "hydra.yaml")
 
-def run(cfg: BenchmarkConfig, context: RunContext) -> int:
-    """Run the job, write the report and the MLflow run, print the summary; return the process exit code."""
-    runner = Runner(cfg, context)
-    completed = runner.run()
-    report = completed.report
-    params = tracking.flatten(OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True))
+
+def redact_hydra_files(context: RunContext) -> None:
+    """Rewrite the files Hydra saved for this job (and the sweep's ``multirun.yaml``) with credentials redacted;
+    Hydra writes them before the job starts, so they are rewritten in place, atomically, only where they change."""
+    paths = [context.run_dir / ".hydra" / name for name in _HYDRA_FILES]
+    if context.sweep_dir:
+        paths.append(Path(context.sweep_dir) / "multirun.yaml")
+    for path in paths:
+        try:
+            text = path.read_text()
+        except OSError:  # a launcher that saved no such file
+            continue
+        clean = redact(text)
+        if clean != text:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(clean)
+            os.replace(tmp, path)
+
+
+def _tracking_record(
+    report: RunReport | None, cfg: BenchmarkConfig, context: RunContext, run_name: str, artifacts: list[Path]
+) -> tracking.RunRecord:
+    """The MLflow record of the job's report (or of no report, when the job ended before writing one)."""
+    if report is None:
+        return tracking.RunRecord(run_name=run_name, artifacts=artifacts)
     record = tracking.run_record(
         report,
-        params,
-        run_name="-".join(cfg.model_names) + (f"-job{context.job_num}" if context.multirun else ""),
+        {},
+        run_name=run_name,
         sweep_dir=context.sweep_dir if context.multirun else None,
         job_num=context.job_num if context.multirun else None,
     )
+    return replace(record, artifacts=artifacts)
+
+
+def _end_run_early(
+    live: tracking.LiveRun, cfg: BenchmarkConfig, context: RunContext, run_name: str, status: str, files: list[Path]
+) -> None:
+    """End the MLflow run of a job that raised or was interrupted, with the partial report on disk (if any)."""
+    report_path = Path(cfg.output).expanduser()
+    try:
+        report = read_report(report_path)
+    except ReportReadError:
+        report = None
+    record = _tracking_record(report, cfg, context, run_name, [report_path, *files])
+    outcome = live.finish(record, status)
+    if outcome.warning:
+        console.notice(outcome.warning)
+
+
+def run(cfg: BenchmarkConfig, context: RunContext) -> int:
+    """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
+
+    The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
+    and ends FINISHED when every model was measured, FAILED when a model failed or the job raised, KILLED when it
+    was interrupted; the report on disk (partial, for the last two) is logged with it. Hydra's saved files and the
+    resolved config are written with credentials redacted.
+    """
+    redact_hydra_files(context)
+    # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
+    install_log_redaction()
+    config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
     resolved_path = context.run_dir / "config_resolved.yaml"
     resolved_path.parent.mkdir(parents=True, exist_ok=True)
-    resolved_path.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    resolved_path.write_text(redact(OmegaConf.to_yaml(config_tree)))
+    sweep_dir = context.sweep_dir if context.multirun else None
+    run_name = "-".join(cfg.model_names) + (f"-job{context.job_num}" if context.multirun else "")
+    live = tracking.LiveRun.start(
+        cfg.tracking,
+        run_name=run_name,
+        params=tracking.flatten(config_tree),
+        tags=tracking.job_tags(cfg.model_names, __version__, sweep_dir=sweep_dir, job_num=context.job_num),
+    )
+    for message in live.new_messages():
+        console.notice(message)
+    try:
+        runner = Runner(cfg, context, epoch_observer=live.on_epoch, model_observer=live.end_model)
+        completed = runner.run()
+    # Whatever ends the job early (an interrupt, a signal turned into an exception, bad input, a bug), the MLflow run
+    # must not stay RUNNING: it ends with the partial report, and the exception goes on to the entry point.
+    except BaseException as exc:
+        status = tracking.KILLED if isinstance(exc, KeyboardInterrupt | SystemExit) else tracking.FAILED
+        _end_run_early(live, cfg, context, run_name, status, [resolved_path])
+        raise
+    report = completed.report
     artifacts = [runner.writer.path, resolved_path]
     try:
         artifacts += save_report_plots(report, runner.writer.path.parent, completed.memory_timelines)
     except Exception as exc:  # plots illustrate the report; failing to draw one must not lose the run
         console.notice(f"plots could not be drawn ({type(exc).__name__}: {exc}); the report is complete.")
-    outcome = tracking.log_run(cfg.tracking, replace(record, artifacts=artifacts))
+    model_failed = any(model.status == "failed" for model in report.models.values())
+    record = _tracking_record(report, cfg, context, run_name, artifacts)
+    outcome = live.finish(record, tracking.FAILED if model_failed else tracking.FINISHED)
     if outcome.warning:
         console.notice(outcome.warning)
     if outcome.run_id:
         report = replace(report, run=replace(report.run, mlflow_run_id=outcome.run_id))
         runner.writer.write(report)
     console.print_summary(report, str(runner.writer.path))
-    return 1 if any(model.status == "failed" for model in report.models.values()) else 0
+    return 1 if model_failed else 0

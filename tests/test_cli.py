@@ -257,7 +257,7 @@ def test_unreachable_tracking_store_still_writes_the_report(tmp_path, cache_dir)
         tmp_path, cache_dir, "model=mlp", "epochs=2", "warmup_epochs=0", f"tracking.uri=sqlite:///{blocker}/db", *FAST
     )
     assert completed.returncode == 0, completed.stderr
-    assert "tracking" in completed.stderr and "report was still written" in completed.stderr
+    assert "tracking" in completed.stderr and "report is still written" in completed.stderr
     assert only_report(tmp_path / "outputs")["models"]["mlp"]["status"] == "ok"
 
 

@@ -287,8 +287,9 @@ def _chromium_command(browser: str, profile: Path, budget_ms: int, size: tuple[i
 
 
 def _page_text(browser: str, profile: Path, url: str, budget_ms: int) -> list[str]:
-    # A tall window: the run charts render only when scrolled into view, and every one of them should be checked.
-    command = [*_chromium_command(browser, profile, budget_ms, (1600, 2600)), "--dump-dom", url]
+    # A tall window: the run charts render only when scrolled into view, and every one of them should be checked
+    # (the recommendation metrics come before the sweep's, alphabetically).
+    command = [*_chromium_command(browser, profile, budget_ms, (1600, 4200)), "--dump-dom", url]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
     assert completed.returncode == 0, completed.stderr[-3000:]
     parser = _VisibleText()

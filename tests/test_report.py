@@ -127,3 +127,6 @@ def test_summary_table_shows_each_model_and_the_configured_confidence_level(caps
     dqn_row = next(line for line in shown.splitlines() if "dqn" in line)
     assert f"{dqn.mean_epoch_time_ms:.1f}" in dqn_row and f"{low:.1f}–{high:.1f}" in dqn_row
     assert f"Recommendation: {report.recommendation.decision}" in shown and "Report: out/report.json" in shown
+    at_995 = {name: replace(r, statistics=replace(r.statistics, confidence_level=0.995)) for name, r in at_90.items()}
+    console.print_summary(replace(report, models=at_995), "out/report.json")
+    assert "99.5% CI (t)" in capsys.readouterr().out

@@ -312,3 +312,33 @@ def test_cli_sweep_with_a_failing_job_still_writes_the_summary_and_exits_1(tmp_p
     assert float(rows[0]["mean_epoch_time_ms"]) > 0
     assert "Sweep summary:" in completed.stderr
     assert "## Failed jobs" in (sweep_dir / sweep.SWEEP_MARKDOWN_FILE).read_text()
+
+
+def test_the_summary_has_the_decision_columns_and_no_credentials(tmp_path):
+    # Issue 14: the sweep summary had no decision column; a credential in an override must not reach it either.
+    fixture = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
+    decided = RunReport.from_dict(json.loads(fixture.read_text()))
+    recommendation = decided.recommendation
+    secret_uri = "tracking.uri=http://alice:SECRETPW42@127.0.0.1:5000"
+    make_job(tmp_path, 0, [*COMMON, secret_uri, "seed=1"], decided)
+    make_job(tmp_path, 1, [*COMMON, secret_uri, "seed=2"], report([10.0, 11.0, 10.4, 10.2]))
+    sweep.write_sweep_summary(tmp_path)
+    rows = read_csv(tmp_path / sweep.SWEEP_CSV_FILE)
+    first = rows[0]
+    assert first["decision"] == recommendation.decision == "LOCAL_GPU_VIABLE"
+    assert float(first["estimated_hours"]) == recommendation.estimated_full_training_hours
+    assert float(first["estimated_hours_upper"]) == recommendation.estimated_full_training_hours_upper
+    cost = recommendation.cost_analysis.cloud_cost_usd_per_training
+    assert float(first["cloud_cost_usd_per_training"]) == cost
+    # A report without a recommendation leaves the decision cells empty.
+    assert rows[-1]["decision"] == "" and rows[-1]["estimated_hours"] == ""
+    assert {row["tracking.uri"] for row in rows} == {"http://alice:***@127.0.0.1:5000"}
+    markdown = (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
+    header = next(line for line in markdown.splitlines() if line.startswith("| job"))
+    assert header.endswith("| decision | hours (bounds) | cloud USD |")
+    # This report predates the lower bound: its upper bound alone is shown.
+    hours, upper = recommendation.estimated_full_training_hours, recommendation.estimated_full_training_hours_upper
+    assert f"| LOCAL_GPU_VIABLE | {hours:.4g} (≤ {upper:.4g}) | {cost:.4g} |" in markdown
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.name.startswith("sweep_summary"):
+            assert "SECRETPW42" not in path.read_text(), path

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpubench.output import tracking
 from gpubench.output.config import TrackingConfig
 from gpubench.output.tracking import RunRecord, TrackingError, flatten, load_run_report, log_run, run_record
 from gpubench.results import RunReport
@@ -63,7 +64,7 @@ def test_unreachable_store_returns_a_warning_instead_of_raising(tmp_path):
     config = TrackingConfig(uri=f"sqlite:///{blocker}/sub/mlflow.db", artifact_location=str(tmp_path / "a"))
     outcome = log_run(config, RunRecord(run_name="x", metrics={"m": 1.0}))
     assert outcome.run_id is None
-    assert outcome.warning and "tracking" in outcome.warning and "report was still written" in outcome.warning
+    assert outcome.warning and "tracking" in outcome.warning and "report is still written" in outcome.warning
 
 
 def test_disabled_tracking_logs_nothing(tmp_path):
@@ -84,7 +85,14 @@ def test_run_record_tags_metrics_and_series_come_from_the_report():
         "torch.version": "2.13.0+cpu",
         "python.version": "3.11.7",
         "mlflow.source.git.commit": report.run.git_commit,
+        "gpubench.decision": "LOCAL_GPU_VIABLE",
     }
+    recommendation = report.recommendation
+    assert record.metrics["recommendation/estimated_hours"] == recommendation.estimated_full_training_hours
+    assert record.metrics["recommendation/estimated_hours_upper"] == recommendation.estimated_full_training_hours_upper
+    cost = recommendation.cost_analysis
+    assert record.metrics["recommendation/cloud_cost_usd_per_training"] == cost.cloud_cost_usd_per_training
+    assert record.metrics["recommendation/annual_savings_usd"] == cost.annual_savings_usd
     dqn = report.models["dqn"]
     assert record.metrics["dqn/status_ok"] == 1.0
     assert record.metrics["dqn/mean_epoch_time_ms"] == dqn.statistics.mean_ms
@@ -101,7 +109,7 @@ def test_run_record_tags_metrics_and_series_come_from_the_report():
     assert record.series["dqn/epoch_loss"] == dqn.epoch_losses
     # The CPU measures no device memory: no per-epoch memory series.
     assert "dqn/epoch_peak_reserved_mb" not in record.series
-    assert {key.split("/")[0] for key in record.metrics} == {"dqn", "ppo", "mamba2", "tft"}
+    assert {key.split("/")[0] for key in record.metrics} == {"dqn", "ppo", "mamba2", "tft", "recommendation"}
 
 
 def test_run_record_of_a_sweep_job_carries_the_sweep_and_a_failed_model_has_no_figures():
@@ -130,3 +138,185 @@ def test_load_run_report_refuses_a_missing_store_without_creating_it(tmp_path):
     with pytest.raises(TrackingError, match="does not exist"):
         load_run_report("0" * 32, f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert not (tmp_path / "mlflow.db").exists()
+
+
+# ------------------------------------------------------------------------------------------- issue 14, items 4-6, 9
+
+
+def _log_at_the_barrier(uri: str, artifacts: str, name: str, barrier, results) -> None:
+    barrier.wait()
+    outcome = log_run(TrackingConfig(uri=uri, artifact_location=artifacts, experiment="t"), RunRecord(run_name=name))
+    results.put((name, outcome.run_id, outcome.warning))
+
+
+@pytest.mark.slow
+def test_two_processes_creating_one_new_sqlite_store_at_once_both_log_their_run(tmp_path):
+    # Issue 14: two runs at once on a new store lost their records (3 trials: 2 lost both runs, 1 lost one).
+    import multiprocessing
+
+    from mlflow.tracking import MlflowClient
+
+    context = multiprocessing.get_context("fork")  # mlflow is imported already: both children start at once
+    for trial in range(3):
+        uri = f"sqlite:///{tmp_path / f'trial{trial}' / 'mlflow.db'}"
+        barrier, results = context.Barrier(2), context.Queue()
+        processes = [
+            context.Process(target=_log_at_the_barrier, args=(uri, str(tmp_path / "artifacts"), name, barrier, results))
+            for name in ("first", "second")
+        ]
+        for process in processes:
+            process.start()
+        outcomes = [results.get(timeout=120) for _ in processes]
+        for process in processes:
+            process.join(timeout=60)
+        assert [warning for _, _, warning in outcomes] == [None, None], outcomes
+        client = MlflowClient(tracking_uri=uri)
+        runs = client.search_runs([client.get_experiment_by_name("t").experiment_id])
+        assert sorted(run.info.run_name for run in runs) == ["first", "second"]
+        assert not [path for path in (tmp_path / f"trial{trial}").iterdir() if ".damaged-" in path.name]
+
+
+def _log_in(queue, config: TrackingConfig, name: str) -> None:
+    outcome = log_run(config, RunRecord(run_name=name, metrics={"m": 2.0}))
+    queue.put((outcome.run_id, outcome.warning))
+
+
+def log_in_a_new_process(config: TrackingConfig, name: str) -> tracking.TrackingOutcome:
+    """``log_run`` in a fresh interpreter, as a later job would: MLflow caches each store it opened in-process."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_log_in, args=(queue, config, name))
+    process.start()
+    run_id, warning = queue.get(timeout=180)
+    process.join(timeout=60)
+    return tracking.TrackingOutcome(run_id=run_id, warning=warning)
+
+
+def _half_created_store(database: Path, *, with_run: bool) -> None:
+    """A store whose schema migration was interrupted, as two concurrent creations left it: a leftover
+    ``_alembic_tmp_`` table and an older schema revision recorded."""
+    import sqlite3
+
+    config = TrackingConfig(uri=f"sqlite:///{database}", artifact_location=str(database.parent / "a"), experiment="t")
+    if with_run:
+        assert log_run(config, RunRecord(run_name="kept", metrics={"m": 1.0})).warning is None
+    else:
+        assert tracking.prepare_store(config) is None
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE _alembic_tmp_latest_metrics (key VARCHAR(250))")
+        connection.execute("UPDATE alembic_version SET version_num = 'a8c4a736bde6'")
+
+
+def test_a_half_created_store_without_runs_is_set_aside_and_created_anew(tmp_path):
+    import sqlite3
+
+    database = tmp_path / "mlflow.db"
+    _half_created_store(database, with_run=False)
+    config = TrackingConfig(uri=f"sqlite:///{database}", artifact_location=str(tmp_path / "a"), experiment="t")
+    outcome = log_in_a_new_process(config, "after")
+    assert outcome.run_id is not None
+    (backup,) = tmp_path.glob("mlflow.db.damaged-*")
+    assert "_alembic_tmp_latest_metrics" in outcome.warning and str(backup) in outcome.warning
+    # Read with sqlite3: this process's MLflow still caches the store it opened before the file was moved.
+    with sqlite3.connect(database) as connection:
+        status = connection.execute("SELECT status FROM runs WHERE run_uuid = ?", (outcome.run_id,)).fetchone()
+    assert status == ("FINISHED",)
+    # Later runs log normally, and say nothing.
+    assert log_in_a_new_process(config, "later").warning is None
+
+
+def test_a_half_created_store_with_runs_is_left_alone_with_a_clear_message(tmp_path):
+    database = tmp_path / "mlflow.db"
+    _half_created_store(database, with_run=True)
+    before = database.read_bytes()
+    config = TrackingConfig(uri=f"sqlite:///{database}", artifact_location=str(tmp_path / "a"), experiment="t")
+    outcome = log_in_a_new_process(config, "after")
+    assert outcome.run_id is None
+    assert "holds 1 run(s)" in outcome.warning and "_alembic_tmp_latest_metrics" in outcome.warning
+    assert "mlflow db upgrade" in outcome.warning and "the JSON report is still written" in outcome.warning
+    assert database.read_bytes() == before and not list(tmp_path.glob("*.damaged-*"))
+
+
+def test_a_damaged_store_file_gets_a_clear_message(tmp_path):
+    database = tmp_path / "mlflow.db"
+    database.write_bytes(b"this is not a SQLite database, just some bytes" * 50)
+    config = TrackingConfig(uri=f"sqlite:///{database}", artifact_location=str(tmp_path / "a"), experiment="t")
+    outcome = log_run(config, RunRecord(run_name="x"))
+    assert outcome.run_id is None
+    assert f"the MLflow store {database} is damaged or not a SQLite database" in outcome.warning
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_server_fails_within_15_s_with_a_complete_redacted_warning(tmp_path, monkeypatch):
+    # Issue 14: MLflow's default retries stalled the exit for 257 s, and the warning was cut mid-phrase.
+    import time
+
+    for name in tracking.HTTP_RETRY_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    uri = f"http://alice:SECRETPW42@127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    outcome = log_run(TrackingConfig(uri=uri, artifact_location=str(tmp_path / "a")), RunRecord(run_name="x"))
+    assert time.monotonic() - started < 15
+    assert outcome.run_id is None
+    assert outcome.warning == (
+        f"MLflow tracking at 'http://alice:***@127.0.0.1:{uri.rsplit(':', 1)[1]}' failed while creating the run "
+        "(cannot reach it: ConnectionRefusedError: [Errno 111] Connection refused); nothing more is logged to MLflow "
+        "for this job, and the JSON report is still written. Fix tracking.uri or run with tracking.enabled=false."
+    )
+
+
+def test_http_retry_settings_are_set_only_where_the_user_has_not(monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
+    tracking.bound_http_retries()
+    import os
+
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "5"
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == tracking.HTTP_RETRY_DEFAULTS["MLFLOW_HTTP_REQUEST_TIMEOUT"]
+
+
+class _RecordingClient:
+    """Stands in for MlflowClient where only the experiment's creation is of interest."""
+
+    def __init__(self) -> None:
+        self.created: list[tuple[str, str | None]] = []
+
+    def get_experiment_by_name(self, name: str) -> None:
+        return None
+
+    def create_experiment(self, name: str, artifact_location: str | None = None) -> str:
+        self.created.append((name, artifact_location))
+        return "1"
+
+
+def test_a_tracking_server_keeps_the_artifacts_and_a_local_store_puts_them_in_artifact_location(tmp_path):
+    # Issue 14: with a server, runs were created with a file: path of the submitting machine as artifact location.
+    client = _RecordingClient()
+    tracking._experiment_id(client, TrackingConfig(uri="http://mlflow.example:5000", artifact_location="mlruns/a"))
+    local = TrackingConfig(uri=f"sqlite:///{tmp_path / 'db'}", artifact_location=str(tmp_path / "art"))
+    tracking._experiment_id(client, local)
+    assert client.created == [("gpubench", None), ("gpubench", (tmp_path / "art").as_uri())]
+
+
+def test_params_and_tags_are_logged_with_credentials_redacted(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = TrackingConfig(uri=uri, artifact_location=str(tmp_path / "a"), experiment="t")
+    record = RunRecord(
+        run_name="x",
+        params={"tracking.uri": "http://alice:SECRETPW42@host:5000", "data.url": "https://h/x?token=SECRETTOKEN"},
+        tags={"gpubench.sweep": "multirun/a", "note": "see https://bob:SECRETPW42@h/"},
+    )
+    run = MlflowClient(tracking_uri=uri).get_run(log_run(config, record).run_id)
+    assert run.data.params == {"tracking.uri": "http://alice:***@host:5000", "data.url": "https://h/x?token=***"}
+    assert run.data.tags["note"] == "see https://bob:***@h/"

@@ -11,9 +11,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpubench.redact import redact
 from gpubench.results import ModelEstimate, RunReport
 
 logger = logging.getLogger(__name__)
@@ -23,15 +25,19 @@ _stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def notice(message: str) -> None:
-    """A one-line notice (device fallback, tracking problems), on stderr; and in the job's log."""
-    _stderr.print(f"[yellow]gpubench:[/yellow] {message}")
+    """A notice (device fallback, tracking problems), on stderr and in the job's log, credentials redacted;
+    soft-wrapped, so that a log holds it as one line, and escaped, so that brackets in it (``[Errno 111]``) are not
+    read as markup."""
+    message = redact(message)
+    _stderr.print(f"[yellow]gpubench:[/yellow] {escape(message)}", soft_wrap=True)
     # INFO, not WARNING: the log's terminal handler passes warnings, and the notice is on the terminal already.
     logger.info("notice: %s", message)
 
 
 def error(message: str) -> None:
-    """The one-paragraph error shown before a non-zero exit, on stderr; and in the job's log."""
-    _stderr.print(f"[bold red]gpubench: error:[/bold red] {message}", soft_wrap=True)
+    """The one-paragraph error shown before a non-zero exit, on stderr and in the job's log, credentials redacted."""
+    message = redact(message)
+    _stderr.print(f"[bold red]gpubench: error:[/bold red] {escape(message)}", soft_wrap=True)
     logger.info("error: %s", message)
 
 
@@ -104,9 +110,10 @@ def _interval(interval: tuple[float, float] | None) -> str:
 
 
 def _t_interval_column(report: RunReport) -> str:
-    """The t interval's column header at the configured level (every model of a run shares it)."""
+    """The t interval's column header at the configured level (every model of a run shares it), to as many digits
+    as it has: ``99.5% CI (t)``, where a whole percent would round it to 100%."""
     levels = [result.statistics.confidence_level for result in report.models.values() if result.statistics]
-    return f"{levels[0]:.0%} CI (t)" if levels else "CI (t)"
+    return f"{levels[0] * 100:g}% CI (t)" if levels else "CI (t)"
 
 
 def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.errors import GpubenchError, OutputError
+from gpubench.redact import redact_tree
 from gpubench.results import ReportFormatError, RunReport
 
 #: The report's file name in a run's folder and among an MLflow run's artifacts.
@@ -52,14 +53,14 @@ def _umask() -> int:
 
 def write_json_atomic(path: Path, content: Any) -> None:
     """Write ``content`` as strict JSON (NaN/Inf as null) to ``path``: a reader sees the old file or the new one,
-    never half of it.
+    never half of it. Credentials in any string of it (a tracking URI among the overrides) are redacted.
 
     The text goes to a temp file in the same folder (a rename across file systems is not atomic), is flushed to
     disk, then renamed over ``path``; the folder is created if missing. The file gets the permissions any new
     file would (0666 less the umask), not the temp file's private 0600.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_json_safe(content), indent=2, allow_nan=False)
+    text = json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpubench.output import console, tracking
 from gpubench.output.config import TrackingConfig
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
+from gpubench.redact import install_log_redaction, redact
 from gpubench.results import ModelResult, RunReport
 
 #: The per-job summary, in each job's output folder.
@@ -63,7 +64,17 @@ MODEL_COLUMNS = (
     "stability",
     "model_error",
 )
-#: Columns of every row, around the override columns: job columns first, then overrides, then model columns.
+#: Per job, what the summary keeps of the recommendation: the decision, the estimated training hours with their
+#: lower and upper bounds (h), and the cloud cost of one training (USD).
+DECISION_COLUMNS = (
+    "decision",
+    "estimated_hours",
+    "estimated_hours_lower",
+    "estimated_hours_upper",
+    "cloud_cost_usd_per_training",
+)
+#: Columns of every row, around the override columns: job columns first, then overrides, then model columns, then
+#: the job's decision columns.
 JOB_COLUMNS = ("job_num", "job_status")
 TRAILING_COLUMNS = ("job_error", "mlflow_run_id", "output_dir")
 
@@ -119,6 +130,21 @@ def _model_figures(result: ModelResult) -> dict[str, Any]:
     }
 
 
+def _decision_figures(report: RunReport) -> dict[str, Any]:
+    """The job's recommendation reduced to :data:`DECISION_COLUMNS` (None where the report has no figure)."""
+    recommendation = report.recommendation
+    if recommendation is None:
+        return dict.fromkeys(DECISION_COLUMNS)
+    cost = recommendation.cost_analysis
+    return {
+        "decision": recommendation.decision,
+        "estimated_hours": recommendation.estimated_full_training_hours,
+        "estimated_hours_lower": recommendation.estimated_full_training_hours_lower,
+        "estimated_hours_upper": recommendation.estimated_full_training_hours_upper,
+        "cloud_cost_usd_per_training": None if cost is None else cost.cloud_cost_usd_per_training,
+    }
+
+
 def _read_job_report(report_path: Path) -> RunReport | str:
     """The job's report, or why there is none to read (missing, cut short, or not a gpubench report)."""
     try:
@@ -153,9 +179,11 @@ def job_summary(
         meaning = _EXIT_CODE_MEANINGS.get(exit_code)
         reasons.append(f"exit code {exit_code}" + (f" ({meaning})" if meaning else ""))
     models: dict[str, dict[str, Any]] = {}
+    recommendation: dict[str, Any] = dict.fromkeys(DECISION_COLUMNS)
     if isinstance(report, str):
         reasons.append(report)
     else:
+        recommendation = _decision_figures(report)
         if report.status != "complete":
             reasons.append(f"report status is {report.status!r}, not 'complete'")
         for name, result in report.models.items():
@@ -174,6 +202,7 @@ def job_summary(
         "ended_at": _now_iso(),
         "mlflow_run_id": None if isinstance(report, str) else report.run.mlflow_run_id,
         "models": models,
+        "recommendation": recommendation,
     }
 
 
@@ -265,7 +294,7 @@ def _split_override(override: str) -> tuple[str, str]:
         key, _, value = override[1:].partition("=")
         return key, f"(deleted{' ' + value if value else ''})"
     key, _, value = override.lstrip("+").partition("=")
-    return key, value
+    return key, redact(value)
 
 
 def _job_num_order(job: dict[str, Any]) -> tuple[bool, int, str]:
@@ -303,9 +332,13 @@ def sweep_rows(jobs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             "mlflow_run_id": job.get("mlflow_run_id"),
             "output_dir": job.get("output_dir"),
         }
+        # Job summaries written before the decision columns existed have no recommendation: empty cells.
+        decision = job.get("recommendation") or {}
+        decision_cells = {column: decision.get(column) for column in DECISION_COLUMNS}
         models = job.get("models") or {"": dict.fromkeys(MODEL_COLUMNS)}
         for name, figures in models.items():
-            rows.append({**base, "model_name": name, **{c: figures.get(c) for c in MODEL_COLUMNS}, **trailing})
+            model_cells = {c: figures.get(c) for c in MODEL_COLUMNS}
+            rows.append({**base, "model_name": name, **model_cells, **decision_cells, **trailing})
     return rows, keys, varying
 
 
@@ -320,6 +353,18 @@ def _fmt(value: Any) -> str:
 
 def _interval(low: Any, high: Any) -> str:
     return "–" if low is None or high is None else f"{low:.4g}–{high:.4g}"
+
+
+def _hours(estimate: Any, low: Any, high: Any) -> str:
+    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``: reports
+    written before the lower bound existed); '–' without an estimate."""
+    if estimate is None:
+        return "–"
+    if low is not None and high is not None:
+        return f"{estimate:.4g} ({low:.4g}–{high:.4g})"
+    if high is not None:
+        return f"{estimate:.4g} (≤ {high:.4g})"
+    return f"{estimate:.4g}" + ("" if low is None else f" (≥ {low:.4g})")
 
 
 def _markdown(
@@ -352,6 +397,9 @@ def _markdown(
         "CV",
         "samples/s",
         "batch",
+        "decision",
+        "hours (bounds)",
+        "cloud USD",
     ]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
@@ -368,6 +416,9 @@ def _markdown(
             _fmt(row["coefficient_of_variation"]),
             _fmt(row["samples_per_second"]),
             _fmt(row["batch_size"]),
+            _fmt(row["decision"]),
+            _hours(row["estimated_hours"], row["estimated_hours_lower"], row["estimated_hours_upper"]),
+            _fmt(row["cloud_cost_usd_per_training"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if failed:
@@ -386,7 +437,7 @@ def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False) -> SweepSumma
     jobs = sorted((read_job(job_dir) for job_dir in _job_dirs(sweep_dir)), key=_job_num_order)
     rows, keys, varying = sweep_rows(jobs)
     csv_path = sweep_dir / SWEEP_CSV_FILE
-    columns = [*JOB_COLUMNS, *keys, "model_name", *MODEL_COLUMNS, *TRAILING_COLUMNS]
+    columns = [*JOB_COLUMNS, *keys, "model_name", *MODEL_COLUMNS, *DECISION_COLUMNS, *TRAILING_COLUMNS]
     with csv_path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
@@ -470,6 +521,9 @@ class SweepSummaryCallback(Callback):
                 "there is nothing to resume in it; give the earlier sweep's folder, hydra.sweep.dir=<folder>."
             )
         atexit.register(self._finish, aborted=True)
+        # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): every log
+        # record of this process is redacted from now on.
+        install_log_redaction()
         tracking_config = _tracking_config(config)
         warning = tracking.prepare_store(tracking_config) if tracking_config is not None else None
         if warning:
