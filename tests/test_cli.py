@@ -123,6 +123,7 @@ def key_paths(value: object, path: str = "") -> set[str]:
     return set()
 
 
+@pytest.mark.slow
 def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp_path, cache_dir):
     completed = gpubench(tmp_path, cache_dir, "experiment=quick", "hardware=cpu", "tracking.enabled=false")
     assert completed.returncode == 0, completed.stderr

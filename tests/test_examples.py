@@ -35,6 +35,7 @@ def example_folder(tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_the_transformer_example_runs_through_the_python_api(example_folder, tmp_path_factory):
     completed = run_in(example_folder, tmp_path_factory.mktemp("cache"), "transformer_forecaster.py", *QUICK)
     assert completed.returncode == 0, completed.stderr

@@ -50,6 +50,7 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_credentials_in_the_tracking_uri_never_appear_and_a_dead_server_costs_seconds(tmp_path, cache_dir):
     port = closed_port()
     uri = f"http://alice:{SECRET}@127.0.0.1:{port}"
@@ -79,6 +80,7 @@ def test_credentials_in_the_tracking_uri_never_appear_and_a_dead_server_costs_se
     assert f"http://alice:***@127.0.0.1:{port}" in (run_dir / ".hydra" / "overrides.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tmp_path, cache_dir):
     from mlflow.tracking import MlflowClient
 

@@ -165,6 +165,7 @@ def test_the_recommendation_quotes_the_measured_what_ifs(tmp_path):
     assert RunReport.from_dict(json.loads(json.dumps(full.to_dict()))) == full
 
 
+@pytest.mark.slow
 def test_cli_with_what_ifs_forced_on_the_cpu(tmp_path):
     cache = tmp_path / "cache"
     completed = gpubench(
