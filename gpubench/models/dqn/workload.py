@@ -86,7 +86,32 @@ class ReplayBatch:
     terminated: torch.Tensor
 
 
-class ReplayBuffer:
+class _RingStorage:
+    """What both replay buffers share: ``capacity`` rows of ``transitions`` on the device, written in a ring, with
+    the count of transitions ``added`` kept as a 0-d device tensor (so adding and sampling never read the device
+    from the host, and a captured CUDA graph keeps advancing it on replay)."""
+
+    capacity: int
+    transitions: torch.Tensor
+    added: torch.Tensor
+
+    @property
+    def cursor(self) -> torch.Tensor:
+        """Slot the next transition goes to (0-d int64)."""
+        return self.added % self.capacity
+
+    @property
+    def size(self) -> torch.Tensor:
+        """Number of filled slots, at most ``capacity`` (0-d int64)."""
+        return self.added.clamp(max=self.capacity)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the stored transitions take on the device."""
+        return self.transitions.nbytes
+
+
+class ReplayBuffer(_RingStorage):
     """Circular buffer of ``capacity`` transitions, one row each of a preallocated tensor on ``device``.
 
     A row is ``[observation, next observation, action, reward, terminated]`` in float32 (actions 0..2 and the 0/1
@@ -104,21 +129,6 @@ class ReplayBuffer:
         self.added = torch.zeros((), dtype=torch.int64, device=device)
         # Slot offsets 0, 1, ... made once: an add takes its first n instead of building an arange each time.
         self._offsets = torch.arange(capacity, device=device)
-
-    @property
-    def cursor(self) -> torch.Tensor:
-        """Slot the next transition goes to (0-d int64)."""
-        return self.added % self.capacity
-
-    @property
-    def size(self) -> torch.Tensor:
-        """Number of filled slots, at most ``capacity`` (0-d int64)."""
-        return self.added.clamp(max=self.capacity)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the stored transitions take on the device."""
-        return self.transitions.nbytes
 
     @property
     def observations(self) -> torch.Tensor:
@@ -179,7 +189,7 @@ class ReplayBuffer:
         )
 
 
-class IndexReplayBuffer:
+class IndexReplayBuffer(_RingStorage):
     """Circular buffer of ``capacity`` transitions stored as environment states, not observations.
 
     A row is ``[bar, next bar, position, next position, action, reward, terminated]`` in float64 (bar indices are
@@ -197,21 +207,6 @@ class IndexReplayBuffer:
         self.transitions = torch.zeros(capacity, 7, dtype=torch.float64, device=device)
         self.added = torch.zeros((), dtype=torch.int64, device=device)
         self._offsets = torch.arange(capacity, device=device)
-
-    @property
-    def cursor(self) -> torch.Tensor:
-        """Slot the next transition goes to (0-d int64)."""
-        return self.added % self.capacity
-
-    @property
-    def size(self) -> torch.Tensor:
-        """Number of filled slots, at most ``capacity`` (0-d int64)."""
-        return self.added.clamp(max=self.capacity)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the stored transitions take on the device."""
-        return self.transitions.nbytes
 
     @property
     def actions(self) -> torch.Tensor:
