@@ -317,6 +317,7 @@ def test_help_lists_the_groups_without_running(tmp_path, cache_dir):
     assert not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_a_valid_partial_report(tmp_path, cache_dir):
     """SIGINT during the second model: exit 130, and the report holds the first model and says interrupted."""
     import signal

@@ -336,6 +336,7 @@ def the_report(folder: Path) -> dict:
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P (no current folder on sys.path) needs 3.11")
+@pytest.mark.slow
 def test_the_cli_times_a_factory_written_next_to_it(tmp_path, cache_dir):
     (tmp_path / "mytrain.py").write_text(USER_MODULE)
     # -P keeps the current folder off sys.path, as the `gpubench` console script does: gpubench must add it.

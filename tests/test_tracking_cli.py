@@ -110,6 +110,7 @@ def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tmp_path, ca
     assert experiment.artifact_location == (tmp_path / "mlruns" / "artifacts").as_uri()
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_mlflow_run_killed_with_the_partial_report(tmp_path, cache_dir):
     import signal
 
