@@ -43,13 +43,15 @@ class ValidationInputError(GpubenchError):
 @dataclass(frozen=True)
 class ReplaySpec:
     """What the fresh process trains: model ``model`` at ``batch_size`` from the config at ``config_path``,
-    ``steps`` optimizer steps, the stability monitor read every ``steps_per_epoch`` of them."""
+    ``steps`` optimizer steps, the stability monitor read every ``steps_per_epoch`` of them, on ``torch_threads``
+    intra-op threads (the benchmark's, from its report; None: chosen as the runner chooses)."""
 
     config_path: str
     model: str
     batch_size: int
     steps_per_epoch: int
     steps: int
+    torch_threads: int | None = None
 
 
 # ------------------------------------------------------------------------------------------------ the replay
@@ -71,6 +73,7 @@ def replay(spec: ReplaySpec) -> float:
     import torch
 
     from gpubench.data.loader import load_features
+    from gpubench.hardware.host import choose_cpu_threads
     from gpubench.hardware.selection import resolve_device, synchronizer
     from gpubench.hardware.vram import apply_vram_limit
     from gpubench.measure.stability import StabilityMonitor
@@ -79,6 +82,9 @@ def replay(spec: ReplaySpec) -> float:
 
     cfg = _load_config(Path(spec.config_path))
     device, _ = resolve_device(cfg.hardware)
+    # The thread count decides a CPU step's speed, and the runner's automatic choice follows the host's load at the
+    # time: the benchmark's own count is replayed.
+    choose_cpu_threads(cfg.hardware.cpu_threads if spec.torch_threads is None else spec.torch_threads, device)
     budget = apply_vram_limit(device, cfg.hardware.vram_limit_gb)
     # As the runner sets it, before anything runs.
     torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
@@ -133,7 +139,7 @@ def _skipped(name: str, why: str):
     return ModelValidation(model=name, status="skipped", error=why)
 
 
-def plan_check(name: str, result, factor: float, config_path: Path, plan):
+def plan_check(name: str, result, factor: float, config_path: Path, plan, torch_threads: int | None = None):
     """The replay of model ``name`` at ``factor`` × its measured work, and the report's prediction of it: (spec,
     estimate for K·n planned epochs, from the job's training ``plan`` with its planned epochs replaced); or a
     skipped :class:`~gpubench.results.ModelValidation` saying why."""
@@ -159,6 +165,7 @@ def plan_check(name: str, result, factor: float, config_path: Path, plan):
         batch_size=result.batch_size,
         steps_per_epoch=steps_per_epoch,
         steps=steps,
+        torch_threads=torch_threads,
     )
     return spec, estimate
 
@@ -196,7 +203,8 @@ def validate_report(report_path: Path, factor: float, models: list[str] | None =
     for name, result in report.models.items():
         if models and name not in models:
             continue
-        planned = plan_check(name, result, factor, config_path, plan)
+        threads = None if report.run.host is None else report.run.host.torch_num_threads
+        planned = plan_check(name, result, factor, config_path, plan, threads)
         if isinstance(planned, ModelValidation):
             checks[name] = planned
             continue

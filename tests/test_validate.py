@@ -98,10 +98,23 @@ def test_a_replay_trains_exactly_the_steps_of_its_spec(job: Path, monkeypatch) -
         return workload
 
     monkeypatch.setattr("gpubench.model_run.build_workload", build)
+    # The thread count the benchmark recorded: its report's, which the replay must train with.
+    recorded = RunReport.from_dict(json.loads((job / "report.json").read_text())).run.host.torch_num_threads
     spec = validate.ReplaySpec(
-        config_path=str(job / "config_resolved.yaml"), model="mlp", batch_size=48, steps_per_epoch=7, steps=75
+        config_path=str(job / "config_resolved.yaml"),
+        model="mlp",
+        batch_size=48,
+        steps_per_epoch=7,
+        steps=75,
+        torch_threads=recorded,
     )
-    seconds = validate.replay(spec)
+    threads_before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(recorded + 1)
+        seconds = validate.replay(spec)
+        assert torch.get_num_threads() == recorded
+    finally:
+        torch.set_num_threads(threads_before)
     assert built == [("mlp", 48)]
     assert workload.steps == 75
     assert seconds >= 0
