@@ -286,6 +286,8 @@ def _decision_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -
             steps_per_epoch=sizing.steps_per_epoch,
             samples_per_step=facts.samples_per_step,
             sample_unit=facts.sample_unit,
+            updates_per_step=facts.updates_per_step,
+            updates_per_env_step=facts.updates_per_env_step,
             first_step_ms=sizing.first_step_s * MS_PER_S,
             calibration_seconds=sizing.calibration_seconds,
             statistics=_summary(first_stage, cfg),

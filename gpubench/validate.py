@@ -129,7 +129,7 @@ def _config_path(report_path: Path, output_dir: str) -> Path:
             return candidate
     raise ValidationInputError(
         f"no {RESOLVED_CONFIG_NAME} beside {report_path} or in the job's folder {output_dir}: the replay needs the "
-        "config the job ran with (gpubench writes it when a job completes). Validate a completed job's report."
+        "config the job ran with (gpubench writes it when a job starts). Validate a report gpubench wrote."
     )
 
 
