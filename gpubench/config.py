@@ -31,6 +31,7 @@ from gpubench.conf import CONF_DIR
 from gpubench.config_checks import require, require_choice
 from gpubench.data.config import DataConfig
 from gpubench.decision.config import DecisionConfig
+from gpubench.distributed.config import DistributedConfig
 from gpubench.errors import ConfigError
 from gpubench.hardware.config import HardwareConfig
 from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig, StabilityConfig
@@ -110,6 +111,7 @@ class BenchmarkConfig:
     stability: StabilityConfig = field(default_factory=StabilityConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     # 20 epochs (of epoch.min_seconds = 0.5 s): the decision interval needs many epochs more than long ones.
     epochs: int = 20
     warmup_epochs: int = 2

@@ -497,6 +497,46 @@ def _samples_per_second(samples_per_epoch: float, time_ms: float) -> float | Non
 
 
 @dataclass(frozen=True)
+class DistributedScaling(Record):
+    """The model measured data-parallel (``distributed.nproc`` > 1): ``world_size`` processes launched by torchrun,
+    each training its own batch of ``batch_size_per_rank`` under DistributedDataParallel (``backend``: nccl on GPUs,
+    gloo on the CPU), every rank timing the same ``steps_per_epoch``.
+
+    ``raw_epoch_times_ms`` are the global epochs: per epoch, the slowest rank's time (the gradient all-reduce makes
+    every step wait for the slowest rank, so a global epoch ends with it); ``per_rank_epoch_times_ms[r]`` are rank
+    r's own. ``statistics`` summarises ``raw_epoch_times_ms`` as a model's do. Throughputs are in the workload's
+    sample unit per second (``sample_unit``). ``scaling_efficiency`` is the global throughput over ``world_size`` ×
+    ``single_process_samples_per_second`` (the same job's 1-process measurement of the same model at the same batch):
+    1.0 is linear scaling; ``scaling_efficiency_interval`` is its interval at the job's confidence level. ``status``
+    and ``error`` as a model's: an out-of-memory, failed or interrupted distributed run leaves the 1-process result
+    untouched.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error")
+
+    status: ModelStatus = "ok"
+    error: str | None = None
+    world_size: int = 1
+    backend: str | None = None
+    launcher: str = "torchrun"
+    batch_size_per_rank: int | None = None
+    steps_per_epoch: int | None = None
+    samples_per_step_per_rank: float | None = None
+    sample_unit: str | None = None
+    raw_epoch_times_ms: list[float] = field(default_factory=list)
+    warmup_epoch_times_ms: list[float] = field(default_factory=list)
+    per_rank_epoch_times_ms: list[list[float]] = field(default_factory=list)
+    statistics: EpochTimeStatistics | None = None
+    per_rank_samples_per_second: list[float] = field(default_factory=list)
+    global_samples_per_second: float | None = None
+    single_process_samples_per_second: float | None = None
+    scaling_efficiency: float | None = None
+    scaling_efficiency_interval: tuple[float, float] | None = None
+    peak_reserved_mb_per_rank: list[float] = field(default_factory=list)
+    batch_search: BatchSearchResult | None = None
+
+
+@dataclass(frozen=True)
 class ModelResult(Record):
     """One model's outcome. ``status`` is one of :data:`STATUSES`; ``error`` says why when it is not ``ok``.
 
@@ -525,6 +565,7 @@ class ModelResult(Record):
         "updates_per_env_step",
         "evaluation",
         "checkpoint",
+        "distributed",
     )
 
     status: ModelStatus = "ok"
@@ -566,6 +607,8 @@ class ModelResult(Record):
     updates_per_env_step: float | None = None
     evaluation: EvaluationCost | None = None
     checkpoint: CheckpointCost | None = None
+    #: The data-parallel measurement of the same model (``distributed.nproc`` > 1), None in a 1-process job.
+    distributed: DistributedScaling | None = None
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
