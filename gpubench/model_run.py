@@ -56,6 +56,7 @@ from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import (
+    BatchSearchResult,
     BatchStepDown,
     CheckpointCost,
     DeviceEpoch,
@@ -392,7 +393,16 @@ def _execution(context: ModelRunContext) -> ExecutionSettings:
     )
 
 
+def _search_record(name: str, decision: BatchDecision | None) -> BatchSearchResult | None:
+    """The report's record of model ``name``'s batch search (None without one), saying whether its batch is the
+    algorithm's own."""
+    if decision is None:
+        return None
+    return replace(decision.record(), batch_is_hyperparameter=workload_class(name).batch_size_is_hyperparameter)
+
+
 def _result(
+    name: str,
     attempt: Attempt,
     batch: TimedBatch,
     decision: BatchDecision | None,
@@ -423,7 +433,7 @@ def _result(
         calibration_steps=sizing.calibration_steps,
         stop_reason=measurement.stop_reason,
         statistics=attempt.statistics,
-        batch_search=None if decision is None else decision.record(),
+        batch_search=_search_record(name, decision),
         batch_policy=batch.policy,
         batch_step_downs=step_downs,
         flops_per_step=attempt.facts.flops_per_step,
@@ -443,6 +453,7 @@ def _result(
 
 
 def _failed_result(
+    name: str,
     exc: Exception,
     batch: TimedBatch | None,
     decision: BatchDecision | None,
@@ -459,7 +470,7 @@ def _failed_result(
         gradient_accumulation_steps=1 if batch is None else batch.gradient_accumulation_steps,
         samples_per_step=None if facts is None else facts.samples_per_step,
         sample_unit=None if facts is None else facts.sample_unit,
-        batch_search=None if decision is None else decision.record(),
+        batch_search=_search_record(name, decision),
         batch_policy=None if batch is None else batch.policy,
         batch_step_downs=step_downs,
         flops_per_step=None if facts is None else facts.flops_per_step,
@@ -483,7 +494,7 @@ def _step_down(
     the record of the abandoned run (its peak, the limit, what it measured)."""
     headroom = attempt.headroom
     assert headroom is not None  # only a run checked against the headroom is stepped down
-    abandoned = _result(attempt, batch, decision, step_downs, [], context)
+    abandoned = _result(name, attempt, batch, decision, step_downs, [], context)
     reason = (
         f"stepped down from {batch.batch_size} to {smaller} because the measured peak reserved memory "
         f"{headroom.peak_reserved_mb:,.0f} MB exceeded the headroom limit {headroom.peak_limit_mb:,.0f} MB"
@@ -532,7 +543,9 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         decision = choose_batch(name, context)
         configured = getattr(cfg.workloads, name).batch_size
         if decision is not None and decision.batch_size is None:
-            return ModelRun(ModelResult(status="oom", error=decision.message, batch_search=decision.record()), None)
+            return ModelRun(
+                ModelResult(status="oom", error=decision.message, batch_search=_search_record(name, decision)), None
+            )
         batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
         # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
         # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
@@ -552,7 +565,7 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
                 )
             if attempt.status == INTERRUPTED:
                 raise ModelInterrupted(
-                    ModelRun(_result(attempt, batch, decision, step_downs, [], context), attempt.memory_timeline)
+                    ModelRun(_result(name, attempt, batch, decision, step_downs, [], context), attempt.memory_timeline)
                 )
             if smaller is None:
                 break
@@ -567,7 +580,7 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         if attempt.headroom is not None and attempt.headroom.warning is not None:
             warnings.append(attempt.headroom.warning)
             console.notice(f"{name}: {attempt.headroom.warning}")
-        return ModelRun(_result(attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
+        return ModelRun(_result(name, attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
     except GpubenchError:
         # Bad input found while running (a user's build function that raises or returns no step): nothing can be
         # measured, and it is the user's to fix, so it ends the job as bad input (exit 2), not as a model failure.
@@ -575,4 +588,4 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
     except Exception as exc:
         logger.debug("model %s raised", name, exc_info=True)
         timeline = None if attempt is None else attempt.memory_timeline
-        return ModelRun(_failed_result(exc, batch, decision, step_downs, facts, context), timeline)
+        return ModelRun(_failed_result(name, exc, batch, decision, step_downs, facts, context), timeline)

@@ -372,7 +372,9 @@ class BatchSearchResult(Record):
     trials in the order they ran. ``policy`` (``batch.policy``) chose ``batch_size`` from the search's answer,
     ``configured_size`` being the recipe's batch; ``time_limited``: the search stopped once a trial took longer than
     ``trial_max_seconds`` (s), so ``largest_fitting_size`` is a lower bound. Reports written before the policy
-    existed timed the largest fitting size (``max``).
+    existed timed the largest fitting size (``max``). ``batch_is_hyperparameter``: the batch is the algorithm's own
+    (an RL replay or PPO minibatch, or the user's), so the throughput curve says what fits and how fast, but a plan
+    at another batch would be another training, and no batch what-if is priced from it.
     """
 
     status: Literal["ok", "oom"]
@@ -397,6 +399,7 @@ class BatchSearchResult(Record):
     configured_size: int | None = None
     time_limited: bool = False
     trial_max_seconds: float | None = None
+    batch_is_hyperparameter: bool = False
 
 
 @dataclass(frozen=True)
@@ -1329,8 +1332,11 @@ class ModelValidation(Record):
     ``steps_per_epoch``), timed as one block from the first step to the last. ``predicted_s`` is the report's
     estimate of that training (one-off costs plus ``epochs`` × the mean epoch time) and ``lower_s``/``upper_s``
     its prediction bounds; ``actual_s`` the wall time measured; ``error_pct`` = 100 × (actual − predicted) /
-    predicted. ``status`` is ``ok``, ``failed`` (with ``error``) or ``skipped`` (the report holds no measurement
-    of the model to check).
+    predicted. With ``--repeats R`` > 1 the same training runs R times, each in a fresh process: ``actual_runs_s``
+    holds each wall time, ``actual_s`` is their median (error and bound are judged on it) and
+    ``replay_spread_pct`` = 100 × (slowest − fastest) / median, how far identical trainings on this host differ
+    from one another, a limit on how close any prediction can come. ``status`` is ``ok``, ``failed`` (with
+    ``error``) or ``skipped`` (the report holds no measurement of the model to check).
     """
 
     model: str
@@ -1347,6 +1353,8 @@ class ModelValidation(Record):
     error_pct: float | None = None
     inside_bound: bool | None = None
     error: str | None = None
+    actual_runs_s: list[float] = field(default_factory=list)
+    replay_spread_pct: float | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ or device sampling. Exit codes: 0 when every model was checked, 1 when a trainin
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -183,8 +184,9 @@ def _run_fresh(spec: ReplaySpec, timeout_s: float) -> float:
         return float(json.loads(result_path.read_text())["actual_s"])
 
 
-def validate_report(report_path: Path, factor: float, models: list[str] | None = None):
-    """Check every (or each named) model of the report at ``report_path``; the :class:`ValidationReport`."""
+def validate_report(report_path: Path, factor: float, models: list[str] | None = None, repeats: int = 1):
+    """Check every (or each named) model of the report at ``report_path``, each training run ``repeats`` times;
+    the :class:`ValidationReport`."""
     from gpubench.output.report_file import ReportReadError, read_report
     from gpubench.results import ModelValidation, ValidationReport
 
@@ -226,15 +228,18 @@ def validate_report(report_path: Path, factor: float, models: list[str] | None =
         print(f"gpubench.validate: {name}: training {spec.steps:,} steps (predicted {predicted_s:,.1f} s)", flush=True)
         try:
             # A generous limit: ten times the upper bound, and a minute for the process to start and build.
-            actual_s = _run_fresh(spec, timeout_s=60.0 + 10.0 * upper_s)
+            runs_s = [_run_fresh(spec, timeout_s=60.0 + 10.0 * upper_s) for _ in range(repeats)]
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             checks[name] = replace(base, status="failed", error=str(exc))
             continue
+        actual_s = statistics.median(runs_s)
         checks[name] = replace(
             base,
             actual_s=actual_s,
             error_pct=100.0 * (actual_s - predicted_s) / predicted_s,
             inside_bound=lower_s <= actual_s <= upper_s,
+            actual_runs_s=runs_s,
+            replay_spread_pct=100.0 * (max(runs_s) - min(runs_s)) / actual_s if repeats > 1 else None,
         )
     return ValidationReport(
         report_path=str(report_path),
@@ -268,6 +273,13 @@ def format_table(validation) -> str:
     if errors:
         within = sum(e <= ERROR_GOAL_PCT for e in errors)
         lines.append(f"{within} of {len(errors)} within {ERROR_GOAL_PCT:g}%; largest |error| {max(errors):.2f}%")
+    for check in validation.models.values():
+        if check.replay_spread_pct is not None:
+            runs = ", ".join(f"{run_s:,.1f}" for run_s in check.actual_runs_s)
+            lines.append(
+                f"{check.model}: {len(check.actual_runs_s)} identical trainings took {runs} s, a spread of "
+                f"{check.replay_spread_pct:.2f}% (the actual above is their median)"
+            )
     return "\n".join(lines)
 
 
@@ -286,6 +298,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help=f"multiple of the measured epochs (default {DEFAULT_FACTOR:g})",
     )
     parser.add_argument("--models", help="comma-separated models to check (default: every model the report ran)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run each training this many times, each in a fresh process, to see how far identical trainings "
+        "differ on this host (default 1)",
+    )
     parser.add_argument(
         "--output", type=Path, help=f"where to write the result (default: {VALIDATION_FILE_NAME} beside the report)"
     )
@@ -306,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValidationInputError("give the report to validate: python -m gpubench.validate path/to/report.json")
         if not (math.isfinite(args.factor) and args.factor > 0):
             raise ValidationInputError(f"--factor {args.factor:g} is not valid: give a positive multiple, e.g. 4")
+        if args.repeats < 1:
+            raise ValidationInputError(f"--repeats {args.repeats} is not valid: give a whole number >= 1, e.g. 3")
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-        validation = validate_report(args.report, args.factor, models)
+        validation = validate_report(args.report, args.factor, models, repeats=args.repeats)
     except ValidationInputError as exc:
         console.error(str(exc))
         return 2

@@ -114,6 +114,21 @@ def test_batch_what_ifs_give_the_plan_at_every_searched_batch() -> None:
     assert any(line.startswith("  what-if: at batch 512 (knee) the plan's steps take") for line in lines)
 
 
+def test_no_batch_what_ifs_where_the_batch_is_the_algorithms_own() -> None:
+    # PPO's minibatch: the same environment steps at minibatch 4,096 would make 64 x fewer updates than at 64, so
+    # pricing the plan from the search's curve would price another training.
+    search = batch_search(64, largest_fitting_size=1024, knee_size=512, peak_limit_mb=3600.0)
+    curve = [ThroughputPoint(size=t.size, samples_per_s=t.samples_per_s) for t in search.trials if t.samples_per_s]
+    search = replace(search, policy="configured", configured_size=64, throughput_curve=curve)
+    section = model_section(
+        noisy_epochs_ms(500.0), steps_per_epoch=50, samples_per_step=64, sample_unit="window", batch_size=64
+    )
+    recipe = replace(section, batch_search=search)
+    algorithm = replace(section, batch_search=replace(search, batch_is_hyperparameter=True))
+    assert estimate_training_time("tft", recipe, TrainingPlanConfig()).what_ifs
+    assert estimate_training_time("tft", algorithm, TrainingPlanConfig()).what_ifs == ()
+
+
 def test_recurring_keys_are_checked() -> None:
     with pytest.raises(ConfigError, match=r"`decision.plan.eval_every_steps` = 0"):
         TrainingPlanConfig(eval_every_steps=0)

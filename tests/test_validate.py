@@ -131,12 +131,28 @@ def test_a_model_that_was_not_measured_is_skipped_with_the_reason(job: Path, tmp
     assert "status oom" in validation.models["mlp"].error
 
 
+def test_repeated_trainings_are_judged_on_their_median_and_report_their_spread(job: Path, monkeypatch) -> None:
+    # Three identical trainings that took 10, 12 and 11 s (a fake clock for the fresh processes; the real replay is
+    # checked above): the actual is the median, 11 s, and they spread by (12 - 10) / 11 = 18.18%.
+    times_s = iter([10.0, 12.0, 11.0])
+    monkeypatch.setattr(validate, "_run_fresh", lambda spec, timeout_s: next(times_s))
+    validation = validate.validate_report(job / "report.json", factor=2.0, repeats=3)
+    check = validation.models["mlp"]
+    assert check.actual_runs_s == [10.0, 12.0, 11.0]
+    assert check.actual_s == 11.0
+    assert check.replay_spread_pct == pytest.approx(100 * 2 / 11)
+    assert check.error_pct == pytest.approx(100 * (11.0 - check.predicted_s) / check.predicted_s)
+    assert "3 identical trainings took 10.0, 12.0, 11.0 s, a spread of 18.18%" in validate.format_table(validation)
+    assert ValidationReport.from_dict(validation.to_dict()) == validation
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         (["missing.json"], "missing.json"),
         (["{job}/report.json", "--factor", "0"], "--factor 0 is not valid"),
         (["{job}/report.json", "--models", "tft"], "--models names tft, which the report did not run"),
+        (["{job}/report.json", "--repeats", "0"], "--repeats 0 is not valid"),
         ([], "give the report to validate"),
     ],
 )
