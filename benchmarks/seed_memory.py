@@ -126,7 +126,7 @@ def main() -> int:
         print("seed_memory.py measures CUDA memory: it needs a GPU.", file=sys.stderr)
         return 2
     register_configs()
-    device = torch.device("cuda")
+    device = torch.device("cuda", 0)
     rows = []
     for name in args.models.split(","):
         for overrides in GRID[name]:
