@@ -345,13 +345,17 @@ class Mamba2Workload(Workload):
         excluded) times the batch, plus the parameters, their gradients and AdamW's two moments (4 x fp32)."""
         parameters = list(self.model.parameters())
         parameter_storages = {p.untyped_storage().data_ptr() for p in parameters}
-        saved: dict[int, int] = {}
+        # Saved storages by address, alive until this returns so that no address is reused (and merged) within the
+        # forward. The hook keeps them here and gives autograd nothing: the graph is never run backward, and a pack
+        # hook that returned the tensor would tie a saved output to its own grad_fn, a cycle through autograd's C++
+        # graph that Python's collector cannot see, so every estimate leaked the forward's activations (670 MB per
+        # Mamba-2 build on the H200, which the later models' and the what-ifs' peaks then carried).
+        saved: dict[int, torch.UntypedStorage] = {}
 
-        def pack(tensor: torch.Tensor) -> torch.Tensor:
+        def pack(tensor: torch.Tensor) -> None:
             storage = tensor.untyped_storage()
             if storage.data_ptr() not in parameter_storages:
-                saved[storage.data_ptr()] = storage.nbytes()
-            return tensor
+                saved[storage.data_ptr()] = storage
 
         window = torch.zeros(1, self.config.seq_len, self.data.n_features, device=self.context.device)
         mixers = [layer.mixer for layer in self.model.layers]
@@ -359,13 +363,15 @@ class Mamba2Workload(Workload):
         for mixer in mixers:
             mixer.recompute = False
         try:
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), self.context.autocast():
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda packed: packed), self.context.autocast():
                 self.model(window)
         finally:
             for mixer, value in zip(mixers, recompute, strict=True):
                 mixer.recompute = value
         state_bytes = 4 * sum(p.numel() * p.element_size() for p in parameters)
-        return (sum(saved.values()) * self.context.batch_size + state_bytes) / BYTES_PER_MB
+        return (
+            sum(storage.nbytes() for storage in saved.values()) * self.context.batch_size + state_bytes
+        ) / BYTES_PER_MB
 
     def _decide_recompute(self) -> tuple[bool, str, float | None]:
         """Whether to recompute the scan in backward, why, and the estimated memory (MB) without it (None where
