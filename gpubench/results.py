@@ -1076,6 +1076,7 @@ class CardProjection(Record):
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
         "training_hours_lower",
         "projection_relative_error",
+        "gpus",
         "single_card_training_hours",
     )
 
@@ -1096,8 +1097,13 @@ class CardProjection(Record):
     models: dict[str, ProjectedModel] = field(default_factory=dict)
     training_hours_lower: float | None = None
     projection_relative_error: float | None = None
-    gpus: int = 1
+    gpus: int | None = None
     single_card_training_hours: float | None = None
+
+    @property
+    def card_count(self) -> int:
+        """The cards this row rents: ``gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        return self.gpus or 1
 
 
 @dataclass(frozen=True)
@@ -1113,7 +1119,15 @@ class CostAnalysis(Record):
     training among those the models fit on, with its hours and cost.
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("cloud_single_card_training_hours",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "cloud_gpus",
+        "cloud_training_hours_lower",
+        "cloud_training_hours_upper",
+        "cloud_single_card_training_hours",
+        "cheapest_card",
+        "cheapest_card_training_hours",
+        "cheapest_card_cost_usd_per_training",
+    )
 
     local_gpu_monthly_cost_usd: float | None
     cloud_gpu_monthly_cost_usd: float | None
@@ -1136,13 +1150,18 @@ class CostAnalysis(Record):
     break_even_trainings_per_month: float | None
     break_even_local_hours_per_month: float | None
     notes: list[str] = field(default_factory=list)
-    cloud_gpus: int = 1
+    cloud_gpus: int | None = None
     cloud_training_hours_lower: float | None = None
     cloud_training_hours_upper: float | None = None
     cloud_single_card_training_hours: float | None = None
     cheapest_card: str | None = None
     cheapest_card_training_hours: float | None = None
     cheapest_card_cost_usd_per_training: float | None = None
+
+    @property
+    def cloud_card_count(self) -> int:
+        """The cloud cards priced: ``cloud_gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        return self.cloud_gpus or 1
 
 
 @dataclass(frozen=True)
@@ -1205,7 +1224,8 @@ class Recommendation(Record):
     the dict). ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus`` is the cards each
     cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and ``scaling`` the
     scaling efficiency each estimated model's cloud time is computed with (empty, and left out, for one card);
-    every local figure is the one card measured.
+    every local figure is the one card measured. ``cloud_gpus`` and the new cost and projection fields are None
+    (and left out) in reports written before ``decision.cloud_gpus`` existed, which priced one card.
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
@@ -1217,6 +1237,7 @@ class Recommendation(Record):
         "measured_device_hours",
         "measured_device_hours_upper",
         "what_ifs",
+        "cloud_gpus",
         "scaling",
     )
 
@@ -1244,7 +1265,7 @@ class Recommendation(Record):
     measured_device_hours: float | None = None
     measured_device_hours_upper: float | None = None
     what_ifs: list[WhatIfEstimate] = field(default_factory=list)
-    cloud_gpus: int = 1
+    cloud_gpus: int | None = None
     scaling: dict[str, ScalingEfficiency] = field(default_factory=dict)
 
     @property

@@ -374,14 +374,14 @@ def scaling_text(scalings: Mapping[str, ScalingEfficiency], models: list[str]) -
 
 def cards_text(row: CardProjection) -> str:
     """A projection row's card, with its count when it rents more than one: ``h100``, ``8 × h100``."""
-    return row.card if row.gpus == 1 else f"{row.gpus} × {row.card}"
+    return row.card if row.card_count == 1 else f"{row.card_count} × {row.card}"
 
 
 def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[str, ScalingEfficiency] | None) -> str:
     """The cloud row's projected training: hours, bounds, cost, and on several cards their scaling efficiency."""
     assert cloud_row.training_hours is not None
     price = cloud_row.cost_usd_per_training
-    several = cloud_row.gpus > 1
+    several = cloud_row.card_count > 1
     widened = f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
     if several:
         widened = (f"{widened} and " if not cloud_row.measured_device else "") + "the scaling efficiency's interval"
@@ -396,7 +396,7 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
         cards += f" ({scaling_text(scalings, [e.model for e in outcome.decided])})"
     cost = ""
     if price is not None:
-        per_card = f": {cloud_row.gpus} × ${cloud_row.hourly_price_usd:,.2f}/h" if several else ""
+        per_card = f": {cloud_row.card_count} × ${cloud_row.hourly_price_usd:,.2f}/h" if several else ""
         cost = f" (${price:,.2f}{per_card})"
     single = ""
     if several and cloud_row.single_card_training_hours is not None:
@@ -771,7 +771,7 @@ def recommended_actions(
     elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
         included = f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
-        if cloud_row.gpus > 1:
+        if cloud_row.card_count > 1:
             included += " and the scaling efficiency's interval"
         actions.append(
             f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {cards_text(cloud_row)}: "

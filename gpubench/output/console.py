@@ -133,22 +133,26 @@ def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:
     return lines
 
 
+def _hours(hours: float) -> str:
+    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.2f} h"
+
+
 def cloud_line(cost: CostAnalysis | None) -> str | None:
     """On several cloud cards (``decision.cloud_gpus`` > 1), one line: the cards, their hours with bounds and the
     cost of a training, one card's hours, and the cheapest catalog option; None for one card or without a
     projection."""
-    if cost is None or cost.cloud_gpus == 1 or cost.cloud_training_hours is None:
+    if cost is None or cost.cloud_card_count == 1 or cost.cloud_training_hours is None:
         return None
-    line = f"Cloud: {cost.cloud_gpus} × {cost.cloud_card}: {cost.cloud_training_hours:,.2f} h"
+    line = f"Cloud: {cost.cloud_card_count} × {cost.cloud_card}: {_hours(cost.cloud_training_hours)}"
     if cost.cloud_training_hours_lower is not None and cost.cloud_training_hours_upper is not None:
-        line += f" ({cost.cloud_training_hours_lower:,.2f}–{cost.cloud_training_hours_upper:,.2f} h)"
+        line += f" ({_hours(cost.cloud_training_hours_lower)} to {_hours(cost.cloud_training_hours_upper)})"
     if cost.cloud_cost_usd_per_training is not None:
         line += f", ${cost.cloud_cost_usd_per_training:,.2f} per training"
     if cost.cloud_single_card_training_hours is not None:
-        line += f"; one card {cost.cloud_single_card_training_hours:,.2f} h"
+        line += f"; one card {_hours(cost.cloud_single_card_training_hours)}"
     if cost.cheapest_card is not None and cost.cheapest_card_cost_usd_per_training is not None:
         line += (
-            f"; cheapest {cost.cloud_gpus} × {cost.cheapest_card}: {cost.cheapest_card_training_hours:,.2f} h, "
+            f"; cheapest {cost.cloud_card_count} × {cost.cheapest_card}: {_hours(cost.cheapest_card_training_hours)}, "
             f"${cost.cheapest_card_cost_usd_per_training:,.2f}"
         )
     return line
