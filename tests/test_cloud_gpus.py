@@ -26,6 +26,7 @@ from gpubench.decision.scaling import (
 )
 from gpubench.errors import ConfigError
 from gpubench.hardware.catalog import load_catalog
+from gpubench.output import plots
 from gpubench.output.tracking import run_record
 from gpubench.results import DistributedScaling, ModelResult, RunReport, ScalingEfficiency
 
@@ -259,6 +260,13 @@ def test_the_reasoning_names_the_cards_and_where_each_efficiency_comes_from(meas
     assert not any("is not measured" in action for action in four.recommended_actions)
     assert any("distributed.nproc=2" in action for action in two.recommended_actions)
     assert "scaling" in four.method and "VLDB 2020" in four.method["scaling"]
+
+
+def test_the_cost_plot_labels_each_bar_with_its_card_count(measured_report):
+    four = build_recommendation(measured_report, DecisionConfig(cloud_gpus=4), CATALOG)
+    figure = plots.cost_figure(four)
+    labels = {label.get_text() for label in figure.axes[0].get_yticklabels()}
+    assert {"4 × h100", "4 × t4", "4 × rtx3050ti (measured)"} <= labels
 
 
 def test_the_report_with_n_cards_reads_back():
