@@ -21,6 +21,7 @@ from gpubench.decision.scaling import (
     ASSUMED_SCALING_EFFICIENCY,
     ASSUMED_SCALING_INTERVAL,
     extrapolated_efficiency,
+    linear_cost_efficiency,
     scaled_time,
     scaling_efficiency,
 )
@@ -136,8 +137,22 @@ def test_extrapolated_past_the_measurement_is_stated_and_bounded_by_it():
     assert not scaling.measured and scaling.measured_world_size == 2 and scaling.measured_efficiency == 0.9
     assert scaling.scaling_efficiency == pytest.approx(0.729)
     low, high = scaling.scaling_efficiency_interval
-    assert low == pytest.approx(0.85**3) and high == 0.95
+    # Low: the measured low end's communication cost, 1 / 0.85 - 1 per extra card at 2, growing linearly to 8.
+    assert low == pytest.approx(1 / (1 + (1 / 0.85 - 1) * 7)) and high == 0.95
     assert scaling.scaling_source.startswith("extrapolated from 0.9 measured at 2 processes (nccl)")
+
+
+@pytest.mark.parametrize(
+    ("measured", "world", "gpus", "expected"),
+    [
+        (0.9, 2, 8, 1 / (1 + 7 / 9)),  # one extra card costs 1/9 of a step at 2; seven cost 7/9
+        (0.8, 4, 4, 0.8),
+        (0.8, 4, 1, 1.0),
+        (1.1, 2, 8, 1.0),  # superlinear counts as no communication cost
+    ],
+)
+def test_the_linear_communication_cost_bound(measured, world, gpus, expected):
+    assert linear_cost_efficiency(measured, world, gpus) == pytest.approx(expected)
 
 
 def test_extrapolated_below_the_measurement_runs_from_its_lower_end_to_linear():

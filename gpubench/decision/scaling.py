@@ -46,6 +46,17 @@ def extrapolated_efficiency(efficiency: float, measured_world_size: int, gpus: i
     return min(1.0, efficiency ** (math.log2(gpus) / math.log2(measured_world_size)))
 
 
+def linear_cost_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
+    """The efficiency at ``gpus`` cards if the communication's cost per step grows linearly with the card count (a
+    latency-bound ring all-reduce, 2 (N − 1) steps): one step takes 1 + c (N − 1) of one card's, c fitted to the
+    measured ``efficiency`` at m processes, e(N) = 1 / (1 + (1 / e(m) − 1)(N − 1) / (m − 1)). A superlinear
+    measurement counts as linear (c = 0)."""
+    if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
+        raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
+    cost = 1.0 / min(1.0, efficiency) - 1.0
+    return 1.0 / (1.0 + cost * (gpus - 1) / (measured_world_size - 1))
+
+
 def _usable(distributed: DistributedScaling | None) -> bool:
     """Whether a distributed measurement gives an efficiency: it ran to the end, on two or more processes."""
     return (
@@ -77,10 +88,12 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
     (None when ``distributed.nproc`` was 1).
 
     One card: 1 exactly. Measured at m = ``gpus`` processes (status ok): the measurement and its interval.
-    Measured at another m: :func:`extrapolated_efficiency`, its interval resting on efficiency not rising with the
-    card count: past m from the measured lower end extrapolated the same way to the measured upper end (at most
-    1); below m from the measured lower end to 1. Nothing usable measured: :data:`ASSUMED_SCALING_EFFICIENCY` in
-    :data:`ASSUMED_SCALING_INTERVAL`, stated as an assumption with its source.
+    Measured at another m: :func:`extrapolated_efficiency`, its interval resting on efficiency not rising with
+    the card count: past m from the measured lower end carried by :func:`linear_cost_efficiency` (the
+    communication's cost growing linearly with the cards, faster than the per-doubling point assumes) to the
+    measured upper end (at most 1: no further loss past m); below m from the measured lower end to 1. Nothing
+    usable measured: :data:`ASSUMED_SCALING_EFFICIENCY` in :data:`ASSUMED_SCALING_INTERVAL`, stated as an
+    assumption with its source.
     """
     if gpus == 1:
         return ScalingEfficiency(gpus, 1.0, (1.0, 1.0), "one card: no scaling", measured=False)
@@ -103,7 +116,7 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
         )
     point = extrapolated_efficiency(measured, world, gpus)
     if gpus > world:
-        interval = (min(point, extrapolated_efficiency(low, world, gpus)), max(point, min(1.0, high)))
+        interval = (min(point, linear_cost_efficiency(low, world, gpus)), max(point, min(1.0, high)))
     else:
         interval = (min(point, low), 1.0)
     return ScalingEfficiency(
