@@ -369,6 +369,7 @@ def test_the_cli_report_carries_the_eight_card_figures(eight_card_run):
     assert cost.cloud_cost_usd_per_training == pytest.approx(8 * h100_price * cost.cloud_training_hours)
     assert cost.local_training_hours == recommendation.estimated_full_training_hours  # one local card
     assert "Projected on 8 × h100 (scaling efficiency 0.90, assumed: 0.9" in recommendation.reasoning
+    assert "The decision is about the one local card" in recommendation.reasoning
     assert "Cloud: 8 × h100:" in completed.stdout
 
 

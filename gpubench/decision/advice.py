@@ -406,6 +406,11 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
     single = ""
     if several and cloud_row.single_card_training_hours is not None:
         single = f" On one {cloud_row.card}: {_hours_text(cloud_row.single_card_training_hours)}."
+    if several:
+        single += (
+            f" The decision is about the one local card: decision.cloud_gpus={cloud_row.card_count} changes only the "
+            "cloud figures."
+        )
     return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}"
 
 

@@ -256,5 +256,5 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
         measured_device_hours_upper=None if measured_total is None else measured_total.upper_hours,
         what_ifs=what_ifs,
         cloud_gpus=decision.cloud_gpus,
-        scaling={} if decision.cloud_gpus == 1 else {name: scalings[name] for name in decided_on if name in scalings},
+        scaling={} if decision.cloud_gpus == 1 else scalings,
     )
