@@ -1045,10 +1045,43 @@ class ProjectedModel(Record):
 
 
 @dataclass(frozen=True)
-class CardProjection(Record):
-    """The decided models' training projected onto one catalog card: hours, upper bound, cost (USD) and fit."""
+class ScalingEfficiency(Record):
+    """The data-parallel scaling efficiency one model's cloud time on ``gpus`` cards is computed with: the global
+    throughput of ``gpus`` data-parallel processes over ``gpus`` × one process's (1.0 is linear scaling), its
+    interval, and where it comes from (``scaling_source``: ``measured at 2 processes (nccl)``, ``extrapolated from
+    ...`` or ``assumed: ...``). ``measured`` is true only when this machine measured exactly ``gpus`` processes;
+    ``measured_world_size`` and ``measured_efficiency`` are the distributed measurement it rests on (None when
+    there is none)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("training_hours_lower", "projection_relative_error")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("measured_world_size", "measured_efficiency")
+
+    gpus: int
+    scaling_efficiency: float
+    scaling_efficiency_interval: tuple[float, float]
+    scaling_source: str
+    measured: bool
+    measured_world_size: int | None = None
+    measured_efficiency: float | None = None
+
+
+@dataclass(frozen=True)
+class CardProjection(Record):
+    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound, cost
+    (USD) and fit.
+
+    With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
+    epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
+    efficiency's interval), ``cost_usd_per_training`` is ``gpus`` × ``hourly_price_usd`` (one card's) × those
+    hours, and ``single_card_training_hours`` is one card's time (None, and left out, for one card). The models'
+    ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "training_hours_lower",
+        "projection_relative_error",
+        "gpus",
+        "single_card_training_hours",
+    )
 
     card: str
     measured_device: bool
@@ -1067,12 +1100,37 @@ class CardProjection(Record):
     models: dict[str, ProjectedModel] = field(default_factory=dict)
     training_hours_lower: float | None = None
     projection_relative_error: float | None = None
+    gpus: int | None = None
+    single_card_training_hours: float | None = None
+
+    @property
+    def card_count(self) -> int:
+        """The cards this row rents: ``gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        return self.gpus or 1
 
 
 @dataclass(frozen=True)
 class CostAnalysis(Record):
     """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
-    and ``notes`` says why. The seed's keys come first."""
+    and ``notes`` says why. The seed's keys come first.
+
+    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` (``decision.cloud_gpus``): ``cloud_training_hours``
+    (with its bounds ``cloud_training_hours_lower``/``_upper``) is their projected time, ``cloud_hourly_price_usd``
+    one card's price, ``cloud_cost_usd_per_training`` = ``cloud_gpus`` × price × hours, and
+    ``cloud_single_card_training_hours`` one card's time (None, and left out, for one card). The local side is
+    always the one card measured. ``cheapest_card`` is the catalog card whose ``cloud_gpus`` cards cost least per
+    training among those the models fit on, with its hours and cost.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "cloud_gpus",
+        "cloud_training_hours_lower",
+        "cloud_training_hours_upper",
+        "cloud_single_card_training_hours",
+        "cheapest_card",
+        "cheapest_card_training_hours",
+        "cheapest_card_cost_usd_per_training",
+    )
 
     local_gpu_monthly_cost_usd: float | None
     cloud_gpu_monthly_cost_usd: float | None
@@ -1095,6 +1153,18 @@ class CostAnalysis(Record):
     break_even_trainings_per_month: float | None
     break_even_local_hours_per_month: float | None
     notes: list[str] = field(default_factory=list)
+    cloud_gpus: int | None = None
+    cloud_training_hours_lower: float | None = None
+    cloud_training_hours_upper: float | None = None
+    cloud_single_card_training_hours: float | None = None
+    cheapest_card: str | None = None
+    cheapest_card_training_hours: float | None = None
+    cheapest_card_cost_usd_per_training: float | None = None
+
+    @property
+    def cloud_card_count(self) -> int:
+        """The cloud cards priced: ``cloud_gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        return self.cloud_gpus or 1
 
 
 @dataclass(frozen=True)
@@ -1154,7 +1224,11 @@ class Recommendation(Record):
     the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
     value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
     ``interval_straddles_threshold``. The three are None in reports written before they existed (and left out of
-    the dict). ``estimated_full_training_days`` is derived from the hours.
+    the dict). ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus`` is the cards each
+    cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and ``scaling`` the
+    scaling efficiency each estimated model's cloud time is computed with (empty, and left out, for one card);
+    every local figure is the one card measured. ``cloud_gpus`` and the new cost and projection fields are None
+    (and left out) in reports written before ``decision.cloud_gpus`` existed, which priced one card.
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
@@ -1166,6 +1240,8 @@ class Recommendation(Record):
         "measured_device_hours",
         "measured_device_hours_upper",
         "what_ifs",
+        "cloud_gpus",
+        "scaling",
     )
 
     decision: str | None
@@ -1192,6 +1268,8 @@ class Recommendation(Record):
     measured_device_hours: float | None = None
     measured_device_hours_upper: float | None = None
     what_ifs: list[WhatIfEstimate] = field(default_factory=list)
+    cloud_gpus: int | None = None
+    scaling: dict[str, ScalingEfficiency] = field(default_factory=dict)
 
     @property
     def estimated_full_training_days(self) -> float | None:
@@ -1237,6 +1315,7 @@ def recommendation_method(
     projection: str,
     projection_source: str,
     cost: str,
+    scaling: str,
 ) -> dict[str, str]:
     """The recommendation's ``method``: how each of its parts is computed, in words."""
     return {
@@ -1247,6 +1326,7 @@ def recommendation_method(
         "projection": projection,
         "projection_source": projection_source,
         "cost": cost,
+        "scaling": scaling,
     }
 
 

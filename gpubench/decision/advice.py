@@ -3,9 +3,11 @@ reasoning sentence and the recommended actions. The numbers come from the other 
 are only put into words (hours as minutes or hours, sizes in MB, money in USD).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
+from gpubench.decision.cost import cheapest_card
 from gpubench.decision.estimate import (
     CHECKPOINT_RUN_FRACTION,
     RELATIVE_MARGIN_FLOOR,
@@ -34,6 +36,11 @@ from gpubench.decision.rule import (
     UPPER_BELOW_LOCAL,
     Verdict,
 )
+from gpubench.decision.scaling import (
+    ASSUMED_SCALING_EFFICIENCY,
+    ASSUMED_SCALING_INTERVAL,
+    EFFICIENCY_FLOOR,
+)
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
@@ -44,6 +51,7 @@ from gpubench.results import (
     MissingModel,
     ModelResult,
     RunInfo,
+    ScalingEfficiency,
     StepSplit,
     WhatIfEstimate,
     recommendation_method,
@@ -157,7 +165,39 @@ COST_METHOD = (
     "local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / projected "
     "cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
     "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
-    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds."
+    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds. "
+    "The cloud side rents decision.cloud_gpus cards: its cost is cards x hourly price x their projected hours "
+    "(see scaling), for every catalog card; cheapest_card is the card whose cards cost least per training among "
+    "those the models fit on. The local side is always the one card measured."
+)
+
+SCALING_METHOD = (
+    "Cloud time on N = decision.cloud_gpus cards training data-parallel (DistributedDataParallel: each card its "
+    "own batch, for RL its own environments, gradients all-reduced every step): per model, the planned epochs' "
+    "one-card time E / (N x e(N)) plus the fixed costs F as on one card (every rank pays its calibration and warmup "
+    "at once; rank 0 saves the checkpoints); the models' times add. e(N) is the scaling efficiency, the global "
+    "throughput of N processes over N x one process's. Measured: a model run with distributed.nproc = N (status "
+    "ok) gives e(N) and its interval (the point alone where the run had too few epochs for one), measured over "
+    "this machine's interconnect and backend (named in the source: gloo processes on a CPU say little of NCCL "
+    "between GPUs, a cloud host's links may differ from this one's). Measured at another m: e(N) = e(m)^(log2 N "
+    "/ log2 m), the same loss per doubling of cards, at most 1. That is an assumption: how the all-reduce's cost "
+    "per step grows with N depends on the message size, the algorithm and the links (a bandwidth-bound ring "
+    "all-reduce's barely grows past a few cards, a latency-bound one's grows with N, and across hosts the network "
+    "is slower), so the interval spans the two ends, efficiency never rising with the card count: for N > m from "
+    "the measured lower end with the communication's cost growing linearly with N, 1 / (1 + (1 / e_lo(m) - 1)(N - "
+    "1) / (m - 1)), to the measured upper end (no further loss past m); for N < m from the measured lower end to "
+    "1. Nothing "
+    f"measured (distributed.nproc = 1, or the run failed): e = {ASSUMED_SCALING_EFFICIENCY:g}, assumed, with the "
+    f"wide interval {ASSUMED_SCALING_INTERVAL[0]:g}-{ASSUMED_SCALING_INTERVAL[1]:g}. Sources: Horovod's benchmark "
+    "(horovod/horovod docs/benchmarks.rst; Sergeev and Del Balso, 2018) on 128 servers of 4 Pascal GPUs over 25 "
+    "Gbit/s RoCE reports '90% scaling efficiency for both Inception V3 and ResNet-101, and 68% scaling efficiency "
+    "for VGG-16'; Li et al., 'PyTorch Distributed: Experiences on Accelerating Data Parallel Training', VLDB 2020, "
+    "report that DDP 'attains near-linear scalability using 256 GPUs'. The interval's lower end is below VGG-16's "
+    "0.68 because these models are small and often launch-bound, where the all-reduce's fixed latency is a larger "
+    "share of a step; its upper end is linear scaling. Bounds: upper F + (E + M) / (N x e_lo), lower F + max(0, E "
+    f"- M) / (N x e_hi), M the one-card margin (a lower end under {EFFICIENCY_FLOOR:g} is held there). N = 1 is "
+    "the one-card projection unchanged. Each card's step stays one card's: memory per card is unchanged (every "
+    "card holds the whole model and its own batch)."
 )
 
 
@@ -172,6 +212,7 @@ def method_texts(projection_source: str) -> dict[str, str]:
         projection=PROJECTION_METHOD,
         projection_source=projection_source,
         cost=COST_METHOD,
+        scaling=SCALING_METHOD,
     )
 
 
@@ -322,10 +363,67 @@ def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
     return f"No decision: {_held_back_text(verdict)}" + _lower_bound_clause(verdict, decision)
 
 
-def reasoning(outcome: Outcome, cloud_row: CardProjection | None, decision: DecisionConfig) -> str:
+def scaling_text(scalings: Mapping[str, ScalingEfficiency], models: list[str]) -> str:
+    """The scaling efficiency of ``models`` and where it comes from, one clause for the models that share both."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name in models:
+        scaling = scalings[name]
+        groups.setdefault((f"{scaling.scaling_efficiency:.2f}", scaling.scaling_source), []).append(name)
+    if len(groups) == 1:
+        ((efficiency, source),) = groups
+        return f"scaling efficiency {efficiency}, {source}"
+    return "scaling efficiency " + "; ".join(
+        f"{' + '.join(names)} {efficiency}, {source}" for (efficiency, source), names in groups.items()
+    )
+
+
+def cards_text(row: CardProjection) -> str:
+    """A projection row's card, with its count when it rents more than one: ``h100``, ``8 × h100``."""
+    return row.card if row.card_count == 1 else f"{row.card_count} × {row.card}"
+
+
+def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[str, ScalingEfficiency] | None) -> str:
+    """The cloud row's projected training: hours, bounds, cost, and on several cards their scaling efficiency."""
+    assert cloud_row.training_hours is not None
+    price = cloud_row.cost_usd_per_training
+    several = cloud_row.card_count > 1
+    widened = f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
+    if several:
+        widened = (f"{widened} and " if not cloud_row.measured_device else "") + "the scaling efficiency's interval"
+    interval = ""
+    if (several or not cloud_row.measured_device) and cloud_row.training_hours_lower is not None:
+        interval = (
+            f", {_hours_text(cloud_row.training_hours_lower)} to {_hours_text(cloud_row.training_hours_upper)} "
+            f"with {widened}"
+        )
+    cards = cards_text(cloud_row)
+    if several and scalings:
+        cards += f" ({scaling_text(scalings, [e.model for e in outcome.decided])})"
+    cost = ""
+    if price is not None:
+        per_card = f": {cloud_row.card_count} × ${cloud_row.hourly_price_usd:,.2f}/h" if several else ""
+        cost = f" (${price:,.2f}{per_card})"
+    single = ""
+    if several and cloud_row.single_card_training_hours is not None:
+        single = f" On one {cloud_row.card}: {_hours_text(cloud_row.single_card_training_hours)}."
+    if several:
+        single += (
+            f" The decision is about the one local card: decision.cloud_gpus={cloud_row.card_count} changes only the "
+            "cloud figures."
+        )
+    return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}"
+
+
+def reasoning(
+    outcome: Outcome,
+    cloud_row: CardProjection | None,
+    decision: DecisionConfig,
+    scalings: Mapping[str, ScalingEfficiency] | None = None,
+) -> str:
     """A few sentences with the numbers behind the decision, or behind there being none. A CPU run's starts by
     saying that its times are CPU times; an emulated card's says what was measured on which device and what was
-    projected."""
+    projected. The cloud row's sentence covers its ``gpus`` cards with each decided model's scaling efficiency
+    from ``scalings``; the decision itself is about the one local card."""
     parts = []
     if outcome.emulated:
         parts.append(_emulation_text(outcome))
@@ -357,17 +455,7 @@ def reasoning(outcome: Outcome, cloud_row: CardProjection | None, decision: Deci
             f"(bounds {_hours_text(measured.lower_hours)} to {_hours_text(measured.upper_hours)})."
         )
     if total is not None and cloud_row and cloud_row.training_hours is not None:
-        price = cloud_row.cost_usd_per_training
-        interval = ""
-        if not cloud_row.measured_device and cloud_row.training_hours_lower is not None:
-            interval = (
-                f", {_hours_text(cloud_row.training_hours_lower)} to {_hours_text(cloud_row.training_hours_upper)} "
-                f"with the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
-            )
-        parts.append(
-            f"Projected on {decision.cloud_card}: {_hours_text(cloud_row.training_hours)}{interval}"
-            f"{f' (${price:,.2f})' if price is not None else ''}."
-        )
+        parts.append(_cloud_text(outcome, cloud_row, scalings))
     return " ".join(parts)
 
 
@@ -646,9 +734,20 @@ def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]
     return actions
 
 
-def _cheapest_card(rows: list[CardProjection]) -> CardProjection | None:
-    priced = [row for row in rows if row.cost_usd_per_training is not None and row.fits_in_vram is not False]
-    return min(priced, key=lambda row: row.cost_usd_per_training) if priced else None
+def _scaling_actions(
+    outcome: Outcome, scalings: Mapping[str, ScalingEfficiency], decision: DecisionConfig
+) -> list[str]:
+    """On several cloud cards, the decided models whose scaling efficiency was not measured at that card count:
+    how to measure it."""
+    gpus = decision.cloud_gpus
+    unmeasured = [e.model for e in outcome.decided if e.model in scalings and not scalings[e.model].measured]
+    if gpus == 1 or not unmeasured:
+        return []
+    return [
+        f"The scaling efficiency on {gpus} cards of {', '.join(unmeasured)} is not measured (it is assumed or "
+        f"extrapolated, so the cloud time's interval is wide): measure it on a machine with {gpus} GPUs, "
+        f"python -m gpubench distributed.nproc={gpus} decision.cloud_gpus={gpus}."
+    ]
 
 
 def recommended_actions(
@@ -661,9 +760,10 @@ def recommended_actions(
     budget_rows: list[MemoryBudgetRow],
     decision: DecisionConfig,
     what_ifs: list[WhatIfEstimate] | None = None,
+    scalings: Mapping[str, ScalingEfficiency] | None = None,
 ) -> list[str]:
-    """Concrete next steps: what to measure (the missing models, more epochs), where to train, batch, precision,
-    checkpoints, cooling, memory."""
+    """Concrete next steps: what to measure (the missing models, more epochs, the scaling to several cards),
+    where to train, batch, precision, checkpoints, cooling, memory."""
     actions: list[str] = []
     verdict, total = outcome.verdict, outcome.total
     actions += _measurement_actions(outcome, decision)
@@ -680,20 +780,24 @@ def recommended_actions(
         )
     elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
+        included = f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
+        if cloud_row.card_count > 1:
+            included += " and the scaling efficiency's interval"
         actions.append(
-            f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {decision.cloud_card}: "
+            f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {cards_text(cloud_row)}: "
             f"projected {_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)}, "
-            f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%} included)"
+            f"{included} included)"
             + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
             + (f", ${price:,.2f} per training." if price is not None else ".")
         )
-    cheapest = _cheapest_card(projection)
+    cheapest = cheapest_card(projection)
     worth_renting = verdict.decision in (GRAY_ZONE, CLOUD_GPU_RECOMMENDED)
     if cheapest is not None and worth_renting and cheapest.card != decision.cloud_card:
         actions.append(
-            f"Cheapest catalog card for this plan: {cheapest.card}, {_hours_text(cheapest.training_hours)} "
+            f"Cheapest catalog card for this plan: {cards_text(cheapest)}, {_hours_text(cheapest.training_hours)} "
             f"for ${cheapest.cost_usd_per_training:,.2f} per training."
         )
+    actions += _scaling_actions(outcome, scalings or {}, decision)
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}
     actions += _execution_actions(hardware, run, decided_splits, what_ifs or [])

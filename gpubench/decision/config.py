@@ -77,6 +77,11 @@ class DecisionConfig:
     under 85% of a 4 GiB card. ``local_hardware_cost_usd`` (null: no amortisation) is spread over
     ``amortisation_months``. ``cloud_card`` names the catalog card (``gpubench/conf/hardware/``) rented in the
     cloud; its ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it.
+    ``cloud_gpus`` (an integer >= 1) is how many cards of each catalog card the cloud side rents for one training:
+    its projected time is the one-card time's epochs divided by ``cloud_gpus`` × the data-parallel scaling
+    efficiency (measured by ``distributed.nproc``, else stated as an assumption, see
+    :mod:`gpubench.decision.scaling`), and its cost is ``cloud_gpus`` × the hourly price × those hours. The local
+    card stays one card: the decision rule on the local time does not depend on it.
     ``assumed_matmul_efficiency`` is the fraction of a card's peak FLOP/s its matmuls reach, used by the projection
     only where the benchmark could not measure it (a source device that is not a catalog card).
 
@@ -104,6 +109,7 @@ class DecisionConfig:
     trainings_per_month: float = 4.0
     cloud_card: str = "h100"
     cloud_hourly_price_usd: float | None = None
+    cloud_gpus: int = 1
     assumed_matmul_efficiency: float = 0.7
     what_if: bool | None = None
     what_if_variants: list[str] = field(default_factory=lambda: list(DEFAULT_WHAT_IF_VARIANTS))
@@ -145,6 +151,12 @@ class DecisionConfig:
                 self.cloud_hourly_price_usd,
                 ">= 0 or null (the catalog card's price)",
             )
+        require(
+            isinstance(self.cloud_gpus, int) and not isinstance(self.cloud_gpus, bool) and self.cloud_gpus >= 1,
+            "decision.cloud_gpus",
+            self.cloud_gpus,
+            "an integer >= 1 (the cards rented for one cloud training)",
+        )
         require(
             0.0 < self.assumed_matmul_efficiency <= 1.0,
             "decision.assumed_matmul_efficiency",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate
 from gpubench.hardware.catalog import Card
-from gpubench.results import CostAnalysis, ModelResult
+from gpubench.results import CardProjection, CostAnalysis, ModelResult
 from gpubench.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
 
 #: Where a training's energy comes from: NVML's energy counter over the measured epochs, or the catalog card's
@@ -38,10 +38,13 @@ def training_energy_kwh(
 class CostInputs:
     """What the cost analysis needs of one planned training (all the models decided on).
 
-    ``local_hours``: estimated time on the measured device; ``local_energy_kwh``: its energy (None when not
-    measured) and ``energy_basis`` where it comes from; ``cloud_hours``: projected time on ``cloud_card`` (None
-    when it cannot be projected); ``cloud_hourly_price_usd``: the price used (None when unknown);
-    ``catalog_cards``: the catalog's card names, which ``cloud_card`` should be one of.
+    ``local_hours``: estimated time on the measured device (one card); ``local_energy_kwh``: its energy (None when
+    not measured) and ``energy_basis`` where it comes from; ``cloud_hours``: projected time on ``cloud_gpus``
+    cards of ``cloud_card`` (None when it cannot be projected), with its bounds ``cloud_hours_lower`` and
+    ``cloud_hours_upper`` and one card's time ``cloud_single_card_hours`` (None for one card);
+    ``cloud_hourly_price_usd``: one card's price used (None when unknown); ``catalog_cards``: the catalog's card
+    names, which ``cloud_card`` should be one of; ``cheapest``: the projection row that costs least
+    (:func:`cheapest_card`), None when no row is priced.
     """
 
     local_hours: float
@@ -51,6 +54,18 @@ class CostInputs:
     cloud_hours: float | None
     cloud_hourly_price_usd: float | None
     catalog_cards: tuple[str, ...]
+    cloud_gpus: int = 1
+    cloud_hours_lower: float | None = None
+    cloud_hours_upper: float | None = None
+    cloud_single_card_hours: float | None = None
+    cheapest: CardProjection | None = None
+
+
+def cheapest_card(rows: list[CardProjection]) -> CardProjection | None:
+    """The projection row whose training costs least (its ``gpus`` cards × hourly price × hours) among the cards
+    the models fit on (or whose fit is unknown); None when no row is priced."""
+    priced = [row for row in rows if row.cost_usd_per_training is not None and row.fits_in_vram is not False]
+    return min(priced, key=lambda row: row.cost_usd_per_training or 0.0) if priced else None
 
 
 def _times(a: float | None, b: float | None) -> float | None:
@@ -62,6 +77,7 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
     hours, the annual savings) and the figures behind them. Figures that cannot be computed are None and ``notes``
     says why."""
     notes: list[str] = []
+    cheapest = inputs.cheapest
     trainings = decision.trainings_per_month
     amortisation_usd_per_month = (decision.local_hardware_cost_usd or 0.0) / decision.amortisation_months
 
@@ -75,12 +91,17 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
     if decision.local_hardware_cost_usd is None:
         notes.append("no hardware amortisation: set decision.local_hardware_cost_usd to include the card's price")
 
-    cloud_cost_usd = _times(inputs.cloud_hours, inputs.cloud_hourly_price_usd)
+    cloud_cost_usd = _times(_times(inputs.cloud_hours, inputs.cloud_hourly_price_usd), inputs.cloud_gpus)
     if inputs.cloud_hours is None:
         notes.append(f"the training could not be projected to {inputs.cloud_card}: cloud figures unknown")
     elif inputs.cloud_hourly_price_usd is None:
         notes.append(f"{inputs.cloud_card} has no hourly price: set decision.cloud_hourly_price_usd")
     cloud_monthly_usd = None if cloud_cost_usd is None else trainings * cloud_cost_usd
+    if inputs.cloud_gpus > 1:
+        notes.append(
+            f"the cloud side rents {inputs.cloud_gpus} x {inputs.cloud_card} (decision.cloud_gpus), priced "
+            f"{inputs.cloud_gpus} x the hourly price x their hours; the local side is the one card measured"
+        )
 
     speedup = inputs.local_hours / inputs.cloud_hours if inputs.cloud_hours else None
     annual_savings_usd = None
@@ -120,5 +141,12 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
         cloud_cost_usd_per_training=cloud_cost_usd,
         break_even_trainings_per_month=break_even_trainings,
         break_even_local_hours_per_month=_times(break_even_trainings, inputs.local_hours),
+        cloud_gpus=inputs.cloud_gpus,
+        cloud_training_hours_lower=inputs.cloud_hours_lower,
+        cloud_training_hours_upper=inputs.cloud_hours_upper,
+        cloud_single_card_training_hours=inputs.cloud_single_card_hours,
+        cheapest_card=None if cheapest is None else cheapest.card,
+        cheapest_card_training_hours=None if cheapest is None else cheapest.training_hours,
+        cheapest_card_cost_usd_per_training=None if cheapest is None else cheapest.cost_usd_per_training,
         notes=notes,
     )

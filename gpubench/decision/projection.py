@@ -12,12 +12,14 @@ throughput in TFLOP/s (1e12 FLOP/s), training in hours. Pure arithmetic on the r
 imports torch.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
+from gpubench.decision.scaling import scaled_time, scaled_total, scaling_efficiency
 from gpubench.hardware.catalog import Card, match_catalog_card
-from gpubench.results import CardProjection, ProjectedModel, RunReport, StepSplit
+from gpubench.results import CardProjection, ProjectedModel, RunReport, ScalingEfficiency, StepSplit
 
 #: A step whose compute part is at least this fraction of its time is called compute-bound.
 COMPUTE_BOUND_SHARE = 0.5
@@ -311,12 +313,17 @@ def projection_table(
     source: DeviceThroughput,
     catalog: dict[str, Card],
     decision: DecisionConfig,
+    scalings: Mapping[str, ScalingEfficiency] | None = None,
 ) -> list[CardProjection]:
-    """A row per catalog card: each estimated model's projected step (with its interval) and hours (with their
-    bounds, the projection's error included), and the ``decided_on`` models' total, its bounds, its cost (USD)
-    and whether they fit in the card's VRAM at their measured peak."""
+    """A row per catalog card, priced for ``decision.cloud_gpus`` cards of it: each estimated model's projected
+    step (one card's, with its interval) and hours on those cards (with their bounds, the projection's error and
+    the scaling efficiency's interval included: :func:`gpubench.decision.scaling.scaled_time` with the model's
+    entry in ``scalings``, one card where None), and the ``decided_on`` models' total, its bounds, its cost (USD:
+    cards × hourly price × hours) and whether they fit in the card's VRAM at their measured peak."""
     precision, matmul_precision = report.run.precision, report.run.fp32_matmul_precision
     decided = [name for name in decided_on if name in estimates]
+    gpus = decision.cloud_gpus
+    scaling = {name: (scalings or {}).get(name) or scaling_efficiency(1, None) for name in estimates}
     rows = []
     for card_name, card in catalog.items():
         target = target_throughput(
@@ -330,26 +337,30 @@ def projection_table(
             step = steps[name]
             peak_mb = report.models[name].peak_reserved_mb
             model = projected.get(name)
+            time = None if model is None else scaled_time(model, scaling[name])
             models[name] = ProjectedModel(
                 step_ms=step.step_ms,
                 step_ms_if_memory_bound=step.memory_bound_ms,
                 speedup=estimate.step_ms / step.step_ms if step.step_ms else None,
-                hours=None if model is None else model.hours,
-                hours_upper=None if model is None else model.upper_hours,
+                hours=None if time is None else time.hours,
+                hours_upper=None if time is None else time.upper_hours,
                 fits_in_vram=None if peak_mb is None or card_mb is None else peak_mb <= card_mb,
                 step_ms_interval=step.interval_ms,
-                hours_lower=None if model is None else model.lower_hours,
+                hours_lower=None if time is None else time.lower_hours,
                 refused=step.refused,
             )
-        hours = upper_hours = lower_hours = memory_bound_hours = None
+        hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
+        decided_scalings = [scaling[name] for name in decided]
         if decided and all(name in projected for name in decided):
-            total = combine_estimates([projected[name] for name in decided])
+            total = scaled_total([projected[name] for name in decided], decided_scalings)
             hours, upper_hours, lower_hours = total.hours, total.upper_hours, total.lower_hours
+            if gpus > 1:
+                single_card_hours = combine_estimates([projected[name] for name in decided]).hours
         if decided and all(steps[name].memory_bound_ms is not None for name in decided):
             memory_bound = [
                 project_estimate(estimates[name], steps[name].memory_bound_ms or 0.0, 0.0) for name in decided
             ]
-            memory_bound_hours = combine_estimates(memory_bound).hours
+            memory_bound_hours = scaled_total(memory_bound, decided_scalings).hours
         measured_hours = sum(estimates[name].hours for name in decided)
         fits_all = [models[name].fits_in_vram for name in decided]
         price = card.hourly_price_usd
@@ -369,11 +380,13 @@ def projection_table(
                 training_hours_upper=upper_hours,
                 training_hours_if_memory_bound=memory_bound_hours,
                 speedup_vs_measured=measured_hours / hours if hours else None,
-                cost_usd_per_training=hours * price if hours is not None and price is not None else None,
+                cost_usd_per_training=hours * price * gpus if hours is not None and price is not None else None,
                 fits_in_vram=None if not fits_all or None in fits_all else all(fits_all),
                 models=models,
                 training_hours_lower=lower_hours,
                 projection_relative_error=0.0 if measured else PROJECTION_RELATIVE_ERROR,
+                gpus=gpus,
+                single_card_training_hours=single_card_hours,
             )
         )
     return rows

@@ -21,7 +21,7 @@ from gpubench.decision.advice import (
     recommended_actions,
 )
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.cost import CostInputs, cost_analysis, training_energy_kwh
+from gpubench.decision.cost import CostInputs, cheapest_card, cost_analysis, training_energy_kwh
 from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
 from gpubench.decision.memory_budget import memory_budget
 from gpubench.decision.projection import (
@@ -35,6 +35,7 @@ from gpubench.decision.projection import (
     target_throughput,
 )
 from gpubench.decision.rule import NOTHING_MEASURED, critical_models, decide
+from gpubench.decision.scaling import scaling_efficiency
 from gpubench.decision.what_ifs import what_if_estimates
 from gpubench.hardware.catalog import Card
 from gpubench.results import (
@@ -54,10 +55,12 @@ def _cost(
     hours: float,
     per_model: dict[str, ModelEstimate],
     cloud_row: CardProjection | None,
+    projection: list[CardProjection],
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> CostAnalysis:
-    """The cost of one training of the ``decided_on`` models, ``hours`` long here, against ``cloud_row``."""
+    """The cost of one training of the ``decided_on`` models, ``hours`` long here on one card, against
+    ``cloud_row`` (``decision.cloud_gpus`` cards), and the cheapest row of ``projection``."""
     energies = [per_model[name].energy_kwh for name in decided_on]
     bases = {per_model[name].energy_basis for name in decided_on}
     return cost_analysis(
@@ -69,6 +72,11 @@ def _cost(
             cloud_hours=cloud_row.training_hours if cloud_row else None,
             cloud_hourly_price_usd=cloud_row.hourly_price_usd if cloud_row else decision.cloud_hourly_price_usd,
             catalog_cards=tuple(catalog),
+            cloud_gpus=decision.cloud_gpus,
+            cloud_hours_lower=cloud_row.training_hours_lower if cloud_row else None,
+            cloud_hours_upper=cloud_row.training_hours_upper if cloud_row else None,
+            cloud_single_card_hours=cloud_row.single_card_training_hours if cloud_row else None,
+            cheapest=cheapest_card(projection),
         ),
         decision,
     )
@@ -180,7 +188,9 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     verdict = decide(critical, report.models, estimates, missing, decision)
     decided_on = [name for name in critical if name in estimates] or list(estimates)
     per_model = _per_model(report, estimates, refusals, decided_on, splits, source, catalog, emulated)
-    projection = projection_table(measured, decided_on, splits, report, source, catalog, decision)
+    # The cloud side's cards: each model's scaling efficiency at decision.cloud_gpus (one card: 1, not reported).
+    scalings = {name: scaling_efficiency(decision.cloud_gpus, report.models[name].distributed) for name in measured}
+    projection = projection_table(measured, decided_on, splits, report, source, catalog, decision, scalings)
     budget_rows = memory_budget(report, decision)
     device = report.hardware.device_name or source.name
     decided = [estimates[name] for name in decided_on]
@@ -205,7 +215,7 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
     return Recommendation(
         decision=verdict.decision,
-        reasoning=reasoning(outcome, cloud_row, decision),
+        reasoning=reasoning(outcome, cloud_row, decision, scalings),
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
         upper_bound_level=outcome.bound_level,
@@ -216,7 +226,9 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
         thresholds_hours=recommendation_thresholds(decision.local_max_hours, decision.cloud_min_hours),
         measured_device=device,
         per_model=per_model,
-        cost_analysis=_cost(decided_on, total.hours, per_model, cloud_row, catalog, decision) if total else None,
+        cost_analysis=(
+            _cost(decided_on, total.hours, per_model, cloud_row, projection, catalog, decision) if total else None
+        ),
         projection=projection,
         memory_budget=budget_rows,
         recommended_actions=(
@@ -232,6 +244,7 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
                 budget_rows,
                 decision,
                 what_ifs,
+                scalings,
             )
         ),
         method=method_texts(source.basis),
@@ -242,4 +255,6 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
         measured_device_hours=None if measured_total is None else measured_total.hours,
         measured_device_hours_upper=None if measured_total is None else measured_total.upper_hours,
         what_ifs=what_ifs,
+        cloud_gpus=decision.cloud_gpus,
+        scaling={} if decision.cloud_gpus == 1 else scalings,
     )

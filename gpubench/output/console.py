@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpubench.redact import redact
-from gpubench.results import ModelEstimate, RunReport
+from gpubench.results import CostAnalysis, ModelEstimate, RunReport
 
 logger = logging.getLogger(__name__)
 _stderr = Console(stderr=True, highlight=False)
@@ -133,9 +133,35 @@ def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:
     return lines
 
 
+def _hours(hours: float) -> str:
+    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.2f} h"
+
+
+def cloud_line(cost: CostAnalysis | None) -> str | None:
+    """On several cloud cards (``decision.cloud_gpus`` > 1), one line: the cards, their hours with bounds and the
+    cost of a training, one card's hours, and the cheapest catalog option; None for one card or without a
+    projection."""
+    if cost is None or cost.cloud_card_count == 1 or cost.cloud_training_hours is None:
+        return None
+    line = f"Cloud: {cost.cloud_card_count} × {cost.cloud_card}: {_hours(cost.cloud_training_hours)}"
+    if cost.cloud_training_hours_lower is not None and cost.cloud_training_hours_upper is not None:
+        line += f" ({_hours(cost.cloud_training_hours_lower)} to {_hours(cost.cloud_training_hours_upper)})"
+    if cost.cloud_cost_usd_per_training is not None:
+        line += f", ${cost.cloud_cost_usd_per_training:,.2f} per training"
+    if cost.cloud_single_card_training_hours is not None:
+        line += f"; one card {_hours(cost.cloud_single_card_training_hours)}"
+    if cost.cheapest_card is not None and cost.cheapest_card_cost_usd_per_training is not None:
+        line += (
+            f"; cheapest {cost.cloud_card_count} × {cost.cheapest_card}: {_hours(cost.cheapest_card_training_hours)}, "
+            f"${cost.cheapest_card_cost_usd_per_training:,.2f}"
+        )
+    return line
+
+
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
-    (samples/s), batch, peak memory (MB) and health; then errors, the recommendation and the report's path."""
+    (samples/s), batch, peak memory (MB) and health; then errors, the recommendation (with :func:`cloud_line` on
+    several cloud cards) and the report's path."""
     table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
     t_interval = _t_interval_column(report)
     for column in ("model", "status", "mean epoch ms", t_interval, "decision CI", "CV", "samples/s", "batch"):
@@ -166,4 +192,8 @@ def print_summary(report: RunReport, report_path: str) -> None:
             _stdout.print(line, soft_wrap=True, markup=False)
     if recommendation is not None and recommendation.decision:
         _stdout.print(f"[bold]Recommendation:[/bold] {recommendation.decision} — {recommendation.reasoning}")
+    if recommendation is not None:
+        line = cloud_line(recommendation.cost_analysis)
+        if line:
+            _stdout.print(line, soft_wrap=True, markup=False)
     _stdout.print(f"Report: {report_path}")

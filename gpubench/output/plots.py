@@ -456,7 +456,9 @@ def _card_bar(row: CardProjection) -> _CostBar | None:
     if row.training_hours is None:
         return None
     return _CostBar(
-        label=f"{row.card} (measured)" if row.measured_device else row.card,
+        # Several cloud cards (decision.cloud_gpus): the bar is their time and cost, so its label counts them.
+        label=(f"{row.card_count} × " if row.card_count > 1 else "")
+        + (f"{row.card} (measured)" if row.measured_device else row.card),
         hours=row.training_hours,
         upper_hours=row.training_hours_upper if row.training_hours_upper is not None else row.training_hours,
         cost_usd=row.cost_usd_per_training,

@@ -155,7 +155,9 @@ def run_record(
     ``gpubench.decision`` (``none`` when withheld) and ``gpubench.decision_basis``, and the metrics
     ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
     the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
-    ``annual_savings_usd``). The artifacts are the caller's to add.
+    ``annual_savings_usd``), the cloud figures for ``decision.cloud_gpus`` cards (a param), and the cheapest
+    catalog option on as many cards (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). The
+    artifacts are the caller's to add.
     """
     run = report.run
     tags = job_tags(run.models, report.benchmark_version, sweep_dir=sweep_dir, job_num=job_num)
@@ -202,6 +204,8 @@ def run_record(
             metrics["recommendation/cloud_cost_usd_per_training"] = cost.cloud_cost_usd_per_training
             metrics["recommendation/local_energy_cost_usd_per_training"] = cost.local_energy_cost_usd_per_training
             metrics["recommendation/annual_savings_usd"] = cost.annual_savings_usd
+            metrics["recommendation/cheapest_cloud_hours"] = cost.cheapest_card_training_hours
+            metrics["recommendation/cheapest_cloud_cost_usd_per_training"] = cost.cheapest_card_cost_usd_per_training
     return RunRecord(run_name=run_name, params=params, tags=tags, metrics=metrics, series=series)
 
 

@@ -1,0 +1,164 @@
+"""Data-parallel scaling onto N cloud cards (``decision.cloud_gpus``): the scaling efficiency each model's cloud time
+is computed with, and that time.
+
+N cards training data-parallel (DistributedDataParallel, each rank its own batch, or for RL its own environments)
+process N × e(N) times one card's samples per second, e(N) being the scaling efficiency (1.0 is linear). The
+planned epochs therefore take ``1 / (N × e(N))`` of one card's time; the fixed costs (calibration, warmup,
+evaluations, checkpoints) are kept, since every rank pays its own compilation and warmup at once and rank 0 saves
+the checkpoints. Where e(N) comes from, in words, is :data:`gpubench.decision.advice.SCALING_METHOD` (written into
+the report); efficiencies are fractions, times in seconds and hours. Pure arithmetic on typed records.
+"""
+
+import math
+from collections.abc import Sequence
+
+from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates
+from gpubench.results import DistributedScaling, ScalingEfficiency
+from gpubench.units import SECONDS_PER_HOUR
+
+#: The efficiency assumed where nothing on this machine measured one: Horovod's benchmark (docs/benchmarks.rst of
+#: horovod/horovod; Sergeev and Del Balso, 2018) reports, on 128 servers of 4 Pascal GPUs over 25 Gbit/s RoCE,
+#: "90% scaling efficiency for both Inception V3 and ResNet-101, and 68% scaling efficiency for VGG-16"; Li et al.,
+#: "PyTorch Distributed: Experiences on Accelerating Data Parallel Training" (VLDB 2020), report that DDP "attains
+#: near-linear scalability using 256 GPUs" when configured appropriately. 0.9 is the figure both support for
+#: compute-heavy networks.
+ASSUMED_SCALING_EFFICIENCY = 0.9
+#: The assumed efficiency's interval, wide on purpose: its lower end is below the worst published figure above
+#: (VGG-16's 0.68, communication-heavy) because gpubench's models are small and often launch-bound, where the
+#: all-reduce's fixed latency is a larger share of the step; its upper end is linear scaling.
+ASSUMED_SCALING_INTERVAL = (0.5, 1.0)
+#: The least lower end an efficiency interval is given: a noisy measurement's interval reaching 0 would make the
+#: upper bound of the time infinite.
+EFFICIENCY_FLOOR = 0.01
+ASSUMED_SCALING_SOURCE = (
+    f"assumed: {ASSUMED_SCALING_EFFICIENCY:g} (interval {ASSUMED_SCALING_INTERVAL[0]:g}-"
+    f"{ASSUMED_SCALING_INTERVAL[1]:g}, wide) from Horovod's 512-GPU benchmark (90% for Inception V3 and ResNet-101, "
+    "68% for VGG-16) and Li et al., VLDB 2020 (PyTorch DDP near-linear to 256 GPUs)"
+)
+
+
+def extrapolated_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
+    """The efficiency at ``gpus`` cards from ``efficiency`` measured at ``measured_world_size`` (m >= 2) processes,
+    the same loss per doubling of cards: e(N) = e(m)^(log2 N / log2 m), at most 1 (superlinear scaling measured
+    at m, a cache effect or noise, is not carried further). e(1) = 1; e(m) is the measurement."""
+    if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
+        raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
+    return min(1.0, efficiency ** (math.log2(gpus) / math.log2(measured_world_size)))
+
+
+def linear_cost_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
+    """The efficiency at ``gpus`` cards if the communication's cost per step grows linearly with the card count (a
+    latency-bound ring all-reduce, 2 (N − 1) steps): one step takes 1 + c (N − 1) of one card's, c fitted to the
+    measured ``efficiency`` at m processes, e(N) = 1 / (1 + (1 / e(m) − 1)(N − 1) / (m − 1)). A superlinear
+    measurement counts as linear (c = 0)."""
+    if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
+        raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
+    cost = 1.0 / min(1.0, efficiency) - 1.0
+    return 1.0 / (1.0 + cost * (gpus - 1) / (measured_world_size - 1))
+
+
+def _usable(distributed: DistributedScaling | None) -> bool:
+    """Whether a distributed measurement gives an efficiency: it ran to the end, on two or more processes."""
+    return (
+        distributed is not None
+        and distributed.status == "ok"
+        and distributed.world_size >= 2
+        and distributed.scaling_efficiency is not None
+        and distributed.scaling_efficiency > 0
+    )
+
+
+def _assumed(gpus: int, distributed: DistributedScaling | None) -> ScalingEfficiency:
+    if distributed is None:
+        why = "no distributed measurement (distributed.nproc=1)"
+    else:
+        why = f"the distributed run at {distributed.world_size} processes ended {distributed.status}"
+    return ScalingEfficiency(
+        gpus=gpus,
+        scaling_efficiency=ASSUMED_SCALING_EFFICIENCY,
+        scaling_efficiency_interval=ASSUMED_SCALING_INTERVAL,
+        scaling_source=f"{ASSUMED_SCALING_SOURCE}; {why}",
+        measured=False,
+        measured_world_size=None if distributed is None else distributed.world_size,
+    )
+
+
+def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> ScalingEfficiency:
+    """The scaling efficiency at ``gpus`` cards for a model whose distributed measurement is ``distributed``
+    (None when ``distributed.nproc`` was 1).
+
+    One card: 1 exactly. Measured at m = ``gpus`` processes (status ok): the measurement and its interval.
+    Measured at another m: :func:`extrapolated_efficiency`, its interval resting on efficiency not rising with
+    the card count: past m from the measured lower end carried by :func:`linear_cost_efficiency` (the
+    communication's cost growing linearly with the cards, faster than the per-doubling point assumes) to the
+    measured upper end (at most 1: no further loss past m); below m from the measured lower end to 1. Nothing
+    usable measured: :data:`ASSUMED_SCALING_EFFICIENCY` in :data:`ASSUMED_SCALING_INTERVAL`, stated as an
+    assumption with its source.
+    """
+    if gpus == 1:
+        return ScalingEfficiency(gpus, 1.0, (1.0, 1.0), "one card: no scaling", measured=False)
+    if not _usable(distributed):
+        return _assumed(gpus, distributed)
+    assert distributed is not None and distributed.scaling_efficiency is not None
+    measured, world = distributed.scaling_efficiency, distributed.world_size
+    low, high = distributed.scaling_efficiency_interval or (measured, measured)
+    low = max(low, EFFICIENCY_FLOOR)
+    processes = f"{world} processes ({distributed.backend})" if distributed.backend else f"{world} processes"
+    if world == gpus:
+        return ScalingEfficiency(
+            gpus=gpus,
+            scaling_efficiency=measured,
+            scaling_efficiency_interval=(low, high),
+            scaling_source=f"measured at {processes}",
+            measured=True,
+            measured_world_size=world,
+            measured_efficiency=measured,
+        )
+    point = extrapolated_efficiency(measured, world, gpus)
+    if gpus > world:
+        interval = (min(point, linear_cost_efficiency(low, world, gpus)), max(point, min(1.0, high)))
+    else:
+        interval = (min(point, low), 1.0)
+    return ScalingEfficiency(
+        gpus=gpus,
+        scaling_efficiency=point,
+        scaling_efficiency_interval=interval,
+        scaling_source=(
+            f"extrapolated from {measured:.3g} measured at {processes}: e({gpus}) = e({world})^(log2 {gpus} / "
+            f"log2 {world}), the same loss per doubling of cards (an assumption)"
+        ),
+        measured=False,
+        measured_world_size=world,
+        measured_efficiency=measured,
+    )
+
+
+def scaled_time(estimate: TimeEstimate, scaling: ScalingEfficiency) -> TotalTime:
+    """One model's training (hours) on ``scaling.gpus`` data-parallel cards from its one-card ``estimate``.
+
+    With N cards, efficiency e and its interval [e_lo, e_hi], the epochs E, their margin M and the fixed costs F
+    (seconds): hours = F + E / (N e); upper = F + (E + M) / (N e_lo); lower = F + max(0, E − M) / (N e_hi). One
+    card is ``estimate``'s own figures, unchanged.
+    """
+    if scaling.gpus == 1:
+        return TotalTime(hours=estimate.hours, lower_hours=estimate.lower_hours, upper_hours=estimate.upper_hours)
+    gpus, (low, high) = scaling.gpus, scaling.scaling_efficiency_interval
+    epochs_s, margin_s, fixed_s = estimate.epochs_seconds, estimate.margin_seconds, estimate.fixed_seconds
+    return TotalTime(
+        hours=(fixed_s + epochs_s / (gpus * scaling.scaling_efficiency)) / SECONDS_PER_HOUR,
+        lower_hours=(fixed_s + max(0.0, epochs_s - margin_s) / (gpus * high)) / SECONDS_PER_HOUR,
+        upper_hours=(fixed_s + (epochs_s + margin_s) / (gpus * low)) / SECONDS_PER_HOUR,
+    )
+
+
+def scaled_total(estimates: Sequence[TimeEstimate], scalings: Sequence[ScalingEfficiency]) -> TotalTime:
+    """Several models trained one after another on N cards: their :func:`scaled_time` figures add, bounds too
+    (as :func:`gpubench.decision.estimate.combine_estimates` adds one card's); on one card its figures, unchanged."""
+    if all(scaling.gpus == 1 for scaling in scalings):
+        return combine_estimates(estimates)
+    times = [scaled_time(estimate, scaling) for estimate, scaling in zip(estimates, scalings, strict=True)]
+    return TotalTime(
+        hours=sum(time.hours for time in times),
+        lower_hours=sum(time.lower_hours for time in times),
+        upper_hours=sum(time.upper_hours for time in times),
+    )
