@@ -25,6 +25,7 @@ from gpubench import __version__
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
+from gpubench.distributed.launch import check_launchable, measure_distributed
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load
@@ -93,6 +94,7 @@ class Runner:
         self.device, device_notice = resolve_device(cfg.hardware)
         if device_notice:
             console.notice(device_notice)
+        check_launchable(cfg, self.device)
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
         _, threads_source = choose_cpu_threads(cfg.hardware.cpu_threads, self.device)
         self.host = host_load(threads_source)
@@ -157,6 +159,11 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
+                if cfg.distributed.enabled and model.result.status == "ok":
+                    folder = self.writer.path.parent / "distributed" / name
+                    scaled = measure_distributed(name, model.result, cfg, self.device, folder)
+                    report = replace(report, models={**report.models, name: scaled})
+                    self.writer.write(report)
                 if self.model_observer is not None:
                     self.model_observer(name)
             name = None
@@ -174,7 +181,8 @@ class Runner:
         except KeyboardInterrupt as exc:
             logger.info("interrupted during %s", name or "the recommendation")
             report = replace(report, status="interrupted")
-            if name is not None and name not in report.models:
+            # A model interrupted in its data-parallel run is in the report already, without that run's outcome.
+            if name is not None and (name not in report.models or isinstance(exc, ModelInterrupted)):
                 report = replace(report, models={**report.models, name: _interrupted_result(exc)})
             # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
             self.writer.write(report)
