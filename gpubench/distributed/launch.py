@@ -159,7 +159,9 @@ def _run(command: list[str], env: dict[str, str], folder: Path) -> int:
             raise
 
 
-def measure_distributed(name: str, single: ModelResult, cfg: BenchmarkConfig, device: torch.device, folder: Path) -> ModelResult:
+def measure_distributed(
+    name: str, single: ModelResult, cfg: BenchmarkConfig, device: torch.device, folder: Path
+) -> ModelResult:
     """Model ``name``'s 1-process result ``single`` (status ok) with its data-parallel measurement attached
     (``distributed``), run by ``cfg.distributed.nproc`` ranks under torchrun in ``folder``. An interrupt raises
     :class:`~gpubench.model_run.ModelInterrupted` carrying the result with ``distributed.status`` interrupted."""

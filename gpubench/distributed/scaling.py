@@ -126,9 +126,7 @@ def scaling_efficiency(
     global_per_sample = np.asarray(global_times_ms, dtype=float) / rank_samples_per_epoch
     value = float(single_per_sample.mean() / global_per_sample.mean())
     if min(single_per_sample.size, global_per_sample.size) >= MIN_EPOCHS:
-        ratio = fieller_interval(
-            LongRunMean.of(global_per_sample), LongRunMean.of(single_per_sample), confidence_level
-        )
+        ratio = fieller_interval(LongRunMean.of(global_per_sample), LongRunMean.of(single_per_sample), confidence_level)
         return ScalingEfficiency(value, _finite_interval(ratio.low, ratio.high), METHOD_FIELLER)
     if min(single_per_sample.size, global_per_sample.size) >= 2:
         level = math.sqrt(confidence_level)
@@ -142,9 +140,7 @@ def scaling_efficiency(
     return ScalingEfficiency(value, None, None)
 
 
-def distributed_scaling(
-    gathered: GatheredRun, single: ModelResult, statistics: StatisticsConfig
-) -> DistributedScaling:
+def distributed_scaling(gathered: GatheredRun, single: ModelResult, statistics: StatisticsConfig) -> DistributedScaling:
     """The model's ``distributed`` section from its ranks' measurements and its 1-process result (status ok, with
     statistics); ``statistics`` is the job's (level, thresholds, outlier rule)."""
     per_rank = [rank.epoch_times_ms for rank in sorted(gathered.ranks, key=lambda rank: rank.rank)]

@@ -107,7 +107,6 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
     from gpubench.distributed.scaling import GatheredRun, RankMeasurement
     from gpubench.hardware.selection import resolve_device, synchronizer
     from gpubench.hardware.vram import apply_vram_limit
-    from gpubench.measure.config import EpochConfig
     from gpubench.measure.epochs import measure_workload
     from gpubench.measure.memory import TorchCudaAllocator
     from gpubench.measure.stability import StabilityMonitor

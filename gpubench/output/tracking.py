@@ -152,8 +152,8 @@ def run_record(
     interval's ends (ms), the CV, the decision interval's ends (ms), ``samples_per_second`` (the mean),
     ``memory_usage_mb`` and ``batch_size``; after a data-parallel run (``distributed.nproc`` > 1) also
     ``world_size``, ``distributed_status_ok``, ``global_samples_per_second``, ``scaling_efficiency`` and its
-    interval's ends (``scaling_efficiency_low`` / ``_high``). Series per model, one value per measured epoch: ``epoch_time_ms``,
-    ``epoch_loss`` and, where measured, ``epoch_peak_reserved_mb``. With a recommendation: the tags
+    interval's ends (``scaling_efficiency_low`` / ``_high``). Series per model, one value per measured epoch:
+    ``epoch_time_ms``, ``epoch_loss`` and, where measured, ``epoch_peak_reserved_mb``. With a recommendation: the tags
     ``gpubench.decision`` (``none`` when withheld) and ``gpubench.decision_basis``, and the metrics
     ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
     the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
