@@ -333,7 +333,11 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
         artifacts += save_report_plots(report, runner.writer.path.parent, completed.memory_timelines)
     except Exception as exc:  # plots illustrate the report; failing to draw one must not lose the run
         console.notice(f"plots could not be drawn ({type(exc).__name__}: {exc}); the report is complete.")
-    model_failed = any(model.status == "failed" for model in report.models.values())
+    # A failed data-parallel run fails the job as a failed model does (its 1-process result is in the report).
+    model_failed = any(
+        model.status == "failed" or (model.distributed is not None and model.distributed.status == "failed")
+        for model in report.models.values()
+    )
     record = _tracking_record(report, cfg, context, run_name, artifacts)
     outcome = live.finish(record, tracking.FAILED if model_failed else tracking.FINISHED)
     if outcome.warning:

@@ -90,16 +90,16 @@ class ExecutionContext:
         when ``data_parallel``, else ``module`` itself. Call the returned module for the forward whose loss is
         backpropagated; the optimizer and anything else keep using ``module``'s parameters (they are the same).
 
-        DDP broadcasts rank 0's parameters on construction, so every rank starts from the same network.
-        ``broadcast_buffers`` is off: the built-in networks have no buffers, and a buffer broadcast in every
-        forward would be a collective inside a batch-search trial, which must have none.
+        DDP broadcasts rank 0's parameters on construction, so every rank starts from the same network. The
+        built-in networks have no buffers, so DDP's forward runs no collective of its own (a buffer broadcast would
+        be one inside a batch-search trial, which must have none).
         """
         if not self.data_parallel:
             return module
         from torch.nn.parallel import DistributedDataParallel
 
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(module, device_ids=device_ids, broadcast_buffers=False)
+        wrapped = DistributedDataParallel(module, device_ids=device_ids)
         if not self.gradient_sync:
             self._no_sync.enter_context(wrapped.no_sync())
         return wrapped

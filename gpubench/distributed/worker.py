@@ -98,21 +98,87 @@ def agree_across_ranks(trial):
     return merge_trials(gathered)
 
 
+@dataclass(frozen=True)
+class _RankOutcome:
+    """One rank's measurement and the facts of the run it measured, as plain values (the workload is gone)."""
+
+    measurement: object
+    batch_size: int
+    steps_per_epoch: int
+    sample_unit: str
+    batch_search: object
+    warnings: list[str]
+
+
+def _measure_rank(spec: WorkerSpec, context, rank: int) -> _RankOutcome:
+    """The agreed batch search (when the spec asks for it), then this rank's timed warmup and measured epochs."""
+    import torch
+
+    from gpubench.distributed.scaling import RankMeasurement
+    from gpubench.measure.epochs import measure_workload
+    from gpubench.measure.memory import TorchCudaAllocator
+    from gpubench.measure.stability import StabilityMonitor
+    from gpubench.model_run import build_workload, choose_batch
+    from gpubench.units import BYTES_PER_MB
+
+    cfg, device = context.cfg, context.device
+    batch_size, warnings, search = spec.batch_size, [], None
+    if spec.search:
+        decision = choose_batch(spec.model, context)
+        search = None if decision is None else decision.record()
+        if decision is not None and decision.batch_size is None:
+            raise torch.OutOfMemoryError(f"the batch search under DDP found no batch that fits: {decision.message}")
+        fitting = None if decision is None else decision.largest_fitting_size
+        if decision is not None and fitting is not None and fitting < batch_size:
+            warnings.append(
+                f"the 1-process batch {batch_size} does not fit a rank under DDP (the agreed search's largest "
+                f"fitting batch is {fitting}): each rank is timed at {decision.batch_size}"
+            )
+            batch_size = decision.batch_size
+    workload = build_workload(spec.model, context, batch_size)
+    allocator = TorchCudaAllocator(device) if device.type == "cuda" else None
+    if allocator is not None:
+        allocator.reset_peak()
+
+    def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+        if rank == 0:
+            print(f"rank 0 {phase} epoch {number}/{planned}: {seconds * 1e3:.1f} ms", flush=True)
+
+    measurement = measure_workload(
+        workload,
+        timer=context.timer,
+        epochs=spec.epochs,
+        warmup_epochs=spec.warmup_epochs,
+        epoch_config=replace(cfg.epoch, steps=str(spec.steps_per_epoch)),
+        statistics=cfg.statistics,
+        monitor=StabilityMonitor(cfg.stability, device),
+        on_epoch=on_epoch,
+    )
+    peak_mb = None if allocator is None else allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB
+    mine = RankMeasurement(
+        rank=rank,
+        epoch_times_ms=measurement.epoch_times_ms,
+        warmup_epoch_times_ms=measurement.warmup_epoch_times_ms,
+        samples_per_step=workload.samples_per_step,
+        peak_reserved_mb=peak_mb,
+        stop_reason=measurement.stop_reason,
+    )
+    return _RankOutcome(mine, batch_size, measurement.sizing.steps_per_epoch, workload.sample_unit, search, warnings)
+
+
 def run_rank(spec: WorkerSpec, result_path: Path) -> None:
     """Run this process's rank of the data-parallel measurement (see the module docstring)."""
+    import gc
+
     import torch
     import torch.distributed as dist
 
     from gpubench.data.loader import load_features
-    from gpubench.distributed.scaling import GatheredRun, RankMeasurement
+    from gpubench.distributed.scaling import GatheredRun
     from gpubench.hardware.selection import resolve_device, synchronizer
     from gpubench.hardware.vram import apply_vram_limit
-    from gpubench.measure.epochs import measure_workload
-    from gpubench.measure.memory import TorchCudaAllocator
-    from gpubench.measure.stability import StabilityMonitor
     from gpubench.measure.timing import BlockTimer
-    from gpubench.model_run import ModelRunContext, build_workload, choose_batch
-    from gpubench.units import BYTES_PER_MB
+    from gpubench.model_run import ModelRunContext
     from gpubench.validate import load_config
 
     rank, local_rank, world_size = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
@@ -126,82 +192,45 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
         torch.set_num_threads(rank_threads(spec.cpu_threads, world_size))
     backend = cfg.distributed.resolved_backend(device.type)
     dist.init_process_group(backend, timeout=timedelta(seconds=cfg.distributed.timeout_s))
-    try:
-        budget = apply_vram_limit(device, cfg.hardware.vram_limit_gb)
-        torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
-        torch.manual_seed(cfg.seed)
-        features, _ = load_features(cfg.data, device)
-        timer = BlockTimer(synchronizer(device))
-        context = ModelRunContext(
-            cfg=cfg,
-            device=device,
-            features=features,
-            timer=timer,
-            usable_vram_mb=None if budget is None else budget.usable_vram_mb,
-            reference_sm_clock_mhz=None,
-            data_parallel=True,
-            rank=rank,
-            trial_agreement=agree_across_ranks,
+    budget = apply_vram_limit(device, cfg.hardware.vram_limit_gb)
+    torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
+    torch.manual_seed(cfg.seed)
+    features, _ = load_features(cfg.data, device)
+    context = ModelRunContext(
+        cfg=cfg,
+        device=device,
+        features=features,
+        timer=BlockTimer(synchronizer(device)),
+        usable_vram_mb=None if budget is None else budget.usable_vram_mb,
+        reference_sm_clock_mhz=None,
+        data_parallel=True,
+        rank=rank,
+        trial_agreement=agree_across_ranks,
+    )
+    outcome = _measure_rank(spec, context, rank)
+    # The workload's DDP wrappers hold the process group (their reducers): they must be gone before the group is
+    # destroyed, or a reducer torn down at exit, after the group, aborts the process (seen with gloo).
+    gc.collect()
+    ranks: list = [None] * world_size
+    dist.all_gather_object(ranks, outcome.measurement)
+    if rank == 0:
+        gathered = GatheredRun(
+            world_size=world_size,
+            backend=backend,
+            batch_size_per_rank=outcome.batch_size,
+            steps_per_epoch=outcome.steps_per_epoch,
+            sample_unit=outcome.sample_unit,
+            ranks=ranks,
+            batch_search=outcome.batch_search,
+            warnings=outcome.warnings,
         )
-        batch_size, warnings, search = spec.batch_size, [], None
-        if spec.search:
-            decision = choose_batch(spec.model, context)
-            search = None if decision is None else decision.record()
-            if decision is not None and decision.batch_size is None:
-                raise torch.OutOfMemoryError(f"the batch search under DDP found no batch that fits: {decision.message}")
-            fitting = None if decision is None else decision.largest_fitting_size
-            if decision is not None and fitting is not None and fitting < batch_size:
-                warnings.append(
-                    f"the 1-process batch {batch_size} does not fit a rank under DDP (the agreed search's largest "
-                    f"fitting batch is {fitting}): each rank is timed at {decision.batch_size}"
-                )
-                batch_size = decision.batch_size
-        workload = build_workload(spec.model, context, batch_size)
-        allocator = TorchCudaAllocator(device) if device.type == "cuda" else None
-        if allocator is not None:
-            allocator.reset_peak()
-
-        def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
-            if rank == 0:
-                print(f"rank 0 {phase} epoch {number}/{planned}: {seconds * 1e3:.1f} ms", flush=True)
-
-        measurement = measure_workload(
-            workload,
-            timer=timer,
-            epochs=spec.epochs,
-            warmup_epochs=spec.warmup_epochs,
-            epoch_config=replace(cfg.epoch, steps=str(spec.steps_per_epoch)),
-            statistics=cfg.statistics,
-            monitor=StabilityMonitor(cfg.stability, device),
-            on_epoch=on_epoch,
-        )
-        peak_mb = None if allocator is None else allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB
-        mine = RankMeasurement(
-            rank=rank,
-            epoch_times_ms=measurement.epoch_times_ms,
-            warmup_epoch_times_ms=measurement.warmup_epoch_times_ms,
-            samples_per_step=workload.samples_per_step,
-            peak_reserved_mb=peak_mb,
-            stop_reason=measurement.stop_reason,
-        )
-        ranks: list = [None] * world_size
-        dist.all_gather_object(ranks, mine)
-        if rank == 0:
-            gathered = GatheredRun(
-                world_size=world_size,
-                backend=backend,
-                batch_size_per_rank=batch_size,
-                steps_per_epoch=measurement.sizing.steps_per_epoch,
-                sample_unit=workload.sample_unit,
-                ranks=ranks,
-                batch_search=search,
-                warnings=warnings,
-            )
-            tmp = Path(f"{result_path}.tmp")
-            tmp.write_text(json.dumps(gathered.to_dict()))
-            os.replace(tmp, result_path)
-    finally:
-        dist.destroy_process_group()
+        tmp = Path(f"{result_path}.tmp")
+        tmp.write_text(json.dumps(gathered.to_dict()))
+        os.replace(tmp, result_path)
+    # Every rank leaves the group together: one that tore its connections down while a peer still used them would
+    # make the peer's gloo threads fail.
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:
