@@ -260,7 +260,7 @@ def test_one_process_leaves_the_trained_network_unwrapped():
 #: Run by torchrun as 2 gloo ranks: the DDP hook's broadcast and gradient sync (on and off), then the batch search
 #: with the agreement, rank 1 running out of memory above batch 40 and rank 0 only above 1,000.
 AGREEMENT_SCRIPT = """
-import json, sys
+import gc, json, sys
 import torch, torch.distributed as dist
 from gpubench.distributed.worker import agree_across_ranks
 from gpubench.measure.batch_search import find_max_batch_size
@@ -277,6 +277,9 @@ for sync in (True, False):
     wrapped(torch.full((1, 2), float(rank + 1))).sum().backward()
     out[f"weight_sync_{sync}"] = module.weight.detach().tolist()
     out[f"grad_sync_{sync}"] = module.weight.grad.tolist()
+    # As the worker does: the networks and their DDP reducers gone, then the ranks leave the group together.
+    del module, wrapped, context
+    gc.collect()
 limit = 40 if rank == 1 else 1000
 calls = []
 def try_batch(size, steps):
@@ -287,6 +290,7 @@ def try_batch(size, steps):
 search = find_max_batch_size(try_batch, 8, 256, agree=agree_across_ranks)
 out.update(best=search.best_size, trials=[t.to_dict() for t in search.trials], calls=calls)
 open(f"{sys.argv[1]}/rank{rank}.json", "w").write(json.dumps(out))
+dist.barrier()
 dist.destroy_process_group()
 """
 
@@ -327,7 +331,7 @@ def quick_ddp_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict, 
     process, its report and the report's path."""
     folder = tmp_path_factory.mktemp("ddp")
     completed = subprocess.run(
-        [sys.executable, "-m", "gpubench", *QUICK_DDP, "hardware.cpu_threads=1"],
+        [sys.executable, "-m", "gpubench", *QUICK_DDP, "hardware.cpu_threads=1", "hardware.burn_in_max_seconds=0"],
         cwd=folder,
         env=environment(folder / "cache"),
         capture_output=True,

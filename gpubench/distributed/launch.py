@@ -198,12 +198,18 @@ def measure_distributed(
         )
         raise ModelInterrupted(ModelRun(replace(single, distributed=interrupted), None)) from None
     log_text = (folder / "torchrun.log").read_text(errors="replace")
-    if returncode != 0 or not result_path.is_file():
+    if not result_path.is_file():
         status, error = failure(log_text, returncode)
         scaling = replace(base, status=status, error=error)
     else:
+        # Rank 0 writes the result only once every rank's measurement is gathered: a rank that fails after that
+        # (in the group's teardown) does not undo the measurement, but it is said.
         gathered = GatheredRun.from_dict(json.loads(result_path.read_text()))
         scaling = distributed_scaling(gathered, single, cfg.statistics)
+        if returncode != 0:
+            _, error = failure(log_text, returncode)
+            note = f"torchrun exited {returncode} after the ranks' results were gathered: {error}"
+            scaling = replace(scaling, warnings=[*scaling.warnings, note])
     if scaling.error:
         console.notice(f"{name}: the {nproc}-process run did not complete: {scaling.error}")
     return replace(single, distributed=scaling)
