@@ -1,11 +1,12 @@
 """The coordinator: phases in order, each model isolated, results saved as they complete.
 
-hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.run_model` (batch -> build ->
-measure -> step down -> result) -> the report written after every model -> recommendation -> status complete ->
-MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the next takes, and the
-report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails
-gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a
-valid partial report: the models measured, the one in progress with the epochs it completed (status
+hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.run_model` (batch -> build -> measure
+-> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
+(:func:`gpubench.distributed.launch.measure_distributed`) -> the report written after every phase -> recommendation
+-> status complete -> MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the
+next takes, and the report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A
+model that fails gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM,
+SIGHUP) leaves a valid partial report: the models measured, the one in progress with the epochs it completed (status
 ``interrupted``), and the recommendation the decision rule gives from them, which never decides from a model it
 lacks.
 """
@@ -297,9 +298,9 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
 
     The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
-    and ends FINISHED when every model was measured, FAILED when a model failed or the job raised, KILLED when it
-    was interrupted; the report on disk (partial, for the last two) is logged with it. Hydra's saved files and the
-    resolved config are written with credentials redacted.
+    and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
+    job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it.
+    Hydra's saved files and the resolved config are written with credentials redacted.
     """
     redact_hydra_files(context)
     # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.

@@ -191,7 +191,12 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
     elif spec.cpu_threads is not None:
         torch.set_num_threads(rank_threads(spec.cpu_threads, world_size))
     backend = cfg.distributed.resolved_backend(device.type)
-    dist.init_process_group(backend, timeout=timedelta(seconds=cfg.distributed.timeout_s))
+    # With the rank's GPU named, NCCL binds its communicator to it (and a barrier knows which device to use).
+    dist.init_process_group(
+        backend,
+        timeout=timedelta(seconds=cfg.distributed.timeout_s),
+        device_id=device if device.type == "cuda" else None,
+    )
     budget = apply_vram_limit(device, cfg.hardware.vram_limit_gb)
     torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
     torch.manual_seed(cfg.seed)
