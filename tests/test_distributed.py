@@ -40,11 +40,14 @@ from gpubench.distributed.scaling import (
 )
 from gpubench.distributed.worker import merge_trials, rank_threads
 from gpubench.errors import ConfigError
-from gpubench.results import BatchTrial, ModelResult, RunReport
+from gpubench.output.console import distributed_line
+from gpubench.output.tracking import run_record
+from gpubench.results import BatchTrial, DistributedScaling, ModelResult, RunReport
 from gpubench.stats.compare import ratio_interval
 from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.workload import ExecutionContext
+from tests.report_factory import report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,6 +151,29 @@ def test_the_distributed_section_from_two_ranks():
     # The report's section reads back as written.
     section = ModelResult(status="ok", distributed=scaling).to_dict()["distributed"]
     assert ModelResult.from_dict({"status": "ok", "distributed": section}).distributed == scaling
+
+
+def test_mlflow_and_the_summary_carry_the_scaling():
+    scaling = DistributedScaling(
+        world_size=2,
+        sample_unit="window",
+        global_samples_per_second=12_345.6,
+        scaling_efficiency=0.93,
+        scaling_efficiency_interval=(0.9, 0.95),
+    )
+    failed = DistributedScaling(status="failed", world_size=2, error="rank 1 was killed by SIGTERM")
+    models = {"mlp": ModelResult(status="ok", distributed=scaling), "tft": ModelResult(status="ok", distributed=failed)}
+    metrics = run_record(report(models), {}, run_name="r", sweep_dir=None, job_num=None).metrics
+    assert metrics["mlp/world_size"] == 2.0 and metrics["mlp/distributed_status_ok"] == 1.0
+    assert metrics["mlp/scaling_efficiency"] == 0.93
+    assert (metrics["mlp/scaling_efficiency_low"], metrics["mlp/scaling_efficiency_high"]) == (0.9, 0.95)
+    assert metrics["mlp/global_samples_per_second"] == 12_345.6
+    assert metrics["tft/distributed_status_ok"] == 0.0 and "tft/scaling_efficiency_low" not in metrics
+    assert "distributed_status_ok" not in " ".join(
+        run_record(report({"mlp": ModelResult(status="ok")}), {}, run_name="r", sweep_dir=None, job_num=None).metrics
+    )
+    assert distributed_line("mlp", scaling) == "mlp: 2 processes: 12,346 window/s global, efficiency 0.93 [0.90, 0.95]"
+    assert distributed_line("tft", failed) == "tft: 2 processes: failed (rank 1 was killed by SIGTERM)"
 
 
 def test_a_diverged_rank_marks_the_run_diverged():
