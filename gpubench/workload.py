@@ -63,9 +63,10 @@ class ExecutionContext:
     ``data_parallel`` (one rank of a ``distributed.nproc`` > 1 run, inside an initialised process group): each
     workload passes its trained network through :meth:`parallel` before making its optimizer, which wraps it in
     ``DistributedDataParallel``, so that every backward pass all-reduces the gradients across the ranks.
-    ``gradient_sync`` False (a batch-search trial) keeps those wrappers in ``no_sync`` for the context's life: the
-    trial's steps then run no collective, and a rank that runs out of memory leaves no other rank blocked in an
-    all-reduce. In one process (the default) :meth:`parallel` is the identity.
+    ``gradient_sync`` False (a batch-search trial) builds those wrappers without their initial broadcast and keeps
+    them in ``no_sync`` for the context's life: the trial, build included, then runs no collective, and a rank that
+    runs out of memory leaves no other rank blocked in one. In one process (the default) :meth:`parallel` is the
+    identity.
     """
 
     device: torch.device
@@ -90,16 +91,17 @@ class ExecutionContext:
         when ``data_parallel``, else ``module`` itself. Call the returned module for the forward whose loss is
         backpropagated; the optimizer and anything else keep using ``module``'s parameters (they are the same).
 
-        DDP broadcasts rank 0's parameters on construction, so every rank starts from the same network. The
-        built-in networks have no buffers, so DDP's forward runs no collective of its own (a buffer broadcast would
-        be one inside a batch-search trial, which must have none).
+        DDP broadcasts rank 0's parameters on construction, so every rank starts from the same network; not in a
+        trial (``gradient_sync`` False), which must run no collective: a rank that ran out of memory before its
+        wrapper was built would leave the others in that broadcast. The built-in networks have no buffers, so DDP's
+        forward runs no collective of its own.
         """
         if not self.data_parallel:
             return module
         from torch.nn.parallel import DistributedDataParallel
 
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(module, device_ids=device_ids)
+        wrapped = DistributedDataParallel(module, device_ids=device_ids, init_sync=self.gradient_sync)
         if not self.gradient_sync:
             self._no_sync.enter_context(wrapped.no_sync())
         return wrapped
