@@ -133,6 +133,7 @@ class BenchmarkConfig:
         require(math.isfinite(float(self.seed)), "seed", self.seed, "an integer")
         if "custom" in self.model_names:
             self.workloads.custom.check_runnable(self.execution.precision, self.execution.compile)
+        self.distributed.check_execution(self.execution.compile)
 
     @property
     def model_names(self) -> list[str]:

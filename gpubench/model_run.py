@@ -26,6 +26,7 @@ from gpubench.measure.batch_search import (
     BatchDecision,
     HeadroomCheck,
     TimedBatch,
+    TrialAgreement,
     TrialResult,
     check_headroom,
     choose_batch_size,
@@ -33,6 +34,7 @@ from gpubench.measure.batch_search import (
     gradient_accumulation_steps,
     is_oom,
     release_device_memory,
+    same_trial,
     step_down_size,
     timed_batch,
 )
@@ -85,7 +87,12 @@ class ModelRunContext:
     """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
     None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, the
     results of the models run before this one (``statistics.adaptive=decision`` settles the total with them), and an
-    optional per-epoch hook (:data:`EpochObserver`)."""
+    optional per-epoch hook (:data:`EpochObserver`).
+
+    ``data_parallel``, ``rank`` and ``trial_agreement`` are set in one rank of a data-parallel run
+    (:mod:`gpubench.distributed.worker`): workloads are built with their networks under DistributedDataParallel and
+    their data and environments seeded ``seed + rank``, and the batch search's trials are agreed across the ranks.
+    """
 
     cfg: BenchmarkConfig
     device: torch.device
@@ -95,6 +102,9 @@ class ModelRunContext:
     reference_sm_clock_mhz: float | None
     completed: Mapping[str, ModelResult] = field(default_factory=dict)
     epoch_observer: EpochObserver | None = None
+    data_parallel: bool = False
+    rank: int = 0
+    trial_agreement: TrialAgreement = same_trial
 
 
 @dataclass(frozen=True)
@@ -160,8 +170,11 @@ class Attempt:
 # ------------------------------------------------------------------------------------------------ phases
 
 
-def build_workload(name: str, context: ModelRunContext, batch_size: int, *, eager: bool = False) -> Workload:
-    """The workload ``name`` at ``batch_size`` in the configured execution mode (or eager, for the FLOP count)."""
+def build_workload(
+    name: str, context: ModelRunContext, batch_size: int, *, eager: bool = False, gradient_sync: bool = True
+) -> Workload:
+    """The workload ``name`` at ``batch_size`` in the configured execution mode (or eager, for the FLOP count);
+    ``gradient_sync`` False builds a data-parallel rank's batch-search trial, whose steps all-reduce nothing."""
     cfg = context.cfg
     compile_mode = "false" if eager else cfg.execution.compile
     if compile_mode != "false":
@@ -174,8 +187,11 @@ def build_workload(name: str, context: ModelRunContext, batch_size: int, *, eage
         batch_size=batch_size,
         precision=cfg.execution.precision,
         compile_mode=compile_mode,
-        seed=cfg.seed,
+        # Each rank its own data and environments (rank 0 is the 1-process run's seed).
+        seed=cfg.seed + context.rank,
         usable_vram_mb=context.usable_vram_mb,
+        data_parallel=context.data_parallel,
+        gradient_sync=gradient_sync,
     )
     return workload_class(name)(getattr(cfg.workloads, name), context.features, execution)
 
@@ -201,7 +217,9 @@ def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
 
     def try_batch(size: int, steps: int) -> TrialResult:
         allocator.reset_peak()
-        workload = build_workload(name, context, size)
+        # A rank's trial all-reduces nothing (an OOM on one rank must not leave the others in a collective); the
+        # ranks agree on the trial's outcome after it (context.trial_agreement).
+        workload = build_workload(name, context, size, gradient_sync=False)
         seconds = context.timer.time_block(lambda: [workload.train_step() for _ in range(steps)])
         return TrialResult(
             peak_reserved_mb=allocator.snapshot().peak_reserved_bytes / BYTES_PER_MB,
@@ -217,6 +235,7 @@ def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
         policy=_policy(name, context),
         configured_size=getattr(context.cfg.workloads, name).batch_size,
         verify_steps=batch.verify_steps,
+        agree=context.trial_agreement,
     )
 
 

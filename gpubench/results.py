@@ -510,12 +510,14 @@ class DistributedScaling(Record):
     r's own. ``statistics`` summarises ``raw_epoch_times_ms`` as a model's do. Throughputs are in the workload's
     sample unit per second (``sample_unit``). ``scaling_efficiency`` is the global throughput over ``world_size`` ×
     ``single_process_samples_per_second`` (the same job's 1-process measurement of the same model at the same batch):
-    1.0 is linear scaling; ``scaling_efficiency_interval`` is its interval at the job's confidence level. ``status``
-    and ``error`` as a model's: an out-of-memory, failed or interrupted distributed run leaves the 1-process result
-    untouched.
+    1.0 is linear scaling; ``scaling_efficiency_interval`` is its interval at the job's confidence level, by
+    ``scaling_efficiency_method`` (see :mod:`gpubench.distributed.scaling`). ``status`` and ``error`` as a model's:
+    an out-of-memory, failed or interrupted distributed run leaves the 1-process result untouched. ``warnings``
+    say where the run differs from the 1-process one (a smaller batch per rank when the agreed search found the
+    1-process batch does not fit under DDP).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error", "warnings")
 
     status: ModelStatus = "ok"
     error: str | None = None
@@ -535,8 +537,10 @@ class DistributedScaling(Record):
     single_process_samples_per_second: float | None = None
     scaling_efficiency: float | None = None
     scaling_efficiency_interval: tuple[float, float] | None = None
+    scaling_efficiency_method: str | None = None
     peak_reserved_mb_per_rank: list[float] = field(default_factory=list)
     batch_search: BatchSearchResult | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """The coordinator: phases in order, each model isolated, results saved as they complete.
 
-hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.run_model` (batch -> build ->
-measure -> step down -> result) -> the report written after every model -> recommendation -> status complete ->
-MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the next takes, and the
-report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails
-gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a
-valid partial report: the models measured, the one in progress with the epochs it completed (status
+hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.run_model` (batch -> build -> measure
+-> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
+(:func:`gpubench.distributed.launch.measure_distributed`) -> the report written after every phase -> recommendation
+-> status complete -> MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the
+next takes, and the report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A
+model that fails gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM,
+SIGHUP) leaves a valid partial report: the models measured, the one in progress with the epochs it completed (status
 ``interrupted``), and the recommendation the decision rule gives from them, which never decides from a model it
 lacks.
 """
@@ -25,6 +26,7 @@ from gpubench import __version__
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
+from gpubench.distributed.launch import check_launchable, measure_distributed
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load
@@ -93,6 +95,7 @@ class Runner:
         self.device, device_notice = resolve_device(cfg.hardware)
         if device_notice:
             console.notice(device_notice)
+        check_launchable(cfg, self.device)
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
         _, threads_source = choose_cpu_threads(cfg.hardware.cpu_threads, self.device)
         self.host = host_load(threads_source)
@@ -157,6 +160,11 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
+                if cfg.distributed.enabled and model.result.status == "ok":
+                    folder = self.writer.path.parent / "distributed" / name
+                    scaled = measure_distributed(name, model.result, cfg, self.device, folder)
+                    report = replace(report, models={**report.models, name: scaled})
+                    self.writer.write(report)
                 if self.model_observer is not None:
                     self.model_observer(name)
             name = None
@@ -174,7 +182,8 @@ class Runner:
         except KeyboardInterrupt as exc:
             logger.info("interrupted during %s", name or "the recommendation")
             report = replace(report, status="interrupted")
-            if name is not None and name not in report.models:
+            # A model interrupted in its data-parallel run is in the report already, without that run's outcome.
+            if name is not None and (name not in report.models or isinstance(exc, ModelInterrupted)):
                 report = replace(report, models={**report.models, name: _interrupted_result(exc)})
             # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
             self.writer.write(report)
@@ -289,9 +298,9 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
 
     The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
-    and ends FINISHED when every model was measured, FAILED when a model failed or the job raised, KILLED when it
-    was interrupted; the report on disk (partial, for the last two) is logged with it. Hydra's saved files and the
-    resolved config are written with credentials redacted.
+    and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
+    job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it.
+    Hydra's saved files and the resolved config are written with credentials redacted.
     """
     redact_hydra_files(context)
     # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
@@ -325,7 +334,11 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
         artifacts += save_report_plots(report, runner.writer.path.parent, completed.memory_timelines)
     except Exception as exc:  # plots illustrate the report; failing to draw one must not lose the run
         console.notice(f"plots could not be drawn ({type(exc).__name__}: {exc}); the report is complete.")
-    model_failed = any(model.status == "failed" for model in report.models.values())
+    # A failed data-parallel run fails the job as a failed model does (its 1-process result is in the report).
+    model_failed = any(
+        model.status == "failed" or (model.distributed is not None and model.distributed.status == "failed")
+        for model in report.models.values()
+    )
     record = _tracking_record(report, cfg, context, run_name, artifacts)
     outcome = live.finish(record, tracking.FAILED if model_failed else tracking.FINISHED)
     if outcome.warning:

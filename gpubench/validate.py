@@ -58,7 +58,7 @@ class ReplaySpec:
 # ------------------------------------------------------------------------------------------------ the replay
 
 
-def _load_config(config_path: Path):
+def load_config(config_path: Path):
     """The typed config from a job's ``config_resolved.yaml``."""
     from omegaconf import OmegaConf
 
@@ -81,7 +81,7 @@ def replay(spec: ReplaySpec) -> float:
     from gpubench.measure.timing import BlockTimer
     from gpubench.model_run import ModelRunContext, build_workload
 
-    cfg = _load_config(Path(spec.config_path))
+    cfg = load_config(Path(spec.config_path))
     device, _ = resolve_device(cfg.hardware)
     # The thread count decides a CPU step's speed, and the runner's automatic choice follows the host's load at the
     # time: the benchmark's own count is replayed.
@@ -200,7 +200,7 @@ def validate_report(report_path: Path, factor: float, models: list[str] | None =
             f"--models names {', '.join(unknown)}, which the report did not run; it ran {', '.join(report.models)}"
         )
     config_path = _config_path(report_path, report.run.output_dir)
-    plan = _load_config(config_path).decision.plan
+    plan = load_config(config_path).decision.plan
     checks: dict[str, ModelValidation] = {}
     for name, result in report.models.items():
         if models and name not in models:

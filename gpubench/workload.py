@@ -59,6 +59,14 @@ class ExecutionContext:
     ``false``, ``true`` (``torch.compile`` default mode) or ``reduce-overhead`` (CUDA graphs through
     ``torch.compile``). ``usable_vram_mb`` is the VRAM the workload may use (the emulated card's cap less the CUDA
     context; None on the CPU): a workload that trades speed for memory (Mamba-2's scan recompute) decides with it.
+
+    ``data_parallel`` (one rank of a ``distributed.nproc`` > 1 run, inside an initialised process group): each
+    workload passes its trained network through :meth:`parallel` before making its optimizer, which wraps it in
+    ``DistributedDataParallel``, so that every backward pass all-reduces the gradients across the ranks.
+    ``gradient_sync`` False (a batch-search trial) builds those wrappers without their initial broadcast and keeps
+    them in ``no_sync`` for the context's life: the trial, build included, then runs no collective, and a rank that
+    runs out of memory leaves no other rank blocked in one. In one process (the default) :meth:`parallel` is the
+    identity.
     """
 
     device: torch.device
@@ -67,12 +75,36 @@ class ExecutionContext:
     compile_mode: str = "false"
     seed: int = 0
     usable_vram_mb: float | None = None
+    data_parallel: bool = False
+    gradient_sync: bool = True
 
     def __post_init__(self) -> None:
         use_scaler = self.precision == "fp16" and self.device.type == "cuda"
         self.grad_scaler = torch.amp.GradScaler(self.device.type, enabled=use_scaler)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed)
+        #: The no_sync regions of the wrappers :meth:`parallel` made, held open while ``gradient_sync`` is False.
+        self._no_sync = contextlib.ExitStack()
+
+    def parallel(self, module: nn.Module) -> nn.Module:
+        """``module`` (already on the device) for the training forward pass: wrapped in DistributedDataParallel
+        when ``data_parallel``, else ``module`` itself. Call the returned module for the forward whose loss is
+        backpropagated; the optimizer and anything else keep using ``module``'s parameters (they are the same).
+
+        DDP broadcasts rank 0's parameters on construction, so every rank starts from the same network; not in a
+        trial (``gradient_sync`` False), which must run no collective: a rank that ran out of memory before its
+        wrapper was built would leave the others in that broadcast. The built-in networks have no buffers, so DDP's
+        forward runs no collective of its own.
+        """
+        if not self.data_parallel:
+            return module
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        wrapped = DistributedDataParallel(module, device_ids=device_ids, init_sync=self.gradient_sync)
+        if not self.gradient_sync:
+            self._no_sync.enter_context(wrapped.no_sync())
+        return wrapped
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """Autocast region for the forward pass and loss (a no-op for fp32)."""

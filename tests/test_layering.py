@@ -162,12 +162,28 @@ def test_nothing_imports_the_coordinator() -> None:
         ("gpubench.runner", {"gpubench.__main__", "gpubench.api"}),
         # validate rebuilds a model as the runner built it, to replay its training. The measured what-ifs run
         # model_run again with modified configs after the main measurements: a phase of the runner's, kept in its
-        # own module beside model_run, and imported by the runner alone.
-        ("gpubench.model_run", {"gpubench.runner", "gpubench.validate", "gpubench.what_if"}),
+        # own module beside model_run, and imported by the runner alone. A data-parallel rank builds and measures a
+        # model as model_run does (worker), and the launcher hands an interrupted run up as model_run's interrupt.
+        (
+            "gpubench.model_run",
+            {
+                "gpubench.runner",
+                "gpubench.validate",
+                "gpubench.what_if",
+                "gpubench.distributed.worker",
+                "gpubench.distributed.launch",
+            },
+        ),
         ("gpubench.what_if", {"gpubench.runner"}),
     ):
         importers = {m for m in MODULES if coordinator in gpubench_imports(m)}
         assert importers <= importers_allowed, f"{coordinator} is imported by {sorted(importers - importers_allowed)}"
+
+
+def test_the_scaling_arithmetic_is_pure() -> None:
+    # The efficiency and the global epochs are statistics over typed results, testable without a process group.
+    assert "torch" not in third_party_imports("gpubench.distributed.scaling")
+    assert "torch" not in third_party_imports("gpubench.distributed.config")
 
 
 def test_results_and_units_are_the_bottom_layer() -> None:

@@ -37,6 +37,11 @@ def resolve_device(hw: HardwareConfig, *, cuda_available: bool | None = None) ->
     return torch.device("cuda", 0), None
 
 
+def visible_gpu_count() -> int:
+    """The CUDA GPUs this process can see (``CUDA_VISIBLE_DEVICES`` applied); 0 without CUDA."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def _no_wait() -> None:
     """The CPU runs each operation before returning: there is nothing queued to wait for."""
 

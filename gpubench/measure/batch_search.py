@@ -18,6 +18,11 @@ step). ``batch.policy`` then picks the batch that is timed (the configured one, 
 that fits), and only that batch is re-verified over longer trials (:data:`VERIFY_STEPS`), because the caching
 allocator keeps splitting and caching blocks for many steps: a few steps show the working set, not the fragmented
 steady state the measured epochs will reach.
+
+Under data parallelism (``distributed.nproc`` > 1) every rank runs the same search, and each trial's outcome goes
+through an agreement (:data:`TrialAgreement`) before the search acts on it: the ranks then take the same branch at
+every trial (an OOM on any rank fails the trial on all of them), so none waits in a trial the others skipped. In one
+process the agreement is the identity (:func:`same_trial`).
 """
 
 import gc
@@ -71,6 +76,15 @@ class TrialResult:
 #: ``try_batch(size, steps)``: train ``steps`` steps at ``size`` and return the peak reserved MB or a TrialResult;
 #: raise on failure.
 TryBatch = Callable[[int, int], "float | TrialResult"]
+
+#: ``agree(trial)``: this process's classified trial in, the trial every process of the search acts on out (the
+#: same on every rank). Identity in one process; a collective over the ranks under data parallelism.
+TrialAgreement = Callable[[BatchTrial], BatchTrial]
+
+
+def same_trial(trial: BatchTrial) -> BatchTrial:
+    """The agreement of a search run by one process: its own trial."""
+    return trial
 
 
 @dataclass(frozen=True)
@@ -197,9 +211,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _run_trial(
-    try_batch: TryBatch, size: int, steps: int, phase: TrialPhase, peak_limit_mb: float | None
+    try_batch: TryBatch,
+    size: int,
+    steps: int,
+    phase: TrialPhase,
+    peak_limit_mb: float | None,
+    agree: TrialAgreement = same_trial,
 ) -> BatchTrial:
-    """Call ``try_batch(size, steps)`` once and classify the outcome; re-raise anything that is not an OOM."""
+    """Call ``try_batch(size, steps)`` once, classify the outcome and pass it through ``agree``; re-raise anything
+    that is not an OOM."""
     oom_error: str | None = None
     try:
         outcome = try_batch(size, steps)
@@ -212,7 +232,7 @@ def _run_trial(
         oom_error = _first_line(exc)
     release_device_memory()
     if oom_error is not None:
-        return BatchTrial(size=size, status="oom", phase=phase, steps=steps, error=oom_error)
+        return agree(BatchTrial(size=size, status="oom", phase=phase, steps=steps, error=oom_error))
     if isinstance(outcome, TrialResult):
         result = outcome
     elif isinstance(outcome, int | float):
@@ -223,14 +243,16 @@ def _run_trial(
             "TrialResult"
         )
     over = peak_limit_mb is not None and result.peak_reserved_mb > peak_limit_mb
-    return BatchTrial(
-        size=size,
-        status="over_headroom" if over else "ok",
-        phase=phase,
-        steps=steps,
-        peak_reserved_mb=result.peak_reserved_mb,
-        samples_per_s=result.samples_per_s,
-        seconds=result.seconds,
+    return agree(
+        BatchTrial(
+            size=size,
+            status="over_headroom" if over else "ok",
+            phase=phase,
+            steps=steps,
+            peak_reserved_mb=result.peak_reserved_mb,
+            samples_per_s=result.samples_per_s,
+            seconds=result.seconds,
+        )
     )
 
 
@@ -242,6 +264,7 @@ def find_max_batch_size(
     steps: int = SEARCH_STEPS,
     peak_limit_mb: float | None = None,
     trial_max_seconds: float | None = None,
+    agree: TrialAgreement = same_trial,
 ) -> BatchSearch:
     """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds, trying ``steps`` steps.
 
@@ -260,6 +283,8 @@ def find_max_batch_size(
     With ``trial_max_seconds`` set, a successful trial whose steps took longer than that (s) ends the search there
     (``time_limited``): larger sizes would only be slower, and the search exists to report what fits, not to spend
     minutes per model proving it. ``best_size`` is then the largest size that fit so far.
+
+    Every trial's outcome passes through ``agree`` before the search reads it (see the module docstring).
     """
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
@@ -268,7 +293,7 @@ def find_max_batch_size(
     trials: list[BatchTrial] = []
 
     def fits(size: int) -> bool:
-        trials.append(_run_trial(try_batch, size, steps, "search", peak_limit_mb))
+        trials.append(_run_trial(try_batch, size, steps, "search", peak_limit_mb, agree))
         return trials[-1].ok
 
     def too_slow() -> bool:
@@ -388,6 +413,7 @@ def choose_batch_size(
     search_steps: int = SEARCH_STEPS,
     verify_repeats: int = 3,
     verify_steps: int = VERIFY_STEPS,
+    agree: TrialAgreement = same_trial,
 ) -> BatchDecision:
     """Search the largest batch that fits under the headroom, pick the batch ``policy`` times, re-verify it.
 
@@ -402,7 +428,8 @@ def choose_batch_size(
     Gradient-accumulation steps reach ``batch.target_effective`` for a size the search chose (``knee``, ``max``);
     the configured batch is the recipe's own effective batch (1 step). When ``batch.min_size`` does not fit (or
     nothing passes verification) the decision has status ``oom`` and a message saying why; the caller marks that
-    model ``oom`` and moves on.
+    model ``oom`` and moves on. Every trial, search and verification, passes through ``agree`` (the module
+    docstring).
     """
     policy = batch_cfg.policy if policy is None else policy
     if verify_repeats < 0:
@@ -420,6 +447,7 @@ def choose_batch_size(
         steps=search_steps,
         peak_limit_mb=peak_limit_mb,
         trial_max_seconds=batch_cfg.trial_max_seconds,
+        agree=agree,
     )
 
     def oom_decision(message: str, verification: list[BatchTrial]) -> BatchDecision:
@@ -459,7 +487,7 @@ def choose_batch_size(
         fallbacks.add(batch_cfg.min_size)
     for candidate in [target, *sorted(fallbacks, reverse=True)]:
         for _ in range(verify_repeats):
-            verification.append(_run_trial(try_batch, candidate, verify_steps, "verify", peak_limit_mb))
+            verification.append(_run_trial(try_batch, candidate, verify_steps, "verify", peak_limit_mb, agree))
             if not verification[-1].ok:
                 break
         else:

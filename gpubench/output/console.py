@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpubench.redact import redact
-from gpubench.results import CostAnalysis, ModelEstimate, RunReport
+from gpubench.results import CostAnalysis, DistributedScaling, ModelEstimate, RunReport
 
 logger = logging.getLogger(__name__)
 _stderr = Console(stderr=True, highlight=False)
@@ -158,10 +158,25 @@ def cloud_line(cost: CostAnalysis | None) -> str | None:
     return line
 
 
+def distributed_line(name: str, scaling: DistributedScaling) -> str:
+    """One model's data-parallel outcome: ``mlp: 2 processes: 1,234 window/s global, efficiency 0.93 [0.90, 0.95]``,
+    or the status and error of a run that did not complete."""
+    head = f"{name}: {scaling.world_size} processes"
+    if scaling.status != "ok":
+        return f"{head}: {scaling.status} ({scaling.error})"
+    unit = f"{scaling.sample_unit}/s" if scaling.sample_unit else "samples/s"
+    line = f"{head}: {_fmt(scaling.global_samples_per_second, ',.0f')} {unit} global"
+    if scaling.scaling_efficiency is not None:
+        line += f", efficiency {scaling.scaling_efficiency:.2f}"
+        interval = scaling.scaling_efficiency_interval
+        line += f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else " (no interval)"
+    return line
+
+
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
-    (samples/s), batch, peak memory (MB) and health; then errors, the recommendation (with :func:`cloud_line` on
-    several cloud cards) and the report's path."""
+    (samples/s), batch, peak memory (MB) and health; then the data-parallel runs, errors, the recommendation
+    (with :func:`cloud_line` on several cloud cards) and the report's path."""
     table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
     t_interval = _t_interval_column(report)
     for column in ("model", "status", "mean epoch ms", t_interval, "decision CI", "CV", "samples/s", "batch"):
@@ -183,6 +198,9 @@ def print_summary(report: RunReport, report_path: str) -> None:
             " ".join(verdict for verdict in (result.stability, result.loss_trend) if verdict) or "-",
         )
     _stdout.print(table)
+    for name, result in report.models.items():
+        if result.distributed is not None:
+            _stdout.print(distributed_line(name, result.distributed), soft_wrap=True, markup=False)
     for name, result in report.models.items():
         if result.error:
             _stdout.print(f"[red]{name}[/red]: {result.error}", soft_wrap=True)

@@ -150,8 +150,10 @@ def run_record(
 
     Metrics per model (``<model>/...``): ``status_ok`` (1 or 0), the mean epoch time, p95, p99 and the t
     interval's ends (ms), the CV, the decision interval's ends (ms), ``samples_per_second`` (the mean),
-    ``memory_usage_mb`` and ``batch_size``. Series per model, one value per measured epoch: ``epoch_time_ms``,
-    ``epoch_loss`` and, where measured, ``epoch_peak_reserved_mb``. With a recommendation: the tags
+    ``memory_usage_mb`` and ``batch_size``; after a data-parallel run (``distributed.nproc`` > 1) also
+    ``world_size``, ``distributed_status_ok``, ``global_samples_per_second``, ``scaling_efficiency`` and its
+    interval's ends (``scaling_efficiency_low`` / ``_high``). Series per model, one value per measured epoch:
+    ``epoch_time_ms``, ``epoch_loss`` and, where measured, ``epoch_peak_reserved_mb``. With a recommendation: the tags
     ``gpubench.decision`` (``none`` when withheld) and ``gpubench.decision_basis``, and the metrics
     ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
     the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
@@ -186,6 +188,15 @@ def run_record(
             metrics[f"{name}/samples_per_second"] = throughput.mean
         metrics[f"{name}/memory_usage_mb"] = result.memory_usage_mb
         metrics[f"{name}/batch_size"] = result.batch_size
+        scaling = result.distributed
+        if scaling is not None:
+            metrics[f"{name}/world_size"] = float(scaling.world_size)
+            metrics[f"{name}/distributed_status_ok"] = 1.0 if scaling.status == "ok" else 0.0
+            metrics[f"{name}/global_samples_per_second"] = scaling.global_samples_per_second
+            metrics[f"{name}/scaling_efficiency"] = scaling.scaling_efficiency
+            if scaling.scaling_efficiency_interval is not None:
+                low, high = scaling.scaling_efficiency_interval
+                metrics[f"{name}/scaling_efficiency_low"], metrics[f"{name}/scaling_efficiency_high"] = low, high
         series[f"{name}/epoch_time_ms"] = result.raw_epoch_times_ms
         series[f"{name}/epoch_loss"] = result.epoch_losses
         if result.memory is not None and result.memory.peak_reserved_mb_per_epoch:

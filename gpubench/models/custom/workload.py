@@ -54,7 +54,12 @@ def reachable_modules(step: Callable[..., Any]) -> list[nn.Module]:
 
 
 class CustomWorkload(Workload):
-    """One optimizer update of the user's training, as ``build(batch_size, device)`` returned it."""
+    """One optimizer update of the user's training, as ``build(batch_size, device)`` returned it.
+
+    Under ``distributed.nproc`` > 1 ``build`` is called on every rank after the process group exists, and the
+    network inside the user's step is out of gpubench's reach: the user wraps it in DistributedDataParallel
+    themselves when ``torch.distributed.is_initialized()`` (else each rank trains alone, and the scaling measured
+    has no gradient communication in it)."""
 
     name = "custom"
     # The user's batch is part of their recipe (its learning rate, its schedule): time it, not the largest batch

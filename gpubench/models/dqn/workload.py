@@ -310,6 +310,9 @@ class DQNWorkload(Workload):
         )
         self.q_network = QNetwork(self.env.observation_size, config.hidden_sizes).to(device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
+        # The online network's training forward (DistributedDataParallel under distributed.nproc > 1, else the
+        # network itself); action selection and the Double-DQN argmax run without gradients on the plain network.
+        self._trained_q = context.parallel(self.q_network)
         self._parameters = list(self.q_network.parameters())
         # Fused Adam: one kernel for all parameters, its step count on the device. `capturable` admits it into a
         # CUDA graph capture.
@@ -445,7 +448,7 @@ class DQNWorkload(Workload):
 
     def _td_loss_impl(self, indices: torch.Tensor) -> torch.Tensor:
         batch = self.replay.batch(indices)
-        q_taken = self.q_network(batch.observations).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        q_taken = self._trained_q(batch.observations).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q_online = self.q_network(batch.next_observations)
             next_q_target = self.target_network(batch.next_observations)

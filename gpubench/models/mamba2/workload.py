@@ -323,6 +323,8 @@ class Mamba2Workload(Workload):
         self.recompute, self.recompute_reason, self.memory_mb_without_recompute = self._decide_recompute()
         for layer in self.model.layers:
             layer.mixer.recompute = self.recompute
+        # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
+        self._trained = context.parallel(self.model)
         # Weight decay on matrices only; A_log, dt_bias, D, norm weights and biases are left undecayed.
         parameters = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(
@@ -399,7 +401,7 @@ class Mamba2Workload(Workload):
 
     def _forward_loss(self, inputs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         with self.context.autocast():
-            prediction = self.model(inputs)
+            prediction = self._trained(inputs)
         return F.mse_loss(prediction.float(), target)
 
     def train_step(self) -> StepResult:

@@ -50,10 +50,12 @@ class MLPWorkload(Workload):
         self._train_starts = data.window_starts(config.window + 1, split="train")
         self._eval_starts = data.evaluation_starts(config.window + 1)
         self.model = MLPForecaster(config.window, data.n_features, config.hidden_sizes).to(context.device)
+        # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
+        trained = context.parallel(self.model)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
-        self._forward = context.compile(self.model)
+        self._forward = context.compile(trained)
 
     @property
     def samples_per_step(self) -> float:

@@ -240,9 +240,14 @@ class ActorCritic(nn.Module):
         """Log-probabilities of every action ``(n, num_actions)``."""
         return torch.log_softmax(self.actor(observation), dim=-1)
 
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_policy, value)`` of ``observation``: both heads in one call, so that a DistributedDataParallel
+        wrapper (which hooks ``forward`` only) sees the whole loss's forward pass."""
+        return self.log_policy(observation), self.value(observation)
+
 
 def ppo_loss(
-    agent: ActorCritic,
+    agent: nn.Module,
     observations: torch.Tensor,
     actions: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -251,8 +256,9 @@ def ppo_loss(
     returns: torch.Tensor,
     config: PPOConfig,
 ) -> PPOLosses:
-    """PPO loss on one minibatch: clipped surrogate − ``ent_coef`` × entropy + ``vf_coef`` × value loss."""
-    log_policy = agent.log_policy(observations)
+    """PPO loss on one minibatch: clipped surrogate − ``ent_coef`` × entropy + ``vf_coef`` × value loss. ``agent``
+    is an :class:`ActorCritic` or its DistributedDataParallel wrapper (called for both heads at once)."""
+    log_policy, values = agent(observations)
     new_logprobs = log_policy.gather(1, actions.unsqueeze(1)).squeeze(1).float()
     entropy = -(log_policy.exp() * log_policy).sum(dim=1).float().mean()
     std, mean = torch.std_mean(advantages)
@@ -260,7 +266,7 @@ def ppo_loss(
     log_ratio = new_logprobs - old_logprobs
     ratio = log_ratio.exp()
     policy_loss = clipped_surrogate_loss(ratio, normalised, config.clip_coef)
-    new_values = agent.value(observations).float()
+    new_values = values.float()
     if config.clip_value_loss:
         clipped_values = old_values + torch.clamp(new_values - old_values, -config.clip_coef, config.clip_coef)
         unclipped_error, clipped_error = (new_values - returns) ** 2, (clipped_values - returns) ** 2
@@ -309,6 +315,9 @@ class PPOWorkload(Workload):
         device = context.device
         self.env = TradingEnv(config.env, data, num_envs, context.generator, compile_fn=context.compile_step_piece)
         self.agent = ActorCritic(self.env.observation_size, config.hidden_sizes).to(device)
+        # The minibatch loss's forward (DistributedDataParallel under distributed.nproc > 1, else the agent itself);
+        # the rollout acts with the plain agent, without gradients.
+        self._trained_agent = context.parallel(self.agent)
         self._parameters = list(self.agent.parameters())
         # Fused Adam (one kernel for all parameters) with the learning rate as a device tensor: annealing rewrites
         # it in place, which a captured CUDA graph then reads. `capturable` admits it into a capture.
@@ -475,7 +484,7 @@ class PPOWorkload(Workload):
         rollout = self.rollout
         samples = rollout.samples.flatten(0, 1)[indices]
         return ppo_loss(
-            self.agent,
+            self._trained_agent,
             rollout.observations.flatten(0, 1)[indices],
             samples[:, 0].long(),
             samples[:, 1],

@@ -414,7 +414,8 @@ class TFTWorkload(Workload):
             dropout=config.dropout,
         ).to(context.device)
         self.model.train()
-        self._forward = context.compile(self.model)
+        # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
+        self._forward = context.compile(context.parallel(self.model))
         self._quantiles = torch.tensor(config.quantiles, dtype=torch.float32, device=context.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate)
 

@@ -1,0 +1,215 @@
+"""The parent side of a data-parallel run: launch a model's ranks under torchrun, wait, and read their result.
+
+After a model's 1-process measurement succeeds, :func:`measure_distributed` writes the job's config and a
+:class:`~gpubench.distributed.worker.WorkerSpec` into ``<report folder>/distributed/<model>/``, starts
+``python -m torch.distributed.run --standalone --nproc_per_node N -m gpubench.distributed.worker SPEC RESULT`` there
+(torchrun's output goes to ``torchrun.log`` beside them) and waits. The one report and the one MLflow run stay the
+parent's: rank 0 writes only ``result.json``, from which the parent builds the model's ``distributed`` section
+(:func:`gpubench.distributed.scaling.distributed_scaling`).
+
+The child runs in a session of its own, so a Ctrl-C at the terminal reaches the parent only. An interrupt of the
+parent (Ctrl-C, SIGTERM, SIGHUP: a KeyboardInterrupt, :mod:`gpubench.signals`) sends torchrun SIGTERM, which stops
+its ranks, waits :data:`TERMINATE_GRACE_S` and then kills torchrun's process group and the ranks left; the
+model's 1-process result is kept, with ``distributed.status`` ``interrupted``, and the interrupt goes on to the
+runner's partial report. A rank that fails or is killed (a SIGTERM to one rank) makes torchrun tear the group down
+and exit non-zero: ``distributed.status`` is then ``failed`` (``oom`` for an out-of-memory), its error names the
+rank and the signal or exception from torchrun's summary, and the job goes on.
+
+Every child process gets NVLink multicast off (:data:`CHILD_ENVIRONMENT`).
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from gpubench.config import BenchmarkConfig
+from gpubench.distributed.scaling import GatheredRun, distributed_scaling
+from gpubench.distributed.worker import PID_FILE_PATTERN, WorkerSpec
+from gpubench.errors import ConfigError
+from gpubench.hardware.selection import visible_gpu_count
+from gpubench.measure.batch_search import release_device_memory
+from gpubench.model_run import ModelInterrupted, ModelRun
+from gpubench.output import console
+from gpubench.redact import redact
+from gpubench.results import DistributedScaling, ModelResult
+
+#: NVLink multicast (NVLS) stays off in every process started: NCCL's NVLS algorithms and torch's symmetric-memory
+#: multicast need fabric support the lent multi-GPU machines do not promise.
+CHILD_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+#: Seconds torchrun gets to stop its ranks after SIGTERM (its own grace for its workers is 30 s).
+TERMINATE_GRACE_S = 40.0
+#: Where torchrun's summary of a failed run begins.
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+
+
+def check_launchable(
+    cfg: BenchmarkConfig, device: torch.device, gpu_count: Callable[[], int] = visible_gpu_count
+) -> None:
+    """Refuse ``distributed`` settings this machine cannot run, before anything is measured: more processes than
+    visible GPUs on a GPU run, or the NCCL backend on the CPU. Raises ConfigError naming the key."""
+    distributed = cfg.distributed
+    if not distributed.enabled:
+        return
+    if device.type == "cuda":
+        visible = gpu_count()
+        if distributed.nproc > visible:
+            raise ConfigError(
+                f"`distributed.nproc` = {distributed.nproc} is not valid here: this machine shows {visible} CUDA "
+                f"GPU(s) (CUDA_VISIBLE_DEVICES applied), and each rank needs a GPU of its own. Use distributed.nproc "
+                f"<= {visible}, or hardware=cpu to run {distributed.nproc} processes on the CPU."
+            )
+    elif distributed.backend == "nccl":
+        raise ConfigError(
+            "`distributed.backend` = 'nccl' is not valid on the CPU: NCCL needs GPUs. Use distributed.backend=gloo "
+            "or auto (gloo on the CPU)."
+        )
+
+
+def torchrun_command(nproc: int, spec_path: Path, result_path: Path) -> list[str]:
+    """The torchrun command line that starts ``nproc`` ranks of the worker on this machine."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "gpubench.distributed.worker",
+        str(spec_path),
+        str(result_path),
+    ]
+
+
+def child_environment(threads_per_rank: int | None) -> dict[str, str]:
+    """This process's environment for torchrun: NVLink multicast off, gpubench importable as it is here, and on
+    the CPU each rank's OpenMP pool at its share of the threads."""
+    env = {**os.environ, **CHILD_ENVIRONMENT}
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    if threads_per_rank is not None:
+        env["OMP_NUM_THREADS"] = str(threads_per_rank)
+    return env
+
+
+def failure(log_text: str, returncode: int) -> tuple[str, str]:
+    """(status, error) of a torchrun that exited ``returncode`` != 0, from its output: the first failed rank and
+    its signal or exception where torchrun's summary names them; ``oom`` when that was an out-of-memory error."""
+    _, found, summary = log_text.partition(_ROOT_CAUSE)
+    if not found:
+        tail = " / ".join(line.strip() for line in log_text.strip().splitlines()[-3:])
+        return "failed", f"torchrun exited {returncode} without a failure summary: {tail or 'no output'}"
+    block = summary.split("=" * 20, 1)[0]
+    rank_match = re.search(r"rank\s*:\s*(\d+)", block)
+    code_match = re.search(r"exitcode\s*:\s*(-?\d+)", block)
+    rank = rank_match.group(1) if rank_match else "?"
+    code = int(code_match.group(1)) if code_match else returncode
+    if code < 0:
+        return "failed", f"rank {rank} was killed by {signal.Signals(-code).name}; torchrun stopped the other ranks"
+    lines = [line.strip() for line in block.splitlines() if line.strip()]
+    message = lines[-1] if lines else f"exit code {code}"
+    status = "oom" if "OutOfMemoryError" in block or "out of memory" in block else "failed"
+    return status, f"rank {rank} exited {code} ({message}); torchrun stopped the other ranks"
+
+
+def _kill_left(process: subprocess.Popen, folder: Path) -> None:
+    """SIGKILL torchrun's process group and every rank whose pid file is in ``folder`` (torchrun starts each rank
+    in a session of its own, so the group does not hold them)."""
+    pids = [process.pid]
+    for pid_file in folder.glob(PID_FILE_PATTERN.format(rank="*")):
+        try:
+            pids.append(int(pid_file.read_text()))
+        except (OSError, ValueError):
+            continue
+    for index, pid in enumerate(pids):
+        try:
+            if index == 0:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
+def _run(command: list[str], env: dict[str, str], folder: Path) -> int:
+    """Run torchrun in ``folder`` (output to ``torchrun.log``) and return its exit code; on an interrupt, stop it
+    (SIGTERM, then after :data:`TERMINATE_GRACE_S` SIGKILL) and raise the interrupt again."""
+    with (folder / "torchrun.log").open("wb") as log:
+        process = subprocess.Popen(
+            command, env=env, cwd=os.getcwd(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            try:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=TERMINATE_GRACE_S)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                _kill_left(process, folder)
+                process.wait()
+            raise
+
+
+def measure_distributed(
+    name: str, single: ModelResult, cfg: BenchmarkConfig, device: torch.device, folder: Path
+) -> ModelResult:
+    """Model ``name``'s 1-process result ``single`` (status ok) with its data-parallel measurement attached
+    (``distributed``), run by ``cfg.distributed.nproc`` ranks under torchrun in ``folder``. An interrupt raises
+    :class:`~gpubench.model_run.ModelInterrupted` carrying the result with ``distributed.status`` interrupted."""
+    nproc = cfg.distributed.nproc
+    backend = cfg.distributed.resolved_backend(device.type)
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path, spec_path, result_path = (folder / f for f in ("config.yaml", "spec.json", "result.json"))
+    for stale in (result_path, *folder.glob(PID_FILE_PATTERN.format(rank="*"))):
+        stale.unlink(missing_ok=True)
+    config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    config_path.write_text(redact(OmegaConf.to_yaml(config_tree)))
+    cpu_threads = torch.get_num_threads() if device.type == "cpu" else None
+    spec = WorkerSpec(
+        config_path=str(config_path),
+        model=name,
+        batch_size=single.batch_size or getattr(cfg.workloads, name).batch_size,
+        steps_per_epoch=single.steps_per_epoch or 1,
+        warmup_epochs=len(single.warmup_epoch_times_ms),
+        epochs=len(single.raw_epoch_times_ms),
+        cpu_threads=cpu_threads,
+        search=single.batch_search is not None,
+    )
+    spec.write(spec_path)
+    threads_per_rank = None if cpu_threads is None else max(1, cpu_threads // nproc)
+    console.notice(f"{name}: measuring {nproc} processes under torchrun ({backend}; log: {folder / 'torchrun.log'})")
+    # The parent's cached blocks would stay reserved on cuda:0 beside rank 0's.
+    release_device_memory()
+    base = DistributedScaling(status="failed", world_size=nproc, backend=backend, batch_size_per_rank=spec.batch_size)
+    try:
+        returncode = _run(torchrun_command(nproc, spec_path, result_path), child_environment(threads_per_rank), folder)
+    except KeyboardInterrupt:
+        interrupted = replace(
+            base, status="interrupted", error=f"interrupted during the {nproc}-process run; torchrun was stopped"
+        )
+        raise ModelInterrupted(ModelRun(replace(single, distributed=interrupted), None)) from None
+    log_text = (folder / "torchrun.log").read_text(errors="replace")
+    if not result_path.is_file():
+        status, error = failure(log_text, returncode)
+        scaling = replace(base, status=status, error=error)
+    else:
+        # Rank 0 writes the result only once every rank's measurement is gathered: a rank that fails after that
+        # (in the group's teardown) does not undo the measurement, but it is said.
+        gathered = GatheredRun.from_dict(json.loads(result_path.read_text()))
+        scaling = distributed_scaling(gathered, single, cfg.statistics)
+        if returncode != 0:
+            _, error = failure(log_text, returncode)
+            note = f"torchrun exited {returncode} after the ranks' results were gathered: {error}"
+            scaling = replace(scaling, warnings=[*scaling.warnings, note])
+    if scaling.error:
+        console.notice(f"{name}: the {nproc}-process run did not complete: {scaling.error}")
+    return replace(single, distributed=scaling)
