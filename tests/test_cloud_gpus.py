@@ -43,12 +43,14 @@ STORED_REPORTS = {
 }
 
 
-def distributed(world_size: int, efficiency: float, interval: tuple[float, float], status: str = "ok"):
+def distributed(
+    world_size: int, efficiency: float, interval: tuple[float, float], status: str = "ok", backend: str = "nccl"
+):
     """A model's data-parallel measurement as the launcher records it (only what the decision reads matters)."""
     return DistributedScaling(
         status=status,
         world_size=world_size,
-        backend="nccl",
+        backend=backend,
         scaling_efficiency=efficiency if status == "ok" else None,
         scaling_efficiency_interval=interval if status == "ok" else None,
     )
@@ -166,6 +168,11 @@ def test_extrapolated_below_the_measurement_runs_from_its_lower_end_to_linear():
     [
         (None, "no distributed measurement (distributed.nproc=1)"),
         (distributed(2, 0.9, (0.8, 1.0), status="oom"), "the distributed run at 2 processes ended oom"),
+        (
+            distributed(8, 0.35, (0.32, 0.37), backend="gloo"),
+            "the 0.35 measured at 8 CPU processes (gloo) is not carried onto GPUs: gloo on shared cores says nothing "
+            "of NCCL between cards",
+        ),
     ],
 )
 def test_nothing_usable_measured_is_an_assumption_with_its_source(measurement, why):

@@ -68,9 +68,20 @@ def _usable(distributed: DistributedScaling | None) -> bool:
     )
 
 
+def _on_cpu(distributed: DistributedScaling) -> bool:
+    """Whether the distributed run was CPU processes over gloo: its all-reduce (shared memory between processes
+    that also share the host's cores) says nothing of NCCL's between cloud GPUs."""
+    return distributed.backend == "gloo"
+
+
 def _assumed(gpus: int, distributed: DistributedScaling | None) -> ScalingEfficiency:
     if distributed is None:
         why = "no distributed measurement (distributed.nproc=1)"
+    elif _usable(distributed) and _on_cpu(distributed):
+        why = (
+            f"the {distributed.scaling_efficiency:.3g} measured at {distributed.world_size} CPU processes (gloo) is "
+            "not carried onto GPUs: gloo on shared cores says nothing of NCCL between cards"
+        )
     else:
         why = f"the distributed run at {distributed.world_size} processes ended {distributed.status}"
     return ScalingEfficiency(
@@ -80,6 +91,7 @@ def _assumed(gpus: int, distributed: DistributedScaling | None) -> ScalingEffici
         scaling_source=f"{ASSUMED_SCALING_SOURCE}; {why}",
         measured=False,
         measured_world_size=None if distributed is None else distributed.world_size,
+        measured_efficiency=None if distributed is None else distributed.scaling_efficiency,
     )
 
 
@@ -92,12 +104,12 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
     the card count: past m from the measured lower end carried by :func:`linear_cost_efficiency` (the
     communication's cost growing linearly with the cards, faster than the per-doubling point assumes) to the
     measured upper end (at most 1: no further loss past m); below m from the measured lower end to 1. Nothing
-    usable measured: :data:`ASSUMED_SCALING_EFFICIENCY` in :data:`ASSUMED_SCALING_INTERVAL`, stated as an
-    assumption with its source.
+    usable measured, or measured only on CPU processes (gloo): :data:`ASSUMED_SCALING_EFFICIENCY` in
+    :data:`ASSUMED_SCALING_INTERVAL`, stated as an assumption with its source (and the CPU's figure beside it).
     """
     if gpus == 1:
         return ScalingEfficiency(gpus, 1.0, (1.0, 1.0), "one card: no scaling", measured=False)
-    if not _usable(distributed):
+    if not _usable(distributed) or _on_cpu(distributed):
         return _assumed(gpus, distributed)
     assert distributed is not None and distributed.scaling_efficiency is not None
     measured, world = distributed.scaling_efficiency, distributed.world_size
