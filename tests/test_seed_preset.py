@@ -45,6 +45,9 @@ def test_seed_preset_composes_the_seed_shapes(tmp_path: Path) -> None:
     assert cfg.decision.memory_budget_mb == {"mlp": 256.0, "dqn": 200, "ppo": 300, "mamba2": 600, "tft": 2800}
     # The recipe's batches are timed.
     assert cfg.batch.policy == "configured"
+    # The widths benchmarks/seed_memory.py found to land in the guide's memory ranges on the H200.
+    assert cfg.workloads.tft.hidden_size == 32 and cfg.workloads.mamba2.d_model == 128
+    assert cfg.workloads.dqn.hidden_sizes == [128, 128]
 
 
 def test_a_seed_tft_reads_225_inputs_per_bar(tmp_path: Path, seed_features) -> None:
@@ -53,6 +56,8 @@ def test_a_seed_tft_reads_225_inputs_per_bar(tmp_path: Path, seed_features) -> N
     torch.manual_seed(0)
     tft = TFTWorkload(cfg.workloads.tft, seed_features, ExecutionContext(torch.device("cpu"), batch_size=2))
     assert tft.describe()["encoder_inputs"] == 225
+    # The seed's TFT-225 scale (about 3.2 M parameters), not the 39 M of the default width at 225 inputs.
+    assert 2.5e6 < tft.parameter_count() < 3.5e6
     assert tft.model.encoder_embedding.weight.shape == (225, cfg.workloads.tft.hidden_size)
     # One real step at the seed's shapes: a window of 60 + 5 bars of 225 features.
     batch = tft.sample_batch()
