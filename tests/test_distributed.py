@@ -286,7 +286,7 @@ def test_one_process_leaves_the_trained_network_unwrapped():
 #: Run by torchrun as 2 gloo ranks: the DDP hook's broadcast and gradient sync (on and off), then the batch search
 #: with the agreement, rank 1 running out of memory above batch 40 and rank 0 only above 1,000.
 AGREEMENT_SCRIPT = """
-import gc, json, sys
+import gc, json, os, sys
 import torch, torch.distributed as dist
 from gpubench.distributed.worker import agree_across_ranks
 from gpubench.measure.batch_search import find_max_batch_size
@@ -318,6 +318,8 @@ out.update(best=search.best_size, trials=[t.to_dict() for t in search.trials], c
 open(f"{sys.argv[1]}/rank{rank}.json", "w").write(json.dumps(out))
 dist.barrier()
 dist.destroy_process_group()
+# As the worker does: past the teardown, where gloo's threads can abort the process.
+os._exit(0)
 """
 
 
