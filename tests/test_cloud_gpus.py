@@ -307,7 +307,10 @@ def _restricted(new: object, old: object) -> object:
 
 
 @pytest.mark.parametrize("name", sorted(STORED_REPORTS))
-def test_one_card_reproduces_what_was_decided_before_cloud_gpus(name):
+def test_one_card_reproduces_what_was_decided_before_cloud_gpus(name, monkeypatch):
+    # With the margin floor e6e7193 had (6%; raised to 12% since, on the evidence of 16 validated trainings).
+    monkeypatch.setattr("gpubench.decision.estimate.RELATIVE_MARGIN_FLOOR", 0.06)
+    monkeypatch.setattr("gpubench.decision.advice.RELATIVE_MARGIN_FLOOR", 0.06)
     before = json.loads(BEFORE.read_text())[name]
     stored = RunReport.from_dict(json.loads(STORED_REPORTS[name].read_text()))
     now = build_recommendation(stored, DecisionConfig(cloud_gpus=1), CATALOG).to_dict()

@@ -16,11 +16,15 @@ from gpubench.decision.config import TrainingPlanConfig
 from gpubench.results import BatchWhatIf, ModelEstimate, ModelResult, StepSplit
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
-#: The margin of a model's total is at least this fraction of its planned epochs' time. Why: on the H200 a real
-#: training 4x longer than the benchmark landed 0.04-5.6% from the prediction for dqn, ppo, mamba2 and tft, and tft,
-#: 0.04% off, fell outside its +/-0.03% bound (CV 0.0004): a longer run has systematic effects (allocator growth,
-#: clocks) that the epoch-to-epoch variance of a short benchmark does not contain. 6% covers the largest error seen.
-RELATIVE_MARGIN_FLOOR = 0.06
+#: The margin of a model's total is at least this fraction of its planned epochs' time: a benchmark of seconds
+#: cannot see how the host's speed moves over the minutes and hours of a training. The evidence, on the H200's host,
+#: from ``python -m gpubench.validate`` (real trainings 2x and 4x the measured work, each in a fresh process):
+#: 16 checks of dqn, ppo, mamba2 and tft, default and under ``hardware=rtx3050ti`` (sessions of 2026-11-29 and
+#: 2026-12-01), erred by 0.7-15.2% (median 2.7%); three identical trainings each of dqn, tft and ppo differed from
+#: one another by 15.4%, 9.2% and 8.5% (``--repeats 3``), so no benchmark predicts one training on this host to a
+#: few percent. The floor was 6% (the largest error of the first four checks); 3 of the 16 fell outside bounds built
+#: on it. 12% covers 15 of the 16; the one beyond (tft, -15.2%) was a benchmark slower than all three replays.
+RELATIVE_MARGIN_FLOOR = 0.12
 
 #: Checkpoint often enough that a crash loses at most this fraction of the run, within these bounds (hours).
 CHECKPOINT_RUN_FRACTION = 0.1
