@@ -57,17 +57,20 @@ def one_paragraph(stderr: str) -> str:
         ("epochs=[", "an override cannot be parsed"),
     ],
 )
-def test_what_hydra_or_the_schema_refuses_exits_2_naming_it(tmp_path, override, expected):
-    completed = gpubench(tmp_path, *BASE, override)
+def test_what_hydra_or_the_schema_refuses_exits_2_naming_it(gpubench_once, override, expected):
+    # Run once per session: tests/test_cli.py reads the unknown options' runs too.
+    job = gpubench_once(*BASE, override)
+    completed = job.completed
     assert completed.returncode == 2, completed.stderr
     message = one_paragraph(completed.stderr)
     assert message.startswith("gpubench: error: ")
     assert expected in message
-    assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").glob("*/*/report.json"))
+    assert not (job.folder / "outputs").exists() or not list((job.folder / "outputs").glob("*/*/report.json"))
 
 
-def test_the_schema_options_are_not_choices_in_help(tmp_path):
-    completed = gpubench(tmp_path, "--help")
+def test_the_schema_options_are_not_choices_in_help(gpubench_once):
+    # The same run as tests/test_cli.py's help test.
+    completed = gpubench_once("--help").completed
     assert completed.returncode == 0
     assert "_schema" not in completed.stdout
     assert "mlp" in completed.stdout and "rtx3050ti" in completed.stdout
