@@ -119,6 +119,9 @@ def test_an_unwritable_report_is_an_output_error_naming_the_path(tmp_path, monke
     assert sorted(p.name for p in writer.path.parent.iterdir()) == ["report.json"]
 
 
+# Slow (4 s): the message is pinned in process just above, and an output error's exit 2 on the command line by
+# tests/test_cli.py (output=/proc/forbidden/report.json).
+@pytest.mark.slow
 def test_a_full_disk_during_a_run_exits_2_naming_the_report(tmp_path):
     # The fsync fake is installed through sitecustomize in the child: the first report write fails as a full disk.
     hook = tmp_path / "hook"
