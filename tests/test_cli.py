@@ -285,7 +285,9 @@ def test_a_databento_key_in_the_environment_never_reaches_report_or_mlflow(track
         # command line's exit 2 for a bad value by epochs=0 above: their own runs are in the slow pass.
         pytest.param(["epochs=-2"], "`epochs`", marks=pytest.mark.slow),
         pytest.param(["statistics.confidence_level=1.2"], "`statistics.confidence_level`", marks=pytest.mark.slow),
-        (["data=dbn", "data.path=/nonexistent/folder"], "/nonexistent/folder"),
+        # Pinned in process by tests/test_data_dbn.py (a missing path "does not exist"); a data error's exit 2 on the
+        # command line by tests/test_data_dbn_real_files.py::test_cli_on_a_file_without_records_exits_2_naming_it.
+        pytest.param(["data=dbn", "data.path=/nonexistent/folder"], "/nonexistent/folder", marks=pytest.mark.slow),
         (["output=/proc/forbidden/report.json"], "`output`"),
     ],
 )
