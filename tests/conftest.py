@@ -97,11 +97,11 @@ def learnable_features() -> FeatureTensors:
 
 
 def run_gpubench(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, umask: int = 0o022
+    cwd: Path, *args: str, env: dict[str, str] | None = None, umask: int | None = None
 ) -> subprocess.CompletedProcess:
-    """``python -m gpubench *args`` in ``cwd`` with one torch thread, its output captured. The user's MLflow and
-    Hydra settings (``MLFLOW_*``, ``HYDRA_FULL_ERROR``) are left out of its environment: they must not change what
-    is tested (the store, the retry defaults, the error format)."""
+    """``python -m gpubench *args`` in ``cwd`` with one torch thread (and ``umask`` when given), its output captured.
+    The user's MLflow and Hydra settings (``MLFLOW_*``, ``HYDRA_FULL_ERROR``) are left out of its environment: they
+    must not change what is tested (the store, the retry defaults, the error format)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") and k != "HYDRA_FULL_ERROR"}
     return subprocess.run(
         [sys.executable, "-m", "gpubench", *args],
@@ -110,7 +110,7 @@ def run_gpubench(
         capture_output=True,
         text=True,
         timeout=600,
-        preexec_fn=lambda: os.umask(umask),
+        preexec_fn=None if umask is None else (lambda: os.umask(umask)),
     )
 
 
