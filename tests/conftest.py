@@ -1,6 +1,13 @@
-"""Shared fixtures: small feature tensors on the CPU, and the `gpu` marker's skip without CUDA."""
+"""Shared fixtures: small feature tensors on the CPU, the `gpu` marker's skip without CUDA, and end-to-end runs of
+``python -m gpubench`` that several test modules read (each run once per session: a CLI job costs seconds)."""
 
 import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -84,3 +91,93 @@ def trending_features(n_bars: int, log_return: float, *, noise_features: bool = 
 @pytest.fixture
 def learnable_features() -> FeatureTensors:
     return make_learnable_features()
+
+
+# ------------------------------------------------------------------------------------------- shared CLI runs
+
+
+def run_gpubench(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, umask: int | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m gpubench *args`` in ``cwd`` with one torch thread (and ``umask`` when given), its output captured.
+    The user's MLflow and Hydra settings (``MLFLOW_*``, ``HYDRA_FULL_ERROR``) are left out of its environment: they
+    must not change what is tested (the store, the retry defaults, the error format)."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") and k != "HYDRA_FULL_ERROR"}
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench", *args],
+        cwd=cwd,
+        env={**inherited, "OMP_NUM_THREADS": "1", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=None if umask is None else (lambda: os.umask(umask)),
+    )
+
+
+@dataclass(frozen=True)
+class CliJob:
+    """One finished ``python -m gpubench``: the folder it ran in, the environment variables it was given on top of
+    the inherited ones, and what it printed and returned."""
+
+    folder: Path
+    env: dict[str, str]
+    completed: subprocess.CompletedProcess
+
+    def report_path(self) -> Path:
+        """The job's one report.json: in its folder when that is the Hydra run folder, else in Hydra's default
+        ``outputs/<date>/<time>/`` under it (an MLflow store in the folder keeps copies of its own)."""
+        (path,) = [*self.folder.glob("report.json"), *self.folder.glob("outputs/*/*/report.json")]
+        return path
+
+
+@pytest.fixture(scope="session")
+def gpubench_once(tmp_path_factory) -> Callable[..., CliJob]:
+    """``python -m gpubench`` with the given arguments, run once per session in a folder of its own (with its own
+    data cache): tests that check different facts about the same invocation (``--help``, an option Hydra refuses)
+    share one process."""
+    runs: dict[tuple[str, ...], CliJob] = {}
+
+    def run(*args: str) -> CliJob:
+        if args not in runs:
+            folder = tmp_path_factory.mktemp("gpubench_once")
+            env = {"GPU_BENCHMARK_CACHE_DIR": str(folder / "cache")}
+            runs[args] = CliJob(folder, env, run_gpubench(folder, *args, env=env))
+        return runs[args]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def tracked_mlp_job(tmp_path_factory) -> CliJob:
+    """An MLP job on the CPU (6 measured epochs after 1 warmup, over 3 days of two symbols), tracked in the default
+    SQLite store under its folder (``mlruns/``), run once for the session. Its readers check different facts of the
+    same run: tests/test_cli.py the report against scipy and the MLflow run, and that the Databento key in its
+    environment is nowhere in its output; tests/test_host_and_logging.py the story in its log, the host and thread
+    count it records (``hardware.cpu_threads=1``), the notice for a batch-search key on the CPU
+    (``batch.max_size=512``: above the MLP's batch of 256, which it would cap) and the report's mode under umask
+    027."""
+    folder = tmp_path_factory.mktemp("tracked_mlp_job")
+    env = {
+        "GPU_BENCHMARK_CACHE_DIR": str(tmp_path_factory.mktemp("tracked_mlp_cache")),
+        "DATABENTO_API_KEY": "db-SECRETKEY1234567890",
+    }
+    args = ["model=mlp", "epochs=6", "warmup_epochs=1", "hardware=cpu", "tracking.enabled=true"]
+    args += ["data.days=3", "data.symbols=[SYNA,SYNB]", "epoch.min_seconds=0.1", "hardware.burn_in_max_seconds=0"]
+    args += ["batch.max_size=512", "hardware.cpu_threads=1"]
+    return CliJob(folder, env, run_gpubench(folder, *args, env=env, umask=0o027))
+
+
+@pytest.fixture(scope="session")
+def quick_mlp_job(tmp_path_factory) -> CliJob:
+    """A quick MLP job on the CPU (``experiment=quick`` over 3 days) whose Hydra run folder is its folder
+    (report.json, config_resolved.yaml, gpubench.log), run once for the session. tests/test_validate.py replays
+    it; it runs with ``hydra.verbose=gpubench`` for tests/test_host_and_logging.py, which reads its debug lines; its
+    ``tracking.uri`` names a database under a plain file, a store that cannot be opened, for tests/test_cli.py,
+    which checks that the report is still written."""
+    folder = tmp_path_factory.mktemp("quick_mlp_job")
+    blocker = tmp_path_factory.mktemp("tracking") / "not-a-folder"
+    blocker.write_text("x")
+    args = ["hardware=cpu", "experiment=quick", "model=mlp", "data.days=3", "hardware.burn_in_max_seconds=0"]
+    args += [f"data.cache_dir={tmp_path_factory.mktemp('quick_mlp_cache')}", f"hydra.run.dir={folder}"]
+    args += ["hydra.verbose=gpubench", "tracking.enabled=true", f"tracking.uri=sqlite:///{blocker}/db"]
+    return CliJob(folder, {}, run_gpubench(folder, *args))

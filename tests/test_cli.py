@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from gpubench.results import RunReport
+from tests.test_cli_strictness import BASE as STRICT_BASE
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
 MAIN_CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
@@ -76,10 +77,11 @@ def test_two_runs_started_together_write_two_reports(tmp_path, cache_dir):
     assert len({report["run"]["output_dir"] for report in reports}) == 2
 
 
-def test_mlp_run_writes_a_report_that_agrees_with_scipy_and_an_mlflow_run(tmp_path, cache_dir):
-    completed = gpubench(tmp_path, cache_dir, "model=mlp", "epochs=6", "warmup_epochs=1", *FAST)
+def test_mlp_run_writes_a_report_that_agrees_with_scipy_and_an_mlflow_run(tracked_mlp_job):
+    # The job (tests/conftest.py): model=mlp epochs=6 warmup_epochs=1 over a small market, tracked in mlruns/.
+    completed = tracked_mlp_job.completed
     assert completed.returncode == 0, completed.stderr
-    report = only_report(tmp_path / "outputs")
+    report = only_report(tracked_mlp_job.folder / "outputs")
     assert report["status"] == "complete"
     section = report["models"]["mlp"]
     assert section["status"] == "ok"
@@ -100,7 +102,7 @@ def test_mlp_run_writes_a_report_that_agrees_with_scipy_and_an_mlflow_run(tmp_pa
 
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tracked_mlp_job.folder / 'mlruns' / 'mlflow.db'}")
     run = client.get_run(report["run"]["mlflow_run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.params["epochs"] == "6" and run.data.params["model.name"] == "mlp"
@@ -233,6 +235,10 @@ def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_
     assert {run.data.params["statistics.confidence_level"] for run in jobs} == {"0.9", "0.99"}
 
 
+# Slow (7 s): in process, a model that cannot be built fails with its error (tests/test_model_run.py), each model's
+# result is on disk before the next runs (tests/test_runner.py) and a failed model makes the job's code 1
+# (tests/test_tracking_live.py); this is the same through the command line.
+@pytest.mark.slow
 def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
     # An unexpected error in the TFT (injected into its constructor at start-up through sitecustomize): that model
     # fails, the MLP before it keeps its results. (A window longer than the data is bad input, refused before any
@@ -263,36 +269,37 @@ def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
     assert report["models"]["tft"]["error"] == "RuntimeError: injected fault in the TFT"
 
 
-def test_unreachable_tracking_store_still_writes_the_report(tmp_path, cache_dir):
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("x")
-    completed = gpubench(
-        tmp_path, cache_dir, "model=mlp", "epochs=2", "warmup_epochs=0", f"tracking.uri=sqlite:///{blocker}/db", *FAST
-    )
+def test_unreachable_tracking_store_still_writes_the_report(quick_mlp_job):
+    # The job's tracking.uri is sqlite:///<a plain file>/db (tests/conftest.py).
+    completed = quick_mlp_job.completed
     assert completed.returncode == 0, completed.stderr
     assert "tracking" in completed.stderr and "report is still written" in completed.stderr
-    assert only_report(tmp_path / "outputs")["models"]["mlp"]["status"] == "ok"
+    assert only_report(quick_mlp_job.folder)["models"]["mlp"]["status"] == "ok"
 
 
-def test_a_databento_key_in_the_environment_never_reaches_report_or_mlflow(tmp_path, cache_dir):
-    secret = "db-SECRETKEY1234567890"
-    completed = gpubench(
-        tmp_path, cache_dir, "model=mlp", "epochs=2", "warmup_epochs=0", *FAST, env={"DATABENTO_API_KEY": secret}
-    )
+def test_a_databento_key_in_the_environment_never_reaches_report_or_mlflow(tracked_mlp_job):
+    # The tracked job ran with DATABENTO_API_KEY set (tests/conftest.py); its folder holds its outputs and mlruns/.
+    secret = tracked_mlp_job.env["DATABENTO_API_KEY"]
+    completed = tracked_mlp_job.completed
     assert completed.returncode == 0, completed.stderr
     assert secret not in completed.stdout + completed.stderr
-    for path in tmp_path.rglob("*"):
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+    files = [path for path in tracked_mlp_job.folder.rglob("*") if path.is_file()]
+    assert any(path.name == "mlflow.db" for path in files) and any(path.name == "report.json" for path in files)
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
 
 
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["epochs=0"], "`epochs`"),
-        (["epochs=-2"], "`epochs`"),
-        (["statistics.confidence_level=1.2"], "`statistics.confidence_level`"),
-        (["data=dbn", "data.path=/nonexistent/folder"], "/nonexistent/folder"),
+        # These two messages are pinned in process by tests/test_config.py (epochs=-3, confidence_level=1.5); the
+        # command line's exit 2 for a bad value by epochs=0 above: their own runs are in the slow pass.
+        pytest.param(["epochs=-2"], "`epochs`", marks=pytest.mark.slow),
+        pytest.param(["statistics.confidence_level=1.2"], "`statistics.confidence_level`", marks=pytest.mark.slow),
+        # Pinned in process by tests/test_data_dbn.py (a missing path "does not exist"); a data error's exit 2 on the
+        # command line by tests/test_data_dbn_real_files.py::test_cli_on_a_file_without_records_exits_2_naming_it.
+        pytest.param(["data=dbn", "data.path=/nonexistent/folder"], "/nonexistent/folder", marks=pytest.mark.slow),
         (["output=/proc/forbidden/report.json"], "`output`"),
     ],
 )
@@ -303,6 +310,10 @@ def test_bad_input_exits_2_with_one_clear_message(tmp_path, cache_dir, args, exp
     assert "Traceback" not in completed.stderr
 
 
+# Slow (7-10 s: the tracked run creates an MLflow store first): the corrupt-zstd message is pinned in process by
+# tests/test_data_dbn.py::test_corrupted_zstd_stream, and a bad DBN file's exit 2 on the command line by
+# tests/test_data_dbn_real_files.py::test_cli_on_a_file_without_records_exits_2_naming_it.
+@pytest.mark.slow
 def test_broken_dbn_file_is_named(tmp_path, cache_dir):
     data = tmp_path / "data"
     data.mkdir()
@@ -313,20 +324,21 @@ def test_broken_dbn_file_is_named(tmp_path, cache_dir):
     assert "Traceback" not in completed.stderr
 
 
-def test_unknown_options_list_the_valid_ones(tmp_path, cache_dir):
-    for group, option in (("model", "gpt5"), ("hardware", "tpu"), ("data", "csv")):
-        completed = gpubench(tmp_path, cache_dir, f"{group}={option}")
+def test_unknown_options_list_the_valid_ones(gpubench_once):
+    # The same runs as tests/test_cli_strictness.py's for these options (gpubench_once runs each once).
+    for group, option in (("model", "transformer"), ("hardware", "nosuchcard"), ("data", "nosuch")):
+        completed = gpubench_once(*STRICT_BASE, f"{group}={option}").completed
         assert completed.returncode != 0
         assert f"Could not find '{group}/{option}'" in completed.stderr
         assert "Available options" in completed.stderr
 
 
-def test_help_lists_the_groups_without_running(tmp_path, cache_dir):
-    completed = gpubench(tmp_path, cache_dir, "--help")
-    assert completed.returncode == 0
+def test_help_lists_the_groups_without_running(gpubench_once):
+    job = gpubench_once("--help")
+    assert job.completed.returncode == 0
     for group in ("model", "hardware", "data", "statistics", "decision", "tracking", "experiment"):
-        assert f"{group}:" in completed.stdout
-    assert not (tmp_path / "outputs").exists()
+        assert f"{group}:" in job.completed.stdout
+    assert not (job.folder / "outputs").exists()
 
 
 @pytest.mark.slow

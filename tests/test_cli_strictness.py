@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from gpubench.cli_errors import hydra_error_message
-from gpubench.errors import OutputError
+from gpubench.conf import CONF_DIR
+from gpubench.config import register_configs, typed_config
+from gpubench.errors import ConfigError, OutputError
 from gpubench.output import report_file
 from gpubench.output.report_file import ReportWriter, write_json_atomic
 from tests.test_runner import MAIN_REPORT
@@ -36,38 +38,75 @@ def one_paragraph(stderr: str) -> str:
     return " ".join(stderr.split())
 
 
+#: What Hydra or the schema refuses (a value of the wrong type, an unknown key, an option a group does not have, an
+#: override it cannot parse), and what the error paragraph says.
+REFUSALS = [
+    ("epochs=abc", "`epochs` (the override `epochs=abc`): Value 'abc' of type 'str' could not be converted to "),
+    ("epochs=2.5", "`epochs` (the override `epochs=2.5`): Value '2.5' of type 'float' could not be converted"),
+    ("foo=1", "`foo` is not a gpubench config key"),
+    ("+foo=1", "`foo` is not a gpubench config key"),
+    (
+        "+statistics.confidence=0.99",
+        "`statistics.confidence` is not a gpubench config key, so the value given for it would be ignored. "
+        "Did you mean `statistics.confidence_level`",
+    ),
+    ("+workloads.mlp.widow=8", "Did you mean `workloads.mlp.window`"),
+    ("data=nosuch", "Could not find 'data/nosuch' Available options in 'data': dbn, parquet, synthetic."),
+    ("model=transformer", "Could not find 'model/transformer' Available options in 'model': all, custom, dqn,"),
+    ("hardware=nosuchcard", "Could not find 'hardware/nosuchcard' Available options in 'hardware': a100_40gb,"),
+    ("model=model_schema", "Could not find 'model/model_schema'"),
+    ("hardware=hardware_schema", "Could not find 'hardware/hardware_schema'"),
+    ("epochs=[", "an override cannot be parsed"),
+]
+
+#: Refusals whose command-line run is in the slow pass: each one's message is pinned in process below, and the
+#: default run keeps a command-line run of each kind (Hydra's type error and unknown key, the schema's unknown key,
+#: a missing option, an unparsable override).
+CLI_IN_SLOW_PASS = {"epochs=2.5", "+foo=1", "+workloads.mlp.widow=8", "model=model_schema", "hardware=hardware_schema"}
+
+
+def refusal(override: str) -> str:
+    """The error paragraph for ``*BASE, override``, in process: Hydra's composition error as the command line words
+    it (:func:`gpubench.cli_errors.hydra_error_message`), else the typed config's ConfigError (the schema's check)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    register_configs()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*BASE, override])
+    except (HydraException, OmegaConfBaseException) as exc:
+        return hydra_error_message(exc)
+    with pytest.raises(ConfigError) as raised:
+        typed_config(cfg)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize(("override", "expected"), REFUSALS)
+def test_what_hydra_or_the_schema_refuses_is_named_in_one_paragraph(override, expected):
+    message = refusal(override)
+    assert expected in message and "\n" not in message
+
+
 @pytest.mark.parametrize(
     ("override", "expected"),
-    [
-        ("epochs=abc", "`epochs` (the override `epochs=abc`): Value 'abc' of type 'str' could not be converted to "),
-        ("epochs=2.5", "`epochs` (the override `epochs=2.5`): Value '2.5' of type 'float' could not be converted"),
-        ("foo=1", "`foo` is not a gpubench config key"),
-        ("+foo=1", "`foo` is not a gpubench config key"),
-        (
-            "+statistics.confidence=0.99",
-            "`statistics.confidence` is not a gpubench config key, so the value given for it would be ignored. "
-            "Did you mean `statistics.confidence_level`",
-        ),
-        ("+workloads.mlp.widow=8", "Did you mean `workloads.mlp.window`"),
-        ("data=nosuch", "Could not find 'data/nosuch' Available options in 'data': dbn, parquet, synthetic."),
-        ("model=transformer", "Could not find 'model/transformer' Available options in 'model': all, custom, dqn,"),
-        ("hardware=nosuchcard", "Could not find 'hardware/nosuchcard' Available options in 'hardware': a100_40gb,"),
-        ("model=model_schema", "Could not find 'model/model_schema'"),
-        ("hardware=hardware_schema", "Could not find 'hardware/hardware_schema'"),
-        ("epochs=[", "an override cannot be parsed"),
-    ],
+    [pytest.param(*case, marks=pytest.mark.slow) if case[0] in CLI_IN_SLOW_PASS else case for case in REFUSALS],
 )
-def test_what_hydra_or_the_schema_refuses_exits_2_naming_it(tmp_path, override, expected):
-    completed = gpubench(tmp_path, *BASE, override)
+def test_what_hydra_or_the_schema_refuses_exits_2_naming_it(gpubench_once, override, expected):
+    # Run once per session: tests/test_cli.py reads the unknown options' runs too.
+    job = gpubench_once(*BASE, override)
+    completed = job.completed
     assert completed.returncode == 2, completed.stderr
     message = one_paragraph(completed.stderr)
     assert message.startswith("gpubench: error: ")
     assert expected in message
-    assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").glob("*/*/report.json"))
+    assert not (job.folder / "outputs").exists() or not list((job.folder / "outputs").glob("*/*/report.json"))
 
 
-def test_the_schema_options_are_not_choices_in_help(tmp_path):
-    completed = gpubench(tmp_path, "--help")
+def test_the_schema_options_are_not_choices_in_help(gpubench_once):
+    # The same run as tests/test_cli.py's help test.
+    completed = gpubench_once("--help").completed
     assert completed.returncode == 0
     assert "_schema" not in completed.stdout
     assert "mlp" in completed.stdout and "rtx3050ti" in completed.stdout
@@ -116,6 +155,9 @@ def test_an_unwritable_report_is_an_output_error_naming_the_path(tmp_path, monke
     assert sorted(p.name for p in writer.path.parent.iterdir()) == ["report.json"]
 
 
+# Slow (4 s): the message is pinned in process just above, and an output error's exit 2 on the command line by
+# tests/test_cli.py (output=/proc/forbidden/report.json).
+@pytest.mark.slow
 def test_a_full_disk_during_a_run_exits_2_naming_the_report(tmp_path):
     # The fsync fake is installed through sitecustomize in the child: the first report write fails as a full disk.
     hook = tmp_path / "hook"

@@ -110,8 +110,7 @@ def with_exact_long_run_moments(mean_ms: float, long_run_std_ms: float, n: int, 
     return mean_ms + long_run_std_ms * (z - z.mean()) / math.sqrt(z_variance)
 
 
-@pytest.fixture
-def gpu_report() -> RunReport:
+def make_gpu_report() -> RunReport:
     return make_report(
         {
             "dqn": epoch_times_ms(1200.0, 0.015, 15, seed=1, stall_at=7),
@@ -119,6 +118,11 @@ def gpu_report() -> RunReport:
             "mlp": epoch_times_ms(95.0, 0.02, 20, seed=3, stall_at=0),
         }
     )
+
+
+@pytest.fixture
+def gpu_report() -> RunReport:
+    return make_gpu_report()
 
 
 # --------------------------------------------------------------------------------------------------- verdicts
@@ -589,25 +593,37 @@ def test_cli_as_a_module_prints_markdown_on_stdout_and_the_table_on_stderr(tmp_p
     assert "┃ model" in completed.stderr and "┃" not in completed.stdout
 
 
-def log_report_run(tmp_path: Path, content: Any) -> tuple[str, str]:
-    """An MLflow run in a temp SQLite store holding ``content`` as its report.json artifact (none when ``content``
-    is None); (uri, run id)."""
+def log_report_runs(folder: Path, contents: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """MLflow runs in one temp SQLite store, each holding its content as its report.json artifact (none when the
+    content is None); (uri, run id by name)."""
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
-    experiment_id = client.create_experiment("compare", artifact_location=(tmp_path / "artifacts").as_uri())
-    run_id = client.create_run(experiment_id).info.run_id
-    if content is not None:
-        folder = tmp_path / "to_log"
-        folder.mkdir()
-        client.log_artifact(run_id, write_json(folder / "report.json", content))
-    client.set_terminated(run_id)
-    return uri, run_id
+    experiment_id = client.create_experiment("compare", artifact_location=(folder / "artifacts").as_uri())
+    run_ids = {}
+    for name, content in contents.items():
+        run_id = client.create_run(experiment_id).info.run_id
+        if content is not None:
+            (folder / name).mkdir()
+            client.log_artifact(run_id, write_json(folder / name / "report.json", content))
+        client.set_terminated(run_id)
+        run_ids[name] = run_id
+    return uri, run_ids
 
 
-def test_cli_compares_an_mlflow_run_id_with_a_report_file(tmp_path, gpu_report):
-    uri, run_id = log_report_run(tmp_path, gpu_report.to_dict())
+@pytest.fixture(scope="module")
+def logged_runs(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    """The runs the command-line tests read, in one store for the module (creating a store costs a second or more):
+    ``gpu`` holds the GPU report, ``no_report`` has no report.json, ``not_gpubench``'s report.json is not a
+    gpubench report; (uri, run id by name)."""
+    contents = {"gpu": make_gpu_report().to_dict(), "no_report": None, "not_gpubench": {"timestamp": "x"}}
+    return log_report_runs(tmp_path_factory.mktemp("compare_store"), contents)
+
+
+def test_cli_compares_an_mlflow_run_id_with_a_report_file(tmp_path, gpu_report, logged_runs):
+    uri, run_ids = logged_runs
+    run_id = run_ids["gpu"]
     faster = scaled(gpu_report, 0.8)
     b = write_report(tmp_path / "b.json", faster)
     markdown = tmp_path / "out.md"
@@ -617,16 +633,18 @@ def test_cli_compares_an_mlflow_run_id_with_a_report_file(tmp_path, gpu_report):
     assert text.count("| FASTER |") == 3
 
 
-def test_cli_reads_the_tracking_uri_from_the_environment(tmp_path, gpu_report, monkeypatch):
-    uri, run_id = log_report_run(tmp_path, gpu_report.to_dict())
+def test_cli_reads_the_tracking_uri_from_the_environment(tmp_path, logged_runs, monkeypatch):
+    uri, run_ids = logged_runs
+    run_id = run_ids["gpu"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     markdown = tmp_path / "out.md"
     assert main([run_id, run_id, "--markdown", str(markdown)]) == 0
     assert markdown.read_text().count("| SAME |") == 3
 
 
-def test_cli_unknown_run_id_or_run_without_report_exits_2_naming_the_argument(tmp_path, capsys):
-    uri, run_id = log_report_run(tmp_path, None)
+def test_cli_unknown_run_id_or_run_without_report_exits_2_naming_the_argument(tmp_path, capsys, logged_runs):
+    uri, run_ids = logged_runs
+    run_id = run_ids["no_report"]
     unknown = uuid.uuid4().hex
     assert main([unknown, run_id, "--tracking-uri", uri]) == 2
     assert f"argument A '{unknown}': no MLflow run {unknown}" in capsys.readouterr().err
@@ -635,8 +653,11 @@ def test_cli_unknown_run_id_or_run_without_report_exits_2_naming_the_argument(tm
     assert f"argument B '{run_id}': MLflow run {run_id} has no report.json artifact" in capsys.readouterr().err
 
 
-def test_cli_run_whose_report_is_not_a_gpubench_report_exits_2_naming_the_run(tmp_path, gpu_report, capsys):
-    uri, run_id = log_report_run(tmp_path, {"timestamp": "x"})
+def test_cli_run_whose_report_is_not_a_gpubench_report_exits_2_naming_the_run(
+    tmp_path, gpu_report, capsys, logged_runs
+):
+    uri, run_ids = logged_runs
+    run_id = run_ids["not_gpubench"]
     good = write_report(tmp_path / "good.json", gpu_report)
     assert main([good, run_id, "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err

@@ -150,6 +150,13 @@ def test_compile_and_precision_accept_booleans_and_names():
         ("data=dbn", "`data.path`", "folder or glob"),
         ("workloads.tft.num_heads=3", "`workloads.tft.hidden_size`", "multiple of workloads.tft.num_heads"),
         ("decision.critical_models=[dqn,gpt]", "`decision.critical_models`", "one of mlp, dqn, ppo, mamba2, tft"),
+        (
+            "decision.what_if_variants=[fp8]",
+            "`decision.what_if_variants`",
+            "bf16, tf32, compile, reduce-overhead, knee",
+        ),
+        ("execution.matmul_precision=low", "`execution.matmul_precision`", "one of highest, high, medium"),
+        ("decision.what_if_epochs=1", "`decision.what_if_epochs`", "an integer >= 2"),
     ],
 )
 def test_bad_values_name_the_key_and_what_is_valid(override, key, valid):

@@ -403,6 +403,9 @@ def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+# Slow (7 s): the loader's part is pinned in process above (the publishers combined, files without bars skipped with
+# a warning and recorded); this is the command line on the same data.
+@pytest.mark.slow
 def test_cli_runs_on_multi_publisher_data_and_skips_a_file_without_records(tmp_path: Path) -> None:
     folder = tmp_path / "download"
     folder.mkdir()

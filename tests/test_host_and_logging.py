@@ -5,9 +5,6 @@ report follows the umask, and batch-search keys on the CPU get a notice."""
 import json
 import os
 import stat
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -79,42 +76,17 @@ def test_cpu_threads_must_be_positive(tmp_path):
         HardwareConfig(cpu_threads=0)
 
 
-QUICK_MLP = [
-    "hardware=cpu",
-    "tracking.enabled=false",
-    "experiment=quick",
-    "model=mlp",
-    "hardware.burn_in_max_seconds=0",
-    "data.days=3",
-    "epochs=3",
-    "warmup_epochs=0",
-]
-
-
-def run_cli(cwd: Path, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cwd / "cache")})
-    return subprocess.run(
-        [sys.executable, "-m", "gpubench", *QUICK_MLP, *args],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=lambda: os.umask(umask),
-    )
-
-
-def test_a_run_logs_its_story_records_the_host_and_follows_the_umask(tmp_path):
-    completed = run_cli(tmp_path, "batch.max_size=128", "hardware.cpu_threads=1", umask=0o027)
+def test_a_run_logs_its_story_records_the_host_and_follows_the_umask(tracked_mlp_job):
+    # The job (tests/conftest.py) ran under umask 027 with batch.max_size=512 and hardware.cpu_threads=1.
+    completed = tracked_mlp_job.completed
     assert completed.returncode == 0, completed.stderr
-    (run_dir,) = (p.parent for p in tmp_path.glob("outputs/*/*/report.json"))
+    run_dir = tracked_mlp_job.report_path().parent
     log = (run_dir / "gpubench.log").read_text()
     for line in ("[gpubench.runner][INFO] - device: cpu", "model mlp: started", "model mlp: ok", "torch intra-op"):
         assert line in log
     # Without hydra.verbose the log's story stays off the terminal (gpubench's own output is there).
     assert "[gpubench.runner][INFO]" not in completed.stderr + completed.stdout
-    assert "batch.max_size=128: the batch-size search runs on a GPU only" in " ".join(completed.stderr.split())
+    assert "batch.max_size=512: the batch-size search runs on a GPU only" in " ".join(completed.stderr.split())
     report_path = run_dir / "report.json"
     assert stat.S_IMODE(report_path.stat().st_mode) == 0o640
     report = RunReport.from_dict(json.loads(report_path.read_text()))
@@ -124,9 +96,12 @@ def test_a_run_logs_its_story_records_the_host_and_follows_the_umask(tmp_path):
     assert report.run.hardware_config["cpu_threads"] == 1
 
 
-def test_hydra_verbose_shows_gpubenchs_debug_lines(tmp_path):
-    completed = run_cli(tmp_path, "hydra.verbose=gpubench")
+def test_hydra_verbose_shows_gpubenchs_debug_lines(quick_mlp_job):
+    # The job (tests/conftest.py) ran with hydra.verbose=gpubench; its folder is its Hydra run folder.
+    completed = quick_mlp_job.completed
     assert completed.returncode == 0, completed.stderr
-    assert "[gpubench.output.console][DEBUG] - mlp measured epoch 3/3" in completed.stderr
-    (log_path,) = tmp_path.glob("outputs/*/*/gpubench.log")
-    assert "[DEBUG] - mlp measured epoch 1/3" in log_path.read_text()
+    report = RunReport.from_dict(json.loads(quick_mlp_job.report_path().read_text()))
+    epochs = len(report.models["mlp"].raw_epoch_times_ms)
+    assert f"[gpubench.output.console][DEBUG] - mlp measured epoch {epochs}/{epochs}" in completed.stderr
+    log = (quick_mlp_job.folder / "gpubench.log").read_text()
+    assert f"[DEBUG] - mlp measured epoch 1/{epochs}" in log

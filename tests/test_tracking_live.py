@@ -1,7 +1,8 @@
 """The job's live MLflow run (issue 14, item 9), in process on the CPU with each model's run faked: the run exists
 with status RUNNING while the models run, each model's epochs are in the store before the next model starts, and
 the run ends FINISHED, FAILED (a model failed) or KILLED (Ctrl-C) with the report, the decision tag and the
-recommendation metrics. A real SQLite store in a temp folder."""
+recommendation metrics. A real SQLite store in a temp folder, one for the module (creating one costs a second or
+more): each test's job logs to an experiment of its own."""
 
 import json
 from dataclasses import replace
@@ -24,8 +25,21 @@ CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick
 MAIN_REPORT = RunReport.from_dict(json.loads(CPU_REPORT.read_text()))
 
 
-def job_config(tmp_path: Path, *overrides: str) -> BenchmarkConfig:
-    """dqn then ppo on the CPU over a small synthetic market, tracked in a SQLite store under ``tmp_path``."""
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """The module's SQLite store (created by the first job that logs to it)."""
+    return tmp_path_factory.mktemp("store") / "mlflow.db"
+
+
+@pytest.fixture
+def experiment(request) -> str:
+    """The test's own MLflow experiment in the module's store: its job's run is the only one there."""
+    return request.node.name
+
+
+def job_config(tmp_path: Path, store: Path, experiment: str, *overrides: str) -> BenchmarkConfig:
+    """dqn then ppo on the CPU over a small synthetic market, tracked in ``experiment`` of the SQLite store
+    ``store``; the report and the artifacts under ``tmp_path``."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(
@@ -39,7 +53,8 @@ def job_config(tmp_path: Path, *overrides: str) -> BenchmarkConfig:
                 "model.names=[dqn,ppo]",
                 "hardware.burn_in_max_seconds=0",
                 "tracking.enabled=true",
-                f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                f"tracking.uri=sqlite:///{store}",
+                f"tracking.experiment={experiment}",
                 f"tracking.artifact_location={tmp_path / 'artifacts'}",
                 *overrides,
             ],
@@ -47,19 +62,19 @@ def job_config(tmp_path: Path, *overrides: str) -> BenchmarkConfig:
     return typed_config(cfg)
 
 
-def only_run(tmp_path: Path):
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("gpubench").experiment_id])
+def only_run(store: Path, experiment: str):
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
     return client, run
 
 
-def fake_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, on_second=None) -> list[dict]:
+def fake_models(store: Path, experiment: str, monkeypatch: pytest.MonkeyPatch, *, on_second=None) -> list[dict]:
     """Replace run_model: each model streams its fixture epochs through the context's hook, then returns its fixture
     section; before each model, what the store holds is recorded (the run's status, the epochs streamed so far)."""
     seen: list[dict] = []
 
     def fake_run_model(name: str, context: ModelRunContext) -> ModelRun:
-        client, run = only_run(tmp_path)
+        client, run = only_run(store, experiment)
         history = client.get_metric_history(run.info.run_id, "dqn/epoch_time_ms")
         seen.append({"model": name, "status": run.info.status, "dqn_epochs_in_store": len(history)})
         if name == "ppo" and on_second is not None:
@@ -75,9 +90,9 @@ def fake_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, on_second=No
     return seen
 
 
-def test_the_run_is_created_at_the_start_streams_epochs_and_ends_finished(tmp_path, monkeypatch):
-    seen = fake_models(tmp_path, monkeypatch)
-    cfg = job_config(tmp_path)
+def test_the_run_is_created_at_the_start_streams_epochs_and_ends_finished(tmp_path, store, experiment, monkeypatch):
+    seen = fake_models(store, experiment, monkeypatch)
+    cfg = job_config(tmp_path, store, experiment)
     assert runner_module.run(cfg, RunContext(run_dir=tmp_path / "run")) == 0
     # The run existed, RUNNING, before the first model; dqn's epochs were in the store before ppo started.
     dqn_epochs = len(MAIN_REPORT.models["dqn"].raw_epoch_times_ms)
@@ -85,7 +100,7 @@ def test_the_run_is_created_at_the_start_streams_epochs_and_ends_finished(tmp_pa
         {"model": "dqn", "status": "RUNNING", "dqn_epochs_in_store": 0},
         {"model": "ppo", "status": "RUNNING", "dqn_epochs_in_store": dqn_epochs},
     ]
-    client, run = only_run(tmp_path)
+    client, run = only_run(store, experiment)
     assert run.info.status == "FINISHED"
     history = sorted(client.get_metric_history(run.info.run_id, "ppo/epoch_time_ms"), key=lambda m: m.step)
     assert [m.value for m in history] == pytest.approx(MAIN_REPORT.models["ppo"].raw_epoch_times_ms)
@@ -107,25 +122,25 @@ def test_the_run_is_created_at_the_start_streams_epochs_and_ends_finished(tmp_pa
     assert {"report.json", "config_resolved.yaml"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
-def test_a_failed_model_ends_the_run_failed(tmp_path, monkeypatch):
+def test_a_failed_model_ends_the_run_failed(tmp_path, store, experiment, monkeypatch):
     def failing(context: ModelRunContext) -> ModelRun:
         return ModelRun(replace(MAIN_REPORT.models["ppo"], status="failed", error="ValueError: x"), None)
 
-    fake_models(tmp_path, monkeypatch, on_second=failing)
-    assert runner_module.run(job_config(tmp_path), RunContext(run_dir=tmp_path / "run")) == 1
-    _, run = only_run(tmp_path)
+    fake_models(store, experiment, monkeypatch, on_second=failing)
+    assert runner_module.run(job_config(tmp_path, store, experiment), RunContext(run_dir=tmp_path / "run")) == 1
+    _, run = only_run(store, experiment)
     assert run.info.status == "FAILED" and run.data.tags["gpubench.status"] == "complete"
 
 
-def test_ctrl_c_ends_the_run_killed_with_the_partial_report(tmp_path, monkeypatch):
+def test_ctrl_c_ends_the_run_killed_with_the_partial_report(tmp_path, store, experiment, monkeypatch):
     def interrupted(context: ModelRunContext) -> ModelRun:
         context.epoch_observer("ppo", "measured", 1, 0.5, 1.0)
         raise KeyboardInterrupt
 
-    fake_models(tmp_path, monkeypatch, on_second=interrupted)
+    fake_models(store, experiment, monkeypatch, on_second=interrupted)
     with pytest.raises(KeyboardInterrupt):
-        runner_module.run(job_config(tmp_path), RunContext(run_dir=tmp_path / "run"))
-    client, run = only_run(tmp_path)
+        runner_module.run(job_config(tmp_path, store, experiment), RunContext(run_dir=tmp_path / "run"))
+    client, run = only_run(store, experiment)
     assert run.info.status == "KILLED"
     assert run.data.tags["gpubench.status"] == "interrupted"
     assert "dqn/mean_epoch_time_ms" in run.data.metrics
@@ -136,9 +151,9 @@ def test_ctrl_c_ends_the_run_killed_with_the_partial_report(tmp_path, monkeypatc
     assert json.loads(local.read_text())["status"] == "interrupted"
 
 
-def test_epochs_are_sent_in_batches_per_model_or_interval_never_per_value(tmp_path, monkeypatch):
+def test_epochs_are_sent_in_batches_per_model_or_interval_never_per_value(tmp_path, store, experiment, monkeypatch):
     now = [0.0]
-    config = TrackingConfig(uri=f"sqlite:///{tmp_path / 'db'}", artifact_location=str(tmp_path / "a"), experiment="t")
+    config = TrackingConfig(uri=f"sqlite:///{store}", artifact_location=str(tmp_path / "a"), experiment=experiment)
     live = LiveRun.start(config, run_name="x", params={}, tags={}, flush_interval_s=10.0, clock=lambda: now[0])
     batches: list[int] = []
     send = live._send_metrics

@@ -29,25 +29,11 @@ def _python(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory) -> Path:
-    """A completed quick job of the MLP on the CPU; its folder (report.json, config_resolved.yaml)."""
-    folder = tmp_path_factory.mktemp("job")
-    cache = tmp_path_factory.mktemp("cache")
-    completed = _python(
-        "-m",
-        "gpubench",
-        "hardware=cpu",
-        "experiment=quick",
-        "model=mlp",
-        "tracking.enabled=false",
-        "data.days=3",
-        "hardware.burn_in_max_seconds=0",
-        f"data.cache_dir={cache}",
-        f"hydra.run.dir={folder}",
-        cwd=folder,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return folder
+def job(quick_mlp_job) -> Path:
+    """A completed quick job of the MLP on the CPU; its folder (report.json, config_resolved.yaml). The session's
+    quick job (tests/conftest.py), which other modules read too."""
+    assert quick_mlp_job.completed.returncode == 0, quick_mlp_job.completed.stderr
+    return quick_mlp_job.folder
 
 
 def test_a_replay_of_the_report_writes_its_prediction_and_the_real_time(job: Path, tmp_path: Path) -> None:
