@@ -46,7 +46,7 @@ from gpubench.what_if import run_what_ifs, what_if_enabled
 
 logger = logging.getLogger(__name__)
 
-#: Batch keys that only the GPU's batch-size search reads.
+#: Batch keys that the GPU's batch-size search reads; on the CPU only ``batch.max_size`` applies, as a cap.
 _SEARCH_KEYS = ("batch.search", "batch.max_size", "batch.min_size")
 
 
@@ -108,7 +108,7 @@ class Runner:
             if ignored:
                 console.notice(
                     f"{' '.join(ignored)}: the batch-size search runs on a GPU only; on the CPU each model is timed "
-                    "at its configured batch size (workloads.<model>.batch_size)."
+                    "at its configured batch size (workloads.<model>.batch_size), capped at batch.max_size."
                 )
         #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
         self.vram_budget = apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
