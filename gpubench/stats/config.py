@@ -3,8 +3,13 @@
 from dataclasses import dataclass
 
 from gpubench.config_checks import require, require_choice, require_positive, require_probability
-from gpubench.stats.intervals import MIN_EPOCHS
 
+# The interval's limits live here, not in intervals.py, so that composing a config does not import scipy.
+#: Fewest epochs a batch mean may average (shorter batches are strongly correlated with their neighbours).
+MIN_BATCH_EPOCHS = 5
+#: Fewest epochs an interval is computed from: two batches' worth. With fewer, OBM's degrees of freedom
+#: 1.5 (n/m − 1) fall below 1.5 (0.3 at six epochs: a t quantile of 6,600) and the interval means nothing.
+MIN_EPOCHS = 2 * MIN_BATCH_EPOCHS
 OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
 #: How many epochs a model is measured over: ``off`` a fixed ``epochs``; ``precision`` Stein's two-stage rule to
 #: the precision target; ``decision`` the two-stage rule to the count that settles the recommendation.

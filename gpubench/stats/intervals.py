@@ -33,11 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
-#: Fewest epochs a batch mean may average (shorter batches are strongly correlated with their neighbours).
-MIN_BATCH_EPOCHS = 5
-#: Fewest epochs an interval is computed from: two batches' worth. With fewer, OBM's degrees of freedom
-#: 1.5 (n/m − 1) fall below 1.5 (0.3 at six epochs: a t quantile of 6,600) and the interval means nothing.
-MIN_EPOCHS = 2 * MIN_BATCH_EPOCHS
+from gpubench.stats.config import MIN_BATCH_EPOCHS, MIN_EPOCHS
 
 METHOD_OVERLAPPING_BATCH_MEANS = "overlapping_batch_means"
 METHOD_TWO_STAGE = "two_stage_overlapping_batch_means"
