@@ -101,7 +101,7 @@ def test_a_critical_model_out_of_memory_has_decided_already():
 
 
 def test_an_estimate_within_the_floor_of_a_threshold_never_settles():
-    # ~22.9 h with 2% scatter: the 6% floor alone keeps the upper bound over 24 h at any count.
+    # ~22.9 h with 2% scatter: the 12% floor alone keeps the upper bound over 24 h at any count.
     dqn = _rl(noisy_epochs_ms(3300.0, seed=1), 100, 8)
     ppo = _rl(noisy_epochs_ms(3300.0, seed=2), 50, 16)
     assert epochs_to_settle_decision("ppo", ppo, {"dqn": dqn}, ["dqn", "ppo"], DECISION) is None
@@ -226,7 +226,7 @@ def test_a_model_whose_total_is_settled_after_its_first_stage_stops_there(tmp_pa
     [
         # 10M env steps / 800 per epoch = 12,500 epochs of 3 s: 10.4 h, far under 24 h: settled by the first stage.
         (3000.0, MIN_EPOCHS, DECISION_SETTLED),
-        # 12,500 epochs of 6.9 s: 23.96 h, within the 6% floor of 24 h: no count settles it.
+        # 12,500 epochs of 6.9 s: 23.96 h, within the 12% floor of 24 h: no count settles it.
         (6900.0, None, DECISION_CANNOT_SETTLE),
     ],
 )
