@@ -250,6 +250,11 @@ def tensor_bytes(tensors: Iterable[object]) -> int:
     return sum(sizes.values())
 
 
+#: Operations that gather rows of their first argument (the source) by index: they read as many of its bytes as
+#: they write, not the whole source (a replay buffer's or a dataset's tensor, many times the batch).
+_GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "take"})
+
+
 class OpCounter(TorchDispatchMode):
     """Counts the tensor operations run while active (as a context manager) that launch a kernel, and the bytes
     they move.
@@ -259,7 +264,8 @@ class OpCounter(TorchDispatchMode):
     reaches the dispatcher, backward operations included and composite functions by their parts, less views and
     the operations in ``_KERNEL_FREE_OPS``. For the same operations it adds up the bytes of their tensor inputs
     and outputs (:func:`tensor_bytes`): every counted kernel reading its inputs from and writing its outputs to
-    memory, the usual upper bound on a step's DRAM traffic (no reuse in caches), the same on every device. For
+    memory, the usual upper bound on a step's DRAM traffic (no reuse in caches), the same on every device; a
+    gather (``_GATHER_OPS``) reads at most as much of its source as it writes. For
     tests, benchmarks and the one counted step of a measurement; it slows what it counts.
     """
 
@@ -278,6 +284,10 @@ class OpCounter(TorchDispatchMode):
             self.count += 1
             inputs, _ = tree_flatten((args, kwargs or {}))
             outputs, _ = tree_flatten(output)
+            source = args[0] if args else None
+            if func.overloadpacket.__name__ in _GATHER_OPS and isinstance(source, torch.Tensor):
+                inputs = [value for value in inputs if value is not source]
+                self.bytes += min(tensor_bytes([source]), tensor_bytes(outputs))
             self.bytes += tensor_bytes([*inputs, *outputs])
         return output
 

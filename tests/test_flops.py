@@ -40,6 +40,15 @@ def test_a_storage_counts_once_per_operation_and_a_view_at_its_viewed_size():
     assert ops.bytes == FLOAT_BYTES * ((8 + 1) + (32 + 32) + (32 + 32) + (16 + 16))
 
 
+def test_a_gather_reads_as_much_of_its_source_as_it_writes():
+    source, rows = torch.randn(100, 8), torch.tensor([3, 1, 4, 1, 5])
+    with OpCounter() as ops:
+        source[rows]  # 5 rows of 8 floats read and written, 5 int64 indices read; not the 800-float source
+        source.index_select(0, rows[:2])  # 2 rows: 16 floats read and written, the 2-index view read
+    assert ops.count == 2
+    assert ops.bytes == (FLOAT_BYTES * 40 + 8 * 5 + FLOAT_BYTES * 40) + (FLOAT_BYTES * 16 + 8 * 2 + FLOAT_BYTES * 16)
+
+
 def test_tensor_bytes_ignores_what_is_not_a_tensor():
     a = torch.zeros(10, dtype=torch.float64)
     assert tensor_bytes([a, a[:5], 3, None, "x", torch.zeros(2, dtype=torch.int8)]) == 80 + 2
