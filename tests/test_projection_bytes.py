@@ -194,6 +194,8 @@ def test_the_emulated_answer_names_the_memory_and_host_parts_and_its_bounds_narr
     assert re.search(r"23\.\d+ ms host", text)
     assert "the counted memory traffic by the bandwidth ratio, the launch and host parts kept" in text
     assert "ms other" in without.reasoning and "ms host" not in without.reasoning
+    tft_like = build_recommendation(_dqn_like_emulated_report(2_000_000_000), config, CATALOG)
+    assert "(1,907 MB counted)" in tft_like.reasoning
     # The same step: the point barely moves (the traffic is 0.03 ms on the card), but the upper bound is no
     # longer the whole rest x 25.
     assert with_bytes.per_model["dqn"].step_ms == pytest.approx(without.per_model["dqn"].step_ms, rel=1e-3)

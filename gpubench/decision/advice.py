@@ -466,6 +466,12 @@ def reasoning(
     return " ".join(parts)
 
 
+def _traffic_mb_text(bytes_per_step: int) -> str:
+    """A step's counted traffic in MB: three significant figures, whole MB with thousands separators from 1,000."""
+    traffic_mb = bytes_per_step / BYTES_PER_MB
+    return f"{traffic_mb:,.0f}" if traffic_mb >= 1000 else f"{traffic_mb:.3g}"
+
+
 def _emulation_text(outcome: Outcome) -> str:
     """Which parts of an emulated card's answer were measured, on which device, and which were projected."""
     cap = f" under its {outcome.vram_limit_mb:,.0f} MB cap" if outcome.vram_limit_mb else " under its VRAM cap"
@@ -475,7 +481,7 @@ def _emulation_text(outcome: Outcome) -> str:
         launch = f", {split.launch_ms:.3g} ms launches" if split.launch_ms is not None else ""
         if split.host_ms is not None and split.bytes_per_step is not None:
             rest = (
-                f"{split.memory_ms or 0.0:.3g} ms memory ({split.bytes_per_step / BYTES_PER_MB:.3g} MB counted), "
+                f"{split.memory_ms or 0.0:.3g} ms memory ({_traffic_mb_text(split.bytes_per_step)} MB counted), "
                 f"{split.host_ms:.3g} ms host"
             )
         else:
