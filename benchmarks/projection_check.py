@@ -1,9 +1,10 @@
 """Check the step projection where it can be checked on one card: fp32 -> tf32 / bf16 and eager -> compiled.
 
-For each model the fp32 eager step is timed, its FLOPs and kernel launches counted and the step split as the
+For each model the fp32 eager step is timed, its FLOPs, kernel launches and bytes counted and the step split as the
 decision splits it (:func:`gpubench.decision.projection.split_step`): compute at the attainable rate, launches at
-:data:`~gpubench.decision.projection.LAUNCH_COST_MS` each, the rest. Each variant is then projected from that split
-and measured:
+:data:`~gpubench.decision.projection.LAUNCH_COST_MS` each, and the rest; on a catalog GPU the rest splits again into
+memory (the counted bytes at the card's catalog bandwidth) and host work. Each variant is then projected from that
+split and measured:
 
 * tf32 (``torch.set_float32_matmul_precision("high")``) and bf16 autocast: the compute part scaled by the
   attainable-throughput ratio of the two precisions, the rest kept (the decision's cross-card formula, here across
@@ -41,6 +42,7 @@ from gpubench.hardware.selection import synchronizer
 from gpubench.measure.flops import count_step
 from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, build_workload
+from gpubench.units import BYTES_PER_MB
 from gpubench.what_if import matmul_precision
 
 MODELS = ("dqn", "ppo", "mamba2", "tft")
@@ -62,8 +64,9 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype, size: int, setting:
     return 2 * size**3 / (timing.median_ms * 1e-3) / 1e12
 
 
-def attainable_tflops(device: torch.device, quick: bool) -> tuple[dict[str, float], str]:
-    """The attainable TFLOP/s of fp32, tf32 and bf16 matmuls on ``device``, and where they come from."""
+def attainable_tflops(device: torch.device, quick: bool) -> tuple[dict[str, float], float | None, str]:
+    """The attainable TFLOP/s of fp32, tf32 and bf16 matmuls on ``device``, its memory bandwidth (GB/s, the
+    catalog's; None off the catalog) and where they come from."""
     size = 256 if device.type == "cpu" else 1024 if quick else 8192
     fp32 = _matmul_tflops(device, torch.float32, size, "highest")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
@@ -77,13 +80,14 @@ def attainable_tflops(device: torch.device, quick: bool) -> tuple[dict[str, floa
             "tf32": efficiency * (card.peak_tflops("fp32", "high") or card.peak_fp32_tflops),
             "bf16": efficiency * card.peak_bf16_tflops,
         }
-        return rates, f"catalog {card_name} peaks x measured fp32 matmul efficiency {efficiency:.2f}"
+        basis = f"catalog {card_name} peaks x measured fp32 matmul efficiency {efficiency:.2f}"
+        return rates, card.memory_bandwidth_gbps, basis
     rates = {
         "fp32": fp32,
         "tf32": _matmul_tflops(device, torch.float32, size, "high"),
         "bf16": _matmul_tflops(device, torch.bfloat16, size, "highest"),
     }
-    return rates, f"matmul rates measured at {size}x{size} (not a catalog card)"
+    return rates, None, f"matmul rates measured at {size}x{size} (not a catalog card)"
 
 
 def _context(device: torch.device, quick: bool) -> ModelRunContext:
@@ -122,8 +126,8 @@ def _time_model(name: str, context: ModelRunContext, execution: ExecutionConfig,
 def check(device: torch.device, models: list[str], variants: list[str], quick: bool) -> dict:
     """Every model's fp32 eager split and each variant's projected and measured step (ms)."""
     context = _context(device, quick)
-    rates, rates_basis = attainable_tflops(device, quick)
-    source = DeviceThroughput(str(device), None, rates["fp32"], None, None, rates_basis)
+    rates, bandwidth_gbps, rates_basis = attainable_tflops(device, quick)
+    source = DeviceThroughput(str(device), None, rates["fp32"], None, bandwidth_gbps, rates_basis)
     blocks = 3 if quick else 7
     rows = []
     for name in models:
@@ -131,7 +135,7 @@ def check(device: torch.device, models: list[str], variants: list[str], quick: b
         batch = getattr(context.cfg.workloads, name).batch_size
         counts = count_step(build_workload(name, context, batch, eager=True))
         base_ms = _time_model(name, context, ExecutionConfig(), blocks)
-        split = split_step(base_ms, counts.flops, rates["fp32"], counts.launches)
+        split = split_step(base_ms, counts.flops, rates["fp32"], counts.launches, counts.bytes, bandwidth_gbps)
         for variant in variants:
             execution, method = VARIANTS[variant]
             if method == "precision":
@@ -148,31 +152,45 @@ def check(device: torch.device, models: list[str], variants: list[str], quick: b
                     "fp32_eager_ms": base_ms,
                     "compute_ms": split.compute_ms,
                     "launch_ms": split.launch_ms,
-                    "other_ms": split.memory_ms,
+                    "other_ms": base_ms - split.compute_ms - (split.launch_ms or 0.0),
+                    "memory_ms": split.memory_ms if split.host_ms is not None else None,
+                    "host_ms": split.host_ms,
                     "flops_per_step": counts.flops,
                     "launches_per_step": counts.launches,
+                    "bytes_per_step": counts.bytes,
                     "projected_ms": projected,
                     "measured_ms": measured,
                     "error": None if projected is None else (projected - measured) / measured,
                 }
             )
         print(f"{name}: {time.perf_counter() - start_s:.0f} s", file=sys.stderr, flush=True)
-    return {"device": str(device), "attainable_tflops": rates, "attainable_basis": rates_basis, "rows": rows}
+    return {
+        "device": str(device),
+        "attainable_tflops": rates,
+        "memory_bandwidth_gbps": bandwidth_gbps,
+        "attainable_basis": rates_basis,
+        "rows": rows,
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _table(result: dict) -> str:
     header = (
-        f"{'model':<7} {'variant':<16} {'fp32 ms':>9} {'compute':>8} {'launch':>8} {'other':>8} "
-        f"{'projected':>10} {'measured':>9} {'error':>8}"
+        f"{'model':<7} {'variant':<16} {'fp32 ms':>9} {'compute':>8} {'launch':>8} {'other':>8} {'memory':>8} "
+        f"{'host':>8} {'MB':>9} {'projected':>10} {'measured':>9} {'error':>8}"
     )
     lines = [header, "-" * len(header)]
     for row in result["rows"]:
         error = f"{row['error']:+.1%}" if row["error"] is not None else "-"
         projected = f"{row['projected_ms']:.3f}" if row["projected_ms"] is not None else "-"
+        traffic_mb = "-" if row["bytes_per_step"] is None else f"{row['bytes_per_step'] / BYTES_PER_MB:.3g}"
         lines.append(
             f"{row['model']:<7} {row['variant']:<16} {row['fp32_eager_ms']:>9.3f} {row['compute_ms'] or 0:>8.3f} "
-            f"{row['launch_ms'] or 0:>8.3f} {row['other_ms'] or 0:>8.3f} {projected:>10} "
-            f"{row['measured_ms']:>9.3f} {error:>8}"
+            f"{row['launch_ms'] or 0:>8.3f} {row['other_ms']:>8.3f} {_ms(row['memory_ms']):>8} "
+            f"{_ms(row['host_ms']):>8} {traffic_mb:>9} {projected:>10} {row['measured_ms']:>9.3f} {error:>8}"
         )
     errors = [abs(row["error"]) for row in result["rows"] if row["error"] is not None]
     if errors:
@@ -194,7 +212,15 @@ def main() -> int:
     variants = args.variants or (list(VARIANTS) if device.type == "cuda" else ["tf32", "bf16"])
     result = check(device, args.models, variants, args.quick)
     print(f"device {result['device']}, torch {torch.__version__}; attainable {result['attainable_basis']}:")
-    print(", ".join(f"{key} {value:.3g} TFLOP/s" for key, value in result["attainable_tflops"].items()))
+    bandwidth = result["memory_bandwidth_gbps"]
+    print(
+        ", ".join(f"{key} {value:.3g} TFLOP/s" for key, value in result["attainable_tflops"].items())
+        + (
+            f"; memory bandwidth {bandwidth:g} GB/s"
+            if bandwidth
+            else "; memory bandwidth unknown: memory and host unsplit"
+        )
+    )
     print(_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

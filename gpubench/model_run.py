@@ -127,9 +127,9 @@ class ModelInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    """What a built workload says about itself: FLOPs and kernel launches per step (None where they cannot be
-    counted), samples per step and what a sample is, gradient updates per step, and its own description for the
-    report."""
+    """What a built workload says about itself: FLOPs, kernel launches and bytes moved per step (None where they
+    cannot be counted), samples per step and what a sample is, gradient updates per step, and its own description
+    for the report."""
 
     flops_per_step: float | None
     samples_per_step: float
@@ -137,6 +137,7 @@ class WorkloadFacts:
     description: dict[str, Any]
     updates_per_step: float = 1.0
     launches_per_step: int | None = None
+    bytes_per_step: int | None = None
 
     @property
     def updates_per_env_step(self) -> float | None:
@@ -254,6 +255,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
     facts = WorkloadFacts(
         flops_per_step=counts.flops,
         launches_per_step=counts.launches,
+        bytes_per_step=counts.bytes,
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
@@ -457,6 +459,7 @@ def _result(
         batch_step_downs=step_downs,
         flops_per_step=attempt.facts.flops_per_step,
         launches_per_step=attempt.facts.launches_per_step,
+        bytes_per_step=attempt.facts.bytes_per_step,
         workload=attempt.facts.description,
         execution=_execution(context),
         memory=attempt.memory,
@@ -494,6 +497,7 @@ def _failed_result(
         batch_step_downs=step_downs,
         flops_per_step=None if facts is None else facts.flops_per_step,
         launches_per_step=None if facts is None else facts.launches_per_step,
+        bytes_per_step=None if facts is None else facts.bytes_per_step,
         workload={} if facts is None else facts.description,
         execution=None if facts is None else _execution(context),
         traceback=traceback.format_exc(limit=8),

@@ -568,6 +568,7 @@ class ModelResult(Record):
         "traceback",
         "calibration_steps",
         "launches_per_step",
+        "bytes_per_step",
         "updates_per_step",
         "updates_per_env_step",
         "evaluation",
@@ -616,6 +617,9 @@ class ModelResult(Record):
     checkpoint: CheckpointCost | None = None
     #: The data-parallel measurement of the same model (``distributed.nproc`` > 1), None in a 1-process job.
     distributed: DistributedScaling | None = None
+    #: Bytes of the tensor inputs and outputs of the step's counted kernel launches (each storage once per
+    #: operation): the step's DRAM traffic with no cache reuse, an upper bound. None where not counted.
+    bytes_per_step: int | None = None
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
@@ -908,11 +912,21 @@ class StepSplit(Record):
 
     ``bound`` is compute-bound when compute is at least half the step, overhead-bound otherwise, unknown without a
     FLOP count or an attainable rate. The rest splits further into ``launch_ms`` (``launches_per_step`` kernel
-    launches at the documented per-launch host cost, at most the rest) and ``memory_ms`` (what remains: memory
-    traffic, host work outside the launches); both None where the launches were not counted (older reports).
+    launches at the documented per-launch host cost, at most the rest) and ``memory_ms``. Where the step's bytes
+    were counted (``bytes_per_step``) and the device's memory bandwidth is known, ``memory_ms`` is that traffic's
+    time at the bandwidth (at most what remains after compute and launches) and ``host_ms`` what remains after it
+    (Python, dispatch: host work outside the launches). Otherwise ``memory_ms`` is all that remains (memory traffic
+    and host work together) and ``host_ms`` None; ``launch_ms`` and ``memory_ms`` are None where the launches were
+    not counted either (older reports).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("launches_per_step", "launch_ms", "memory_ms")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "launches_per_step",
+        "launch_ms",
+        "memory_ms",
+        "bytes_per_step",
+        "host_ms",
+    )
 
     step_ms: float
     flops_per_step: float | None
@@ -925,6 +939,8 @@ class StepSplit(Record):
     launches_per_step: int | None = None
     launch_ms: float | None = None
     memory_ms: float | None = None
+    bytes_per_step: int | None = None
+    host_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from gpubench.data.tensors import FeatureTensors
 
@@ -228,26 +229,67 @@ _KERNEL_FREE_OPS = frozenset(
 )
 
 
+def _storage_key(tensor: torch.Tensor) -> int:
+    """The identity of the storage ``tensor`` views: views of one storage share it; a tensor without a storage
+    (a sparse or a wrapper tensor) is its own."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(tensor)
+
+
+def tensor_bytes(tensors: Iterable[object]) -> int:
+    """Bytes of the tensors among ``tensors`` as one operation touches them: each distinct storage once, at the
+    largest size it is viewed at there (``numel × element_size`` of the view, not the whole storage), so an
+    in-place operation's output, which is its input, is not counted twice."""
+    sizes: dict[int, int] = {}
+    for value in tensors:
+        if isinstance(value, torch.Tensor):
+            key = _storage_key(value)
+            sizes[key] = max(sizes.get(key, 0), value.numel() * value.element_size())
+    return sum(sizes.values())
+
+
+#: Operations that gather rows of their first argument (the source) by index: they read as many of its bytes as
+#: they write, not the whole source (a replay buffer's or a dataset's tensor, many times the batch).
+_GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "take"})
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts the tensor operations run while active (as a context manager) that launch a kernel.
+    """Counts the tensor operations run while active (as a context manager) that launch a kernel, and the bytes
+    they move.
 
     On a GPU each counted operation is about one kernel launch, the cost that bounds the steps of tiny networks
     (the RL workloads'), so the count tracks eager speed there even when measured on the CPU. It counts what
     reaches the dispatcher, backward operations included and composite functions by their parts, less views and
-    the operations in ``_KERNEL_FREE_OPS``. For tests and benchmarks; it slows what it counts.
+    the operations in ``_KERNEL_FREE_OPS``. For the same operations it adds up the bytes of their tensor inputs
+    and outputs (:func:`tensor_bytes`): every counted kernel reading its inputs from and writing its outputs to
+    memory, the usual upper bound on a step's DRAM traffic (no reuse in caches), the same on every device; a
+    gather (``_GATHER_OPS``) reads at most as much of its source as it writes. For
+    tests, benchmarks and the one counted step of a measurement; it slows what it counts.
     """
 
     def __init__(self) -> None:
         super().__init__()
         #: Operations counted so far.
         self.count = 0
+        #: Bytes of the counted operations' tensor inputs and outputs so far.
+        self.bytes = 0
 
     def __torch_dispatch__(
         self, func: torch._ops.OpOverload, types: tuple, args: tuple = (), kwargs: dict | None = None
     ) -> object:
+        output = func(*args, **(kwargs or {}))
         if not func.is_view and func.overloadpacket.__name__ not in _KERNEL_FREE_OPS:
             self.count += 1
-        return func(*args, **(kwargs or {}))
+            inputs, _ = tree_flatten((args, kwargs or {}))
+            outputs, _ = tree_flatten(output)
+            source = args[0] if args else None
+            if func.overloadpacket.__name__ in _GATHER_OPS and isinstance(source, torch.Tensor):
+                inputs = [value for value in inputs if value is not source]
+                self.bytes += min(tensor_bytes([source]), tensor_bytes(outputs))
+            self.bytes += tensor_bytes([*inputs, *outputs])
+        return output
 
 
 class Workload(ABC):

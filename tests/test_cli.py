@@ -155,6 +155,8 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "launches_per_step",
         "launch_ms",
         "memory_ms",
+        "bytes_per_step",
+        "host_ms",
         "step_ms_interval",
         "hours_lower",
         "training_hours_lower",

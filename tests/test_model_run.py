@@ -79,10 +79,18 @@ def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_cont
     written = json.loads(CPU_REPORT.read_text())["models"]
     # Every model section main wrote on the CPU has one key set; this run's section has exactly that set, plus the
     # keys added since (each named here, so that a key lost or renamed still fails): validate's calibration steps,
-    # issue 12's updates per step and measured evaluation and checkpoint, issue 13's launch count.
-    added_since_1092cdc = {"calibration_steps", "updates_per_step", "evaluation", "checkpoint", "launches_per_step"}
+    # issue 12's updates per step and measured evaluation and checkpoint, issue 13's launch and byte counts.
+    added_since_1092cdc = {
+        "calibration_steps",
+        "updates_per_step",
+        "evaluation",
+        "checkpoint",
+        "launches_per_step",
+        "bytes_per_step",
+    }
     assert {frozenset(section) | added_since_1092cdc for section in written.values()} == {frozenset(result.to_dict())}
     assert result.launches_per_step is not None and result.launches_per_step > 0
+    assert result.bytes_per_step is not None and result.bytes_per_step > 0
     assert len(result.raw_epoch_times_ms) == 3 and result.statistics is not None
     assert result.samples_per_second is not None and result.samples_per_second.mean > 0
     assert result.memory is not None and not result.memory.measured

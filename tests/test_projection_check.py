@@ -31,7 +31,10 @@ def test_the_projection_check_runs_on_the_cpu(tmp_path):
     assert "mean |error|" in completed.stdout
     (row,) = json.loads(output.read_text())["rows"]
     assert (row["model"], row["variant"]) == ("dqn", "tf32")
-    assert row["launches_per_step"] > 0 and row["flops_per_step"] > 0
+    assert row["launches_per_step"] > 0 and row["flops_per_step"] > 0 and row["bytes_per_step"] > 0
+    # The CPU is no catalog card: no bandwidth, so the rest after launches is not split into memory and host.
+    assert (row["memory_ms"], row["host_ms"]) == (None, None)
+    assert "memory bandwidth unknown" in completed.stdout
     parts = row["compute_ms"] + row["launch_ms"] + row["other_ms"]
     assert parts == pytest.approx(row["fp32_eager_ms"])
     assert row["error"] == pytest.approx((row["projected_ms"] - row["measured_ms"]) / row["measured_ms"])

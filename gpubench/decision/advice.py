@@ -56,7 +56,7 @@ from gpubench.results import (
     WhatIfEstimate,
     recommendation_method,
 )
-from gpubench.units import HOURS_PER_DAY, MS_PER_S, SECONDS_PER_HOUR
+from gpubench.units import BYTES_PER_MB, HOURS_PER_DAY, MS_PER_S, SECONDS_PER_HOUR
 
 # --------------------------------------------------------------------------------------------------- methods
 # How each part of the recommendation is made, in words: written into the report's ``recommendation.method``
@@ -126,8 +126,11 @@ MEMORY_METHOD = (
 PROJECTION_METHOD = (
     "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
     "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
-    "counted), and L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode "
-    "(counted on an eager twin of a compiled workload, so L overstates a compiled step's launches). A device's "
+    "counted), L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode "
+    "(counted on an eager twin of a compiled workload, so L overstates a compiled step's launches), and B bytes: "
+    "the tensor inputs and outputs of those L operations, each storage once per operation and a view at its viewed "
+    "size (every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper "
+    "bound on the step's memory traffic). A device's "
     "attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for fp32 runs (its tf32 "
     "tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) "
     "tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the burn-in's achieved matmul "
@@ -136,16 +139,20 @@ PROJECTION_METHOD = (
     "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "
     "t_c = min(t, F / A_src), launches t_l = min(t - t_c, L x c) with c = "
     f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200: a tiny MLP's Adam step 1.7 ms eager against "
-    "0.22 ms as a CUDA graph), and the rest t_m = t - t_c - t_l (memory traffic of elementwise kernels, host work "
-    "outside launches). A step with t_c >= 0.5 t is compute-bound, otherwise overhead-bound; without a FLOP count "
-    "the whole step is taken as overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m: launch and host "
-    "costs are kept (a small network's Adam step is launch-bound even on an H200), so a compute-bound step scales "
-    "by the peak ratio and a launch-bound one keeps its time. Bytes moved are not measured; were t_m memory "
-    "traffic, it would scale with memory bandwidth: the *_if_memory_bound figures use t_c x A_src / A_tgt + t_l + "
-    "t_m x bw_src / bw_tgt (when both bandwidths are known). From the CPU, whose time says nothing of a GPU's, a "
-    "card's step is rebuilt from the counts: t' = F / A_tgt + L x c, refused (with the reason) where F or L could "
-    "not be counted; host work that is no tensor operation is not in it. Every projected step is an interval: from "
-    "the smaller of the two projections x (1 - e) to the larger x (1 + e), e = "
+    "0.22 ms as a CUDA graph), memory t_m = min(t - t_c - t_l, B / bw_src) (bw the catalog's memory bandwidth, "
+    "GB/s) and host t_h = t - t_c - t_l - t_m (Python, dispatch and other host work outside the launches). A step "
+    "with t_c >= 0.5 t is compute-bound, otherwise overhead-bound; without a FLOP count the whole step is taken as "
+    "overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + t_h: the counted traffic "
+    "scales with memory bandwidth, launch and host costs are kept (a small network's Adam step is launch-bound even "
+    "on an H200), so a compute-bound step scales by the peak ratio and a launch-bound one keeps its time. The "
+    "*_if_memory_bound figures take the counted traffic as the step's floor on the card: max(t', B / bw_tgt + "
+    "t_l). A step whose bytes were not counted (reports written before they were, or a source of unknown "
+    "bandwidth) keeps its rest t_m = t - t_c - t_l (memory and host together) in t' as measured, and its "
+    "*_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when both bandwidths are "
+    "known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from the counts: t' = F / "
+    "A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the reason) where F or L "
+    "could not be counted; host work that is no tensor operation is not in it. Every projected step is an "
+    "interval: from the smaller of the two projections x (1 - e) to the larger x (1 + e), e = "
     f"{PROJECTION_RELATIVE_ERROR:.0%}, the error of pure peak-spec estimates in the literature (NeuSight, ASPLOS "
     "2025: 2.3% headline and about 10% mean over its 41 training configurations for a learned predictor; Habitat, "
     "USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast); the training's bounds on a projected card "
@@ -460,6 +467,12 @@ def reasoning(
     return " ".join(parts)
 
 
+def _traffic_mb_text(bytes_per_step: int) -> str:
+    """A step's counted traffic in MB: three significant figures, whole MB with thousands separators from 1,000."""
+    traffic_mb = bytes_per_step / BYTES_PER_MB
+    return f"{traffic_mb:,.0f}" if traffic_mb >= 1000 else f"{traffic_mb:.3g}"
+
+
 def _emulation_text(outcome: Outcome) -> str:
     """Which parts of an emulated card's answer were measured, on which device, and which were projected."""
     cap = f" under its {outcome.vram_limit_mb:,.0f} MB cap" if outcome.vram_limit_mb else " under its VRAM cap"
@@ -467,17 +480,31 @@ def _emulation_text(outcome: Outcome) -> str:
     parts = []
     for name, split in splits.items():
         launch = f", {split.launch_ms:.3g} ms launches" if split.launch_ms is not None else ""
-        parts.append(
-            f"{name} {split.step_ms:.3g} ms = {split.compute_ms or 0.0:.3g} ms compute{launch}, "
-            f"{(split.memory_ms if split.memory_ms is not None else split.other_ms) or 0.0:.3g} ms other"
-        )
+        if split.host_ms is not None and split.bytes_per_step is not None:
+            rest = (
+                f"{split.memory_ms or 0.0:.3g} ms memory ({_traffic_mb_text(split.bytes_per_step)} MB counted), "
+                f"{split.host_ms:.3g} ms host"
+            )
+        else:
+            rest = f"{(split.memory_ms if split.memory_ms is not None else split.other_ms) or 0.0:.3g} ms other"
+        parts.append(f"{name} {split.step_ms:.3g} ms = {split.compute_ms or 0.0:.3g} ms compute{launch}, {rest}")
     detail = f" (measured steps: {'; '.join(parts)})" if parts else ""
     error = outcome.projection_error or 0.0
+    if any(split.host_ms is not None for split in splits.values()):
+        scaled = (
+            "the compute part scaled by the attainable-throughput ratio, the counted memory traffic by the bandwidth "
+            "ratio, the launch and host parts kept (the memory-bound alternative, the counted traffic at the card's "
+            f"bandwidth as the step's floor, and a +/-{error:.0%} projection error are in the bounds)"
+        )
+    else:
+        scaled = (
+            "the compute part scaled by the attainable-throughput ratio and the launch and other parts kept (the "
+            f"memory-bound alternative and a +/-{error:.0%} projection error are in the bounds)"
+        )
     return (
         f"This answer is about {outcome.device}, emulated on {outcome.measured_device}: memory and batch sizes were "
         f"measured on {outcome.measured_device}{cap}; times are projected from the steps measured there{detail}, "
-        f"the compute part scaled by the attainable-throughput ratio and the launch and other parts kept (the "
-        f"memory-bound alternative and a +/-{error:.0%} projection error are in the bounds)."
+        f"{scaled}."
     )
 
 

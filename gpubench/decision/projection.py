@@ -1,15 +1,17 @@
 """Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`): the
-measured device's throughput and a target card's, the step's split into compute, kernel launches and the rest, the
-projected step as an interval that includes the projection's own error, a model's estimate projected onto a card,
-and the table of every card's projected training.
+measured device's throughput and a target card's, the step's split into compute, kernel launches, memory traffic
+and host work, the projected step as an interval that includes the projection's own error, a model's estimate
+projected onto a card, and the table of every card's projected training.
 
 From a GPU the measured step is split and its compute part scaled by the attainable-throughput ratio, the launch
-part kept and the rest kept (or, as the memory-bound alternative, scaled by the bandwidth ratio). From the CPU, whose
-time says nothing of a GPU's, the step is rebuilt from its counts: FLOPs at the card's attainable rate plus kernel
-launches at :data:`LAUNCH_COST_MS` each. The model and its assumptions, in words, are
-:data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the report as well); step times are in ms,
-throughput in TFLOP/s (1e12 FLOP/s), training in hours. Pure arithmetic on the report's typed records: nothing here
-imports torch.
+part kept, the counted memory traffic scaled by the bandwidth ratio and the host work kept; the memory-bound
+alternative takes the counted traffic at the card's bandwidth as the step's floor. A step whose bytes were not
+counted (older reports) keeps the whole rest in the point and scales it by the bandwidth ratio in the alternative.
+From the CPU, whose time says nothing of a GPU's, the step is rebuilt from its counts: FLOPs at the card's
+attainable rate, kernel launches at :data:`LAUNCH_COST_MS` each and bytes at the card's bandwidth. The model and
+its assumptions, in words, are :data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the report as
+well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), bandwidth in GB/s (1e9 bytes/s), training in
+hours. Pure arithmetic on the report's typed records: nothing here imports torch.
 """
 
 from collections.abc import Mapping
@@ -96,7 +98,8 @@ def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_effic
         basis = (
             f"{device_name} is the CPU: its step time says nothing of a GPU's, so each card's step is rebuilt from the "
             f"step's counted FLOPs at the card's attainable rate (matmul efficiency assumed {assumed_efficiency:g}) "
-            f"plus its counted kernel launches at {LAUNCH_COST_MS * 1000:g} µs each"
+            f"plus its counted kernel launches at {LAUNCH_COST_MS * 1000:g} µs each plus its counted bytes at the "
+            "card's memory bandwidth (where counted)"
         )
     elif burn_in_tflops:
         basis = (
@@ -149,15 +152,25 @@ def target_throughput(
     )
 
 
+def memory_traffic_ms(bytes_per_step: int, memory_bandwidth_gbps: float) -> float:
+    """Time (ms) to move ``bytes_per_step`` bytes at ``memory_bandwidth_gbps`` GB/s (1 GB = 1e9 bytes)."""
+    return bytes_per_step / (memory_bandwidth_gbps * 1e9) * 1e3
+
+
 def split_step(
     step_ms: float,
     flops_per_step: float | None,
     attainable_tflops: float | None,
     launches_per_step: int | None = None,
+    bytes_per_step: int | None = None,
+    memory_bandwidth_gbps: float | None = None,
 ) -> StepSplit:
     """Split a measured step of ``step_ms`` ms doing ``flops_per_step`` FLOPs on a device that attains
     ``attainable_tflops`` TFLOP/s: compute ``min(t, F / A)``, the rest ``t − compute``; the rest into launches
-    ``min(rest, L × LAUNCH_COST_MS)`` and memory (what remains) when ``launches_per_step`` (L) is known."""
+    ``min(rest, L × LAUNCH_COST_MS)`` and memory (what remains) when ``launches_per_step`` (L) is known. With the
+    step's counted bytes ``B`` and the device's ``memory_bandwidth_gbps`` (bw, GB/s), what remains after compute
+    and launches splits again: memory ``min(remaining, B / bw)`` and host (``host_ms``) the rest of it; without
+    them the split is as before bytes were counted (``memory_ms`` all that remains, ``host_ms`` None)."""
     if step_ms <= 0:
         raise ValueError(f"step_ms must be positive, got {step_ms!r}")
     if not flops_per_step or not attainable_tflops:
@@ -169,10 +182,14 @@ def split_step(
         achieved_fraction = achieved / attainable_tflops
         bound = BOUND_COMPUTE if compute_ms >= COMPUTE_BOUND_SHARE * step_ms else BOUND_OVERHEAD
     other_ms = step_ms - compute_ms
-    launch_ms = memory_ms = None
+    launch_ms = memory_ms = host_ms = None
     if launches_per_step is not None:
         launch_ms = min(other_ms, launches_per_step * LAUNCH_COST_MS)
         memory_ms = other_ms - launch_ms
+    if bytes_per_step is not None and memory_bandwidth_gbps:
+        remaining_ms = other_ms - (launch_ms or 0.0)
+        memory_ms = min(remaining_ms, memory_traffic_ms(bytes_per_step, memory_bandwidth_gbps))
+        host_ms = remaining_ms - memory_ms
     return StepSplit(
         step_ms=step_ms,
         flops_per_step=flops_per_step,
@@ -185,21 +202,42 @@ def split_step(
         launches_per_step=launches_per_step,
         launch_ms=launch_ms,
         memory_ms=memory_ms,
+        bytes_per_step=bytes_per_step,
+        host_ms=host_ms,
     )
 
 
 def projected_step_ms(
     split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, *, memory_bound: bool = False
 ) -> float | None:
-    """The step's time (ms) on ``target`` from a GPU measurement: ``t_c × A_src / A_tgt + t_o``, or with
-    ``memory_bound`` the rest less its launches scaled by the bandwidth ratio, ``t_l + t_m × bw_src / bw_tgt``
-    (the whole rest ``t_o`` where the launches were not counted). None when a figure it needs is unknown (an
-    attainable throughput while the compute part is non-zero; a bandwidth when ``memory_bound``)."""
+    """The step's time (ms) on ``target`` from a GPU measurement.
+
+    With the step's memory traffic split out (``split.host_ms`` known: its bytes were counted and the source's
+    bandwidth is known) the point is ``t_c × A_src / A_tgt + t_l + t_m × bw_src / bw_tgt + t_h``: the memory part
+    scales by the bandwidth ratio in the point, because it is the time of traffic that was counted, not a guess
+    at what the rest is, while launches and host work (Python, dispatch) are kept. The ``memory_bound``
+    alternative then takes the counted traffic as the step's floor on the target: ``max(point, B / bw_tgt + t_l)``
+    (the bytes an upper bound on DRAM traffic, all of it at the card's bandwidth, plus the launches).
+
+    Without bytes (older reports) the point is ``t_c × A_src / A_tgt + t_o``, or with ``memory_bound`` the rest
+    less its launches scaled by the bandwidth ratio, ``t_l + t_m × bw_src / bw_tgt`` (the whole rest ``t_o`` where
+    the launches were not counted), exactly as before bytes were counted. None when a figure it needs is unknown
+    (an attainable throughput while the compute part is non-zero; a bandwidth when ``memory_bound`` or the
+    traffic is split out)."""
     compute_ms = 0.0
     if split.compute_ms:
         if not source.attainable_tflops or not target.attainable_tflops:
             return None
         compute_ms = split.compute_ms * source.attainable_tflops / target.attainable_tflops
+    if split.host_ms is not None and split.memory_ms is not None and split.bytes_per_step is not None:
+        if not source.memory_bandwidth_gbps or not target.memory_bandwidth_gbps:
+            return None
+        bandwidth_ratio = source.memory_bandwidth_gbps / target.memory_bandwidth_gbps
+        launch_ms = split.launch_ms or 0.0
+        point = compute_ms + launch_ms + split.memory_ms * bandwidth_ratio + split.host_ms
+        if not memory_bound:
+            return point
+        return max(point, memory_traffic_ms(split.bytes_per_step, target.memory_bandwidth_gbps) + launch_ms)
     if not memory_bound:
         return compute_ms + split.other_ms
     if not source.memory_bandwidth_gbps or not target.memory_bandwidth_gbps:
@@ -210,19 +248,28 @@ def projected_step_ms(
     return compute_ms + split.launch_ms + split.memory_ms * bandwidth_ratio
 
 
-def counted_step_ms(flops_per_step: float, launches_per_step: int, target: DeviceThroughput) -> float | None:
+def counted_step_ms(
+    flops_per_step: float, launches_per_step: int, target: DeviceThroughput, bytes_per_step: int | None = None
+) -> float | None:
     """The step's time (ms) on ``target`` rebuilt from its counts (a CPU measurement): ``F / A_tgt + L × c``, ``c``
-    being :data:`LAUNCH_COST_MS`; None without the target's attainable throughput."""
+    being :data:`LAUNCH_COST_MS`, plus ``B / bw_tgt`` where the step's bytes were counted; None without the
+    target's attainable throughput, or without its bandwidth when the bytes are known."""
     if not target.attainable_tflops:
         return None
-    return flops_per_step / (target.attainable_tflops * 1e12) * 1e3 + launches_per_step * LAUNCH_COST_MS
+    step_ms = flops_per_step / (target.attainable_tflops * 1e12) * 1e3 + launches_per_step * LAUNCH_COST_MS
+    if bytes_per_step is None:
+        return step_ms
+    if not target.memory_bandwidth_gbps:
+        return None
+    return step_ms + memory_traffic_ms(bytes_per_step, target.memory_bandwidth_gbps)
 
 
 @dataclass(frozen=True)
 class StepProjection:
-    """A step projected onto one card (ms): the point (launches and the rest kept), the memory-bound alternative
-    (None where it cannot be computed), the interval spanning both widened by ``relative_error``, and the
-    relative margin the training's bounds get from it; ``refused`` says why there is no projection."""
+    """A step projected onto one card (ms): the point (:func:`projected_step_ms` or :func:`counted_step_ms`), the
+    memory-bound alternative (None where it cannot be computed), the interval spanning both widened by
+    ``relative_error``, and the relative margin the training's bounds get from it; ``refused`` says why there is no
+    projection."""
 
     step_ms: float | None
     memory_bound_ms: float | None
@@ -244,7 +291,11 @@ def project_step(
     if source.on_gpu:
         point = projected_step_ms(split, source, target)
         alternative = projected_step_ms(split, source, target, memory_bound=True)
-        refused = None if point is not None else f"no attainable throughput known for {source.name} or {target.name}"
+        if measured and split.host_ms is not None:
+            # The measured step is the card's time: a traffic floor above it only says the bytes overcount.
+            alternative = point
+        known = "attainable throughput" if split.host_ms is None else "attainable throughput and memory bandwidth"
+        refused = None if point is not None else f"no {known} known for {source.name} or {target.name}"
     else:
         missing = [
             label
@@ -259,8 +310,15 @@ def project_step(
             )
         else:
             assert split.flops_per_step is not None and split.launches_per_step is not None
-            point = counted_step_ms(split.flops_per_step, split.launches_per_step, target)
-            refused = None if point is not None else f"no peak throughput for {target.name} at this precision"
+            point = counted_step_ms(split.flops_per_step, split.launches_per_step, target, split.bytes_per_step)
+            if point is None:
+                refused = (
+                    f"no peak throughput for {target.name} at this precision"
+                    if not target.attainable_tflops
+                    else f"no memory bandwidth for {target.name} to move the step's counted bytes at"
+                )
+            else:
+                refused = None
     if point is None:
         return StepProjection(None, None, None, error, 0.0, refused)
     low = min(point, alternative) if alternative is not None else point

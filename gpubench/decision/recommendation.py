@@ -170,6 +170,8 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
             report.models[name].flops_per_step,
             source.attainable_tflops,
             report.models[name].launches_per_step,
+            report.models[name].bytes_per_step,
+            source.memory_bandwidth_gbps,
         )
         for name, estimate in measured.items()
     }

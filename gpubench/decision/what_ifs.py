@@ -37,7 +37,14 @@ def _on_answer_card(
         card, catalog[card], what_if.precision, source, decision.assumed_matmul_efficiency, what_if.matmul_precision
     )
     result = what_if.result
-    split = split_step(estimate.step_ms, result.flops_per_step, source.attainable_tflops, result.launches_per_step)
+    split = split_step(
+        estimate.step_ms,
+        result.flops_per_step,
+        source.attainable_tflops,
+        result.launches_per_step,
+        result.bytes_per_step,
+        source.memory_bandwidth_gbps,
+    )
     step = project_step(split, source, target, measured=False)
     if step.step_ms is None:
         return f"no projection of {name}'s {what_if.variant} onto {card}: {step.refused}"

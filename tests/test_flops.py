@@ -1,0 +1,121 @@
+"""The step counter (gpubench/measure/flops.py and gpubench/workload.py's OpCounter): FLOPs, kernel launches and the
+bytes of each counted operation's tensor inputs and outputs, on operation sequences counted by hand, and the bytes
+of a real CLI run's step in its report."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from gpubench.measure.flops import StepCounts, count_step
+from gpubench.workload import OpCounter, StepResult, Workload, tensor_bytes
+
+FLOAT_BYTES = 4
+
+
+def test_a_linear_forward_and_backward_moves_the_bytes_counted_by_hand():
+    layer = nn.Linear(4, 3)
+    x, grad_y = torch.randn(2, 4), torch.randn(2, 3)
+    with OpCounter() as ops:
+        layer(x).backward(grad_y)
+    # addmm(bias [3], x [2, 4], weight.t() [4, 3]) -> y [2, 3]: 3 + 8 + 12 + 6 floats;
+    # weight's gradient mm(grad_y.t() [3, 2], x [2, 4]) -> [3, 4]: 6 + 8 + 12 floats;
+    # bias's gradient sum(grad_y [2, 3]) -> [1, 3]: 6 + 3 floats. The transposes and detaches are views.
+    assert ops.count == 3
+    assert ops.bytes == FLOAT_BYTES * ((3 + 8 + 12 + 6) + (6 + 8 + 12) + (6 + 3))
+
+
+def test_a_storage_counts_once_per_operation_and_a_view_at_its_viewed_size():
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    with OpCounter() as ops:
+        a[:, :2].sum()  # the [4, 2] view read (8 floats), one float written
+        a.add(a)  # a read once (32 floats), a new [4, 8] written
+        a.add_(b)  # a and b read; the output is a itself (64 floats in all)
+        torch.mul(a[::2], 2.0)  # a [2, 8] view read, a [2, 8] written
+    assert ops.count == 4
+    assert ops.bytes == FLOAT_BYTES * ((8 + 1) + (32 + 32) + (32 + 32) + (16 + 16))
+
+
+def test_a_gather_reads_as_much_of_its_source_as_it_writes():
+    source, rows = torch.randn(100, 8), torch.tensor([3, 1, 4, 1, 5])
+    with OpCounter() as ops:
+        source[rows]  # 5 rows of 8 floats read and written, 5 int64 indices read; not the 800-float source
+        source.index_select(0, rows[:2])  # 2 rows: 16 floats read and written, the 2-index view read
+    assert ops.count == 2
+    assert ops.bytes == (FLOAT_BYTES * 40 + 8 * 5 + FLOAT_BYTES * 40) + (FLOAT_BYTES * 16 + 8 * 2 + FLOAT_BYTES * 16)
+
+
+def test_tensor_bytes_ignores_what_is_not_a_tensor():
+    a = torch.zeros(10, dtype=torch.float64)
+    assert tensor_bytes([a, a[:5], 3, None, "x", torch.zeros(2, dtype=torch.int8)]) == 80 + 2
+
+
+class _LinearSGD(Workload):
+    """A Linear layer's step with a given output gradient and a hand-written SGD update: 5 kernel launches."""
+
+    name = "linear"
+
+    def __init__(self) -> None:
+        self.layer = nn.Linear(4, 3)
+        self.x, self.grad_y = torch.randn(2, 4), torch.randn(2, 3)
+
+    @property
+    def samples_per_step(self) -> float:
+        return 2.0
+
+    def train_step(self) -> StepResult:
+        for parameter in self.layer.parameters():
+            parameter.grad = None
+        self.layer(self.x).backward(self.grad_y)
+        with torch.no_grad():
+            for parameter in self.layer.parameters():
+                parameter.add_(parameter.grad, alpha=-0.1)
+        return StepResult(loss=None, grad_norm=None)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.layer]
+
+
+def test_count_step_counts_flops_launches_and_bytes_of_one_step():
+    counts = count_step(_LinearSGD())
+    # FLOPs: addmm 2 x 2 x 4 x 3 and the weight-gradient mm 2 x 3 x 2 x 4 (torch's counter ignores the sum).
+    # Bytes: the forward and backward above (29 + 26 + 9 floats), then weight += grad and bias += grad.
+    assert counts == StepCounts(flops=96.0, launches=5, bytes=FLOAT_BYTES * ((29 + 26 + 9) + (12 + 12) + (3 + 3)))
+
+
+def test_a_step_that_cannot_be_counted_has_no_counts():
+    class Broken(_LinearSGD):
+        def train_step(self) -> StepResult:
+            raise RuntimeError("not countable")
+
+    assert count_step(Broken()) == StepCounts(flops=None, launches=None, bytes=None)
+
+
+@pytest.mark.slow
+def test_a_cpu_run_reports_the_bytes_of_its_step(tmp_path):
+    environment = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")})
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "gpubench", "hardware=cpu", "experiment=quick", "model=mlp"),
+            "tracking.enabled=false",
+        ],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    (path,) = sorted((tmp_path / "outputs").glob("**/report.json"))
+    written = json.loads(path.read_text())
+    mlp = written["models"]["mlp"]
+    assert mlp["bytes_per_step"] > 0 and mlp["launches_per_step"] > 0
+    # Adam alone reads and writes every parameter, its gradient and both moments.
+    assert mlp["bytes_per_step"] > 4 * FLOAT_BYTES * mlp["workload"]["parameters"]
+    split = written["recommendation"]["per_model"]["mlp"]["step_split"]
+    assert split["bytes_per_step"] == mlp["bytes_per_step"]
