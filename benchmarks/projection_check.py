@@ -163,6 +163,9 @@ def check(device: torch.device, models: list[str], variants: list[str], quick: b
                     "error": None if projected is None else (projected - measured) / measured,
                 }
             )
+            # Each row as it is measured: a compile variant can take minutes, and a run cut short by a time limit
+            # keeps the rows before it.
+            print(_row_line(rows[-1]), file=sys.stderr, flush=True)
         print(f"{name}: {time.perf_counter() - start_s:.0f} s", file=sys.stderr, flush=True)
     return {
         "device": str(device),
@@ -177,21 +180,25 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _row_line(row: dict) -> str:
+    """One row of the table: a model's variant, its fp32 split, projected and measured step (ms) and the error."""
+    error = f"{row['error']:+.1%}" if row["error"] is not None else "-"
+    projected = f"{row['projected_ms']:.3f}" if row["projected_ms"] is not None else "-"
+    traffic_mb = "-" if row["bytes_per_step"] is None else f"{row['bytes_per_step'] / BYTES_PER_MB:.3g}"
+    return (
+        f"{row['model']:<7} {row['variant']:<16} {row['fp32_eager_ms']:>9.3f} {row['compute_ms'] or 0:>8.3f} "
+        f"{row['launch_ms'] or 0:>8.3f} {row['other_ms']:>8.3f} {_ms(row['memory_ms']):>8} "
+        f"{_ms(row['host_ms']):>8} {traffic_mb:>9} {projected:>10} {row['measured_ms']:>9.3f} {error:>8}"
+    )
+
+
 def _table(result: dict) -> str:
     header = (
         f"{'model':<7} {'variant':<16} {'fp32 ms':>9} {'compute':>8} {'launch':>8} {'other':>8} {'memory':>8} "
         f"{'host':>8} {'MB':>9} {'projected':>10} {'measured':>9} {'error':>8}"
     )
     lines = [header, "-" * len(header)]
-    for row in result["rows"]:
-        error = f"{row['error']:+.1%}" if row["error"] is not None else "-"
-        projected = f"{row['projected_ms']:.3f}" if row["projected_ms"] is not None else "-"
-        traffic_mb = "-" if row["bytes_per_step"] is None else f"{row['bytes_per_step'] / BYTES_PER_MB:.3g}"
-        lines.append(
-            f"{row['model']:<7} {row['variant']:<16} {row['fp32_eager_ms']:>9.3f} {row['compute_ms'] or 0:>8.3f} "
-            f"{row['launch_ms'] or 0:>8.3f} {row['other_ms']:>8.3f} {_ms(row['memory_ms']):>8} "
-            f"{_ms(row['host_ms']):>8} {traffic_mb:>9} {projected:>10} {row['measured_ms']:>9.3f} {error:>8}"
-        )
+    lines.extend(_row_line(row) for row in result["rows"])
     errors = [abs(row["error"]) for row in result["rows"] if row["error"] is not None]
     if errors:
         lines.append(f"mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%} over {len(errors)} cases")
