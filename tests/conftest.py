@@ -88,6 +88,53 @@ def trending_features(n_bars: int, log_return: float, *, noise_features: bool = 
     )
 
 
+#: A small MLP on the CPU with a few short epochs: a model run in a test costs seconds. The network is small
+#: because the step-down tests build it at batches in the thousands.
+TINY_MLP_OVERRIDES = (
+    "hardware=cpu",
+    "model=mlp",
+    "epochs=3",
+    "warmup_epochs=0",
+    "epoch.min_seconds=0.01",
+    "hardware.burn_in_max_seconds=0",
+    "workloads.mlp.window=8",
+    "workloads.mlp.hidden_sizes=[32]",
+)
+
+
+def tiny_mlp_config(tmp_path: Path, *overrides: str):
+    """The typed config of :data:`TINY_MLP_OVERRIDES` and ``overrides``, its report under ``tmp_path``."""
+    from hydra import compose, initialize_config_dir
+
+    from gpubench.config import CONF_DIR, register_configs, typed_config
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[f"output={tmp_path / 'report.json'}", *TINY_MLP_OVERRIDES, *overrides],
+        )
+    return typed_config(cfg)
+
+
+def cpu_model_context(cfg, features: FeatureTensors, usable_vram_mb: float | None = None):
+    """A :class:`~gpubench.model_run.ModelRunContext` on the CPU for ``cfg`` and ``features``, as if
+    ``usable_vram_mb`` (None: no budget) had been measured."""
+    from gpubench.hardware.selection import synchronizer
+    from gpubench.measure.timing import BlockTimer
+    from gpubench.model_run import ModelRunContext
+
+    device = torch.device("cpu")
+    return ModelRunContext(
+        cfg=cfg,
+        device=device,
+        features=features,
+        timer=BlockTimer(synchronizer(device)),
+        usable_vram_mb=usable_vram_mb,
+        reference_sm_clock_mhz=None,
+    )
+
+
 @pytest.fixture
 def learnable_features() -> FeatureTensors:
     return make_learnable_features()

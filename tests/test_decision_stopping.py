@@ -11,16 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from conftest import cpu_model_context, tiny_mlp_config
 from report_factory import model_section, noisy_epochs_ms
 
 from gpubench import model_run
-from gpubench.conf import CONF_DIR
-from gpubench.config import register_configs, typed_config
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.estimate import TotalTime, estimate_training_time
 from gpubench.decision.rule import SETTLE_MAX_EPOCHS, epochs_to_settle_decision, interval_settled
-from gpubench.hardware.selection import synchronizer
 from gpubench.measure.config import EpochConfig, StabilityConfig
 from gpubench.measure.epochs import (
     DECISION_CANNOT_SETTLE,
@@ -181,34 +178,10 @@ def test_the_loop_stops_at_max_epochs_short_of_the_count_asked_for():
 
 
 def _mlp_context(tmp_path: Path, features, *overrides: str) -> ModelRunContext:
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                f"output={tmp_path / 'report.json'}",
-                "hardware=cpu",
-                "model=mlp",
-                "epochs=3",
-                "warmup_epochs=0",
-                "epoch.steps=5",
-                "hardware.burn_in_max_seconds=0",
-                "workloads.mlp.window=8",
-                "workloads.mlp.hidden_sizes=[32]",
-                "statistics.adaptive=decision",
-                "decision.critical_models=[mlp]",
-                *overrides,
-            ],
-        )
-    device = torch.device("cpu")
-    return ModelRunContext(
-        cfg=typed_config(cfg),
-        device=device,
-        features=features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=None,
-        reference_sm_clock_mhz=None,
+    cfg = tiny_mlp_config(
+        tmp_path, "epoch.steps=5", "statistics.adaptive=decision", "decision.critical_models=[mlp]", *overrides
     )
+    return cpu_model_context(cfg, features)
 
 
 def test_a_model_whose_total_is_settled_after_its_first_stage_stops_there(tmp_path, learnable_features):

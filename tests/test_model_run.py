@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from conftest import cpu_model_context, tiny_mlp_config
 
 from gpubench import model_run
-from gpubench.conf import CONF_DIR
-from gpubench.config import register_configs, typed_config
-from gpubench.hardware.selection import synchronizer
 from gpubench.measure.batch_search import choose_batch_size
 from gpubench.measure.config import BatchConfig
 from gpubench.measure.flops import count_step_flops
-from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, build_workload, run_model
 from gpubench.results import MemoryProfile, ModelResult
 
@@ -41,32 +37,7 @@ def decision_with_limit(limit: int):
 @pytest.fixture
 def cpu_context(tmp_path: Path, learnable_features) -> ModelRunContext:
     """The MLP on the CPU with a few short epochs, as if a 1,000 MB budget had been measured."""
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                f"output={tmp_path / 'report.json'}",
-                "hardware=cpu",
-                "model=mlp",
-                "epochs=3",
-                "warmup_epochs=0",
-                "epoch.min_seconds=0.01",
-                "hardware.burn_in_max_seconds=0",
-                # A small network: the step-down tests build it at batches in the thousands.
-                "workloads.mlp.window=8",
-                "workloads.mlp.hidden_sizes=[32]",
-            ],
-        )
-    device = torch.device("cpu")
-    return ModelRunContext(
-        cfg=typed_config(cfg),
-        device=device,
-        features=learnable_features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=1000.0,
-        reference_sm_clock_mhz=None,
-    )
+    return cpu_model_context(tiny_mlp_config(tmp_path), learnable_features, usable_vram_mb=1000.0)
 
 
 def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_context: ModelRunContext) -> None:

@@ -4,47 +4,22 @@ with what-ifs forced on, and ``execution.matmul_precision`` reported."""
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from conftest import cpu_model_context, tiny_mlp_config
 from report_factory import batch_search, cpu_hardware, model_section, noisy_epochs_ms, report
 from test_cli import FAST, gpubench, only_report
 
-from gpubench.config import CONF_DIR, register_configs, typed_config
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
-from gpubench.hardware.selection import synchronizer
-from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import ModelRunContext, run_model
+from gpubench.model_run import run_model
 from gpubench.results import RunReport, WhatIf
 from gpubench.stats.config import ADAPTIVE_OFF
 from gpubench.what_if import matmul_precision, run_what_ifs, variants, what_if_config, what_if_enabled
 
 CATALOG = load_catalog()
-
-
-def _cfg(tmp_path: Path, *overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                f"output={tmp_path / 'report.json'}",
-                "hardware=cpu",
-                "model=mlp",
-                "epochs=3",
-                "warmup_epochs=0",
-                "epoch.min_seconds=0.01",
-                "hardware.burn_in_max_seconds=0",
-                "workloads.mlp.window=8",
-                "workloads.mlp.hidden_sizes=[32]",
-                *overrides,
-            ],
-        )
-    return typed_config(cfg)
 
 
 def _main_with_knee(knee: int | None, batch: int = 256):
@@ -57,13 +32,13 @@ def _main_with_knee(knee: int | None, batch: int = 256):
 def test_variants_skip_what_the_main_run_already_is(tmp_path):
     main = _main_with_knee(knee=128)
     # By default only the variants that cost seconds; the compile modes are asked for.
-    assert [v.name for v in variants(main, _cfg(tmp_path))] == ["bf16", "tf32", "knee"]
-    every = _cfg(tmp_path, "decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]")
+    assert [v.name for v in variants(main, tiny_mlp_config(tmp_path))] == ["bf16", "tf32", "knee"]
+    every = tiny_mlp_config(tmp_path, "decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]")
     names = [v.name for v in variants(main, every)]
     assert names == ["bf16", "tf32", "compile", "reduce-overhead", "knee"]
     knee = next(v for v in variants(main, every) if v.name == "knee")
     assert knee.batch_size == 128 and knee.execution.precision == "fp32"
-    bf16_run = _cfg(
+    bf16_run = tiny_mlp_config(
         tmp_path,
         "execution.precision=bf16",
         "execution.compile=reduce-overhead",
@@ -71,13 +46,15 @@ def test_variants_skip_what_the_main_run_already_is(tmp_path):
     )
     # bf16 already; tf32 only matters for fp32 matmuls; the knee equal to the batch measures nothing new.
     assert [v.name for v in variants(_main_with_knee(knee=256), bf16_run)] == ["compile"]
-    assert [v.name for v in variants(main, _cfg(tmp_path, "decision.what_if_variants=[tf32]"))] == ["tf32"]
-    tf32 = variants(main, _cfg(tmp_path, "decision.what_if_variants=[tf32]"))[0]
+    assert [v.name for v in variants(main, tiny_mlp_config(tmp_path, "decision.what_if_variants=[tf32]"))] == ["tf32"]
+    tf32 = variants(main, tiny_mlp_config(tmp_path, "decision.what_if_variants=[tf32]"))[0]
     assert tf32.execution.matmul_precision == "high"
 
 
 def test_a_what_if_is_a_short_fixed_measurement_at_the_variants_batch(tmp_path):
-    cfg = _cfg(tmp_path, "decision.what_if_epochs=4", "decision.what_if_epoch_seconds=0.2", "statistics=adaptive")
+    cfg = tiny_mlp_config(
+        tmp_path, "decision.what_if_epochs=4", "decision.what_if_epoch_seconds=0.2", "statistics=adaptive"
+    )
     knee = next(v for v in variants(_main_with_knee(knee=128), cfg) if v.name == "knee")
     short = what_if_config(cfg, "mlp", knee)
     assert (short.epochs, short.warmup_epochs, short.epoch.min_seconds) == (4, 1, 0.2)
@@ -88,10 +65,10 @@ def test_a_what_if_is_a_short_fixed_measurement_at_the_variants_batch(tmp_path):
 
 
 def test_what_if_defaults_to_the_gpu_only(tmp_path):
-    cfg = _cfg(tmp_path)
+    cfg = tiny_mlp_config(tmp_path)
     assert what_if_enabled(cfg, torch.device("cpu")) is False
     assert what_if_enabled(cfg, torch.device("cuda")) is True
-    assert what_if_enabled(_cfg(tmp_path, "decision.what_if=true"), torch.device("cpu")) is True
+    assert what_if_enabled(tiny_mlp_config(tmp_path, "decision.what_if=true"), torch.device("cpu")) is True
 
 
 def test_the_matmul_precision_is_restored_after_a_variant():
@@ -102,16 +79,8 @@ def test_the_matmul_precision_is_restored_after_a_variant():
 
 
 def test_what_ifs_measure_the_model_again_under_each_variant(tmp_path, learnable_features):
-    cfg = _cfg(tmp_path, "decision.what_if_variants=[bf16,tf32]", "decision.what_if_epochs=3")
-    device = torch.device("cpu")
-    context = ModelRunContext(
-        cfg=cfg,
-        device=device,
-        features=learnable_features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=None,
-        reference_sm_clock_mhz=None,
-    )
+    cfg = tiny_mlp_config(tmp_path, "decision.what_if_variants=[bf16,tf32]", "decision.what_if_epochs=3")
+    context = cpu_model_context(cfg, learnable_features)
     main = run_model("mlp", context).result
     records = run_what_ifs("mlp", context, main)
     assert [(r.variant, r.precision, r.matmul_precision) for r in records] == [
@@ -220,16 +189,8 @@ def test_bad_what_if_and_matmul_keys_exit_2_naming_the_key(tmp_path, args, expec
 def test_an_rl_model_gets_no_knee_what_if(tmp_path, learnable_features, rl_model):
     # On the H200 the knee what-if of ppo (whose config has no batch_size) ended the default run with a TypeError;
     # an RL batch is the algorithm's own, so the knee is not offered.
-    cfg = _cfg(tmp_path, f"model={rl_model}", "decision.what_if_variants=[knee]")
-    device = torch.device("cpu")
-    context = ModelRunContext(
-        cfg=cfg,
-        device=device,
-        features=learnable_features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=None,
-        reference_sm_clock_mhz=None,
-    )
+    cfg = tiny_mlp_config(tmp_path, f"model={rl_model}", "decision.what_if_variants=[knee]")
+    context = cpu_model_context(cfg, learnable_features)
     main = _main_with_knee(knee=128)
     assert [v.name for v in variants(main, cfg)] == ["knee"]
     assert run_what_ifs(rl_model, context, main) == []
@@ -237,7 +198,7 @@ def test_an_rl_model_gets_no_knee_what_if(tmp_path, learnable_features, rl_model
 
 def test_ppo_whose_config_has_no_batch_size_is_measured_in_a_variant(tmp_path, learnable_features):
     # On the H200 every what-if of ppo ended the default run: the variant's config set a batch_size its config lacks.
-    cfg = _cfg(tmp_path, "model=ppo", "decision.what_if_variants=[tf32]", "decision.what_if_epochs=2")
+    cfg = tiny_mlp_config(tmp_path, "model=ppo", "decision.what_if_variants=[tf32]", "decision.what_if_epochs=2")
     variant_cfg = what_if_config(cfg, "ppo", variants(_main_with_knee(knee=None), cfg)[0])
     assert variant_cfg.workloads.ppo == cfg.workloads.ppo
     assert variant_cfg.execution.matmul_precision == "high"
