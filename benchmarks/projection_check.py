@@ -28,19 +28,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _context import model_run_context
 from _timing import time_per_step
 
-from gpubench.config import CONF_DIR, ExecutionConfig, register_configs, typed_config
-from gpubench.data.loader import load_features
+from gpubench.config import ExecutionConfig
 from gpubench.decision.projection import DeviceThroughput, projected_step_ms, split_step
 from gpubench.hardware.catalog import load_catalog, match_catalog_card
-from gpubench.hardware.selection import synchronizer
 from gpubench.measure.flops import count_step
-from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext, build_workload
 from gpubench.units import BYTES_PER_MB
 from gpubench.what_if import matmul_precision
@@ -91,26 +88,8 @@ def attainable_tflops(device: torch.device, quick: bool) -> tuple[dict[str, floa
 
 
 def _context(device: torch.device, quick: bool) -> ModelRunContext:
-    register_configs()
-    # No run is written: ``output`` only has to resolve without Hydra's run directory.
-    overrides = [
-        "output=report.json",
-        "tracking.enabled=false",
-        "hardware=cpu" if device.type == "cpu" else "hardware=auto",
-    ]
-    if quick:
-        overrides.append("experiment=quick")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = typed_config(compose(config_name="config", overrides=overrides))
-    features, _ = load_features(cfg.data, device)
-    return ModelRunContext(
-        cfg=cfg,
-        device=device,
-        features=features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=None,
-        reference_sm_clock_mhz=None,
-    )
+    overrides = ["hardware=cpu" if device.type == "cpu" else "hardware=auto"]
+    return model_run_context([*overrides, "experiment=quick"] if quick else overrides, device)
 
 
 def _time_model(name: str, context: ModelRunContext, execution: ExecutionConfig, blocks: int) -> float:

@@ -20,13 +20,12 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 
-from gpubench.config import CONF_DIR, register_configs, typed_config
-from gpubench.data.loader import load_features
-from gpubench.hardware.selection import synchronizer
-from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import ModelRunContext, build_workload
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _context import model_run_context
+
+from gpubench.model_run import build_workload
 
 #: The seed guide's VRAM per model on its 4 GB card (MB, low and high end).
 SEED_GUIDE_MB: dict[str, tuple[float, float]] = {
@@ -52,28 +51,9 @@ GRID: dict[str, list[list[str]]] = {
 }
 
 
-def _context(overrides: list[str], device: torch.device) -> ModelRunContext:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = typed_config(
-            compose(
-                config_name="config",
-                overrides=["output=report.json", "tracking.enabled=false", "experiment=seed", *overrides],
-            )
-        )
-    features, _ = load_features(cfg.data, device)
-    return ModelRunContext(
-        cfg=cfg,
-        device=device,
-        features=features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=EMULATED_USABLE_MB,
-        reference_sm_clock_mhz=None,
-    )
-
-
 def measure(name: str, overrides: list[str], device: torch.device, steps: int) -> dict:
     """Peak allocated/reserved MB and ms per step of model ``name`` built with the seed preset and ``overrides``."""
-    context = _context(overrides, device)
+    context = model_run_context(["experiment=seed", *overrides], device, EMULATED_USABLE_MB)
     batch = getattr(context.cfg.workloads, name).batch_size
     gc.collect()
     torch.cuda.empty_cache()
@@ -125,7 +105,6 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("seed_memory.py measures CUDA memory: it needs a GPU.", file=sys.stderr)
         return 2
-    register_configs()
     device = torch.device("cuda", 0)
     rows = []
     for name in args.models.split(","):
