@@ -217,6 +217,28 @@ Root Cause (first observed failure):
 ============================================================
 """
     assert failure(killed, 1) == ("failed", "rank 1 was killed by SIGTERM; torchrun stopped the other ranks")
+    # Seen in CI: rank 1 killed, rank 0 stopped by torchrun within the same second, and the summary's root cause
+    # (earliest by whole-second timestamps, ties to the lower rank) is rank 0, the one torchrun stopped.
+    tie = """[W1201] Sending process 8708 closing signal SIGTERM
+============================================================
+agreement.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-01_15:34:43
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 8709)
+  traceback : Signal 15 (SIGTERM) received by PID 8709
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_15:34:43
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 8708)
+  traceback : Signal 15 (SIGTERM) received by PID 8708
+============================================================
+"""
+    assert failure(tie, 1) == ("failed", "rank 1 was killed by SIGTERM; torchrun stopped the other ranks")
     raised = """Root Cause (first observed failure):
 [0]:
   rank      : 0 (local_rank: 0)

@@ -101,14 +101,29 @@ def child_environment(threads_per_rank: int | None) -> dict[str, str]:
     return env
 
 
+def _failure_pid(block: str) -> str | None:
+    """The pid a failure block of torchrun's summary names (``exitcode : -15 (pid: 18761)``), or None."""
+    match = re.search(r"\(pid:\s*(\d+)\)", block)
+    return match.group(1) if match else None
+
+
 def failure(log_text: str, returncode: int) -> tuple[str, str]:
-    """(status, error) of a torchrun that exited ``returncode`` != 0, from its output: the first failed rank and
-    its signal or exception where torchrun's summary names them; ``oom`` when that was an out-of-memory error."""
+    """(status, error) of a torchrun that exited ``returncode`` != 0, from its output: the failed rank and its
+    signal or exception where torchrun's summary names them; ``oom`` when that was an out-of-memory error.
+
+    torchrun's "first observed failure" is the earliest by a timestamp in whole seconds, so when it stops the other
+    ranks within the second it saw the first one fail, its root cause may be a rank it stopped itself. The ranks it
+    stopped are those its log names ("Sending process <pid> closing signal"): the failure reported is the first of
+    the summary's (root cause, then the others) whose pid is not among them."""
     _, found, summary = log_text.partition(_ROOT_CAUSE)
     if not found:
         tail = " / ".join(line.strip() for line in log_text.strip().splitlines()[-3:])
         return "failed", f"torchrun exited {returncode} without a failure summary: {tail or 'no output'}"
-    block = summary.split("=" * 20, 1)[0]
+    root = summary.split("=" * 20, 1)[0]
+    _, _, others = log_text.partition("Failures:")
+    other_blocks = re.split(r"^\[\d+\]:\s*$", others.partition(_ROOT_CAUSE)[0], flags=re.M)[1:]
+    stopped = set(re.findall(r"Sending process (\d+) closing signal", log_text))
+    block = next((b for b in [root, *other_blocks] if _failure_pid(b) not in stopped), root)
     rank_match = re.search(r"rank\s*:\s*(\d+)", block)
     code_match = re.search(r"exitcode\s*:\s*(-?\d+)", block)
     rank = rank_match.group(1) if rank_match else "?"
