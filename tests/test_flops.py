@@ -87,6 +87,37 @@ def test_count_step_counts_flops_launches_and_bytes_of_one_step():
     assert counts == StepCounts(flops=96.0, launches=5, bytes=FLOAT_BYTES * ((29 + 26 + 9) + (12 + 12) + (3 + 3)))
 
 
+class _CyclicLinearSGD(_LinearSGD):
+    """:class:`_LinearSGD` whose first step of every 4 also refreshes its input (``torch.randn``: one more launch,
+    8 floats written), as PPO's first minibatch update of an iteration also collects the rollout; and whose very
+    first step also sets up state (a ``zeros`` of 1,000 floats), as an optimizer does on its first update."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps_done = 0
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return 4
+
+    def train_step(self) -> StepResult:
+        if self.steps_done == 0:
+            self.state = torch.zeros(1000)
+        if self.steps_done % 4 == 0:
+            self.x = torch.randn(2, 4)
+        self.steps_done += 1
+        return super().train_step()
+
+
+def test_the_count_is_an_iterations_average_without_the_first_steps_setup():
+    workload = _CyclicLinearSGD()
+    counts = count_step(workload)
+    # Steps 2-5 are counted (step 1, with the 1,000-float setup, is not); one of them (step 5) refreshes the input:
+    # (4 x 5 + 1) / 4 = 5.25 launches, rounded to 5; bytes (4 x 94 + 8) / 4 = 96 floats; FLOPs as before.
+    assert workload.steps_done == 5
+    assert counts == StepCounts(flops=96.0, launches=5, bytes=FLOAT_BYTES * 96)
+
+
 def test_a_step_that_cannot_be_counted_has_no_counts():
     class Broken(_LinearSGD):
         def train_step(self) -> StepResult:

@@ -10,7 +10,7 @@ import torch
 from conftest import make_learnable_features, trending_features
 
 from gpubench.errors import ConfigError
-from gpubench.measure.flops import count_step_flops
+from gpubench.measure.flops import count_step, count_step_flops
 from gpubench.measure.timing import size_epoch
 from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.ppo.workload import PPOWorkload, clipped_surrogate_loss, compute_gae
@@ -321,3 +321,19 @@ def test_on_cuda_replayed_iterations_keep_the_ratio_at_one_and_learn(mode: str) 
     for _ in range(30 * workload.updates_per_iteration):
         workload.train_step()
     assert (workload.rollout.actions == 2).float().mean().item() > 0.9
+
+
+def test_the_step_count_is_an_iterations_average_not_its_rollout_step() -> None:
+    # A rollout step and a minibatch update counted one at a time, against count_step's average over an iteration
+    # of 6 (3 epochs x 2 minibatches): one rollout step and 5 updates.
+    config = small_config(update_epochs=3, num_minibatches=2)
+    by_step = PPOWorkload(config, make_learnable_features(), cpu_context())
+    launches = []
+    for _ in range(by_step.updates_per_iteration + 1):
+        with OpCounter() as ops:
+            by_step.train_step()
+        launches.append(ops.count)
+    rollout_step, update = launches[by_step.updates_per_iteration], launches[1]
+    assert rollout_step > 3 * update  # the rollout's policy and environment steps
+    counts = count_step(PPOWorkload(config, make_learnable_features(), cpu_context()))
+    assert counts.launches == round((rollout_step + 5 * update) / 6)

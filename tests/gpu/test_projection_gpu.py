@@ -12,10 +12,15 @@ import pytest
 import torch
 from conftest import make_learnable_features
 
+from gpubench.measure.flops import count_step
+from gpubench.model_run import build_workload
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import Mamba2Workload
 from gpubench.units import BYTES_PER_MB
 from gpubench.workload import ExecutionContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _context import model_run_context
 
 pytestmark = pytest.mark.gpu
 
@@ -81,3 +86,16 @@ def test_the_mamba2_memory_estimate_without_recompute_is_near_its_measured_peak(
         replace(context, usable_vram_mb=estimated_mb / 2),
     )
     assert auto.recompute is True
+
+
+@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft"])
+def test_a_cpu_counts_the_steps_a_gpu_launches(name: str) -> None:
+    # The CPU projection rebuilds a card's step from counts made on the CPU: they must be the GPU's. The same
+    # config's step counted on both devices (an iteration's average, gpubench.measure.flops).
+    counts = {}
+    for device in (torch.device("cpu"), DEVICE):
+        context = model_run_context(["experiment=quick", "hardware=auto"], device)
+        counts[device.type] = count_step(build_workload(name, context, getattr(context.cfg.workloads, name).batch_size))
+    cpu, gpu = counts["cpu"], counts["cuda"]
+    assert cpu.launches == pytest.approx(gpu.launches, rel=0.05), (cpu, gpu)
+    assert cpu.flops == pytest.approx(gpu.flops, rel=0.01), (cpu, gpu)

@@ -52,8 +52,9 @@ class MLPWorkload(Workload):
         self.model = MLPForecaster(config.window, data.n_features, config.hidden_sizes).to(context.device)
         # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
         trained = context.parallel(self.model)
+        # Fused on every device: the same operations on the CPU as on a GPU (gpubench.measure.flops).
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+            self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay, fused=True
         )
         self._forward = context.compile(trained)
 
