@@ -7,13 +7,15 @@ from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epoc
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import ENERGY_BOARD_POWER
-from gpubench.decision.estimate import estimate_training_time
+from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     BOUND_UNKNOWN,
+    LAUNCH_COST_MS,
     PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
+    project_estimate,
     project_step,
     projected_step_ms,
     source_throughput,
@@ -21,8 +23,9 @@ from gpubench.decision.projection import (
     target_throughput,
 )
 from gpubench.decision.recommendation import build_recommendation
+from gpubench.decision.scaling import scaled_time
 from gpubench.hardware.catalog import load_catalog
-from gpubench.results import ModelResult, RunReport
+from gpubench.results import ModelResult, RunReport, ScalingEfficiency
 
 CATALOG = load_catalog()
 # A T4 whose burn-in reached 6.48 of its 8.1 fp32 TFLOP/s: matmul efficiency 0.8.
@@ -180,19 +183,29 @@ def test_cloud_price_override_applies_to_the_cloud_card():
 
 
 def test_the_rest_splits_into_launches_and_memory_and_only_memory_scales_with_bandwidth():
-    # A 10 ms step on the T4: 4 ms of FLOPs at 6.48 TFLOP/s, 300 launches of 10 µs (3 ms), 3 ms of other work.
-    split = split_step(10.0, 4e-3 * T4_BURN_IN_TFLOPS * 1e12, T4_BURN_IN_TFLOPS, launches_per_step=300)
+    # A 10 ms step on the T4: 4 ms of FLOPs at 6.48 TFLOP/s, 125 launches x 0.024 ms = 3 ms, 3 ms of other work.
+    assert LAUNCH_COST_MS == 0.024
+    split = split_step(10.0, 4e-3 * T4_BURN_IN_TFLOPS * 1e12, T4_BURN_IN_TFLOPS, launches_per_step=125)
     assert (split.compute_ms, split.launch_ms, split.memory_ms) == pytest.approx((4.0, 3.0, 3.0))
     source = t4_source()
     h100 = target_throughput("h100", CATALOG["h100"], "fp32", source, 0.7)
-    compute_on_h100 = 4.0 * 8.1 / 67.0  # the T4's measured efficiency on both sides: the peak ratio
+    # The T4's measured efficiency on both sides: the peak ratio, 4 x 8.1 / 67 = 0.483582 ms of compute.
+    compute_on_h100 = 4.0 * 8.1 / 67.0
     step = project_step(split, source, h100, measured=False)
+    # Point: 0.483582 + 3 + 3 = 6.483582 ms; memory-bound: 0.483582 + 3 + 3 x 320 / 3350 (0.286567) = 3.770149 ms.
     assert step.step_ms == pytest.approx(compute_on_h100 + 3.0 + 3.0)
+    assert step.step_ms == pytest.approx(6.483582, abs=1e-6)
     assert step.memory_bound_ms == pytest.approx(compute_on_h100 + 3.0 + 3.0 * 320 / 3350)
-    # The interval spans both projections, widened by the published peak-spec error (32%) on each side.
-    assert PROJECTION_RELATIVE_ERROR == 0.32
-    assert step.interval_ms == pytest.approx(((compute_on_h100 + 3.0 + 3.0 * 320 / 3350) * 0.68, 6.4836 * 1.32), 1e-4)
-    assert step.margin_fraction == pytest.approx(1 - step.interval_ms[0] / step.step_ms)
+    assert step.memory_bound_ms == pytest.approx(3.770149, abs=1e-6)
+    # The interval spans both projections: the measured steps that a projection within e = 45% of them can have
+    # come from, the smaller ÷ (1 + e) to the larger ÷ (1 - e): 3.770149 / 1.45 = 2.600103 ms to
+    # 6.483582 / 0.55 = 11.788331 ms.
+    assert PROJECTION_RELATIVE_ERROR == 0.45
+    assert step.interval_ms == pytest.approx((2.600103, 11.788331), abs=1e-6)
+    # The margin is the larger side: 11.788331 / 6.483582 - 1 = 0.45 / 0.55 = 0.818182, against
+    # 1 - 2.600103 / 6.483582 = 0.598971 below.
+    assert step.margin_fraction == pytest.approx(0.45 / 0.55)
+    assert step.margin_fraction == pytest.approx(step.interval_ms[1] / step.step_ms - 1)
 
 
 def test_the_measured_device_itself_has_no_projection_error():
@@ -235,27 +248,32 @@ def _cpu_counted_report(**overrides) -> RunReport:
 def test_from_the_cpu_a_card_step_is_rebuilt_from_flops_and_launches():
     recommendation = build_recommendation(_cpu_counted_report(), DecisionConfig(), CATALOG)
     rows = {row.card: row for row in recommendation.projection}
-    # By hand: an H100 attains 0.7 x 67 = 46.9 TFLOP/s, so 2e12 FLOPs take 42.644 ms; 500 launches x 10 µs = 5 ms.
-    h100_step_ms = 2e12 / 46.9e12 * 1e3 + 5.0
-    assert h100_step_ms == pytest.approx(47.644, abs=1e-3)
+    # By hand: an H100 attains 0.7 x 67 = 46.9 TFLOP/s, so 2e12 FLOPs take 42.644 ms; 500 launches x 0.024 ms =
+    # 12 ms: 54.644 ms.
+    h100_step_ms = 2e12 / 46.9e12 * 1e3 + 500 * 0.024
+    assert h100_step_ms == pytest.approx(54.644, abs=1e-3)
     dqn = rows["h100"].models["dqn"]
     assert dqn.step_ms == pytest.approx(h100_step_ms)
     assert dqn.step_ms_if_memory_bound is None  # bytes are not counted
-    assert dqn.step_ms_interval == pytest.approx((h100_step_ms * 0.68, h100_step_ms * 1.32))
-    # The H100 is now about 84x the 2-core CPU's step, not 1.12x.
-    assert dqn.speedup == pytest.approx(CPU_STEP_MS / 47.644, rel=1e-4)
+    # 54.644 / (1 + e) = 37.685 ms to 54.644 / (1 - e) = 99.353 ms.
+    e = PROJECTION_RELATIVE_ERROR
+    assert dqn.step_ms_interval == pytest.approx((h100_step_ms / (1 + e), h100_step_ms / (1 - e)))
+    # The H100 is now 4000 / 54.644 = 73.2x the 2-core CPU's step, not 1.12x.
+    assert dqn.speedup == pytest.approx(CPU_STEP_MS / 54.644, rel=1e-4)
     assert rows["h100"].speedup_vs_measured > 50
-    # The bounds carry the projection's 32% beside the measurement's margin.
-    assert rows["h100"].training_hours_lower < rows["h100"].training_hours * 0.68 + 1e-9
-    assert rows["h100"].training_hours_upper > rows["h100"].training_hours * 1.32
+    # The bounds carry the projection's margin, the interval's upper side e / (1 - e) of the point, beside the
+    # measurement's; the lower bound is at least as far down as the interval's lower side, 1 / (1 + e).
+    assert rows["h100"].training_hours_lower < rows["h100"].training_hours / (1 + e)
+    assert rows["h100"].training_hours_upper > rows["h100"].training_hours * (1 + e / (1 - e))
 
 
 def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():
     recommendation = build_recommendation(_cpu_counted_report(), DecisionConfig(), CATALOG)
     rows = {row.card: row for row in recommendation.projection}
-    # By hand, step ms at 0.7 x the fp32 peak plus 5 ms of launches, times the hourly price:
-    # T4 2e12/5.67e12 = 352.7 + 5 = 357.7 ms x $0.35; L4 2e12/21.21e12 = 94.3 + 5 = 99.3 ms x $0.80.
-    t4_step, l4_step = 2e12 / (0.7 * 8.1e12) * 1e3 + 5.0, 2e12 / (0.7 * 30.3e12) * 1e3 + 5.0
+    # By hand, step ms at 0.7 x the fp32 peak plus 500 x 0.024 = 12 ms of launches, times the hourly price:
+    # T4 2e12/5.67e12 = 352.7 + 12 = 364.7 ms x $0.35 = 127.7; L4 2e12/21.21e12 = 94.3 + 12 = 106.3 ms x $0.80 = 85.0
+    # (the next, the H100: 54.6 ms x $2.90 = 158.5).
+    t4_step, l4_step = 2e12 / (0.7 * 8.1e12) * 1e3 + 12.0, 2e12 / (0.7 * 30.3e12) * 1e3 + 12.0
     assert rows["t4"].models["dqn"].step_ms == pytest.approx(t4_step)
     assert rows["l4"].models["dqn"].step_ms == pytest.approx(l4_step)
     priced = [row for row in rows.values() if row.cost_usd_per_training is not None]
@@ -280,14 +298,15 @@ H200_BURN_IN_TFLOPS = 50.25
 
 
 def _emulated_report() -> RunReport:
-    # dqn: a 10 ms step on the H200 = 4 ms of FLOPs at 50.25 TFLOP/s + 300 launches (3 ms) + 3 ms other.
+    # dqn: a 10 ms step on the H200 = 4 ms of FLOPs at 50.25 TFLOP/s + 125 launches x 0.024 ms (3 ms) + 3 ms other;
+    # ppo: a 20 ms step of next to no FLOPs, 500 launches (12 ms) and 8 ms other.
     dqn = model_section(
         noisy_epochs_ms(1000.0, seed=1),
         steps_per_epoch=100,
         samples_per_step=8,
         sample_unit="env_step",
         flops_per_step=4e-3 * H200_BURN_IN_TFLOPS * 1e12,
-        launches_per_step=300,
+        launches_per_step=125,
         peak_reserved_mb=2500.0,
     )
     ppo = model_section(
@@ -296,7 +315,7 @@ def _emulated_report() -> RunReport:
         samples_per_step=16,
         sample_unit="env_step",
         flops_per_step=1e6,
-        launches_per_step=1000,
+        launches_per_step=500,
         peak_reserved_mb=1200.0,
     )
     hardware = replace(
@@ -329,8 +348,10 @@ def test_the_emulated_card_is_the_answers_card_with_projected_times():
     ) / 3600
     assert recommendation.estimated_full_training_hours == pytest.approx(expected_hours)
     assert recommendation.measured_device_hours == pytest.approx(measured_dqn.hours + measured_ppo.hours)
-    # The bounds are wider than the measurement's by at least the projection's 32% of the epochs' time.
-    assert recommendation.estimated_full_training_hours_upper > expected_hours + 0.32 * (
+    # The bounds are wider than the measurement's by at least the projection's margin, the interval's upper side
+    # e / (1 - e) of the point, of the epochs' time.
+    e = PROJECTION_RELATIVE_ERROR
+    assert recommendation.estimated_full_training_hours_upper > expected_hours + e / (1 - e) * (
         measured_dqn.epochs_seconds * dqn_step / 10.0 / 3600
     )
     text = recommendation.reasoning
@@ -341,3 +362,40 @@ def test_the_emulated_card_is_the_answers_card_with_projected_times():
     assert "dqn 10 ms = 4 ms compute, 3 ms launches, 3 ms other" in text
     # The energy is the card's board power over the projected hours, not the H200's counter.
     assert dqn.energy_basis == ENERGY_BOARD_POWER
+
+
+def test_a_projected_trainings_bounds_take_the_intervals_two_sides():
+    # 10 h of epochs (36,000 of 1 s, no variance: the margin is the 12% floor, 1.2 h) projected at the same step
+    # with e = 0.45: the step lies between the point / 1.45 and / 0.55, so the margin above grows by
+    # 1 / 0.55 - 1 = 0.818182 of the epochs (8.18182 h) and the one below by 1 - 1 / 1.45 = 0.310345 (3.10345 h).
+    estimate = TimeEstimate(
+        model="tft",
+        sample_unit="window",
+        plan_samples=36_000 * 640.0,
+        plan_basis="by hand",
+        samples_per_epoch=640.0,
+        samples_per_second=640.0,
+        steps_per_epoch=10,
+        step_ms=100.0,
+        planned_epochs=36_000.0,
+        measured_epochs=10,
+        mean_epoch_ms=1000.0,
+        halfwidth_ms=0.0,
+        confidence_level=0.95,
+        one_off_seconds=0.0,
+        drift_flags=(),
+        drift_ms_per_epoch=0.0,
+    )
+    split = split_step(100.0, None, None)
+    gpu = DeviceThroughput("a gpu", None, None, None, None, "by hand")
+    step = project_step(split, gpu, replace(gpu, name="another"), measured=False)
+    assert (step.margin_fraction, step.lower_margin_fraction) == pytest.approx((0.818182, 0.310345), abs=1e-6)
+    projected = project_estimate(estimate, step.step_ms, step.margin_fraction, step.lower_margin_fraction)
+    assert projected.hours == pytest.approx(10.0)
+    assert projected.upper_hours == pytest.approx(10.0 + 1.2 + 8.181818, abs=1e-5)
+    assert projected.lower_hours == pytest.approx(10.0 - 1.2 - 3.103448, abs=1e-5)
+    # Summed over models as one model's, and on 2 cards at efficiency 1 halved.
+    total = combine_estimates([projected, projected])
+    assert (total.lower_hours, total.upper_hours) == pytest.approx((2 * 5.696552, 2 * 19.381818), abs=1e-5)
+    on_two = scaled_time(projected, ScalingEfficiency(2, 1.0, (1.0, 1.0), "by hand", measured=True))
+    assert (on_two.lower_hours, on_two.upper_hours) == pytest.approx((5.696552 / 2, 19.381818 / 2), abs=1e-5)

@@ -11,6 +11,7 @@ from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epoc
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.projection import (
+    LAUNCH_COST_MS,
     PROJECTION_RELATIVE_ERROR,
     counted_step_ms,
     project_step,
@@ -27,7 +28,8 @@ CATALOG = load_catalog()
 # An H200 (4,800 GB/s) whose burn-in reached 50.25 of 67 fp32 TFLOP/s (efficiency 0.75), capped to an RTX 3050 Ti
 # (192 GB/s, 5.3 fp32 TFLOP/s: 0.75 x 5.3 = 3.975 TFLOP/s attainable).
 H200_BURN_IN_TFLOPS = 50.25
-# DQN as measured on the H200: a 32.5 ms step of 0.148 ms compute, 924 launches (9.24 ms) and 5 MB of traffic.
+# DQN as measured on the H200: a 32.5 ms step of 0.148 ms compute, 924 launches (924 x 0.024 ms = 22.176 ms) and
+# 5 MB of traffic.
 DQN_STEP_MS, DQN_COMPUTE_MS, DQN_LAUNCHES, DQN_BYTES = 32.5, 0.148, 924, 5_000_000
 
 
@@ -57,27 +59,30 @@ def dqn_split() -> StepSplit:
 
 def test_the_rest_splits_into_launches_memory_at_the_bandwidth_and_host_work():
     split = dqn_split()
-    # By hand: 5e6 bytes at 4,800 GB/s = 1.0417e-3 ms; the host is what remains of 32.5 - 0.148 - 9.24.
+    # By hand: 924 launches x 0.024 ms = 22.176 ms; 5e6 bytes at 4,800 GB/s = 1.0417e-3 ms; the host is what
+    # remains: 32.5 - 0.148 - 22.176 - 0.0010417 = 10.1749583 ms.
+    assert LAUNCH_COST_MS == 0.024
     memory_ms = 5e6 / 4800e9 * 1e3
     assert memory_ms == pytest.approx(1.0417e-3, rel=1e-4)
     assert split.compute_ms == pytest.approx(0.148)
-    assert split.launch_ms == pytest.approx(9.24)
+    assert split.launch_ms == pytest.approx(22.176)
     assert split.memory_ms == pytest.approx(memory_ms)
-    assert split.host_ms == pytest.approx(32.5 - 0.148 - 9.24 - memory_ms)
-    assert split.host_ms == pytest.approx(23.1110, abs=1e-4)
+    assert split.host_ms == pytest.approx(32.5 - 0.148 - 22.176 - memory_ms)
+    assert split.host_ms == pytest.approx(10.1750, abs=1e-4)
     assert split.bytes_per_step == DQN_BYTES
     assert split.compute_ms + split.launch_ms + split.memory_ms + split.host_ms == pytest.approx(DQN_STEP_MS)
 
 
 def test_the_memory_part_is_at_most_what_remains_after_compute_and_launches():
-    # 10 ms, no FLOPs, 100 launches (1 ms), 48 GB: 10 ms at 4,800 GB/s, more than the 9 ms that remain.
+    # 10 ms, no FLOPs, 100 launches (2.4 ms), 48 GB: 10 ms at 4,800 GB/s, more than the 7.6 ms that remain.
     split = split_step(10.0, None, 50.25, 100, 48_000_000_000, 4800)
-    assert (split.launch_ms, split.memory_ms, split.host_ms) == pytest.approx((1.0, 9.0, 0.0))
+    assert (split.launch_ms, split.memory_ms, split.host_ms) == pytest.approx((2.4, 7.6, 0.0))
 
 
 def test_without_the_source_bandwidth_the_bytes_are_carried_but_not_split():
+    # 10 ms less 100 launches x 0.024 ms = 7.6 ms, all of it memory as before bytes were counted.
     split = split_step(10.0, None, 50.25, 100, 5_000_000, None)
-    assert (split.memory_ms, split.host_ms, split.bytes_per_step) == (pytest.approx(9.0), None, 5_000_000)
+    assert (split.memory_ms, split.host_ms, split.bytes_per_step) == (pytest.approx(7.6), None, 5_000_000)
 
 
 # --------------------------------------------------------------------------------------------------- projection
@@ -87,30 +92,35 @@ def test_a_dqn_like_step_on_an_rtx3050ti_scales_only_compute_and_its_counted_tra
     split, source, rtx = dqn_split(), h200_source(), target("rtx3050ti")
     assert (source.memory_bandwidth_gbps, rtx.memory_bandwidth_gbps) == (4800, 192)
     # By hand: compute 0.148 x 50.25 / 3.975 = 1.87094 ms; traffic 5e6 B at 192 GB/s = 0.0260417 ms (25x the
-    # H200's); launches 9.24 ms and host 23.11096 ms kept.
+    # H200's); launches 22.176 ms and host 10.17496 ms kept: 1.87094 + 22.176 + 0.02604 + 10.17496 = 34.24794 ms.
     compute_ms = 0.148 * 50.25 / 3.975
     memory_ms = 5e6 / 192e9 * 1e3
-    host_ms = 32.5 - 0.148 - 9.24 - 5e6 / 4800e9 * 1e3
-    point = compute_ms + 9.24 + memory_ms + host_ms
-    assert point == pytest.approx(34.2480, abs=1e-4)
+    host_ms = 32.5 - 0.148 - 22.176 - 5e6 / 4800e9 * 1e3
+    point = compute_ms + 22.176 + memory_ms + host_ms
+    assert point == pytest.approx(34.2479, abs=1e-4)
     assert projected_step_ms(split, source, rtx) == pytest.approx(point)
-    # The alternative's floor, 0.026 ms of traffic + 9.24 ms of launches, is under the point: the point stands.
+    # The alternative's floor, 0.026 ms of traffic + 22.176 ms of launches, is under the point: the point stands.
     assert projected_step_ms(split, source, rtx, memory_bound=True) == pytest.approx(point)
     step = project_step(split, source, rtx, measured=False)
-    assert step.interval_ms == pytest.approx((point * (1 - PROJECTION_RELATIVE_ERROR), point * 1.32))
-    assert step.margin_fraction == pytest.approx(0.32)
-    # Before bytes were counted the alternative scaled the whole 23.1 ms rest by 25: 588.87 ms (pinned below).
-    assert step.interval_ms[1] < 46.0
+    # The measured steps a projection within e = 45% can have come from: 34.24794 / 1.45 = 23.61927 ms to
+    # 34.24794 / 0.55 = 62.26899 ms; the margin is the upper side, 1 / 0.55 - 1 = 0.45 / 0.55.
+    assert PROJECTION_RELATIVE_ERROR == 0.45
+    assert step.interval_ms == pytest.approx((point / 1.45, point / 0.55))
+    assert step.interval_ms == pytest.approx((23.6193, 62.2690), abs=1e-4)
+    assert step.margin_fraction == pytest.approx(0.45 / 0.55)
 
 
 def test_the_memory_bound_alternative_takes_the_counted_traffic_as_the_floor():
     source, rtx = h200_source(), target("rtx3050ti")
     split = split_step(10.0, None, source.attainable_tflops, 100, 48_000_000_000, source.memory_bandwidth_gbps)
-    # Point: 1 ms launches + 9 ms memory x 4800/192 = 226 ms. Floor: 48e9 B at 192 GB/s = 250 ms + 1 ms launches.
-    assert projected_step_ms(split, source, rtx) == pytest.approx(226.0)
-    assert projected_step_ms(split, source, rtx, memory_bound=True) == pytest.approx(251.0)
+    # Point: 100 x 0.024 = 2.4 ms launches + 7.6 ms memory x 4800/192 = 192.4 ms. Floor: 48e9 B at 192 GB/s =
+    # 250 ms + 2.4 ms launches = 252.4 ms.
+    assert projected_step_ms(split, source, rtx) == pytest.approx(192.4)
+    assert projected_step_ms(split, source, rtx, memory_bound=True) == pytest.approx(252.4)
     step = project_step(split, source, rtx, measured=False)
-    assert step.interval_ms == pytest.approx((226.0 * 0.68, 251.0 * 1.32))
+    # 192.4 / (1 + e) = 132.69 ms to 252.4 / (1 - e) = 458.91 ms.
+    e = PROJECTION_RELATIVE_ERROR
+    assert step.interval_ms == pytest.approx((192.4 / (1 + e), 252.4 / (1 - e)))
     # On the measured device the measurement is the step: no floor above it.
     h200 = target("h200")
     measured = project_step(split, source, h200, measured=True)
@@ -119,12 +129,12 @@ def test_the_memory_bound_alternative_takes_the_counted_traffic_as_the_floor():
 
 
 def test_a_faster_card_shortens_the_traffic_by_its_bandwidth():
-    # A 10 ms step on the T4 (320 GB/s, burn-in 6.48 of 8.1 TFLOP/s): 4 ms compute, 300 launches (3 ms),
+    # A 10 ms step on the T4 (320 GB/s, burn-in 6.48 of 8.1 TFLOP/s): 4 ms compute, 125 launches x 0.024 ms (3 ms),
     # 0.64 GB = 2 ms of traffic, 1 ms of host work.
     t4 = source_throughput(
         report({}, hardware=gpu_hardware("Tesla T4", total_vram_mb=15360.0, achieved_tflops=6.48)), CATALOG, 0.7
     )
-    split = split_step(10.0, 4e-3 * 6.48e12, t4.attainable_tflops, 300, 640_000_000, t4.memory_bandwidth_gbps)
+    split = split_step(10.0, 4e-3 * 6.48e12, t4.attainable_tflops, 125, 640_000_000, t4.memory_bandwidth_gbps)
     assert (split.compute_ms, split.launch_ms, split.memory_ms, split.host_ms) == pytest.approx((4, 3, 2, 1))
     h100 = target("h100", t4)
     point = 4.0 * 8.1 / 67.0 + 3.0 + 2.0 * 320 / 3350 + 1.0
@@ -138,9 +148,9 @@ def test_a_faster_card_shortens_the_traffic_by_its_bandwidth():
 def test_from_the_cpu_the_rebuilt_step_pays_for_its_bytes_at_the_cards_bandwidth():
     cpu = source_throughput(report({}, hardware=cpu_hardware(0.05)), CATALOG, assumed_efficiency=0.7)
     h100 = target("h100", cpu)
-    # 2e12 FLOPs at 0.7 x 67 TFLOP/s = 42.644 ms, 500 launches = 5 ms, 3.35 GB at 3,350 GB/s = 1 ms.
-    assert counted_step_ms(2e12, 500, h100, 3_350_000_000) == pytest.approx(2e12 / 46.9e12 * 1e3 + 5.0 + 1.0)
-    assert counted_step_ms(2e12, 500, h100) == pytest.approx(2e12 / 46.9e12 * 1e3 + 5.0)
+    # 2e12 FLOPs at 0.7 x 67 TFLOP/s = 42.644 ms, 500 launches x 0.024 ms = 12 ms, 3.35 GB at 3,350 GB/s = 1 ms.
+    assert counted_step_ms(2e12, 500, h100, 3_350_000_000) == pytest.approx(2e12 / 46.9e12 * 1e3 + 12.0 + 1.0)
+    assert counted_step_ms(2e12, 500, h100) == pytest.approx(2e12 / 46.9e12 * 1e3 + 12.0)
     assert counted_step_ms(2e12, 500, replace(h100, memory_bandwidth_gbps=None), 3_350_000_000) is None
 
 
@@ -161,8 +171,8 @@ def test_a_cpu_report_with_bytes_projects_them_onto_every_card():
     }
     recommendation = build_recommendation(report(sections, hardware=cpu_hardware(0.05)), DecisionConfig(), CATALOG)
     rows = {row.card: row for row in recommendation.projection}
-    # rtx3050ti: 2e12 / (0.7 x 5.3e12) = 539.08 ms + 5 ms + 1.92e9 B at 192 GB/s = 10 ms.
-    assert rows["rtx3050ti"].models["dqn"].step_ms == pytest.approx(2e12 / 3.71e12 * 1e3 + 5.0 + 10.0)
+    # rtx3050ti: 2e12 / (0.7 x 5.3e12) = 539.08 ms + 500 x 0.024 = 12 ms + 1.92e9 B at 192 GB/s = 10 ms.
+    assert rows["rtx3050ti"].models["dqn"].step_ms == pytest.approx(2e12 / 3.71e12 * 1e3 + 12.0 + 10.0)
     assert recommendation.per_model["dqn"].step_split.bytes_per_step == 1_920_000_000
 
 
@@ -190,40 +200,67 @@ def test_the_emulated_answer_names_the_memory_and_host_parts_and_its_bounds_narr
     with_bytes = build_recommendation(_dqn_like_emulated_report(DQN_BYTES), config, CATALOG)
     without = build_recommendation(_dqn_like_emulated_report(None), config, CATALOG)
     text = with_bytes.reasoning
-    assert re.search(r"dqn 32\.\d ms = 0\.14\d ms compute, 9\.24 ms launches, 0\.00104 ms memory \(4\.77 MB", text)
-    assert re.search(r"23\.\d+ ms host", text)
+    assert re.search(r"dqn 32\.\d ms = 0\.14\d ms compute, 22\.2 ms launches, 0\.00104 ms memory \(4\.77 MB", text)
+    assert re.search(r"10\.\d+ ms host", text)
     assert "the counted memory traffic by the bandwidth ratio, the launch and host parts kept" in text
     assert "ms other" in without.reasoning and "ms host" not in without.reasoning
     tft_like = build_recommendation(_dqn_like_emulated_report(2_000_000_000), config, CATALOG)
     assert "(1,907 MB counted)" in tft_like.reasoning
-    # The same step: the point barely moves (the traffic is 0.03 ms on the card), but the upper bound is no
-    # longer the whole rest x 25.
+    # The same step: the point barely moves (the traffic is 0.03 ms on the card: 34.24794 ms with the bytes,
+    # 1.87094 + 32.352 = 34.22294 ms without), but the upper end is no longer the rest after launches x 25:
+    # 34.24794 / 0.55 = 62.269 ms against (1.87094 + 22.176 + 10.176 x 25) / 0.55 = 278.44694 / 0.55 = 506.267 ms.
+    with_row = next(row for row in with_bytes.projection if row.card == "rtx3050ti").models["dqn"]
+    without_row = next(row for row in without.projection if row.card == "rtx3050ti").models["dqn"]
     assert with_bytes.per_model["dqn"].step_ms == pytest.approx(without.per_model["dqn"].step_ms, rel=1e-3)
-    assert with_bytes.estimated_full_training_hours_upper < without.estimated_full_training_hours_upper / 10
-    dqn_row = next(row for row in with_bytes.projection if row.card == "rtx3050ti").models["dqn"]
-    assert dqn_row.step_ms_if_memory_bound == pytest.approx(dqn_row.step_ms)
+    assert (with_row.step_ms, without_row.step_ms) == pytest.approx((34.24794, 34.22294), abs=1e-5)
+    assert with_row.step_ms_if_memory_bound == pytest.approx(with_row.step_ms)
+    assert without_row.step_ms_if_memory_bound == pytest.approx(278.44694, abs=1e-5)
+    assert with_row.step_ms_interval[1] == pytest.approx(34.24794 / 0.55, abs=1e-4)
+    assert without_row.step_ms_interval[1] == pytest.approx(278.44694 / 0.55, abs=1e-4)
+    # The training's margin (upper bound less the estimate) narrows with it: the projection's part of it is
+    # 62.269 / 34.24794 - 1 = 0.818 of the epochs' time with the bytes against 506.267 / 34.22294 - 1 = 13.79
+    # without, more than tenfold beside the measurement's (the same for both).
+    with_margin = with_bytes.estimated_full_training_hours_upper - with_bytes.estimated_full_training_hours
+    without_margin = without.estimated_full_training_hours_upper - without.estimated_full_training_hours
+    assert with_margin < without_margin / 10
 
 
 # ------------------------------------------------------------------------------------- older reports: unchanged
 
-# The functions' outputs on these inputs before bytes were counted (commit 7325989), for the H200 source above:
-# (step ms, FLOPs, launches) -> card: (point, memory-bound alternative, interval, margin fraction).
+# The no-bytes path's formulas by hand, for the H200 source above (A_src 50.25 TFLOP/s, bw_src 4,800 GB/s) onto the
+# fp32 targets at its efficiency 0.75 (rtx3050ti 3.975 TFLOP/s and 192 GB/s, h100 50.25 and 3,350, t4 6.075 and
+# 320): compute t_c = F / A_src, the rest t_o = t - t_c, launches t_l = min(t_o, L x 0.024 ms), memory t_m = t_o -
+# t_l; the point t_c x A_src / A_tgt + t_o, the memory-bound alternative t_c x A_src / A_tgt + t_l + t_m x bw_src /
+# bw_tgt (t_o x bw_src / bw_tgt where the launches were not counted).
+# (step ms, FLOPs, launches) -> card: (point, memory-bound alternative), ms.
 BEFORE_BYTES = {
+    # t_c = 7.6e9 / 50.25e12 = 0.151244 ms, t_o = 32.348756 ms.
     (32.5, 7.6e9, None): {
-        "rtx3050ti": (34.260705904440066, 810.6308551581715, (23.297280015019243, 1070.0327288087865)),
-        "h100": (32.5, 46.501700452959085, (22.099999999999998, 61.382244597905995)),
+        # 7.6e9 / 3.975e12 = 1.911950; point 1.911950 + 32.348756; alternative 1.911950 + 32.348756 x 25.
+        "rtx3050ti": (34.260706, 810.630855),
+        # Same rate: point 32.5; alternative 0.151244 + 32.348756 x 4800 / 3350 (1.432836) = 0.151244 + 46.350457.
+        "h100": (32.5, 46.501700),
     },
+    # t_l = 924 x 0.024 = 22.176 ms, t_m = 32.348756 - 22.176 = 10.172756 ms.
     (32.5, 7.6e9, 924): {
-        "rtx3050ti": (34.260705904440066, 588.8708551581714, (23.297280015019243, 777.3095288087862)),
-        "t4": (33.59978502548984, 357.12237209016644, (22.847853817333085, 471.4015311590197)),
+        # Alternative 1.911950 + 22.176 + 10.172756 x 25 (254.318906).
+        "rtx3050ti": (34.260706, 278.406855),
+        # 7.6e9 / 6.075e12 = 1.251029; point 1.251029 + 32.348756; alternative 1.251029 + 22.176 + 10.172756 x 15.
+        "t4": (33.599785, 176.018372),
     },
-    (59.6, 4.07e11, 3000): {
-        "rtx3050ti": (153.89043461935606, 669.9023749178634, (104.6454955411621, 884.2711348915798)),
-        "h100": (59.6, 68.90618549045816, (40.528, 90.95616484740476)),
+    # t_c = 4.07e11 / 50.25e12 = 8.099502 ms, t_o = 51.500498 ms, t_l = 1250 x 0.024 = 30 ms, t_m = 21.500498 ms
+    # (1250 launches: 3000 would take the whole rest at 0.024 ms and leave no memory part to scale).
+    (59.6, 4.07e11, 1250): {
+        # 4.07e11 / 3.975e12 = 102.389937; point 102.389937 + 51.500498; alternative 102.389937 + 30 + 537.512438.
+        "rtx3050ti": (153.890435, 669.902375),
+        # Point 59.6; alternative 8.099502 + 30 + 21.500498 x 1.432836 (30.806683).
+        "h100": (59.6, 68.906185),
     },
-    (10.0, None, None): {"t4": (10.0, 150.0, (6.799999999999999, 198.0))},
+    # No FLOPs, no launches: point 10 ms kept; alternative 10 x 4800 / 320 = 150 ms.
+    (10.0, None, None): {"t4": (10.0, 150.0)},
 }
-COUNTED_BEFORE_BYTES = {"rtx3050ti": 11.151949685534591, "h100": 9.391243781094527, "t4": 10.491028806584362}
+# F / A_tgt + 924 x 0.024 ms (22.176): 1.911950, 0.151244 and 1.251029 ms of compute (above) plus the launches.
+COUNTED_BEFORE_BYTES = {"rtx3050ti": 24.087950, "h100": 22.327244, "t4": 23.427029}
 
 
 @pytest.mark.parametrize("inputs", sorted(BEFORE_BYTES, key=str))
@@ -232,14 +269,18 @@ def test_a_step_without_bytes_projects_exactly_as_before(inputs):
     step_ms, flops, launches = inputs
     split = split_step(step_ms, flops, source.attainable_tflops, launches, None, source.memory_bandwidth_gbps)
     assert split.host_ms is None and split.bytes_per_step is None
-    for card, (point, alternative, interval) in BEFORE_BYTES[inputs].items():
+    for card, (point, alternative) in BEFORE_BYTES[inputs].items():
         step = project_step(split, source, target(card), measured=False)
-        assert (step.step_ms, step.memory_bound_ms, step.interval_ms) == (point, alternative, interval)
+        assert (step.step_ms, step.memory_bound_ms) == pytest.approx((point, alternative), abs=1e-6)
+        # Every alternative here is at least its point: the interval is point / (1 + 0.45) to alternative /
+        # (1 - 0.45), its margin the upper side.
+        assert step.interval_ms == pytest.approx((point / 1.45, alternative / 0.55), abs=1e-6)
+        assert step.margin_fraction == pytest.approx(alternative / 0.55 / point - 1, abs=1e-6)
 
 
 @pytest.mark.parametrize("card", sorted(COUNTED_BEFORE_BYTES))
 def test_a_cpu_count_without_bytes_rebuilds_the_step_as_before(card):
-    assert counted_step_ms(7.6e9, 924, target(card)) == COUNTED_BEFORE_BYTES[card]
+    assert counted_step_ms(7.6e9, 924, target(card)) == pytest.approx(COUNTED_BEFORE_BYTES[card], abs=1e-6)
 
 
 def test_an_old_split_without_bytes_keeps_its_keys():

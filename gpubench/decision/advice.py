@@ -138,10 +138,11 @@ PROJECTION_METHOD = (
     "same software). A GPU not in the catalog has no peak: its A is the burn-in's achieved TFLOP/s itself, and the "
     "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "
     "t_c = min(t, F / A_src), launches t_l = min(t - t_c, L x c) with c = "
-    f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200: a tiny MLP's Adam step 1.7 ms eager against "
-    "0.22 ms as a CUDA graph), memory t_m = min(t - t_c - t_l, B / bw_src) (bw the catalog's memory bandwidth, "
-    "GB/s) and host t_h = t - t_c - t_l - t_m (Python, dispatch and other host work outside the launches). A step "
-    "with t_c >= 0.5 t is compute-bound, otherwise overhead-bound; without a FLOP count the whole step is taken as "
+    f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200 as eager steps less their CUDA-graph replays "
+    "per launching operation: 11.8 us for Mamba-2 to 35.0 us for DQN, the median of four models), memory t_m = "
+    "min(t - t_c - t_l, B / bw_src) (bw the catalog's memory bandwidth, GB/s) and host t_h = t - t_c - t_l - "
+    "t_m (Python, dispatch and other host work outside the launches). A step with t_c >= 0.5 t is compute-bound, "
+    "otherwise overhead-bound; without a FLOP count the whole step is taken as "
     "overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + t_h: the counted traffic "
     "scales with memory bandwidth, launch and host costs are kept (a small network's Adam step is launch-bound even "
     "on an H200), so a compute-bound step scales by the peak ratio and a launch-bound one keeps its time. The "
@@ -151,12 +152,18 @@ PROJECTION_METHOD = (
     "*_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when both bandwidths are "
     "known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from the counts: t' = F / "
     "A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the reason) where F or L "
-    "could not be counted; host work that is no tensor operation is not in it. Every projected step is an "
-    "interval: from the smaller of the two projections x (1 - e) to the larger x (1 + e), e = "
-    f"{PROJECTION_RELATIVE_ERROR:.0%}, the error of pure peak-spec estimates in the literature (NeuSight, ASPLOS "
-    "2025: 2.3% headline and about 10% mean over its 41 training configurations for a learned predictor; Habitat, "
-    "USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast); the training's bounds on a projected card "
-    "add that relative margin to the measured one. The measured device's own row carries no projection error. "
+    "could not be counted; host work that is no tensor operation is not in it. The counts are an iteration's "
+    "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
+    "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
+    "Every projected step is an interval: from the smaller of the two projections / (1 + e) to the larger / (1 - "
+    "e), the measured steps a "
+    f"projection with relative error at most e = {PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
+    "errors (NeuSight, ASPLOS 2025: 2.3% headline and about 10% mean over its 41 training configurations for a "
+    "learned predictor; Habitat, USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast) are below it; "
+    "checked on the H200, fp32 projected to tf32 and bf16 ran up to 42.2% too fast (Mamba-2's small matmuls did "
+    "not speed up with the peak), mean 17.9% over 8 cases, and e is that worst case rounded up. The training's "
+    "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
+    "below. The measured device's own row carries no projection error. "
     "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
     "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
     "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "
@@ -395,7 +402,7 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
     assert cloud_row.training_hours is not None
     price = cloud_row.cost_usd_per_training
     several = cloud_row.card_count > 1
-    widened = f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
+    widened = f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
     if several:
         widened = (f"{widened} and " if not cloud_row.measured_device else "") + "the scaling efficiency's interval"
     interval = ""
@@ -494,12 +501,14 @@ def _emulation_text(outcome: Outcome) -> str:
         scaled = (
             "the compute part scaled by the attainable-throughput ratio, the counted memory traffic by the bandwidth "
             "ratio, the launch and host parts kept (the memory-bound alternative, the counted traffic at the card's "
-            f"bandwidth as the step's floor, and a +/-{error:.0%} projection error are in the bounds)"
+            f"bandwidth as the step's floor, and a {error:.0%} projection error, the measured step between the "
+            f"projection / {1 + error:.2f} and / {1 - error:.2f}, are in the bounds)"
         )
     else:
         scaled = (
             "the compute part scaled by the attainable-throughput ratio and the launch and other parts kept (the "
-            f"memory-bound alternative and a +/-{error:.0%} projection error are in the bounds)"
+            f"memory-bound alternative and a {error:.0%} projection error, the measured step between the projection "
+            f"/ {1 + error:.2f} and / {1 - error:.2f}, are in the bounds)"
         )
     return (
         f"This answer is about {outcome.device}, emulated on {outcome.measured_device}: memory and batch sizes were "
@@ -808,7 +817,7 @@ def recommended_actions(
         )
     elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
-        included = f"the projection's +/-{PROJECTION_RELATIVE_ERROR:.0%}"
+        included = f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
         if cloud_row.card_count > 1:
             included += " and the scaling efficiency's interval"
         actions.append(

@@ -186,8 +186,10 @@ class TimeEstimate:
     lower one never below the one-off costs (the epochs cannot take less than no time).
 
     A projected estimate (:func:`gpubench.decision.projection.project_estimate`: the model's time on another card)
-    has ``projection_margin_fraction`` > 0: that fraction of the planned epochs' time is added to the margin, the
-    projection's own uncertainty beside the measurement's.
+    has ``projection_margin_fraction`` > 0: that fraction of the planned epochs' time is added to the margin above,
+    the projection's own uncertainty beside the measurement's, and ``projection_lower_margin_fraction`` of it to
+    the margin below (a projection's interval is not symmetric: a step projected with relative error e lies
+    between the point ÷ (1 + e) and ÷ (1 − e)).
     """
 
     model: str
@@ -207,6 +209,7 @@ class TimeEstimate:
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
     projection_margin_fraction: float = 0.0
+    projection_lower_margin_fraction: float = 0.0
     plan_steps: float = 0.0
     plan_updates: float = 0.0
     updates_per_env_step: float | None = None
@@ -240,16 +243,25 @@ class TimeEstimate:
         """The least margin (s): :data:`RELATIVE_MARGIN_FLOOR` of the planned epochs' time."""
         return RELATIVE_MARGIN_FLOOR * self.epochs_seconds
 
-    def margin_seconds_at(self, measured_epochs: int | None = None, *, widened: bool = True) -> float:
-        """The margin (s) on the total: statistical margin (after ``measured_epochs`` when given) plus the drift's
-        when ``widened``, at least the floor; plus a projection's own margin."""
+    def margin_seconds_at(
+        self, measured_epochs: int | None = None, *, widened: bool = True, below: bool = False
+    ) -> float:
+        """The margin (s) on the total, above it (``below``: under it): statistical margin (after
+        ``measured_epochs`` when given) plus the drift's when ``widened``, at least the floor; plus a projection's
+        own margin on that side."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
-        return max(self.margin_floor_seconds, measured) + self.projection_margin_fraction * self.epochs_seconds
+        projection = self.projection_lower_margin_fraction if below else self.projection_margin_fraction
+        return max(self.margin_floor_seconds, measured) + projection * self.epochs_seconds
 
     @property
     def margin_seconds(self) -> float:
-        """The margin (s) on the total, as measured, widened for a flagged drift."""
+        """The margin (s) above the total, as measured, widened for a flagged drift."""
         return self.margin_seconds_at()
+
+    @property
+    def lower_margin_seconds(self) -> float:
+        """The margin (s) under the total: :attr:`margin_seconds` with a projection's lower side."""
+        return self.margin_seconds_at(below=True)
 
     @property
     def floor_applied(self) -> bool:
@@ -268,7 +280,7 @@ class TimeEstimate:
     @property
     def lower_hours(self) -> float:
         """The lower bound (h): the estimate less the margin, never below the fixed costs."""
-        return (self.fixed_seconds + max(0.0, self.epochs_seconds - self.margin_seconds)) / SECONDS_PER_HOUR
+        return (self.fixed_seconds + max(0.0, self.epochs_seconds - self.lower_margin_seconds)) / SECONDS_PER_HOUR
 
     @property
     def upper_bound_level(self) -> float:
@@ -402,10 +414,12 @@ def combine_estimates(
     epochs = measured_epochs or {}
     seconds = lower_s = margin_s = 0.0
     for estimate, ratio in zip(estimates, ratios, strict=True):
-        margin = estimate.margin_seconds_at(epochs.get(estimate.model), widened=widened) * ratio
+        measured = epochs.get(estimate.model)
+        margin = estimate.margin_seconds_at(measured, widened=widened) * ratio
+        margin_below = estimate.margin_seconds_at(measured, widened=widened, below=True) * ratio
         epochs_s = estimate.epochs_seconds * ratio
         seconds += epochs_s + estimate.fixed_seconds
-        lower_s += estimate.fixed_seconds + max(0.0, epochs_s - margin)
+        lower_s += estimate.fixed_seconds + max(0.0, epochs_s - margin_below)
         margin_s += margin
     return TotalTime(
         hours=seconds / SECONDS_PER_HOUR,

@@ -148,9 +148,9 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
 def scaled_time(estimate: TimeEstimate, scaling: ScalingEfficiency) -> TotalTime:
     """One model's training (hours) on ``scaling.gpus`` data-parallel cards from its one-card ``estimate``.
 
-    With N cards, efficiency e and its interval [e_lo, e_hi], the epochs E, their margin M and the fixed costs F
-    (seconds): hours = F + E / (N e); upper = F + (E + M) / (N e_lo); lower = F + max(0, E − M) / (N e_hi). One
-    card is ``estimate``'s own figures, unchanged.
+    With N cards, efficiency e and its interval [e_lo, e_hi], the epochs E, their margins M above and M' below and
+    the fixed costs F (seconds): hours = F + E / (N e); upper = F + (E + M) / (N e_lo); lower = F + max(0, E − M')
+    / (N e_hi). One card is ``estimate``'s own figures, unchanged.
     """
     if scaling.gpus == 1:
         return TotalTime(hours=estimate.hours, lower_hours=estimate.lower_hours, upper_hours=estimate.upper_hours)
@@ -158,7 +158,7 @@ def scaled_time(estimate: TimeEstimate, scaling: ScalingEfficiency) -> TotalTime
     epochs_s, margin_s, fixed_s = estimate.epochs_seconds, estimate.margin_seconds, estimate.fixed_seconds
     return TotalTime(
         hours=(fixed_s + epochs_s / (gpus * scaling.scaling_efficiency)) / SECONDS_PER_HOUR,
-        lower_hours=(fixed_s + max(0.0, epochs_s - margin_s) / (gpus * high)) / SECONDS_PER_HOUR,
+        lower_hours=(fixed_s + max(0.0, epochs_s - estimate.lower_margin_seconds) / (gpus * high)) / SECONDS_PER_HOUR,
         upper_hours=(fixed_s + (epochs_s + margin_s) / (gpus * low)) / SECONDS_PER_HOUR,
     )
 

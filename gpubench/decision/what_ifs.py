@@ -48,7 +48,7 @@ def _on_answer_card(
     step = project_step(split, source, target, measured=False)
     if step.step_ms is None:
         return f"no projection of {name}'s {what_if.variant} onto {card}: {step.refused}"
-    return project_estimate(estimate, step.step_ms, step.margin_fraction)
+    return project_estimate(estimate, step.step_ms, step.margin_fraction, step.lower_margin_fraction)
 
 
 def what_if_estimates(
