@@ -1094,6 +1094,9 @@ class CardProjection(Record):
     efficiency's interval), ``cost_usd_per_training`` is ``gpus`` × ``hourly_price_usd`` (one card's) × those
     hours, and ``single_card_training_hours`` is one card's time (None, and left out, for one card). The models'
     ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
+    ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
+    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above:
+    ``gpubench.decision.projection.interval_factors``; None in reports written before it).
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -1101,6 +1104,7 @@ class CardProjection(Record):
         "projection_relative_error",
         "gpus",
         "single_card_training_hours",
+        "projection_interval_factors",
     )
 
     card: str
@@ -1122,6 +1126,7 @@ class CardProjection(Record):
     projection_relative_error: float | None = None
     gpus: int | None = None
     single_card_training_hours: float | None = None
+    projection_interval_factors: tuple[float, float] | None = None
 
     @property
     def card_count(self) -> int:

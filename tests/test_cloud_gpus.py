@@ -35,10 +35,11 @@ CATALOG = load_catalog()
 BASE = ("hardware=cpu", "experiment=quick", "model=mlp", "tracking.enabled=false")
 FIXTURES = Path(__file__).parent / "fixtures"
 #: The two stored reports' recommendations on one card, as decided when the projection's constants last changed
-#: (session 6: 24 µs a launch, a 45% projection error); regenerate only when the decision's arithmetic changes on
-#: purpose. Until then they were pinned to those of e6e7193, the code before decision.cloud_gpus, and matched them;
-#: the constants' change made that pin unreachable, so this one was written by the commit that changed them
-#: (``build_recommendation(report, DecisionConfig(cloud_gpus=1), catalog)``, ``method`` left out).
+#: (session 6: 24 µs a launch, a 45% projection error from a GPU, a factor of 2 from the CPU); regenerate only
+#: when the decision's arithmetic changes on purpose. Until then they were pinned to those of e6e7193, the code
+#: before decision.cloud_gpus, and matched them; the constants' change made that pin unreachable, so this one was
+#: written by the commit that changed them (``build_recommendation(report, DecisionConfig(cloud_gpus=1),
+#: catalog)``, ``method`` left out).
 BEFORE = FIXTURES / "recommendations_one_card_s6.json"
 STORED_REPORTS = {
     "cpu_quick": FIXTURES / "report_main_1092cdc_cpu_quick.json",

@@ -12,6 +12,7 @@ from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     BOUND_UNKNOWN,
+    CPU_REBUILD_FACTOR,
     LAUNCH_COST_MS,
     PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
@@ -255,16 +256,19 @@ def test_from_the_cpu_a_card_step_is_rebuilt_from_flops_and_launches():
     dqn = rows["h100"].models["dqn"]
     assert dqn.step_ms == pytest.approx(h100_step_ms)
     assert dqn.step_ms_if_memory_bound is None  # bytes are not counted
-    # 54.644 / (1 + e) = 37.685 ms to 54.644 / (1 - e) = 99.353 ms.
-    e = PROJECTION_RELATIVE_ERROR
-    assert dqn.step_ms_interval == pytest.approx((h100_step_ms / (1 + e), h100_step_ms / (1 - e)))
+    # From the CPU the interval is the rebuild within a factor of 2: 54.644 / 2 = 27.322 ms to 54.644 x 2 =
+    # 109.288 ms (a GPU source's would be the point / (1 + e) to / (1 - e)).
+    assert CPU_REBUILD_FACTOR == 2.0
+    assert dqn.step_ms_interval == pytest.approx((27.322, 109.288), abs=1e-3)
+    assert rows["h100"].projection_relative_error is None
+    assert rows["h100"].projection_interval_factors == (0.5, 2.0)
     # The H100 is now 4000 / 54.644 = 73.2x the 2-core CPU's step, not 1.12x.
     assert dqn.speedup == pytest.approx(CPU_STEP_MS / 54.644, rel=1e-4)
     assert rows["h100"].speedup_vs_measured > 50
-    # The bounds carry the projection's margin, the interval's upper side e / (1 - e) of the point, beside the
-    # measurement's; the lower bound is at least as far down as the interval's lower side, 1 / (1 + e).
-    assert rows["h100"].training_hours_lower < rows["h100"].training_hours / (1 + e)
-    assert rows["h100"].training_hours_upper > rows["h100"].training_hours * (1 + e / (1 - e))
+    # The bounds carry the rebuild's margins, the interval's sides (the point x 2 above, / 2 below), beside the
+    # measurement's.
+    assert rows["h100"].training_hours_lower < rows["h100"].training_hours / 2
+    assert rows["h100"].training_hours_upper > rows["h100"].training_hours * 2
 
 
 def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():

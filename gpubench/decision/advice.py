@@ -19,6 +19,7 @@ from gpubench.decision.memory_budget import HEADROOM_MARGINAL, HEADROOM_RISK, TO
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
+    CPU_REBUILD_FACTOR,
     LAUNCH_COST_MS,
     PROJECTION_RELATIVE_ERROR,
 )
@@ -152,12 +153,14 @@ PROJECTION_METHOD = (
     "*_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when both bandwidths are "
     "known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from the counts: t' = F / "
     "A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the reason) where F or L "
-    "could not be counted; host work that is no tensor operation is not in it. The counts are an iteration's "
+    "could not be counted; host work that is no tensor operation is not in it, and its interval is the rebuild "
+    f"/ {CPU_REBUILD_FACTOR:g} to x {CPU_REBUILD_FACTOR:g} (checked on the H200 against four models' fp32 eager "
+    "steps: they were 0.52 to 1.93 times the rebuild from a CPU's counts). The counts are an iteration's "
     "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
     "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
-    "Every projected step is an interval: from the smaller of the two projections / (1 + e) to the larger / (1 - "
-    "e), the measured steps a "
-    f"projection with relative error at most e = {PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
+    "Every step projected from a GPU is an interval: from the smaller of the two projections / (1 + e) to the "
+    "larger / (1 - e), the measured steps a projection with relative error at most e = "
+    f"{PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
     "errors (NeuSight, ASPLOS 2025: 2.3% headline and about 10% mean over its 41 training configurations for a "
     "learned predictor; Habitat, USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast) are below it; "
     "checked on the H200, fp32 projected to tf32 and bf16 ran up to 42.2% too fast (Mamba-2's small matmuls did "
@@ -397,12 +400,20 @@ def cards_text(row: CardProjection) -> str:
     return row.card if row.card_count == 1 else f"{row.card_count} × {row.card}"
 
 
+def _projection_uncertainty_text(row: CardProjection) -> str:
+    """What widened a projected row's bounds: the projection's error from a GPU, the rebuild's factor from the CPU
+    (a row with no relative error)."""
+    if row.projection_relative_error is None:
+        return f"the CPU rebuild's factor of {CPU_REBUILD_FACTOR:g} either way"
+    return f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
+
+
 def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[str, ScalingEfficiency] | None) -> str:
     """The cloud row's projected training: hours, bounds, cost, and on several cards their scaling efficiency."""
     assert cloud_row.training_hours is not None
     price = cloud_row.cost_usd_per_training
     several = cloud_row.card_count > 1
-    widened = f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
+    widened = _projection_uncertainty_text(cloud_row)
     if several:
         widened = (f"{widened} and " if not cloud_row.measured_device else "") + "the scaling efficiency's interval"
     interval = ""
@@ -817,7 +828,7 @@ def recommended_actions(
         )
     elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
         price = cloud_row.cost_usd_per_training
-        included = f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
+        included = _projection_uncertainty_text(cloud_row)
         if cloud_row.card_count > 1:
             included += " and the scaling efficiency's interval"
         actions.append(

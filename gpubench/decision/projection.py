@@ -49,6 +49,14 @@ LAUNCH_COST_MS = 0.024
 #: rounded up to 5%, is the constant.
 PROJECTION_RELATIVE_ERROR = 0.45
 
+#: From the CPU a card's step is rebuilt from the step's counts (:func:`counted_step_ms`), with nothing measured on
+#: any GPU: the card's step is taken to lie within this factor of the rebuild, either way. Checked on the H200
+#: (session 6) against the four models' fp32 eager steps, measured twice each, with the counts a CPU makes: the
+#: measured steps were 0.52 to 1.93 times the rebuild. Mamba-2 0.52-0.65: the host's launches overlap the device's
+#: work instead of adding to it. DQN 1.61-1.93 and TFT 1.43-1.64: their operations cost the host more than
+#: :data:`LAUNCH_COST_MS` each. PPO 1.21-1.23. The widest of these, rounded up, is the factor.
+CPU_REBUILD_FACTOR = 2.0
+
 
 @dataclass(frozen=True)
 class DeviceThroughput:
@@ -275,16 +283,30 @@ def counted_step_ms(
 class StepProjection:
     """A step projected onto one card (ms): the point (:func:`projected_step_ms` or :func:`counted_step_ms`), the
     memory-bound alternative (None where it cannot be computed), the interval spanning both widened by
-    ``relative_error`` e (the smaller ÷ (1 + e) to the larger ÷ (1 − e)), and the relative margins the training's
-    bounds get from it, above and below the point; ``refused`` says why there is no projection."""
+    ``interval_factors`` (:func:`interval_factors`: the smaller times the first, the larger times the second), and
+    the relative margins the training's bounds get from it, above and below the point; ``refused`` says why there
+    is no projection."""
 
     step_ms: float | None
     memory_bound_ms: float | None
     interval_ms: tuple[float, float] | None
-    relative_error: float
+    interval_factors: tuple[float, float]
     margin_fraction: float
     lower_margin_fraction: float = 0.0
     refused: str | None = None
+
+
+def interval_factors(*, from_gpu: bool, measured: bool) -> tuple[float, float]:
+    """The range a card's step can have around its projection, as multiples of the projected step (below, above).
+
+    From a GPU ``(1 / (1 + e), 1 / (1 − e))``, e = :data:`PROJECTION_RELATIVE_ERROR`: the measured steps a
+    projection with relative error at most e can have been made from. From the CPU ``(1 / k, k)``, k =
+    :data:`CPU_REBUILD_FACTOR`. On the device measured ``(1, 1)``: the step is the measurement."""
+    if measured:
+        return (1.0, 1.0)
+    if from_gpu:
+        return (1.0 / (1.0 + PROJECTION_RELATIVE_ERROR), 1.0 / (1.0 - PROJECTION_RELATIVE_ERROR))
+    return (1.0 / CPU_REBUILD_FACTOR, CPU_REBUILD_FACTOR)
 
 
 def project_step(
@@ -293,11 +315,10 @@ def project_step(
     """Project one model's measured step onto ``target``: from a GPU by :func:`projected_step_ms` (and its
     memory-bound alternative), from the CPU by :func:`counted_step_ms`. ``measured``: the target is the device
     measured, so the step is the measurement and carries no projection error. The interval runs from the smaller of
-    the point and the memory-bound alternative ÷ (1 + e) to the larger ÷ (1 − e), e =
-    :data:`PROJECTION_RELATIVE_ERROR`: the measured steps a projection with relative error at most e can have
-    been made from; the margin fractions are its sides relative to the point (above: high ÷ point − 1, below:
+    the point and the memory-bound alternative times the lower of :func:`interval_factors` to the larger times
+    the upper; the margin fractions are its sides relative to the point (above: high ÷ point − 1, below:
     1 − low ÷ point)."""
-    error = 0.0 if measured else PROJECTION_RELATIVE_ERROR
+    factors = interval_factors(from_gpu=source.on_gpu, measured=measured)
     if source.on_gpu:
         point = projected_step_ms(split, source, target)
         alternative = projected_step_ms(split, source, target, memory_bound=True)
@@ -330,11 +351,11 @@ def project_step(
             else:
                 refused = None
     if point is None:
-        return StepProjection(None, None, None, error, 0.0, refused=refused)
+        return StepProjection(None, None, None, factors, 0.0, refused=refused)
     low = min(point, alternative) if alternative is not None else point
     high = max(point, alternative) if alternative is not None else point
-    interval = (low / (1.0 + error), high / (1.0 - error))
-    return StepProjection(point, alternative, interval, error, interval[1] / point - 1.0, 1.0 - interval[0] / point)
+    interval = (low * factors[0], high * factors[1])
+    return StepProjection(point, alternative, interval, factors, interval[1] / point - 1.0, 1.0 - interval[0] / point)
 
 
 def project_estimate(
@@ -457,7 +478,8 @@ def projection_table(
                 fits_in_vram=None if not fits_all or None in fits_all else all(fits_all),
                 models=models,
                 training_hours_lower=lower_hours,
-                projection_relative_error=0.0 if measured else PROJECTION_RELATIVE_ERROR,
+                projection_relative_error=0.0 if measured else PROJECTION_RELATIVE_ERROR if source.on_gpu else None,
+                projection_interval_factors=interval_factors(from_gpu=source.on_gpu, measured=measured),
                 gpus=gpus,
                 single_card_training_hours=single_card_hours,
             )
