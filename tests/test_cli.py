@@ -161,6 +161,7 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         "hours_lower",
         "training_hours_lower",
         "projection_relative_error",
+        "projection_interval_factors",
         "recompute_scan",
         "recompute_scan_setting",
         "recompute_scan_reason",
