@@ -38,3 +38,26 @@ def test_the_projection_check_runs_on_the_cpu(tmp_path):
     parts = row["compute_ms"] + row["launch_ms"] + row["other_ms"]
     assert parts == pytest.approx(row["fp32_eager_ms"])
     assert row["error"] == pytest.approx((row["projected_ms"] - row["measured_ms"]) / row["measured_ms"])
+
+
+@pytest.mark.slow
+def test_the_cpu_rebuild_check_compares_the_rebuilt_step_with_the_measured_one(tmp_path):
+    measured = tmp_path / "measured.json"
+    measured.write_text(json.dumps({"rows": [{"model": "dqn", "variant": "tf32", "fp32_eager_ms": 10.0}]}))
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")}
+    completed = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT.parent / "cpu_rebuild_check.py"), str(measured)),
+            *("--card", "h100", "experiment=quick"),
+        ],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    (row,) = [line.split() for line in completed.stdout.splitlines() if line.startswith("dqn")]
+    rebuilt_ms, measured_ms, ratio = float(row[4]), float(row[5]), float(row[-1])
+    assert measured_ms == 10.0 and ratio == pytest.approx(10.0 / rebuilt_ms, abs=0.01)
+    assert f"from {ratio:.2f} to {ratio:.2f} over 1 steps" in completed.stdout
