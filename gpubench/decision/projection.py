@@ -282,18 +282,29 @@ def counted_step_ms(
 @dataclass(frozen=True)
 class StepProjection:
     """A step projected onto one card (ms): the point (:func:`projected_step_ms` or :func:`counted_step_ms`), the
-    memory-bound alternative (None where it cannot be computed), the interval spanning both widened by
-    ``interval_factors`` (:func:`interval_factors`: the smaller times the first, the larger times the second), and
-    the relative margins the training's bounds get from it, above and below the point; ``refused`` says why there
+    memory-bound alternative (None where it cannot be computed), and the interval spanning both widened by
+    :func:`interval_factors` (the smaller times the first, the larger times the second); ``refused`` says why there
     is no projection."""
 
     step_ms: float | None
     memory_bound_ms: float | None
     interval_ms: tuple[float, float] | None
-    interval_factors: tuple[float, float]
-    margin_fraction: float
-    lower_margin_fraction: float = 0.0
     refused: str | None = None
+
+    @property
+    def margin_fraction(self) -> float:
+        """The interval's side above the point, relative to it: the margin the training's upper bound gets (0
+        without a projection)."""
+        if self.step_ms is None or self.interval_ms is None:
+            return 0.0
+        return self.interval_ms[1] / self.step_ms - 1.0
+
+    @property
+    def lower_margin_fraction(self) -> float:
+        """The interval's side below the point, relative to it: the margin the training's lower bound gets."""
+        if self.step_ms is None or self.interval_ms is None:
+            return 0.0
+        return 1.0 - self.interval_ms[0] / self.step_ms
 
 
 def interval_factors(*, from_gpu: bool, measured: bool) -> tuple[float, float]:
@@ -316,8 +327,7 @@ def project_step(
     memory-bound alternative), from the CPU by :func:`counted_step_ms`. ``measured``: the target is the device
     measured, so the step is the measurement and carries no projection error. The interval runs from the smaller of
     the point and the memory-bound alternative times the lower of :func:`interval_factors` to the larger times
-    the upper; the margin fractions are its sides relative to the point (above: high ÷ point − 1, below:
-    1 − low ÷ point)."""
+    the upper."""
     factors = interval_factors(from_gpu=source.on_gpu, measured=measured)
     if source.on_gpu:
         point = projected_step_ms(split, source, target)
@@ -351,11 +361,10 @@ def project_step(
             else:
                 refused = None
     if point is None:
-        return StepProjection(None, None, None, factors, 0.0, refused=refused)
+        return StepProjection(None, None, None, refused)
     low = min(point, alternative) if alternative is not None else point
     high = max(point, alternative) if alternative is not None else point
-    interval = (low * factors[0], high * factors[1])
-    return StepProjection(point, alternative, interval, factors, interval[1] / point - 1.0, 1.0 - interval[0] / point)
+    return StepProjection(point, alternative, (low * factors[0], high * factors[1]))
 
 
 def project_estimate(
