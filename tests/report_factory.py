@@ -2,7 +2,8 @@
 
 Every record is a :mod:`gpubench.results` type, and the statistics are computed by
 ``gpubench.stats.epoch_times.summarize_epoch_times`` from the epoch times given, exactly as the runner does, so a
-test's inputs are measured-style: epoch times, steps per epoch, samples per step, memory peaks, energy.
+test's inputs are measured-style: epoch times, steps per epoch, samples per step, memory peaks, energy. Beside
+them, one model's time estimate worked by hand (:func:`ten_hour_estimate`).
 """
 
 import math
@@ -10,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from gpubench.decision.estimate import TimeEstimate
 from gpubench.results import (
     BatchSearchResult,
     BatchTrial,
@@ -202,3 +204,25 @@ def report(
     """A report as written before the recommendation: every model has run."""
     started = RunReport.start(run_info(precision, hardware_choice), hardware or gpu_hardware(), None)
     return replace(started, status="complete", models=dict(models))
+
+
+def ten_hour_estimate() -> TimeEstimate:
+    """One model's one-card estimate of exactly 10 h of epochs (36,000 epochs of 1 s) and no fixed costs."""
+    return TimeEstimate(
+        model="dqn",
+        sample_unit="env_step",
+        plan_samples=36_000 * 800.0,
+        plan_basis="by hand",
+        samples_per_epoch=800.0,
+        samples_per_second=800.0,
+        steps_per_epoch=100,
+        step_ms=10.0,
+        planned_epochs=36_000.0,
+        measured_epochs=10,
+        mean_epoch_ms=1000.0,
+        halfwidth_ms=20.0,
+        confidence_level=0.95,
+        one_off_seconds=0.0,
+        drift_flags=(),
+        drift_ms_per_epoch=0.0,
+    )

@@ -12,10 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_factory import gpu_hardware, model_section, noisy_epochs_ms, report
+from report_factory import gpu_hardware, model_section, noisy_epochs_ms, report, ten_hour_estimate
 
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.estimate import TimeEstimate
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.decision.scaling import (
     ASSUMED_SCALING_EFFICIENCY,
@@ -57,28 +56,6 @@ def distributed(
         backend=backend,
         scaling_efficiency=efficiency if status == "ok" else None,
         scaling_efficiency_interval=interval if status == "ok" else None,
-    )
-
-
-def ten_hour_estimate() -> TimeEstimate:
-    """One model's one-card estimate of exactly 10 h of epochs (36,000 epochs of 1 s) and no fixed costs."""
-    return TimeEstimate(
-        model="dqn",
-        sample_unit="env_step",
-        plan_samples=36_000 * 800.0,
-        plan_basis="by hand",
-        samples_per_epoch=800.0,
-        samples_per_second=800.0,
-        steps_per_epoch=100,
-        step_ms=10.0,
-        planned_epochs=36_000.0,
-        measured_epochs=10,
-        mean_epoch_ms=1000.0,
-        halfwidth_ms=20.0,
-        confidence_level=0.95,
-        one_off_seconds=0.0,
-        drift_flags=(),
-        drift_ms_per_epoch=0.0,
     )
 
 

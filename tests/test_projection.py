@@ -3,11 +3,11 @@
 from dataclasses import replace
 
 import pytest
-from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
+from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report, ten_hour_estimate
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import ENERGY_BOARD_POWER
-from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
+from gpubench.decision.estimate import combine_estimates, estimate_training_time
 from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
@@ -372,25 +372,8 @@ def test_a_projected_trainings_bounds_take_the_intervals_two_sides():
     # 10 h of epochs (36,000 of 1 s, no variance: the margin is the 12% floor, 1.2 h) projected at the same step
     # with e = 0.45: the step lies between the point / 1.45 and / 0.55, so the margin above grows by
     # 1 / 0.55 - 1 = 0.818182 of the epochs (8.18182 h) and the one below by 1 - 1 / 1.45 = 0.310345 (3.10345 h).
-    estimate = TimeEstimate(
-        model="tft",
-        sample_unit="window",
-        plan_samples=36_000 * 640.0,
-        plan_basis="by hand",
-        samples_per_epoch=640.0,
-        samples_per_second=640.0,
-        steps_per_epoch=10,
-        step_ms=100.0,
-        planned_epochs=36_000.0,
-        measured_epochs=10,
-        mean_epoch_ms=1000.0,
-        halfwidth_ms=0.0,
-        confidence_level=0.95,
-        one_off_seconds=0.0,
-        drift_flags=(),
-        drift_ms_per_epoch=0.0,
-    )
-    split = split_step(100.0, None, None)
+    estimate = replace(ten_hour_estimate(), halfwidth_ms=0.0)
+    split = split_step(estimate.step_ms, None, None)
     gpu = DeviceThroughput("a gpu", None, None, None, None, "by hand")
     step = project_step(split, gpu, replace(gpu, name="another"), measured=False)
     assert (step.margin_fraction, step.lower_margin_fraction) == pytest.approx((0.818182, 0.310345), abs=1e-6)

@@ -12,20 +12,19 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "projection_check.py"
 
 
+def _run(tmp_path: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run a benchmark script on one CPU thread in ``tmp_path``, its feature cache there too."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run(
+        [sys.executable, str(script), *args], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600
+    )
+
+
 @pytest.mark.slow
 def test_the_projection_check_runs_on_the_cpu(tmp_path):
     output = tmp_path / "check.json"
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")}
-    completed = subprocess.run(
-        [
-            *(sys.executable, str(SCRIPT), "--device", "cpu", "--quick"),
-            *("--models", "dqn", "--variants", "tf32", "--json", str(output)),
-        ],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    completed = _run(
+        tmp_path, SCRIPT, "--device", "cpu", "--quick", "--models", "dqn", "--variants", "tf32", "--json", str(output)
     )
     assert completed.returncode == 0, completed.stderr
     assert "mean |error|" in completed.stdout
@@ -44,17 +43,8 @@ def test_the_projection_check_runs_on_the_cpu(tmp_path):
 def test_the_cpu_rebuild_check_compares_the_rebuilt_step_with_the_measured_one(tmp_path):
     measured = tmp_path / "measured.json"
     measured.write_text(json.dumps({"rows": [{"model": "dqn", "variant": "tf32", "fp32_eager_ms": 10.0}]}))
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")}
-    completed = subprocess.run(
-        [
-            *(sys.executable, str(SCRIPT.parent / "cpu_rebuild_check.py"), str(measured)),
-            *("--card", "h100", "experiment=quick"),
-        ],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    completed = _run(
+        tmp_path, SCRIPT.parent / "cpu_rebuild_check.py", str(measured), "--card", "h100", "experiment=quick"
     )
     assert completed.returncode == 0, completed.stderr
     (row,) = [line.split() for line in completed.stdout.splitlines() if line.startswith("dqn")]
