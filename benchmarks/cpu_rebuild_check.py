@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _context import model_run_context
 
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.projection import CPU_REBUILD_FACTOR, DeviceThroughput, counted_step_ms
+from gpubench.decision.projection import CPU_REBUILD_FACTOR, DeviceThroughput, counted_step_ms, target_throughput
 from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.flops import count_step
 from gpubench.model_run import build_workload
@@ -46,11 +46,10 @@ def main() -> int:
     parser.add_argument("overrides", nargs="*", help="config overrides the card's run used (default: none)")
     # Intermixed: the overrides may follow --card.
     args = parser.parse_intermixed_args()
-    card = load_catalog()[args.card]
+    # The card as a target of the CPU's projection, as the report makes it (fp32, the assumed matmul efficiency).
+    cpu = DeviceThroughput("cpu", None, None, None, None, "the CPU's counts", on_gpu=False)
     efficiency = DecisionConfig().assumed_matmul_efficiency
-    target = DeviceThroughput(
-        args.card, args.card, card.peak_fp32_tflops * efficiency, efficiency, card.memory_bandwidth_gbps, "catalog"
-    )
+    target = target_throughput(args.card, load_catalog()[args.card], "fp32", cpu, efficiency)
     context = model_run_context(["hardware=cpu", *args.overrides], torch.device("cpu"))
     print(f"{'model':<7} {'launches':>8} {'GFLOP':>9} {'MB':>9} {'rebuilt ms':>10}  measured ms / rebuilt")
     ratios = []
