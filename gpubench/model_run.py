@@ -39,8 +39,6 @@ from gpubench.measure.batch_search import (
     timed_batch,
 )
 from gpubench.measure.epochs import (
-    DECISION_CANNOT_SETTLE,
-    DECISION_SETTLED,
     DIVERGED,
     INTERRUPTED,
     Measurement,
@@ -70,7 +68,7 @@ from gpubench.results import (
     ModelResult,
     StabilityReport,
 )
-from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION
+from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION, DECISION_CANNOT_SETTLE, DECISION_SETTLED
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
@@ -109,20 +107,24 @@ class ModelRunContext:
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One model's outcome: its report section, and the NVML memory samples of its last measured run (for the VRAM
-    plot; None where nothing was sampled)."""
+    """One model's outcome: its report section, the NVML memory samples of its last measured run (for the VRAM
+    plot; None where nothing was sampled), and that run's measurement (its sizing and per-epoch health, which later
+    rounds continue; None where nothing was measured)."""
 
     result: ModelResult
     memory_timeline: MemoryTimeline | None
+    measurement: Measurement | None = None
 
 
 class ModelInterrupted(KeyboardInterrupt):
     """An interrupt during one model's measurement; ``run`` is that model's result from the epochs completed before
-    it (status ``interrupted``), for the report."""
+    it (status ``interrupted``), for the report; ``model`` names the model where the caller cannot know it (a later
+    round, whose model the round scheduler chose)."""
 
-    def __init__(self, run: ModelRun) -> None:
+    def __init__(self, run: ModelRun, model: str | None = None) -> None:
         super().__init__(INTERRUPTED)
         self.run = run
+        self.model = model
 
 
 @dataclass(frozen=True)
@@ -587,9 +589,8 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
                     batch.batch_size, headroom.peak_reserved_mb, headroom.peak_limit_mb, cfg.batch.min_size
                 )
             if attempt.status == INTERRUPTED:
-                raise ModelInterrupted(
-                    ModelRun(_result(name, attempt, batch, decision, step_downs, [], context), attempt.memory_timeline)
-                )
+                interrupted = _result(name, attempt, batch, decision, step_downs, [], context)
+                raise ModelInterrupted(ModelRun(interrupted, attempt.memory_timeline, attempt.measurement))
             if smaller is None:
                 break
             batch, abandoned = _step_down(name, attempt, batch, smaller, decision, step_downs, context)
@@ -603,7 +604,8 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         if attempt.headroom is not None and attempt.headroom.warning is not None:
             warnings.append(attempt.headroom.warning)
             console.notice(f"{name}: {attempt.headroom.warning}")
-        return ModelRun(_result(name, attempt, batch, decision, step_downs, warnings, context), attempt.memory_timeline)
+        result = _result(name, attempt, batch, decision, step_downs, warnings, context)
+        return ModelRun(result, attempt.memory_timeline, attempt.measurement)
     except GpubenchError:
         # Bad input found while running (a user's build function that raises or returns no step): nothing can be
         # measured, and it is the user's to fix, so it ends the job as bad input (exit 2), not as a model failure.

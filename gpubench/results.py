@@ -544,6 +544,37 @@ class DistributedScaling(Record):
 
 
 @dataclass(frozen=True)
+class HostProbe(Record):
+    """A fixed amount of host work, timed (ms): a pure-Python loop and a small torch CPU operation. The same work
+    every time, so a slower reading means a slower host at that moment (a shared or throttled CPU), not other work.
+    ``cpu`` is the CPU the process ran on (None where the OS does not say)."""
+
+    python_loop_ms: float
+    torch_cpu_op_ms: float
+    cpu: int | None = None
+
+
+@dataclass(frozen=True)
+class MeasuredRound(Record):
+    """One round of a model's measured epochs: ``epochs`` consecutive epochs timed after a warmed start.
+
+    ``index`` counts the job's rounds from 1 across every model (rounds are interleaved round-robin, so a model's
+    rounds are spread over the job's measuring time); ``started_s`` is when the round began, in seconds since the
+    job's first round; ``mean_epoch_ms`` is the mean of its epochs. ``host_probe`` is the host's speed read just
+    before the round; ``sm_clock_mhz``, ``power_w`` (means over the round's epochs) and ``throttled`` (any epoch
+    throttled) come from the device monitor, None where it has no reading (the CPU)."""
+
+    index: int
+    epochs: int
+    mean_epoch_ms: float
+    started_s: float
+    host_probe: HostProbe | None = None
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    throttled: bool | None = None
+
+
+@dataclass(frozen=True)
 class ModelResult(Record):
     """One model's outcome. ``status`` is one of :data:`STATUSES`; ``error`` says why when it is not ``ok``.
 
@@ -574,6 +605,8 @@ class ModelResult(Record):
         "evaluation",
         "checkpoint",
         "distributed",
+        "rounds",
+        "host_probe_explained_share",
     )
 
     status: ModelStatus = "ok"
@@ -620,6 +653,19 @@ class ModelResult(Record):
     #: Bytes of the tensor inputs and outputs of the step's counted kernel launches (each storage once per
     #: operation): the step's DRAM traffic with no cache reuse, an upper bound. None where not counted.
     bytes_per_step: int | None = None
+    #: The measured epochs in rounds, in the order measured (``raw_epoch_times_ms`` is their epochs, round after
+    #: round); empty for a run measured in one block.
+    rounds: list[MeasuredRound] = field(default_factory=list)
+    #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
+    #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
+    host_probe_explained_share: float | None = None
+
+    @property
+    def epochs_per_round(self) -> list[int]:
+        """The epochs of each round, in order; one round of every measured epoch for a run measured in one block."""
+        if self.rounds:
+            return [r.epochs for r in self.rounds]
+        return [len(self.raw_epoch_times_ms)] if self.raw_epoch_times_ms else []
 
     # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
@@ -967,8 +1013,9 @@ class ModelEstimate(Record):
     ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
     ``estimated_hours_lower`` is the lower prediction bound at the same level, never below the one-off costs;
     ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
-    was flagged); ``relative_margin_floor_applied`` whether the margin is the floor on its relative size rather
-    than the measured one. The three are None in reports written before they existed (and left out of the dict).
+    was flagged); both are None in reports written before they existed (and left out of the dict).
+    ``relative_margin_floor_applied`` is read from reports written while a 12% floor bounded the margin (before
+    2026-12-02), whether it did there; gpubench no longer writes it (bounds come from the measured rounds).
 
     The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
     ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.

@@ -15,6 +15,7 @@ import logging
 import os
 import platform
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -29,12 +30,13 @@ from gpubench.decision.recommendation import build_recommendation
 from gpubench.distributed.launch import check_launchable, measure_distributed
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
-from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load
+from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load, probe_host_speed
 from gpubench.hardware.probe import probe
 from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import apply_vram_limit
 from gpubench.job import RunContext
 from gpubench.measure.timing import BlockTimer
+from gpubench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
 from gpubench.model_run import EpochObserver, ModelInterrupted, ModelRunContext, run_model
 from gpubench.models import workload_class
 from gpubench.output import console, tracking
@@ -42,6 +44,9 @@ from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
 from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
+from gpubench.round_schedule import RoundSchedule, later_rounds
+from gpubench.stats.config import ADAPTIVE_OFF
+from gpubench.units import MS_PER_S
 from gpubench.what_if import run_what_ifs, what_if_enabled
 
 logger = logging.getLogger(__name__)
@@ -143,31 +148,51 @@ class Runner:
         )
         timelines: dict[str, MemoryTimeline] = {}
         self.writer.write(report)
+        # Round 1 of every model runs through run_model alone on the device (batch search, memory profile), sized
+        # to the first round's epochs; the later rounds follow, interleaved (gpubench/model_rounds.py).
+        plan = split_epochs(cfg.epochs, cfg.statistics.rounds)
+        first_round = models
+        if len(plan) > 1:
+            first_cfg = replace(cfg, epochs=plan[0], statistics=replace(cfg.statistics, adaptive=ADAPTIVE_OFF))
+            first_round = replace(models, cfg=first_cfg)
+        rounds: dict[str, ModelRounds] = {}
+        started = time.perf_counter()
         name = None
         try:
             for name in cfg.model_names:
                 logger.info("model %s: started", name)
-                model = run_model(name, replace(models, completed=report.models))
+                model = run_model(name, replace(first_round, completed=report.models))
+                result = model.result
+                if len(plan) > 1 and result.status == "ok" and model.measurement is not None:
+                    seconds = sum(result.raw_epoch_times_ms) / MS_PER_S
+                    record = first_round_record(model, len(rounds) + 1, seconds_since(started) - seconds, None)
+                    rounds[name] = ModelRounds(first=model, first_record=replace(record, host_probe=probe_host_speed()))
+                    result = merged_result(rounds[name], models)
                 logger.info(
                     "model %s: %s, mean epoch %s ms over %d epochs%s",
                     name,
-                    model.result.status,
-                    model.result.mean_epoch_time_ms,
-                    len(model.result.raw_epoch_times_ms),
-                    f" ({model.result.error})" if model.result.error else "",
+                    result.status,
+                    result.mean_epoch_time_ms,
+                    len(result.raw_epoch_times_ms),
+                    f" ({result.error})" if result.error else "",
                 )
-                report = replace(report, models={**report.models, name: model.result})
+                report = replace(report, models={**report.models, name: result})
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
-                if cfg.distributed.enabled and model.result.status == "ok":
+                if cfg.distributed.enabled and result.status == "ok":
                     folder = self.writer.path.parent / "distributed" / name
-                    scaled = measure_distributed(name, model.result, cfg, self.device, folder)
+                    scaled = measure_distributed(name, result, cfg, self.device, folder)
                     report = replace(report, models={**report.models, name: scaled})
                     self.writer.write(report)
                 if self.model_observer is not None:
                     self.model_observer(name)
             name = None
+            schedule = RoundSchedule(plan=plan, started=started, usable_vram_mb=models.usable_vram_mb)
+            # An interrupt inside a later round names its model itself (ModelInterrupted.model).
+            for measured, result in later_rounds(rounds, schedule, models, report.models):
+                report = replace(report, models={**report.models, measured: result})
+                self.writer.write(report)
             if what_if_enabled(cfg, self.device):
                 # Not `name`: the interrupt handler reads it as the model whose measurement was cut short.
                 for measured in cfg.model_names:
@@ -180,6 +205,8 @@ class Runner:
             report = replace(report, recommendation=recommendation, status="complete")
             logger.info("recommendation: %s (%s)", recommendation.decision, recommendation.reasoning)
         except KeyboardInterrupt as exc:
+            if isinstance(exc, ModelInterrupted) and exc.model is not None:
+                name = exc.model
             logger.info("interrupted during %s", name or "the recommendation")
             report = replace(report, status="interrupted")
             # A model interrupted in its data-parallel run is in the report already, without that run's outcome.

@@ -206,7 +206,7 @@ def measured_report() -> RunReport:
 
 
 def test_four_cards_divide_each_model_by_four_times_its_measured_efficiency(measured_report):
-    one = build_recommendation(measured_report, DecisionConfig(), CATALOG)
+    one = build_recommendation(measured_report, DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     four = build_recommendation(measured_report, DecisionConfig(cloud_gpus=4), CATALOG)
     assert four.cloud_gpus == 4 and set(four.scaling) == {"dqn", "ppo"}
     assert all(four.scaling[name].measured for name in ("dqn", "ppo"))

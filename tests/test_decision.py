@@ -13,7 +13,6 @@ from scipy.signal import lfilter
 from gpubench.decision import rule
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.estimate import (
-    RELATIVE_MARGIN_FLOOR,
     TimeEstimate,
     TotalTime,
     checkpoint_interval_hours,
@@ -149,11 +148,9 @@ def test_time_estimate_by_hand():
     assert estimate.hours == pytest.approx((PLANNED_EPOCHS * 1000.0 / 1e3 + ONE_OFF_SECONDS) / 3600)
     margin_s = h_ms * math.sqrt(PLANNED_EPOCHS * (PLANNED_EPOCHS + 5)) / 1e3
     assert estimate.statistical_margin_seconds() == pytest.approx(margin_s)
-    # Epochs within 1% of each other: the measured margin is under the floor of 12% of the epochs' time.
-    floor_s = RELATIVE_MARGIN_FLOOR * PLANNED_EPOCHS * 1000.0 / 1e3
-    assert margin_s < floor_s
-    assert estimate.upper_hours == pytest.approx(estimate.hours + floor_s / 3600)
-    assert estimate.lower_hours == pytest.approx(estimate.hours - floor_s / 3600)
+    # No floor: the bounds are the measured margin either side.
+    assert estimate.upper_hours == pytest.approx(estimate.hours + margin_s / 3600)
+    assert estimate.lower_hours == pytest.approx(estimate.hours - margin_s / 3600)
     assert estimate.samples_per_second == pytest.approx(800.0)
     # Throughput is computed in one place: the estimate's figure is the model result's.
     assert estimate.samples_per_second == section.samples_per_second.mean
@@ -171,12 +168,12 @@ def test_an_interval_cut_at_zero_keeps_its_full_half_width_in_the_estimate():
 
 
 def _model_margin_s(estimate: TimeEstimate, epochs: int | None = None) -> float:
-    """A model's margin (s) by hand: h sqrt(n / n') sqrt(N (N + n')) plus the flagged drift, at least the floor."""
+    """A model's margin (s) by hand: h sqrt(n / n') sqrt(N (N + n')) plus the flagged drift."""
     n = estimate.measured_epochs if epochs is None else epochs
     halfwidth_ms = estimate.halfwidth_ms * math.sqrt(estimate.measured_epochs / n)
     measured_s = halfwidth_ms * math.sqrt(estimate.planned_epochs * (estimate.planned_epochs + n)) / 1e3
     drift_s = estimate.drift_ms_per_epoch * estimate.planned_epochs / 1e3 if estimate.drift_flags else 0.0
-    return max(RELATIVE_MARGIN_FLOOR * estimate.planned_epochs * estimate.mean_epoch_ms / 1e3, measured_s + drift_s)
+    return measured_s + drift_s
 
 
 def test_margins_of_several_models_add_not_in_quadrature():
@@ -184,7 +181,7 @@ def test_margins_of_several_models_add_not_in_quadrature():
     plan = TrainingPlanConfig()
     first = estimate_training_time("dqn", dqn(1000.0), plan)
     # Margins of a similar size, where adding them differs most from the quadrature sum.
-    second = estimate_training_time("ppo", ppo(2000.0, epochs=noisy_epochs_ms(2000.0, rel_sd=0.04, seed=9)), plan)
+    second = estimate_training_time("ppo", ppo(2000.0, epochs=noisy_epochs_ms(2000.0, rel_sd=0.01, seed=9)), plan)
     total = combine_estimates([first, second])
     assert total.hours == pytest.approx(first.hours + second.hours)
     assert first.margin_seconds == pytest.approx(_model_margin_s(first))
@@ -196,19 +193,18 @@ def test_margins_of_several_models_add_not_in_quadrature():
     assert total.upper_hours - total.hours > quadrature_h * 1.2
 
 
-def test_the_floor_holds_the_margin_when_the_measured_one_is_tiny():
-    # Epochs 0.1% apart: the measured margin is about 0.1% of the time; the floor makes it 12% (16 validated
-    # trainings on the H200's host landed up to 15.2% from their predictions).
+def test_a_tiny_measured_spread_gives_a_tight_bound_with_no_floor_under_it():
+    # Epochs 0.1% apart: the margin is what was measured, about 0.1% of the time (a 12% floor made it 12% before).
     section = dqn(1000.0, epochs=noisy_epochs_ms(1000.0, rel_sd=0.001))
     estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
-    assert estimate.statistical_margin_seconds() < 0.005 * PLANNED_EPOCHS
-    assert RELATIVE_MARGIN_FLOOR == 0.12
-    assert estimate.margin_seconds == pytest.approx(0.12 * PLANNED_EPOCHS * 1000.0 / 1e3)
-    assert estimate.floor_applied
-    recommendation = build_recommendation(report({"dqn": section, "ppo": ppo(1000.0)}), DecisionConfig(), CATALOG)
-    assert recommendation.per_model["dqn"].relative_margin_floor_applied is True
+    assert estimate.margin_seconds == pytest.approx(estimate.statistical_margin_seconds())
+    assert estimate.margin_seconds < 0.005 * estimate.epochs_seconds
+    recommendation = build_recommendation(
+        report({"dqn": section, "ppo": ppo(1000.0)}), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
+    assert recommendation.per_model["dqn"].relative_margin_floor_applied is None
     assert recommendation.per_model["dqn"].estimated_hours_upper == pytest.approx(
-        (PLANNED_EPOCHS * 1.12 + ONE_OFF_SECONDS) / 3600
+        (PLANNED_EPOCHS * 1000.0 / 1e3 + ONE_OFF_SECONDS + estimate.margin_seconds) / 3600
     )
 
 
@@ -219,8 +215,9 @@ def test_the_lower_bound_never_falls_below_the_one_off_costs():
     estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
     assert estimate.margin_seconds > estimate.epochs_seconds
     assert estimate.lower_hours == pytest.approx(ONE_OFF_SECONDS / 3600)
-    total = combine_estimates([estimate, estimate_training_time("ppo", ppo(1000.0), TrainingPlanConfig())])
-    ppo_lower_s = PLANNED_EPOCHS * 1000.0 / 1e3 * (1 - RELATIVE_MARGIN_FLOOR) + ONE_OFF_SECONDS
+    ppo_estimate = estimate_training_time("ppo", ppo(1000.0), TrainingPlanConfig())
+    total = combine_estimates([estimate, ppo_estimate])
+    ppo_lower_s = PLANNED_EPOCHS * 1000.0 / 1e3 - ppo_estimate.lower_margin_seconds + ONE_OFF_SECONDS
     assert total.lower_hours == pytest.approx((ONE_OFF_SECONDS + ppo_lower_s) / 3600)
 
 
@@ -238,7 +235,9 @@ def test_drift_widens_the_margin_by_the_drift_carried_to_the_plan():
     assert estimate.drift_flags == (
         f"epoch times drift (Kendall tau = 1.00, p = {section.statistics.drift_p_value:.2g})",
     )
-    recommendation = build_recommendation(report({"dqn": section, "ppo": ppo(1000.0)}), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(
+        report({"dqn": section, "ppo": ppo(1000.0)}), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     assert recommendation.per_model["dqn"].drift_margin_hours == pytest.approx(1000.0 / 3600)
     assert recommendation.per_model["ppo"].drift_margin_hours is None
     assert "16.7 min for dqn's epoch times drift" in recommendation.reasoning
@@ -296,11 +295,20 @@ def test_naive_bound_undercovers_when_few_epochs_remain():
 )
 def test_the_seed_decisions_from_measured_epochs(mean_ms, expected, basis):
     recommendation = build_recommendation(
-        report({"dqn": dqn(mean_ms), "ppo": ppo(mean_ms), "tft": tft(500.0)}), DecisionConfig(), CATALOG
+        report({"dqn": dqn(mean_ms), "ppo": ppo(mean_ms), "tft": tft(500.0)}),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
+        CATALOG,
     )
     hours = (2 * PLANNED_EPOCHS * mean_ms / 1e3 + 2 * ONE_OFF_SECONDS) / 3600
-    # Epochs 2% apart: each margin is the floor, 12% of the epochs' time.
-    margin_hours = RELATIVE_MARGIN_FLOOR * 2 * PLANNED_EPOCHS * mean_ms / 1e3 / 3600
+    # Epochs 2% apart: the margins are the measured ones, and they add.
+    plan = TrainingPlanConfig()
+    margin_hours = (
+        sum(
+            estimate_training_time(name, section, plan).margin_seconds
+            for name, section in (("dqn", dqn(mean_ms)), ("ppo", ppo(mean_ms)))
+        )
+        / 3600
+    )
     assert recommendation.decision == expected
     assert recommendation.decision_basis == basis
     assert recommendation.epochs_to_settle is None
@@ -322,7 +330,7 @@ def test_an_imprecise_estimate_is_not_cloud():
     # 3 low): batch means of 5 sit 0, 1.2, 2.4, 2.4, 1.2, 0 s above the mean, σ̂² = 50/30 · 14.4 s², h = t(1.5) ·
     # 1.55 s = 9.3 s, so ppo's margin alone is about 12,500 × 9.3 s = 32 h and the lower bound is under 24 h too.
     models = {"dqn": dqn(2880.0), "ppo": ppo(0, epochs=[480.0] * 3 + [6480.0] * 4 + [480.0] * 3)}
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert recommendation.estimated_full_training_hours == pytest.approx((25_000 * 2.88 + 2 * ONE_OFF_SECONDS) / 3600)
     assert recommendation.estimated_full_training_hours_upper > 48
     assert recommendation.estimated_full_training_hours_lower < 24
@@ -337,7 +345,7 @@ def test_an_interval_straddling_a_threshold_says_how_many_epochs_would_settle_it
         "dqn": dqn(0, epochs=noisy_epochs_ms(2900.0, rel_sd=0.15, seed=1)),
         "ppo": ppo(0, epochs=noisy_epochs_ms(2900.0, rel_sd=0.15, seed=2)),
     }
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert recommendation.estimated_full_training_hours < 24 <= recommendation.estimated_full_training_hours_upper
     assert recommendation.decision == GRAY_ZONE
     assert recommendation.decision_basis == "interval_straddles_threshold"
@@ -358,13 +366,19 @@ def test_an_interval_straddling_a_threshold_says_how_many_epochs_would_settle_it
     assert any(f"python -m gpubench epochs={epochs}" in action for action in recommendation.recommended_actions)
 
 
-def test_no_number_of_epochs_settles_an_estimate_within_the_floor_of_a_threshold():
-    # 22.9 h with 2% scatter: the 12% floor alone puts the upper bound over 24 h, whatever the epochs.
-    models = {"dqn": dqn(3300.0), "ppo": ppo(3300.0)}
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+def test_an_estimate_near_a_threshold_settles_with_the_epochs_the_rule_names():
+    # 23.4 h with 2% and 5% scatter: the upper bound straddles 24 h. With no floor under the margin, more epochs
+    # narrow it, and at the count the rule names the projected upper bound is under 24 h (one fewer is not).
+    models = {"dqn": dqn(3300.0), "ppo": ppo(3300.0, epochs=noisy_epochs_ms(3300.0, rel_sd=0.05, seed=2))}
+    decision = DecisionConfig(critical_models=["dqn", "ppo"])
+    recommendation = build_recommendation(report(models), decision, CATALOG)
     assert recommendation.decision_basis == "interval_straddles_threshold"
-    assert recommendation.epochs_to_settle == {"dqn": None, "ppo": None}
-    assert "No practical number of epochs (up to 100,000) settles it" in recommendation.reasoning
+    counts = recommendation.epochs_to_settle
+    assert counts is not None and all(isinstance(count, int) for count in counts.values())
+    estimates = [estimate_training_time(name, models[name], TrainingPlanConfig()) for name in ("dqn", "ppo")]
+    assert combine_estimates(estimates, measured_epochs=counts).upper_hours < 24
+    fewer = {name: max(10, count - 1) for name, count in counts.items()}
+    assert combine_estimates(estimates, measured_epochs=fewer).upper_hours >= 24
 
 
 @pytest.mark.parametrize(
@@ -381,7 +395,9 @@ def test_no_number_of_epochs_settles_an_estimate_within_the_floor_of_a_threshold
 )
 def test_thresholds_include_the_gray_zone_bounds(hours, lower, upper, expected, basis):
     # The issue's quick run: a 20 h estimate with a 49.2 h upper bound was CLOUD; its lower bound is under 24 h.
-    assert classify(TotalTime(hours=hours, lower_hours=lower, upper_hours=upper), DecisionConfig()) == (
+    assert classify(
+        TotalTime(hours=hours, lower_hours=lower, upper_hours=upper), DecisionConfig(critical_models=["dqn", "ppo"])
+    ) == (
         expected,
         basis,
     )
@@ -396,7 +412,7 @@ def test_every_basis_the_rule_gives_is_a_schema_value():
 
 def test_a_subset_of_the_critical_models_gives_no_decision_unless_it_proves_cloud():
     models = {"dqn": dqn(1000.0), "ppo": ppo(1000.0, status="failed")}
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert recommendation.partial is True
     assert recommendation.decided_on == ["dqn"]
     assert recommendation.missing_critical_models == [
@@ -416,20 +432,25 @@ def test_a_subset_of_the_critical_models_gives_no_decision_unless_it_proves_clou
 
 
 def test_a_subset_whose_lower_bound_is_over_the_cloud_threshold_decides_cloud():
-    # dqn alone: 12,500 epochs of 16 s = 55.6 h, lower bound 88% of that = 48.9 h > 48 h whatever ppo takes.
-    recommendation = build_recommendation(report({"dqn": dqn(16_000.0)}), DecisionConfig(), CATALOG)
+    # dqn alone: 12,500 epochs of 16 s = 55.6 h, its lower bound over 48 h whatever ppo takes.
+    section = dqn(16_000.0)
+    recommendation = build_recommendation(
+        report({"dqn": section}), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     assert recommendation.partial is True
     assert recommendation.decision == CLOUD_GPU_RECOMMENDED
     assert recommendation.decision_basis == "lower_above_cloud"
-    lower_s = PLANNED_EPOCHS * 16.0 * (1 - RELATIVE_MARGIN_FLOOR) + ONE_OFF_SECONDS
+    estimate = estimate_training_time("dqn", section, TrainingPlanConfig())
+    lower_s = PLANNED_EPOCHS * 16.0 - estimate.lower_margin_seconds + ONE_OFF_SECONDS
     assert recommendation.estimated_full_training_hours_lower == pytest.approx(lower_s / 3600)
-    assert "the lower bound of dqn alone, 48.9 h, is over the 48 h cloud threshold" in recommendation.reasoning
+    assert lower_s / 3600 > 48
+    assert f"the lower bound of dqn alone, {lower_s / 3600:.1f} h, is over the 48 h cloud" in recommendation.reasoning
 
 
 @pytest.mark.parametrize("measured", [{"dqn": dqn(1000.0)}, {}], ids=["with-dqn", "alone"])
 def test_a_critical_model_out_of_memory_decides_cloud_even_from_a_subset(measured):
     models = {**measured, "ppo": ppo(1000.0, status="oom")}
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert recommendation.decision == CLOUD_GPU_RECOMMENDED
     assert recommendation.decision_basis == "critical_model_cannot_run"
     assert "Critical ppo (status oom: RuntimeError: boom) cannot run on the local card" in recommendation.reasoning
@@ -448,7 +469,7 @@ def test_a_decision_needs_the_decision_intervals_minimum_of_epochs():
 @pytest.mark.parametrize("epochs", [1, MIN_DECISION_EPOCHS - 1])
 def test_fewer_than_the_minimum_of_measured_epochs_give_no_decision(epochs):
     models = {"dqn": dqn(0, epochs=noisy_epochs_ms(1000.0, n=epochs, seed=1)), "ppo": ppo(1000.0)}
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert recommendation.decision is None
     assert recommendation.decision_basis == "too_few_epochs"
     plural = "s" if epochs > 1 else ""
@@ -465,16 +486,19 @@ def test_the_minimum_of_measured_epochs_decides():
     # Ten epochs give the interval 1.5 degrees of freedom (t = 6.0): steady epochs bound the total under 24 h.
     epochs = noisy_epochs_ms(1000.0, n=MIN_DECISION_EPOCHS, rel_sd=0.002, seed=1)
     models = {"dqn": dqn(0, epochs=epochs), "ppo": ppo(1000.0)}
-    assert build_recommendation(report(models), DecisionConfig(), CATALOG).decision == LOCAL_GPU_VIABLE
+    assert (
+        build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG).decision
+        == LOCAL_GPU_VIABLE
+    )
 
 
 def test_throttling_that_alone_changes_the_answer_is_the_basis():
     # dqn's last third of epochs averages 283 ms more than its first (3 of them throttled): 12,500 x 283 ms = 59 min
-    # more margin, which lifts the upper bound from 23.7 h over the 24 h limit.
+    # more margin, which lifts the upper bound from 23.6 h over the 24 h limit.
     epochs = [2700.0, 3000.0, 2800.0, 3300.0, 2900.0, 3200.0, 3100.0, 3000.0, 3400.0, 2950.0]
-    models = {"dqn": dqn(0, epochs=epochs, throttled_epochs=3), "ppo": ppo(3000.0)}
+    models = {"dqn": dqn(0, epochs=epochs, throttled_epochs=3), "ppo": ppo(3200.0)}
     assert not models["dqn"].statistics.drift_detected  # the throttled epochs alone widen the margin
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     estimates = [estimate_training_time(name, models[name], TrainingPlanConfig()) for name in ("dqn", "ppo")]
     assert estimates[0].drift_margin_seconds == pytest.approx(PLANNED_EPOCHS * (9350.0 - 8500.0) / 3 / 1e3)
     assert combine_estimates(estimates, widened=False).upper_hours < 24 <= combine_estimates(estimates).upper_hours
@@ -485,7 +509,9 @@ def test_throttling_that_alone_changes_the_answer_is_the_basis():
 
 
 def test_critical_model_not_run_is_reported_as_not_run():
-    recommendation = build_recommendation(report({"dqn": dqn(1000.0)}), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(
+        report({"dqn": dqn(1000.0)}), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     assert recommendation.missing_critical_models == [MissingModel(model="ppo", status="not run", reason="not run")]
     assert recommendation.partial is True
     assert recommendation.decision is None
@@ -493,7 +519,9 @@ def test_critical_model_not_run_is_reported_as_not_run():
 
 def test_without_critical_models_there_is_no_decision_but_every_measured_model_is_estimated():
     mamba2 = model_section(noisy_epochs_ms(700.0), steps_per_epoch=10, samples_per_step=32, sample_unit="window")
-    recommendation = build_recommendation(report({"tft": tft(500.0), "mamba2": mamba2}), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(
+        report({"tft": tft(500.0), "mamba2": mamba2}), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     assert recommendation.partial is True
     assert recommendation.decided_on == ["tft", "mamba2"]
     # 7,020,000 windows: tft 1280 per epoch of 0.5 s, mamba2 320 per epoch of 0.7 s.
@@ -517,7 +545,7 @@ def test_an_empty_critical_list_decides_on_every_model_run():
 
 def test_nothing_measured_gives_no_decision():
     models = {"dqn": dqn(1000.0, status="diverged"), "ppo": ppo(1000.0, status="failed")}
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert recommendation.decision is None
     assert recommendation.decision_basis == "nothing_measured"
     assert recommendation.estimated_full_training_hours is None
@@ -527,7 +555,9 @@ def test_nothing_measured_gives_no_decision():
 
 def test_on_the_cpu_the_reasoning_leads_with_the_cpu():
     recommendation = build_recommendation(
-        report({"dqn": dqn(1000.0), "ppo": ppo(1000.0)}, hardware=cpu_hardware()), DecisionConfig(), CATALOG
+        report({"dqn": dqn(1000.0), "ppo": ppo(1000.0)}, hardware=cpu_hardware()),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
+        CATALOG,
     )
     assert recommendation.reasoning.startswith("These are CPU times, measured on the CPU (AMD EPYC) without a GPU")
     assert recommendation.decision == LOCAL_GPU_VIABLE
@@ -536,7 +566,9 @@ def test_on_the_cpu_the_reasoning_leads_with_the_cpu():
 
 
 def test_a_gpu_run_reasoning_names_the_device_first():
-    recommendation = build_recommendation(report({"dqn": dqn(1000.0), "ppo": ppo(1000.0)}), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(
+        report({"dqn": dqn(1000.0), "ppo": ppo(1000.0)}), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     assert recommendation.reasoning.startswith("On NVIDIA GeForce RTX 3050 Ti Laptop GPU, training dqn + ppo")
 
 
@@ -545,7 +577,7 @@ def test_a_new_recommendation_round_trips_through_json():
         "dqn": dqn(0, epochs=noisy_epochs_ms(3200.0, rel_sd=0.15, seed=1)),
         "ppo": ppo(0, epochs=noisy_epochs_ms(3200.0, rel_sd=0.15, seed=2)),
     }
-    recommendation = build_recommendation(report(models), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     written = json.loads(json.dumps(recommendation.to_dict()))
     assert written["decision_basis"] == "interval_straddles_threshold"
     assert Recommendation.from_dict(written) == recommendation
@@ -568,7 +600,7 @@ def test_memory_budget_table_on_a_4gb_card():
         "ppo": ppo(1000.0, peak_reserved_mb=3600.0),
         "tft": tft(500.0, peak_reserved_mb=3900.0),
     }
-    rows = {row.model: row for row in memory_budget(report(models), DecisionConfig())}
+    rows = {row.model: row for row in memory_budget(report(models), DecisionConfig(critical_models=["dqn", "ppo"]))}
     assert rows["dqn"].status == "safe"
     assert rows["dqn"].within_budget is True
     assert rows["dqn"].budget_used_fraction == pytest.approx(400 / 512)
@@ -595,14 +627,17 @@ def test_actions_name_batch_throttling_memory_and_checkpoints():
         "dqn": dqn(4000.0, batch_search=search, throttled_epochs=3, peak_reserved_mb=3600.0),
         "ppo": ppo(4000.0, peak_reserved_mb=300.0),
     }
-    actions = build_recommendation(report(models), DecisionConfig(), CATALOG).recommended_actions
+    actions = build_recommendation(
+        report(models), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    ).recommended_actions
     text = "\n".join(actions)
     assert "dqn: train with batch 512 x 1 gradient accumulation step(s) = effective 512" in text
     assert "largest fitting 1024 under 3,686 MB; throughput reaches 90% of its best at 256" in text
     assert "dqn: 3 of 10 measured epochs were throttled (thermal)" in text
     assert "dqn: peak 3,600 MB is 88% of the 4,096 MB card (marginal)" in text
-    # Upper bound 31.1 h: a checkpoint every 3 h (a tenth, rounded); dqn's step is 40 ms, so 270,000 steps.
-    assert "Checkpoint every 3 h (dqn every 270,000 steps, ppo every 135,000 steps)" in text
+    # Upper bound 28.6 h: a checkpoint every 2.75 h (a tenth, rounded down to a quarter hour); dqn's step is 40 ms,
+    # so 247,500 steps.
+    assert "Checkpoint every 2.75 h (dqn every 247,500 steps, ppo every 123,750 steps)" in text
 
 
 def test_unknown_cloud_card_leaves_cloud_cost_unknown_with_a_note():
@@ -619,7 +654,9 @@ def test_cloud_actions_name_the_card_its_cost_and_the_cheapest_alternative():
     # A T4 (efficiency 0.8): dqn all compute (1e12 FLOPs in a 80 ms step), ppo launch-bound (1 MFLOP per step).
     hardware = gpu_hardware("Tesla T4", total_vram_mb=15360.0, achieved_tflops=6.48)
     models = {"dqn": dqn(8000.0, flops_per_step=1e12), "ppo": ppo(8000.0, flops_per_step=1e6)}
-    recommendation = build_recommendation(report(models, hardware=hardware), DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(
+        report(models, hardware=hardware), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     assert recommendation.decision == CLOUD_GPU_RECOMMENDED
     h100 = next(row for row in recommendation.projection if row.card == "h100")
     text = "\n".join(recommendation.recommended_actions)
@@ -646,7 +683,9 @@ def test_a_measured_peak_over_the_headroom_limit_becomes_an_action():
         memory=MemoryProfile(measured=True, peak_reserved_mb=3138.0, headroom_limit_mb=3078.0, headroom_exceeded=True),
     )
     calm = model_section(noisy_epochs_ms(1000.0), steps_per_epoch=100, samples_per_step=64, sample_unit="env_step")
-    recommendation = build_recommendation(report({"dqn": calm, "ppo": section}), DecisionConfig(), load_catalog())
+    recommendation = build_recommendation(
+        report({"dqn": calm, "ppo": section}), DecisionConfig(critical_models=["dqn", "ppo"]), load_catalog()
+    )
     (action,) = [a for a in recommendation.recommended_actions if "headroom limit" in a]
     assert action.startswith("ppo:") and "3,138 MB" in action and "3,078 MB" in action and "batch 52" in action
 
@@ -660,7 +699,7 @@ def test_the_fixture_report_now_gets_no_decision_with_its_reason():
     written = json.loads(CPU_REPORT.read_text())
     measured = replace(RunReport.from_dict(written), recommendation=None)
     assert measured.run.choices["decision"] == "default"
-    recommendation = build_recommendation(measured, DecisionConfig(), CATALOG)
+    recommendation = build_recommendation(measured, DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
     assert written["recommendation"]["decision"] == LOCAL_GPU_VIABLE
     assert recommendation.decision is None
     assert recommendation.decision_basis == "too_few_epochs"

@@ -164,17 +164,23 @@ def test_nothing_imports_the_coordinator() -> None:
         # model_run again with modified configs after the main measurements: a phase of the runner's, kept in its
         # own module beside model_run, and imported by the runner alone. A data-parallel rank builds and measures a
         # model as model_run does (worker), and the launcher hands an interrupted run up as model_run's interrupt.
+        # The later rounds build and measure each model again as model_run does (model_rounds), scheduled by
+        # round_schedule: phases of the runner's too.
         (
             "gpubench.model_run",
             {
                 "gpubench.runner",
                 "gpubench.validate",
                 "gpubench.what_if",
+                "gpubench.model_rounds",
+                "gpubench.round_schedule",
                 "gpubench.distributed.worker",
                 "gpubench.distributed.launch",
             },
         ),
         ("gpubench.what_if", {"gpubench.runner"}),
+        ("gpubench.model_rounds", {"gpubench.runner", "gpubench.round_schedule"}),
+        ("gpubench.round_schedule", {"gpubench.runner"}),
     ):
         importers = {m for m in MODULES if coordinator in gpubench_imports(m)}
         assert importers <= importers_allowed, f"{coordinator} is imported by {sorted(importers - importers_allowed)}"

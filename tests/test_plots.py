@@ -50,7 +50,7 @@ def as_batch_search(decision: BatchDecision) -> BatchSearchResult:
 
 def recommendation_for(report: RunReport) -> Recommendation:
     """The recommendation the decision module builds for ``report`` with the default decision config."""
-    return build_recommendation(report, DecisionConfig(), load_catalog())
+    return build_recommendation(report, DecisionConfig(critical_models=["dqn", "ppo"]), load_catalog())
 
 
 def model_result(times_ms: list[float], *, outlier_rule: str = "mad", warmup_ms=(900.0, 101.0)) -> ModelResult:

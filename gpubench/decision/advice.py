@@ -10,7 +10,6 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import cheapest_card
 from gpubench.decision.estimate import (
     CHECKPOINT_RUN_FRACTION,
-    RELATIVE_MARGIN_FLOOR,
     TimeEstimate,
     TotalTime,
     checkpoint_interval_hours,
@@ -83,12 +82,13 @@ UPPER_BOUND_METHOD = (
     "to n it is wider. A model whose measured epochs drift (Kendall's test) or include throttled epochs gets "
     "|mean of the last third of its epochs - mean of the first third| x N added to its margin: the drift's size "
     "carried to the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for "
-    "the whole training). The margin is never less than "
-    f"{RELATIVE_MARGIN_FLOOR:.0%} of N x mean: on the H200's host 16 real trainings 2-4x longer than their "
-    "benchmarks (python -m gpubench.validate) landed 0.7-15.2% from the prediction, and identical trainings "
-    "differed from one another by up to 15%: the host's speed moves over minutes, which the epoch-to-epoch "
-    "variance of a benchmark of seconds does not contain. Upper = estimate + margin; lower = estimate - margin, "
-    "never below the one-off costs. "
+    "the whole training). The half-width h comes from the model's rounds: its epochs are measured in rounds, "
+    "interleaved round-robin with the other models' rounds, and their spread is measured at two levels, within a "
+    "round (autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), "
+    "each with its own degrees of freedom (gpubench.stats.rounds). A noisy host widens h by what it measured; a "
+    "quiet host or a GPU-bound model keeps it tight. No constant floor. The bound assumes the host keeps, over the "
+    "training, the mix of speeds it showed during the benchmark; python -m gpubench.validate checks that against "
+    "real trainings. Upper = estimate + margin; lower = estimate - margin, never below the one-off costs. "
     "Several models are trained one after another and were measured one after another on one device, so their "
     "errors can share a cause (the card's clocks, the host's load): their margins add, the conservative "
     "combination (quadrature would assume independent errors), each model's lower bound cut at its one-off costs "
@@ -106,7 +106,7 @@ DECISION_METHOD = (
     "one side of a threshold and its bound on the other, with epochs_to_settle: per critical model max(n, K), K "
     "the smallest common epoch count (the epochs setting) at which the bound would be on the estimate's side, "
     "the long-run variance and the quantile held as measured (h scaled by sqrt(n / K)) in the same margin "
-    f"formula; None where not even {SETTLE_MAX_EPOCHS:,} epochs would (the floor, a drift's part and the future "
+    f"formula; None where not even {SETTLE_MAX_EPOCHS:,} epochs would (a drift's part and the future "
     "epochs' own variability do not shrink). LOCAL_GPU_VIABLE and GRAY_ZONE only when every critical model was "
     f"measured (status ok, with a plan) over at least {MIN_DECISION_EPOCHS} epochs; otherwise no decision (None): "
     "partial_measurement when a critical model was not run, failed, diverged or stopped, too_few_epochs when one "
@@ -305,9 +305,8 @@ def _settle_text(verdict: Verdict) -> str:
     known = {name: epochs for name, epochs in counts.items() if epochs is not None}
     if not known:
         return (
-            f" No practical number of epochs (up to {SETTLE_MAX_EPOCHS:,}) settles it: the margin's floor "
-            f"({RELATIVE_MARGIN_FLOOR:.0%} of the time), a drift's part and the future epochs' own variability do "
-            "not shrink with more epochs."
+            f" No practical number of epochs (up to {SETTLE_MAX_EPOCHS:,}) settles it: a drift's part and the "
+            "future epochs' own variability do not shrink with more epochs."
         )
     most = max(known.values())
     if len(set(known.values())) == 1:

@@ -96,7 +96,9 @@ class DecisionConfig:
 
     local_max_hours: float = 24.0
     cloud_min_hours: float = 48.0
-    critical_models: list[str] = field(default_factory=lambda: ["dqn", "ppo"])
+    #: The models whose combined time decides; empty: the models the job runs (the seed's dqn + ppo for the full
+    #: four-model run), filled in when the job's config is built (``BenchmarkConfig``).
+    critical_models: list[str] = field(default_factory=list)
     plan: TrainingPlanConfig = field(default_factory=TrainingPlanConfig)
     memory_budget_mb: dict[str, float] = field(
         default_factory=lambda: {

@@ -16,16 +16,6 @@ from gpubench.decision.config import TrainingPlanConfig
 from gpubench.results import BatchWhatIf, ModelEstimate, ModelResult, StepSplit
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
-#: The margin of a model's total is at least this fraction of its planned epochs' time: a benchmark of seconds
-#: cannot see how the host's speed moves over the minutes and hours of a training. The evidence, on the H200's host,
-#: from ``python -m gpubench.validate`` (real trainings 2x and 4x the measured work, each in a fresh process):
-#: 16 checks of dqn, ppo, mamba2 and tft, default and under ``hardware=rtx3050ti`` (sessions of 2026-11-29 and
-#: 2026-12-01), erred by 0.7-15.2% (median 2.7%); three identical trainings each of dqn, tft and ppo differed from
-#: one another by 15.4%, 9.2% and 8.5% (``--repeats 3``), so no benchmark predicts one training on this host to a
-#: few percent. The floor was 6% (the largest error of the first four checks); 3 of the 16 fell outside bounds built
-#: on it. 12% covers 15 of the 16; the one beyond (tft, -15.2%) was a benchmark slower than all three replays.
-RELATIVE_MARGIN_FLOOR = 0.12
-
 #: Checkpoint often enough that a crash loses at most this fraction of the run, within these bounds (hours).
 CHECKPOINT_RUN_FRACTION = 0.1
 _CHECKPOINT_MIN_HOURS = 0.25
@@ -181,9 +171,10 @@ class TimeEstimate:
 
     The margin on the total (seconds) is the prediction margin :func:`total_time_margin_ms`, plus, when something
     was flagged, the drift carried to the whole plan (``drift_ms_per_epoch × N``: the simplest defensible size, a
-    level shift as large as the one seen during measurement persisting for the whole training), and never less
-    than :data:`RELATIVE_MARGIN_FLOOR` of the planned epochs' time. The bounds are the estimate ± that margin, the
-    lower one never below the one-off costs (the epochs cannot take less than no time).
+    level shift as large as the one seen during measurement persisting for the whole training). No floor: the
+    half-width comes from the run's own rounds (within and between them, :mod:`gpubench.stats.rounds`), so a
+    noisy host widens it by what it measured and a quiet one does not. The bounds are the estimate ± that margin,
+    the lower one never below the one-off costs (the epochs cannot take less than no time).
 
     A projected estimate (:func:`gpubench.decision.projection.project_estimate`: the model's time on another card)
     has ``projection_margin_fraction`` > 0: that fraction of the planned epochs' time is added to the margin above,
@@ -238,20 +229,15 @@ class TimeEstimate:
         """What a flagged drift or throttling adds to the margin (s): the drift carried to the plan, else 0."""
         return self.drift_ms_per_epoch * self.planned_epochs / MS_PER_S if self.drift_flags else 0.0
 
-    @property
-    def margin_floor_seconds(self) -> float:
-        """The least margin (s): :data:`RELATIVE_MARGIN_FLOOR` of the planned epochs' time."""
-        return RELATIVE_MARGIN_FLOOR * self.epochs_seconds
-
     def margin_seconds_at(
         self, measured_epochs: int | None = None, *, widened: bool = True, below: bool = False
     ) -> float:
         """The margin (s) on the total, above it (``below``: under it): statistical margin (after
-        ``measured_epochs`` when given) plus the drift's when ``widened``, at least the floor; plus a projection's
-        own margin on that side."""
+        ``measured_epochs`` when given) plus the drift's when ``widened``, plus a projection's own margin on that
+        side."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
         projection = self.projection_lower_margin_fraction if below else self.projection_margin_fraction
-        return max(self.margin_floor_seconds, measured) + projection * self.epochs_seconds
+        return measured + projection * self.epochs_seconds
 
     @property
     def margin_seconds(self) -> float:
@@ -262,12 +248,6 @@ class TimeEstimate:
     def lower_margin_seconds(self) -> float:
         """The margin (s) under the total: :attr:`margin_seconds` with a projection's lower side."""
         return self.margin_seconds_at(below=True)
-
-    @property
-    def floor_applied(self) -> bool:
-        """Whether the margin is the floor (the measured and drift margins are smaller)."""
-        projection_s = self.projection_margin_fraction * self.epochs_seconds
-        return self.margin_seconds - projection_s == self.margin_floor_seconds
 
     @property
     def hours(self) -> float:
@@ -318,7 +298,6 @@ class TimeEstimate:
             energy_basis=energy_basis,
             estimated_hours_lower=self.lower_hours,
             drift_margin_hours=self.drift_margin_seconds / SECONDS_PER_HOUR if self.drift_flags else None,
-            relative_margin_floor_applied=self.floor_applied,
             plan_steps=self.plan_steps,
             plan_updates=self.plan_updates,
             updates_per_env_step=self.updates_per_env_step,

@@ -10,10 +10,11 @@ says when the load alone makes the timings unreliable.
 import logging
 import math
 import os
+import time
 
 import torch
 
-from gpubench.results import HostLoad
+from gpubench.results import HostLoad, HostProbe
 
 logger = logging.getLogger(__name__)
 
@@ -87,3 +88,45 @@ def busy_host_warning(host: HostLoad) -> str | None:
         "the benchmark, so CPU-side timings (and CPU runs entirely) can swing between identical runs; run on an "
         "idle machine, or compare runs only with the load they recorded (report: run.host)."
     )
+
+
+#: The host probe's fixed work: a pure-Python loop of this many additions (about 6-12 ms on the H200's host, whose
+#: speed switched between those two levels within seconds), and this many small matrix products on one thread.
+_PROBE_LOOP_ADDITIONS = 200_000
+_PROBE_MATMULS = 300
+_PROBE_MATRIX_SIZE = 64
+
+
+def _current_cpu() -> int | None:
+    """The CPU this process runs on now (Linux: field 39 of /proc/self/stat), None elsewhere."""
+    try:
+        with open("/proc/self/stat") as stat:
+            # The command name (field 2) may hold spaces; the fields after its closing parenthesis start at field 3.
+            return int(stat.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def probe_host_speed() -> HostProbe:
+    """Time a fixed amount of host work (ms): the interpreter's speed (what a launch-bound training step's Python
+    costs) and a small torch CPU operation on one thread (what its framework overhead costs). The same work each
+    call, so the readings of one job compare directly: a larger one is a slower host at that moment."""
+    start = time.perf_counter()
+    total = 0
+    for value in range(_PROBE_LOOP_ADDITIONS):
+        total += value
+    python_loop_ms = (time.perf_counter() - start) * 1000.0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        # Each product of this matrix with itself is itself: the values stay put however many run.
+        matrix = torch.full((_PROBE_MATRIX_SIZE, _PROBE_MATRIX_SIZE), 1.0 / _PROBE_MATRIX_SIZE)
+        # The first product pays one-off costs (the kernel's dispatch and workspace): not part of the reading.
+        matrix = torch.mm(matrix, matrix)
+        start = time.perf_counter()
+        for _ in range(_PROBE_MATMULS):
+            matrix = torch.mm(matrix, matrix)
+        torch_cpu_op_ms = (time.perf_counter() - start) * 1000.0
+    finally:
+        torch.set_num_threads(threads)
+    return HostProbe(python_loop_ms=python_loop_ms, torch_cpu_op_ms=torch_cpu_op_ms, cpu=_current_cpu())

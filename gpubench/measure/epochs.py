@@ -21,7 +21,12 @@ from typing import Literal, Protocol
 from gpubench.measure.config import EpochConfig
 from gpubench.measure.stability import EpochHealth, StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
-from gpubench.stats.config import StatisticsConfig
+from gpubench.stats.config import (
+    FIXED_EPOCHS,
+    MAX_EPOCHS_REACHED,
+    PRECISION_TARGET_MET,
+    StatisticsConfig,
+)
 from gpubench.stats.intervals import MIN_EPOCHS, two_stage_required_epochs
 from gpubench.units import MS_PER_S
 from gpubench.workload import Workload
@@ -30,12 +35,6 @@ from gpubench.workload import Workload
 EpochPhase = Literal["warmup", "measured"]
 #: The stop reason of a run that saw a NaN/Inf loss or gradient.
 DIVERGED = "diverged"
-#: The stop reasons of a run measured to its fixed count, and of an adaptive one (see :class:`Measurement`).
-FIXED_EPOCHS = "epochs"
-PRECISION_TARGET_MET = "precision_target_met"
-DECISION_SETTLED = "decision_settled"
-DECISION_CANNOT_SETTLE = "decision_cannot_settle"
-MAX_EPOCHS_REACHED = "max_epochs_reached"
 #: The stop reason of a run cut short by an interrupt.
 INTERRUPTED = "interrupted"
 
@@ -132,10 +131,12 @@ def measure_workload(
     observers: Sequence[EpochObserver] = (),
     on_epoch: ProgressCallback | None = None,
     second_stage: SecondStage | None = None,
+    sizing: EpochSizing | None = None,
 ) -> Measurement:
     """Run and time ``workload``: epoch sizing, ``warmup_epochs`` discarded epochs, then measured epochs — ``epochs``
     of them, or with a ``second_stage`` a first stage of ``epochs`` (at least :data:`MIN_EPOCHS`) and then the total
-    it asks for, at most ``statistics.max_epochs``."""
+    it asks for, at most ``statistics.max_epochs``. Given ``sizing`` (a later round of a model sized before), its
+    steps per epoch are kept: no calibration, and no resizing after the warmup."""
 
     def run_steps(count: int) -> None:
         for _ in range(count):
@@ -144,7 +145,8 @@ def measure_workload(
     def time_steps(count: int) -> float:
         return timer.time_block(lambda: run_steps(count))
 
-    sizing = size_epoch(
+    given_sizing = sizing
+    sizing = given_sizing or size_epoch(
         time_steps,
         min_seconds=epoch_config.min_seconds,
         max_steps=epoch_config.max_auto_steps,
@@ -152,8 +154,9 @@ def measure_workload(
         steps_per_iteration=workload.steps_per_iteration,
         steps_into_iteration=workload.steps_into_iteration,
     )
-    # Calibration steps are not part of any epoch; drop what the monitor saw of them.
-    monitor.end_epoch()
+    if given_sizing is None:
+        # Calibration steps are not part of any epoch; drop what the monitor saw of them.
+        monitor.end_epoch()
     steps = sizing.steps_per_epoch
 
     def run_epoch(phase: EpochPhase, number: int, planned: int) -> tuple[float, EpochHealth]:
@@ -199,7 +202,7 @@ def measure_workload(
         if health.diverged:
             healths.append(health)
             return measurement(DIVERGED)
-    if warmup_epochs and sizing.automatic:
+    if warmup_epochs and sizing.automatic and given_sizing is None:
         steps = resize_after_warmup(
             steps,
             warmup_times_ms[-1] / MS_PER_S,

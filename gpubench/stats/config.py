@@ -17,6 +17,15 @@ ADAPTIVE_OFF = "off"
 ADAPTIVE_PRECISION = "precision"
 ADAPTIVE_DECISION = "decision"
 ADAPTIVE_MODES: tuple[str, ...] = (ADAPTIVE_OFF, ADAPTIVE_PRECISION, ADAPTIVE_DECISION)
+#: Why a model's measuring stopped (``ModelResult.stop_reason``): the fixed count, or an adaptive rule's outcome —
+#: its goal met, no count under ``max_epochs`` could meet it, the count it asked for was past ``max_epochs``, or the
+#: job's ``max_round_seconds`` was spent.
+FIXED_EPOCHS = "epochs"
+PRECISION_TARGET_MET = "precision_target_met"
+DECISION_SETTLED = "decision_settled"
+DECISION_CANNOT_SETTLE = "decision_cannot_settle"
+MAX_EPOCHS_REACHED = "max_epochs_reached"
+TIME_BUDGET_SPENT = "max_round_seconds_reached"
 #: The booleans ``statistics.adaptive`` took before it had modes (OmegaConf hands them to a string key as text).
 _ADAPTIVE_BOOLEANS = {"true": ADAPTIVE_PRECISION, "false": ADAPTIVE_OFF}
 
@@ -39,6 +48,12 @@ class StatisticsConfig:
     target_rel_halfwidth: float = 0.02
     adaptive: str = ADAPTIVE_OFF
     max_epochs: int = 50
+    #: The measured epochs of each model come in this many rounds, interleaved round-robin across the models (see
+    #: ``gpubench/model_rounds.py``); 1 measures each model in one block, as versions before rounds did.
+    rounds: int = 4
+    #: An adaptive run adds rounds until its goal or ``max_epochs``, or until the job has spent this many seconds
+    #: measuring rounds (null: no time limit).
+    max_round_seconds: float | None = None
 
     def __post_init__(self) -> None:
         self.adaptive = str(self.adaptive).lower()
@@ -49,6 +64,9 @@ class StatisticsConfig:
         require_choice("statistics.outlier_rule", self.outlier_rule, OUTLIER_RULES)
         require_positive("statistics.target_rel_halfwidth", self.target_rel_halfwidth)
         require_positive("statistics.max_epochs", self.max_epochs)
+        require(isinstance(self.rounds, int) and self.rounds >= 1, "statistics.rounds", self.rounds, "an integer >= 1")
+        if self.max_round_seconds is not None:
+            require_positive("statistics.max_round_seconds", self.max_round_seconds)
         if self.is_adaptive:
             # The first stage needs the decision interval's minimum of epochs to estimate its variance.
             require(

@@ -281,6 +281,7 @@ def summarize_epoch_times(
     outlier_rule: str = "mad",
     target_rel_halfwidth: float = 0.02,
     first_stage_epochs: int | None = None,
+    rounds=None,
 ) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 

@@ -1,0 +1,133 @@
+"""Where an adaptive job's next round goes, and when it stops: pure arithmetic on the models' sections so far.
+
+``statistics.adaptive=decision`` is a joint rule over the critical models, not one model at a time: each model
+stopping once the total *so far* looked settled made the answer depend on the models' order (dqn 12 h ± 21%
+stopped at 20 epochs, after which ppo, 9 h, could not settle the sum; 36 epochs each would have settled it LOCAL).
+Here every round is chosen with the whole critical total in view: the next round goes to the critical model whose
+one more round narrows the total's margin (upper bound less lower bound, hours) most per second of measuring, the
+margins projected by the same formula the bound uses after one more round
+(:meth:`~gpubench.decision.estimate.TimeEstimate.margin_seconds_at`). The job stops when the total is settled
+(:func:`~gpubench.decision.rule.interval_settled`), when no model can have another round under
+``statistics.max_epochs`` or no count up to it would settle the total, or when ``statistics.max_round_seconds``
+is spent.
+
+``statistics.adaptive=precision`` gives the next round to the model whose decision interval is widest against
+``statistics.target_rel_halfwidth`` and stops when every model is within it (or at ``max_epochs``).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
+from gpubench.decision.rule import critical_models, interval_settled
+from gpubench.results import ModelResult
+from gpubench.stats.config import (
+    ADAPTIVE_DECISION,
+    ADAPTIVE_PRECISION,
+    DECISION_CANNOT_SETTLE,
+    DECISION_SETTLED,
+    MAX_EPOCHS_REACHED,
+    PRECISION_TARGET_MET,
+    TIME_BUDGET_SPENT,
+    StatisticsConfig,
+)
+from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class RoundChoice:
+    """The model to measure one more round of, or None to stop; when stopping, each model's stop reason."""
+
+    model: str | None
+    stop_reasons: dict[str, str] = field(default_factory=dict)
+    #: For ``decision``: the total's margin width (h) before the round and after it, as projected.
+    margin_hours: float | None = None
+
+
+def next_round(
+    sections: Mapping[str, ModelResult],
+    candidates: Sequence[str],
+    measured_epochs: Mapping[str, int],
+    epochs_per_round: Mapping[str, int],
+    statistics: StatisticsConfig,
+    decision: DecisionConfig,
+    elapsed_s: float,
+) -> RoundChoice:
+    """The next round of an adaptive job. ``sections`` are every model's report sections so far, ``candidates`` the
+    models that can be measured again (built and warm), with ``measured_epochs`` each and ``epochs_per_round`` a
+    round; ``elapsed_s`` the seconds since the job's first round."""
+    if statistics.adaptive not in (ADAPTIVE_PRECISION, ADAPTIVE_DECISION):
+        return RoundChoice(None)
+    if statistics.max_round_seconds is not None and elapsed_s >= statistics.max_round_seconds:
+        return RoundChoice(None, dict.fromkeys(candidates, TIME_BUDGET_SPENT))
+    room = [n for n in candidates if measured_epochs[n] + epochs_per_round[n] <= statistics.max_epochs]
+    if statistics.adaptive == ADAPTIVE_PRECISION:
+        return _precision_round(sections, candidates, room, statistics)
+    return _decision_round(sections, candidates, room, measured_epochs, epochs_per_round, statistics, decision)
+
+
+def _relative_halfwidth(section: ModelResult) -> float:
+    stats = section.statistics
+    return float("inf") if stats is None else stats.relative_halfwidth
+
+
+def _precision_round(
+    sections: Mapping[str, ModelResult], candidates: Sequence[str], room: Sequence[str], statistics: StatisticsConfig
+) -> RoundChoice:
+    target = statistics.target_rel_halfwidth
+    short = [n for n in room if _relative_halfwidth(sections[n]) > target]
+    if short:
+        return RoundChoice(max(short, key=lambda n: _relative_halfwidth(sections[n])))
+    reasons = {
+        n: PRECISION_TARGET_MET if _relative_halfwidth(sections[n]) <= target else MAX_EPOCHS_REACHED
+        for n in candidates
+    }
+    return RoundChoice(None, reasons)
+
+
+def _decision_round(
+    sections: Mapping[str, ModelResult],
+    candidates: Sequence[str],
+    room: Sequence[str],
+    measured_epochs: Mapping[str, int],
+    epochs_per_round: Mapping[str, int],
+    statistics: StatisticsConfig,
+    decision: DecisionConfig,
+) -> RoundChoice:
+    critical = critical_models(decision, sections)
+    estimates: list[TimeEstimate] = []
+    for name in critical:
+        section = sections.get(name)
+        if section is None or section.status != "ok":
+            # A critical model that did not run can only let a total prove CLOUD: more rounds cannot settle it.
+            return RoundChoice(None, dict.fromkeys(candidates, DECISION_CANNOT_SETTLE))
+        try:
+            estimates.append(estimate_training_time(name, section, decision.plan))
+        except ValueError:
+            return RoundChoice(None, dict.fromkeys(candidates, DECISION_CANNOT_SETTLE))
+    total = combine_estimates(estimates)
+    if interval_settled(total, decision):
+        return RoundChoice(None, dict.fromkeys(candidates, DECISION_SETTLED))
+    growable = [name for name in room if name in critical]
+    # Every whole round max_epochs leaves each growable model.
+    at_most = {
+        name: measured_epochs[name]
+        + epochs_per_round[name] * ((statistics.max_epochs - measured_epochs[name]) // epochs_per_round[name])
+        for name in growable
+    }
+    if not growable or not interval_settled(combine_estimates(estimates, measured_epochs=at_most), decision):
+        reasons = {
+            n: MAX_EPOCHS_REACHED if n in critical and n not in room else DECISION_CANNOT_SETTLE for n in candidates
+        }
+        return RoundChoice(None, reasons)
+    width_h = total.upper_hours - total.lower_hours
+
+    def narrowing_per_second(name: str) -> float:
+        after = combine_estimates(estimates, measured_epochs={name: measured_epochs[name] + epochs_per_round[name]})
+        section = sections[name]
+        round_s = (section.mean_epoch_time_ms or 0.0) * epochs_per_round[name] / MS_PER_S
+        narrowed_s = (width_h - (after.upper_hours - after.lower_hours)) * SECONDS_PER_HOUR
+        return narrowed_s / max(round_s, 1e-9)
+
+    return RoundChoice(max(growable, key=narrowing_per_second), margin_hours=width_h)

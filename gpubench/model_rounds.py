@@ -1,0 +1,230 @@
+"""A model's later rounds: built again at the batch it was timed at, warmed, and measured round after round.
+
+Why rounds: the host's speed moves inside one process, over seconds and minutes (on the H200's host a fixed
+Python loop took 6.4 ms or 11.5 ms, switching within seconds and staying slow for up to tens of seconds), so one
+block of epochs sees one stretch of the host, and identical trainings of a host-bound model differed by 16-24%. A
+model measured in R rounds spread over the job, interleaved round-robin with the other models (dqn, ppo, mamba2,
+tft, dqn, ...), carries the host's changes in its data: the spread between its round means is measured, and the
+bound on its mean epoch time takes it in (:mod:`gpubench.stats.rounds`).
+
+Round 1 of each model is its run through :func:`gpubench.model_run.run_model`, alone on the device: batch search,
+FLOP count, memory profile, stability, at the epoch size it calibrates. Its workload is then released, as before.
+For the later rounds each model that ran is built again at its timed batch (outside any timed block), warmed up
+(``warmup_epochs`` epochs of the size round 1 chose), and kept: every later round starts from that warmed model,
+with no rebuild or recompilation inside the rounds. Each round is read with the host probe just before it and the
+device monitor during it. Memory is profiled in round 1 only: later rounds share the device with the other
+models' workloads, so their peaks are not one model's.
+"""
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from statistics import fmean
+
+from gpubench.hardware.host import probe_host_speed
+from gpubench.hardware.monitor import DeviceMonitor, energy_summary
+from gpubench.measure.epochs import INTERRUPTED, Measurement, MeasurementInterrupted, measure_workload
+from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.model_run import ModelInterrupted, ModelRun, ModelRunContext, build_workload
+from gpubench.results import DeviceEpoch, HostProbe, MeasuredRound, ModelResult
+from gpubench.stats.epoch_times import summarize_epoch_times
+from gpubench.stats.host import explained_share
+from gpubench.workload import Workload
+
+logger = logging.getLogger(__name__)
+
+
+def split_epochs(epochs: int, rounds: int) -> list[int]:
+    """``epochs`` measured epochs in ``rounds`` rounds as equal as can be, the longer rounds first
+    (20 in 4: 5, 5, 5, 5; 22 in 4: 6, 6, 5, 5). Every round has at least one epoch: never more rounds than epochs."""
+    if epochs < 1 or rounds < 1:
+        raise ValueError(f"need epochs >= 1 and rounds >= 1, got {epochs} and {rounds}")
+    rounds = min(rounds, epochs)
+    base, extra = divmod(epochs, rounds)
+    return [base + 1] * extra + [base] * (rounds - extra)
+
+
+@dataclass(frozen=True)
+class RoundRun:
+    """One later round of a model: its report record, its measurement and the device's epochs during it."""
+
+    record: MeasuredRound
+    measurement: Measurement
+    device_epochs: tuple[DeviceEpoch, ...]
+
+
+@dataclass(frozen=True)
+class ModelRounds:
+    """Everything a model's rounds measured so far: round 1 (``first``, its run through ``run_model``, with the host
+    probe read after it) and the later rounds in order."""
+
+    first: ModelRun
+    first_record: MeasuredRound
+    later: tuple[RoundRun, ...] = ()
+
+    @property
+    def epochs(self) -> int:
+        """Measured epochs so far, every round's."""
+        return self.first_record.epochs + sum(r.record.epochs for r in self.later)
+
+    def with_round(self, round_run: RoundRun) -> "ModelRounds":
+        return replace(self, later=(*self.later, round_run))
+
+
+@dataclass
+class LiveModel:
+    """A model built again for its later rounds and warmed: its workload (alive until the rounds end), the epoch
+    size of round 1, and the stability and device monitors that follow it through the rounds."""
+
+    name: str
+    workload: Workload
+    measurement: Measurement
+    stability: StabilityMonitor
+    device: DeviceMonitor
+
+
+def first_round_record(run: ModelRun, index: int, started_s: float, probe: HostProbe | None) -> MeasuredRound:
+    """The record of round 1, from the model's run (its measured epochs and the device's)."""
+    times = run.result.raw_epoch_times_ms
+    return _record(index, times, started_s, probe, run.result.measured_device_epochs)
+
+
+def _record(
+    index: int, times_ms: Sequence[float], started_s: float, probe: HostProbe | None, device: Sequence[DeviceEpoch]
+) -> MeasuredRound:
+    clocks = [e.sm_clock_mhz for e in device if e.sm_clock_mhz is not None]
+    powers = [e.mean_power_w for e in device if e.mean_power_w is not None]
+    throttles = [e.throttled for e in device if e.throttled is not None]
+    return MeasuredRound(
+        index=index,
+        epochs=len(times_ms),
+        mean_epoch_ms=fmean(times_ms) if times_ms else 0.0,
+        started_s=started_s,
+        host_probe=probe,
+        sm_clock_mhz=fmean(clocks) if clocks else None,
+        power_w=fmean(powers) if powers else None,
+        throttled=any(throttles) if throttles else None,
+    )
+
+
+def start_later_rounds(name: str, rounds: ModelRounds, context: ModelRunContext) -> LiveModel:
+    """Build model ``name`` again at the batch round 1 timed, and warm it up (``warmup_epochs`` epochs of round 1's
+    size, discarded), ready for its later rounds."""
+    cfg = context.cfg
+    result, first = rounds.first.result, rounds.first.measurement
+    assert first is not None and result.batch_size is not None  # only a measured model gets later rounds
+    workload = build_workload(name, context, result.batch_size)
+    stability = StabilityMonitor(cfg.stability, context.device)
+    device = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
+    warmup = measure_workload(
+        workload,
+        timer=context.timer,
+        epochs=0,
+        warmup_epochs=cfg.warmup_epochs,
+        epoch_config=cfg.epoch,
+        statistics=cfg.statistics,
+        monitor=stability,
+        sizing=first.sizing,
+    )
+    return LiveModel(name=name, workload=workload, measurement=warmup, stability=stability, device=device)
+
+
+def measure_round(
+    live: LiveModel, rounds: ModelRounds, epochs: int, index: int, started_s: float, context: ModelRunContext
+) -> ModelRounds:
+    """Measure one more round of ``epochs`` epochs of the warmed model ``live``; ``rounds`` with it added. An
+    interrupt raises :class:`~gpubench.model_run.ModelInterrupted` carrying the model's result from every epoch
+    completed before it (status ``interrupted``)."""
+    cfg = context.cfg
+    probe = probe_host_speed()
+    before = len(live.device.epochs)
+    first_number = rounds.epochs
+    observer = context.epoch_observer
+
+    def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+        if observer is not None:
+            observer(live.name, phase, first_number + number, seconds, loss)
+
+    try:
+        measurement = measure_workload(
+            live.workload,
+            timer=context.timer,
+            epochs=epochs,
+            warmup_epochs=0,
+            epoch_config=cfg.epoch,
+            statistics=cfg.statistics,
+            monitor=live.stability,
+            observers=[live.device],
+            on_epoch=on_epoch,
+            sizing=live.measurement.sizing,
+        )
+    except MeasurementInterrupted as exc:
+        partial = _round(exc.measurement, live, before, first_number, index, started_s, probe)
+        result = merged_result(rounds.with_round(partial), context)
+        error = f"interrupted in round {index} after {rounds.epochs + partial.record.epochs} measured epochs"
+        interrupted = replace(result, status=INTERRUPTED, error=error, stop_reason=INTERRUPTED)
+        raise ModelInterrupted(ModelRun(interrupted, None), model=live.name) from exc
+    return rounds.with_round(_round(measurement, live, before, first_number, index, started_s, probe))
+
+
+def _round(
+    measurement: Measurement,
+    live: LiveModel,
+    device_before: int,
+    first_number: int,
+    index: int,
+    started_s: float,
+    probe: HostProbe,
+) -> RoundRun:
+    # The device monitor numbers each call's epochs from 1: the report numbers a model's measured epochs on.
+    device = tuple(
+        replace(epoch, epoch=first_number + k) for k, epoch in enumerate(live.device.epochs[device_before:], start=1)
+    )
+    record = _record(index, measurement.epoch_times_ms, started_s, probe, device)
+    return RoundRun(record=record, measurement=measurement, device_epochs=device)
+
+
+def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: str | None = None) -> ModelResult:
+    """The model's report section over every round measured: round 1's result (batch, memory, FLOPs, search) with
+    the epochs, losses, device readings, stability and statistics of all its rounds."""
+    cfg = context.cfg
+    first = rounds.first
+    assert first.measurement is not None
+    result = first.result
+    later = rounds.later
+    times = [*result.raw_epoch_times_ms, *(t for r in later for t in r.measurement.epoch_times_ms)]
+    losses = [*result.epoch_losses, *(loss for r in later for loss in r.measurement.epoch_losses)]
+    health = [*first.measurement.health, *(h for r in later for h in r.measurement.health)]
+    device = [*result.device_epochs, *(e for r in later for e in r.device_epochs)]
+    records = [rounds.first_record, *(r.record for r in later)]
+    statistics = summarize_epoch_times(
+        times,
+        confidence_level=cfg.statistics.confidence_level,
+        cv_threshold=cfg.statistics.cv_threshold,
+        outlier_rule=cfg.statistics.outlier_rule,
+        target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
+        rounds=[r.epochs for r in records],
+    )
+    stability = stability_verdict(health, cfg.stability)
+    samples_per_epoch = result.samples_per_epoch or 0.0
+    probes = [(r.mean_epoch_ms, r.host_probe.python_loop_ms) for r in records if r.host_probe is not None]
+    return replace(
+        result,
+        raw_epoch_times_ms=times,
+        epoch_losses=losses,
+        device_epochs=device,
+        rounds=records,
+        statistics=statistics,
+        stability=stability.stability,
+        loss_trend=stability.loss_trend,
+        stability_details=stability,
+        energy=energy_summary(device, samples_per_epoch),
+        stop_reason=stop_reason or result.stop_reason,
+        host_probe_explained_share=explained_share([m for m, _ in probes], [p for _, p in probes]),
+    )
+
+
+def seconds_since(start_s: float) -> float:
+    """Seconds from ``start_s`` (a :func:`time.perf_counter` reading) to now."""
+    return time.perf_counter() - start_s
