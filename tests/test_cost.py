@@ -51,13 +51,17 @@ def test_without_amortisation_local_is_cheaper_from_the_first_training():
 
 
 def test_cloud_cheaper_than_local_energy_never_breaks_even():
-    cost = cost_analysis(inputs(cloud_hours=0.01, cloud_hourly_price_usd=1.0), DecisionConfig(critical_models=["dqn", "ppo"]))
+    cost = cost_analysis(
+        inputs(cloud_hours=0.01, cloud_hourly_price_usd=1.0), DecisionConfig(critical_models=["dqn", "ppo"])
+    )
     assert cost.break_even_trainings_per_month is None
     assert any("local never breaks even" in note for note in cost.notes)
 
 
 def test_unmeasured_energy_leaves_local_cost_unknown():
-    cost = cost_analysis(inputs(local_energy_kwh=None, energy_basis=None), DecisionConfig(critical_models=["dqn", "ppo"]))
+    cost = cost_analysis(
+        inputs(local_energy_kwh=None, energy_basis=None), DecisionConfig(critical_models=["dqn", "ppo"])
+    )
     assert cost.local_gpu_monthly_cost_usd is None
     assert cost.annual_savings_usd is None
     assert cost.cloud_gpu_monthly_cost_usd == pytest.approx(29.0)  # the cloud side is still known
@@ -72,7 +76,9 @@ def _rl_section(**kwargs) -> ModelResult:
 
 def test_local_energy_from_nvml_joules_per_sample():
     models = {"dqn": _rl_section(joules_per_sample=0.9), "ppo": _rl_section(joules_per_sample=0.9)}
-    cost = build_recommendation(report(models), DecisionConfig(critical_models=["dqn", "ppo"]), load_catalog()).cost_analysis
+    cost = build_recommendation(
+        report(models), DecisionConfig(critical_models=["dqn", "ppo"]), load_catalog()
+    ).cost_analysis
     # 0.9 J x 10M env steps = 9 MJ = 2.5 kWh per model.
     assert cost.local_energy_kwh_per_training == pytest.approx(5.0)
     assert cost.energy_basis == "nvml"
@@ -82,7 +88,9 @@ def test_local_energy_from_nvml_joules_per_sample():
 def test_local_energy_falls_back_to_board_power_on_a_catalog_card():
     hardware = gpu_hardware("Tesla T4", total_vram_mb=15360.0, achieved_tflops=6.48)
     recommendation = build_recommendation(
-        report({"dqn": _rl_section(), "ppo": _rl_section()}, hardware=hardware), DecisionConfig(critical_models=["dqn", "ppo"]), load_catalog()
+        report({"dqn": _rl_section(), "ppo": _rl_section()}, hardware=hardware),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
+        load_catalog(),
     )
     cost = recommendation.cost_analysis
     # 70 W for the estimated hours.

@@ -149,7 +149,9 @@ def _rl_models(**kwargs) -> dict[str, ModelResult]:
 
 def test_projection_table_from_a_t4():
     recommendation = build_recommendation(
-        t4_report(_rl_models(flops_per_step=2e11, peak_reserved_mb=6000.0)), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+        t4_report(_rl_models(flops_per_step=2e11, peak_reserved_mb=6000.0)),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
+        CATALOG,
     )
     rows = {row.card: row for row in recommendation.projection}
     assert sorted(rows) == sorted(CATALOG)
@@ -247,7 +249,9 @@ def _cpu_counted_report(**overrides) -> RunReport:
 
 
 def test_from_the_cpu_a_card_step_is_rebuilt_from_flops_and_launches():
-    recommendation = build_recommendation(_cpu_counted_report(), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
+    recommendation = build_recommendation(
+        _cpu_counted_report(), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     rows = {row.card: row for row in recommendation.projection}
     # By hand: an H100 attains 0.7 x 67 = 46.9 TFLOP/s, so 2e12 FLOPs take 42.644 ms; 500 launches x 0.024 ms =
     # 12 ms: 54.644 ms.
@@ -272,7 +276,9 @@ def test_from_the_cpu_a_card_step_is_rebuilt_from_flops_and_launches():
 
 
 def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():
-    recommendation = build_recommendation(_cpu_counted_report(), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
+    recommendation = build_recommendation(
+        _cpu_counted_report(), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     rows = {row.card: row for row in recommendation.projection}
     # By hand, step ms at 0.7 x the fp32 peak plus 500 x 0.024 = 12 ms of launches, times the hourly price:
     # T4 2e12/5.67e12 = 352.7 + 12 = 364.7 ms x $0.35 = 127.7; L4 2e12/21.21e12 = 94.3 + 12 = 106.3 ms x $0.80 = 85.0
@@ -288,7 +294,9 @@ def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():
 
 
 def test_from_the_cpu_without_a_launch_count_the_projection_is_refused_with_the_reason():
-    recommendation = build_recommendation(_cpu_counted_report(launches_per_step=None), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
+    recommendation = build_recommendation(
+        _cpu_counted_report(launches_per_step=None), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     h100 = next(row for row in recommendation.projection if row.card == "h100")
     assert h100.training_hours is None
     assert h100.models["dqn"].step_ms is None
@@ -340,8 +348,12 @@ def test_the_emulated_card_is_the_answers_card_with_projected_times():
     dqn, ppo = recommendation.per_model["dqn"], recommendation.per_model["ppo"]
     assert dqn.step_ms == pytest.approx(dqn_step)
     assert (dqn.projected_onto, dqn.measured_step_ms) == ("rtx3050ti", pytest.approx(10.0))
-    measured_dqn = estimate_training_time("dqn", emulated.models["dqn"], DecisionConfig(critical_models=["dqn", "ppo"]).plan)
-    measured_ppo = estimate_training_time("ppo", emulated.models["ppo"], DecisionConfig(critical_models=["dqn", "ppo"]).plan)
+    measured_dqn = estimate_training_time(
+        "dqn", emulated.models["dqn"], DecisionConfig(critical_models=["dqn", "ppo"]).plan
+    )
+    measured_ppo = estimate_training_time(
+        "ppo", emulated.models["ppo"], DecisionConfig(critical_models=["dqn", "ppo"]).plan
+    )
     ppo_ratio = ppo.step_ms / measured_ppo.step_ms
     assert ppo_ratio == pytest.approx(1.0, abs=1e-3)
     expected_hours = (

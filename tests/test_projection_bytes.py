@@ -169,7 +169,9 @@ def test_a_cpu_report_with_bytes_projects_them_onto_every_card():
         )
         for seed, name in enumerate(("dqn", "ppo"))
     }
-    recommendation = build_recommendation(report(sections, hardware=cpu_hardware(0.05)), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG)
+    recommendation = build_recommendation(
+        report(sections, hardware=cpu_hardware(0.05)), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
+    )
     rows = {row.card: row for row in recommendation.projection}
     # rtx3050ti: 2e12 / (0.7 x 5.3e12) = 539.08 ms + 500 x 0.024 = 12 ms + 1.92e9 B at 192 GB/s = 10 ms.
     assert rows["rtx3050ti"].models["dqn"].step_ms == pytest.approx(2e12 / 3.71e12 * 1e3 + 12.0 + 10.0)
