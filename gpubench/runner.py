@@ -47,7 +47,7 @@ from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
 from gpubench.round_schedule import RoundSchedule, later_rounds
 from gpubench.stats.config import ADAPTIVE_OFF
 from gpubench.units import MS_PER_S
-from gpubench.what_if import run_what_ifs, what_if_enabled
+from gpubench.what_if import run_what_ifs, what_if_enabled, what_if_models
 
 logger = logging.getLogger(__name__)
 
@@ -194,12 +194,18 @@ class Runner:
                 report = replace(report, models={**report.models, measured: result})
                 self.writer.write(report)
             if what_if_enabled(cfg, self.device):
+                first_answer = build_recommendation(report, cfg.decision, load_catalog()).decision
+                chosen = what_if_models(cfg, report.models, first_answer)
+                if not chosen:
+                    console.notice(
+                        f"what-ifs skipped: the answer is {first_answer}, which a faster variant cannot change "
+                        "(decision.what_if=true measures them anyway)."
+                    )
                 # Not `name`: the interrupt handler reads it as the model whose measurement was cut short.
-                for measured in cfg.model_names:
-                    if report.models[measured].status == "ok":
-                        what_ifs = run_what_ifs(measured, models, report.models[measured])
-                        report = replace(report, what_ifs={**report.what_ifs, measured: what_ifs})
-                        self.writer.write(report)
+                for measured in chosen:
+                    what_ifs = run_what_ifs(measured, models, report.models[measured])
+                    report = replace(report, what_ifs={**report.what_ifs, measured: what_ifs})
+                    self.writer.write(report)
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")

@@ -85,13 +85,15 @@ class DecisionConfig:
     ``assumed_matmul_efficiency`` is the fraction of a card's peak FLOP/s its matmuls reach, used by the projection
     only where the benchmark could not measure it (a source device that is not a catalog card).
 
-    ``what_if`` (null: on a GPU, not on the CPU) measures each successfully measured model again briefly in each of
-    ``what_if_variants`` (:data:`DEFAULT_WHAT_IF_VARIANTS`, any of :data:`WHAT_IF_VARIANTS`, e.g.
-    ``decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]``; a variant equal to the main run is skipped)
-    after the main
-    measurements: ``what_if_epochs`` epochs of at least ``what_if_epoch_seconds`` s after one warmup epoch, at the
-    main run's batch (the knee variant at the knee), so the recommended actions quote measured figures. The
-    default, 10 epochs of 0.1 s, costs each variant a few seconds beside its compilation.
+    ``what_if`` measures successfully measured models again briefly in each of ``what_if_variants``: ``true`` every
+    model, ``false`` none, null (the default) on a GPU only the critical models and only when the main measurements'
+    answer is not LOCAL_GPU_VIABLE (a faster variant cannot change a local answer; see
+    ``gpubench.what_if.what_if_models``), never on the CPU. The variants (:data:`DEFAULT_WHAT_IF_VARIANTS`, any of
+    :data:`WHAT_IF_VARIANTS`, e.g. ``decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]``; a variant
+    equal to the main run is skipped) run after the main measurements: ``what_if_epochs`` epochs of at least
+    ``what_if_epoch_seconds`` s after one warmup epoch, at the main run's batch (the knee variant at the knee), so the
+    recommended actions quote measured figures. The default, 10 epochs of 0.1 s, costs each variant a few seconds
+    beside its compilation.
     """
 
     local_max_hours: float = 24.0
