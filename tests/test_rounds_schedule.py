@@ -1,0 +1,149 @@
+"""Replicated rounds: how a model's epochs split into rounds, which models share the device for them, where an
+adaptive job's next round goes, how much of the rounds' spread the host probe explains, and a CPU job measured in
+interleaved rounds end to end."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import tiny_mlp_config
+from report_factory import model_section, noisy_epochs_ms
+from scipy import stats as sps
+
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.stopping import next_round
+from gpubench.model_rounds import split_epochs
+from gpubench.results import LOCAL_GPU_VIABLE, RunReport
+from gpubench.round_schedule import groups_that_fit
+from gpubench.stats.config import (
+    DECISION_CANNOT_SETTLE,
+    DECISION_SETTLED,
+    MAX_EPOCHS_REACHED,
+    PRECISION_TARGET_MET,
+    TIME_BUDGET_SPENT,
+    StatisticsConfig,
+)
+from gpubench.stats.host import explained_share
+from gpubench.what_if import what_if_models
+
+
+@pytest.mark.parametrize(
+    ("epochs", "rounds", "expected"),
+    [(20, 4, [5, 5, 5, 5]), (22, 4, [6, 6, 5, 5]), (10, 4, [3, 3, 2, 2]), (3, 4, [1, 1, 1]), (7, 1, [7])],
+)
+def test_epochs_split_into_rounds_as_equal_as_can_be(epochs, rounds, expected):
+    assert split_epochs(epochs, rounds) == expected
+    assert sum(split_epochs(epochs, rounds)) == epochs
+
+
+def test_a_split_needs_an_epoch_and_a_round():
+    with pytest.raises(ValueError, match="epochs >= 1 and rounds >= 1"):
+        split_epochs(0, 4)
+
+
+def test_models_share_the_device_only_in_groups_whose_measured_peaks_fit():
+    names = ["dqn", "ppo", "mamba2", "tft"]
+    peaks = {"dqn": 1000.0, "ppo": 500.0, "mamba2": 2500.0, "tft": 800.0}
+    # No limit (the CPU, an uncapped GPU): every model at once.
+    assert groups_that_fit(names, peaks, None, 0.9) == [names]
+    # 0.9 x 4,000 MB = 3,600 MB: dqn + ppo = 1,500 MB fit, adding mamba2 (4,000 MB) does not; mamba2 + tft = 3,300.
+    assert groups_that_fit(names, peaks, 4000.0, 0.9) == [["dqn", "ppo"], ["mamba2", "tft"]]
+    # A model whose peak was not measured goes alone.
+    assert groups_that_fit(names, {**peaks, "ppo": None}, 4000.0, 0.9) == [["dqn"], ["ppo"], ["mamba2", "tft"]]
+
+
+def test_the_host_probes_explained_share_is_the_squared_correlation():
+    rng = np.random.default_rng(3)
+    probe_ms = rng.uniform(6.0, 12.0, size=6)
+    round_means_ms = 100.0 + 4.0 * probe_ms + rng.normal(0.0, 3.0, size=6)
+    expected = sps.linregress(probe_ms, round_means_ms).rvalue ** 2
+    assert explained_share(list(round_means_ms), list(probe_ms)) == pytest.approx(expected)
+    assert explained_share([1.0, 2.0], [3.0, 4.0]) is None  # two points: any line fits
+    assert explained_share([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]) is None  # a probe that did not vary
+
+
+def _rl(epochs_ms: list[float], status: str = "ok"):
+    return model_section(epochs_ms, steps_per_epoch=100, samples_per_step=8.0, sample_unit="env_step", status=status)
+
+
+def test_precision_rounds_go_to_the_widest_interval_until_every_model_meets_the_target():
+    sections = {"mlp": _rl(noisy_epochs_ms(100.0, rel_sd=0.01)), "tft": _rl(noisy_epochs_ms(100.0, rel_sd=0.2))}
+    statistics = StatisticsConfig(adaptive="precision", target_rel_halfwidth=0.02, max_epochs=50)
+    decision = DecisionConfig(critical_models=["mlp", "tft"])
+    measured, per_round = {"mlp": 10, "tft": 10}, {"mlp": 5, "tft": 5}
+    choice = next_round(sections, ["mlp", "tft"], measured, per_round, statistics, decision, 0.0)
+    assert choice.model == "tft"
+    # tft at the cap: nothing more can be measured; mlp met its target, tft did not.
+    capped = next_round(sections, ["mlp", "tft"], {"mlp": 10, "tft": 50}, per_round, statistics, decision, 0.0)
+    assert capped.model is None
+    assert capped.stop_reasons == {"mlp": PRECISION_TARGET_MET, "tft": MAX_EPOCHS_REACHED}
+
+
+def test_an_adaptive_job_stops_when_its_time_budget_is_spent():
+    sections = {"dqn": _rl(noisy_epochs_ms(100.0, rel_sd=0.2))}
+    statistics = StatisticsConfig(adaptive="precision", max_round_seconds=60.0)
+    choice = next_round(sections, ["dqn"], {"dqn": 10}, {"dqn": 5}, statistics, DecisionConfig(), 61.0)
+    assert (choice.model, choice.stop_reasons) == (None, {"dqn": TIME_BUDGET_SPENT})
+
+
+def test_a_fixed_job_asks_for_no_more_rounds():
+    sections = {"dqn": _rl(noisy_epochs_ms(100.0, rel_sd=0.2))}
+    assert (
+        next_round(sections, ["dqn"], {"dqn": 10}, {"dqn": 5}, StatisticsConfig(), DecisionConfig(), 0.0).model is None
+    )
+
+
+def test_the_decision_stop_ends_at_once_when_the_total_is_settled_or_cannot_be():
+    statistics = StatisticsConfig(adaptive="decision", max_epochs=50)
+    decision = DecisionConfig(critical_models=["dqn"])
+    # 12,500 epochs of 0.3 s: about 1 h, far under 24 h.
+    settled = next_round(
+        {"dqn": _rl(noisy_epochs_ms(300.0))}, ["dqn"], {"dqn": 10}, {"dqn": 5}, statistics, decision, 0
+    )
+    assert (settled.model, settled.stop_reasons) == (None, {"dqn": DECISION_SETTLED})
+    # A critical model that did not run: rounds of the others cannot settle the total.
+    both = DecisionConfig(critical_models=["dqn", "ppo"])
+    missing = next_round({"dqn": _rl(noisy_epochs_ms(300.0))}, ["dqn"], {"dqn": 10}, {"dqn": 5}, statistics, both, 0)
+    assert (missing.model, missing.stop_reasons) == (None, {"dqn": DECISION_CANNOT_SETTLE})
+
+
+@pytest.mark.parametrize(
+    ("decision", "what_if", "expected"),
+    [
+        (LOCAL_GPU_VIABLE, None, []),  # a faster variant cannot change a local answer
+        ("GRAY_ZONE", None, ["dqn"]),  # only the critical models' variants can change the answer
+        (None, None, ["dqn"]),
+        (LOCAL_GPU_VIABLE, True, ["dqn", "tft"]),  # decision.what_if=true: every measured model
+    ],
+)
+def test_what_ifs_run_where_they_can_change_the_answer(tmp_path, decision, what_if, expected):
+    overrides = ["decision.critical_models=[dqn]"] + ([f"decision.what_if={what_if}"] if what_if is not None else [])
+    cfg = tiny_mlp_config(tmp_path, *overrides)
+    models = {"dqn": _rl([100.0, 101.0]), "tft": _rl([100.0, 101.0]), "ppo": _rl([1.0], status="failed")}
+    assert what_if_models(cfg, models, decision) == expected
+
+
+def test_a_cpu_job_measures_every_model_in_rounds_interleaved_round_robin(gpubench_once):
+    job = gpubench_once(
+        "experiment=quick", "hardware=cpu", "tracking.enabled=false", "model.names=[mlp,tft]", "data.days=3"
+    )
+    assert job.completed.returncode == 0, job.completed.stderr
+    written = json.loads(job.report_path().read_text())
+    report = RunReport.from_dict(written)
+    mlp, tft = report.models["mlp"], report.models["tft"]
+    # experiment=quick: 10 epochs in the default 4 rounds, 3 + 3 + 2 + 2, the rounds alternating between the models.
+    assert [r.epochs for r in mlp.rounds] == [3, 3, 2, 2] == [r.epochs for r in tft.rounds]
+    assert [r.index for r in mlp.rounds] == [1, 3, 5, 7] and [r.index for r in tft.rounds] == [2, 4, 6, 8]
+    starts = sorted((r.started_s, name) for name in ("mlp", "tft") for r in report.models[name].rounds)
+    assert [name for _, name in starts] == ["mlp", "tft"] * 4
+    for result in (mlp, tft):
+        # Each round's mean is the mean of its epochs, in the order the flat list keeps them.
+        sizes = np.cumsum([0, *[r.epochs for r in result.rounds]])
+        times = result.raw_epoch_times_ms
+        for record, start, end in zip(result.rounds, sizes[:-1], sizes[1:], strict=True):
+            assert record.mean_epoch_ms == pytest.approx(np.mean(times[start:end]))
+            assert record.host_probe is not None and record.host_probe.python_loop_ms > 0
+        assert len(times) == 10 and result.statistics.n == 10
+    # model.names chose mlp and tft: they are the models that decide.
+    assert report.recommendation.decided_on == ["mlp", "tft"]
+    assert "Recommendation:" in job.completed.stdout
