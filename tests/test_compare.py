@@ -373,7 +373,7 @@ def test_constant_epoch_times_give_an_exact_ratio_and_an_undefined_t_test():
     # The t statistic is zero over zero here.
     assert math.isnan(same.result.p_value) and math.isnan(slower.result.p_value)
     text = render_markdown([same], [], label_a="a", label_b="b", threshold=0.05, confidence=0.95)
-    assert "| 1.000–1.000 | – | SAME |" in text
+    assert "| 1.000–1.000 | – | – | SAME |" in text
 
 
 def test_epochs_to_decide_is_the_fewest_epochs_per_run_whose_interval_decides():

@@ -17,6 +17,15 @@ statistics (Fieller's ratio interval on overlapping-batch-means long-run varianc
 SAME / AMBIGUOUS, the epochs that would decide, the long-run t test's p-value) are :mod:`gpubench.stats.compare`'s;
 this module loads the reports, pairs their models, explains each verdict in a sentence and renders the table
 (terminal and markdown).
+
+**The host.** Identical code on one host reads 2x apart at different loads, so compare prints each report's host
+(the 1-minute load on its CPUs, the host probe's median and range over every round) and compares them
+(:mod:`gpubench.output.compare_host`). Where the loads or the probes say B's host was faster or slower, each
+model's interval is widened by that host factor on the host share of its step, and a FASTER, SLOWER or SAME that
+the widened interval does not keep reads HOST_DIFFERS with the reason; a verdict it keeps stands, with the widened
+interval beside it. Widening rather than a bare refusal keeps the verdicts that are beyond what the hosts explain
+(B three times as fast on a host at most twice as fast), and the widening comes from the two reports' own loads,
+probe readings and step splits (:mod:`gpubench.stats.host_compare` says how), not from a tolerance.
 """
 
 import argparse
@@ -33,6 +42,15 @@ from rich.console import Console
 from rich.table import Table
 
 from gpubench.errors import GpubenchError
+from gpubench.output.compare_host import (
+    HostCorrection,
+    HostDifference,
+    correct_for_host,
+    host_difference,
+    host_explanation,
+    host_lines,
+    host_share,
+)
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report
 from gpubench.output.tracking import TrackingError, load_run_report
 from gpubench.results import ModelResult, RunReport
@@ -46,6 +64,7 @@ from gpubench.stats.compare import (
     check_settings,
     compare_mean_times,
 )
+from gpubench.stats.host_compare import HOST_DIFFERS
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
@@ -59,7 +78,7 @@ _PIPE_WIDTH_COLUMNS = 200
 #: Per-sample times are fractions of a millisecond for the small models; the table shows microseconds.
 _US_PER_MS = 1000.0
 _LEFT_ALIGNED = ("model", "unit", "verdict: B vs A")
-_VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "cyan", AMBIGUOUS: "yellow"}
+_VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "cyan", AMBIGUOUS: "yellow", HOST_DIFFERS: "magenta"}
 
 
 class CompareError(GpubenchError):
@@ -86,11 +105,25 @@ class ModelComparison:
     samples_per_epoch_a: float
     samples_per_epoch_b: float
     result: MeanTimeComparison
+    #: The hosts' difference and this model's interval with it divided out; None where the hosts did not differ.
+    host_difference: HostDifference | None = None
+    host: HostCorrection | None = None
+
+    @property
+    def verdict(self) -> str:
+        """The verdict: the measured one, or HOST_DIFFERS where the hosts' difference could explain it."""
+        return self.host.verdict if self.host else self.result.verdict
 
     @property
     def explanation(self) -> str:
-        """One sentence on why this verdict, in B-against-A terms (plus the epoch sizes where they differ)."""
-        return self._reason() + self._epoch_sizes()
+        """Why this verdict, in B-against-A terms (plus the epoch sizes where they differ, and the host where the
+        hosts differ)."""
+        host = (
+            host_explanation(self.model, self.result.verdict, self.host, self.host_difference, self.result.threshold)
+            if self.host and self.host_difference
+            else ""
+        )
+        return self._reason() + self._epoch_sizes() + host
 
     def _reason(self) -> str:
         result = self.result
@@ -235,18 +268,36 @@ def compare_reports(
         except CompareError as exc:
             raise CompareError(f"report {label}: {exc}") from exc
     paired, _ = _pair_models(report_a, report_b, DEFAULT_SOURCES)
-    return [
-        ModelComparison(
-            model=model,
-            sample_unit=times_a.sample_unit,
-            samples_per_epoch_a=times_a.samples_per_epoch,
-            samples_per_epoch_b=times_b.samples_per_epoch,
-            result=compare_mean_times(
-                times_a.times_ms, times_b.times_ms, threshold=threshold, confidence_level=confidence
-            ),
+    hosts = host_difference(report_a, report_b, confidence)
+    comparisons = []
+    for model, times_a, times_b in paired:
+        result = compare_mean_times(
+            times_a.times_ms, times_b.times_ms, threshold=threshold, confidence_level=confidence
         )
-        for model, times_a, times_b in paired
-    ]
+        # B's times exactly A's are one measurement compared with itself: no host can have moved them apart.
+        differs = hosts.differs and not result.identical_measurements
+        comparisons.append(
+            ModelComparison(
+                model=model,
+                sample_unit=times_a.sample_unit,
+                samples_per_epoch_a=times_a.samples_per_epoch,
+                samples_per_epoch_b=times_b.samples_per_epoch,
+                result=result,
+                host_difference=hosts if differs else None,
+                host=(
+                    correct_for_host(
+                        result.verdict,
+                        result.ratio_interval,
+                        threshold,
+                        hosts,
+                        host_share(report_a, report_b, model),
+                    )
+                    if differs
+                    else None
+                ),
+            )
+        )
+    return comparisons
 
 
 def unmatched_models(
@@ -292,6 +343,7 @@ def _columns(confidence: float) -> list[str]:
         "ratio B/A",
         f"{_percent(confidence)} interval B/A",
         "p (long-run t)",
+        "B/A host divided out",
         "verdict: B vs A",
     ]
 
@@ -310,7 +362,8 @@ def _row(comparison: ModelComparison) -> list[str]:
         f"{result.ratio_b_over_a:.3f}",
         _format_interval(result.ratio_interval),
         _format_p(result.p_value),
-        result.verdict,
+        _format_interval(comparison.host.interval) if comparison.host else "–",
+        comparison.verdict,
     ]
 
 
@@ -325,7 +378,11 @@ def _method_text(threshold: float, confidence: float) -> str:
         "Satterthwaite degrees of freedom, and p, the two-sided t test of equal means with the same standard errors. "
         f"Verdict of B against A with a ±{_percent(threshold)} noise threshold: FASTER when the whole interval lies "
         f"below {1 - threshold:g}, SLOWER when above {1 + threshold:g}, SAME when inside "
-        f"[{1 - threshold:g}, {1 + threshold:g}], otherwise AMBIGUOUS."
+        f"[{1 - threshold:g}, {1 + threshold:g}], otherwise AMBIGUOUS. Where the hosts differ (the 1-minute loads "
+        "at the start, as fair shares of the CPUs, or the host probes' Hodges-Lehmann ratio where its interval "
+        "excludes 1), 'B/A host divided out' is the interval with any host factor in their range divided out of "
+        "the host share of the model's step (all of it on a CPU, else from the step split); a verdict that "
+        "interval does not keep reads HOST_DIFFERS: the host could explain it."
     )
 
 
@@ -337,14 +394,17 @@ def render_markdown(
     label_b: str,
     threshold: float,
     confidence: float,
+    hosts: HostDifference | None = None,
 ) -> str:
-    """The comparison as a markdown section: what A and B are, the method, one table row per model, notes."""
+    """The comparison as a markdown section: what A and B are and their hosts (``hosts``, where given), the method,
+    one table row per model, notes."""
     columns = _columns(confidence)
     lines = [
         "## gpubench compare: B against A",
         "",
         f"- **A**: {label_a}",
         f"- **B**: {label_b}",
+        *(["", *(f"{line}  " for line in host_lines(hosts))] if hosts else []),
         "",
         _method_text(threshold, confidence),
         "",
@@ -353,7 +413,7 @@ def render_markdown(
     ]
     lines += ["| " + " | ".join(_row(comparison)) + " |" for comparison in comparisons]
     if comparisons:
-        lines += ["", *(f"- **{c.model}** ({c.result.verdict}): {c.explanation}" for c in comparisons)]
+        lines += ["", *(f"- **{c.model}** ({c.verdict}): {c.explanation}" for c in comparisons)]
     if unmatched:
         lines += ["", "Not compared:", "", *(f"- **{u.model}**: {u.reason}" for u in unmatched)]
     return "\n".join(lines) + "\n"
@@ -368,6 +428,7 @@ def print_table(
     label_b: str,
     threshold: float,
     confidence: float,
+    hosts: HostDifference | None = None,
 ) -> None:
     """The same content as :func:`render_markdown`, as a rich table with coloured verdicts."""
     table = Table(title="gpubench compare: B against A", caption=f"A = {label_a}\nB = {label_b}")
@@ -375,13 +436,15 @@ def print_table(
         table.add_column(column, justify="left" if column in _LEFT_ALIGNED else "right")
     for comparison in comparisons:
         cells = _row(comparison)
-        style = _VERDICT_STYLE[comparison.result.verdict]
+        style = _VERDICT_STYLE[comparison.verdict]
         table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]")
     console.print(table)
+    for line in host_lines(hosts) if hosts else []:
+        console.print(line, soft_wrap=True, highlight=False)
     console.print(_method_text(threshold, confidence), soft_wrap=True, highlight=False)
     for comparison in comparisons:
         console.print(
-            f"[bold]{comparison.model}[/bold] ({comparison.result.verdict}): {comparison.explanation}",
+            f"[bold]{comparison.model}[/bold] ({comparison.verdict}): {comparison.explanation}",
             highlight=False,
         )
     for model in unmatched:
@@ -429,7 +492,8 @@ def _parser() -> argparse.ArgumentParser:
             "Compare two gpubench runs, B against A, on time per sample (epoch time / samples per epoch): per "
             "model the ratio of mean times per sample B/A with a Fieller interval on long-run (batch-means) "
             "variances, a t test with the same standard errors, and a verdict FASTER / SLOWER / SAME / AMBIGUOUS "
-            "(FASTER: B takes less time per sample)."
+            "(FASTER: B takes less time per sample), or HOST_DIFFERS where the hosts' recorded loads or probes "
+            "could explain the difference."
         ),
     )
     parser.add_argument("a", metavar="A", help="baseline: a report.json (or its folder) or an MLflow run id")
@@ -478,7 +542,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + "."
             )
         labels = {"label_a": describe(args.a, reports["A"]), "label_b": describe(args.b, reports["B"])}
-        settings = {"threshold": args.threshold, "confidence": args.confidence}
+        settings = {
+            "threshold": args.threshold,
+            "confidence": args.confidence,
+            "hosts": host_difference(reports["A"], reports["B"], args.confidence),
+        }
         markdown = render_markdown(comparisons, unmatched, **labels, **settings)
         if args.markdown and args.markdown != "-":
             try:
