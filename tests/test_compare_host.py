@@ -338,3 +338,24 @@ def test_cli_on_reports_from_before_the_host_says_not_recorded_and_compares_as_b
     assert out.count("load not recorded; host probe not recorded") == 2
     assert "the loads were not recorded in both reports; the host probes were not recorded in both" in out
     assert "dqn (FASTER)" in out and "ppo (FASTER)" in out
+
+
+def test_a_same_that_the_hosts_could_explain_is_refused_too():
+    # Epoch times steady to 0.2%: a rerun 1% slower reads SAME on equal hosts; at loads 6.1 and 3.1 B's code could
+    # be anywhere from as fast to 1.7x as slow, so SAME is not shown either.
+    data = quick_report_data()
+    rng = np.random.default_rng(5)
+    for model in data["models"].values():
+        model.pop("rounds")
+        model["raw_epoch_times_ms"] = list(100.0 * (1 + 0.002 * rng.standard_normal(20)))
+    rerun = variant(data, time_factor=1.01)
+    assert verdicts_of(variant(data, load_1m=IDLE_LOAD), variant(rerun, load_1m=IDLE_LOAD)) == {
+        "dqn": SAME,
+        "ppo": SAME,
+    }
+    (dqn, _) = compare_reports(
+        as_report(variant(data, load_1m=LESS_BUSY_LOAD)), as_report(variant(rerun, load_1m=BUSY_LOAD))
+    )
+    assert dqn.result.verdict == SAME and dqn.verdict == HOST_DIFFERS
+    assert dqn.host.corrected_verdict == AMBIGUOUS
+    assert "Refused (SAME as measured)" in dqn.explanation and "no longer lies inside [0.95, 1.05]" in dqn.explanation
