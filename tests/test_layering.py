@@ -164,10 +164,12 @@ def test_nothing_imports_the_coordinator() -> None:
         # model_run again with modified configs after the main measurements: a phase of the runner's, kept in its
         # own module beside model_run, and imported by the runner alone. A data-parallel rank builds and measures a
         # model as model_run does (worker), and the launcher hands an interrupted run up as model_run's interrupt.
+        # The session prepares the process every one of them builds models in, and hands out model_run's context.
         (
             "gpubench.model_run",
             {
                 "gpubench.runner",
+                "gpubench.session",
                 "gpubench.validate",
                 "gpubench.what_if",
                 "gpubench.distributed.worker",
