@@ -359,10 +359,12 @@ def run_checks(
     planned: list[PlannedCheck],
     repeats: int,
     record: Callable[[ValidationCheck], None],
-    train: Callable[[ReplaySpec, float], float] = _run_fresh,
+    train: Callable[[ReplaySpec, float], float] | None = None,
 ) -> None:
     """Train every planned check ``repeats`` times, interleaved: repeat 1 of every model, then repeat 2, ...; each
-    training's row goes to ``record`` as it completes. ``train`` runs one training (a fresh process)."""
+    training's row goes to ``record`` as it completes. ``train`` runs one training with a time limit (seconds);
+    by default in a fresh process (:func:`_run_fresh`)."""
+    train = train or _run_fresh
     for repeat in range(1, repeats + 1):
         for check in planned:
             print(
