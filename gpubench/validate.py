@@ -46,7 +46,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
+from gpubench.decision.config import TrainingPlanConfig
 from gpubench.errors import GpubenchError
+from gpubench.models import KNOWN_MODELS
 from gpubench.results import ModelResult, ValidationCheck, ValidationReport
 
 #: The config the job ran with, written beside its report.
@@ -208,7 +210,7 @@ def _skipped(name: str, why: str) -> ValidationCheck:
     return ValidationCheck(model=name, status="skipped", error=why)
 
 
-def replay_estimate(name: str, result: ModelResult, plan, epochs: int):
+def replay_estimate(name: str, result: ModelResult, plan: TrainingPlanConfig, epochs: int):
     """The report's prediction (:class:`~gpubench.decision.estimate.TimeEstimate`) of a replay of ``epochs``
     measured-size epochs of model ``name``: the job's training ``plan`` with the model's training set to exactly
     those epochs' samples, and no validation passes or checkpoints (the replay runs none). An interrupted model's
@@ -227,18 +229,16 @@ def replay_estimate(name: str, result: ModelResult, plan, epochs: int):
 def plan_check(
     name: str,
     result: ModelResult,
-    plan,
+    plan: TrainingPlanConfig,
     config_path: Path,
     *,
     factor: float | None = None,
     minutes: float | None = None,
     torch_threads: int | None = None,
-) -> "PlannedCheck | ValidationCheck":
+) -> PlannedCheck | ValidationCheck:
     """Model ``name``'s replay at ``factor`` × its measured epochs (or as many epochs as make about ``minutes``
     minutes by the prediction), and the report's prediction of it, as a :class:`PlannedCheck`; or a skipped
     :class:`~gpubench.results.ValidationCheck` saying why it cannot be checked."""
-    from gpubench.models import KNOWN_MODELS
-
     if name not in KNOWN_MODELS:
         return _skipped(
             name,
