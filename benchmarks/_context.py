@@ -1,14 +1,15 @@
-"""The model-run context the benchmark scripts build their workloads in: the composed config, its data on the
-device, a synchronising block timer."""
+"""The model-run context the benchmark scripts build their workloads in: the composed config, prepared as a job's
+(:func:`gpubench.session.prepare_session`: threads, VRAM cap, matmul precision, seed, its data on the device, a
+synchronising block timer)."""
+
+import dataclasses
 
 import torch
 from hydra import compose, initialize_config_dir
 
 from gpubench.config import CONF_DIR, register_configs, typed_config
-from gpubench.data.loader import load_features
-from gpubench.hardware.selection import synchronizer
-from gpubench.measure.timing import BlockTimer
 from gpubench.model_run import ModelRunContext
+from gpubench.session import prepare_session
 
 
 def model_run_context(
@@ -21,12 +22,6 @@ def model_run_context(
         cfg = typed_config(
             compose(config_name="config", overrides=["output=report.json", "tracking.enabled=false", *overrides])
         )
-    features, _ = load_features(cfg.data, device)
-    return ModelRunContext(
-        cfg=cfg,
-        device=device,
-        features=features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=usable_vram_mb,
-        reference_sm_clock_mhz=None,
-    )
+    context = prepare_session(cfg, device=device).model_run_context()
+    # The scripts state the budget they emulate (seed_memory.py: the RTX 3050 Ti's) rather than measure one.
+    return dataclasses.replace(context, usable_vram_mb=usable_vram_mb)

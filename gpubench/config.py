@@ -20,6 +20,7 @@ import functools
 import math
 import os
 from dataclasses import dataclass, field, make_dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,7 +40,15 @@ from gpubench.models import KNOWN_MODELS, MODELS, SEED_MODELS
 from gpubench.output.config import SweepConfig, TrackingConfig
 from gpubench.stats.config import StatisticsConfig
 
-__all__ = ["CONF_DIR", "KNOWN_MODELS", "SEED_MODELS", "BenchmarkConfig", "ExecutionConfig", "register_configs"]
+__all__ = [
+    "CONF_DIR",
+    "KNOWN_MODELS",
+    "SEED_MODELS",
+    "BenchmarkConfig",
+    "ExecutionConfig",
+    "load_resolved_config",
+    "register_configs",
+]
 
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 COMPILE_MODES: tuple[str, ...] = ("false", "true", "reduce-overhead")
@@ -253,3 +262,37 @@ def register_configs() -> None:
     # Only the root: a group's dataclass stored in its group would be a choice (``model=model_schema``) and listed
     # in --help; the root schema types every group already.
     store.store(name="benchmark_schema", node=BenchmarkConfig)
+
+
+def load_resolved_config(path: Path) -> BenchmarkConfig:
+    """The typed config of a job from the YAML it was resolved to (``config_resolved.yaml``, or a data-parallel
+    run's spec config), checked as a composed config is: a key the schema does not know, a value of the wrong type
+    and a value out of range are each a :class:`ConfigError` naming the file and the key, as is a file that is
+    missing, unreadable or not YAML."""
+    register_configs()
+    where = f"the job's config {path}"
+    try:
+        loaded = OmegaConf.load(path)
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read ({exc.strerror or exc}).") from None
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(
+            f"{where} is not valid YAML ({detail}); it is the file gpubench wrote when the job started."
+        ) from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{where} is not a gpubench config (a YAML mapping of keys to values).")
+    try:
+        # Unknown keys first: merged into the schema, they would fail with OmegaConf's wording instead.
+        unknown = _unknown_keys(loaded, _schema())
+        if unknown:
+            raise ConfigError(unknown_key_message(unknown[0]))
+        try:
+            merged = OmegaConf.merge(_schema(), loaded)
+        except OmegaConfBaseException as exc:
+            key = getattr(exc, "full_key", None)
+            message = str(exc).splitlines()[0]
+            raise ConfigError(f"`{key}`: {message}" if key else message) from None
+        return typed_config(merged)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None

@@ -95,6 +95,9 @@ def _build(hint: Any, value: Any, where: str) -> Any:
         if not isinstance(value, Mapping):
             raise ReportFormatError(f"`{where}`: expected an object for {hint.__name__}, got {type(value).__name__}")
         return hint.from_dict(value, where=where)
+    if origin in (list, tuple) and not isinstance(value, list | tuple):
+        # A string would otherwise be read as the list of its characters.
+        raise ReportFormatError(f"`{where}`: expected a list, got {type(value).__name__} {value!r}")
     if origin is list:
         (item,) = get_args(hint) or (Any,)
         return [_build(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -106,7 +109,9 @@ def _build(hint: Any, value: Any, where: str) -> Any:
     if origin is dict:
         _, item = get_args(hint) or (str, Any)
         return {k: _build(item, v, f"{where}.{k}") for k, v in value.items()}
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+    if hint in (int, float) and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ReportFormatError(f"`{where}`: expected a number, got {type(value).__name__} {value!r}")
+    if hint is float and isinstance(value, int):
         return float(value)
     return value
 
@@ -1476,23 +1481,22 @@ class RunReport(Record):
 
 
 @dataclass(frozen=True)
-class ModelValidation(Record):
-    """One model's prediction checked against a real training (``python -m gpubench.validate``).
+class ValidationCheck(Record):
+    """One real training of one model checked against the report's prediction of it (``python -m gpubench.validate``).
 
-    The real training replays, in a fresh process, every step the benchmark ran for the model with the measured
-    epochs multiplied by ``factor``: ``steps`` optimizer steps in all (calibration, warmup and ``epochs`` epochs of
-    ``steps_per_epoch``), timed as one block from the first step to the last. ``predicted_s`` is the report's
-    estimate of that training (one-off costs plus ``epochs`` × the mean epoch time) and ``lower_s``/``upper_s``
-    its prediction bounds; ``actual_s`` the wall time measured; ``error_pct`` = 100 × (actual − predicted) /
-    predicted. With ``--repeats R`` > 1 the same training runs R times, each in a fresh process: ``actual_runs_s``
-    holds each wall time, ``actual_s`` is their median (error and bound are judged on it) and
-    ``replay_spread_pct`` = 100 × (slowest − fastest) / median, how far identical trainings on this host differ
-    from one another, a limit on how close any prediction can come. ``status`` is ``ok``, ``failed`` (with
-    ``error``) or ``skipped`` (the report holds no measurement of the model to check).
+    The training, in a fresh process, runs every step the benchmark ran for the model with the measured epochs
+    multiplied by ``factor``: ``steps`` optimizer steps in all (calibration, warmup and ``epochs`` epochs of
+    ``steps_per_epoch``), in a plain loop timed by its own clock from the first step to the last. ``predicted_s``
+    is the report's estimate of that training and ``lower_s``/``upper_s`` its bounds; ``actual_s`` the wall time
+    measured; ``error_pct`` = 100 × (actual − predicted) / predicted; ``inside_bound`` whether lower ≤ actual ≤
+    upper. With ``--repeats R`` each model trains R times, ``repeat`` 1 to R, each its own check. ``status`` is
+    ``ok`` (it trained), ``failed`` (with ``error``) or ``skipped`` (the report holds nothing of the model to check,
+    ``error`` says why; ``repeat`` is then None).
     """
 
     model: str
     status: str
+    repeat: int | None = None
     factor: float | None = None
     batch_size: int | None = None
     steps_per_epoch: int | None = None
@@ -1505,17 +1509,28 @@ class ModelValidation(Record):
     error_pct: float | None = None
     inside_bound: bool | None = None
     error: str | None = None
-    actual_runs_s: list[float] = field(default_factory=list)
-    replay_spread_pct: float | None = None
 
 
 @dataclass(frozen=True)
 class ValidationReport(Record):
     """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on
-    ``device``, ``factor`` × the measured work each, per model."""
+    ``device``. ``factor`` is ``--factor`` (each training K × the measured work), or None when ``minutes`` (``--minutes
+    M``) chose each model's factor for a training of about M minutes; ``repeats`` trainings per model, interleaved
+    across the models. ``status``: ``running`` while trainings remain, ``complete``, or ``interrupted`` (a signal
+    stopped it; ``checks`` holds the trainings finished before it). ``checks`` has a row per training and one per
+    model that could not be checked, in the order they ran."""
 
     report_path: str
     device: str
-    factor: float
     created_utc: str
-    models: dict[str, ModelValidation] = field(default_factory=dict)
+    status: str
+    repeats: int
+    factor: float | None = None
+    minutes: float | None = None
+    checks: list[ValidationCheck] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every training ran and landed inside its bound, with at least one training checked."""
+        trained = [check for check in self.checks if check.status != "skipped"]
+        return self.status == "complete" and bool(trained) and all(check.inside_bound for check in trained)

@@ -25,19 +25,15 @@ from omegaconf import OmegaConf
 
 from gpubench import __version__
 from gpubench.config import BenchmarkConfig
-from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.distributed.launch import check_launchable, measure_distributed
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
-from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load, probe_host_speed
+from gpubench.hardware.host import busy_host_warning, host_load, probe_host_speed
 from gpubench.hardware.probe import probe
-from gpubench.hardware.selection import resolve_device, synchronizer
-from gpubench.hardware.vram import apply_vram_limit
 from gpubench.job import RunContext
-from gpubench.measure.timing import BlockTimer
 from gpubench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
-from gpubench.model_run import EpochObserver, ModelInterrupted, ModelRunContext, run_model
+from gpubench.model_run import EpochObserver, ModelInterrupted, run_model
 from gpubench.models import workload_class
 from gpubench.output import console, tracking
 from gpubench.output.plots import save_report_plots
@@ -45,6 +41,7 @@ from gpubench.output.report_file import ReportReadError, ReportWriter, read_repo
 from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
 from gpubench.round_schedule import RoundSchedule, later_rounds
+from gpubench.session import choose_device, prepare_session
 from gpubench.stats.config import ADAPTIVE_OFF
 from gpubench.units import MS_PER_S
 from gpubench.what_if import run_what_ifs, what_if_enabled, what_if_models
@@ -97,13 +94,14 @@ class Runner:
         self.epoch_observer = epoch_observer
         self.model_observer = model_observer
         self.writer = ReportWriter(cfg.output)
-        self.device, device_notice = resolve_device(cfg.hardware)
+        self.device, device_notice = choose_device(cfg)
         if device_notice:
             console.notice(device_notice)
         check_launchable(cfg, self.device)
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
-        _, threads_source = choose_cpu_threads(cfg.hardware.cpu_threads, self.device)
-        self.host = host_load(threads_source)
+        #: Threads, VRAM cap, matmul precision, seed and timer (gpubench.session); the data is loaded after the burn-in.
+        self.session = prepare_session(cfg, device=self.device, load_data=False)
+        self.host = host_load(self.session.threads_source)
         logger.info("host: %s", self.host.to_dict())
         busy = busy_host_warning(self.host)
         if busy:
@@ -116,35 +114,27 @@ class Runner:
                     "at its configured batch size (workloads.<model>.batch_size), capped at batch.max_size."
                 )
         #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
-        self.vram_budget = apply_vram_limit(self.device, cfg.hardware.vram_limit_gb)
-        self.timer = BlockTimer(synchronizer(self.device))
+        self.vram_budget = self.session.vram_budget
 
     def run(self) -> CompletedRun:
         """Probe and burn in the device, load the data, run every model, decide; the report is on disk after each
         phase. On KeyboardInterrupt (which the handled signals raise) it is written with status ``interrupted``, the
         model in progress and a partial recommendation, before the interrupt goes on."""
         cfg = self.cfg
-        torch.manual_seed(cfg.seed)
-        # Before the burn-in: its matmuls then run as the models' will, and measure the efficiency at that setting.
-        torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
+        # The session set the seed and the matmul precision already: the burn-in's matmuls run as the models' will.
         probed = probe(self.device, self.vram_budget)
         logger.info("burn-in: up to %.0f s", cfg.hardware.burn_in_max_seconds)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
-        features, provenance = load_features(cfg.data, self.device)
+        session = self.session.with_data()
+        features, provenance = session.features, session.provenance
         logger.info("data: %d bars x %d features, symbols %s", features.n_bars, features.n_features, features.symbols)
         # A value too large for the data (a window longer than a symbol's history) is bad input: refused here,
         # naming the key, before any model is measured.
         for name in cfg.model_names:
             workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
-        models = ModelRunContext(
-            cfg=cfg,
-            device=self.device,
-            features=features,
-            timer=self.timer,
-            usable_vram_mb=None if self.vram_budget is None else self.vram_budget.usable_vram_mb,
-            reference_sm_clock_mhz=warmup.peak_sm_clock_mhz,
-            epoch_observer=self.epoch_observer,
+        models = session.model_run_context(
+            reference_sm_clock_mhz=warmup.peak_sm_clock_mhz, epoch_observer=self.epoch_observer
         )
         timelines: dict[str, MemoryTimeline] = {}
         self.writer.write(report)

@@ -165,11 +165,13 @@ def test_nothing_imports_the_coordinator() -> None:
         # own module beside model_run, and imported by the runner alone. A data-parallel rank builds and measures a
         # model as model_run does (worker), and the launcher hands an interrupted run up as model_run's interrupt.
         # The later rounds build and measure each model again as model_run does (model_rounds), scheduled by
-        # round_schedule: phases of the runner's too.
+        # round_schedule: phases of the runner's too. The session prepares the process every one of them builds
+        # models in, and hands out model_run's context.
         (
             "gpubench.model_run",
             {
                 "gpubench.runner",
+                "gpubench.session",
                 "gpubench.validate",
                 "gpubench.what_if",
                 "gpubench.model_rounds",

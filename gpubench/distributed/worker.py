@@ -170,26 +170,16 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
     """Run this process's rank of the data-parallel measurement (see the module docstring)."""
     import gc
 
-    import torch
     import torch.distributed as dist
 
-    from gpubench.data.loader import load_features
+    from gpubench.config import load_resolved_config
     from gpubench.distributed.scaling import GatheredRun
-    from gpubench.hardware.selection import resolve_device, synchronizer
-    from gpubench.hardware.vram import apply_vram_limit
-    from gpubench.measure.timing import BlockTimer
-    from gpubench.model_run import ModelRunContext
-    from gpubench.validate import load_config
+    from gpubench.session import choose_device, prepare_session
 
     rank, local_rank, world_size = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     Path(result_path).parent.joinpath(PID_FILE_PATTERN.format(rank=rank)).write_text(str(os.getpid()))
-    cfg = load_config(Path(spec.config_path))
-    device, _ = resolve_device(cfg.hardware)
-    if device.type == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    elif spec.cpu_threads is not None:
-        torch.set_num_threads(rank_threads(spec.cpu_threads, world_size))
+    cfg = load_resolved_config(Path(spec.config_path))
+    device, _ = choose_device(cfg, local_rank=local_rank)
     backend = cfg.distributed.resolved_backend(device.type)
     # With the rank's GPU named, NCCL binds its communicator to it (and a barrier knows which device to use).
     dist.init_process_group(
@@ -197,21 +187,12 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
         timeout=timedelta(seconds=cfg.distributed.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    budget = apply_vram_limit(device, cfg.hardware.vram_limit_gb)
-    torch.set_float32_matmul_precision(cfg.execution.matmul_precision)
-    torch.manual_seed(cfg.seed)
-    features, _ = load_features(cfg.data, device)
-    context = ModelRunContext(
-        cfg=cfg,
-        device=device,
-        features=features,
-        timer=BlockTimer(synchronizer(device)),
-        usable_vram_mb=None if budget is None else budget.usable_vram_mb,
-        reference_sm_clock_mhz=None,
-        data_parallel=True,
-        rank=rank,
-        trial_agreement=agree_across_ranks,
-    )
+    # After joining the group: the VRAM cap then counts NCCL's buffers in the CUDA context's overhead. On the CPU each
+    # rank takes its share of the 1-process run's threads; on GPUs the spec carries none and the rank chooses as the
+    # 1-process run did (hardware.cpu_threads, else torch's default).
+    threads = None if spec.cpu_threads is None else rank_threads(spec.cpu_threads, world_size)
+    session = prepare_session(cfg, device=device, cpu_threads=threads)
+    context = session.model_run_context(data_parallel=True, rank=rank, trial_agreement=agree_across_ranks)
     outcome = _measure_rank(spec, context, rank)
     # The workload's DDP wrappers hold the process group (their reducers): they must be gone before the group is
     # destroyed, or a reducer torn down at exit, after the group, aborts the process (seen with gloo).

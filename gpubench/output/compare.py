@@ -51,7 +51,7 @@ from gpubench.output.compare_host import (
     host_lines,
     host_share,
 )
-from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report
+from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, measured_values_problem, read_report
 from gpubench.output.tracking import TrackingError, load_run_report
 from gpubench.results import ModelResult, RunReport
 from gpubench.stats.compare import (
@@ -181,9 +181,9 @@ def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
     error = f": {result.error}" if result.error else ""
     if len(times) < MIN_EPOCHS:
         return f"{len(times)} measured epoch time(s), status {result.status}{error}"
-    # The schema shapes the list but not its items: a hand-edited or foreign report may hold anything there.
-    if not all(isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t > 0 for t in times):
-        return "its raw_epoch_times_ms are not all finite positive numbers"
+    problem = measured_values_problem(result)
+    if problem:
+        return problem
     samples_per_epoch = result.samples_per_epoch
     if samples_per_epoch is None or not result.sample_unit:
         return "no samples per epoch recorded (steps_per_epoch, samples_per_step, sample_unit), so no time per sample"

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpubench.errors import GpubenchError, OutputError
 from gpubench.redact import redact_tree
-from gpubench.results import ReportFormatError, RunReport
+from gpubench.results import ModelResult, ReportFormatError, RunReport
 
 #: The report's file name in a run's folder and among an MLflow run's artifacts.
 REPORT_FILE_NAME = "report.json"
@@ -124,3 +124,47 @@ def read_report(path: Path) -> RunReport:
     # a list where an object belongs, fails inside the codec or a record's constructor instead.
     except (ReportFormatError, TypeError, AttributeError) as exc:
         raise ReportReadError(path, f"is not a gpubench report ({exc})") from exc
+
+
+def _number_problem(value: Any, *, whole: bool = False, positive: bool = True) -> bool:
+    """Whether ``value`` is not a finite number (a whole one when ``whole``) above 0 (at least 0 unless
+    ``positive``). Booleans are not numbers here, though Python counts them as ints."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return True
+    if whole and value != int(value):
+        return True
+    return value <= 0 if positive else value < 0
+
+
+def measured_values_problem(result: ModelResult) -> str | None:
+    """What is wrong with the measured values of a model's section that readers compute with (its epoch times,
+    steps, samples, batch, one-off costs and mean epoch time), or None when each is a number in its range.
+
+    The schema checks a report's shapes and kinds (a list is a list, a number a number) but not their ranges: a
+    hand-edited or foreign report may hold a negative step count, or an infinite time, and a reader must refuse it
+    by name rather than compute with it.
+    """
+    for key, times, positive in (
+        ("raw_epoch_times_ms", result.raw_epoch_times_ms, True),
+        ("warmup_epoch_times_ms", result.warmup_epoch_times_ms, False),
+    ):
+        bad = next((t for t in times if _number_problem(t, positive=positive)), None)
+        if bad is not None:
+            size = "finite positive" if positive else "finite non-negative"
+            return f"`{key}` holds {bad!r}, not a {size} number of milliseconds"
+    for key, whole, positive in (
+        ("steps_per_epoch", True, True),
+        ("batch_size", True, True),
+        ("calibration_steps", True, False),
+        ("samples_per_step", False, True),
+        ("updates_per_step", False, True),
+        ("calibration_seconds", False, False),
+        ("first_step_ms", False, False),
+    ):
+        value = getattr(result, key)
+        if value is not None and _number_problem(value, whole=whole, positive=positive):
+            kind = ("a whole number" if whole else "a finite number") + (" above 0" if positive else " of 0 or more")
+            return f"`{key}` = {value!r} is not {kind}"
+    if result.statistics is not None and _number_problem(result.statistics.mean_ms):
+        return f"`statistics.mean_ms` = {result.statistics.mean_ms!r} is not a finite positive number of milliseconds"
+    return None

@@ -44,6 +44,6 @@ def test_a_gpu_job_s_prediction_holds_for_a_training_twice_as_long(tmp_path) -> 
     )
     assert check.returncode == 0, check.stderr
     validation = ValidationReport.from_dict(json.loads((tmp_path / "validation.json").read_text()))
-    mlp = validation.models["mlp"]
-    assert mlp.status == "ok", mlp.error
+    (mlp,) = validation.checks
+    assert (mlp.model, mlp.status) == ("mlp", "ok"), mlp.error
     assert mlp.inside_bound, check.stdout
