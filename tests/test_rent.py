@@ -180,3 +180,27 @@ def test_rows_sort_by_expected_cost_with_unpriced_cards_noted() -> None:
 
 def test_spot_hours_of_an_empty_training_are_zero() -> None:
     assert spot_hours(0.0, spot_plan([estimate(36.0, 0, 1.0)], True), 0.1).hours == 0.0
+
+
+def test_the_terminal_shows_the_cheapest_rows_that_fit_and_names_a_stale_snapshot() -> None:
+    import json
+
+    from gpubench.decision.recommendation import build_recommendation
+    from gpubench.hardware.catalog import load_catalog
+    from gpubench.output.console import RENT_ROWS_SHOWN, rent_lines
+    from gpubench.results import RunReport
+
+    fixture = Path(__file__).parent / "fixtures" / "report_main_2026-11-29_h200_rtx3050ti.json"
+    stored = RunReport.from_dict(json.loads(fixture.read_text()))
+    rec = build_recommendation(stored, DecisionConfig(), load_catalog(), today=date(2027, 6, 1))
+    lines = rent_lines(rec)
+    fitting = [row for row in rec.cost_table if row.usd is not None and row.fits_in_vram is not False]
+    assert lines[0] == f"Cheapest rentals that fit ({len(fitting)} of {len(rec.cost_table)} priced options):"
+    first = fitting[0]
+    assert lines[1].startswith(f"  {first.gpu} at {first.provider} (") and f"${first.usd:,.2f}" in lines[1]
+    assert len([line for line in lines if " at " in line and "price of" in line]) == RENT_ROWS_SHOWN
+    assert lines[-1] == (
+        "  warning: price snapshot of 2026-12-02 is 181 days old (over 90): refresh it with "
+        "`python -m gpubench.prices refresh`"
+    )
+    assert rec.price_snapshot.age_days == 181 and all("181 days old" in row.note for row in rec.cost_table)
