@@ -1245,6 +1245,91 @@ class CostAnalysis(Record):
 
 
 @dataclass(frozen=True)
+class CostRow(Record):
+    """One rentable option in the cost table: the decided models' training on ``gpu`` (a catalog card) at
+    ``provider``, spot or on-demand, on the cheapest instance of that kind in the price snapshot.
+
+    ``gpu_count`` is the instance's GPUs, ``gpus_used`` the cards the training runs on (``decision.cloud_gpus``);
+    the whole instance is paid. ``hours`` (with ``hours_lower``/``hours_upper``) is the expected wall time: the
+    projected training on the card (``training_hours``, from the measured device's projection, or the measurement
+    itself on the measured card) and, for spot, the interruptions, restarts and checkpoints on top
+    (:mod:`gpubench.decision.spot`). ``usd`` = ``hours`` × ``price_usd_per_hour`` (bounds alike).
+    ``fits_in_vram``: the measured peak fits the card's VRAM at the timed batch (None: unknown). ``price_date`` is
+    when ``price_source`` observed the price (ISO). Spot rows carry the interruption rate used and its source, the
+    checkpoint interval (work hours between checkpoints, Daly's; None without checkpoints), the checkpoint and
+    restart costs (s) and the expected interruptions. ``note`` names a stale price snapshot and what else a reader
+    of the row must know; None when nothing.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "interruptions_per_hour",
+        "interruption_source",
+        "checkpoint_interval_hours",
+        "checkpoint_seconds",
+        "restart_seconds",
+        "expected_interruptions",
+        "note",
+    )
+
+    gpu: str
+    provider: str
+    spot: bool
+    gpu_count: int
+    gpus_used: int
+    fits_in_vram: bool | None
+    hours: float | None
+    hours_lower: float | None
+    hours_upper: float | None
+    usd: float | None
+    usd_lower: float | None
+    usd_upper: float | None
+    price_date: str
+    price_usd_per_hour: float
+    price_source: str
+    instance: str
+    location: str
+    training_hours: float | None = None
+    interruptions_per_hour: float | None = None
+    interruption_source: str | None = None
+    checkpoint_interval_hours: float | None = None
+    checkpoint_seconds: float | None = None
+    restart_seconds: float | None = None
+    expected_interruptions: float | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalCost(Record):
+    """The local option beside the cost table: the training on the answer's card (``device``), its hours and
+    bounds, its energy (kWh, ``energy_basis``: nvml or board_power_w; None when unknown) and that energy's cost
+    (USD) at ``electricity_usd_per_kwh``, whose source and date are ``decision.electricity_source`` and
+    ``decision.electricity_date``. Hardware amortisation is in ``cost_analysis``."""
+
+    device: str
+    hours: float
+    hours_lower: float | None
+    hours_upper: float | None
+    energy_kwh: float | None
+    energy_basis: str | None
+    electricity_usd_per_kwh: float
+    electricity_source: str
+    electricity_date: str | None
+    usd: float | None
+
+
+@dataclass(frozen=True)
+class PriceSnapshotInfo(Record):
+    """The price snapshot the cost table used: its date, its age (days) when the report was written, the
+    providers' catalog versions, and ``stale`` (a sentence naming it when older than 90 days, else None)."""
+
+    snapshot_date: str
+    age_days: int
+    versions: dict[str, str]
+    folder: str
+    stale: str | None = None
+
+
+@dataclass(frozen=True)
 class MemoryBudgetRow(Record):
     """A model's (or the ``total``'s) measured peak reserved VRAM against its budget and the card (MB)."""
 
@@ -1306,6 +1391,10 @@ class Recommendation(Record):
     scaling efficiency each estimated model's cloud time is computed with (empty, and left out, for one card);
     every local figure is the one card measured. ``cloud_gpus`` and the new cost and projection fields are None
     (and left out) in reports written before ``decision.cloud_gpus`` existed, which priced one card.
+    ``cost_table`` prices the training on every GPU type x provider x on-demand/spot of the price snapshot
+    (:class:`CostRow`, sorted by expected cost, unpriced rows last), ``cost_table_notes`` says what it left out and
+    why, ``local_cost`` is the local option beside it and ``price_snapshot`` the snapshot used; empty (and left
+    out) in reports written before the cost table existed.
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
@@ -1319,6 +1408,10 @@ class Recommendation(Record):
         "what_ifs",
         "cloud_gpus",
         "scaling",
+        "cost_table",
+        "cost_table_notes",
+        "local_cost",
+        "price_snapshot",
     )
 
     decision: str | None
@@ -1347,6 +1440,10 @@ class Recommendation(Record):
     what_ifs: list[WhatIfEstimate] = field(default_factory=list)
     cloud_gpus: int | None = None
     scaling: dict[str, ScalingEfficiency] = field(default_factory=dict)
+    cost_table: list[CostRow] = field(default_factory=list)
+    cost_table_notes: list[str] = field(default_factory=list)
+    local_cost: LocalCost | None = None
+    price_snapshot: PriceSnapshotInfo | None = None
 
     @property
     def estimated_full_training_days(self) -> float | None:

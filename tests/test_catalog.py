@@ -7,8 +7,11 @@ from gpubench.hardware.catalog import Card, load_catalog, match_catalog_card
 CATALOG = load_catalog()
 
 
-def test_load_catalog_reads_all_eight_cards_with_interpolation_resolved():
-    assert sorted(CATALOG) == ["a100_40gb", "a100_80gb", "h100", "h200", "l4", "rtx3050ti", "rtx3060", "t4"]
+def test_load_catalog_reads_all_twelve_cards_with_interpolation_resolved():
+    assert sorted(CATALOG) == [
+        *["a10", "a100_40gb", "a100_80gb", "a10g", "h100", "h200", "l4", "l40s"],
+        *["rtx3050ti", "rtx3060", "rtx_a6000", "t4"],
+    ]
     for name, card in CATALOG.items():
         assert isinstance(card, Card)
         assert card.name == name
@@ -39,6 +42,10 @@ def test_load_catalog_from_another_conf_dir(tmp_path):
         ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "rtx3050ti"),
         ("NVIDIA GeForce RTX 3060", "rtx3060"),
         ("NVIDIA GeForce RTX 3060 Ti", None),
+        ("NVIDIA A10G", "a10g"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA RTX A6000", "rtx_a6000"),
         ("NVIDIA GeForce RTX 3050 Laptop GPU", None),
         ("NVIDIA GeForce GT 430", None),
         (None, None),

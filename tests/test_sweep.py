@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from gpubench.output import sweep
 from gpubench.output.config import TrackingConfig
 from gpubench.output.tracking import RunRecord, log_run, log_sweep_run
-from gpubench.results import HardwareReport, ModelResult, RunInfo, RunReport
+from gpubench.results import CostRow, HardwareReport, ModelResult, RunInfo, RunReport
 from gpubench.stats.epoch_times import summarize_epoch_times
 
 COMMON = ["model=mlp", "epochs=4", "hardware=cpu"]
@@ -314,6 +314,31 @@ def test_cli_sweep_with_a_failing_job_still_writes_the_summary_and_exits_1(tmp_p
     assert "## Failed jobs" in (sweep_dir / sweep.SWEEP_MARKDOWN_FILE).read_text()
 
 
+def test_the_summary_shows_the_cheapest_rental_that_fits(tmp_path):
+    fixture = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
+    decided = RunReport.from_dict(json.loads(fixture.read_text()))
+
+    def row(gpu: str, usd: float, fits: bool | None) -> CostRow:
+        return CostRow(
+            gpu, "runpod", False, 1, 1, fits, 2.0, 1.5, 2.5, usd, usd * 0.75, usd * 1.25, "2026-09-25", usd / 2.0,
+            "https://example.org", "1x", "secure",
+        )  # fmt: skip
+
+    table = [row("t4", 0.5, False), row("l40s", 1.58, True), row("h100", 5.38, None)]
+    make_job(
+        tmp_path,
+        0,
+        [*COMMON, "seed=1"],
+        replace(decided, recommendation=replace(decided.recommendation, cost_table=table)),
+    )
+    sweep.write_sweep_summary(tmp_path)
+    rows = read_csv(tmp_path / sweep.SWEEP_CSV_FILE)  # one per model, the job's columns repeated
+    first = rows[0]
+    assert {row["cheapest_rental"] for row in rows} == {"l40s at runpod (on-demand)"}
+    assert first["cheapest_rental"] == "l40s at runpod (on-demand)" and float(first["cheapest_rental_usd"]) == 1.58
+    assert "| l40s at runpod (on-demand): 1.58 |" in (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
+
+
 def test_the_summary_has_the_decision_columns_and_no_credentials(tmp_path):
     # Issue 14: the sweep summary had no decision column; a credential in an override must not reach it either.
     fixture = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
@@ -335,10 +360,10 @@ def test_the_summary_has_the_decision_columns_and_no_credentials(tmp_path):
     assert {row["tracking.uri"] for row in rows} == {"http://alice:***@127.0.0.1:5000"}
     markdown = (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
     header = next(line for line in markdown.splitlines() if line.startswith("| job"))
-    assert header.endswith("| decision | hours (bounds) | cloud USD |")
-    # This report predates the lower bound: its upper bound alone is shown.
+    assert header.endswith("| decision | hours (bounds) | cloud USD | cheapest rental (USD) |")
+    # This report predates the lower bound: its upper bound alone is shown; and the cost table: no rental.
     hours, upper = recommendation.estimated_full_training_hours, recommendation.estimated_full_training_hours_upper
-    assert f"| LOCAL_GPU_VIABLE | {hours:.4g} (≤ {upper:.4g}) | {cost:.4g} |" in markdown
+    assert f"| LOCAL_GPU_VIABLE | {hours:.4g} (≤ {upper:.4g}) | {cost:.4g} | – |" in markdown
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.name.startswith("sweep_summary"):
             assert "SECRETPW42" not in path.read_text(), path

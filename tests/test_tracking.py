@@ -320,3 +320,28 @@ def test_params_and_tags_are_logged_with_credentials_redacted(tmp_path):
     run = MlflowClient(tracking_uri=uri).get_run(log_run(config, record).run_id)
     assert run.data.params == {"tracking.uri": "http://alice:***@host:5000", "data.url": "https://h/x?token=***"}
     assert run.data.tags["note"] == "see https://bob:***@h/"
+
+
+def test_the_cost_table_is_a_table_artifact_of_the_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from gpubench.decision.config import DecisionConfig
+    from gpubench.decision.recommendation import build_recommendation
+    from gpubench.hardware.catalog import load_catalog
+    from gpubench.output.tracking import COST_TABLE_ARTIFACT, COST_TABLE_FIELDS
+
+    fixture = Path(__file__).parent / "fixtures" / "report_main_2026-11-29_h200_rtx3050ti.json"
+    stored = RunReport.from_dict(json.loads(fixture.read_text()))
+    report = replace(stored, recommendation=build_recommendation(stored, DecisionConfig(), load_catalog()))
+    record = run_record(report, {}, run_name="rent", sweep_dir=None, job_num=None)
+    rows = report.recommendation.cost_table
+    assert list(record.tables[COST_TABLE_ARTIFACT]) == list(COST_TABLE_FIELDS)
+    assert record.tables[COST_TABLE_ARTIFACT]["usd"] == [row.usd for row in rows]
+    cheapest = next(row for row in rows if row.usd is not None and row.fits_in_vram is not False)
+    assert record.metrics["recommendation/cheapest_rental_usd"] == cheapest.usd
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    outcome = log_run(TrackingConfig(uri=uri, artifact_location=str(tmp_path / "a"), experiment="t"), record)
+    client = MlflowClient(tracking_uri=uri)
+    assert COST_TABLE_ARTIFACT in [a.path for a in client.list_artifacts(outcome.run_id)]
+    logged = json.loads(Path(client.download_artifacts(outcome.run_id, COST_TABLE_ARTIFACT, str(tmp_path))).read_text())
+    assert logged["columns"] == list(COST_TABLE_FIELDS) and len(logged["data"]) == len(rows)

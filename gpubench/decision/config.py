@@ -1,6 +1,8 @@
 """The ``decision`` group: thresholds, the training plan, VRAM budgets and prices."""
 
 from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
 
 from gpubench.config_checks import require, require_choice, require_positive
 from gpubench.models import KNOWN_MODELS, MODELS
@@ -94,6 +96,14 @@ class DecisionConfig:
     ``what_if_epoch_seconds`` s after one warmup epoch, at the main run's batch (the knee variant at the knee), so the
     recommended actions quote measured figures. The default, 10 epochs of 0.1 s, costs each variant a few seconds
     beside its compilation.
+
+    Renting (the cost table, :mod:`gpubench.decision.rent`): ``prices_dir`` is a price snapshot folder (null: the
+    one shipped in ``gpubench/prices/catalog``); ``electricity_source`` and ``electricity_date`` (ISO, or null) say
+    where ``electricity_usd_per_kwh`` comes from, shown beside the local cost. Spot rows take
+    ``spot_interruptions_per_hour`` (λ, per hour; 0.1 = one interruption per 10 h on average, an assumption, see
+    ``spot_interruptions_source``) unless ``spot_interruptions_per_hour_by_provider`` names the provider; a
+    training whose upper bound exceeds ``spot_max_hours_without_checkpoints`` (h) and whose plan has no
+    checkpoints (``plan.checkpoint_every_steps`` null, or no measured checkpoint) gets no spot row.
     """
 
     local_max_hours: float = 24.0
@@ -119,6 +129,20 @@ class DecisionConfig:
     what_if_variants: list[str] = field(default_factory=lambda: list(DEFAULT_WHAT_IF_VARIANTS))
     what_if_epochs: int = 10
     what_if_epoch_seconds: float = 0.1
+    electricity_source: str = (
+        "gpubench's default, not a measured tariff: set decision.electricity_usd_per_kwh, "
+        "decision.electricity_source and decision.electricity_date to your own"
+    )
+    electricity_date: str | None = None
+    prices_dir: str | None = None
+    spot_interruptions_per_hour: float = 0.1
+    spot_interruptions_source: str = (
+        "an assumption (decision.spot_interruptions_per_hour), not a published rate: no dated per-hour interruption "
+        "rate for GPU spot capacity was found; set it, or decision.spot_interruptions_per_hour_by_provider, from your "
+        "provider's history"
+    )
+    spot_interruptions_per_hour_by_provider: dict[str, float] = field(default_factory=dict)
+    spot_max_hours_without_checkpoints: float = 2.0
 
     def __post_init__(self) -> None:
         require_positive("decision.local_max_hours", self.local_max_hours)
@@ -171,3 +195,42 @@ class DecisionConfig:
             require_choice("decision.what_if_variants", variant, WHAT_IF_VARIANTS)
         require(self.what_if_epochs >= 2, "decision.what_if_epochs", self.what_if_epochs, "an integer >= 2")
         require_positive("decision.what_if_epoch_seconds", self.what_if_epoch_seconds)
+        self._check_rent_keys()
+
+    def _check_rent_keys(self) -> None:
+        """The keys of the cost table (renting): dates, the price folder, the spot assumptions."""
+        if self.electricity_date is not None:
+            require(
+                _is_iso_date(self.electricity_date),
+                "decision.electricity_date",
+                self.electricity_date,
+                "an ISO date (YYYY-MM-DD) of the tariff, or null",
+            )
+        if self.prices_dir is not None:
+            folder = Path(self.prices_dir).expanduser()
+            require(
+                (folder / "manifest.json").is_file(),
+                "decision.prices_dir",
+                self.prices_dir,
+                "a folder holding a price snapshot (manifest.json and <provider>.csv, as `python -m gpubench.prices "
+                "refresh --out DIR` writes), or null for the snapshot shipped with gpubench",
+            )
+        require_positive("decision.spot_interruptions_per_hour", self.spot_interruptions_per_hour)
+        for provider, rate in self.spot_interruptions_per_hour_by_provider.items():
+            require_positive(f"decision.spot_interruptions_per_hour_by_provider.{provider}", rate)
+        require_positive("decision.spot_max_hours_without_checkpoints", self.spot_max_hours_without_checkpoints)
+
+    def spot_rate(self, provider: str) -> tuple[float, str]:
+        """The interruption rate (per hour) used for ``provider``'s spot capacity, and its source in words."""
+        if provider in self.spot_interruptions_per_hour_by_provider:
+            rate = self.spot_interruptions_per_hour_by_provider[provider]
+            return rate, f"decision.spot_interruptions_per_hour_by_provider.{provider} = {rate:g}"
+        return self.spot_interruptions_per_hour, self.spot_interruptions_source
+
+
+def _is_iso_date(text: str) -> bool:
+    try:
+        date.fromisoformat(str(text))
+    except ValueError:
+        return False
+    return True

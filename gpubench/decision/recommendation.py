@@ -12,6 +12,8 @@ GPU, that card (its memory measured under its cap, its time projected from the m
 """
 
 from dataclasses import replace
+from datetime import date, datetime, timezone
+from pathlib import Path
 
 from gpubench.decision.advice import (
     NO_ESTIMATE_ACTIONS,
@@ -34,10 +36,12 @@ from gpubench.decision.projection import (
     split_step,
     target_throughput,
 )
+from gpubench.decision.rent import cost_table, local_cost, snapshot_info
 from gpubench.decision.rule import NOTHING_MEASURED, critical_models, decide
 from gpubench.decision.scaling import scaling_efficiency
 from gpubench.decision.what_ifs import what_if_estimates
 from gpubench.hardware.catalog import Card
+from gpubench.prices import PriceSnapshot, PriceSnapshotError, load_snapshot
 from gpubench.results import (
     CardProjection,
     CostAnalysis,
@@ -145,7 +149,24 @@ def _answer_estimates(
     return projected, refused
 
 
-def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: dict[str, Card]) -> Recommendation:
+def _prices(decision: DecisionConfig, prices: PriceSnapshot | None) -> tuple[PriceSnapshot | None, list[str]]:
+    """The price snapshot to use (``prices``, else ``decision.prices_dir``'s, else the shipped one), or None and
+    why when it cannot be read (the report is still written, without a cost table)."""
+    if prices is not None:
+        return prices, []
+    try:
+        return load_snapshot(Path(decision.prices_dir).expanduser() if decision.prices_dir else None), []
+    except PriceSnapshotError as exc:
+        return None, [f"no cost table: {exc}"]
+
+
+def build_recommendation(
+    report: RunReport,
+    decision: DecisionConfig,
+    catalog: dict[str, Card],
+    prices: PriceSnapshot | None = None,
+    today: date | None = None,
+) -> Recommendation:
     """The recommendation from the report as written so far (its models, hardware and run), the decision config
     and the card catalog (:func:`gpubench.hardware.catalog.load_catalog`).
 
@@ -153,7 +174,8 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     total, None (with the reason) when the measurements do not support one. The figures (estimate, bounds,
     projection, cost) cover the critical models with an estimate, else every model with one, ``partial`` when a
     critical model has none. Hours are the full planned training on the measured device; see
-    :mod:`gpubench.results` for every field.
+    :mod:`gpubench.results` for every field. ``prices`` is the price snapshot of the cost table (None: the
+    configured or shipped one) and ``today`` the day its age is judged on (None: today, UTC).
     """
     source = source_throughput(report, catalog, decision.assumed_matmul_efficiency)
     emulated = answer_card(report, source, catalog)
@@ -215,6 +237,15 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
     )
     what_ifs = what_if_estimates(report, estimates, emulated, catalog, decision)
     cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
+    snapshot, table_notes = _prices(decision, prices)
+    today = today or datetime.now(timezone.utc).date()
+    table, more_notes = (
+        cost_table(projection, {name: per_model[name] for name in decided_on}, snapshot, decision, today)
+        if snapshot is not None and total is not None
+        else ([], [])
+    )
+    energies = [per_model[name].energy_kwh for name in decided_on]
+    bases = {per_model[name].energy_basis for name in decided_on}
     return Recommendation(
         decision=verdict.decision,
         reasoning=reasoning(outcome, cloud_row, decision, scalings),
@@ -259,4 +290,18 @@ def build_recommendation(report: RunReport, decision: DecisionConfig, catalog: d
         what_ifs=what_ifs,
         cloud_gpus=decision.cloud_gpus,
         scaling={} if decision.cloud_gpus == 1 else scalings,
+        cost_table=table,
+        cost_table_notes=table_notes + more_notes,
+        local_cost=(
+            local_cost(
+                outcome.device,
+                (total.hours, total.lower_hours, total.upper_hours),
+                None if None in energies else sum(e for e in energies if e is not None),
+                None if None in bases else "+".join(sorted(b for b in bases if b is not None)),
+                decision,
+            )
+            if total
+            else None
+        ),
+        price_snapshot=None if snapshot is None else snapshot_info(snapshot, today),
     )

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpubench.redact import redact
-from gpubench.results import CostAnalysis, DistributedScaling, ModelEstimate, RunReport
+from gpubench.results import CostAnalysis, DistributedScaling, ModelEstimate, Recommendation, RunReport
 
 logger = logging.getLogger(__name__)
 _stderr = Console(stderr=True, highlight=False)
@@ -158,6 +158,39 @@ def cloud_line(cost: CostAnalysis | None) -> str | None:
     return line
 
 
+#: How many of the cost table's cheapest fitting rows the summary shows.
+RENT_ROWS_SHOWN = 5
+
+
+def rent_lines(recommendation: Recommendation) -> list[str]:
+    """The cost table's cheapest rows that fit (fits_in_vram not false; at most :data:`RENT_ROWS_SHOWN`), each with
+    its hours and USD bounds and price date, then the local option and a stale snapshot's warning; [] without a
+    cost table."""
+    fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
+    if not fitting:
+        return []
+    lines = [f"Cheapest rentals that fit ({len(fitting)} of {len(recommendation.cost_table)} priced options):"]
+    for row in fitting[:RENT_ROWS_SHOWN]:
+        kind = "spot" if row.spot else "on-demand"
+        cards = f"{row.gpus_used} × {row.gpu}" if row.gpus_used > 1 else row.gpu
+        lines.append(
+            f"  {cards} at {row.provider} ({kind}, {row.instance}): {_hours(row.hours or 0.0)} "
+            f"({_hours(row.hours_lower or 0.0)} to {_hours(row.hours_upper or 0.0)}), ${row.usd:,.2f} "
+            f"(${row.usd_lower or 0.0:,.2f} to ${row.usd_upper or 0.0:,.2f}), price of {row.price_date}"
+        )
+    local = recommendation.local_cost
+    if local is not None:
+        energy = "energy not measured" if local.usd is None else f"${local.usd:,.2f} of energy"
+        tariff = f"{local.electricity_usd_per_kwh:g} USD/kWh" + (
+            f" of {local.electricity_date}" if local.electricity_date else ""
+        )
+        lines.append(f"  local ({local.device}): {_hours(local.hours)}, {energy} at {tariff}")
+    snapshot = recommendation.price_snapshot
+    if snapshot is not None and snapshot.stale:
+        lines.append(f"  warning: {snapshot.stale}")
+    return lines
+
+
 def distributed_line(name: str, scaling: DistributedScaling) -> str:
     """One model's data-parallel outcome: ``mlp: 2 processes: 1,234 window/s global, efficiency 0.93 [0.90, 0.95]``,
     or the status and error of a run that did not complete."""
@@ -176,7 +209,8 @@ def distributed_line(name: str, scaling: DistributedScaling) -> str:
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
     (samples/s), batch, peak memory (MB) and health; then the data-parallel runs, errors, the recommendation
-    (with :func:`cloud_line` on several cloud cards) and the report's path."""
+    (with :func:`cloud_line` on several cloud cards), the cheapest rentals that fit (:func:`rent_lines`) and the
+    report's path."""
     table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
     t_interval = _t_interval_column(report)
     for column in ("model", "status", "mean epoch ms", t_interval, "decision CI", "CV", "samples/s", "batch"):
@@ -213,5 +247,7 @@ def print_summary(report: RunReport, report_path: str) -> None:
     if recommendation is not None:
         line = cloud_line(recommendation.cost_analysis)
         if line:
+            _stdout.print(line, soft_wrap=True, markup=False)
+        for line in rent_lines(recommendation):
             _stdout.print(line, soft_wrap=True, markup=False)
     _stdout.print(f"Report: {report_path}")

@@ -65,13 +65,16 @@ MODEL_COLUMNS = (
     "model_error",
 )
 #: Per job, what the summary keeps of the recommendation: the decision, the estimated training hours with their
-#: lower and upper bounds (h), and the cloud cost of one training (USD).
+#: lower and upper bounds (h), the cloud cost of one training (USD), and the cost table's cheapest rental that fits
+#: (``card at provider (spot|on-demand)``) with its cost (USD).
 DECISION_COLUMNS = (
     "decision",
     "estimated_hours",
     "estimated_hours_lower",
     "estimated_hours_upper",
     "cloud_cost_usd_per_training",
+    "cheapest_rental",
+    "cheapest_rental_usd",
 )
 #: Columns of every row, around the override columns: job columns first, then overrides, then model columns, then
 #: the job's decision columns.
@@ -136,7 +139,13 @@ def _decision_figures(report: RunReport) -> dict[str, Any]:
     if recommendation is None:
         return dict.fromkeys(DECISION_COLUMNS)
     cost = recommendation.cost_analysis
+    fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
+    cheapest = fitting[0] if fitting else None
     return {
+        "cheapest_rental": None
+        if cheapest is None
+        else f"{cheapest.gpu} at {cheapest.provider} ({'spot' if cheapest.spot else 'on-demand'})",
+        "cheapest_rental_usd": None if cheapest is None else cheapest.usd,
         "decision": recommendation.decision,
         "estimated_hours": recommendation.estimated_full_training_hours,
         "estimated_hours_lower": recommendation.estimated_full_training_hours_lower,
@@ -367,6 +376,13 @@ def _hours(estimate: Any, low: Any, high: Any) -> str:
     return f"{estimate:.4g}" + ("" if low is None else f" (≥ {low:.4g})")
 
 
+def _rental(choice: Any, usd: Any) -> str:
+    """The cheapest rental cell: ``card at provider (kind): USD``, – without a cost table."""
+    if choice in (None, ""):
+        return "–"
+    return f"{choice}: {_fmt(usd)}"
+
+
 def _markdown(
     sweep_dir: Path, jobs: list[dict], rows: list[dict], keys: list[str], varying: list[str], *, aborted: bool
 ) -> str:
@@ -400,6 +416,7 @@ def _markdown(
         "decision",
         "hours (bounds)",
         "cloud USD",
+        "cheapest rental (USD)",
     ]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
@@ -419,6 +436,7 @@ def _markdown(
             _fmt(row["decision"]),
             _hours(row["estimated_hours"], row["estimated_hours_lower"], row["estimated_hours_upper"]),
             _fmt(row["cloud_cost_usd_per_training"]),
+            _rental(row.get("cheapest_rental"), row.get("cheapest_rental_usd")),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if failed:

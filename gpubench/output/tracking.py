@@ -95,6 +95,7 @@ class RunRecord:
         metrics: summary metrics, key -> value (NaN/None dropped).
         series: per-epoch metrics, key -> values in epoch order (logged with step = epoch index from 0).
         artifacts: files to attach (the report, the resolved config).
+        tables: table artifacts, file name -> columns (name -> values, one per row), shown as tables in the UI.
     """
 
     run_name: str
@@ -103,6 +104,15 @@ class RunRecord:
     metrics: dict[str, float | None] = field(default_factory=dict)
     series: dict[str, Sequence[float | None]] = field(default_factory=dict)
     artifacts: list[Path] = field(default_factory=list)
+    tables: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+
+
+#: The cost table's artifact and the row fields it shows, in order.
+COST_TABLE_ARTIFACT = "cost_table.json"
+COST_TABLE_FIELDS: tuple[str, ...] = (
+    *("gpu", "provider", "spot", "gpu_count", "fits_in_vram", "hours", "hours_lower", "hours_upper", "usd"),
+    *("usd_lower", "usd_upper", "price_usd_per_hour", "price_date", "instance", "checkpoint_interval_hours", "note"),
+)
 
 
 class TrackingError(GpubenchError):
@@ -158,8 +168,10 @@ def run_record(
     ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
     the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
     ``annual_savings_usd``), the cloud figures for ``decision.cloud_gpus`` cards (a param), and the cheapest
-    catalog option on as many cards (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). The
-    artifacts are the caller's to add.
+    catalog option on as many cards (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). With a
+    cost table: the table artifact :data:`COST_TABLE_ARTIFACT` (every row, :data:`COST_TABLE_FIELDS`) and the
+    metric ``recommendation/cheapest_rental_usd`` (the cheapest row that fits). The file artifacts are the caller's
+    to add.
     """
     run = report.run
     tags = job_tags(run.models, report.benchmark_version, sweep_dir=sweep_dir, job_num=job_num)
@@ -217,7 +229,13 @@ def run_record(
             metrics["recommendation/annual_savings_usd"] = cost.annual_savings_usd
             metrics["recommendation/cheapest_cloud_hours"] = cost.cheapest_card_training_hours
             metrics["recommendation/cheapest_cloud_cost_usd_per_training"] = cost.cheapest_card_cost_usd_per_training
-    return RunRecord(run_name=run_name, params=params, tags=tags, metrics=metrics, series=series)
+    tables: dict[str, dict[str, list[Any]]] = {}
+    if recommendation is not None and recommendation.cost_table:
+        rows = recommendation.cost_table
+        tables[COST_TABLE_ARTIFACT] = {name: [getattr(row, name) for row in rows] for name in COST_TABLE_FIELDS}
+        fitting = [row.usd for row in rows if row.usd is not None and row.fits_in_vram is not False]
+        metrics["recommendation/cheapest_rental_usd"] = fitting[0] if fitting else None
+    return RunRecord(run_name=run_name, params=params, tags=tags, metrics=metrics, series=series, tables=tables)
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -570,6 +588,8 @@ class LiveRun:
             for path in record.artifacts:
                 if path.exists():
                     self._client.log_artifact(self.run_id, str(path))
+            for name, columns in record.tables.items():
+                self._client.log_table(self.run_id, data=columns, artifact_file=name)
             self._client.log_batch(self.run_id, tags=[RunTag("gpubench.complete", "true")], synchronous=True)
             self._client.set_terminated(self.run_id, status=status)
 

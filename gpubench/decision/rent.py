@@ -1,0 +1,259 @@
+"""The cost table: the decided models' training priced on every GPU type x provider x on-demand/spot of the price
+snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local option
+beside it.
+
+Each catalog card's projected training (:func:`gpubench.decision.projection.projection_table`: hours on
+``decision.cloud_gpus`` cards with their bounds, and whether the measured peak fits) is priced at every provider
+that sells that GPU, on the cheapest instance of each kind (spot or on-demand) with at least ``cloud_gpus`` GPUs;
+the whole instance is paid. On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot`): the plan's own
+checkpoints are replaced by checkpoints every Daly interval for the provider's interruption rate, at the measured
+checkpoint cost, each interruption restarting at the measured one-off costs; USD = expected wall hours x spot
+price, the bounds computed the same way from the training's bounds. A training with no checkpoints in its plan
+whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot row (an interruption would
+restart it from the start), and ``notes`` says so. Money in USD, times in hours (seconds where the name says).
+Pure arithmetic on typed records.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.spot import daly_interval_hours, expected_wall_hours
+from gpubench.prices import PriceOffer, PriceSnapshot
+from gpubench.results import CardProjection, CostRow, LocalCost, ModelEstimate, PriceSnapshotInfo
+from gpubench.units import SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class SpotPlan:
+    """What a spot training needs of the plan (s): the measured checkpoint cost (None: no checkpoints in the plan),
+    the restart cost (the measured one-off costs) and the plan's own checkpoint time, which spot replaces."""
+
+    checkpoint_seconds: float | None
+    restart_seconds: float
+    plan_checkpoint_seconds: float
+
+
+def spot_plan(decided: Sequence[ModelEstimate], checkpoints_enabled: bool) -> SpotPlan:
+    """The spot inputs of the ``decided`` models trained one after another: the largest measured checkpoint cost
+    and the largest one-off cost (an interruption strikes during one model; the costliest is the bound), and their
+    planned checkpoints' time. No checkpoints when ``checkpoints_enabled`` is false or a model's save was not
+    measured."""
+    costs = [estimate.checkpoint_seconds for estimate in decided]
+    has_checkpoints = checkpoints_enabled and bool(costs) and None not in costs
+    return SpotPlan(
+        checkpoint_seconds=max(c for c in costs if c is not None) if has_checkpoints else None,
+        restart_seconds=max((estimate.one_off_seconds or 0.0 for estimate in decided), default=0.0),
+        plan_checkpoint_seconds=sum(
+            (estimate.checkpoints or 0) * (estimate.checkpoint_seconds or 0.0) for estimate in decided
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class SpotTime:
+    """A spot training's expected wall hours, the checkpoint interval used (h of work; None without checkpoints)
+    and the expected interruptions."""
+
+    hours: float
+    interval_hours: float | None
+    expected_interruptions: float
+
+
+def spot_hours(training_hours: float, plan: SpotPlan, interruptions_per_hour: float) -> SpotTime:
+    """The expected wall time of a training of ``training_hours`` (its on-demand time, with the plan's own
+    checkpoints) on spot capacity interrupted ``interruptions_per_hour`` times an hour on average: its work (the
+    training less the plan's checkpoints) checkpointed every Daly interval, or, without checkpoints, restarted from
+    the start after each interruption."""
+    mtbf = 1.0 / interruptions_per_hour
+    work = max(0.0, training_hours - plan.plan_checkpoint_seconds / SECONDS_PER_HOUR)
+    restart = plan.restart_seconds / SECONDS_PER_HOUR
+    if work == 0.0:
+        return SpotTime(0.0, None, 0.0)
+    if plan.checkpoint_seconds is None:
+        wall = expected_wall_hours(work, work, 0.0, restart, mtbf)
+        return SpotTime(wall, None, wall * interruptions_per_hour)
+    checkpoint = plan.checkpoint_seconds / SECONDS_PER_HOUR
+    interval = min(work, daly_interval_hours(checkpoint, mtbf))
+    wall = expected_wall_hours(work, interval, checkpoint, restart, mtbf)
+    return SpotTime(wall, interval, wall * interruptions_per_hour)
+
+
+def cheapest_offers(offers: Sequence[PriceOffer], card: str, gpus: int) -> dict[tuple[str, bool], PriceOffer]:
+    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs."""
+    best: dict[tuple[str, bool], PriceOffer] = {}
+    for offer in offers:
+        if offer.card != card or offer.gpu_count < gpus:
+            continue
+        key = (offer.provider, offer.spot)
+        if key not in best or offer.price_usd_per_hour < best[key].price_usd_per_hour:
+            best[key] = offer
+    return best
+
+
+def _times(hours: float | None, price: float) -> float | None:
+    return None if hours is None else hours * price
+
+
+def _note(*parts: str | None) -> str | None:
+    text = "; ".join(part for part in parts if part)
+    return text or None
+
+
+def _on_demand_row(row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None) -> CostRow:
+    idle = None
+    if offer.gpu_count > gpus:
+        idle = f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+    price = offer.price_usd_per_hour
+    return CostRow(
+        gpu=row.card,
+        provider=offer.provider,
+        spot=False,
+        gpu_count=offer.gpu_count,
+        gpus_used=gpus,
+        fits_in_vram=row.fits_in_vram,
+        hours=row.training_hours,
+        hours_lower=row.training_hours_lower,
+        hours_upper=row.training_hours_upper,
+        usd=_times(row.training_hours, price),
+        usd_lower=_times(row.training_hours_lower, price),
+        usd_upper=_times(row.training_hours_upper, price),
+        price_date=offer.price_date.isoformat(),
+        price_usd_per_hour=price,
+        price_source=offer.source,
+        instance=offer.instance_name,
+        location=offer.location,
+        training_hours=row.training_hours,
+        note=_note(stale, idle, None if row.training_hours is not None else f"no projection onto {row.card}"),
+    )
+
+
+def _spot_row(
+    row: CardProjection, offer: PriceOffer, gpus: int, plan: SpotPlan, decision: DecisionConfig, stale: str | None
+) -> CostRow:
+    rate, rate_source = decision.spot_rate(offer.provider)
+    price = offer.price_usd_per_hour
+    times = {
+        name: None if hours is None else spot_hours(hours, plan, rate)
+        for name, hours in (
+            ("point", row.training_hours),
+            ("lower", row.training_hours_lower),
+            ("upper", row.training_hours_upper),
+        )
+    }
+    point = times["point"]
+    idle = None
+    if offer.gpu_count > gpus:
+        idle = f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+    without = None if plan.checkpoint_seconds is not None else "no checkpoints in the plan: an interruption restarts"
+    return CostRow(
+        gpu=row.card,
+        provider=offer.provider,
+        spot=True,
+        gpu_count=offer.gpu_count,
+        gpus_used=gpus,
+        fits_in_vram=row.fits_in_vram,
+        hours=None if point is None else point.hours,
+        hours_lower=None if times["lower"] is None else times["lower"].hours,
+        hours_upper=None if times["upper"] is None else times["upper"].hours,
+        usd=None if point is None else point.hours * price,
+        usd_lower=None if times["lower"] is None else times["lower"].hours * price,
+        usd_upper=None if times["upper"] is None else times["upper"].hours * price,
+        price_date=offer.price_date.isoformat(),
+        price_usd_per_hour=price,
+        price_source=offer.source,
+        instance=offer.instance_name,
+        location=offer.location,
+        training_hours=row.training_hours,
+        interruptions_per_hour=rate,
+        interruption_source=rate_source,
+        checkpoint_interval_hours=None if point is None else point.interval_hours,
+        checkpoint_seconds=plan.checkpoint_seconds,
+        restart_seconds=plan.restart_seconds,
+        expected_interruptions=None if point is None else point.expected_interruptions,
+        note=_note(stale, idle, without, None if point is not None else f"no projection onto {row.card}"),
+    )
+
+
+def _sort_key(row: CostRow) -> tuple[bool, float, str, str, bool]:
+    return (row.usd is None, row.usd or 0.0, row.gpu, row.provider, row.spot)
+
+
+def cost_table(
+    projection: Sequence[CardProjection],
+    decided: Mapping[str, ModelEstimate],
+    snapshot: PriceSnapshot,
+    decision: DecisionConfig,
+    today: date,
+) -> tuple[list[CostRow], list[str]]:
+    """The cost table's rows (sorted by expected cost, unpriced last) and the notes on what it left out: every
+    catalog card of ``projection`` x every provider of ``snapshot`` selling it x on-demand/spot, for the
+    ``decided`` models' training; the snapshot's age judged on ``today``."""
+    gpus = decision.cloud_gpus
+    stale = snapshot.staleness(today)
+    plan = spot_plan(list(decided.values()), decision.plan.checkpoint_every_steps is not None)
+    rows: list[CostRow] = []
+    notes: list[str] = [stale] if stale else []
+    refused_spot: list[str] = []
+    for row in projection:
+        for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus).items()):
+            if not spot:
+                rows.append(_on_demand_row(row, offer, gpus, stale))
+                continue
+            upper = row.training_hours_upper
+            too_long = upper is not None and upper > decision.spot_max_hours_without_checkpoints
+            if plan.checkpoint_seconds is None and too_long:
+                refused_spot.append(f"{row.card} at {provider}")
+                continue
+            rows.append(_spot_row(row, offer, gpus, plan, decision, stale))
+    if refused_spot:
+        notes.append(
+            f"no spot rows for {', '.join(refused_spot)}: the plan has no checkpoints (decision.plan."
+            "checkpoint_every_steps is null or no checkpoint was measured) and the training's upper bound exceeds "
+            f"decision.spot_max_hours_without_checkpoints = {decision.spot_max_hours_without_checkpoints:g} h, so "
+            "an interruption would restart it from the start"
+        )
+    cards = {row.card for row in projection}
+    unpriced = sorted(cards - {row.gpu for row in rows})
+    if unpriced:
+        notes.append(f"no price in the snapshot for {', '.join(unpriced)} (with at least {gpus} GPU(s) an instance)")
+    for provider in sorted(snapshot.providers):
+        entry = snapshot.providers[provider]
+        if "not in this snapshot" in entry.spot or "no spot" in entry.spot:
+            notes.append(f"{provider} spot: {entry.spot}")
+    return sorted(rows, key=_sort_key), notes
+
+
+def snapshot_info(snapshot: PriceSnapshot, today: date) -> PriceSnapshotInfo:
+    """The report's record of the snapshot used, its age on ``today``."""
+    return PriceSnapshotInfo(
+        snapshot_date=snapshot.snapshot_date.isoformat(),
+        age_days=snapshot.age_days(today),
+        versions={name: entry.version for name, entry in snapshot.providers.items()},
+        folder=str(snapshot.folder),
+        stale=snapshot.staleness(today),
+    )
+
+
+def local_cost(
+    device: str,
+    hours: tuple[float, float | None, float | None],
+    energy_kwh: float | None,
+    energy_basis: str | None,
+    decision: DecisionConfig,
+) -> LocalCost:
+    """The local option: the training's (hours, lower, upper) on ``device``, its energy (kWh) and that energy's
+    cost at ``decision.electricity_usd_per_kwh``, with the tariff's source and date."""
+    return LocalCost(
+        device=device,
+        hours=hours[0],
+        hours_lower=hours[1],
+        hours_upper=hours[2],
+        energy_kwh=energy_kwh,
+        energy_basis=energy_basis,
+        electricity_usd_per_kwh=decision.electricity_usd_per_kwh,
+        electricity_source=decision.electricity_source,
+        electricity_date=decision.electricity_date,
+        usd=None if energy_kwh is None else energy_kwh * decision.electricity_usd_per_kwh,
+    )
