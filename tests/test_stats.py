@@ -12,7 +12,6 @@ from scipy import stats as sps
 from gpubench.results import EpochTimeStatistics
 from gpubench.stats.epoch_times import (
     adjusted_autocorrelation,
-    drift_test,
     flag_outliers,
     lag1_autocorrelation,
     median_interval,
@@ -29,6 +28,7 @@ from gpubench.stats.intervals import (
     two_stage_interval,
     two_stage_required_epochs,
 )
+from gpubench.stats.rounds import METHOD_DRIFT_AR1_BOUND, drift_test
 
 # The issue's worked example: 20 epochs around 10.3 ms with one stall (12.9 ms) at position 8.
 X_MS = [10.2, 10.4, 10.1, 10.3, 10.6, 10.2, 10.5, 10.3, 12.9, 10.4, 10.2, 10.3, 10.4, 10.1, 10.5, 10.3, 10.2, 10.6]
@@ -76,9 +76,11 @@ def test_worked_example_agrees_with_scipy_and_numpy() -> None:
     assert summary.std_ms == pytest.approx(x.std(ddof=1), rel=1e-12)
     assert summary.p95_ms == pytest.approx(np.percentile(x, 95, method="linear"), abs=1e-12)
     assert summary.p99_ms == pytest.approx(np.percentile(x, 99, method="linear"), abs=1e-12)
-    tau, p_value = sps.kendalltau(np.arange(len(x)), x)
-    assert summary.drift_kendall_tau == pytest.approx(tau, abs=1e-12)
-    assert summary.drift_p_value == pytest.approx(p_value, abs=1e-12)
+    drift = drift_test(x, 0.95)
+    assert summary.drift_slope_ms_per_epoch == pytest.approx(drift.slope_ms_per_epoch, abs=1e-12)
+    assert summary.drift_p_value == pytest.approx(drift.p_value, abs=1e-12)
+    assert summary.drift_method == METHOD_DRIFT_AR1_BOUND
+    assert summary.drift_kendall_tau is None
     assert not summary.drift_detected
 
 
@@ -358,21 +360,21 @@ def test_linear_increase_is_flagged_and_the_shuffled_series_is_not() -> None:
     rng = np.random.default_rng(7)
     rising_ms = 100.0 + 0.5 * np.arange(30) + rng.standard_normal(30)
     summary = summarize_epoch_times(rising_ms)
-    assert summary.drift_detected and summary.drift_kendall_tau > 0.5
-    assert any("drift" in w for w in summary.warnings)
+    assert summary.drift_detected and summary.drift_slope_ms_per_epoch == pytest.approx(0.5, abs=0.1)
+    assert summary.drift_shift_ms == pytest.approx(29 * summary.drift_slope_ms_per_epoch)
+    assert any("drift" in w and "slowing down" in w for w in summary.warnings)
     shuffled = summarize_epoch_times(rng.permutation(rising_ms))
     assert not shuffled.drift_detected
     assert shuffled.drift_p_value >= 0.05
 
 
-def test_drift_test_exact_answers() -> None:
-    # A strictly increasing series of 10: tau = 1 and the exact two-sided p = 2/10!.
-    tau, p_value = drift_test(np.arange(1.0, 11.0))
-    assert tau == pytest.approx(1.0)
-    assert p_value == pytest.approx(2 / math.factorial(10))
-    # (1, 3, 2, 4): 5 concordant pairs, 1 discordant, tau = 4/6.
-    assert drift_test([1.0, 3.0, 2.0, 4.0])[0] == pytest.approx(4 / 6)
-    assert drift_test([4.0] * 8) == (0.0, 1.0)
+def test_drift_uses_the_rounds_when_given() -> None:
+    # Four rounds of five whose means climb 10 ms a round (2 ms an epoch): the round means' slope, R - 2 = 2 df.
+    times = [100.0 + 10.0 * r + d for r in range(4) for d in (-1.0, 1.0, 0.0, 0.5, -0.5)]
+    summary = summarize_epoch_times(times, rounds=[5, 5, 5, 5])
+    assert summary.drift_method == "round_means_ols_slope"
+    assert summary.drift_slope_ms_per_epoch == pytest.approx(2.0)
+    assert summary.drift_detected
 
 
 # ------------------------------------------------------------------------------------ validation and output
@@ -415,8 +417,10 @@ def test_cv_gate() -> None:
 def test_to_dict_is_strict_json_with_lists_for_intervals() -> None:
     for times_ms in (X_MS, [4.0] * MIN_EPOCHS):
         payload = summarize_epoch_times(times_ms).to_dict()
-        # A fixed count of epochs has no first stage, and the report leaves the key out.
-        assert set(payload) == {f.name for f in fields(EpochTimeStatistics)} - {"first_stage_epochs"}
+        # A fixed count of epochs in one block has no first stage and no rounds, and today's drift test no
+        # Kendall's tau: the report leaves those keys out.
+        absent = {"first_stage_epochs", "rounds", "drift_kendall_tau"}
+        assert set(payload) == {f.name for f in fields(EpochTimeStatistics)} - absent
         assert json.loads(json.dumps(payload, allow_nan=False)) == payload
     payload = summarize_epoch_times(X_MS).to_dict()
     assert payload["confidence_interval_ms"] == pytest.approx([10.1827445, 10.7372555], abs=1e-6)
