@@ -28,7 +28,15 @@ from gpubench.stats.intervals import (
     two_stage_interval,
     two_stage_required_epochs,
 )
-from gpubench.stats.rounds import METHOD_DRIFT_AR1_BOUND, drift_test
+from gpubench.stats.rounds import (
+    METHOD_DRIFT_AR1_BOUND,
+    METHOD_ROUND_MEANS_T,
+    drift_test,
+    halfwidth_after,
+    split_rounds,
+    two_level_interval,
+    variance_components,
+)
 
 # The issue's worked example: 20 epochs around 10.3 ms with one stall (12.9 ms) at position 8.
 X_MS = [10.2, 10.4, 10.1, 10.3, 10.6, 10.2, 10.5, 10.3, 12.9, 10.4, 10.2, 10.3, 10.4, 10.1, 10.5, 10.3, 10.2, 10.6]
@@ -375,6 +383,63 @@ def test_drift_uses_the_rounds_when_given() -> None:
     assert summary.drift_method == "round_means_ols_slope"
     assert summary.drift_slope_ms_per_epoch == pytest.approx(2.0)
     assert summary.drift_detected
+
+
+# ------------------------------------------------------------------------------------------------------ rounds
+
+
+def _rounds_times() -> tuple[list[float], list[int]]:
+    """Four rounds of five epochs around 1000 ms, each with its own host level (seeded)."""
+    rng = np.random.default_rng(12)
+    levels = rng.normal(0.0, 30.0, 4)
+    return [1000.0 + level + e for level in levels for e in rng.normal(0.0, 10.0, 5)], [5, 5, 5, 5]
+
+
+def test_rounds_make_the_decision_interval_two_level_and_fill_the_round_statistics() -> None:
+    times, counts = _rounds_times()
+    summary = summarize_epoch_times(times, rounds=counts, target_rel_halfwidth=0.01)
+    parts = split_rounds(times, counts)
+    interval = two_level_interval(parts, 0.95)
+    assert summary.decision_interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
+    assert summary.decision_interval_method == METHOD_ROUND_MEANS_T
+    # Everything else stays computed over all epochs as they come.
+    assert summary.confidence_interval_ms == pytest.approx(t_interval(times, 0.95), rel=1e-12)
+    assert summary.mean_ms == pytest.approx(np.mean(times))
+    rounds = summary.rounds
+    assert rounds is not None
+    assert rounds.epochs_per_round == (5, 5, 5, 5)
+    assert rounds.round_means_ms == pytest.approx([p.mean() for p in parts])
+    assert rounds.between_p_value == pytest.approx(variance_components(parts).f_p_value)
+    assert rounds.between_variance_ms2 == pytest.approx(interval.between_variance_ms2)
+    assert rounds.within_variance_ms2 == pytest.approx(interval.within_variance_ms2)
+    assert rounds.between_share == pytest.approx(interval.between_share) and rounds.dominant == interval.dominant
+    assert rounds.degrees_of_freedom == 3
+    # The epochs that would reach ±1%: whole rounds of five, the first round count whose half-width meets it.
+    required_rounds = summary.required_epochs // 5
+    assert summary.required_epochs % 5 == 0 and summary.required_epochs >= 20
+    target_ms = 0.01 * interval.mean_ms
+    assert halfwidth_after(interval, required_rounds, 5, 0.95) <= target_ms
+    assert halfwidth_after(interval, required_rounds - 1, 5, 0.95) > target_ms
+    assert summary.effective_sample_size == pytest.approx(
+        min(20.0, np.var(times, ddof=1) / interval.variance_of_mean_ms2), rel=1e-12
+    )
+    payload = summary.to_dict()
+    assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    assert EpochTimeStatistics.from_dict(payload) == summary
+
+
+def test_one_round_keeps_the_one_block_interval() -> None:
+    summary = summarize_epoch_times(X_MS, rounds=[len(X_MS)])
+    assert summary.rounds is None
+    assert summary.decision_interval_ms == pytest.approx(decision_interval(X_MS, 0.95), rel=1e-12)
+    assert summary.drift_method == METHOD_DRIFT_AR1_BOUND
+
+
+def test_bad_rounds_are_refused() -> None:
+    with pytest.raises(ValueError, match="sum to the 20"):
+        summarize_epoch_times(X_MS, rounds=[5, 5, 5])
+    with pytest.raises(ValueError, match="first_stage_epochs"):
+        summarize_epoch_times(X_MS, rounds=[10, 10], first_stage_epochs=10)
 
 
 # ------------------------------------------------------------------------------------ validation and output

@@ -368,6 +368,8 @@ def summarize_epoch_times(
         )
     if rounds is not None:
         two_level.split_rounds(values, rounds)
+        if first_stage_epochs is not None:
+            raise ValueError("rounds and first_stage_epochs cannot both be given: a two-stage run is one block")
     mean_ms = float(values.mean())
     std_ms = float(values.std(ddof=1))
     cv = std_ms / mean_ms
