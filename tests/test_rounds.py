@@ -362,7 +362,7 @@ def test_drift_edge_cases() -> None:
 def test_drift_false_positive_rate_stays_at_the_level_on_stationary_ar1_epochs(
     rounds: int, epochs: int, rho: float, host_sigma: float
 ) -> None:
-    # Kendall's tau flagged 21% (ρ = 0.5) and 46% (ρ = 0.8) of such runs. 3,000 seeded runs: the Monte-Carlo
+    # Kendall's tau flagged 19% (ρ = 0.5) and 46% (ρ = 0.8) of one-block runs. 3,000 seeded runs: the Monte-Carlo
     # standard error at 5% is 0.004. One block at ρ = 0.8 is the bound the test is built for (rate at the level);
     # round means are exact whatever ρ and the host level.
     rng = np.random.default_rng(99)

@@ -227,12 +227,16 @@ def two_level_interval(rounds_ms: Sequence[Sequence[float]], confidence_level: f
     other models' rounds), so with balanced rounds and normal round means this is exact whatever the dependence
     inside a round; the variance split (σ̂²∞ within, σ̂_a² between, ``between_share``) is reported, not used.
 
-    The alternative, combining a within level (σ̂²∞ / N, pooled OBM) and a between level (σ̂_a², truncated at 0)
-    with Satterthwaite degrees of freedom, equals this interval whenever σ̂_a² > 0 (V − σ̂²∞/N + σ̂²∞/N = V) and
-    differs only when the round means agree better than the within level predicts; it then trusts the within
-    level, which under-covers on autocorrelated epochs. ``benchmarks/statistics_coverage.py --two-level`` (CV 5%,
-    AR(1) ρ 0-0.8, host level σ_h 0-20%, 4,000 runs a cell) gives the round-means t 0.94-0.96 in every cell of
-    4x5, 5x4 and 2x10; the Satterthwaite combination falls to 0.87 at ρ = 0.8, σ_h = 0. Hence the round means.
+    The alternative, combining a within level (σ̂²∞ / N, pooled) and a between level (σ̂_a², truncated at 0) with
+    Satterthwaite degrees of freedom, equals this interval whenever σ̂_a² > 0 (V − σ̂²∞/N + σ̂²∞/N = V) and differs
+    only when the round means agree better than the within level predicts; it then trusts the within level.
+    ``benchmarks/statistics_coverage.py --two-level`` (1000 ms × (1 + h_r + CV · AR(1)), CV 5% and 2%, ρ 0 / 0.5 /
+    0.8, host level σ_h 0-20%, 2,000 runs a cell) covers 0.940-0.959 with the round-means t in every cell of 4 x 5,
+    5 x 4 and 2 x 10 (its upper end, the total's bound at 97.5%, 0.966-0.984); the Satterthwaite combination is
+    never narrower there except at 2 x 10 without a host level, and under-covers at 2 x 10 with one (0.917-0.933).
+    One block of 20 epochs (today's interval) covers 0.84 at ρ = 0.8 and 0.05-0.60 once there is a host level of
+    5-20%. More rounds beat longer rounds: at CV 5% the median half-width is ±2.8 / 4.0 / 4.9% at 5 x 4 and
+    ±3.2 / 4.8 / 6.1% at 4 x 5 for ρ = 0 / 0.5 / 0.8 (t(4) against t(3)).
 
     With one round it is :func:`gpubench.stats.intervals.decision_interval` on that round (needs
     :data:`~gpubench.stats.config.MIN_EPOCHS` epochs), whose between level is invisible (``between_share`` 0).
@@ -427,11 +431,13 @@ def drift_test(
       round and whatever the host levels, which it counts as noise, not drift.
     * One block (or two rounds, each with its own intercept): the OLS slope on the epoch index, its standard error
       under AR(1) epochs at ρ = :data:`DRIFT_AR1_BOUND` (:func:`ols_slope_test`). At that ρ its level is right, at
-      smaller ρ it is conservative. Estimating ρ instead does not work at n = 20: Mann-Kendall with Hamed & Rao's
-      (1998) correction flags 9% / 25% / 38% of stationary AR(1) runs at ρ = 0 / 0.5 / 0.8, and an OLS slope with a
-      Bartlett HAC error at fixed-b critical values (Kiefer & Vogelsang 2005) 5% / 10% / 20%
-      (``benchmarks/statistics_coverage.py --two-level`` has the table). The price is power: a block of 20
-      independent epochs needs a drift near 4 standard deviations over the run to be flagged half the time.
+      smaller ρ it is conservative. Estimating the dependence instead does not hold the level at n = 20: on
+      stationary AR(1) epochs at ρ = 0 / 0.5 / 0.8 (``benchmarks/statistics_coverage.py --two-level``, 2,000 runs)
+      Kendall's tau (the test this replaces) flags 4.6 / 18.8 / 45.6% of runs, Mann-Kendall with Hamed & Rao's
+      (1998) correction 9.4 / 21.2 / 39.5%, an OLS slope with a Bartlett HAC error at fixed-b critical values
+      (Kiefer & Vogelsang 2005, b = 1) 4.3 / 9.3 / 21.2%; this test 0.0 / 0.1 / 3.4%. The price is power: a 10%
+      ramp over 20 epochs at CV 5% is flagged in 0.2 / 4.4 / 20% of runs (at CV 2%: 52 / 65 / 82%), against
+      33 / 19 / 14% for the round means of 4 x 5 and 46 / 26 / 19% of 5 x 4.
     * Fewer than four epochs (or too few for the rounds' intercepts): no test (p = 1).
 
     All epochs equal: slope 0, p = 1.
