@@ -232,8 +232,9 @@ def two_level_interval(rounds_ms: Sequence[Sequence[float]], confidence_level: f
     only when the round means agree better than the within level predicts; it then trusts the within level.
     ``benchmarks/statistics_coverage.py --two-level`` (1000 ms × (1 + h_r + CV · AR(1)), CV 5% and 2%, ρ 0 / 0.5 /
     0.8, host level σ_h 0-20%, 2,000 runs a cell) covers 0.940-0.959 with the round-means t in every cell of 4 x 5,
-    5 x 4 and 2 x 10 (its upper end, the total's bound at 97.5%, 0.966-0.984); the Satterthwaite combination is
-    never narrower there except at 2 x 10 without a host level, and under-covers at 2 x 10 with one (0.917-0.933).
+    5 x 4 and 2 x 10 (its upper end, the total's bound at 97.5%, 0.966-0.984); the Satterthwaite combination is no
+    narrower at 4 x 5 and 5 x 4, and at 2 x 10, where it is, it under-covers with a host level of 5-10%
+    (0.917-0.933).
     One block of 20 epochs (today's interval) covers 0.84 at ρ = 0.8 and 0.05-0.60 once there is a host level of
     5-20%. More rounds beat longer rounds: at CV 5% the median half-width is ±2.8 / 4.0 / 4.9% at 5 x 4 and
     ±3.2 / 4.8 / 6.1% at 4 x 5 for ρ = 0 / 0.5 / 0.8 (t(4) against t(3)).
