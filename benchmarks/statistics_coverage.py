@@ -24,11 +24,20 @@ Beside them the rejection rate at α = 1 − level of the long-run t test compar
 replaced, and the FASTER rate an interval would reach that knew each mean's true variance (normal quantile), the
 ceiling for any interval at this level.
 
+With ``--two-level`` it adds the replicated-rounds section (:mod:`gpubench.stats.rounds`): epochs measured in R
+rounds of m, each round with its own host level (``--host-sigmas``), AR(1) epochs carried across the rounds with
+``--gap`` epochs of other models in between, see :func:`two_level_epochs`; per design, ρ and host level: coverage of
+the two-level interval and of the total's upper bound, the median half-width, the share of the between level, the
+drift test's false-positive rate and its power on a ramp, the new-training prediction's coverage; then the drift
+candidates on one block of epochs, and the dead band of true totals where the answer is GRAY more often than not.
+
     python benchmarks/statistics_coverage.py                 # 6,000 runs a cell, about a minute on two cores
     python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8 --compare-ns 20 40 60
+    python benchmarks/statistics_coverage.py --two-level --only-two-level   # the rounds section alone
 """
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +47,18 @@ import numpy as np
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _two_level import (
+    Design,
+    dead_band,
+    drift_candidates,
+    floored_bounds,
+    gray_rates,
+    relative_bounds,
+    two_level_bounds,
+    two_level_cell,
+    two_level_epochs,
+)
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
@@ -230,9 +251,29 @@ def main() -> None:
     parser.add_argument("--compare-ns", type=int, nargs="+", default=[20, 60], help="epochs per run for compare")
     parser.add_argument("--ratios", type=float, nargs="+", default=[1.0, 0.95, 0.9], help="true ratios B/A")
     parser.add_argument("--threshold", type=float, default=0.05, help="compare's noise threshold")
+    parser.add_argument("--two-level", action="store_true", help="add the replicated-rounds section")
+    parser.add_argument("--only-two-level", action="store_true", help="print the replicated-rounds section alone")
+    parser.add_argument("--two-level-runs", type=int, default=2000, help="simulated runs per two-level cell")
+    parser.add_argument("--designs", nargs="+", default=["4x5", "5x4", "2x10", "1x20"], help="R x m per model")
+    parser.add_argument(
+        "--band-designs", nargs="+", default=["4x5", "5x4", "2x10", "1x20", "6x5", "10x5"], help="for the dead band"
+    )
+    parser.add_argument("--host-sigmas", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2])
+    parser.add_argument("--two-level-rhos", type=float, nargs="+", default=[0.0, 0.5, 0.8])
+    parser.add_argument("--two-level-cvs", type=float, nargs="+", default=[0.05, 0.02])
+    parser.add_argument("--gap", type=int, default=15, help="other models' epochs between two rounds of one model")
+    parser.add_argument("--ramp", type=float, default=0.10, help="drift for the power column: rise over the run")
+    parser.add_argument("--new-run-factor", type=int, default=4, help="a new training is this many times N epochs")
     args = parser.parse_args()
-    rng = np.random.default_rng(args.seed)
+    if not args.only_two_level:
+        single_level_section(args)
+    if args.two_level or args.only_two_level:
+        two_level_section(args)
 
+
+def single_level_section(args: argparse.Namespace) -> None:
+    """The one-block tables: interval coverage, two-stage and decision-driven stopping, compare."""
+    rng = np.random.default_rng(args.seed)
     print(f"AR(1) epochs, CV {args.cv:.0%}, nominal {args.level:.0%}, {args.runs} runs a cell, seed {args.seed}\n")
     print("| method | rho | " + " | ".join(f"n={n}: coverage, median half-width" for n in args.ns) + " |")
     print("|---|---|" + "---|" * len(args.ns))
@@ -282,6 +323,85 @@ def main() -> None:
                     f"| {n} | {rho:g} | {ratio:g} | {r.faster:.3f} | {r.slower:.3f} | {r.same:.3f} | "
                     f"{r.long_run_t_rejects:.3f} | {r.iid_welch_rejects:.3f} | {r.faster_known_variance:.3f} |"
                 )
+
+
+def _rate(p: float, runs: int) -> str:
+    """A rate with its Monte-Carlo standard error."""
+    return f"{p:.3f}±{math.sqrt(p * (1.0 - p) / runs):.3f}"
+
+
+def two_level_section(args: argparse.Namespace) -> None:
+    """The replicated-rounds tables (``_two_level``): coverage per design, ρ and host level; the drift candidates on
+    one block; the dead band."""
+    rng = np.random.default_rng(args.seed + 1)
+    runs = args.two_level_runs
+    designs = [Design(*(int(v) for v in d.split("x"))) for d in args.designs]
+    decision = DecisionConfig()
+    upper_level = 0.5 + args.level / 2.0
+    print(
+        f"\n## Replicated rounds: epochs = 1000 ms x (1 + h_r + CV x AR1), h_r ~ N(0, sigma_h) per round, AR(1) "
+        f"carried across rounds with {args.gap} other epochs between; {runs} runs a cell, seed {args.seed + 1}\n"
+    )
+    print(
+        f"coverage: the two-level interval (nominal {args.level:.0%}); upper: its upper end above the true mean (the "
+        f"total's bound, nominal {upper_level:.1%}); half-width: median, fraction of the mean; between: median "
+        "between_share; Satterthwaite: the rejected candidate's coverage and median half-width; one-level OBM: "
+        "the interval on all epochs that ignores the rounds; drift FPR: stationary "
+        f"runs flagged; power: runs with a {args.ramp:.0%} ramp over the measured epochs flagged; new run: "
+        f"new_run_interval covering a new training of {args.new_run_factor} x N epochs with its own host level.\n"
+    )
+    for cv in args.two_level_cvs:
+        print(f"CV {cv:.0%}:\n")
+        print(
+            "| design | rho | sigma_h | coverage | upper | half-width | between | Satterthwaite | one-level OBM "
+            "| drift FPR | drift power | new run |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for design in designs:
+            for rho in args.two_level_rhos:
+                for sigma in args.host_sigmas:
+                    c = two_level_cell(
+                        rng, runs, design, rho, cv, sigma, args.gap, args.level, args.ramp, args.new_run_factor
+                    )
+                    new_run = "n/a" if c.new_run_coverage is None else _rate(c.new_run_coverage, runs)
+                    print(
+                        f"| {design.label} | {rho:g} | {sigma:.0%} | {_rate(c.coverage, runs)} | "
+                        f"{_rate(c.upper_coverage, runs)} | ±{c.halfwidth:.1%} | {c.between_share:.2f} | "
+                        f"{_rate(c.satterthwaite_coverage, runs)}, ±{c.satterthwaite_halfwidth:.1%} | "
+                        f"{_rate(c.one_level_coverage, runs)} | "
+                        f"{_rate(c.drift_fpr, runs)} | {_rate(c.drift_power, runs)} | {new_run} |"
+                    )
+        print()
+    n_block = designs[-1].rounds * designs[-1].epochs
+    print(
+        f"Drift candidates on one stationary block of {n_block} AR(1) epochs, CV 5%: false-positive rate at level "
+        f"{args.level:.0%}\n"
+    )
+    rows = {rho: drift_candidates(rng, runs, n_block, rho, args.level) for rho in args.two_level_rhos}
+    names = list(next(iter(rows.values())))
+    print("| rho | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for rho, rates in rows.items():
+        print(f"| {rho:g} | " + " | ".join(_rate(rates[name], runs) for name in names) + " |")
+    local_h, cloud_h = decision.local_max_hours, decision.cloud_min_hours
+    totals_h = np.arange(10.0, 80.0 + 1e-9, 0.05)
+    cv = args.two_level_cvs[0]
+    print(
+        f"\nDead band at sigma_h = 0, CV {cv:.0%}: true totals outside [{local_h:g}, {cloud_h:g}] h where GRAY "
+        f"happens in more than half of {runs} runs (bounds: the total's, N x the mean's interval, N huge)\n"
+    )
+    print("| design | bounds | rho | dead band | width |")
+    print("|---|---|---|---|---|")
+    for design in [Design(*(int(v) for v in d.split("x"))) for d in args.band_designs]:
+        for rho in args.two_level_rhos:
+            epochs = two_level_epochs(rng, runs, design, rho, cv, 0.0, args.gap)
+            methods = [("two-level", two_level_bounds)]
+            if design.rounds == 1:
+                methods.append(("today: one level, 12% floor", floored_bounds))
+            for name, method in methods:
+                low, high = relative_bounds(epochs, args.level, method)
+                band, width = dead_band(totals_h, gray_rates(low, high, totals_h, local_h, cloud_h), local_h, cloud_h)
+                print(f"| {design.label} | {name} | {rho:g} | {band} | {width:.1f} h |")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from scipy import stats as sps
 from gpubench.results import EpochTimeStatistics
 from gpubench.stats.epoch_times import (
     adjusted_autocorrelation,
-    drift_test,
     flag_outliers,
     lag1_autocorrelation,
     median_interval,
@@ -28,6 +27,15 @@ from gpubench.stats.intervals import (
     precision_epochs,
     two_stage_interval,
     two_stage_required_epochs,
+)
+from gpubench.stats.rounds import (
+    METHOD_DRIFT_AR1_BOUND,
+    METHOD_ROUND_MEANS_T,
+    drift_test,
+    halfwidth_after,
+    split_rounds,
+    two_level_interval,
+    variance_components,
 )
 
 # The issue's worked example: 20 epochs around 10.3 ms with one stall (12.9 ms) at position 8.
@@ -76,9 +84,11 @@ def test_worked_example_agrees_with_scipy_and_numpy() -> None:
     assert summary.std_ms == pytest.approx(x.std(ddof=1), rel=1e-12)
     assert summary.p95_ms == pytest.approx(np.percentile(x, 95, method="linear"), abs=1e-12)
     assert summary.p99_ms == pytest.approx(np.percentile(x, 99, method="linear"), abs=1e-12)
-    tau, p_value = sps.kendalltau(np.arange(len(x)), x)
-    assert summary.drift_kendall_tau == pytest.approx(tau, abs=1e-12)
-    assert summary.drift_p_value == pytest.approx(p_value, abs=1e-12)
+    drift = drift_test(x, 0.95)
+    assert summary.drift_slope_ms_per_epoch == pytest.approx(drift.slope_ms_per_epoch, abs=1e-12)
+    assert summary.drift_p_value == pytest.approx(drift.p_value, abs=1e-12)
+    assert summary.drift_method == METHOD_DRIFT_AR1_BOUND
+    assert summary.drift_kendall_tau is None
     assert not summary.drift_detected
 
 
@@ -358,21 +368,78 @@ def test_linear_increase_is_flagged_and_the_shuffled_series_is_not() -> None:
     rng = np.random.default_rng(7)
     rising_ms = 100.0 + 0.5 * np.arange(30) + rng.standard_normal(30)
     summary = summarize_epoch_times(rising_ms)
-    assert summary.drift_detected and summary.drift_kendall_tau > 0.5
-    assert any("drift" in w for w in summary.warnings)
+    assert summary.drift_detected and summary.drift_slope_ms_per_epoch == pytest.approx(0.5, abs=0.1)
+    assert summary.drift_shift_ms == pytest.approx(29 * summary.drift_slope_ms_per_epoch)
+    assert any("drift" in w and "slowing down" in w for w in summary.warnings)
     shuffled = summarize_epoch_times(rng.permutation(rising_ms))
     assert not shuffled.drift_detected
     assert shuffled.drift_p_value >= 0.05
 
 
-def test_drift_test_exact_answers() -> None:
-    # A strictly increasing series of 10: tau = 1 and the exact two-sided p = 2/10!.
-    tau, p_value = drift_test(np.arange(1.0, 11.0))
-    assert tau == pytest.approx(1.0)
-    assert p_value == pytest.approx(2 / math.factorial(10))
-    # (1, 3, 2, 4): 5 concordant pairs, 1 discordant, tau = 4/6.
-    assert drift_test([1.0, 3.0, 2.0, 4.0])[0] == pytest.approx(4 / 6)
-    assert drift_test([4.0] * 8) == (0.0, 1.0)
+def test_drift_uses_the_rounds_when_given() -> None:
+    # Four rounds of five whose means climb 10 ms a round (2 ms an epoch): the round means' slope, R - 2 = 2 df.
+    times = [100.0 + 10.0 * r + d for r in range(4) for d in (-1.0, 1.0, 0.0, 0.5, -0.5)]
+    summary = summarize_epoch_times(times, rounds=[5, 5, 5, 5])
+    assert summary.drift_method == "round_means_ols_slope"
+    assert summary.drift_slope_ms_per_epoch == pytest.approx(2.0)
+    assert summary.drift_detected
+
+
+# ------------------------------------------------------------------------------------------------------ rounds
+
+
+def _rounds_times() -> tuple[list[float], list[int]]:
+    """Four rounds of five epochs around 1000 ms, each with its own host level (seeded)."""
+    rng = np.random.default_rng(12)
+    levels = rng.normal(0.0, 30.0, 4)
+    return [1000.0 + level + e for level in levels for e in rng.normal(0.0, 10.0, 5)], [5, 5, 5, 5]
+
+
+def test_rounds_make_the_decision_interval_two_level_and_fill_the_round_statistics() -> None:
+    times, counts = _rounds_times()
+    summary = summarize_epoch_times(times, rounds=counts, target_rel_halfwidth=0.01)
+    parts = split_rounds(times, counts)
+    interval = two_level_interval(parts, 0.95)
+    assert summary.decision_interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
+    assert summary.decision_interval_method == METHOD_ROUND_MEANS_T
+    # Everything else stays computed over all epochs as they come.
+    assert summary.confidence_interval_ms == pytest.approx(t_interval(times, 0.95), rel=1e-12)
+    assert summary.mean_ms == pytest.approx(np.mean(times))
+    rounds = summary.rounds
+    assert rounds is not None
+    assert rounds.epochs_per_round == (5, 5, 5, 5)
+    assert rounds.round_means_ms == pytest.approx([p.mean() for p in parts])
+    assert rounds.between_p_value == pytest.approx(variance_components(parts).f_p_value)
+    assert rounds.between_variance_ms2 == pytest.approx(interval.between_variance_ms2)
+    assert rounds.within_variance_ms2 == pytest.approx(interval.within_variance_ms2)
+    assert rounds.between_share == pytest.approx(interval.between_share) and rounds.dominant == interval.dominant
+    assert rounds.degrees_of_freedom == 3
+    # The epochs that would reach ±1%: whole rounds of five, the first round count whose half-width meets it.
+    required_rounds = summary.required_epochs // 5
+    assert summary.required_epochs % 5 == 0 and summary.required_epochs >= 20
+    target_ms = 0.01 * interval.mean_ms
+    assert halfwidth_after(interval, required_rounds, 5, 0.95) <= target_ms
+    assert halfwidth_after(interval, required_rounds - 1, 5, 0.95) > target_ms
+    assert summary.effective_sample_size == pytest.approx(
+        min(20.0, np.var(times, ddof=1) / interval.variance_of_mean_ms2), rel=1e-12
+    )
+    payload = summary.to_dict()
+    assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    assert EpochTimeStatistics.from_dict(payload) == summary
+
+
+def test_one_round_keeps_the_one_block_interval() -> None:
+    summary = summarize_epoch_times(X_MS, rounds=[len(X_MS)])
+    assert summary.rounds is None
+    assert summary.decision_interval_ms == pytest.approx(decision_interval(X_MS, 0.95), rel=1e-12)
+    assert summary.drift_method == METHOD_DRIFT_AR1_BOUND
+
+
+def test_bad_rounds_are_refused() -> None:
+    with pytest.raises(ValueError, match="sum to the 20"):
+        summarize_epoch_times(X_MS, rounds=[5, 5, 5])
+    with pytest.raises(ValueError, match="first_stage_epochs"):
+        summarize_epoch_times(X_MS, rounds=[10, 10], first_stage_epochs=10)
 
 
 # ------------------------------------------------------------------------------------ validation and output
@@ -415,8 +482,10 @@ def test_cv_gate() -> None:
 def test_to_dict_is_strict_json_with_lists_for_intervals() -> None:
     for times_ms in (X_MS, [4.0] * MIN_EPOCHS):
         payload = summarize_epoch_times(times_ms).to_dict()
-        # A fixed count of epochs has no first stage, and the report leaves the key out.
-        assert set(payload) == {f.name for f in fields(EpochTimeStatistics)} - {"first_stage_epochs"}
+        # A fixed count of epochs in one block has no first stage and no rounds, and today's drift test no
+        # Kendall's tau: the report leaves those keys out.
+        absent = {"first_stage_epochs", "rounds", "drift_kendall_tau"}
+        assert set(payload) == {f.name for f in fields(EpochTimeStatistics)} - absent
         assert json.loads(json.dumps(payload, allow_nan=False)) == payload
     payload = summarize_epoch_times(X_MS).to_dict()
     assert payload["confidence_interval_ms"] == pytest.approx([10.1827445, 10.7372555], abs=1e-6)

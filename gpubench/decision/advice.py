@@ -79,7 +79,7 @@ UPPER_BOUND_METHOD = (
     "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
     "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
     "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable "
-    "to n it is wider. A model whose measured epochs drift (Kendall's test) or include throttled epochs gets "
+    "to n it is wider. A model whose measured epochs drift (the drift test) or include throttled epochs gets "
     "|mean of the last third of its epochs - mean of the first third| x N added to its margin: the drift's size "
     "carried to the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for "
     "the whole training). The half-width h comes from the model's rounds: its epochs are measured in rounds, "
@@ -774,7 +774,7 @@ def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]
         stats = models[estimate.model].statistics
         if stats is not None and stats.drift_detected:
             actions.append(
-                f"{estimate.model}: the measured epoch times drift (Kendall tau = {stats.drift_kendall_tau:.2f}), "
+                f"{estimate.model}: the measured epoch times drift ({stats.drift_description}), "
                 f"which adds {_drift_hours_text(estimate)} to its margin; a longer warmup (warmup_epochs) lets "
                 "clocks, caches and the allocator settle before measuring."
             )

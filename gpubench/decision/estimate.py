@@ -143,11 +143,11 @@ def drift_ms_per_epoch(epoch_times_ms: Sequence[float]) -> float:
 
 
 def _drift_flags(result: ModelResult) -> tuple[str, ...]:
-    """What was flagged during the measured epochs: a drift (Kendall's test) and throttled epochs, in words."""
+    """What was flagged during the measured epochs: a drift (the drift test) and throttled epochs, in words."""
     stats = result.statistics
     flags = []
     if stats is not None and stats.drift_detected:
-        flags.append(f"epoch times drift (Kendall tau = {stats.drift_kendall_tau:.2f}, p = {stats.drift_p_value:.2g})")
+        flags.append(f"epoch times drift ({stats.drift_description})")
     measured = result.measured_device_epochs
     throttled = sum(1 for epoch in measured if epoch.throttled)
     if throttled:

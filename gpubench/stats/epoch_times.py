@@ -8,9 +8,10 @@ times correlate, and a stall is real time the training run will also pay. This m
 * flags outliers by a robust rule but keeps them in every estimate (a stall is part of the cost);
 * adds the median with a distribution-free order-statistic interval;
 * adds the interval for the mean that decisions use, overlapping batch means (:mod:`gpubench.stats.intervals`),
-  or after adaptive two-stage measuring the two-stage interval, and says how many epochs would reach a relative
-  precision target;
-* checks for drift (Kendall's tau of time against epoch index).
+  after adaptive two-stage measuring the two-stage interval, or for epochs measured in replicated rounds the
+  two-level interval (:mod:`gpubench.stats.rounds`), and says how many epochs would reach a relative precision
+  target;
+* checks for drift with a test that knows autocorrelation (:func:`gpubench.stats.rounds.drift_test`).
 
 Every input is a 1-D sequence of epoch times in milliseconds, in the order they were measured (warmup already
 removed). Pure numpy/scipy: nothing here imports torch.
@@ -24,8 +25,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
-from gpubench.results import EpochTimeStatistics
+from gpubench.results import EpochTimeStatistics, RoundStatistics
 from gpubench.stats import intervals
+from gpubench.stats import rounds as two_level
 from gpubench.stats.config import OUTLIER_RULES
 
 #: The lag-1 autocorrelation's bias correction (n·r1 + 1)/(n − 4) needs n > 4.
@@ -205,16 +207,6 @@ def adjusted_autocorrelation(times_ms: ArrayLike) -> float:
     return float(np.clip(rho, 0.0, _MAX_AUTOCORRELATION))
 
 
-def drift_test(times_ms: ArrayLike) -> tuple[float, float]:
-    """Kendall's tau-b of epoch time against epoch index and its two-sided p-value (scipy: exact for small n
-    without ties, normal approximation otherwise). (0, 1) when all times are equal, where tau is undefined."""
-    values = _epoch_times(times_ms)
-    if np.all(values == values[0]):
-        return 0.0, 1.0
-    result = sps.kendalltau(np.arange(values.size), values)
-    return float(result.statistic), float(result.pvalue)
-
-
 # ---------------------------------------------------------------------------------------- the decision interval
 
 
@@ -227,13 +219,73 @@ class _DecisionFigures:
     method: str
     long_run_variance_ms2: float
     required_epochs: int
+    rounds: RoundStatistics | None = None
+
+
+#: The most rounds :func:`_rounds_required_epochs` looks at before calling the target out of reach.
+_MAX_PLANNED_ROUNDS = 10_000
+
+
+def _rounds_required_epochs(
+    interval: two_level.TwoLevelInterval, target_rel_halfwidth: float, confidence_level: float
+) -> int:
+    """Epochs (R' rounds of the measured round length) from which on the two-level interval would be within the
+    target of the mean, the components held fixed (:func:`~gpubench.stats.rounds.halfwidth_after`); never fewer
+    than measured. The half-width falls with R' (t(R' − 1) and the variance both fall), so the first R' that
+    meets the target is the answer; beyond :data:`_MAX_PLANNED_ROUNDS` rounds the cap's epochs are returned."""
+    epochs_per_round = max(1, round(sum(interval.epochs_per_round) / interval.rounds))
+    target_ms = target_rel_halfwidth * interval.mean_ms
+    low, high = interval.rounds, _MAX_PLANNED_ROUNDS
+    if two_level.halfwidth_after(interval, high, epochs_per_round, confidence_level) > target_ms:
+        return high * epochs_per_round
+    while low < high:
+        middle = (low + high) // 2
+        if two_level.halfwidth_after(interval, middle, epochs_per_round, confidence_level) <= target_ms:
+            high = middle
+        else:
+            low = middle + 1
+    return max(low * epochs_per_round, sum(interval.epochs_per_round))
+
+
+def _round_figures(
+    values: np.ndarray, epochs_per_round: Sequence[int], confidence_level: float, target_rel_halfwidth: float
+) -> _DecisionFigures:
+    """The two-level interval of epochs measured in two rounds or more, and its round statistics."""
+    parts = two_level.split_rounds(values, epochs_per_round)
+    interval = two_level.two_level_interval(parts, confidence_level)
+    components = two_level.variance_components(parts)
+    return _DecisionFigures(
+        interval_ms=interval.interval_ms,
+        method=interval.method,
+        # The long-run variance the interval implies: N · Var(mean), so that n·s²/σ̂²∞ is an effective sample size.
+        long_run_variance_ms2=interval.variance_of_mean_ms2 * values.size,
+        required_epochs=_rounds_required_epochs(interval, target_rel_halfwidth, confidence_level),
+        rounds=RoundStatistics(
+            epochs_per_round=interval.epochs_per_round,
+            round_means_ms=components.round_means_ms,
+            within_variance_ms2=interval.within_variance_ms2,
+            within_method=interval.within_method,
+            between_variance_ms2=interval.between_variance_ms2,
+            between_p_value=components.f_p_value,
+            between_share=interval.between_share,
+            dominant=interval.dominant,
+            degrees_of_freedom=interval.degrees_of_freedom,
+        ),
+    )
 
 
 def _decision_figures(
-    values: np.ndarray, confidence_level: float, target_rel_halfwidth: float, first_stage_epochs: int | None
+    values: np.ndarray,
+    confidence_level: float,
+    target_rel_halfwidth: float,
+    first_stage_epochs: int | None,
+    epochs_per_round: Sequence[int] | None,
 ) -> _DecisionFigures:
     """The decision interval of ``values`` and its figures, by the method the run allows:
 
+    * epochs measured in two rounds or more (``epochs_per_round``), the two-level interval
+      (:func:`~gpubench.stats.rounds.two_level_interval`), and the epochs, in rounds of the measured length, that
+      would bring it within the target (:func:`~gpubench.stats.rounds.halfwidth_after`);
     * after adaptive two-stage measuring (``first_stage_epochs`` given), the two-stage interval on the first
       stage's long-run variance (:func:`~gpubench.stats.intervals.two_stage_interval`), and the total epochs the
       two-stage rule asks for (:func:`~gpubench.stats.intervals.two_stage_required_epochs`);
@@ -244,6 +296,8 @@ def _decision_figures(
       takes the epochs as independent, so its epoch count is optimistic under correlation).
     """
     mean_ms = float(values.mean())
+    if epochs_per_round is not None and len(epochs_per_round) >= 2:
+        return _round_figures(values, epochs_per_round, confidence_level, target_rel_halfwidth)
     if first_stage_epochs is not None:
         first_ms = values[:first_stage_epochs]
         variance_ms2, _ = intervals.long_run_variance(first_ms)
@@ -281,20 +335,25 @@ def summarize_epoch_times(
     outlier_rule: str = "mad",
     target_rel_halfwidth: float = 0.02,
     first_stage_epochs: int | None = None,
-    rounds=None,
+    rounds: Sequence[int] | None = None,
 ) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 
     ``first_stage_epochs`` is the length of the first stage of an adaptive two-stage run (the epochs the rule
-    planned the rest from); given, the decision interval is the two-stage one, else overlapping batch means. The
+    planned the rest from); given, the decision interval is the two-stage one, else overlapping batch means.
+    ``rounds`` is the number of epochs in each replicated round, in order, summing to n: with two rounds or more
+    the decision interval is the two-level one (:func:`gpubench.stats.rounds.two_level_interval`) and the result's
+    ``rounds`` holds the two variance levels; the drift test uses the rounds either way. Every other figure is
+    computed over all epochs as they come. The
     effective sample size is n·s²/σ̂²∞ (capped at n; n when σ̂²∞ is 0), σ̂²∞ the long-run variance the interval
     uses; ``required_epochs`` is a planning figure (see :func:`_decision_figures`).
 
     Raises ValueError for fewer than 2 epochs, non-finite or non-positive times, a level outside (0, 1), an
     unknown outlier rule, non-positive thresholds, or a first stage outside [``intervals.MIN_EPOCHS``, n]. Works
     from 2 epochs on; below :data:`gpubench.stats.intervals.MIN_EPOCHS` the decision interval is the plain t
-    interval, with a warning that no decision will be made from it. Drift is flagged when Kendall's p-value <
-    1 − ``confidence_level``.
+    interval, with a warning that no decision will be made from it. Drift is flagged when the drift test's p-value
+    (:func:`gpubench.stats.rounds.drift_test`) < 1 − ``confidence_level``. ``rounds`` that do not sum to n, or
+    given with ``first_stage_epochs``, raise ValueError.
     """
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
@@ -307,6 +366,10 @@ def summarize_epoch_times(
         raise ValueError(
             f"first_stage_epochs must be in [{intervals.MIN_EPOCHS}, {n}] for {n} epochs, got {first_stage_epochs}"
         )
+    if rounds is not None:
+        two_level.split_rounds(values, rounds)
+        if first_stage_epochs is not None:
+            raise ValueError("rounds and first_stage_epochs cannot both be given: a two-stage run is one block")
     mean_ms = float(values.mean())
     std_ms = float(values.std(ddof=1))
     cv = std_ms / mean_ms
@@ -314,15 +377,14 @@ def summarize_epoch_times(
     p95_min_epochs, p99_min_epochs = percentile_min_epochs(95.0), percentile_min_epochs(99.0)
     median_lo_ms, median_hi_ms, median_coverage = median_interval(values, confidence_level)
     outliers = tuple(int(i) for i in flag_outliers(values, outlier_rule))
-    decision = _decision_figures(values, confidence_level, target_rel_halfwidth, first_stage_epochs)
+    decision = _decision_figures(values, confidence_level, target_rel_halfwidth, first_stage_epochs, rounds)
     # From the upper end: the interval is centred on the mean, and its lower end may be cut at zero.
     relative_halfwidth = (decision.interval_ms[1] - mean_ms) / mean_ms
     meets_target = relative_halfwidth <= target_rel_halfwidth
     variance_ms2 = decision.long_run_variance_ms2
     # Identical epochs (or batch means) show no dependence to correct for, so every epoch counts.
     ess = min(float(n), n * float(values.var(ddof=1)) / variance_ms2) if variance_ms2 > 0 else float(n)
-    tau, p_value = drift_test(values)
-    drift = p_value < 1.0 - confidence_level
+    drift = two_level.drift_test(values, confidence_level, rounds)
 
     warnings: list[str] = []
     if n < intervals.MIN_EPOCHS:
@@ -355,9 +417,12 @@ def summarize_epoch_times(
             f"the decision interval's half-width is {relative_halfwidth:.1%} of the mean, above the target "
             f"{target_rel_halfwidth:.1%}; about {decision.required_epochs} epochs would reach it"
         )
-    if drift:
-        trend = "slowing down (throttling?)" if tau > 0 else "speeding up (still warming up?)"
-        warnings.append(f"epoch times drift: Kendall tau = {tau:.2f}, p = {p_value:.2g}; {trend}")
+    if drift.detected:
+        trend = "slowing down (throttling?)" if drift.slope_ms_per_epoch > 0 else "speeding up (still warming up?)"
+        warnings.append(
+            f"epoch times drift: {drift.slope_ms_per_epoch:+.3g} ms/epoch ({drift.shift_ms:+.3g} ms over the run), "
+            f"p = {drift.p_value:.2g} by {drift.method}; {trend}"
+        )
 
     return EpochTimeStatistics(
         n=n,
@@ -386,9 +451,12 @@ def summarize_epoch_times(
         target_rel_halfwidth=float(target_rel_halfwidth),
         meets_precision_target=meets_target,
         required_epochs=decision.required_epochs,
-        drift_kendall_tau=tau,
-        drift_p_value=p_value,
-        drift_detected=drift,
+        drift_p_value=drift.p_value,
+        drift_detected=drift.detected,
         warnings=tuple(warnings),
+        drift_slope_ms_per_epoch=drift.slope_ms_per_epoch,
+        drift_shift_ms=drift.shift_ms,
+        drift_method=drift.method,
         first_stage_epochs=first_stage_epochs,
+        rounds=decision.rounds,
     )
