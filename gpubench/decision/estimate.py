@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gpubench.decision.config import TrainingPlanConfig
-from gpubench.results import BatchWhatIf, ModelEstimate, ModelResult, StepSplit
+from gpubench.results import BatchWhatIf, ModelEstimate, ModelResult, RoundStatistics, StepSplit
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
 #: Checkpoint often enough that a crash loses at most this fraction of the run, within these bounds (hours).
@@ -133,6 +133,28 @@ def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: in
     return halfwidth_ms * math.sqrt(measured_epochs / epochs)
 
 
+def halfwidth_after_rounds_ms(
+    halfwidth_ms: float, rounds: RoundStatistics, more_epochs: int, confidence_level: float
+) -> float:
+    """The half-width (ms) of the two-level interval after ``more_epochs`` more epochs in rounds of the last
+    round's size (a part round counts whole), from the measured ``halfwidth_ms``: the planning formula
+    :func:`gpubench.stats.rounds.halfwidth_after` scaled so that it gives the measured half-width at the measured
+    rounds (where the round means agree better than the within level predicts, the formula alone would jump below
+    it). Never more than the measured half-width."""
+    from gpubench.stats.rounds import halfwidth_after
+
+    per_round = rounds.epochs_per_round[-1]
+    measured_rounds = len(rounds.epochs_per_round)
+    more_rounds = max(0, math.ceil(more_epochs / per_round))
+    if more_rounds == 0:
+        return halfwidth_ms
+    at_measured = halfwidth_after(rounds, measured_rounds, per_round, confidence_level)
+    if at_measured <= 0:
+        return halfwidth_ms
+    after = halfwidth_after(rounds, measured_rounds + more_rounds, per_round, confidence_level)
+    return min(halfwidth_ms, halfwidth_ms * after / at_measured)
+
+
 def drift_ms_per_epoch(epoch_times_ms: Sequence[float]) -> float:
     """How far the epoch times moved during the measurement (ms): |mean of the last third − mean of the first
     third|, a third being ⌊n/3⌋ epochs (at least one)."""
@@ -199,6 +221,9 @@ class TimeEstimate:
     one_off_seconds: float
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
+    #: The two variance levels when the epochs were measured in rounds (the margin after more rounds is planned
+    #: from them); None for one block.
+    rounds: RoundStatistics | None = None
     projection_margin_fraction: float = 0.0
     projection_lower_margin_fraction: float = 0.0
     plan_steps: float = 0.0
@@ -218,10 +243,16 @@ class TimeEstimate:
         return self.planned_epochs * self.mean_epoch_ms / MS_PER_S
 
     def statistical_margin_seconds(self, measured_epochs: int | None = None) -> float:
-        """The prediction margin (s) from the epoch-to-epoch variance, as measured or, given ``measured_epochs``
-        (n'), as it would be after n' epochs with the measured variance (:func:`halfwidth_at_epochs_ms`)."""
+        """The prediction margin (s) from the measured variance, as measured or, given ``measured_epochs`` (n'), as
+        it would be after n' epochs with the measured variance held: for epochs measured in rounds, more rounds of
+        the last round's size (:func:`halfwidth_after_rounds_ms`), else :func:`halfwidth_at_epochs_ms`."""
         epochs = self.measured_epochs if measured_epochs is None else measured_epochs
-        halfwidth_ms = halfwidth_at_epochs_ms(self.halfwidth_ms, self.measured_epochs, epochs)
+        if self.rounds is not None and epochs != self.measured_epochs:
+            halfwidth_ms = halfwidth_after_rounds_ms(
+                self.halfwidth_ms, self.rounds, epochs - self.measured_epochs, self.confidence_level
+            )
+        else:
+            halfwidth_ms = halfwidth_at_epochs_ms(self.halfwidth_ms, self.measured_epochs, epochs)
         return total_time_margin_ms(halfwidth_ms, epochs, self.planned_epochs) / MS_PER_S
 
     @property
@@ -354,6 +385,7 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
         one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S,
         drift_flags=_drift_flags(result),
         drift_ms_per_epoch=drift_ms_per_epoch(result.raw_epoch_times_ms),
+        rounds=stats.rounds,
         plan_steps=plan_steps,
         plan_updates=plan_updates,
         updates_per_env_step=result.updates_per_env_step,
