@@ -107,11 +107,12 @@ def model_section(
     throttled_epochs: int = 0,
     batch_search: BatchSearchResult | None = None,
     batch_size: int = 256,
+    rounds: list[int] | None = None,
 ) -> ModelResult:
     """One model's result (what the decision reads, as the runner builds it): the statistics of the epoch times,
     the memory peak (measured when given), the energy from ``joules_per_sample`` and the first
     ``throttled_epochs`` measured epochs throttled."""
-    stats = summarize_epoch_times(epoch_times_ms) if len(epoch_times_ms) >= 2 else None
+    stats = summarize_epoch_times(epoch_times_ms, rounds=rounds) if len(epoch_times_ms) >= 2 else None
     energy = None
     if joules_per_sample is not None:
         joules_per_epoch = joules_per_sample * steps_per_epoch * samples_per_step
