@@ -3,6 +3,7 @@ adaptive job's next round goes, how much of the rounds' spread the host probe ex
 interleaved rounds end to end."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,12 +11,13 @@ from conftest import tiny_mlp_config
 from report_factory import model_section, noisy_epochs_ms
 from scipy import stats as sps
 
+from gpubench.decision.advice import host_text
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import combine_estimates, estimate_training_time
 from gpubench.decision.rule import classify, interval_settled
 from gpubench.decision.stopping import next_round
 from gpubench.model_rounds import split_epochs
-from gpubench.results import LOCAL_GPU_VIABLE, RunReport
+from gpubench.results import LOCAL_GPU_VIABLE, HostProbe, MeasuredRound, RunReport
 from gpubench.round_schedule import groups_that_fit
 from gpubench.stats.config import (
     DECISION_CANNOT_SETTLE,
@@ -133,11 +135,11 @@ def test_a_cpu_job_measures_every_model_in_rounds_interleaved_round_robin(gpuben
     written = json.loads(job.report_path().read_text())
     report = RunReport.from_dict(written)
     mlp, tft = report.models["mlp"], report.models["tft"]
-    # experiment=quick: 10 epochs in the default 4 rounds, 3 + 3 + 2 + 2, the rounds alternating between the models.
-    assert [r.epochs for r in mlp.rounds] == [3, 3, 2, 2] == [r.epochs for r in tft.rounds]
-    assert [r.index for r in mlp.rounds] == [1, 3, 5, 7] and [r.index for r in tft.rounds] == [2, 4, 6, 8]
+    # experiment=quick: 10 epochs in the default 5 rounds of 2, the rounds alternating between the models.
+    assert [r.epochs for r in mlp.rounds] == [2] * 5 == [r.epochs for r in tft.rounds]
+    assert [r.index for r in mlp.rounds] == [1, 3, 5, 7, 9] and [r.index for r in tft.rounds] == [2, 4, 6, 8, 10]
     starts = sorted((r.started_s, name) for name in ("mlp", "tft") for r in report.models[name].rounds)
-    assert [name for _, name in starts] == ["mlp", "tft"] * 4
+    assert [name for _, name in starts] == ["mlp", "tft"] * 5
     for result in (mlp, tft):
         # Each round's mean is the mean of its epochs, in the order the flat list keeps them.
         sizes = np.cumsum([0, *[r.epochs for r in result.rounds]])
@@ -208,3 +210,32 @@ def test_the_joint_stop_settles_local_where_one_model_at_a_time_left_the_answer_
     assert all(len(times) <= 50 for times in epochs.values())
     total = combine_estimates([estimate_training_time(name, sections[name], plan) for name in ("dqn", "ppo")])
     assert classify(total, decision)[0] == LOCAL_GPU_VIABLE
+
+
+def test_the_reasoning_names_a_noisy_host_with_the_probes_spread():
+    # dqn's round means 10% apart with epochs 1% apart inside each round: the F test finds a host level.
+    epochs = [t for level in (1.0, 1.1, 0.95, 1.05) for t in (1000 * level * (1 + 0.01 * k) for k in (-1, 0, 1))]
+    noisy = replace(
+        _rl(epochs),
+        statistics=model_section(
+            epochs, steps_per_epoch=100, samples_per_step=8.0, sample_unit="env_step", rounds=[3, 3, 3, 3]
+        ).statistics,
+        rounds=[
+            MeasuredRound(index=i, epochs=3, mean_epoch_ms=1000.0, started_s=float(i), host_probe=HostProbe(p, 2.0))
+            for i, p in enumerate((6.4, 11.5, 6.5, 9.0), start=1)
+        ],
+        host_probe_explained_share=0.8,
+    )
+    quiet_epochs = [1000.0 * (1 + 0.01 * k) for _ in range(4) for k in (-1, 0, 1)]
+    quiet = model_section(
+        quiet_epochs, steps_per_epoch=100, samples_per_step=8.0, sample_unit="env_step", rounds=[3] * 4
+    )
+    assert noisy.statistics.rounds.between_p_value < 0.05 < quiet.statistics.rounds.between_p_value
+    text = host_text({"dqn": noisy, "ppo": quiet}, ["dqn", "ppo"])
+    share = noisy.statistics.rounds.between_share
+    assert text == (
+        "The host's speed moved during the run (a fixed Python loop took 6.4 to 11.5 ms across the rounds), and its "
+        f"bounds carry it (dqn: {share:.0%} of its bound's variance from between rounds, 80% of that spread "
+        "tracking the probe)."
+    )
+    assert host_text({"ppo": quiet}, ["ppo"]) is None

@@ -3,7 +3,7 @@ reasoning sentence and the recommended actions. The numbers come from the other 
 are only put into words (hours as minutes or hours, sizes in MB, money in USD).
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
@@ -482,6 +482,29 @@ def reasoning(
     if total is not None and cloud_row and cloud_row.training_hours is not None:
         parts.append(_cloud_text(outcome, cloud_row, scalings))
     return " ".join(parts)
+
+
+def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> str | None:
+    """One sentence when the host was noisy, else None: noisy when the round means of a decided model differ by
+    more than their epochs explain (the rounds' F test of no host level, at the model's own interval level), with
+    the host probe's spread over every round of the job and, where it is known, how much of that model's spread
+    between rounds the probe accounts for."""
+    noisy = []
+    for name in decided_on:
+        section = models.get(name)
+        stats = None if section is None else section.statistics
+        if stats is not None and stats.rounds is not None and stats.rounds.between_p_value < 1 - stats.confidence_level:
+            noisy.append((name, stats.rounds.between_share, section.host_probe_explained_share))
+    if not noisy:
+        return None
+    probes = [r.host_probe.python_loop_ms for m in models.values() for r in m.rounds if r.host_probe is not None]
+    probe = f" (a fixed Python loop took {min(probes):.1f} to {max(probes):.1f} ms across the rounds)" if probes else ""
+    shares = "; ".join(
+        f"{name}: {share:.0%} of its bound's variance from between rounds"
+        + (f", {explained:.0%} of that spread tracking the probe" if explained is not None else "")
+        for name, share, explained in noisy
+    )
+    return f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
 
 
 def _traffic_mb_text(bytes_per_step: int) -> str:

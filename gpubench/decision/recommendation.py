@@ -18,6 +18,7 @@ from pathlib import Path
 from gpubench.decision.advice import (
     NO_ESTIMATE_ACTIONS,
     Outcome,
+    host_text,
     method_texts,
     reasoning,
     recommended_actions,
@@ -248,7 +249,9 @@ def build_recommendation(
     bases = {per_model[name].energy_basis for name in decided_on}
     return Recommendation(
         decision=verdict.decision,
-        reasoning=reasoning(outcome, cloud_row, decision, scalings),
+        reasoning=" ".join(
+            filter(None, [reasoning(outcome, cloud_row, decision, scalings), host_text(report.models, decided_on)])
+        ),
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
         upper_bound_level=outcome.bound_level,

@@ -49,8 +49,10 @@ class StatisticsConfig:
     adaptive: str = ADAPTIVE_OFF
     max_epochs: int = 50
     #: The measured epochs of each model come in this many rounds, interleaved round-robin across the models (see
-    #: ``gpubench/model_rounds.py``); 1 measures each model in one block, as versions before rounds did.
-    rounds: int = 4
+    #: ``gpubench/model_rounds.py``); 1 measures each model in one block, as versions before rounds did. Five rounds
+    #: of four beat four of five at 20 epochs (t on 4 degrees of freedom against 3): a dead band of 2.1-3.7 h against
+    #: 2.3-4.5 h at the same coverage (``benchmarks/results/2026-12-02-two-level-coverage.md``).
+    rounds: int = 5
     #: An adaptive run adds rounds until its goal or ``max_epochs``, or until the job has spent this many seconds
     #: measuring rounds (null: no time limit).
     max_round_seconds: float | None = None
