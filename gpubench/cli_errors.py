@@ -8,6 +8,7 @@ traceback is what they asked for).
 """
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,37 @@ def _flatten(text: str) -> str:
     return " ".join(parts)
 
 
+def quote_value(text: str) -> str:
+    """``text`` as a quoted string of Hydra's override grammar, which reads it back as ``text`` whatever it holds
+    (a URL with ``?`` and ``=``, a path with spaces or accented letters, quotes, backslashes).
+
+    Inside quotes Hydra unescapes only the backslashes that precede a quote or end the string: those are doubled
+    and each quote is escaped; any other backslash (a Windows path) stays as it is."""
+    escaped = re.sub(r"(\\*)'", lambda match: match[1] * 2 + "\\'", text)
+    escaped = re.sub(r"(\\+)$", lambda match: match[1] * 2, escaped)
+    return f"'{escaped}'"
+
+
+def _quoted(override: str) -> str:
+    """``key='value'``: the override with its value quoted (:func:`quote_value`)."""
+    key, has_value, value = override.partition("=")
+    return f"{key}={quote_value(value)}" if has_value else override
+
+
+def _unparsable_override_message(override: str, detail: str) -> str:
+    """The error for an override Hydra's grammar refuses: the override itself (Hydra's lexer message may name
+    neither it nor its key), Hydra's reason, and how to quote the value."""
+    # Hydra's lexer repeats the override with a caret under the offending character on a line of its own: in one
+    # paragraph the caret points nowhere.
+    reason = " ".join(word for word in detail.split() if word != "^").rstrip(".")
+    quoted = _quoted(override)
+    return (
+        f"the override `{override}` cannot be parsed ({reason}). If its value is text (a URL, a path with spaces "
+        f"or accented letters), quote the value: `{quoted}`; on a shell, wrap the whole override in double quotes "
+        f'too: "{quoted}".'
+    )
+
+
 def hydra_error_message(exc: BaseException) -> str:
     """One paragraph for an exception Hydra raised while composing the config; names the key where one is known."""
     from hydra.errors import OverrideParseException
@@ -68,7 +100,7 @@ def hydra_error_message(exc: BaseException) -> str:
         return f"`{key}`{given}: {detail} Give a value of the key's type; `python -m gpubench --cfg job` shows them."
     message = _flatten(str(exc))
     if isinstance(exc, OverrideParseException):
-        message = f"an override cannot be parsed: {message}"
+        return _unparsable_override_message(exc.override, message)
     if cause is not None:
         message += " " + _flatten(str(cause))
     return message

@@ -31,3 +31,116 @@ def test_the_gpu_tests_are_collected_where_mlflow_is_not_installed(tmp_path):
     assert completed.returncode == 0, completed.stdout[-3000:]
     assert "error" not in completed.stdout.splitlines()[-1]
     assert "tests/gpu/test_custom_gpu.py" in completed.stdout
+
+
+# ------------------------------------------------------------------------------------------------ overrides
+
+BASE = ("hardware=cpu", "tracking.enabled=false", "experiment=quick", "model=mlp", "hardware.burn_in_max_seconds=0")
+
+
+def one_paragraph(stderr: str) -> str:
+    """The error paragraph (rich may wrap it on a narrow terminal: joined back); no traceback."""
+    assert "Traceback" not in stderr
+    return " ".join(stderr.split())
+
+
+def composed_value(override: str, key: str):
+    """The value of ``key`` once ``override`` is composed (in process), as Hydra reads the override."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from gpubench.conf import CONF_DIR
+    from gpubench.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return OmegaConf.select(compose(config_name="config", overrides=[*BASE, override]), key)
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "value"),
+    [
+        ("data.path=/data/dé/bars.dbn.zst", "data.path", "/data/dé/bars.dbn.zst"),
+        ("tracking.uri=http://127.0.0.1:5078/?user=x", "tracking.uri", "http://127.0.0.1:5078/?user=x"),
+    ],
+)
+def test_an_unparsable_override_is_named_with_the_quoted_form_that_parses(tmp_path, override, key, value):
+    from gpubench.cli_errors import hydra_error_message
+
+    with pytest.raises(Exception) as raised:
+        composed_value(override, key)
+    message = hydra_error_message(raised.value)
+    assert message.startswith(f"the override `{override}` cannot be parsed (")
+    quoted = message.split("quote the value: `", 1)[1].split("`", 1)[0]
+    assert quoted.startswith(f"{key}='") and "\n" not in message
+    # The advice works: the quoted override gives the value meant.
+    assert composed_value(quoted, key) == value
+
+
+def test_an_unparsable_override_exits_2_naming_it_and_keeps_its_secret(tmp_path):
+    from tests.conftest import run_gpubench
+
+    completed = run_gpubench(tmp_path, *BASE, "tracking.uri=http://127.0.0.1:5078/?token=SECRET42")
+    assert completed.returncode == 2, completed.stderr
+    message = one_paragraph(completed.stderr)
+    assert "the override `tracking.uri=http://127.0.0.1:5078/?token=***` cannot be parsed" in message
+    assert "`tracking.uri='http://127.0.0.1:5078/?token=***'`" in message
+    assert "SECRET42" not in completed.stdout + completed.stderr
+
+
+# ------------------------------------------------------------------------------------------------ the Python API
+
+
+def linear_build(batch_size, device):
+    import torch
+
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        loss = model(torch.randn(batch_size, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"overrides": ["epochs=abc"]}, "`epochs` (the override `epochs=abc`): Value 'abc' of type 'str' could not"),
+        ({"nosuch_key": 1}, "`nosuch_key` is not a gpubench config key"),
+        ({"batch_size": "sixty"}, "`workloads.custom.batch_size` (the override `workloads.custom.batch_size=sixty`)"),
+        ({"batch_size": None}, "`workloads.custom.batch_size` (the override `workloads.custom.batch_size=null`)"),
+        ({"epochs": float("nan")}, "`epochs` (the override `epochs=nan`): Value 'nan' of type 'float' could not"),
+    ],
+)
+def test_the_api_raises_the_config_error_the_command_line_prints(tmp_path, monkeypatch, options, expected):
+    from gpubench.api import benchmark
+    from gpubench.errors import ConfigError
+    from gpubench.models.custom import registry
+
+    monkeypatch.chdir(tmp_path)
+    arguments = {"batch_size": 8, **options}
+    with pytest.raises(ConfigError) as raised:
+        benchmark(linear_build, **arguments)
+    message = str(raised.value)
+    assert expected in message and "\n" not in message
+    assert "Error merging override" not in message and "+nosuch_key" not in message
+    assert not registry._FACTORIES and not (tmp_path / "outputs").exists()
+
+
+def test_the_api_refuses_a_build_that_is_not_callable_naming_the_argument(tmp_path, monkeypatch):
+    from gpubench.api import benchmark
+    from gpubench.errors import ConfigError
+    from gpubench.models.custom import registry
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        benchmark("notcallable", batch_size=8)
+    message = str(raised.value)
+    assert message.startswith("`build` = 'notcallable' is not callable: gpubench.benchmark's first argument")
+    assert "registry" not in message and "workloads.custom.factory" not in message
+    assert not registry._FACTORIES
