@@ -3,6 +3,7 @@ a user's build that exits, and test collection on a machine without mlflow. Each
 in a temp folder or calls ``gpubench.benchmark``; every refusal is one paragraph naming the key, file or value and
 exit code 2, never a traceback."""
 
+import math
 import os
 import subprocess
 import sys
@@ -144,3 +145,53 @@ def test_the_api_refuses_a_build_that_is_not_callable_naming_the_argument(tmp_pa
     assert message.startswith("`build` = 'notcallable' is not callable: gpubench.benchmark's first argument")
     assert "registry" not in message and "workloads.custom.factory" not in message
     assert not registry._FACTORIES
+
+
+# ------------------------------------------------------------------------------------------------ finite numbers
+
+
+def float_keys() -> list[str]:
+    """Every key of the schema that holds a float (a FloatNode, optional or not)."""
+    from omegaconf import FloatNode, OmegaConf
+
+    from gpubench.config import _schema, schema_keys
+
+    def node(key: str):
+        parent, _, leaf = key.rpartition(".")
+        return (OmegaConf.select(schema, parent) if parent else schema)._get_node(leaf)
+
+    schema = _schema()
+    return [key for key in schema_keys() if isinstance(node(key), FloatNode)]
+
+
+def test_every_float_key_refuses_infinity_and_nan_naming_the_key():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from gpubench.conf import CONF_DIR
+    from gpubench.config import register_configs, typed_config
+    from gpubench.errors import ConfigError
+
+    keys = float_keys()
+    assert len(keys) > 40 and "epoch.min_seconds" in keys and "decision.local_max_hours" in keys
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        composed = compose(config_name="config", overrides=[*BASE, "output=report.json"])
+    typed_config(composed)  # valid as composed: each refusal below is the one value's
+    for key in keys:
+        for value in (math.inf, -math.inf, math.nan):
+            cfg = composed.copy()
+            OmegaConf.update(cfg, key, value)
+            with pytest.raises(ConfigError, match=rf"^`{key}` = -?(inf|nan) is not valid: it must be a finite number"):
+                typed_config(cfg)
+
+
+@pytest.mark.parametrize("override", ["epoch.min_seconds=inf", "decision.plan.samples.mlp=inf"])
+def test_infinity_exits_2_naming_the_key_before_anything_is_measured(tmp_path, override):
+    from tests.conftest import run_gpubench
+
+    completed = run_gpubench(tmp_path, *BASE, override)
+    assert completed.returncode == 2, completed.stderr
+    key = override.split("=")[0]
+    assert f"`{key}` = inf is not valid: it must be a finite number" in one_paragraph(completed.stderr)
+    assert not list(tmp_path.glob("outputs/*/*/report.json"))
