@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,75 @@ def test_infinity_exits_2_naming_the_key_before_anything_is_measured(tmp_path, o
     key = override.split("=")[0]
     assert f"`{key}` = inf is not valid: it must be a finite number" in one_paragraph(completed.stderr)
     assert not list(tmp_path.glob("outputs/*/*/report.json"))
+
+
+# ------------------------------------------------------------------------------------------------ the user's code
+
+#: A user's module: a build that exits as argparse does on a command line it does not know, a step that exits, and
+#: a step that returns its loss as a Python float (which gpubench refuses: `.item()` synchronises every step).
+USER_MODULE = textwrap.dedent(
+    """
+    import sys
+
+    import torch
+
+
+    def _linear(batch_size, device, finish):
+        model = torch.nn.Linear(4, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step():
+            loss = model(torch.randn(batch_size, 4, device=device)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return finish(loss)
+
+        return step
+
+
+    def exits(batch_size, device):
+        sys.exit(0)
+
+
+    def step_exits(batch_size, device):
+        return _linear(batch_size, device, lambda loss: sys.exit(0))
+
+
+    def float_loss(batch_size, device):
+        return _linear(batch_size, device, lambda loss: loss.item())
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def cache_env(tmp_path_factory) -> dict[str, str]:
+    """The synthetic market's cache, shared by the module's command-line runs."""
+    return {"GPU_BENCHMARK_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+
+
+def test_a_build_that_calls_sys_exit_is_a_bad_factory_naming_the_key(tmp_path, cache_env):
+    from tests.conftest import run_gpubench
+
+    (tmp_path / "mytrain.py").write_text(USER_MODULE)
+    completed = run_gpubench(tmp_path, *BASE, "model=custom", "workloads.custom.factory=mytrain:exits", env=cache_env)
+    assert completed.returncode == 2, completed.stderr
+    message = one_paragraph(completed.stderr)
+    assert "`workloads.custom.factory` = 'mytrain:exits' is not valid: mytrain.exits(64, cpu) raised SystemExit: 0" in (
+        message
+    )
+
+
+def test_a_step_that_calls_sys_exit_is_a_failed_model_and_the_run_goes_on(tmp_path, monkeypatch, cache_env):
+    from gpubench.api import benchmark
+
+    (tmp_path / "user_steps.py").write_text(USER_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GPU_BENCHMARK_CACHE_DIR", cache_env["GPU_BENCHMARK_CACHE_DIR"])
+    from user_steps import step_exits
+
+    report = benchmark(step_exits, batch_size=8, hardware="cpu", experiment="quick", hardware__burn_in_max_seconds=0)
+    section = report.models["custom"]
+    assert section.status == "failed" and section.error == "RuntimeError: the step called sys.exit(0)"
+    assert report.status == "complete"
