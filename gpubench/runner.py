@@ -27,6 +27,7 @@ from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.distributed.launch import check_launchable, measure_distributed
+from gpubench.errors import GpubenchError
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.host import busy_host_warning, choose_cpu_threads, host_load
@@ -194,6 +195,15 @@ class Runner:
                 console.print_summary(report, str(self.writer.path))
             except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
                 console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
+            raise
+        except Exception as exc:
+            # An error that ends the run (bad input found while a model runs, such as a user's step that returns a
+            # float) says so in the report, which keeps the models measured before it, and their summary is shown.
+            reason = str(exc) if isinstance(exc, GpubenchError) else f"{type(exc).__name__}: {exc}"
+            report = replace(report, status="failed", error=redact(reason))
+            self.writer.write(report)
+            if report.models:
+                console.print_summary(report, str(self.writer.path))
             raise
         finally:
             self.writer.write(report)

@@ -268,3 +268,29 @@ def test_a_step_that_calls_sys_exit_is_a_failed_model_and_the_run_goes_on(tmp_pa
     section = report.models["custom"]
     assert section.status == "failed" and section.error == "RuntimeError: the step called sys.exit(0)"
     assert report.status == "complete"
+
+
+def test_an_error_after_a_model_was_measured_fails_the_report_and_prints_its_summary(tmp_path, cache_env):
+    import json
+
+    from tests.conftest import run_gpubench
+
+    (tmp_path / "mytrain.py").write_text(USER_MODULE)
+    completed = run_gpubench(
+        tmp_path,
+        *BASE,
+        "model.names=[mlp,custom]",
+        "workloads.custom.factory=mytrain:float_loss",
+        "decision.plan.samples.custom=1e6",
+        env=cache_env,
+    )
+    assert completed.returncode == 2, completed.stderr
+    message = one_paragraph(completed.stderr)
+    assert "the step returned its loss as a float; return the tensor itself" in message
+    (path,) = tmp_path.glob("outputs/*/*/report.json")
+    report = json.loads(path.read_text())
+    assert report["status"] == "failed" and "the step returned its loss as a float" in report["error"]
+    assert report["error"].startswith("`workloads.custom.factory` = 'mytrain:float_loss' is not valid")
+    # The model measured before the error is kept, and its summary printed.
+    assert report["models"]["mlp"]["status"] == "ok" and "custom" not in report["models"]
+    assert "mlp" in completed.stdout and str(path.name) in completed.stdout

@@ -185,7 +185,8 @@ def job_summary(
     else:
         recommendation = _decision_figures(report)
         if report.status != "complete":
-            reasons.append(f"report status is {report.status!r}, not 'complete'")
+            ended = f": {report.error}" if report.error else ""
+            reasons.append(f"report status is {report.status!r}, not 'complete'{ended}")
         for name, result in report.models.items():
             models[name] = _model_figures(result)
             if result.status == "failed":
