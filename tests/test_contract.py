@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -294,3 +296,44 @@ def test_an_error_after_a_model_was_measured_fails_the_report_and_prints_its_sum
     # The model measured before the error is kept, and its summary printed.
     assert report["models"]["mlp"]["status"] == "ok" and "custom" not in report["models"]
     assert "mlp" in completed.stdout and str(path.name) in completed.stdout
+
+
+# ------------------------------------------------------------------------------------- full and read-only disks
+
+
+@contextmanager
+def tmpfs(folder: Path, *, read_only: bool = False, full: bool = False) -> Iterator[Path]:
+    """A 64 KB tmpfs mounted at ``folder`` for the block: read-only, or filled to the last byte, as asked. Skips the
+    test where mounting is not permitted (not root, or in a container without the capability)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = "size=64k" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip() or 'mount failed'})")
+    try:
+        if full:
+            with (folder / "filler").open("wb", buffering=0) as filler:
+                try:
+                    while True:
+                        filler.write(b"x" * 1024)
+                except OSError:
+                    pass
+            # The last bytes, below one block of 1 KB.
+            with (folder / "filler").open("ab", buffering=0) as filler, pytest.raises(OSError):
+                while True:
+                    filler.write(b"x")
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_synthetic_data_on_a_full_disk_is_a_data_error_naming_the_cache(tmp_path):
+    from tests.conftest import run_gpubench
+
+    with tmpfs(tmp_path / "cache") as cache:
+        completed = run_gpubench(tmp_path, *BASE, env={"GPU_BENCHMARK_CACHE_DIR": str(cache)})
+    assert completed.returncode == 2, completed.stderr
+    message = one_paragraph(completed.stderr)
+    assert f"Cannot write the synthetic market under data.cache_dir={str(cache)!r} (No space left on device at " in (
+        message
+    )
