@@ -1,12 +1,14 @@
 """Hydra's main under a guard: the errors Hydra raises while it parses the overrides and composes the config (a
 value of the wrong type, an unknown key, an option a group does not have, an override it cannot parse) become one
-paragraph naming the key and exit code 2, like every other bad input, instead of Hydra's own report and exit 1.
+paragraph naming the key and exit code 2, like every other bad input, instead of Hydra's own report and exit 1; so
+does a file that cannot be written (Hydra's run folder in a full or read-only working folder), naming it.
 
 Hydra prints its errors itself unless ``HYDRA_FULL_ERROR`` is set, in which case it raises them; the guard sets the
 variable while Hydra runs, so that it gets the exception, and leaves it alone when the user set it (then the full
 traceback is what they asked for).
 """
 
+import logging
 import os
 import re
 import sys
@@ -106,6 +108,16 @@ def hydra_error_message(exc: BaseException) -> str:
     return message
 
 
+def _refuse(message: str, user_wants_traceback: bool) -> None:
+    """Print ``message`` as the error and exit 2; re-raise instead when the user asked for Hydra's traceback."""
+    if user_wants_traceback:
+        raise
+    from gpubench.output import console
+
+    console.error(message)
+    sys.exit(2)
+
+
 def run_hydra(task: Callable[[Any], int]) -> None:
     """Run ``task`` as gpubench's Hydra main (config ``gpubench/conf/config.yaml``); a Hydra or OmegaConf error
     raised while composing is printed as one paragraph and exits 2."""
@@ -118,17 +130,22 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     register_configs()
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)
     user_wants_traceback = "HYDRA_FULL_ERROR" in os.environ
+    # The job's log file is in the run's folder: a line that cannot be written there (a full disk) must not print
+    # logging's own traceback over the one error that says the folder cannot be written.
+    logging.raiseExceptions = False
     if not user_wants_traceback:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         app()
+    # Hydra's errors first: one of them (a config group's missing option) is an OSError too.
     except (HydraException, OmegaConfBaseException) as exc:
-        if user_wants_traceback:
-            raise
-        from gpubench.output import console
+        _refuse(hydra_error_message(exc), user_wants_traceback)
+    except OSError as exc:
+        # A file that cannot be written: Hydra's run folder and saved config (a full or read-only working folder
+        # fails before the task runs), or one of the job's own files.
+        from gpubench.hydra_files import write_error_message
 
-        console.error(hydra_error_message(exc))
-        sys.exit(2)
+        _refuse(write_error_message(exc), user_wants_traceback)
     finally:
         if not user_wants_traceback:
             os.environ.pop("HYDRA_FULL_ERROR", None)

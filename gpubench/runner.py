@@ -12,7 +12,6 @@ lacks.
 """
 
 import logging
-import os
 import platform
 import subprocess
 from collections.abc import Callable
@@ -250,28 +249,6 @@ def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
 
 # ------------------------------------------------------------------------------------------------ the job
 
-#: The files Hydra saves in a job's ``.hydra/`` folder (and a sweep's ``multirun.yaml``): they hold the overrides
-#: and the config as given, so a credential in ``tracking.uri`` would sit there in clear text.
-_HYDRA_FILES = ("config.yaml", "overrides.yaml", "hydra.yaml")
-
-
-def redact_hydra_files(context: RunContext) -> None:
-    """Rewrite the files Hydra saved for this job (and the sweep's ``multirun.yaml``) with credentials redacted;
-    Hydra writes them before the job starts, so they are rewritten in place, atomically, only where they change."""
-    paths = [context.run_dir / ".hydra" / name for name in _HYDRA_FILES]
-    if context.sweep_dir:
-        paths.append(Path(context.sweep_dir) / "multirun.yaml")
-    for path in paths:
-        try:
-            text = path.read_text()
-        except OSError:  # a launcher that saved no such file
-            continue
-        clean = redact(text)
-        if clean != text:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(clean)
-            os.replace(tmp, path)
-
 
 def _tracking_record(
     report: RunReport | None, cfg: BenchmarkConfig, context: RunContext, run_name: str, artifacts: list[Path]
@@ -310,9 +287,9 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
     and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
     job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it.
-    Hydra's saved files and the resolved config are written with credentials redacted.
+    The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
+    :mod:`gpubench.hydra_files`).
     """
-    redact_hydra_files(context)
     # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
     install_log_redaction()
     config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)

@@ -337,3 +337,43 @@ def test_synthetic_data_on_a_full_disk_is_a_data_error_naming_the_cache(tmp_path
     assert f"Cannot write the synthetic market under data.cache_dir={str(cache)!r} (No space left on device at " in (
         message
     )
+
+
+@pytest.mark.parametrize("disk", ["read-only", "full"])
+def test_a_working_folder_that_cannot_be_written_exits_2_naming_it(tmp_path, cache_env, disk):
+    from tests.conftest import run_gpubench
+
+    with tmpfs(tmp_path / "work", read_only=disk == "read-only", full=disk == "full") as work:
+        completed = run_gpubench(work, *BASE, env=cache_env)
+        single = " ".join(completed.stderr.split())
+        swept = run_gpubench(work, "-m", *BASE, "epochs=2,3", env=cache_env)
+    assert completed.returncode == 2, completed.stderr
+    assert "Traceback" not in completed.stderr and "Logging error" not in completed.stderr
+    # Hydra's mkdir of outputs/ names the folder; a full disk, found as Hydra closes its saved config, names none:
+    # the run's folder is named instead.
+    where = f"{work}/outputs" if disk == "read-only" else f"a file under {work}/outputs/"
+    reason = "Read-only file system" if disk == "read-only" else "No space left on device"
+    assert single.startswith(f"gpubench: error: cannot write {where}") and f"({reason})" in single
+    assert "hydra.run.dir=<folder>" in single
+    assert swept.returncode == 2, swept.stderr
+    assert "Traceback" not in swept.stderr and "Logging error" not in swept.stderr
+    assert f"gpubench: error: cannot write {where.replace('outputs', 'multirun')}" in " ".join(swept.stderr.split())
+
+
+def every_file_text(folder: Path) -> str:
+    """The text of every file under ``folder`` (undecodable bytes replaced), for a secret to be searched in."""
+    return "\n".join(path.read_text(errors="replace") for path in sorted(folder.rglob("*")) if path.is_file())
+
+
+def test_a_bad_value_leaves_no_credential_in_hydras_saved_files(tmp_path):
+    from tests.conftest import run_gpubench
+
+    completed = run_gpubench(
+        tmp_path, *BASE, "tracking.enabled=true", "tracking.uri=http://alice:PW4242@127.0.0.1:9", "epochs=0"
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert "`epochs` = 0 is not valid" in one_paragraph(completed.stderr)
+    (hydra_dir,) = tmp_path.glob("outputs/*/*/.hydra")
+    assert {path.name for path in hydra_dir.iterdir()} == {"config.yaml", "hydra.yaml", "overrides.yaml"}
+    assert "http://alice:***@127.0.0.1:9" in (hydra_dir / "overrides.yaml").read_text()
+    assert "PW4242" not in every_file_text(tmp_path) + completed.stdout + completed.stderr

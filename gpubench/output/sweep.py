@@ -32,6 +32,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gpubench.hydra_files import write_error_message
 from gpubench.output import console, tracking
 from gpubench.output.config import TrackingConfig
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
@@ -583,7 +584,17 @@ class SweepSummaryCallback(Callback):
         if config is None:
             return None
         atexit.unregister(self._finish)
-        summary = write_sweep_summary(Path(str(config.hydra.sweep.dir)), aborted=aborted)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        try:
+            summary = write_sweep_summary(sweep_dir, aborted=aborted)
+        except OSError as exc:
+            # A full or read-only sweep folder. At exit the error that ended the sweep was said already (often the
+            # same folder), and the exit code is set: a notice. At the sweep's end it is the error, exit 2.
+            if aborted:
+                console.notice(f"no sweep summary: it cannot be written in {sweep_dir} ({exc.strerror or exc}).")
+                return None
+            console.error(write_error_message(exc))
+            sys.exit(2)
         outcome = log_sweep_parent(config, summary, aborted=aborted)
         if outcome is not None and outcome.warning:
             console.notice(outcome.warning)
