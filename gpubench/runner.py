@@ -225,6 +225,7 @@ class Runner:
             output_dir=str(self.context.run_dir),
             sweep_dir=self.context.sweep_dir,
             job_num=self.context.job_num,
+            mlflow_run_id=self.context.mlflow_run_id,
             versions={
                 "gpubench": __version__,
                 "torch": torch.__version__,
@@ -307,7 +308,8 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     for message in live.new_messages():
         console.notice(message)
     try:
-        runner = Runner(cfg, context, epoch_observer=live.on_epoch, model_observer=live.end_model)
+        job = replace(context, mlflow_run_id=live.run_id)
+        runner = Runner(cfg, job, epoch_observer=live.on_epoch, model_observer=live.end_model)
         completed = runner.run()
     # Whatever ends the job early (an interrupt, a signal turned into an exception, bad input, a bug), the MLflow run
     # must not stay RUNNING: it ends with the partial report, and the exception goes on to the entry point.

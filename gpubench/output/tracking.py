@@ -492,16 +492,20 @@ class LiveRun:
             console.notice(f"MLflow run {record.run_name}: {link}")
 
 
-def log_run(config: TrackingConfig, record: RunRecord, *, kept: str = REPORT_KEPT) -> TrackingOutcome:
-    """Log ``record`` as one MLflow run, created and ended FINISHED at once; never raises for tracking failures
-    (returns a warning instead, which says that ``kept`` was kept regardless)."""
+def log_run(
+    config: TrackingConfig, record: RunRecord, *, kept: str = REPORT_KEPT, status: str = FINISHED
+) -> TrackingOutcome:
+    """Log ``record`` as one MLflow run, created and ended at once with ``status``; never raises for tracking
+    failures (returns a warning instead, which says that ``kept`` was kept regardless)."""
     live = LiveRun.start(config, run_name=record.run_name, params=record.params, tags=record.tags, kept=kept)
-    return live.finish(record, FINISHED)
+    return live.finish(record, status)
 
 
-def log_sweep_run(config: TrackingConfig, record: RunRecord, child_run_ids: Sequence[str]) -> TrackingOutcome:
-    """Log a sweep's parent run (``record``) and nest the sweep's job runs under it; never raises for tracking
-    failures (returns a warning instead).
+def log_sweep_run(
+    config: TrackingConfig, record: RunRecord, child_run_ids: Sequence[str], *, status: str = FINISHED
+) -> TrackingOutcome:
+    """Log a sweep's parent run (``record``), ended with ``status``, and nest the sweep's job runs under it; never
+    raises for tracking failures (returns a warning instead).
 
     The jobs log their runs before the sweep ends, so none can name its parent when it is created: afterwards each
     child in ``child_run_ids`` that is in this store, in the parent's experiment and tagged with the same
@@ -511,7 +515,7 @@ def log_sweep_run(config: TrackingConfig, record: RunRecord, child_run_ids: Sequ
     if not config.enabled:
         return TrackingOutcome(run_id=None)
     kept = "the summary files were written"
-    outcome = log_run(config, record, kept=kept)
+    outcome = log_run(config, record, kept=kept, status=status)
     if outcome.run_id is None:
         return outcome
     try:
