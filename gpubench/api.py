@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
+from gpubench.cli_errors import hydra_error_message, quote_value
 from gpubench.conf import CONF_DIR
 from gpubench.errors import ConfigError
 from gpubench.models.custom import registry
@@ -47,10 +49,7 @@ def override_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(override_value(item) for item in value) + "]"
     text = str(value)
-    if _PLAIN_VALUE.match(text):
-        return text
-    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{escaped}'"
+    return text if _PLAIN_VALUE.match(text) else quote_value(text)
 
 
 def _option_overrides(options: Mapping[str, Any]) -> list[str]:
@@ -111,6 +110,12 @@ def benchmark(
     from gpubench.output.report_file import read_report
     from gpubench.runner import run
 
+    if not callable(build):
+        raise ConfigError(
+            f"`build` = {build!r} is not callable: gpubench.benchmark's first argument must be your build function, "
+            "`build(batch_size, device)` returning a callable that runs one optimizer update (the function itself, "
+            "not its name or its result)."
+        )
     # One override given as a plain string is one override, not a sequence of one-character ones.
     user_overrides = [*_option_overrides(options), *([overrides] if isinstance(overrides, str) else overrides)]
     refused = sorted({_key_of(o) for o in user_overrides} & set(_OWN_KEYS))
@@ -137,8 +142,10 @@ def benchmark(
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="gpubench"):
             try:
                 cfg = compose(config_name="config", overrides=all_overrides, return_hydra_config=True)
-            except HydraException as exc:  # an unknown key or option, an override Hydra cannot parse
-                raise ConfigError(" ".join(str(exc).split())) from None
+            # An unknown key or option, a value of the wrong type, an override Hydra cannot parse: worded as the
+            # command line words it.
+            except (HydraException, OmegaConfBaseException) as exc:
+                raise ConfigError(hydra_error_message(exc)) from None
         run_dir = Path(str(cfg.hydra.run.dir)).absolute()
         choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
         with open_dict(cfg):

@@ -1,13 +1,16 @@
 """Hydra's main under a guard: the errors Hydra raises while it parses the overrides and composes the config (a
 value of the wrong type, an unknown key, an option a group does not have, an override it cannot parse) become one
-paragraph naming the key and exit code 2, like every other bad input, instead of Hydra's own report and exit 1.
+paragraph naming the key and exit code 2, like every other bad input, instead of Hydra's own report and exit 1; so
+does a file that cannot be written (Hydra's run folder in a full or read-only working folder), naming it.
 
 Hydra prints its errors itself unless ``HYDRA_FULL_ERROR`` is set, in which case it raises them; the guard sets the
 variable while Hydra runs, so that it gets the exception, and leaves it alone when the user set it (then the full
 traceback is what they asked for).
 """
 
+import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +52,37 @@ def _flatten(text: str) -> str:
     return " ".join(parts)
 
 
+def quote_value(text: str) -> str:
+    """``text`` as a quoted string of Hydra's override grammar, which reads it back as ``text`` whatever it holds
+    (a URL with ``?`` and ``=``, a path with spaces or accented letters, quotes, backslashes).
+
+    Inside quotes Hydra unescapes only the backslashes that precede a quote or end the string: those are doubled
+    and each quote is escaped; any other backslash (a Windows path) stays as it is."""
+    escaped = re.sub(r"(\\*)'", lambda match: match[1] * 2 + "\\'", text)
+    escaped = re.sub(r"(\\+)$", lambda match: match[1] * 2, escaped)
+    return f"'{escaped}'"
+
+
+def _quoted(override: str) -> str:
+    """``key='value'``: the override with its value quoted (:func:`quote_value`)."""
+    key, has_value, value = override.partition("=")
+    return f"{key}={quote_value(value)}" if has_value else override
+
+
+def _unparsable_override_message(override: str, detail: str) -> str:
+    """The error for an override Hydra's grammar refuses: the override itself (Hydra's lexer message may name
+    neither it nor its key), Hydra's reason, and how to quote the value."""
+    # Hydra's lexer repeats the override with a caret under the offending character on a line of its own: in one
+    # paragraph the caret points nowhere.
+    reason = " ".join(word for word in detail.split() if word != "^").rstrip(".")
+    quoted = _quoted(override)
+    return (
+        f"the override `{override}` cannot be parsed ({reason}). If its value is text (a URL, a path with spaces "
+        f"or accented letters), quote the value: `{quoted}`; on a shell, wrap the whole override in double quotes "
+        f'too: "{quoted}".'
+    )
+
+
 def hydra_error_message(exc: BaseException) -> str:
     """One paragraph for an exception Hydra raised while composing the config; names the key where one is known."""
     from hydra.errors import OverrideParseException
@@ -68,10 +102,20 @@ def hydra_error_message(exc: BaseException) -> str:
         return f"`{key}`{given}: {detail} Give a value of the key's type; `python -m gpubench --cfg job` shows them."
     message = _flatten(str(exc))
     if isinstance(exc, OverrideParseException):
-        message = f"an override cannot be parsed: {message}"
+        return _unparsable_override_message(exc.override, message)
     if cause is not None:
         message += " " + _flatten(str(cause))
     return message
+
+
+def _refuse(message: str, user_wants_traceback: bool) -> None:
+    """Print ``message`` as the error and exit 2; re-raise instead when the user asked for Hydra's traceback."""
+    if user_wants_traceback:
+        raise
+    from gpubench.output import console
+
+    console.error(message)
+    sys.exit(2)
 
 
 def run_hydra(task: Callable[[Any], int]) -> None:
@@ -86,17 +130,22 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     register_configs()
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)
     user_wants_traceback = "HYDRA_FULL_ERROR" in os.environ
+    # The job's log file is in the run's folder: a line that cannot be written there (a full disk) must not print
+    # logging's own traceback over the one error that says the folder cannot be written.
+    logging.raiseExceptions = False
     if not user_wants_traceback:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         app()
+    # Hydra's errors first: one of them (a config group's missing option) is an OSError too.
     except (HydraException, OmegaConfBaseException) as exc:
-        if user_wants_traceback:
-            raise
-        from gpubench.output import console
+        _refuse(hydra_error_message(exc), user_wants_traceback)
+    except OSError as exc:
+        # A file that cannot be written: Hydra's run folder and saved config (a full or read-only working folder
+        # fails before the task runs), or one of the job's own files.
+        from gpubench.hydra_files import write_error_message
 
-        console.error(hydra_error_message(exc))
-        sys.exit(2)
+        _refuse(write_error_message(exc), user_wants_traceback)
     finally:
         if not user_wants_traceback:
             os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -233,6 +233,17 @@ def _console_log_level(verbose: Any) -> str:
     return "DEBUG" if verbose not in (False, None, "", "false", "False") else "WARNING"
 
 
+def _non_finite_keys(tree: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """The dotted keys of ``tree`` (nested dicts and lists) whose value is a float that is not finite, with it."""
+    if isinstance(tree, float):
+        return [] if math.isfinite(tree) else [(prefix, tree)]
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    found = []
+    for key, value in items:
+        found += _non_finite_keys(value, f"{prefix}.{key}" if prefix else str(key))
+    return found
+
+
 def typed_config(cfg: DictConfig) -> BenchmarkConfig:
     """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key); a key the
     schema does not know (added with ``+key=value``) is refused by name."""
@@ -240,6 +251,16 @@ def typed_config(cfg: DictConfig) -> BenchmarkConfig:
     if unknown:
         raise ConfigError(unknown_key_message(unknown[0]))
     try:
+        # No key takes infinity or NaN as a meaning (no limit, unset): each is a time, a size, a rate or a plan, and
+        # inf passes the range checks (`> 0`) only to overflow where it is used (int(inf) sizing an epoch, a plan of
+        # inf samples). One check here holds for every numeric key, whichever group declares it.
+        non_finite = _non_finite_keys(OmegaConf.to_container(cfg, resolve=True))
+        if non_finite:
+            key, value = non_finite[0]
+            raise ConfigError(
+                f"`{key}` = {value!r} is not valid: it must be a finite number (inf and nan are none); for no limit, "
+                "give a large finite value."
+            )
         typed = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else None

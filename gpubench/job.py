@@ -19,6 +19,9 @@ class RunContext:
     job_num: int | None = None
     overrides: tuple[str, ...] = ()
     choices: dict[str, str] = field(default_factory=dict)
+    #: The job's MLflow run, once created (None without tracking): in the report from its first write, so that a
+    #: job ended early still names its run (a sweep nests it under its parent run by it).
+    mlflow_run_id: str | None = None
 
     @classmethod
     def from_hydra(cls, cfg: DictConfig) -> "RunContext":

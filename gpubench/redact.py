@@ -16,12 +16,13 @@ from typing import Any
 MASK = "***"
 
 # scheme://userinfo@ — the user info stops at the first '/', '@' or whitespace (a password's own '@' or '/' must be
-# percent-encoded in a URL); quotes end it too, so a URL inside a repr or YAML string is found. Hydra writes a sweep's
+# percent-encoded in a URL); quotes and backticks end it too, so a URL inside a repr, a YAML string or a message that
+# names it in backticks is found, and the closing quote or backtick kept. Hydra writes a sweep's
 # override values with ':' and '=' escaped (``http\://alice\:pw@host``), so a backslash may precede them.
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*\\*://)(?P<userinfo>[^/@\s'\"]+)@")
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*\\*://)(?P<userinfo>[^/@\s'\"`]+)@")
 _SECRET_QUERY = re.compile(
     r"(?P<name>[?&;](?:[\w.\-]*?(?:token|password|passwd|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|"
-    r"signature|sig|credential|auth)[\w.\-]*)\\*=)(?P<value>[^&#\s'\"]+)",
+    r"signature|sig|credential|auth)[\w.\-]*)\\*=)(?P<value>[^&#\s'\"`]+)",
     re.IGNORECASE,
 )
 

@@ -1582,7 +1582,9 @@ class WhatIf(Record):
 
 # --------------------------------------------------------------------------------------------------- the report
 
-RunStatus = Literal["running", "complete", "interrupted"]
+#: ``failed``: an error ended the run after it started (``RunReport.error`` says which); the models measured before
+#: it are kept.
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
 
 @dataclass(frozen=True)
@@ -1590,9 +1592,10 @@ class RunReport(Record):
     """The whole report: when, which gpubench, the run, the hardware, the data, every model measured so far (in
     the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then.
     ``what_ifs`` holds, per model, the alternatives measured briefly after the main measurements
-    (``decision.what_if``); left out of the dict when none were."""
+    (``decision.what_if``); left out of the dict when none were. ``error`` says what ended a ``failed`` run (left
+    out otherwise)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs", "error")
 
     timestamp: str
     benchmark_version: str
@@ -1604,6 +1607,7 @@ class RunReport(Record):
     models: dict[str, ModelResult] = field(default_factory=dict)
     recommendation: Recommendation | None = None
     what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict)
+    error: str | None = None
 
     @classmethod
     def start(cls, run: RunInfo, hardware: HardwareReport, data: DataProvenance | None) -> RunReport:

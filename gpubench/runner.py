@@ -12,7 +12,6 @@ lacks.
 """
 
 import logging
-import os
 import platform
 import subprocess
 import time
@@ -27,6 +26,7 @@ from gpubench import __version__
 from gpubench.config import BenchmarkConfig
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.distributed.launch import check_launchable, measure_distributed
+from gpubench.errors import GpubenchError
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.host import busy_host_warning, host_load, probe_host_speed
@@ -218,6 +218,15 @@ class Runner:
             except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
                 console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
             raise
+        except Exception as exc:
+            # An error that ends the run (bad input found while a model runs, such as a user's step that returns a
+            # float) says so in the report, which keeps the models measured before it, and their summary is shown.
+            reason = str(exc) if isinstance(exc, GpubenchError) else f"{type(exc).__name__}: {exc}"
+            report = replace(report, status="failed", error=redact(reason))
+            self.writer.write(report)
+            if report.models:
+                console.print_summary(report, str(self.writer.path))
+            raise
         finally:
             self.writer.write(report)
         return CompletedRun(report=report, memory_timelines=timelines)
@@ -239,6 +248,7 @@ class Runner:
             output_dir=str(self.context.run_dir),
             sweep_dir=self.context.sweep_dir,
             job_num=self.context.job_num,
+            mlflow_run_id=self.context.mlflow_run_id,
             versions={
                 "gpubench": __version__,
                 "torch": torch.__version__,
@@ -262,28 +272,6 @@ def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
 
 
 # ------------------------------------------------------------------------------------------------ the job
-
-#: The files Hydra saves in a job's ``.hydra/`` folder (and a sweep's ``multirun.yaml``): they hold the overrides
-#: and the config as given, so a credential in ``tracking.uri`` would sit there in clear text.
-_HYDRA_FILES = ("config.yaml", "overrides.yaml", "hydra.yaml")
-
-
-def redact_hydra_files(context: RunContext) -> None:
-    """Rewrite the files Hydra saved for this job (and the sweep's ``multirun.yaml``) with credentials redacted;
-    Hydra writes them before the job starts, so they are rewritten in place, atomically, only where they change."""
-    paths = [context.run_dir / ".hydra" / name for name in _HYDRA_FILES]
-    if context.sweep_dir:
-        paths.append(Path(context.sweep_dir) / "multirun.yaml")
-    for path in paths:
-        try:
-            text = path.read_text()
-        except OSError:  # a launcher that saved no such file
-            continue
-        clean = redact(text)
-        if clean != text:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(clean)
-            os.replace(tmp, path)
 
 
 def _tracking_record(
@@ -323,9 +311,9 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
     and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
     job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it.
-    Hydra's saved files and the resolved config are written with credentials redacted.
+    The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
+    :mod:`gpubench.hydra_files`).
     """
-    redact_hydra_files(context)
     # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
     install_log_redaction()
     config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
@@ -343,7 +331,8 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     for message in live.new_messages():
         console.notice(message)
     try:
-        runner = Runner(cfg, context, epoch_observer=live.on_epoch, model_observer=live.end_model)
+        job = replace(context, mlflow_run_id=live.run_id)
+        runner = Runner(cfg, job, epoch_observer=live.on_epoch, model_observer=live.end_model)
         completed = runner.run()
     # Whatever ends the job early (an interrupt, a signal turned into an exception, bad input, a bug), the MLflow run
     # must not stay RUNNING: it ends with the partial report, and the exception goes on to the entry point.

@@ -29,6 +29,11 @@ def install() -> None:
         signal.signal(handled, _raise_interrupt)
 
 
+def interrupting_signal() -> int | None:
+    """The number of the first handled signal this process received, or None when none was."""
+    return _received[0] if _received else None
+
+
 def received_signal() -> int:
     """The number of the first handled signal received, or SIGINT's when none was (a KeyboardInterrupt raised
     some other way, such as Python's own SIGINT handler before :func:`install`)."""

@@ -56,7 +56,7 @@ REFUSALS = [
     ("hardware=nosuchcard", "Could not find 'hardware/nosuchcard' Available options in 'hardware': a100_40gb,"),
     ("model=model_schema", "Could not find 'model/model_schema'"),
     ("hardware=hardware_schema", "Could not find 'hardware/hardware_schema'"),
-    ("epochs=[", "an override cannot be parsed"),
+    ("epochs=[", "the override `epochs=[` cannot be parsed (no viable alternative at input"),
 ]
 
 #: Refusals whose command-line run is in the slow pass: each one's message is pinned in process below, and the

@@ -290,11 +290,13 @@ def test_more_processes_than_gpus_is_refused_before_launching():
     with pytest.raises(ConfigError, match=r"`distributed.nproc` = 4 is not valid here: this machine shows 2 CUDA"):
         check_launchable(cfg, torch.device("cuda", 0), gpu_count=lambda: 2)
     check_launchable(BenchmarkConfig(distributed=DistributedConfig(nproc=2)), torch.device("cuda", 0), lambda: 2)
-    # The CPU runs any number of processes, but not over NCCL.
-    check_launchable(cfg, torch.device("cpu"))
+    # The CPU runs as many processes as it has CPUs to give them, but not over NCCL.
+    check_launchable(cfg, torch.device("cpu"), cpu_count=lambda: 4)
+    with pytest.raises(ConfigError, match=r"`distributed.nproc` = 4 is not valid here: this process may use 3 CPU"):
+        check_launchable(cfg, torch.device("cpu"), cpu_count=lambda: 3)
     nccl = BenchmarkConfig(distributed=DistributedConfig(nproc=2, backend="nccl"))
     with pytest.raises(ConfigError, match=r"`distributed.backend` = 'nccl' is not valid on the CPU"):
-        check_launchable(nccl, torch.device("cpu"))
+        check_launchable(nccl, torch.device("cpu"), cpu_count=lambda: 2)
 
 
 def test_one_process_leaves_the_trained_network_unwrapped():
@@ -433,6 +435,26 @@ def test_the_cli_refuses_ddp_with_cuda_graphs_as_bad_input(tmp_path):
     assert completed.returncode == 2
     assert "Traceback" not in completed.stderr
     assert "`distributed.nproc` = 2 with `execution.compile` = 'reduce-overhead'" in completed.stderr
+
+
+def test_the_cli_refuses_more_ranks_than_cpus_on_the_cpu_before_measuring(tmp_path):
+    from gpubench.hardware.host import available_cpus
+
+    nproc = available_cpus() + 1
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpubench", *QUICK_DDP, f"distributed.nproc={nproc}", "hardware.burn_in_max_seconds=0"],
+        cwd=tmp_path,
+        env=environment(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 2, completed.stderr
+    message = " ".join(completed.stderr.split())
+    assert "Traceback" not in message
+    assert f"`distributed.nproc` = {nproc} is not valid here: this process may use {nproc - 1} CPU(s)" in message
+    # Refused before any rank started or any model was measured.
+    assert not list(tmp_path.glob("outputs/*/*/distributed")) and not list(tmp_path.glob("outputs/*/*/report.json"))
 
 
 # ------------------------------------------------------------------------------------------------ signals (slow)

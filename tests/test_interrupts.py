@@ -231,7 +231,7 @@ def test_sigterm_to_a_sweep_still_writes_the_sweep_summary(tmp_path):
     assert code == 143, stderr[-3000:]
     assert "Traceback" not in stderr
     summary = (sweep_dir / "sweep_summary.md").read_text()
-    assert "ended early" in summary or "did not finish" in summary
+    assert "The sweep was interrupted by SIGTERM" in summary and "did not finish" not in summary
     report = json.loads((sweep_dir / "0" / "report.json").read_text())
     assert report["status"] == "interrupted" and report["models"]["tft"]["status"] == "interrupted"
 
@@ -245,3 +245,54 @@ def test_ctrl_c_during_startup_prints_no_traceback(tmp_path):
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted (SIGINT)" in stderr
+
+
+@pytest.mark.slow
+def test_sigterm_in_a_tracked_sweeps_second_job_nests_its_run_and_kills_the_parent(tmp_path):
+    """Job 0 (3 epochs) completes; SIGTERM comes in job 1's fifth epoch (of 30). The summary blames the signal, no
+    job summary stays running, job 1's MLflow run is nested under the sweep's parent, which ends KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    sweep_dir, store = tmp_path / "sweep", tmp_path / "mlflow.db"
+    args = ["-m", "model=mlp", "experiment=quick", "epoch.min_seconds=0.2", "epochs=3,30", *FAST]
+    args += ["tracking.enabled=true", f"tracking.uri=sqlite:///{store}", f"hydra.sweep.dir={sweep_dir}"]
+    stderr_path = tmp_path / "stderr.txt"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")})
+    with stderr_path.open("w") as stderr_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gpubench", *args],
+            cwd=tmp_path,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while "mlp measured epoch 5/30" not in stderr_path.read_text() and time.monotonic() < deadline:
+                assert process.poll() is None, stderr_path.read_text()[-3000:]
+                time.sleep(0.2)
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    stderr = stderr_path.read_text()
+    assert process.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr
+    jobs = {num: json.loads((sweep_dir / str(num) / "job_summary.json").read_text()) for num in (0, 1)}
+    assert jobs[0]["status"] == "ok"
+    assert jobs[1]["status"] == "failed" and jobs[1]["job_error"].startswith("interrupted by SIGTERM while the job ran")
+    markdown = (sweep_dir / "sweep_summary.md").read_text()
+    assert "killed for time or memory" not in markdown and "The sweep was interrupted by SIGTERM" in markdown
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    runs = client.search_runs([client.get_experiment_by_name("gpubench").experiment_id])
+    (parent,) = [run for run in runs if run.data.tags.get("gpubench.sweep_parent") == "true"]
+    assert parent.info.status == "KILLED"
+    children = {run.data.tags["gpubench.job_num"]: run for run in runs if run is not parent}
+    assert {num: run.info.status for num, run in children.items()} == {"0": "FINISHED", "1": "KILLED"}
+    assert all(run.data.tags.get("mlflow.parentRunId") == parent.info.run_id for run in children.values())
+    assert json.loads((sweep_dir / "1" / "report.json").read_text())["run"]["mlflow_run_id"] == (
+        children["1"].info.run_id
+    )

@@ -367,3 +367,38 @@ def test_the_summary_has_the_decision_columns_and_no_credentials(tmp_path):
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.name.startswith("sweep_summary"):
             assert "SECRETPW42" not in path.read_text(), path
+
+
+def test_an_interrupted_sweep_blames_the_interrupt_and_leaves_no_job_running(tmp_path):
+    import signal
+
+    finished = make_job(tmp_path, 0, [*COMMON, "seed=1"], report([10.0, 11.0]))
+    cut = make_job(tmp_path, 1, [*COMMON, "seed=2"], replace(report([10.0, 11.0]), status="interrupted"))
+    for job_dir, num in ((finished, 0), (cut, 1)):
+        running = {"job_num": num, "overrides": [*COMMON, f"seed={num + 1}"], "status": "running"}
+        (job_dir / sweep.JOB_SUMMARY_FILE).write_text(json.dumps(running))
+    jobs = sweep.write_sweep_summary(tmp_path, aborted=True, interrupted_by=int(signal.SIGTERM)).jobs
+    # The signal came after job 0's report was complete: its work is whole.
+    assert jobs[0]["status"] == "ok" and jobs[0]["job_error"] is None
+    assert jobs[1]["status"] == "failed"
+    assert jobs[1]["job_error"] == (
+        "interrupted by SIGTERM while the job ran; report status is 'interrupted', not 'complete'"
+    )
+    markdown = (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
+    assert "sys.exit" not in markdown and "killed for time or memory" not in markdown
+    # Nothing is left `running` on disk.
+    for job_dir, status in ((finished, "ok"), (cut, "failed")):
+        assert json.loads((job_dir / sweep.JOB_SUMMARY_FILE).read_text())["status"] == status
+
+
+@pytest.mark.parametrize(("code", "meaning"), [(130, "SIGINT"), (143, "SIGTERM"), (129, "SIGHUP")])
+def test_a_job_that_returned_a_signals_exit_code_is_said_interrupted_by_it(tmp_path, code, meaning):
+    make_job(tmp_path, 0, COMMON, replace(report([10.0, 11.0]), status="interrupted"))
+    summary = sweep.job_summary(
+        job_num=0,
+        overrides=COMMON,
+        output_dir=tmp_path / "0",
+        report_path=tmp_path / "0" / "report.json",
+        exit_code=code,
+    )
+    assert summary["job_error"].startswith(f"exit code {code} (interrupted by {meaning})")

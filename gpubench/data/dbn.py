@@ -687,11 +687,14 @@ def write_ohlcv_dbn(
         symbols=list(symbols),
         mappings=mappings,
     )
-    with path.open("wb") as stream:
-        transcoder = databento_dbn.Transcoder(stream, databento_dbn.Encoding.DBN, databento_dbn.Compression.ZSTD)
-        transcoder.write(bytes(metadata) + encode_ohlcv_records(records, schema))
-        # finish() writes the zstd end-of-frame block and checksum; without it the file reads as truncated.
-        transcoder.finish()
+    # Encoded in memory, then written by Python: a write the transcoder made itself would fail (a full disk) as
+    # databento_dbn.DBNError, which hides the OSError, its errno and the path. A session file is tens of kilobytes.
+    encoded = io.BytesIO()
+    transcoder = databento_dbn.Transcoder(encoded, databento_dbn.Encoding.DBN, databento_dbn.Compression.ZSTD)
+    transcoder.write(bytes(metadata) + encode_ohlcv_records(records, schema))
+    # finish() writes the zstd end-of-frame block and checksum; without it the file reads as truncated.
+    transcoder.finish()
+    path.write_bytes(encoded.getvalue())
 
 
 def _utc_date(ts_ns: int) -> dt.date:

@@ -389,6 +389,6 @@ def generate_synthetic_dbn(
     except OSError as exc:
         raise DataError(
             f"Cannot write the synthetic market under data.cache_dir={str(cache_dir)!r} ({exc.strerror or exc} "
-            f"at {folder}); set data.cache_dir to a writable folder."
+            f"at {folder}); set data.cache_dir to a writable folder with free space."
         ) from exc
     return SyntheticDataset(folder=folder, files=tuple(files), generated=True)

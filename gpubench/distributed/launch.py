@@ -35,6 +35,7 @@ from gpubench.config import BenchmarkConfig
 from gpubench.distributed.scaling import GatheredRun, distributed_scaling
 from gpubench.distributed.worker import PID_FILE_PATTERN, WorkerSpec
 from gpubench.errors import ConfigError
+from gpubench.hardware.host import available_cpus
 from gpubench.hardware.selection import visible_gpu_count
 from gpubench.measure.batch_search import release_device_memory
 from gpubench.model_run import ModelInterrupted, ModelRun
@@ -52,10 +53,14 @@ _ROOT_CAUSE = "Root Cause (first observed failure):"
 
 
 def check_launchable(
-    cfg: BenchmarkConfig, device: torch.device, gpu_count: Callable[[], int] = visible_gpu_count
+    cfg: BenchmarkConfig,
+    device: torch.device,
+    gpu_count: Callable[[], int] = visible_gpu_count,
+    cpu_count: Callable[[], int] = available_cpus,
 ) -> None:
     """Refuse ``distributed`` settings this machine cannot run, before anything is measured: more processes than
-    visible GPUs on a GPU run, or the NCCL backend on the CPU. Raises ConfigError naming the key."""
+    visible GPUs on a GPU run, more processes than usable CPUs on a CPU run, or the NCCL backend on the CPU.
+    Raises ConfigError naming the key."""
     distributed = cfg.distributed
     if not distributed.enabled:
         return
@@ -67,7 +72,17 @@ def check_launchable(
                 f"GPU(s) (CUDA_VISIBLE_DEVICES applied), and each rank needs a GPU of its own. Use distributed.nproc "
                 f"<= {visible}, or hardware=cpu to run {distributed.nproc} processes on the CPU."
             )
-    elif distributed.backend == "nccl":
+        return
+    # Ranks sharing a core time the cores' contention, not data-parallel scaling (3 ranks on 2 cores measured an
+    # "efficiency" of 0.10): each rank needs a CPU of its own, as each needs a GPU of its own on a GPU run.
+    usable = cpu_count()
+    if distributed.nproc > usable:
+        raise ConfigError(
+            f"`distributed.nproc` = {distributed.nproc} is not valid here: this process may use {usable} CPU(s) "
+            f"(its affinity applied), and each rank on the CPU needs one of its own, or the scaling measured is the "
+            f"ranks' contention for the cores. Use distributed.nproc <= {usable}."
+        )
+    if distributed.backend == "nccl":
         raise ConfigError(
             "`distributed.backend` = 'nccl' is not valid on the CPU: NCCL needs GPUs. Use distributed.backend=gloo "
             "or auto (gloo on the CPU)."

@@ -32,6 +32,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gpubench import signals
+from gpubench.hydra_files import write_error_message
 from gpubench.output import console, tracking
 from gpubench.output.config import TrackingConfig
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
@@ -81,11 +83,12 @@ DECISION_COLUMNS = (
 JOB_COLUMNS = ("job_num", "job_status")
 TRAILING_COLUMNS = ("job_error", "mlflow_run_id", "output_dir")
 
-#: What the exit codes of ``python -m gpubench`` mean (see ``gpubench/__main__.py``).
+#: What the exit codes of ``python -m gpubench`` mean (see ``gpubench/__main__.py``): 128 + the signal's number for
+#: each handled signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 _EXIT_CODE_MEANINGS = {
     1: "a model failed with an unexpected error",
     2: "bad input: config, data or output path (the job's stderr says which)",
-    130: "interrupted",
+    **{128 + int(handled): f"interrupted by {handled.name}" for handled in signals.HANDLED_SIGNALS},
 }
 
 _NOT_FINISHED = (
@@ -194,7 +197,8 @@ def job_summary(
     else:
         recommendation = _decision_figures(report)
         if report.status != "complete":
-            reasons.append(f"report status is {report.status!r}, not 'complete'")
+            ended = f": {report.error}" if report.error else ""
+            reasons.append(f"report status is {report.status!r}, not 'complete'{ended}")
         for name, result in report.models.items():
             models[name] = _model_figures(result)
             if result.status == "failed":
@@ -258,12 +262,14 @@ def _hydra_job_record(job_dir: Path) -> tuple[int | None, list[str]]:
     return job_num, overrides
 
 
-def read_job(job_dir: Path) -> dict[str, Any]:
+def read_job(job_dir: Path, interrupted_by: int | None = None) -> dict[str, Any]:
     """The final summary of the job in ``job_dir``, from its files.
 
     A summary written by ``on_job_end`` is taken as is. Otherwise (no summary: the callback was not registered;
     or one still ``running``: the job's process ended before ``on_job_end``) it is rebuilt from Hydra's saved
-    overrides and the report, and a job that was still running is marked failed.
+    overrides and the report, and a job that was still running is marked failed. When the sweep was interrupted
+    (``interrupted_by``: the signal's number) the interrupt is the reason, and a job still ``running`` whose report
+    is complete is ok: the signal came between its end and Hydra's ``on_job_end``.
     """
     saved = _read_json(job_dir / JOB_SUMMARY_FILE)
     if saved is not None and saved.get("status") in FINAL_JOB_STATUSES:
@@ -271,14 +277,30 @@ def read_job(job_dir: Path) -> dict[str, Any]:
     job_num, overrides = _hydra_job_record(job_dir)
     if saved is not None:
         job_num, overrides = saved.get("job_num", job_num), saved.get("overrides", overrides)
+    report_path = Path(saved["report_path"]) if saved and saved.get("report_path") else job_dir / REPORT_FILE_NAME
+    task_error = _NOT_FINISHED if saved is not None else None
+    if saved is not None and interrupted_by is not None:
+        report = _read_job_report(report_path)
+        complete = not isinstance(report, str) and report.status == "complete"
+        task_error = None if complete else f"interrupted by {signals.signal_name(interrupted_by)} while the job ran"
     return job_summary(
         job_num=job_num,
         overrides=overrides,
         output_dir=job_dir,
-        report_path=Path(saved["report_path"]) if saved and saved.get("report_path") else job_dir / REPORT_FILE_NAME,
-        task_error=_NOT_FINISHED if saved is not None else None,
+        report_path=report_path,
+        task_error=task_error,
         started_at=(saved or {}).get("started_at"),
     )
+
+
+def _final_job(job_dir: Path, interrupted_by: int | None) -> dict[str, Any]:
+    """:func:`read_job`, with a summary it had to rebuild written back to the job's folder: a job ended before
+    ``on_job_end`` must not keep a ``running`` summary on disk."""
+    job = read_job(job_dir, interrupted_by)
+    saved = _read_json(job_dir / JOB_SUMMARY_FILE)
+    if saved is not None and saved.get("status") not in FINAL_JOB_STATUSES:
+        write_json_atomic(job_dir / JOB_SUMMARY_FILE, job)
+    return job
 
 
 def resumable_report(report_path: Path, overrides: Sequence[str]) -> RunReport | None:
@@ -384,7 +406,14 @@ def _rental(choice: Any, usd: Any) -> str:
 
 
 def _markdown(
-    sweep_dir: Path, jobs: list[dict], rows: list[dict], keys: list[str], varying: list[str], *, aborted: bool
+    sweep_dir: Path,
+    jobs: list[dict],
+    rows: list[dict],
+    keys: list[str],
+    varying: list[str],
+    *,
+    aborted: bool,
+    interrupted_by: int | None = None,
 ) -> str:
     failed = [job for job in jobs if job["status"] != "ok"]
     common = [f"`{key}={rows[0][key]}`" for key in keys if key not in varying and rows and rows[0][key] != ""]
@@ -393,7 +422,12 @@ def _markdown(
         "",
         f"{len(jobs)} jobs: {len(jobs) - len(failed)} ok, {len(failed)} failed.",
     ]
-    if aborted:
+    if interrupted_by is not None:
+        lines.append(
+            f"The sweep was interrupted by {signals.signal_name(interrupted_by)}; jobs that never started are not "
+            "listed."
+        )
+    elif aborted:
         lines.append(
             "Hydra ended the sweep early (a job ended the process, or a job raised and the sweeper re-raised it); "
             "jobs that never started are not listed."
@@ -447,12 +481,14 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
-def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False) -> SweepSummary:
+def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False, interrupted_by: int | None = None) -> SweepSummary:
     """Read every job of the sweep in ``sweep_dir`` from its files and write :data:`SWEEP_CSV_FILE` (all override
     keys as columns, full precision) and :data:`SWEEP_MARKDOWN_FILE` (the overrides that vary as columns, the
-    failed jobs listed with their reasons) there. ``aborted`` says the sweep ended before all jobs ran."""
+    failed jobs listed with their reasons) there. ``aborted`` says the sweep ended before all jobs ran,
+    ``interrupted_by`` the signal that ended it (its number), if one did. A job summary left ``running`` is
+    rewritten final."""
     sweep_dir = Path(sweep_dir)
-    jobs = sorted((read_job(job_dir) for job_dir in _job_dirs(sweep_dir)), key=_job_num_order)
+    jobs = sorted((_final_job(job_dir, interrupted_by) for job_dir in _job_dirs(sweep_dir)), key=_job_num_order)
     rows, keys, varying = sweep_rows(jobs)
     csv_path = sweep_dir / SWEEP_CSV_FILE
     columns = [*JOB_COLUMNS, *keys, "model_name", *MODEL_COLUMNS, *DECISION_COLUMNS, *TRAILING_COLUMNS]
@@ -461,7 +497,9 @@ def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False) -> SweepSumma
         writer.writeheader()
         writer.writerows(rows)
     markdown_path = sweep_dir / SWEEP_MARKDOWN_FILE
-    markdown_path.write_text(_markdown(sweep_dir, jobs, rows, keys, varying, aborted=aborted))
+    markdown_path.write_text(
+        _markdown(sweep_dir, jobs, rows, keys, varying, aborted=aborted, interrupted_by=interrupted_by)
+    )
     return SweepSummary(sweep_dir, jobs, rows, varying, csv_path, markdown_path)
 
 
@@ -477,9 +515,12 @@ def _tracking_config(config: DictConfig) -> TrackingConfig | None:
     return settings if settings.enabled else None
 
 
-def log_sweep_parent(config: DictConfig, summary: SweepSummary, *, aborted: bool) -> tracking.TrackingOutcome | None:
+def log_sweep_parent(
+    config: DictConfig, summary: SweepSummary, *, aborted: bool, interrupted: bool = False
+) -> tracking.TrackingOutcome | None:
     """Log the sweep's MLflow parent run (summaries as artifacts, job counts as metrics) and nest the jobs' runs
-    under it; returns the tracking outcome, or None when tracking is disabled."""
+    under it, ended KILLED when a signal ``interrupted`` the sweep, FAILED when it was otherwise ``aborted``, else
+    FINISHED; returns the tracking outcome, or None when tracking is disabled."""
     tracking_config = _tracking_config(config)
     if tracking_config is None:
         return None
@@ -503,7 +544,8 @@ def log_sweep_parent(config: DictConfig, summary: SweepSummary, *, aborted: bool
         artifacts=[summary.csv_path, summary.markdown_path],
     )
     child_ids = [job["mlflow_run_id"] for job in summary.jobs if job.get("mlflow_run_id")]
-    return tracking.log_sweep_run(tracking_config, record, child_ids)
+    ended = tracking.KILLED if interrupted else tracking.FAILED if aborted else tracking.FINISHED
+    return tracking.log_sweep_run(tracking_config, record, child_ids, status=ended)
 
 
 # --------------------------------------------------------------------------------------------------- callback
@@ -600,8 +642,20 @@ class SweepSummaryCallback(Callback):
         if config is None:
             return None
         atexit.unregister(self._finish)
-        summary = write_sweep_summary(Path(str(config.hydra.sweep.dir)), aborted=aborted)
-        outcome = log_sweep_parent(config, summary, aborted=aborted)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        # At exit after a signal (the entry point runs the exit handlers before it exits 128 + the signal).
+        interrupted_by = signals.interrupting_signal() if aborted else None
+        try:
+            summary = write_sweep_summary(sweep_dir, aborted=aborted, interrupted_by=interrupted_by)
+        except OSError as exc:
+            # A full or read-only sweep folder. At exit the error that ended the sweep was said already (often the
+            # same folder), and the exit code is set: a notice. At the sweep's end it is the error, exit 2.
+            if aborted:
+                console.notice(f"no sweep summary: it cannot be written in {sweep_dir} ({exc.strerror or exc}).")
+                return None
+            console.error(write_error_message(exc))
+            sys.exit(2)
+        outcome = log_sweep_parent(config, summary, aborted=aborted, interrupted=interrupted_by is not None)
         if outcome is not None and outcome.warning:
             console.notice(outcome.warning)
         console.notice(

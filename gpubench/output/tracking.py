@@ -16,15 +16,18 @@ on every batch), and the JSON report is written regardless.
 * **Concurrent jobs on one SQLite store.** MLflow creates and migrates a new SQLite store on first use, and two
   processes doing so at once break it (one loses its run, or leftover ``_alembic_tmp_*`` tables stop every later
   run). Every access to a SQLite store therefore holds an exclusive ``flock`` on ``<database>.lock`` beside the
-  database file (:func:`store_lock`): the first process creates the store, the others wait and then find it ready;
-  SQLite takes one writer at a time anyway. A store found half-created (leftover ``_alembic_tmp_*`` tables) that
-  holds no runs is moved aside and created anew; one that holds runs is reported with the tables and the fix.
+  database file (:mod:`gpubench.output.sqlite_store`): the first process creates the store, the others wait and then
+  find it ready; SQLite takes one writer at a time anyway. A store found half-created (leftover ``_alembic_tmp_*``
+  tables) that holds no runs is moved aside and created anew; one that holds runs is reported with the tables and
+  the fix.
 * **Unreachable servers.** MLflow retries an HTTP request 7 times with exponential backoff (about 4 minutes on a
   closed port). Unless the user set them, :func:`bound_http_retries` sets MLflow's own environment variables for
   this process: :data:`HTTP_RETRY_DEFAULTS` (2 retries, backoff factor 1 s, 5 s timeout), so a refused connection fails
   in seconds.
 * **Credentials.** The configured URI is used as given (MLflow needs its credentials); every param, tag and warning
-  passes through :func:`gpubench.redact.redact` first.
+  passes through :func:`gpubench.redact.redact` first. MLflow's own "View run ... at: <URI>" lines, printed as a
+  run on a server ends, would carry the URI's credentials: they are switched off, and gpubench shows its own link
+  (:func:`run_link`), without them.
 * **Artifacts.** With a local store (SQLite, file) the experiment's artifacts go to ``tracking.artifact_location``;
   with a tracking server the server's artifact store holds them (no ``file:`` path of the submitting machine).
 """
@@ -32,30 +35,31 @@ on every batch), and the JSON report is written regardless.
 import logging
 import math
 import os
-import sqlite3
 import tempfile
 import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from gpubench.errors import GpubenchError
+from gpubench.output import console
 from gpubench.output.config import TrackingConfig
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report
+from gpubench.output.sqlite_store import (
+    SQLITE_PREFIX,
+    SqliteStoreState,
+    TrackingError,
+    read_sqlite_state,
+    repair_sqlite_store,
+    sqlite_database,
+    store_lock,
+)
 from gpubench.redact import redact
 from gpubench.results import RunReport
 from gpubench.units import MS_PER_S
-
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; concurrent first use of a SQLite store is then not guarded
-    fcntl = None  # type: ignore[assignment]
 
 #: MLflow's per-request limits: entities in one log_batch, and params/tags among them.
 _MAX_ENTITIES_PER_BATCH = 1000
@@ -64,13 +68,10 @@ _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_CHARS = 6000
 #: A failure's reason in a warning is shortened (at a word) to this many characters.
 _MAX_REASON_CHARS = 400
-_SQLITE_PREFIX = "sqlite:///"
 #: URI schemes of tracking servers, whose own artifact store holds a run's files.
 _SERVER_SCHEMES = ("http", "https", "databricks")
 #: Streamed epochs are sent at the latest this many seconds after the previous batch (and at each model's end).
 FLUSH_INTERVAL_S = 10.0
-#: How long a job waits for another process's lock on a SQLite store before giving up (s).
-STORE_LOCK_TIMEOUT_S = 120.0
 #: MLflow's HTTP retry settings (its environment variables) for this process, where the user has not set them.
 HTTP_RETRY_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
@@ -78,6 +79,8 @@ HTTP_RETRY_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
 }
+#: MLflow's switch for the "View run ... at: <tracking URI>/#/..." lines it prints when a run on a server ends.
+_SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 #: MLflow's run statuses, as a job ends: every model measured, a model failed (or the job raised), interrupted.
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
 
@@ -113,10 +116,6 @@ COST_TABLE_FIELDS: tuple[str, ...] = (
     *("gpu", "provider", "spot", "gpu_count", "fits_in_vram", "hours", "hours_lower", "hours_upper", "usd"),
     *("usd_lower", "usd_upper", "price_usd_per_hour", "price_date", "instance", "checkpoint_interval_hours", "note"),
 )
-
-
-class TrackingError(GpubenchError):
-    """A tracking store cannot give what was asked of it: the store, the run, or the run's report."""
 
 
 @dataclass(frozen=True)
@@ -260,109 +259,22 @@ def bound_http_retries() -> None:
         os.environ.setdefault(name, value)
 
 
-def sqlite_database(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (relative to the working folder unless absolute), else None."""
-    if not uri.startswith(_SQLITE_PREFIX):
-        return None
-    path = uri[len(_SQLITE_PREFIX) :].split("?", 1)[0]
-    return Path(path) if path and path != ":memory:" else None
-
-
-@contextmanager
-def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<database>.lock`` beside a SQLite store's file (nothing for other stores).
-
-    Raises :class:`TrackingError` when another process holds it for longer than ``timeout_s`` seconds. The lock is
-    the kernel's: it is released when its holder exits, however it exits.
-    """
-    database = sqlite_database(uri)
-    if database is None or fcntl is None:
-        yield
-        return
-    database.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = database.with_name(database.name + ".lock")
-    with lock_path.open("a") as handle:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TrackingError(
-                        f"another process has held the lock {lock_path} of the MLflow store for over {timeout_s:g} s"
-                    ) from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@dataclass(frozen=True)
-class SqliteStoreState:
-    """What a SQLite store's file holds: its tables, leftover ``_alembic_tmp_*`` tables (from an interrupted schema
-    migration), the schema revision MLflow recorded, and its number of runs."""
-
-    tables: frozenset[str]
-    leftover_tables: tuple[str, ...]
-    revision: str | None
-    run_count: int
-
-
-def read_sqlite_state(database: Path) -> SqliteStoreState | None:
-    """The state of the store at ``database``, None when the file does not exist or is empty (MLflow creates it).
-
-    Raises :class:`TrackingError` when the file is not a readable SQLite database.
-    """
-    if not database.is_file() or database.stat().st_size == 0:
-        return None
-    try:
-        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as connection:
-            tables = frozenset(
-                row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            )
-            revision = None
-            if "alembic_version" in tables:
-                row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
-                revision = None if row is None else str(row[0])
-            run_count = connection.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
-    except sqlite3.DatabaseError as exc:
-        raise TrackingError(
-            f"the MLflow store {database.resolve()} is damaged or not a SQLite database ({exc}); move the file "
-            "aside, or set tracking.uri to another store"
-        ) from exc
-    leftovers = tuple(sorted(name for name in tables if name.startswith("_alembic_tmp_")))
-    return SqliteStoreState(tables=tables, leftover_tables=leftovers, revision=revision, run_count=run_count)
-
-
-def repair_sqlite_store(database: Path) -> str | None:
-    """Make a half-created store usable; call it holding :func:`store_lock`. Returns a notice when it acted.
-
-    Leftover ``_alembic_tmp_*`` tables mean a schema migration was interrupted (two processes created the store at
-    once, or one was killed): MLflow then fails on every later run ("table _alembic_tmp_... already exists"). A
-    store with such tables and no runs has nothing to lose: it is renamed to ``<name>.damaged-<UTC time>`` (kept,
-    not deleted) and MLflow creates a new one. A store that holds runs is left as it is; should MLflow then fail
-    on it, :func:`_damaged_store_error` explains the fix.
-    """
-    state = read_sqlite_state(database)
-    if state is None or not state.leftover_tables or state.run_count:
-        return None
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    backup = database.with_name(f"{database.name}.damaged-{stamp}")
-    database.rename(backup)
-    return (
-        f"the MLflow store {database} held no runs and was left half-created by an interrupted schema migration "
-        f"(tables {', '.join(state.leftover_tables)}); it was moved to {backup} and a new store created"
-    )
-
-
 def _damaged_store_error(database: Path, state: SqliteStoreState, exc: Exception) -> TrackingError:
     return TrackingError(
         f"the MLflow store {database} holds {state.run_count} run(s) but an interrupted schema migration left the "
         f"tables {', '.join(state.leftover_tables)} at revision {state.revision} ({_reason(exc)}); back the file up, "
         f"drop those tables (sqlite3 {database} 'DROP TABLE <name>') and run 'mlflow db upgrade sqlite:///{database}'"
     )
+
+
+def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
+    """The MLflow UI's page of the run on the tracking server at ``uri`` (None for a local store), without the URI's
+    user info and query string, where credentials travel."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https"):
+        return None
+    host = parts.netloc.rpartition("@")[2]
+    return redact(f"{parts.scheme}://{host}{parts.path.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}")
 
 
 def _artifact_location(config: TrackingConfig) -> str | None:
@@ -387,6 +299,8 @@ def _open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
 
     quiet_store_logs()
     bound_http_retries()
+    # Forced, not a default: MLflow's lines would print the URI with its credentials (gpubench prints run_link).
+    os.environ[_SUPPRESS_URL_PRINTING] = "true"
     database = sqlite_database(config.uri)
     notice = repair_sqlite_store(database) if database is not None else None
     state = read_sqlite_state(database) if database is not None else None
@@ -455,6 +369,7 @@ class LiveRun:
         self.config = config
         self._kept = kept
         self.run_id: str | None = None
+        self._experiment_id: str | None = None
         self.failed = False
         self._client: Any = None
         self._flush_interval_s = flush_interval_s
@@ -556,7 +471,7 @@ class LiveRun:
             run = client.create_run(
                 experiment_id, run_name=redact(run_name), tags={key: redact(value) for key, value in tags.items()}
             )
-            self._client, self.run_id = client, run.info.run_id
+            self._client, self.run_id, self._experiment_id = client, run.info.run_id, experiment_id
             entities = [Param(key, redact(str(value))[:_MAX_PARAM_CHARS]) for key, value in params.items()]
             for chunk in _chunks(entities, _MAX_PARAMS_PER_BATCH):
                 client.log_batch(self.run_id, params=list(chunk), synchronous=True)
@@ -592,18 +507,25 @@ class LiveRun:
                 self._client.log_table(self.run_id, data=columns, artifact_file=name)
             self._client.log_batch(self.run_id, tags=[RunTag("gpubench.complete", "true")], synchronous=True)
             self._client.set_terminated(self.run_id, status=status)
+        link = run_link(self.config.uri, str(self._experiment_id), str(self.run_id))
+        if link:
+            console.notice(f"MLflow run {record.run_name}: {link}")
 
 
-def log_run(config: TrackingConfig, record: RunRecord, *, kept: str = REPORT_KEPT) -> TrackingOutcome:
-    """Log ``record`` as one MLflow run, created and ended FINISHED at once; never raises for tracking failures
-    (returns a warning instead, which says that ``kept`` was kept regardless)."""
+def log_run(
+    config: TrackingConfig, record: RunRecord, *, kept: str = REPORT_KEPT, status: str = FINISHED
+) -> TrackingOutcome:
+    """Log ``record`` as one MLflow run, created and ended at once with ``status``; never raises for tracking
+    failures (returns a warning instead, which says that ``kept`` was kept regardless)."""
     live = LiveRun.start(config, run_name=record.run_name, params=record.params, tags=record.tags, kept=kept)
-    return live.finish(record, FINISHED)
+    return live.finish(record, status)
 
 
-def log_sweep_run(config: TrackingConfig, record: RunRecord, child_run_ids: Sequence[str]) -> TrackingOutcome:
-    """Log a sweep's parent run (``record``) and nest the sweep's job runs under it; never raises for tracking
-    failures (returns a warning instead).
+def log_sweep_run(
+    config: TrackingConfig, record: RunRecord, child_run_ids: Sequence[str], *, status: str = FINISHED
+) -> TrackingOutcome:
+    """Log a sweep's parent run (``record``), ended with ``status``, and nest the sweep's job runs under it; never
+    raises for tracking failures (returns a warning instead).
 
     The jobs log their runs before the sweep ends, so none can name its parent when it is created: afterwards each
     child in ``child_run_ids`` that is in this store, in the parent's experiment and tagged with the same
@@ -613,7 +535,7 @@ def log_sweep_run(config: TrackingConfig, record: RunRecord, child_run_ids: Sequ
     if not config.enabled:
         return TrackingOutcome(run_id=None)
     kept = "the summary files were written"
-    outcome = log_run(config, record, kept=kept)
+    outcome = log_run(config, record, kept=kept, status=status)
     if outcome.run_id is None:
         return outcome
     try:
@@ -690,8 +612,8 @@ def quiet_store_logs() -> None:
 
 def _check_store_exists(tracking_uri: str) -> None:
     # Opening a SQLite URI whose file is missing would silently create an empty store: refuse instead.
-    if tracking_uri.startswith(_SQLITE_PREFIX):
-        database = Path(tracking_uri[len(_SQLITE_PREFIX) :])
+    if tracking_uri.startswith(SQLITE_PREFIX):
+        database = Path(tracking_uri[len(SQLITE_PREFIX) :])
         if not database.is_file():
             raise TrackingError(
                 f"the MLflow tracking store {tracking_uri} does not exist (no file {database.resolve()}); run from "

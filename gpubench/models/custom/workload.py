@@ -79,7 +79,9 @@ class CustomWorkload(Workload):
         except torch.OutOfMemoryError:
             # The batch does not fit: the batch search and the report classify that, it is not a bad factory.
             raise
-        except Exception as exc:
+        # SystemExit too: a build that parses the command line (argparse) or calls sys.exit would otherwise end
+        # gpubench silently, with exit status 0 and the report left at `running`.
+        except (Exception, SystemExit) as exc:
             raise factory_error(config.factory, f"{call} raised {type(exc).__name__}: {exc}") from exc
         if not callable(step):
             raise factory_error(config.factory, f"{call} returned no step callable (its type is {type(step).__name__})")
@@ -114,7 +116,11 @@ class CustomWorkload(Workload):
         return value.detach().reshape(()).to(self.context.device)
 
     def train_step(self) -> StepResult:
-        output = self._step()
+        try:
+            output = self._step()
+        except SystemExit as exc:
+            # The step's failure is the model's (status failed, the next model still runs), not the end of gpubench.
+            raise RuntimeError(f"the step called sys.exit({exc.code!r})") from exc
         loss, grad_norm = output if isinstance(output, tuple) and len(output) == 2 else (output, None)
         return StepResult(
             loss=self._device_scalar(loss, "loss"), grad_norm=self._device_scalar(grad_norm, "gradient norm")

@@ -1,0 +1,94 @@
+"""The files Hydra writes for a job before gpubench's task runs: their folder, recorded for the error when it cannot
+be written, and their redaction.
+
+Hydra creates the job's folder (``outputs/<date>/<time>``, or ``hydra.run.dir``; a sweep's ``hydra.sweep.dir``),
+opens the job's log there and saves ``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` (a sweep also
+``multirun.yaml``) before the task starts. So:
+
+* a full or read-only working folder fails in Hydra's own code, with an OSError that may name no file (a full disk
+  fails as the file is closed): :class:`HydraFilesCallback` records the folder as the run starts, and
+  :func:`write_error_message` names it;
+* those files hold the overrides and the config as given, a credential in ``tracking.uri`` among them: the callback
+  rewrites them redacted as each job starts (:func:`redact_hydra_files`), before the task can stop on a bad value.
+
+Hydra only, no torch: the entry point's error path imports this module.
+"""
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from gpubench.redact import install_log_redaction, redact
+
+#: The files Hydra saves in a job's ``.hydra/`` folder: the overrides and the config as given.
+HYDRA_FILES = ("config.yaml", "overrides.yaml", "hydra.yaml")
+#: A sweep's own saved config, in its folder.
+MULTIRUN_FILE = "multirun.yaml"
+
+#: The folder Hydra writes this run's files under, once the run has started (for :func:`write_error_message`).
+_run_folder: list[Path] = []
+
+
+def redact_file(path: Path) -> None:
+    """Rewrite the text file at ``path`` with credentials redacted, atomically and only where it changes; a file
+    that does not exist is left absent."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:  # a launcher that saved no such file
+        return
+    clean = redact(text)
+    if clean != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(clean)
+        os.replace(tmp, path)
+
+
+def redact_hydra_files(job_dir: Path, sweep_dir: Path | None = None) -> None:
+    """Rewrite the files Hydra saved for the job in ``job_dir`` (and the sweep's ``multirun.yaml`` in
+    ``sweep_dir``) with credentials redacted."""
+    paths = [job_dir / ".hydra" / name for name in HYDRA_FILES]
+    if sweep_dir is not None:
+        paths.append(sweep_dir / MULTIRUN_FILE)
+    for path in paths:
+        redact_file(path)
+
+
+def write_error_message(exc: OSError) -> str:
+    """One paragraph for a file that cannot be written: the file (or, where the OS names none, as for a full disk
+    found when a file is closed, the run's folder), why, and what to do."""
+    if exc.filename is not None:
+        where = str(Path(os.fsdecode(exc.filename)).absolute())
+    elif _run_folder:
+        where = f"a file under {_run_folder[-1]}"
+    else:
+        where = "a file in the working folder"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return (
+        f"cannot write {where} ({reason}). gpubench and Hydra write the report, the job's log and its saved config "
+        "under the run's folder (outputs/<date>/<time> in the working folder by default): free space on that disk, "
+        "run from a writable folder, or choose another folder with hydra.run.dir=<folder> (hydra.sweep.dir=<folder> "
+        "for a sweep with -m)."
+    )
+
+
+class HydraFilesCallback(Callback):
+    """Hydra callback (registered in ``gpubench/conf/config.yaml`` under ``hydra.callbacks``): records the run's
+    folder when the run starts, and redacts the files Hydra saved as each job starts."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # From here on every log record of this process is redacted, the job's log file included.
+        install_log_redaction()
+        _run_folder.append(Path(str(config.hydra.run.dir)).absolute())
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        install_log_redaction()
+        _run_folder.append(Path(str(config.hydra.sweep.dir)).absolute())
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        multirun = OmegaConf.select(config, "hydra.mode") == RunMode.MULTIRUN
+        sweep_dir = Path(str(config.hydra.sweep.dir)) if multirun else None
+        redact_hydra_files(Path(str(config.hydra.runtime.output_dir)), sweep_dir)

@@ -1,0 +1,128 @@
+"""A SQLite MLflow store's file: its path in a ``sqlite:///`` URI, the lock that serialises its use across processes,
+what it holds, and the repair of one left half-created (see :mod:`gpubench.output.tracking`, which uses these).
+
+MLflow creates and migrates a new SQLite store on first use, and two processes doing so at once break it (one loses
+its run, or leftover ``_alembic_tmp_*`` tables stop every later run). Every access to a SQLite store therefore holds
+an exclusive ``flock`` on ``<database>.lock`` beside the database file (:func:`store_lock`). No mlflow here: sqlite3
+reads the file.
+"""
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpubench.errors import GpubenchError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; concurrent first use of a SQLite store is then not guarded
+    fcntl = None  # type: ignore[assignment]
+
+SQLITE_PREFIX = "sqlite:///"
+#: How long a job waits for another process's lock on a SQLite store before giving up (s).
+STORE_LOCK_TIMEOUT_S = 120.0
+
+
+class TrackingError(GpubenchError):
+    """A tracking store cannot give what was asked of it: the store, the run, or the run's report."""
+
+
+def sqlite_database(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (relative to the working folder unless absolute), else None."""
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+@contextmanager
+def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<database>.lock`` beside a SQLite store's file (nothing for other stores).
+
+    Raises :class:`TrackingError` when another process holds it for longer than ``timeout_s`` seconds. The lock is
+    the kernel's: it is released when its holder exits, however it exits.
+    """
+    database = sqlite_database(uri)
+    if database is None or fcntl is None:
+        yield
+        return
+    database.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = database.with_name(database.name + ".lock")
+    with lock_path.open("a") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TrackingError(
+                        f"another process has held the lock {lock_path} of the MLflow store for over {timeout_s:g} s"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class SqliteStoreState:
+    """What a SQLite store's file holds: its tables, leftover ``_alembic_tmp_*`` tables (from an interrupted schema
+    migration), the schema revision MLflow recorded, and its number of runs."""
+
+    tables: frozenset[str]
+    leftover_tables: tuple[str, ...]
+    revision: str | None
+    run_count: int
+
+
+def read_sqlite_state(database: Path) -> SqliteStoreState | None:
+    """The state of the store at ``database``, None when the file does not exist or is empty (MLflow creates it).
+
+    Raises :class:`TrackingError` when the file is not a readable SQLite database.
+    """
+    if not database.is_file() or database.stat().st_size == 0:
+        return None
+    try:
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            tables = frozenset(
+                row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            )
+            revision = None
+            if "alembic_version" in tables:
+                row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+                revision = None if row is None else str(row[0])
+            run_count = connection.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+    except sqlite3.DatabaseError as exc:
+        raise TrackingError(
+            f"the MLflow store {database.resolve()} is damaged or not a SQLite database ({exc}); move the file "
+            "aside, or set tracking.uri to another store"
+        ) from exc
+    leftovers = tuple(sorted(name for name in tables if name.startswith("_alembic_tmp_")))
+    return SqliteStoreState(tables=tables, leftover_tables=leftovers, revision=revision, run_count=run_count)
+
+
+def repair_sqlite_store(database: Path) -> str | None:
+    """Make a half-created store usable; call it holding :func:`store_lock`. Returns a notice when it acted.
+
+    Leftover ``_alembic_tmp_*`` tables mean a schema migration was interrupted (two processes created the store at
+    once, or one was killed): MLflow then fails on every later run ("table _alembic_tmp_... already exists"). A
+    store with such tables and no runs has nothing to lose: it is renamed to ``<name>.damaged-<UTC time>`` (kept,
+    not deleted) and MLflow creates a new one. A store that holds runs is left as it is; should MLflow then fail
+    on it, :func:`_damaged_store_error` explains the fix.
+    """
+    state = read_sqlite_state(database)
+    if state is None or not state.leftover_tables or state.run_count:
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    backup = database.with_name(f"{database.name}.damaged-{stamp}")
+    database.rename(backup)
+    return (
+        f"the MLflow store {database} held no runs and was left half-created by an interrupted schema migration "
+        f"(tables {', '.join(state.leftover_tables)}); it was moved to {backup} and a new store created"
+    )
