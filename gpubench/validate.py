@@ -14,7 +14,10 @@ and its data is not timed, in the training as in the benchmark.
 
 The prediction is the report's own: :func:`gpubench.decision.estimate.estimate_training_time` for a plan of exactly
 the replay's epochs, without the plan's validation passes and checkpoints (the replay runs none): the one-off costs
-plus K·n × the mean epoch time, with the bounds the decision uses. ``--factor K`` takes K in (0, 10]; ``--minutes
+plus K·n × the mean epoch time. Its bounds are those of one new training
+(:func:`gpubench.decision.estimate.new_training_bounds_seconds`): for a report measured in rounds, the prediction
+interval from the same two variance levels the decision's bounds come from, with a host level of the training's
+own. ``--factor K`` takes K in (0, 10]; ``--minutes
 M`` chooses each model's K so that its training lasts about M minutes by that prediction (at least one epoch; no
 upper limit on K, the minutes bound the time). ``--repeats R`` trains every model R times, interleaved (repeat 1 of
 every model, then repeat 2, ...) so that the repeats of one model are spread out in time, and checks each training
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpubench.decision.config import TrainingPlanConfig
+from gpubench.decision.estimate import new_training_bounds_seconds
 from gpubench.errors import GpubenchError
 from gpubench.models import KNOWN_MODELS
 from gpubench.results import ModelResult, ValidationCheck, ValidationReport
@@ -264,6 +268,7 @@ def plan_check(
         else:
             epochs = math.ceil((DEFAULT_FACTOR if factor is None else factor) * measured)
         estimate = replay_estimate(name, result, plan, epochs)
+        bounds_s = new_training_bounds_seconds(estimate, result)
     except ValueError as exc:
         return _skipped(name, f"no estimate to check: {exc}")
     steps_per_epoch = result.steps_per_epoch
@@ -280,8 +285,8 @@ def plan_check(
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
         predicted_s=estimate.hours * 3600.0,
-        lower_s=estimate.lower_hours * 3600.0,
-        upper_s=estimate.upper_hours * 3600.0,
+        lower_s=bounds_s[0],
+        upper_s=bounds_s[1],
     )
 
 

@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from gpubench.decision.advice import host_text
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.estimate import combine_estimates, estimate_training_time
+from gpubench.decision.estimate import combine_estimates, estimate_training_time, new_training_bounds_seconds
 from gpubench.decision.rule import classify, interval_settled
 from gpubench.decision.stopping import next_round
 from gpubench.model_rounds import split_epochs
@@ -28,6 +28,7 @@ from gpubench.stats.config import (
     StatisticsConfig,
 )
 from gpubench.stats.host import explained_share
+from gpubench.stats.rounds import new_run_interval
 from gpubench.what_if import what_if_models
 
 
@@ -239,3 +240,17 @@ def test_the_reasoning_names_a_noisy_host_with_the_probes_spread():
         "tracking the probe)."
     )
     assert host_text({"ppo": quiet}, ["ppo"]) is None
+
+
+def test_one_new_trainings_bounds_take_a_host_level_of_its_own():
+    # Rounds 10% apart: the bounds on one new training of 40 epochs are its fixed costs plus 40 x the prediction
+    # interval of a new run's mean epoch (stats.rounds.new_run_interval), wider than the long-run mean's margin.
+    epochs = [t for level in (1.0, 1.1, 0.95, 1.05) for t in (1000 * level * (1 + 0.01 * k) for k in (-1, 0, 1))]
+    section = model_section(epochs, steps_per_epoch=100, samples_per_step=8.0, sample_unit="env_step", rounds=[3] * 4)
+    plan = replace(DecisionConfig().plan, samples={"dqn": 40 * 800.0})
+    estimate = estimate_training_time("dqn", section, plan)
+    low_ms, high_ms = new_run_interval([epochs[i : i + 3] for i in range(0, 12, 3)], 40, 0.95)
+    lower_s, upper_s = new_training_bounds_seconds(estimate, section)
+    assert lower_s == pytest.approx(estimate.fixed_seconds + 40 * low_ms / 1e3)
+    assert upper_s == pytest.approx(estimate.fixed_seconds + 40 * high_ms / 1e3)
+    assert upper_s > estimate.upper_hours * 3600 and lower_s < estimate.lower_hours * 3600

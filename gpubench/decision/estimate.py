@@ -394,6 +394,29 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
     )
 
 
+def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> tuple[float, float]:
+    """The bounds (s) on ONE new training of ``estimate``'s planned epochs, in a fresh process at another time: what
+    ``gpubench.validate`` checks a real training against.
+
+    For epochs measured in rounds, the prediction interval of that training's mean epoch time
+    (:func:`gpubench.stats.rounds.new_run_interval`): the mean's own error, a host level of its own (the rounds'
+    σ̂_a², as large as a round's although a longer training may average it out: conservative) and its epochs'
+    variance; times the planned epochs, plus the fixed costs, plus a flagged drift's part above. The decision's
+    bounds on a training of hours are about the long-run mean instead (:meth:`TimeEstimate.margin_seconds_at`),
+    from the same components. Measured in one block, the estimate's own bounds."""
+    stats = result.statistics
+    if stats is None or stats.rounds is None or len(stats.rounds.epochs_per_round) < 2:
+        return estimate.lower_hours * SECONDS_PER_HOUR, estimate.upper_hours * SECONDS_PER_HOUR
+    from gpubench.stats.rounds import new_run_interval, split_rounds
+
+    rounds_ms = split_rounds(result.raw_epoch_times_ms, stats.rounds.epochs_per_round)
+    epochs = max(1, round(estimate.planned_epochs))
+    low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level)
+    lower_s = estimate.fixed_seconds + estimate.planned_epochs * low_ms / MS_PER_S
+    upper_s = estimate.fixed_seconds + estimate.planned_epochs * high_ms / MS_PER_S + estimate.drift_margin_seconds
+    return lower_s, upper_s
+
+
 @dataclass(frozen=True)
 class TotalTime:
     """The time of training several models one after another (hours): the estimate and its prediction bounds."""
