@@ -555,7 +555,8 @@ def _batch_actions(models: dict[str, ModelResult]) -> list[str]:
         actions.append(
             f"{name}: train with batch {search.batch_size} x {search.gradient_accumulation_steps} gradient "
             f"accumulation step(s) = effective {search.effective_batch_size} "
-            f"(target {search.target_effective_batch_size}; largest fitting {search.largest_fitting_size}"
+            f"(target {search.target_effective_batch_size}; largest fitting "
+            f"{'at least ' if search.time_limited else ''}{search.largest_fitting_size}"
             f"{limit}{knee})."
         )
     configured = {
