@@ -903,13 +903,20 @@ class HostLoad(Record):
     thread_environment: dict[str, str] = field(default_factory=dict)
 
 
+#: What a run made with a preset (``experiment=<name>``) stands for, where its numbers are not the user's training.
+PRESET_NOTES: dict[str, str] = {"quick": "smoke test: tiny shapes, not your training"}
+
+
 @dataclass(frozen=True)
 class RunInfo(Record):
     """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
     it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
-    and thread settings (None in reports written before they were recorded)."""
+    and thread settings (None in reports written before they were recorded). Derived: ``preset``, the
+    ``experiment`` preset chosen, and ``preset_note``, what its numbers stand for (``quick``: a smoke test), both
+    written only when there is one."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
+    _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
 
     device: str
     models: list[str]
@@ -929,6 +936,21 @@ class RunInfo(Record):
     mlflow_run_id: str | None = None
     host: HostLoad | None = None
     matmul_precision: str | None = None
+
+    @property
+    def preset(self) -> str | None:
+        """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
+        choice = self.choices.get("experiment")
+        return None if choice in (None, "", "null") else choice
+
+    @property
+    def preset_note(self) -> str | None:
+        """What the preset's numbers stand for when they are not the user's training (``quick``: a smoke test)."""
+        return None if self.preset is None else PRESET_NOTES.get(self.preset)
+
+    def derived(self) -> dict[str, Any]:
+        figures = {"preset": self.preset, "preset_note": self.preset_note}
+        return {key: value for key, value in figures.items() if value is not None}
 
     @property
     def fp32_matmul_precision(self) -> str:

@@ -272,6 +272,11 @@ def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
     assert report["models"]["tft"]["error"] == "RuntimeError: injected fault in the TFT"
 
 
+def test_a_quick_run_is_labelled_a_smoke_test_in_its_report(quick_mlp_job):
+    run = only_report(quick_mlp_job.folder)["run"]
+    assert (run["preset"], run["preset_note"]) == ("quick", "smoke test: tiny shapes, not your training")
+
+
 def test_unreachable_tracking_store_still_writes_the_report(quick_mlp_job):
     # The job's tracking.uri is sqlite:///<a plain file>/db (tests/conftest.py).
     completed = quick_mlp_job.completed

@@ -243,7 +243,9 @@ def print_summary(report: RunReport, report_path: str) -> None:
         for line in plan_lines(recommendation.per_model):
             _stdout.print(line, soft_wrap=True, markup=False)
     if recommendation is not None and recommendation.decision:
-        _stdout.print(f"[bold]Recommendation:[/bold] {recommendation.decision} — {recommendation.reasoning}")
+        # A preset's verdict (experiment=quick) is about its toy shapes: the verdict line says so itself.
+        note = f" ({escape(report.run.preset_note)})" if report.run.preset_note else ""
+        _stdout.print(f"[bold]Recommendation{note}:[/bold] {recommendation.decision} — {recommendation.reasoning}")
     if recommendation is not None:
         line = cloud_line(recommendation.cost_analysis)
         if line:
