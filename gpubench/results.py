@@ -1111,10 +1111,11 @@ class ProjectedModel(Record):
 
     ``step_ms_interval`` spans the launch-kept and the memory-bound projections widened by the projection's own
     relative error; ``hours_lower``/``hours_upper`` are the training's bounds with it. ``refused`` says why there
-    is no projection (a figure it needs was not measured); None when there is one.
+    is no projection (a figure it needs was not measured); None when there is one. ``slower_cause`` says why a step
+    projected slower than the one measured is so (None when it is not slower, or on the measured device).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused", "slower_cause")
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -1125,6 +1126,7 @@ class ProjectedModel(Record):
     step_ms_interval: tuple[float, float] | None = None
     hours_lower: float | None = None
     refused: str | None = None
+    slower_cause: str | None = None
 
 
 @dataclass(frozen=True)

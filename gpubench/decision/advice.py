@@ -437,7 +437,12 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
             f" The decision is about the one local card: decision.cloud_gpus={cloud_row.card_count} changes only the "
             "cloud figures."
         )
-    return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}"
+    slower = "".join(
+        f" {name} is projected slower there than where it was measured: {model.slower_cause}."
+        for name, model in cloud_row.models.items()
+        if model.slower_cause and name in {estimate.model for estimate in outcome.decided}
+    )
+    return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}{slower}"
 
 
 def reasoning(
