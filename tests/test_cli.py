@@ -318,6 +318,21 @@ def test_bad_input_exits_2_with_one_clear_message(tmp_path, cache_dir, args, exp
     assert "Traceback" not in completed.stderr
 
 
+def test_a_dbn_symbol_filter_matching_nothing_exits_2_naming_the_symbols_held(tmp_path, cache_dir):
+    from gpubench.data.synthetic import generate_synthetic_dbn
+
+    download = generate_synthetic_dbn(
+        tmp_path / "source", symbols=["SYNA", "SYNB"], days=2, start_date="2024-01-02", seed=7
+    ).folder
+    args = ["model=mlp", "data=dbn", f"data.path={download}", "data.symbols=[AAPL]", "tracking.enabled=false"]
+    completed = gpubench(tmp_path, cache_dir, *args, "hardware=cpu")
+    assert completed.returncode == 2
+    assert (
+        "data.symbols=['AAPL'] matches no symbol" in completed.stderr and "which holds SYNA, SYNB." in completed.stderr
+    )
+    assert "Traceback" not in completed.stderr
+
+
 # Slow (7-10 s: the tracked run creates an MLflow store first): the corrupt-zstd message is pinned in process by
 # tests/test_data_dbn.py::test_corrupted_zstd_stream, and a bad DBN file's exit 2 on the command line by
 # tests/test_data_dbn_real_files.py::test_cli_on_a_file_without_records_exits_2_naming_it.
