@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -362,6 +364,45 @@ def test_help_lists_the_groups_without_running(gpubench_once):
     for group in ("model", "hardware", "data", "statistics", "decision", "tracking", "experiment"):
         assert f"{group}:" in job.completed.stdout
     assert not (job.folder / "outputs").exists()
+
+
+def test_help_is_gpubenchs_own_page_with_the_ten_keys_and_where_results_go(gpubench_once):
+    shown = gpubench_once("--help").completed.stdout
+    assert shown.startswith("gpubench answers, with measurements: how long will training these models take")
+    assert "model: all, custom, dqn, mamba2, mlp, ppo, tft" in shown
+    assert len(help_examples()) == 10 and all(example.split()[0] in shown for example in help_examples())
+    assert "outputs/<date>/<time>/report.json" in shown and "python -m gpubench --cfg job" in shown
+    assert len(shown.splitlines()) < 60  # Hydra's stock page was 251 lines
+
+
+def help_examples() -> list[str]:
+    """The help page's ten example overrides, as typed (the part before the explanation)."""
+    from omegaconf import OmegaConf
+
+    from gpubench.config import CONF_DIR
+
+    template = OmegaConf.load(CONF_DIR / "config.yaml").hydra.help.template
+    lines = template.split("The ten keys people change most, with an example each:\n")[1].split("\n\n")[0]
+    return [re.split(r"\s{2,}", line.strip())[0] for line in lines.splitlines()]
+
+
+def test_every_example_on_the_help_page_composes_into_a_valid_config(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from gpubench.config import CONF_DIR, register_configs, typed_config
+
+    register_configs()
+    for example in help_examples():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*shlex.split(example), f"output={tmp_path}/r.json"])
+        typed_config(cfg)
+
+
+def test_cfg_job_resolve_shows_the_folder_a_run_would_write_to(gpubench_once):
+    completed = gpubench_once("--cfg", "job", "--resolve").completed
+    assert completed.returncode == 0, completed.stderr
+    (line,) = [line for line in completed.stdout.splitlines() if line.startswith("output:")]
+    assert re.fullmatch(r"output: outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d-\d{6}/report\.json", line), line
 
 
 @pytest.mark.slow
