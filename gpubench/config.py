@@ -244,6 +244,12 @@ def _non_finite_keys(tree: Any, prefix: str = "") -> list[tuple[str, float]]:
     return found
 
 
+def _job_dir(runtime_output_dir: Any, run_dir: Any) -> Any:
+    """``${gpubench_job_dir:${hydra:runtime.output_dir},${hydra:run.dir}}``: the job's folder, Hydra's runtime one
+    while a job runs; before any job (``--cfg job --resolve``) the folder a run would write to, not ``None``."""
+    return run_dir if runtime_output_dir is None else runtime_output_dir
+
+
 def typed_config(cfg: DictConfig) -> BenchmarkConfig:
     """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key); a key the
     schema does not know (added with ``+key=value``) is refused by name."""
@@ -277,6 +283,8 @@ def register_configs() -> None:
     """Register the schema so YAML files can name it in their defaults lists, and the environment resolver."""
     if not OmegaConf.has_resolver("gpubench_env"):
         OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
+    if not OmegaConf.has_resolver("gpubench_job_dir"):
+        OmegaConf.register_new_resolver("gpubench_job_dir", _job_dir)
     if not OmegaConf.has_resolver("gpubench_console_log_level"):
         OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
     store = ConfigStore.instance()

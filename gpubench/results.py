@@ -357,15 +357,47 @@ class MemoryTimeline:
 
 
 @dataclass(frozen=True)
+class RLHealth(Record):
+    """The health signals of a reinforcement-learning model, whose loss trend is not one (PPO's clipped surrogate
+    normally rises toward zero; a DQN's TD loss rises while its values bootstrap up).
+
+    ``critic_loss_name`` names the critic's loss (``value loss`` for PPO, ``TD loss`` for DQN);
+    ``epoch_mean_critic_losses`` its mean per measured epoch (None where no step had a finite one);
+    ``critic_loss_ceiling`` the largest that loss can be for a critic whose predictions and targets stay within the
+    discounted returns the rewards allow (``±max |reward| / (1 − γ)``). The critic has blown up above
+    ``critic_loss_ceiling_factor`` times the ceiling, or when an epoch's mean rose ``critic_loss_growth_factor``
+    times over an earlier one to above the ceiling. PPO only (None for DQN): the per-epoch means of the updates'
+    approximate KL and clip fraction, judged against ``approx_kl_bound`` and ``clip_fraction_bound``, and the
+    largest single update's. ``steps`` counts the updates that reported these signals.
+    """
+
+    critic_loss_name: str
+    epoch_mean_critic_losses: list[float | None]
+    critic_loss_ceiling: float
+    critic_loss_ceiling_factor: float
+    critic_loss_growth_factor: float
+    steps: int
+    epoch_mean_approx_kls: list[float | None] | None = None
+    max_approx_kl: float | None = None
+    approx_kl_bound: float | None = None
+    epoch_mean_clip_fractions: list[float | None] | None = None
+    max_clip_fraction: float | None = None
+    clip_fraction_bound: float | None = None
+
+
+@dataclass(frozen=True)
 class StabilityReport(Record):
     """A model's training health over its epochs.
 
     ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
-    (exploding or vanishing gradient norms, or an INCREASING loss trend), STABLE, or NOT_CHECKED
-    (``stability.enabled=false``, or steps that reported neither a loss nor a gradient norm: a ``model=custom``
-    step may return no loss). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean loss per epoch)
-    use the epochs with a finite mean loss and are None with fewer than two. Totals are step counts, None when not
-    checked; ``first_nonfinite_epoch`` is the 0-based index of the first epoch with a NaN/Inf.
+    (exploding or vanishing gradient norms; an INCREASING loss trend where the loss trend is judged; for RL a
+    critic-loss blow-up or growth, or PPO's approximate KL or clip fraction beyond their bounds), STABLE, or
+    NOT_CHECKED (``stability.enabled=false``, or steps that reported neither a loss nor a gradient norm: a
+    ``model=custom`` step may return no loss). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the
+    mean loss per epoch) use the epochs with a finite mean loss and are None with fewer than two;
+    :attr:`loss_trend_judged` is False for RL, whose loss trend is reported but says nothing about health (``rl``
+    holds the signals that do). Totals are step counts, None when not checked; ``first_nonfinite_epoch`` is the 0-based
+    index of the first epoch with a NaN/Inf.
     """
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
@@ -383,6 +415,15 @@ class StabilityReport(Record):
     vanishing_steps: int | None
     first_nonfinite_epoch: int | None
     loss_slope_p_value: float | None = None
+    rl: RLHealth | None = None
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rl",)
+
+    @property
+    def loss_trend_judged(self) -> bool:
+        """Whether the loss trend counts toward ``stability``: not for RL (``rl`` is set), whose loss is a surrogate
+        or a TD loss."""
+        return self.rl is None
 
 
 # --------------------------------------------------------------------------------------------------- batch search
@@ -968,13 +1009,20 @@ class HostLoad(Record):
     thread_environment: dict[str, str] = field(default_factory=dict)
 
 
+#: What a run made with a preset (``experiment=<name>``) stands for, where its numbers are not the user's training.
+PRESET_NOTES: dict[str, str] = {"quick": "smoke test: tiny shapes, not your training"}
+
+
 @dataclass(frozen=True)
 class RunInfo(Record):
     """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
     it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
-    and thread settings (None in reports written before they were recorded)."""
+    and thread settings (None in reports written before they were recorded). Derived: ``preset``, the
+    ``experiment`` preset chosen, and ``preset_note``, what its numbers stand for (``quick``: a smoke test), both
+    written only when there is one."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
+    _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
 
     device: str
     models: list[str]
@@ -994,6 +1042,21 @@ class RunInfo(Record):
     mlflow_run_id: str | None = None
     host: HostLoad | None = None
     matmul_precision: str | None = None
+
+    @property
+    def preset(self) -> str | None:
+        """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
+        choice = self.choices.get("experiment")
+        return None if choice in (None, "", "null") else choice
+
+    @property
+    def preset_note(self) -> str | None:
+        """What the preset's numbers stand for when they are not the user's training (``quick``: a smoke test)."""
+        return None if self.preset is None else PRESET_NOTES.get(self.preset)
+
+    def derived(self) -> dict[str, Any]:
+        figures = {"preset": self.preset, "preset_note": self.preset_note}
+        return {key: value for key, value in figures.items() if value is not None}
 
     @property
     def fp32_matmul_precision(self) -> str:
@@ -1155,10 +1218,11 @@ class ProjectedModel(Record):
 
     ``step_ms_interval`` spans the launch-kept and the memory-bound projections widened by the projection's own
     relative error; ``hours_lower``/``hours_upper`` are the training's bounds with it. ``refused`` says why there
-    is no projection (a figure it needs was not measured); None when there is one.
+    is no projection (a figure it needs was not measured); None when there is one. ``slower_cause`` says why a step
+    projected slower than the one measured is so (None when it is not slower, or on the measured device).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused", "slower_cause")
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -1169,6 +1233,7 @@ class ProjectedModel(Record):
     step_ms_interval: tuple[float, float] | None = None
     hours_lower: float | None = None
     refused: str | None = None
+    slower_cause: str | None = None
 
 
 @dataclass(frozen=True)

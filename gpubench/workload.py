@@ -40,16 +40,37 @@ _Fn = TypeVar("_Fn", bound=Callable)
 
 
 @dataclass(frozen=True)
+class RLSignals:
+    """What a reinforcement-learning update reports beside its loss: the health signals that mean something for
+    RL, whose loss trend does not (PPO's clipped surrogate normally rises toward zero).
+
+    ``critic_loss`` is the critic's loss of the update (PPO's value loss, DQN's TD loss), a 0-d device tensor, and
+    ``critic_loss_name`` says which. ``critic_loss_ceiling`` (a host float, fixed for the workload) is the largest
+    that loss can be while the critic's predictions and targets stay within the discounted returns the rewards
+    allow, ``±max |reward| / (1 − γ)``. ``approx_kl`` and ``clip_fraction`` are PPO's per-update figures (0-d
+    device tensors; None for DQN). Like :class:`StepResult`'s, the tensors must not be written again.
+    """
+
+    critic_loss: torch.Tensor
+    critic_loss_name: str
+    critic_loss_ceiling: float
+    approx_kl: torch.Tensor | None = None
+    clip_fraction: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
 class StepResult:
     """What one training step reports, as device tensors (reading them on the host is a sync point).
 
     The stability monitor keeps these tensors and reads them steps later, so a workload must return tensors it
     will not write again (fresh results, or clones of a buffer it reuses). ``loss`` is None only for a workload
     that cannot see its loss (a user's step that returns none): the monitor then checks no loss for that step.
+    ``rl`` carries a reinforcement-learning update's own health signals (None for supervised training).
     """
 
     loss: torch.Tensor | None
     grad_norm: torch.Tensor | None
+    rl: RLSignals | None = None
 
 
 @dataclass

@@ -363,7 +363,9 @@ def test_verification_over_more_steps_catches_fragmentation_the_short_search_mis
         (256, "ok"),
         (256, "ok"),
     ]
-    assert "448 failed re-verification" in decision.message
+    assert "stepped down to 256: on re-verification 448 exceeded the headroom limit (peak reserved 5,588 MB)" in (
+        decision.message
+    )
 
 
 def test_trial_step_counts_are_checked() -> None:
@@ -442,7 +444,7 @@ def test_verification_failure_steps_down_to_the_next_smaller_successful_size() -
     assert decision.largest_fitting_size == 1000
     assert decision.batch_size == 992
     assert [(t.size, t.status) for t in decision.verification] == [(1000, "oom"), (992, "ok"), (992, "ok"), (992, "ok")]
-    assert "failed re-verification" in decision.message
+    assert "stepped down to 992: on re-verification 1000 ran out of memory" in decision.message
 
 
 def test_min_size_oom_gives_an_oom_decision_with_a_clear_message() -> None:
@@ -610,7 +612,9 @@ def test_max_size_caps_every_timed_batch_the_configured_one_too() -> None:
     # A configured batch that does not fit is capped by the largest that does.
     small_card = choose_batch_size(SlowOracle(100, 0.0), BatchConfig(), None, configured_size=1024)
     assert small_card.batch_size == 100
-    assert "capped by the largest batch that fits (100)" in small_card.message
+    assert "the configured batch 1024 stepped down to 100, the largest that fit: 101 ran out of memory" in (
+        small_card.message
+    )
 
 
 def test_search_stops_doubling_once_a_trial_takes_longer_than_the_time_bound() -> None:
@@ -622,7 +626,7 @@ def test_search_stops_doubling_once_a_trial_takes_longer_than_the_time_bound() -
     assert [t.size for t in decision.search.trials] == [64, 128, 256, 512, 1024]
     assert decision.search.time_limited
     assert decision.largest_fitting_size == decision.batch_size == 1024
-    assert "largest fitting at least 1024 (the search stopped" in decision.message
+    assert "the search: fits at least up to 1024 (the search stopped" in decision.message
     assert decision.record().time_limited is True
     assert decision.record().trials[0].seconds == pytest.approx(0.192)
 
@@ -647,7 +651,7 @@ def test_a_configured_batch_that_fails_verification_falls_back_to_a_smaller_sear
     decision = choose_batch_size(FailsRerunsAbove(1000), BatchConfig(), None, configured_size=200)
     assert decision.batch_size == 64
     assert [t.size for t in decision.verification if not t.ok] == [200, 128]
-    assert "200 failed re-verification" in decision.message
+    assert "stepped down to 64: on re-verification 200 ran out of memory" in decision.message
 
 
 def test_without_a_search_the_configured_batch_is_timed_capped_by_max_size() -> None:
@@ -673,3 +677,53 @@ def test_policy_is_a_checked_key() -> None:
         BatchConfig(policy="largest")
     with pytest.raises(ConfigError, match=r"`batch.trial_max_seconds`"):
         BatchConfig(trial_max_seconds=0)
+
+
+class SlowFirstStepOracle(OOMOracle):
+    """A user's model with cuDNN autotuning on: every trial builds a fresh model whose first step autotunes for
+    ``first_step_s`` seconds (a fake clock), whatever the size; it fits up to ``limit``."""
+
+    def __init__(self, limit: int, first_step_s: float) -> None:
+        super().__init__(limit)
+        self.first_step_s = first_step_s
+
+    def __call__(self, size: int, steps: int) -> TrialResult:
+        result = super().__call__(size, steps)
+        return TrialResult(result.peak_reserved_mb, samples_per_s=result.samples_per_s, seconds=self.first_step_s)
+
+
+def test_a_search_stopped_on_time_never_caps_the_configured_batch() -> None:
+    # The issue's ResNet-50: the first trial (64) takes 3.3 s, past the 2 s bound, so the search knows only that 64
+    # fits. The configured 256 is timed: its re-verification shows that it fits.
+    oracle = SlowFirstStepOracle(limit=10**6, first_step_s=3.3)
+    decision = choose_batch_size(oracle, BatchConfig(trial_max_seconds=2.0), None, configured_size=256)
+    assert [t.size for t in decision.search.trials] == [64]
+    assert decision.search.time_limited and decision.largest_fitting_size == 64
+    assert decision.batch_size == 256
+    assert {t.size for t in decision.verification} == {256}
+    assert decision.message.startswith("batch size 256: the configured batch 256 (batch.policy=configured)")
+    assert "the search: fits at least up to 64 (the search stopped" in decision.message
+    assert "stepped down" not in decision.message
+
+
+def test_only_a_real_out_of_memory_steps_a_configured_batch_down_after_a_search_stopped_on_time() -> None:
+    # Same slow first step, but 256 does not fit (the limit is 200): its re-verification runs out of memory, and
+    # the batch steps down to the largest size known to fit, saying why.
+    oracle = SlowFirstStepOracle(limit=200, first_step_s=3.3)
+    decision = choose_batch_size(oracle, BatchConfig(trial_max_seconds=2.0), None, configured_size=256)
+    assert decision.batch_size == 64
+    assert [(t.size, t.status) for t in decision.verification][:2] == [(256, "oom"), (64, "ok")]
+    assert "stepped down to 64: on re-verification 256 ran out of memory" in decision.message
+
+
+def test_a_failure_seen_before_the_time_limit_still_caps_the_configured_batch() -> None:
+    # Doubling: 64 .. 512 fit, 1024 runs out of memory; bisection's 768 fits but is slow: the search stops there.
+    # A configured 2048 is above a size that failed, so it steps down to 768; a configured 900 is not, so it is
+    # timed as configured (and fits: the limit is 1000).
+    oracle = SlowOracle(limit=1000, seconds_per_sample=1e-3)
+    config = BatchConfig(trial_max_seconds=2.0)
+    above = choose_batch_size(oracle, config, None, configured_size=2048, verify_repeats=1, verify_steps=3)
+    assert above.search.time_limited and above.batch_size == 768
+    assert "stepped down to 768, the largest that fit: 1024 ran out of memory" in above.message
+    between = choose_batch_size(oracle, config, None, configured_size=900, verify_repeats=1, verify_steps=3)
+    assert between.batch_size == 900

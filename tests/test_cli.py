@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -275,6 +277,11 @@ def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
     assert report["models"]["tft"]["error"] == "RuntimeError: injected fault in the TFT"
 
 
+def test_a_quick_run_is_labelled_a_smoke_test_in_its_report(quick_mlp_job):
+    run = only_report(quick_mlp_job.folder)["run"]
+    assert (run["preset"], run["preset_note"]) == ("quick", "smoke test: tiny shapes, not your training")
+
+
 def test_unreachable_tracking_store_still_writes_the_report(quick_mlp_job):
     # The job's tracking.uri is sqlite:///<a plain file>/db (tests/conftest.py).
     completed = quick_mlp_job.completed
@@ -316,6 +323,21 @@ def test_bad_input_exits_2_with_one_clear_message(tmp_path, cache_dir, args, exp
     assert "Traceback" not in completed.stderr
 
 
+def test_a_dbn_symbol_filter_matching_nothing_exits_2_naming_the_symbols_held(tmp_path, cache_dir):
+    from gpubench.data.synthetic import generate_synthetic_dbn
+
+    download = generate_synthetic_dbn(
+        tmp_path / "source", symbols=["SYNA", "SYNB"], days=2, start_date="2024-01-02", seed=7
+    ).folder
+    args = ["model=mlp", "data=dbn", f"data.path={download}", "data.symbols=[AAPL]", "tracking.enabled=false"]
+    completed = gpubench(tmp_path, cache_dir, *args, "hardware=cpu")
+    assert completed.returncode == 2
+    assert (
+        "data.symbols=['AAPL'] matches no symbol" in completed.stderr and "which holds SYNA, SYNB." in completed.stderr
+    )
+    assert "Traceback" not in completed.stderr
+
+
 # Slow (7-10 s: the tracked run creates an MLflow store first): the corrupt-zstd message is pinned in process by
 # tests/test_data_dbn.py::test_corrupted_zstd_stream, and a bad DBN file's exit 2 on the command line by
 # tests/test_data_dbn_real_files.py::test_cli_on_a_file_without_records_exits_2_naming_it.
@@ -345,6 +367,45 @@ def test_help_lists_the_groups_without_running(gpubench_once):
     for group in ("model", "hardware", "data", "statistics", "decision", "tracking", "experiment"):
         assert f"{group}:" in job.completed.stdout
     assert not (job.folder / "outputs").exists()
+
+
+def test_help_is_gpubenchs_own_page_with_the_ten_keys_and_where_results_go(gpubench_once):
+    shown = gpubench_once("--help").completed.stdout
+    assert shown.startswith("gpubench answers, with measurements: how long will training these models take")
+    assert "model: all, custom, dqn, mamba2, mlp, ppo, tft" in shown
+    assert len(help_examples()) == 10 and all(example.split()[0] in shown for example in help_examples())
+    assert "outputs/<date>/<time>/report.json" in shown and "python -m gpubench --cfg job" in shown
+    assert len(shown.splitlines()) < 60  # Hydra's stock page was 251 lines
+
+
+def help_examples() -> list[str]:
+    """The help page's ten example overrides, as typed (the part before the explanation)."""
+    from omegaconf import OmegaConf
+
+    from gpubench.config import CONF_DIR
+
+    template = OmegaConf.load(CONF_DIR / "config.yaml").hydra.help.template
+    lines = template.split("The ten keys people change most, with an example each:\n")[1].split("\n\n")[0]
+    return [re.split(r"\s{2,}", line.strip())[0] for line in lines.splitlines()]
+
+
+def test_every_example_on_the_help_page_composes_into_a_valid_config(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from gpubench.config import CONF_DIR, register_configs, typed_config
+
+    register_configs()
+    for example in help_examples():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*shlex.split(example), f"output={tmp_path}/r.json"])
+        typed_config(cfg)
+
+
+def test_cfg_job_resolve_shows_the_folder_a_run_would_write_to(gpubench_once):
+    completed = gpubench_once("--cfg", "job", "--resolve").completed
+    assert completed.returncode == 0, completed.stderr
+    (line,) = [line for line in completed.stdout.splitlines() if line.startswith("output:")]
+    assert re.fullmatch(r"output: outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d-\d{6}/report\.json", line), line
 
 
 @pytest.mark.slow

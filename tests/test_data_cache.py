@@ -257,3 +257,47 @@ def test_load_features_gives_finite_tensors_and_the_provenance(tmp_path: Path) -
     assert features.n_bars == provenance.bars == 2 * 2 * BARS_PER_SESSION
     assert features.symbols == tuple(SYMBOLS)
     assert bool(features.values.isfinite().all())
+
+
+def test_data_symbols_filter_dbn_bars_as_they_select_synthetic_ones(user_folder: Path, tmp_path: Path) -> None:
+    config = DataConfig(source="dbn", path=str(user_folder), cache_dir=str(tmp_path / "cache"), symbols=["SYNB"])
+    table, provenance = load_bars(config)
+    assert table.num_rows == 2 * BARS_PER_SESSION  # two sessions of one of the two symbols
+    assert set(table.column("symbol").to_pylist()) == {"SYNB"}
+    assert (provenance.symbols, provenance.bars) == (["SYNB"], table.num_rows)
+    # The cache holds every symbol: a second filter reads it back and selects the other one.
+    other, second = load_bars(DataConfig(**{**config.__dict__, "symbols": ["SYNA"]}))
+    assert second.cache_hit and set(other.column("symbol").to_pylist()) == {"SYNA"}
+    # Null (the dbn group's default) keeps every symbol.
+    assert load_bars(DataConfig(**{**config.__dict__, "symbols": None}))[1].symbols == ["SYNA", "SYNB"]
+
+
+def test_a_symbol_filter_matching_nothing_names_the_symbols_the_data_holds(user_folder: Path, tmp_path: Path) -> None:
+    config = DataConfig(source="dbn", path=str(user_folder), cache_dir=str(tmp_path / "cache"), symbols=["AAPL"])
+    with pytest.raises(
+        DataError,
+        match=r"data.symbols=\['AAPL'\] matches no symbol in data.path=.*, which holds "
+        r"SYNA, SYNB\. Set data.symbols to some of those, or data.symbols=null",
+    ):
+        load_bars(config)
+
+
+def test_a_partly_matching_filter_keeps_the_matches_and_warns(
+    user_folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = DataConfig(
+        source="dbn", path=str(user_folder), cache_dir=str(tmp_path / "cache"), symbols=["SYNA", "MSFT"]
+    )
+    with caplog.at_level("WARNING", logger="gpubench.data.loader"):
+        table, _ = load_bars(config)
+    assert set(table.column("symbol").to_pylist()) == {"SYNA"}
+    assert "data.symbols names ['MSFT']" in caplog.text
+
+
+def test_a_symbol_keeps_its_per_publisher_series() -> None:
+    from gpubench.data.loader import select_symbols
+
+    symbols = ["AAPL@XNAS.ITCH.XNAS", "AAPL@XNYS.PILLAR.XNYS", "MSFT@XNAS.ITCH.XNAS"]
+    table = pa.table({"symbol": symbols, "close": [1.0, 2.0, 3.0]})
+    assert select_symbols(table, ["AAPL"], "here").column("close").to_pylist() == [1.0, 2.0]
+    assert select_symbols(table, ["MSFT@XNAS.ITCH.XNAS"], "here").column("close").to_pylist() == [3.0]

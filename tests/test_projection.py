@@ -293,6 +293,32 @@ def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():
     assert ratio == pytest.approx(t4_step * 0.35 / (l4_step * 0.8), rel=1e-3)
 
 
+def test_a_card_projected_slower_than_the_cpu_says_why():
+    # The README's mytrain.py with AdamW unfused, as a CPU counts it: a 0.61 ms step of 2.2 MFLOPs and 55
+    # operations. On an H100 the 55 launches alone take 55 x 0.024 = 1.32 ms: slower than the CPU, and the
+    # projection says it is the launches.
+    section = model_section(
+        noisy_epochs_ms(0.61),
+        steps_per_epoch=1,
+        samples_per_step=256,
+        sample_unit="env_step",
+        flops_per_step=2.2e6,
+        launches_per_step=55,
+    )
+    cpu = report({"dqn": section}, hardware=cpu_hardware(0.05))
+    recommendation = build_recommendation(cpu, DecisionConfig(critical_models=["dqn"]), CATALOG)
+    h100 = next(row for row in recommendation.projection if row.card == "h100").models["dqn"]
+    assert h100.speedup < 1
+    assert h100.slower_cause.startswith(
+        "55 kernel launches at 24 µs of host time each (1.32 ms of the 1.32 ms projected step) outweigh the "
+    )
+    assert "a fused optimizer, fused=True" in h100.slower_cause
+    assert "dqn is projected slower there than where it was measured: 55 kernel launches" in recommendation.reasoning
+    # A step the card runs faster carries no cause.
+    faster = build_recommendation(_cpu_counted_report(), DecisionConfig(), CATALOG)
+    assert all(row.models["dqn"].slower_cause is None for row in faster.projection)
+
+
 def test_from_the_cpu_without_a_launch_count_the_projection_is_refused_with_the_reason():
     recommendation = build_recommendation(
         _cpu_counted_report(launches_per_step=None), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
@@ -392,9 +418,35 @@ def test_a_projected_trainings_bounds_take_the_intervals_two_sides():
     projected = project_estimate(estimate, step.step_ms, step.margin_fraction, step.lower_margin_fraction)
     assert projected.hours == pytest.approx(10.0)
     assert projected.upper_hours == pytest.approx(10.0 + 1.2 + 8.181818, abs=1e-5)
-    assert projected.lower_hours == pytest.approx(10.0 - 1.2 - 3.103448, abs=1e-5)
+    # Below, the sides multiply: 10 h x (1 - 0.12) x (1 - 0.310345) = 6.068966 h (the projection's side is taken
+    # off what the measurement's leaves: 3.103448 x 0.88 = 2.731034 h).
+    assert projected.lower_hours == pytest.approx(10.0 * 0.88 * (1 - 0.310345), abs=1e-5)
+    assert projected.lower_hours == pytest.approx(10.0 - 1.2 - 2.731034, abs=1e-5)
     # Summed over models as one model's, and on 2 cards at efficiency 1 halved.
     total = combine_estimates([projected, projected])
-    assert (total.lower_hours, total.upper_hours) == pytest.approx((2 * 5.696552, 2 * 19.381818), abs=1e-5)
+    assert (total.lower_hours, total.upper_hours) == pytest.approx((2 * 6.068966, 2 * 19.381818), abs=1e-5)
     on_two = scaled_time(projected, ScalingEfficiency(2, 1.0, (1.0, 1.0), "by hand", measured=True))
-    assert (on_two.lower_hours, on_two.upper_hours) == pytest.approx((5.696552 / 2, 19.381818 / 2), abs=1e-5)
+    assert (on_two.lower_hours, on_two.upper_hours) == pytest.approx((6.068966 / 2, 19.381818 / 2), abs=1e-5)
+
+
+def test_no_projected_lower_bound_runs_to_zero_however_wide_the_two_sides():
+    # A measurement whose margin is 60% of the epochs' time (halfwidth and drift) projected with a 50% lower side:
+    # added, 60% + 50% would take the whole 10 h; multiplied, 10 h x 0.4 x 0.5 = 2 h remain.
+    estimate = replace(ten_hour_estimate(), drift_flags=("drift",))
+    measured_fraction = 0.6
+    drift_ms = (measured_fraction * 10 * 3600 - estimate.statistical_margin_seconds()) * 1e3 / 36_000
+    noisy = replace(estimate, drift_ms_per_epoch=drift_ms)
+    assert noisy.lower_margin_seconds == pytest.approx(0.6 * 36_000)
+    projected = project_estimate(noisy, noisy.step_ms, 1.0, 0.5)
+    assert projected.lower_hours == pytest.approx(10.0 * 0.4 * 0.5)
+    assert projected.upper_hours == pytest.approx(10.0 + 6.0 + 10.0)
+
+
+def test_a_step_rebuilt_from_the_cpus_counts_carries_none_of_the_cpus_spread():
+    # The CPU's own epoch-to-epoch spread and drift say nothing of a card's step rebuilt from counts: only the
+    # rebuild's factor (and the 12% floor) bound it. 10 h projected at 5 ms a step instead of 10 ms: 5 h, lower
+    # 5 h x 0.88 x 0.5 = 2.2 h, upper 5 h + 0.6 h + 5 h = 10.6 h.
+    noisy = replace(ten_hour_estimate(), halfwidth_ms=400.0, drift_flags=("drift",), drift_ms_per_epoch=300.0)
+    projected = project_estimate(noisy, 5.0, 1.0, 0.5, from_counts=True)
+    assert (projected.halfwidth_ms, projected.drift_ms_per_epoch, projected.drift_flags) == (0.0, 0.0, ())
+    assert (projected.hours, projected.lower_hours, projected.upper_hours) == pytest.approx((5.0, 2.2, 10.6))

@@ -126,7 +126,13 @@ def test_summary_table_shows_each_model_and_the_configured_confidence_level(caps
     low, high = dqn.confidence_interval_ms
     dqn_row = next(line for line in shown.splitlines() if "dqn" in line)
     assert f"{dqn.mean_epoch_time_ms:.1f}" in dqn_row and f"{low:.1f}–{high:.1f}" in dqn_row
-    assert f"Recommendation: {report.recommendation.decision}" in shown and "Report: out/report.json" in shown
+    # The fixture is an experiment=quick run: its verdict line says it is a smoke test.
+    quick_verdict = f"Recommendation (smoke test: tiny shapes, not your training): {report.recommendation.decision}"
+    assert quick_verdict in shown and "Report: out/report.json" in shown
     at_995 = {name: replace(r, statistics=replace(r.statistics, confidence_level=0.995)) for name, r in at_90.items()}
     console.print_summary(replace(report, models=at_995), "out/report.json")
     assert "99.5% CI (t)" in capsys.readouterr().out
+    # Without a preset the verdict line is the plain one.
+    plain = replace(report, run=replace(report.run, choices={**report.run.choices, "experiment": None}))
+    console.print_summary(plain, "out/report.json")
+    assert f"Recommendation: {report.recommendation.decision} — " in capsys.readouterr().out

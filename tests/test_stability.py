@@ -17,7 +17,8 @@ from gpubench.measure.stability import (
     loss_trend,
     stability_verdict,
 )
-from gpubench.workload import OpCounter, StepResult
+from gpubench.results import StabilityReport
+from gpubench.workload import OpCounter, RLSignals, StepResult
 
 NAN, INF = float("nan"), float("inf")
 
@@ -413,3 +414,157 @@ def test_an_epoch_with_no_loss_at_all_still_checks_the_gradient_norms() -> None:
     # The gradient norms were seen, so the verdict is theirs; the missing loss is stated, not hidden.
     assert verdict.stability == "UNSTABLE" and verdict.loss_trend is None
     assert verdict.reasons[0] == "no loss reported in 10 steps: NaN/Inf losses and the loss trend were not checked"
+
+
+# ------------------------------------------------------------------------------------------------ RL signals
+
+# (critic loss, approximate KL, clip fraction) of a hand-made PPO epoch; the ceiling is 2.0. Finite critic losses
+# 1, 2, 4, 5: mean 3. Finite KLs 0.01, 0.03, 0.05, 0.01: mean 0.025, max 0.05. Clip fractions: mean 0.25, max 0.5.
+HAND_MADE_RL: list[tuple[float, float, float]] = [
+    (1.0, 0.01, 0.0),
+    (2.0, 0.03, 0.5),
+    (NAN, NAN, 0.25),  # a non-finite critic loss and KL are left out of the means
+    (4.0, 0.05, 0.25),
+    (5.0, 0.01, 0.25),
+]
+
+
+def rl_step(loss: float, critic: float, kl: float | None, clip: float | None, ceiling: float = 2.0) -> StepResult:
+    def tensor(value: float | None) -> torch.Tensor | None:
+        return None if value is None else torch.tensor(value)
+
+    signals = RLSignals(
+        critic_loss=torch.tensor(critic),
+        critic_loss_name="value loss",
+        critic_loss_ceiling=ceiling,
+        approx_kl=tensor(kl),
+        clip_fraction=tensor(clip),
+    )
+    return StepResult(loss=torch.tensor(loss), grad_norm=torch.tensor(0.5), rl=signals)
+
+
+@pytest.mark.parametrize("chunk_steps", [1, 2, 3, 256])
+def test_hand_made_rl_epoch_gives_exact_means_and_maxima(chunk_steps: int) -> None:
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=chunk_steps)
+    for critic, kl, clip in HAND_MADE_RL:
+        monitor.observe(rl_step(-0.01, critic, kl, clip))
+    monitor.observe(step(1.0, 0.5))  # a step without RL signals counts in no RL figure
+    rl = monitor.end_epoch().rl
+    assert rl is not None
+    assert (rl.steps, rl.critic_loss_name, rl.critic_loss_ceiling) == (5, "value loss", 2.0)
+    assert rl.mean_critic_loss == pytest.approx(3.0)
+    assert (rl.mean_approx_kl, rl.max_approx_kl) == (pytest.approx(0.025), pytest.approx(0.05))
+    assert (rl.mean_clip_fraction, rl.max_clip_fraction) == (pytest.approx(0.25), pytest.approx(0.5))
+    # The next epoch starts afresh.
+    monitor.observe(step(1.0, 0.5))
+    assert monitor.end_epoch().rl is None
+
+
+def test_rl_signals_launch_no_kernel_and_are_read_with_the_one_epoch_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=8)
+    results = [rl_step(-0.01, critic, kl, clip) for critic, kl, clip in HAND_MADE_RL]
+    with OpCounter() as ops:
+        for result in results:
+            monitor.observe(result)
+    assert ops.count == 0
+    reads: list[int] = []
+    with monkeypatch.context() as patch:
+        forbid_host_reads(patch, allowed_tolist_calls=reads)
+        rl = monitor.end_epoch().rl
+    assert reads == [1]
+    assert rl is not None and rl.mean_critic_loss == pytest.approx(3.0)
+
+
+def test_a_dqn_like_step_reports_no_kl_or_clip_fraction_and_disabled_checks_ignore_rl() -> None:
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=2)
+    for critic in (0.5, 1.5, 1.0):
+        monitor.observe(rl_step(critic, critic, None, None))
+    rl = monitor.end_epoch().rl
+    assert rl is not None and rl.mean_critic_loss == pytest.approx(1.0)
+    assert (rl.mean_approx_kl, rl.max_approx_kl, rl.mean_clip_fraction, rl.max_clip_fraction) == (None,) * 4
+    disabled = StabilityMonitor(StabilityConfig(enabled=False), "cpu")
+    disabled.observe(rl_step(1.0, 1.0, 0.5, 0.5))
+    assert disabled.end_epoch().rl is None
+
+
+def rl_run(
+    critic_losses: list[float],
+    *,
+    losses: list[float] | None = None,
+    kl: float | None = 0.005,
+    clip: float | None = 0.05,
+    ceiling: float = 2.0,
+) -> list[EpochHealth]:
+    """Epochs of 20 RL steps each: the given mean critic loss per epoch (constant within an epoch), a surrogate
+    loss (rising by default: the PPO shape the old verdict called INCREASING), and constant KL and clip fraction."""
+    losses = losses or [-0.05 + 0.005 * epoch for epoch in range(len(critic_losses))]
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=7)
+    epochs = []
+    for loss, critic in zip(losses, critic_losses, strict=True):
+        for _ in range(20):
+            monitor.observe(rl_step(loss, critic, kl, clip, ceiling))
+        epochs.append(monitor.end_epoch())
+    return epochs
+
+
+HEALTHY_CRITIC = [0.05 * 0.9**epoch for epoch in range(8)]
+
+
+def test_a_rising_surrogate_loss_with_healthy_rl_signals_is_stable() -> None:
+    report = stability_verdict(rl_run(HEALTHY_CRITIC), StabilityConfig())
+    assert (report.stability, report.loss_trend, report.loss_trend_judged) == ("STABLE", "INCREASING", False)
+    assert report.reasons == []
+    assert report.rl is not None
+    assert report.rl.epoch_mean_critic_losses == pytest.approx(HEALTHY_CRITIC)
+    assert report.rl.epoch_mean_approx_kls == pytest.approx([0.005] * 8)
+    assert (report.rl.approx_kl_bound, report.rl.clip_fraction_bound) == (0.1, 0.5)
+    assert StabilityReport.from_dict(report.to_dict()) == report
+
+
+def test_a_critic_loss_past_ten_times_its_ceiling_is_a_blow_up() -> None:
+    # Ceiling 2: the limit is 20; epochs 5 and 6 (25, 30) pass it.
+    critic = [1.0, 1.0, 1.0, 1.0, 1.0, 25.0, 30.0, 10.0]
+    report = stability_verdict(rl_run(critic), StabilityConfig())
+    assert report.stability == "UNSTABLE"
+    assert report.reasons[0] == (
+        "value loss blow-up: epoch mean up to 30 in 2 of 8 epochs, over 10 x 2, the largest value loss of a critic "
+        "within the rewards' return range (max |reward| / (1 - gamma))"
+    )
+
+
+def test_critic_loss_growth_counts_only_past_the_ceiling() -> None:
+    # 0.1 -> 3.0 is 30x and ends above the ceiling 2: growth. 0.01 -> 1.0 (100x) stays under it: a critic still
+    # within the return range, not flagged.
+    grown = stability_verdict(rl_run([0.2, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 2.5]), StabilityConfig())
+    assert grown.stability == "UNSTABLE"
+    assert grown.reasons == ["value loss growth: 0.1 in epoch 1 to 3 in epoch 6 (30x, past the sane ceiling 2)"]
+    within = stability_verdict(rl_run([0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 1.0]), StabilityConfig())
+    assert within.stability == "STABLE"
+
+
+@pytest.mark.parametrize(
+    ("kl", "clip", "reason"),
+    [
+        (0.15, 0.05, "approximate KL: epoch mean above 0.1 in 8 of 8 epochs (up to 0.15): the policy moved far past "),
+        (0.005, 0.6, "clip fraction: epoch mean above 0.5 in 8 of 8 epochs (up to 0.6): most samples were pushed "),
+    ],
+)
+def test_ppo_kl_and_clip_fraction_beyond_their_bounds_are_unstable(kl: float, clip: float, reason: str) -> None:
+    report = stability_verdict(rl_run(HEALTHY_CRITIC, kl=kl, clip=clip), StabilityConfig())
+    assert report.stability == "UNSTABLE"
+    assert len(report.reasons) == 1 and report.reasons[0].startswith(reason)
+
+
+def test_the_rl_bounds_come_from_the_config() -> None:
+    epochs = rl_run(HEALTHY_CRITIC, kl=0.05, clip=0.2)
+    assert stability_verdict(epochs, StabilityConfig()).stability == "STABLE"
+    assert stability_verdict(epochs, StabilityConfig(max_approx_kl=0.04)).stability == "UNSTABLE"
+    assert stability_verdict(epochs, StabilityConfig(max_clip_fraction=0.1)).stability == "UNSTABLE"
+    blown = rl_run([5.0] * 8)
+    assert stability_verdict(blown, StabilityConfig()).stability == "STABLE"  # 5 < 10 x 2
+    assert stability_verdict(blown, StabilityConfig(critic_loss_ceiling_factor=2)).stability == "UNSTABLE"
+
+
+def test_a_supervised_rising_loss_is_still_judged() -> None:
+    report = stability_verdict(synthetic_run(RISING, StabilityConfig()), StabilityConfig())
+    assert (report.stability, report.loss_trend_judged, report.rl) == ("UNSTABLE", True, None)

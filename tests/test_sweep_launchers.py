@@ -94,6 +94,8 @@ def test_a_sweep_through_the_submitit_local_launcher_writes_job_folders_and_the_
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Submitit 'local' sweep output dir" in completed.stdout
+    # Its jobs ran side by side on this machine, and the sweep said so before they started.
+    assert "hydra/launcher=submitit_local starts every job at once" in completed.stderr
     # submitit's own folder holds each job's pickled call, logs and result.
     submitit_jobs = [p for p in (sweep_dir / ".submitit").iterdir() if any(p.glob("*_result.pkl"))]
     assert len(submitit_jobs) == 2
@@ -139,3 +141,37 @@ def test_resume_without_an_explicit_sweep_dir_says_there_is_nothing_to_resume(tm
     completed = run_sweep(tmp_path, "seed=1", "sweep.resume=true", "hydra/launcher=basic")
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "sweep.resume=true without hydra.sweep.dir" in " ".join(completed.stderr.split())
+
+
+# ------------------------------------------------------------------------------------------- parallel launchers
+
+
+def launcher_config(*overrides: str):
+    """``hydra.launcher`` as Hydra composes it for gpubench's config with ``overrides``."""
+    from hydra import compose, initialize_config_dir
+
+    from gpubench.config import CONF_DIR, register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True).hydra.launcher
+
+
+def test_launchers_that_time_jobs_side_by_side_are_named_with_the_way_to_run_them_one_at_a_time():
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    joblib = sweep.parallel_launcher_warning(launcher_config("hydra/launcher=joblib"))
+    assert joblib.startswith(
+        "hydra/launcher=joblib runs as many jobs as this machine has CPU cores at once on this machine: the jobs "
+        "share its GPU and CPUs, so every timing in this sweep is contended"
+    )
+    assert "one at a time with hydra.launcher.n_jobs=1, or hydra/launcher=basic (the default)" in joblib
+    assert "hydra/launcher=submitit_slurm" in joblib
+    four = sweep.parallel_launcher_warning(launcher_config("hydra/launcher=joblib", "hydra.launcher.n_jobs=4"))
+    assert four.startswith("hydra/launcher=joblib runs up to 4 jobs at once")
+    local = sweep.parallel_launcher_warning(launcher_config("hydra/launcher=submitit_local"))
+    assert local.startswith("hydra/launcher=submitit_local starts every job at once, each a process of its own")
+    # One at a time, or one node per job: nothing to say.
+    assert sweep.parallel_launcher_warning(launcher_config("hydra/launcher=joblib", "hydra.launcher.n_jobs=1")) is None
+    assert sweep.parallel_launcher_warning(launcher_config()) is None  # basic, the default
+    assert sweep.parallel_launcher_warning(launcher_config("hydra/launcher=submitit_slurm")) is None

@@ -86,6 +86,10 @@ def test_run_record_tags_metrics_and_series_come_from_the_report():
         "python.version": "3.11.7",
         "mlflow.source.git.commit": report.run.git_commit,
         "gpubench.decision": "LOCAL_GPU_VIABLE",
+        # The report is an experiment=quick run: its MLflow run says it is a smoke test, as its description too.
+        "gpubench.preset": "quick",
+        "gpubench.preset_note": "smoke test: tiny shapes, not your training",
+        "mlflow.note.content": "smoke test: tiny shapes, not your training",
     }
     recommendation = report.recommendation
     assert record.metrics["recommendation/estimated_hours"] == recommendation.estimated_full_training_hours

@@ -1,10 +1,12 @@
 """The ``data`` group: where market data comes from and how it becomes features."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpubench.config_checks import require, require_choice, require_positive, require_probability
 
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "dbn", "parquet")
+#: The symbols the synthetic market generates when ``data.symbols`` is null.
+SYNTHETIC_SYMBOLS: tuple[str, ...] = ("SYNA", "SYNB", "SYNC", "SYND")
 #: How bars of one instrument and time from several publishers (exchanges) are read: see ``DataConfig.publishers``.
 PUBLISHER_MODES: tuple[str, ...] = ("aggregate", "separate")
 
@@ -24,12 +26,15 @@ class DataConfig:
     is the highest high, low the lowest low, volume the sum, open and close the volume-weighted means of the
     publishers' opens and closes. ``separate`` keeps each publisher's bars as a series of its own, named
     ``SYMBOL@PUBLISHER`` (e.g. ``AAPL@XNAS.ITCH.XNAS``). Data from a single publisher reads the same either way.
+
+    ``symbols`` selects symbols from every source: the synthetic market generates them (null: its four,
+    :data:`SYNTHETIC_SYMBOLS`), DBN and Parquet bars are filtered to them (null: all).
     """
 
     source: str = "synthetic"
     path: str | None = None
     cache_dir: str = "~/.cache/gpubench"
-    symbols: list[str] = field(default_factory=lambda: ["SYNA", "SYNB", "SYNC", "SYND"])
+    symbols: list[str] | None = None
     days: int = 20
     start_date: str = "2024-01-02"
     seed: int = 7
@@ -48,7 +53,12 @@ class DataConfig:
                 f"a folder or glob of files when data={self.source}",
             )
         require_choice("data.publishers", self.publishers, PUBLISHER_MODES)
-        require(len(self.symbols) > 0, "data.symbols", self.symbols, "a non-empty list")
+        require(
+            self.symbols is None or len(self.symbols) > 0,
+            "data.symbols",
+            self.symbols,
+            "a non-empty list of symbols, or null (synthetic: its four; files: every symbol they hold)",
+        )
         require_positive("data.days", self.days)
         require_probability("data.train_fraction", self.train_fraction)
         require(self.volatility_window >= 2, "data.volatility_window", self.volatility_window, ">= 2")

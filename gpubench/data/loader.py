@@ -3,8 +3,11 @@
 ``data=synthetic`` generates (or reuses) DBN files under ``data.cache_dir`` and then reads them exactly like a
 user's download, so every default run exercises the DBN reader and the Parquet cache. ``data=dbn`` reads
 ``data.path`` through the same reader and cache; ``data=parquet`` reads Parquet bars from ``data.path`` directly.
-``data.symbols``, ``data.days``, ``data.start_date`` and ``data.seed`` shape the synthetic market only: the
-other sources use every symbol and bar in their files.
+``data.days``, ``data.start_date`` and ``data.seed`` shape the synthetic market only. ``data.symbols`` selects the
+symbols of every source: the synthetic market generates those (its default four when null), and DBN and Parquet
+bars are filtered to them (every symbol when null; ``AAPL`` also keeps the per-publisher series ``AAPL@...`` of
+``data.publishers=separate``). A filter that matches nothing in the files is a DataError naming the symbols they
+hold.
 
 DBN files without records (valid files holding only metadata, which Databento writes for a window without trades)
 are skipped with a warning and listed in the provenance's ``empty_files``; when no file holds bars, that is a
@@ -23,7 +26,7 @@ import pyarrow.compute as pc
 import torch
 
 from gpubench.data.cache import content_hash, load_cached_bars, read_parquet_bars, resolve_parquet_paths
-from gpubench.data.config import DATA_SOURCES, DataConfig
+from gpubench.data.config import DATA_SOURCES, SYNTHETIC_SYMBOLS, DataConfig
 from gpubench.data.dbn import (
     READER_VERSION,
     bar_time_range_iso,
@@ -68,7 +71,7 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         if data_cfg.source == "synthetic":
             dataset = generate_synthetic_dbn(
                 cache_dir,
-                symbols=data_cfg.symbols,
+                symbols=data_cfg.symbols or SYNTHETIC_SYMBOLS,
                 days=data_cfg.days,
                 start_date=data_cfg.start_date,
                 seed=data_cfg.seed,
@@ -94,6 +97,8 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         table, cache_hit, key = cached.table, cached.cache_hit, cached.content_hash
     if table.num_rows == 0:
         raise DataError(f"data.path={location!r} holds no bars; gpubench needs at least one bar to build features.")
+    if data_cfg.symbols is not None and data_cfg.source != "synthetic":
+        table = select_symbols(table, data_cfg.symbols, location)
     first, last = bar_time_range_iso(table)
     provenance = DataProvenance(
         source=data_cfg.source,
@@ -109,6 +114,26 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
         empty_files=[str(path) for path in empty_files],
     )
     return table, provenance
+
+
+def select_symbols(table: pa.Table, symbols: Sequence[str], location: str) -> pa.Table:
+    """The bars of ``table`` whose symbol is one of ``symbols`` (``data.symbols``), or a per-publisher series of one
+    (``AAPL@XNAS.ITCH.XNAS`` for ``AAPL``). Raises DataError naming the symbols the data holds when none matches;
+    logs a warning naming those of ``symbols`` that match nothing when some do."""
+    held = sorted(pc.unique(table.column("symbol")).to_pylist())
+    wanted = set(symbols)
+    kept = [symbol for symbol in held if symbol in wanted or symbol.split("@", 1)[0] in wanted]
+    if not kept:
+        raise DataError(
+            f"data.symbols={list(symbols)} matches no symbol in data.path={location!r}, which holds "
+            f"{', '.join(held)}. Set data.symbols to some of those, or data.symbols=null for all of them "
+            "(experiment=quick sets data.symbols=[SYNA,SYNB] for the synthetic market: add data.symbols=null "
+            "to run it on your own data)."
+        )
+    unmatched = sorted(wanted - {symbol.split("@", 1)[0] for symbol in kept} - set(kept))
+    if unmatched:
+        logger.warning("data.symbols names %s, which %s does not hold; using %s.", unmatched, location, kept)
+    return table.filter(pc.is_in(table.column("symbol"), value_set=pa.array(kept, type=pa.string())))
 
 
 def load_features(data_cfg: DataConfig, device: torch.device | str) -> tuple[FeatureTensors, DataProvenance]:

@@ -436,7 +436,12 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
             f" The decision is about the one local card: decision.cloud_gpus={cloud_row.card_count} changes only the "
             "cloud figures."
         )
-    return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}"
+    slower = "".join(
+        f" {name} is projected slower there than where it was measured: {model.slower_cause}."
+        for name, model in cloud_row.models.items()
+        if model.slower_cause and name in {estimate.model for estimate in outcome.decided}
+    )
+    return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}{slower}"
 
 
 def reasoning(
@@ -577,7 +582,8 @@ def _batch_actions(models: dict[str, ModelResult]) -> list[str]:
         actions.append(
             f"{name}: train with batch {search.batch_size} x {search.gradient_accumulation_steps} gradient "
             f"accumulation step(s) = effective {search.effective_batch_size} "
-            f"(target {search.target_effective_batch_size}; largest fitting {search.largest_fitting_size}"
+            f"(target {search.target_effective_batch_size}; largest fitting "
+            f"{'at least ' if search.time_limited else ''}{search.largest_fitting_size}"
             f"{limit}{knee})."
         )
     configured = {

@@ -368,22 +368,78 @@ def project_step(
 
 
 def project_estimate(
-    estimate: TimeEstimate, projected_step_ms: float, margin_fraction: float, lower_margin_fraction: float = 0.0
+    estimate: TimeEstimate,
+    projected_step_ms: float,
+    margin_fraction: float,
+    lower_margin_fraction: float = 0.0,
+    *,
+    from_counts: bool = False,
 ) -> TimeEstimate:
     """``estimate`` as it would be on a card where its step takes ``projected_step_ms``: every per-epoch time
     (mean, interval half-width, drift) scaled by the step ratio, the throughput divided by it, the one-off costs
-    kept as measured, and ``margin_fraction`` (``lower_margin_fraction``) of the projected epochs' time added to
-    the margin above (below)."""
+    kept as measured, and ``margin_fraction`` of the projected epochs' time added to the margin above.
+
+    ``from_counts``: the card's step was rebuilt from the step's counts (a CPU measurement), not scaled from its
+    time, so the measured device's epoch-to-epoch spread and drift are not the card's: the rebuild's own factor
+    (``margin_fraction``, ``lower_margin_fraction``) is the projection's whole uncertainty.
+
+    Below, the bounds multiply: the card's epochs are at least the measurement's lower side, less
+    ``lower_margin_fraction`` of that, i.e. ``E (1 − m)(1 − p)`` for the epochs' time E, the measured margin's
+    fraction m and the projection's p. (Added, ``E (1 − m − p)``, a noisy CPU measurement with a factor-2 rebuild
+    ran the README's example to 0.0 min.) The lower margin fraction stored is therefore ``p (1 − m)``.
+    """
     ratio = projected_step_ms / estimate.step_ms
-    return replace(
+    projected = replace(
         estimate,
         step_ms=projected_step_ms,
         mean_epoch_ms=estimate.mean_epoch_ms * ratio,
-        halfwidth_ms=estimate.halfwidth_ms * ratio,
-        drift_ms_per_epoch=estimate.drift_ms_per_epoch * ratio,
+        halfwidth_ms=0.0 if from_counts else estimate.halfwidth_ms * ratio,
+        drift_ms_per_epoch=0.0 if from_counts else estimate.drift_ms_per_epoch * ratio,
+        drift_flags=() if from_counts else estimate.drift_flags,
         samples_per_second=None if estimate.samples_per_second is None else estimate.samples_per_second / ratio,
         projection_margin_fraction=margin_fraction,
-        projection_lower_margin_fraction=lower_margin_fraction,
+        projection_lower_margin_fraction=0.0,
+    )
+    epochs_seconds = projected.epochs_seconds
+    measured_fraction = min(1.0, projected.lower_margin_seconds / epochs_seconds) if epochs_seconds > 0 else 0.0
+    return replace(projected, projection_lower_margin_fraction=lower_margin_fraction * (1.0 - measured_fraction))
+
+
+def slower_cause(split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, step_ms: float) -> str:
+    """Why a step projected onto ``target`` at ``step_ms`` (ms) is slower than ``split.step_ms``, the step measured
+    on ``source``: the projected step's largest part, in words with its figures.
+
+    From the CPU the card's step is rebuilt from counts, and a small model's step there is mostly kernel launches,
+    each costing the host :data:`LAUNCH_COST_MS` whatever the card: a step of many small operations (an unfused
+    optimizer's per-parameter loop) is launch-bound on any GPU and can be slower than on the CPU that ran it."""
+    measured = f"the {split.step_ms:.3g} ms step measured on {source.name}"
+    if not source.on_gpu and split.launches_per_step is not None:
+        launch_ms = split.launches_per_step * LAUNCH_COST_MS
+        compute_ms = (
+            split.flops_per_step / (target.attainable_tflops * 1e12) * 1e3
+            if split.flops_per_step and target.attainable_tflops
+            else 0.0
+        )
+        traffic_ms = (
+            memory_traffic_ms(split.bytes_per_step, target.memory_bandwidth_gbps)
+            if split.bytes_per_step is not None and target.memory_bandwidth_gbps
+            else 0.0
+        )
+        parts = {"kernel launches": launch_ms, "compute": compute_ms, "memory traffic": traffic_ms}
+        largest = max(parts, key=lambda part: parts[part])
+        if largest == "kernel launches":
+            return (
+                f"{split.launches_per_step} kernel launches at {LAUNCH_COST_MS * 1e3:.0f} µs of host time each "
+                f"({launch_ms:.3g} ms of the {step_ms:.3g} ms projected step) outweigh {measured}: the step is "
+                "launch-bound on a GPU; fewer, larger operations shorten it (a fused optimizer, fused=True; "
+                "torch.compile; CUDA graphs)"
+            )
+        return f"its {largest} ({parts[largest]:.3g} ms of the {step_ms:.3g} ms projected step) outweighs {measured}"
+    return (
+        f"{target.name} attains {target.attainable_tflops or 0:.3g} TFLOP/s and "
+        f"{target.memory_bandwidth_gbps or 0:.3g} GB/s against {source.name}'s "
+        f"{source.attainable_tflops or 0:.3g} and {source.memory_bandwidth_gbps or 0:.3g}: a slower card than "
+        f"the one measured ({step_ms:.3g} ms against {measured})"
     )
 
 
@@ -400,7 +456,11 @@ def projected_estimates(
     steps = {name: project_step(splits[name], source, target, measured=measured) for name in estimates}
     projected = {
         name: project_estimate(
-            estimate, steps[name].step_ms, steps[name].margin_fraction, steps[name].lower_margin_fraction
+            estimate,
+            steps[name].step_ms,
+            steps[name].margin_fraction,
+            steps[name].lower_margin_fraction,
+            from_counts=not source.on_gpu and not measured,
         )
         for name, estimate in estimates.items()
         if steps[name].step_ms is not None
@@ -441,6 +501,7 @@ def projection_table(
             peak_mb = report.models[name].peak_reserved_mb
             model = projected.get(name)
             time = None if model is None else scaled_time(model, scaling[name])
+            slower = step.step_ms is not None and not measured and step.step_ms > estimate.step_ms
             models[name] = ProjectedModel(
                 step_ms=step.step_ms,
                 step_ms_if_memory_bound=step.memory_bound_ms,
@@ -451,6 +512,7 @@ def projection_table(
                 step_ms_interval=step.interval_ms,
                 hours_lower=None if time is None else time.lower_hours,
                 refused=step.refused,
+                slower_cause=slower_cause(splits[name], source, target, step.step_ms) if slower else None,
             )
         hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
         decided_scalings = [scaling[name] for name in decided]

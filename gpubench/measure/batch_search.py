@@ -102,6 +102,18 @@ class BatchSearch:
     time_limited: bool = False
     trial_max_seconds: float | None = None
 
+    @property
+    def smallest_failure(self) -> BatchTrial | None:
+        """The smallest size's failed trial (out of memory, or over the headroom), None when every trial fit: the
+        only evidence that a size does *not* fit. A search stopped on time may have none."""
+        failures = [trial for trial in self.trials if not trial.ok]
+        return min(failures, key=lambda trial: trial.size) if failures else None
+
+    def fitting_phrase(self) -> str:
+        """``fits up to N``, or ``fits at least up to N`` when the search stopped on its trial time limit before
+        any size failed above N (so N is only a lower bound of what fits)."""
+        return f"fits at least up to {self.best_size}" if self.time_limited else f"fits up to {self.best_size}"
+
 
 @dataclass(frozen=True)
 class BatchDecision:
@@ -375,31 +387,48 @@ def _min_size_failure(search: BatchSearch, usable_vram_mb: float | None, headroo
     return f"`batch.min_size`={search.min_size} does not fit: {reason}. Lower `batch.min_size` or use a larger GPU."
 
 
-def policy_target(
-    policy: str, best_size: int, knee_size: int | None, configured_size: int | None, max_size: int
-) -> tuple[int, str]:
-    """The batch ``policy`` times, from the search's largest fitting ``best_size`` and throughput ``knee_size``, and
-    the sentence saying why (sizes in samples).
+def _failure_phrase(trial: BatchTrial) -> str:
+    """Why a failed trial did not fit, in words (``trial`` is an ``oom`` or ``over_headroom`` trial)."""
+    if trial.status == "oom":
+        return f"{trial.size} ran out of memory"
+    return f"{trial.size} exceeded the headroom limit (peak reserved {trial.peak_reserved_mb:,.0f} MB)"
 
-    ``configured``: the recipe's ``configured_size``, capped by ``max_size`` (``batch.max_size`` caps every timed
-    batch) and by what fits. ``knee``: the knee (the largest fitting size when no trial measured throughput).
-    ``max``: the largest that fits.
+
+def policy_target(
+    policy: str, search: BatchSearch, knee_size: int | None, configured_size: int | None
+) -> tuple[int, str]:
+    """The batch ``policy`` times, from the ``search`` (its largest fitting size, and the trials that failed) and
+    the throughput ``knee_size``, and the sentence saying why (sizes in samples).
+
+    ``configured``: the recipe's ``configured_size``, capped by the search's ``max_size`` (``batch.max_size`` caps
+    every timed batch), and stepped down to the largest size that fit only when a trial at or below it failed (ran
+    out of memory, or exceeded the headroom). A search that stopped on its trial time limit knows only a lower bound
+    of what fits: a configured batch above that bound is timed as configured (its re-verification then shows whether
+    it fits). ``knee``: the knee (the largest fitting size when no trial measured throughput). ``max``: the largest
+    that fits.
     """
+    best_size = search.best_size
+    if best_size is None:
+        raise ValueError("policy_target needs a search that found a fitting size")
     if policy == "max":
-        return best_size, f"the largest batch that fits ({best_size})"
+        return best_size, f"the largest batch found to fit ({best_size})"
     if policy == "knee":
         if knee_size is None:
-            return best_size, f"the largest batch that fits ({best_size}): no trial measured throughput for a knee"
+            return best_size, f"the largest batch found to fit ({best_size}): no trial measured throughput for a knee"
         return knee_size, f"the throughput knee ({knee_size})"
     if policy != "configured":
         raise ValueError(f"unknown batch policy {policy!r}")
     if configured_size is None:
         raise ValueError("batch.policy=configured needs the configured batch size")
     size, reason = configured_size, f"the configured batch {configured_size}"
-    if size > max_size:
-        size, reason = max_size, f"{reason} capped by `batch.max_size` to {max_size}"
-    if size > best_size:
-        size, reason = best_size, f"{reason} capped by the largest batch that fits ({best_size})"
+    if size > search.max_size:
+        size, reason = search.max_size, f"{reason} capped by `batch.max_size` to {search.max_size}"
+    failure = search.smallest_failure
+    if size > best_size and failure is not None and failure.size <= size:
+        size, reason = (
+            best_size,
+            f"{reason} stepped down to {best_size}, the largest that fit: {_failure_phrase(failure)}",
+        )
     return size, reason
 
 
@@ -476,7 +505,7 @@ def choose_batch_size(
 
     curve = sorted((t.size, t.samples_per_s) for t in search.trials if t.ok and t.samples_per_s is not None)
     knee = knee_batch_size(curve)
-    target, reason = policy_target(policy, search.best_size, knee, configured_size, batch_cfg.max_size)
+    target, reason = policy_target(policy, search, knee, configured_size)
 
     verification: list[BatchTrial] = []
     chosen: int | None = None
@@ -508,15 +537,16 @@ def choose_batch_size(
     accumulation = 1 if policy == "configured" else gradient_accumulation_steps(chosen, batch_cfg.target_effective)
     message = f"batch size {chosen}: {reason} (batch.policy={policy})"
     if chosen != target:
-        message += f"; {target} failed re-verification"
-    message += f", verified {verify_repeats}x over {verify_steps} steps"
+        # Only a trial that failed (out of memory, or over the headroom) steps the timed batch down.
+        failed = next(t for t in verification if t.size == target and not t.ok)
+        message += f", stepped down to {chosen}: on re-verification {_failure_phrase(failed)}"
+    message += f"; verified {verify_repeats}x over {verify_steps} steps"
     if accumulation > 1:
         message += (
             f"; {accumulation} accumulation step(s) give an effective batch of {accumulation * chosen} "
             f"(target {batch_cfg.target_effective})"
         )
-    fitting = f"at least {search.best_size}" if search.time_limited else f"{search.best_size}"
-    message += f"; largest fitting {fitting}"
+    message += f"; the search: {search.fitting_phrase()}"
     if search.time_limited:
         message += (
             f" (the search stopped: a trial of {search.steps} steps took longer than `batch.trial_max_seconds` "

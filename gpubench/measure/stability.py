@@ -8,7 +8,13 @@ would cost about twenty tiny kernel launches per step, and even one launch per s
 buffer) cost 13 µs per step on the H200's host, 0.6% of a 2 ms step: a launch-bound workload (a small RL
 network's step takes about 3 ms there) is timed by its launches.
 
-:func:`stability_verdict` turns the per-epoch records into the report's ``stability`` and ``loss_trend``.
+:func:`stability_verdict` turns the per-epoch records into the report's ``stability`` and ``loss_trend``. Health
+is judged per model kind: for supervised training an INCREASING loss trend is a symptom, but not for reinforcement
+learning (steps that report :class:`~gpubench.workload.RLSignals`), whose loss is a surrogate (PPO's clipped
+objective normally rises toward zero) or a TD loss (which rises while values bootstrap up from zero). There the
+signals that mean trouble are judged instead: the critic's loss blowing up past what any critic within the
+rewards' return range can reach, or growing toward it, and PPO's approximate KL and clip fraction beyond their
+bounds (the policy moving far past the trust region the clip is meant to keep).
 """
 
 import math
@@ -20,9 +26,9 @@ import numpy as np
 import torch
 
 from gpubench.measure.config import StabilityConfig
-from gpubench.results import StabilityReport
+from gpubench.results import RLHealth, StabilityReport
 from gpubench.stats.regression import fit_slope
-from gpubench.workload import StepResult
+from gpubench.workload import RLSignals, StepResult
 
 LossTrend = Literal["DECREASING", "STABLE", "INCREASING"]
 Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
@@ -34,8 +40,45 @@ _ABSENT_GRAD_NORM = -1.0
 _DEFAULT_CHUNK_STEPS = 256
 
 # Positions in the device-side totals vector.
-_LOSS_SUM, _FINITE_LOSS_STEPS, _GRAD_SUM, _FINITE_GRAD_STEPS, _NONFINITE_GRAD_STEPS, _EXPLODING, _VANISHING = range(7)
-_N_TOTALS = 7
+(
+    _LOSS_SUM,
+    _FINITE_LOSS_STEPS,
+    _GRAD_SUM,
+    _FINITE_GRAD_STEPS,
+    _NONFINITE_GRAD_STEPS,
+    _EXPLODING,
+    _VANISHING,
+    _CRITIC_SUM,
+    _FINITE_CRITIC_STEPS,
+    _KL_SUM,
+    _FINITE_KL_STEPS,
+    _CLIP_SUM,
+    _FINITE_CLIP_STEPS,
+) = range(13)
+_N_TOTALS = 13
+# Positions in the device-side maxima vector (each over finite values; all are >= 0, so 0 is neutral).
+_MAX_GRAD_NORM, _MAX_KL, _MAX_CLIP = range(3)
+
+
+@dataclass(frozen=True)
+class EpochRLHealth:
+    """One epoch's reinforcement-learning signals (:class:`~gpubench.workload.RLSignals`), when its steps reported
+    them and the checks are enabled.
+
+    ``steps`` counts the steps that reported them. ``mean_critic_loss`` is the mean finite critic loss,
+    ``critic_loss_ceiling`` the largest ceiling the steps reported. ``mean_approx_kl`` / ``mean_clip_fraction``
+    are the means of the finite per-update figures and ``max_*`` the largest; all None where no step reported a
+    finite one (DQN reports no KL or clip fraction).
+    """
+
+    steps: int
+    critic_loss_name: str
+    mean_critic_loss: float | None
+    critic_loss_ceiling: float
+    mean_approx_kl: float | None
+    max_approx_kl: float | None
+    mean_clip_fraction: float | None
+    max_clip_fraction: float | None
 
 
 @dataclass(frozen=True)
@@ -59,6 +102,7 @@ class EpochHealth:
     nonfinite_grad_steps: int | None
     exploding_steps: int | None
     vanishing_steps: int | None
+    rl: EpochRLHealth | None = None
 
     @property
     def diverged(self) -> bool:
@@ -66,12 +110,21 @@ class EpochHealth:
         return bool(self.nonfinite_loss_steps) or bool(self.nonfinite_grad_steps)
 
 
+def _held(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as the monitor keeps it. A held tensor that requires grad would keep the step's autograd graph
+    alive; only those are detached (a detach builds a new tensor on the host, and workloads mostly return detached
+    results)."""
+    return tensor.detach() if tensor.requires_grad else tensor
+
+
 class StabilityMonitor:
     """Accumulates step health on the device; :meth:`end_epoch` reads it with a single synchronisation.
 
     With ``cfg.enabled`` the monitor counts non-finite losses and gradient norms, gradient norms above
     ``cfg.grad_norm_exploding`` (finite ones) and below ``cfg.grad_norm_vanishing``, and tracks the mean and
-    maximum finite gradient norm. With checks disabled it ignores gradient norms and reports only the step count
+    maximum finite gradient norm, and for steps that report :class:`~gpubench.workload.RLSignals` the mean
+    critic loss and the mean and largest approximate KL and clip fraction. With checks disabled it ignores gradient
+    norms and RL signals and reports only the step count
     and the mean finite loss (the runner still needs the per-epoch loss). Either way :meth:`observe` launches no
     kernel and never synchronises: it keeps the step's tensors, which the workload must not write afterwards
     (:class:`~gpubench.workload.StepResult`).
@@ -91,11 +144,18 @@ class StabilityMonitor:
         self._grad_norms: list[torch.Tensor] = []
         self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
         self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
-        self._max_grad_norm = torch.zeros((), dtype=torch.float64, device=self._device)
+        self._maxima = torch.zeros(3, dtype=torch.float64, device=self._device)
         self._no_losses = torch.zeros(0, dtype=torch.float64, device=self._device)
         self._steps = 0
         self._loss_steps = 0
         self._grad_steps = 0
+        # The held RL signals (of the steps that reported them) and what the host knows of them.
+        self._critic_losses: list[torch.Tensor] = []
+        self._approx_kls: list[torch.Tensor] = []
+        self._clip_fractions: list[torch.Tensor] = []
+        self._rl_steps = 0
+        self._critic_loss_name = ""
+        self._critic_loss_ceiling = 0.0
 
     def observe(self, step: StepResult) -> None:
         """Record one training step's loss and gradient norm without a device-to-host synchronisation."""
@@ -103,15 +163,47 @@ class StabilityMonitor:
         if self._cfg.enabled and step.grad_norm is not None:
             grad_norm = step.grad_norm
             self._grad_steps += 1
-        # A held tensor that requires grad would keep the step's autograd graph alive; detach only those (a detach
-        # builds a new tensor on the host, and workloads mostly return detached results).
         if loss is not None:
-            self._losses.append(loss.detach() if loss.requires_grad else loss)
+            self._losses.append(_held(loss))
             self._loss_steps += 1
-        self._grad_norms.append(grad_norm.detach() if grad_norm.requires_grad else grad_norm)
+        self._grad_norms.append(_held(grad_norm))
+        if self._cfg.enabled and step.rl is not None:
+            self._observe_rl(step.rl)
         self._steps += 1
         if len(self._grad_norms) == self._chunk_steps:
             self._reduce_held_steps()
+
+    def _observe_rl(self, signals: RLSignals) -> None:
+        """Hold one update's RL signals (references only, no kernel)."""
+        self._critic_losses.append(_held(signals.critic_loss))
+        self._critic_loss_name = signals.critic_loss_name
+        self._critic_loss_ceiling = max(self._critic_loss_ceiling, signals.critic_loss_ceiling)
+        self._rl_steps += 1
+        if signals.approx_kl is not None:
+            self._approx_kls.append(_held(signals.approx_kl))
+        if signals.clip_fraction is not None:
+            self._clip_fractions.append(_held(signals.clip_fraction))
+
+    def _reduce_held_rl(self) -> None:
+        """Fold the held RL signals into the device totals and maxima (device-side ops only)."""
+        if self._critic_losses:
+            critic = torch.stack(self._critic_losses).to(torch.float64)
+            finite = torch.isfinite(critic)
+            partial = torch.stack((torch.where(finite, critic, 0.0).sum(), finite.sum(dtype=torch.float64)))
+            self._totals[_CRITIC_SUM : _FINITE_CRITIC_STEPS + 1].add_(partial)
+        for held, total, largest in (
+            (self._approx_kls, _KL_SUM, _MAX_KL),
+            (self._clip_fractions, _CLIP_SUM, _MAX_CLIP),
+        ):
+            if not held:
+                continue
+            values = torch.stack(held).to(torch.float64)
+            finite = torch.isfinite(values)
+            finite_values = torch.where(finite, values, 0.0)
+            self._totals[total : total + 2].add_(torch.stack((finite_values.sum(), finite.sum(dtype=torch.float64))))
+            torch.maximum(self._maxima[largest], finite_values.max(), out=self._maxima[largest])
+        for held in (self._critic_losses, self._approx_kls, self._clip_fractions):
+            held.clear()
 
     def _reduce_held_steps(self) -> None:
         """Fold the held steps into the device totals (device-side ops only: no synchronisation)."""
@@ -142,19 +234,23 @@ class StabilityMonitor:
                 (present & (grad_norm < self._cfg.grad_norm_vanishing)).sum(dtype=torch.float64),
             )
         )
-        self._totals.add_(totals)
-        torch.maximum(self._max_grad_norm, finite_grad_norm.max(), out=self._max_grad_norm)
+        self._totals[:_CRITIC_SUM].add_(totals)
+        largest = self._maxima[_MAX_GRAD_NORM]
+        torch.maximum(largest, finite_grad_norm.max(), out=largest)
+        self._reduce_held_rl()
 
     def end_epoch(self) -> EpochHealth:
         """Read the epoch's health from the device (one synchronisation) and reset for the next epoch."""
         self._reduce_held_steps()
-        # The only device-to-host read: totals and max travel together.
-        values = torch.cat((self._totals, self._max_grad_norm.reshape(1))).tolist()
-        totals, max_grad_norm = values[:_N_TOTALS], values[_N_TOTALS]
+        # The only device-to-host read: totals and maxima travel together.
+        values = torch.cat((self._totals, self._maxima)).tolist()
+        totals, maxima = values[:_N_TOTALS], values[_N_TOTALS:]
+        max_grad_norm = maxima[_MAX_GRAD_NORM]
         self._totals.zero_()
-        self._max_grad_norm.zero_()
+        self._maxima.zero_()
         steps, loss_steps, grad_steps = self._steps, self._loss_steps, self._grad_steps
         self._steps = self._loss_steps = self._grad_steps = 0
+        rl = self._epoch_rl(totals, maxima)
 
         finite_loss_steps = round(totals[_FINITE_LOSS_STEPS])
         finite_grad_steps = round(totals[_FINITE_GRAD_STEPS])
@@ -172,6 +268,32 @@ class StabilityMonitor:
             exploding_steps=round(totals[_EXPLODING]) if checked else None,
             vanishing_steps=round(totals[_VANISHING]) if checked else None,
             loss_steps=loss_steps,
+            rl=rl,
+        )
+
+    def _epoch_rl(self, totals: list[float], maxima: list[float]) -> EpochRLHealth | None:
+        """The epoch's RL signals from the totals read back (None when no step reported any), and a reset."""
+        steps, name, ceiling = self._rl_steps, self._critic_loss_name, self._critic_loss_ceiling
+        self._rl_steps = 0
+        self._critic_loss_ceiling = 0.0
+        if not steps:
+            return None
+
+        def mean(total: int) -> float | None:
+            # Each sum sits just before its count of finite values in the totals vector.
+            count = round(totals[total + 1])
+            return totals[total] / count if count else None
+
+        kl_mean, clip_mean = mean(_KL_SUM), mean(_CLIP_SUM)
+        return EpochRLHealth(
+            steps=steps,
+            critic_loss_name=name,
+            mean_critic_loss=mean(_CRITIC_SUM),
+            critic_loss_ceiling=ceiling,
+            mean_approx_kl=kl_mean,
+            max_approx_kl=None if kl_mean is None else maxima[_MAX_KL],
+            mean_clip_fraction=clip_mean,
+            max_clip_fraction=None if clip_mean is None else maxima[_MAX_CLIP],
         )
 
 
@@ -224,6 +346,92 @@ def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> Los
 
 def _total(epochs: Sequence[EpochHealth], name: str) -> int:
     return sum(getattr(epoch, name) or 0 for epoch in epochs)
+
+
+def _critic_growth(means: Sequence[float | None], ceiling: float, factor: float) -> tuple[int, int] | None:
+    """The (earlier, later) epoch indices of the largest rise of the critic's mean loss, when the later mean is at
+    least ``factor`` times the lowest earlier one and above ``ceiling``; None when no epoch rose so."""
+    best: tuple[float, int, int] | None = None
+    lowest: tuple[float, int] | None = None
+    for index, mean in enumerate(means):
+        if mean is None or not math.isfinite(mean):
+            continue
+        if lowest is not None and lowest[0] > 0 and mean > ceiling and mean >= factor * lowest[0]:
+            ratio = mean / lowest[0]
+            if best is None or ratio > best[0]:
+                best = (ratio, lowest[1], index)
+        if lowest is None or mean < lowest[0]:
+            lowest = (mean, index)
+    return None if best is None else (best[1], best[2])
+
+
+def _epoch_means(records: Sequence[EpochRLHealth | None], name: str) -> list[float | None]:
+    return [None if record is None else getattr(record, name) for record in records]
+
+
+def _largest(values: Sequence[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
+
+
+def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHealth | None, list[str]]:
+    """The RL signals over a model's epochs and the problems they show (sentences; empty when healthy), or
+    ``(None, [])`` when no step reported RL signals (a supervised model)."""
+    records = [epoch.rl for epoch in epochs]
+    present = [record for record in records if record is not None]
+    if not present:
+        return None, []
+    name = present[0].critic_loss_name
+    ceiling = max(record.critic_loss_ceiling for record in present)
+    critic_means = _epoch_means(records, "mean_critic_loss")
+    kl_means = _epoch_means(records, "mean_approx_kl")
+    clip_means = _epoch_means(records, "mean_clip_fraction")
+    reports_kl = any(mean is not None for mean in kl_means)
+    reports_clip = any(mean is not None for mean in clip_means)
+    health = RLHealth(
+        critic_loss_name=name,
+        epoch_mean_critic_losses=critic_means,
+        critic_loss_ceiling=ceiling,
+        critic_loss_ceiling_factor=cfg.critic_loss_ceiling_factor,
+        critic_loss_growth_factor=cfg.critic_loss_growth_factor,
+        steps=sum(record.steps for record in present),
+        epoch_mean_approx_kls=kl_means if reports_kl else None,
+        max_approx_kl=_largest([record.max_approx_kl for record in present]),
+        approx_kl_bound=cfg.max_approx_kl if reports_kl else None,
+        epoch_mean_clip_fractions=clip_means if reports_clip else None,
+        max_clip_fraction=_largest([record.max_clip_fraction for record in present]),
+        clip_fraction_bound=cfg.max_clip_fraction if reports_clip else None,
+    )
+    problems: list[str] = []
+    # A ceiling of 0 (rewards that are all zero) leaves nothing to compare a critic's loss with.
+    if ceiling > 0:
+        limit = cfg.critic_loss_ceiling_factor * ceiling
+        blown = [mean for mean in critic_means if mean is not None and mean > limit]
+        if blown:
+            problems.append(
+                f"{name} blow-up: epoch mean up to {max(blown):.3g} in {len(blown)} of {len(epochs)} epochs, over "
+                f"{cfg.critic_loss_ceiling_factor:g} x {ceiling:.3g}, the largest {name} of a critic within the "
+                "rewards' return range (max |reward| / (1 - gamma))"
+            )
+        growth = _critic_growth(critic_means, ceiling, cfg.critic_loss_growth_factor)
+        if growth is not None:
+            low, high = critic_means[growth[0]], critic_means[growth[1]]
+            assert low is not None and high is not None
+            problems.append(
+                f"{name} growth: {low:.3g} in epoch {growth[0]} to {high:.3g} in epoch {growth[1]} "
+                f"({high / low:.0f}x, past the sane ceiling {ceiling:.3g})"
+            )
+    for means, bound, what, meaning in (
+        (kl_means, cfg.max_approx_kl, "approximate KL", "the policy moved far past the clip's trust region"),
+        (clip_means, cfg.max_clip_fraction, "clip fraction", "most samples were pushed past the clip"),
+    ):
+        beyond = [mean for mean in means if mean is not None and mean > bound]
+        if beyond:
+            problems.append(
+                f"{what}: epoch mean above {bound:g} in {len(beyond)} of {len(epochs)} epochs (up to "
+                f"{max(beyond):.3g}): {meaning}"
+            )
+    return health, problems
 
 
 def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> StabilityReport:
@@ -285,11 +493,16 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         )
     if vanishing:
         reasons.append(f"vanishing gradients: {vanishing} steps with norm < {cfg.grad_norm_vanishing:g}")
-    if trend == "INCREASING":
+    rl, rl_problems = rl_health(epochs, cfg)
+    # An RL loss is a surrogate or a TD loss: its trend is reported, but the RL signals judge the health.
+    trend_judged = rl is None
+    rising = trend_judged and trend == "INCREASING"
+    if rising:
         reasons.append(
             f"loss trend INCREASING: {rel_slope:+.2%} of the mean loss per epoch "
             f"(threshold {cfg.loss_trend_rel_slope:.2%})"
         )
+    reasons.extend(rl_problems)
 
     diverged = first_nonfinite is not None
     stability: Stability
@@ -297,7 +510,7 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         stability = "DIVERGING"
     elif not loss_steps and not grad_steps:
         stability = "NOT_CHECKED"
-    elif exploding or vanishing or trend == "INCREASING":
+    elif exploding or vanishing or rising or rl_problems:
         stability = "UNSTABLE"
     else:
         stability = "STABLE"
@@ -317,4 +530,5 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         exploding_steps=exploding,
         vanishing_steps=vanishing,
         first_nonfinite_epoch=first_nonfinite,
+        rl=rl,
     )

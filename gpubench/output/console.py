@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpubench.redact import redact
-from gpubench.results import CostAnalysis, DistributedScaling, ModelEstimate, Recommendation, RunReport
+from gpubench.results import CostAnalysis, DistributedScaling, ModelEstimate, ModelResult, Recommendation, RunReport
 
 logger = logging.getLogger(__name__)
 _stderr = Console(stderr=True, highlight=False)
@@ -206,6 +206,38 @@ def distributed_line(name: str, scaling: DistributedScaling) -> str:
     return line
 
 
+def health_cell(result: ModelResult) -> str:
+    """The table's ``stability · loss trend`` cell: ``STABLE · DECREASING``; an RL model's trend, shown but not
+    judged, in parentheses (``STABLE · (INCREASING)``); ``-`` where neither is known."""
+    details = result.stability_details
+    trend = result.loss_trend
+    if trend and details is not None and not details.loss_trend_judged:
+        trend = f"({trend})"
+    return " · ".join(verdict for verdict in (result.stability, trend) if verdict) or "-"
+
+
+def health_lines(report: RunReport) -> list[str]:
+    """Under the table: why a model is not STABLE, and what judged the RL models' health instead of their loss."""
+    lines = []
+    rl_models = []
+    for name, result in report.models.items():
+        details = result.stability_details
+        if details is None:
+            continue
+        if details.rl is not None:
+            rl_models.append(name)
+        if details.stability in ("UNSTABLE", "DIVERGING") and details.reasons:
+            lines.append(f"{name} {details.stability}: " + "; ".join(details.reasons))
+    if rl_models:
+        lines.insert(
+            0,
+            f"{', '.join(rl_models)}: health from NaN/Inf, gradient norms, the critic's loss against the rewards' "
+            "return range, and PPO's approximate KL and clip fraction; the loss trend in parentheses is a "
+            "surrogate's or a TD loss's, shown but not judged.",
+        )
+    return lines
+
+
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
     (samples/s), batch, peak memory (MB) and health; then the data-parallel runs, errors, the recommendation
@@ -216,7 +248,7 @@ def print_summary(report: RunReport, report_path: str) -> None:
     for column in ("model", "status", "mean epoch ms", t_interval, "decision CI", "CV", "samples/s", "batch"):
         table.add_column(column, justify="left" if column in ("model", "status") else "right")
     table.add_column("peak MB", justify="right")
-    table.add_column("health", justify="left")
+    table.add_column("stability · loss trend", justify="left")
     for name, result in report.models.items():
         throughput = result.samples_per_second
         table.add_row(
@@ -229,9 +261,11 @@ def print_summary(report: RunReport, report_path: str) -> None:
             _fmt(throughput.mean if throughput else None, ",.0f"),
             _fmt(result.batch_size, "d"),
             _fmt(result.memory_usage_mb, ",.0f"),
-            " ".join(verdict for verdict in (result.stability, result.loss_trend) if verdict) or "-",
+            health_cell(result),
         )
     _stdout.print(table)
+    for line in health_lines(report):
+        _stdout.print(line, soft_wrap=True, markup=False)
     for name, result in report.models.items():
         if result.distributed is not None:
             _stdout.print(distributed_line(name, result.distributed), soft_wrap=True, markup=False)
@@ -243,7 +277,9 @@ def print_summary(report: RunReport, report_path: str) -> None:
         for line in plan_lines(recommendation.per_model):
             _stdout.print(line, soft_wrap=True, markup=False)
     if recommendation is not None and recommendation.decision:
-        _stdout.print(f"[bold]Recommendation:[/bold] {recommendation.decision} — {recommendation.reasoning}")
+        # A preset's verdict (experiment=quick) is about its toy shapes: the verdict line says so itself.
+        note = f" ({escape(report.run.preset_note)})" if report.run.preset_note else ""
+        _stdout.print(f"[bold]Recommendation{note}:[/bold] {recommendation.decision} — {recommendation.reasoning}")
     if recommendation is not None:
         line = cloud_line(recommendation.cost_analysis)
         if line:

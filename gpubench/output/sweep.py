@@ -551,6 +551,33 @@ def log_sweep_parent(
 # --------------------------------------------------------------------------------------------------- callback
 
 
+def parallel_launcher_warning(launcher: Any) -> str | None:
+    """The warning for a Hydra launcher config (``hydra.launcher``) that runs a sweep's jobs at once on the machine
+    that launches them, None for one that runs them one at a time or spreads them over machines (SLURM).
+
+    Jobs timed side by side share the device and the CPUs, so every timing of the sweep is contended: joblib (unless
+    ``n_jobs`` is 1) and submitit's local executor (a process per job, all started at once) do so."""
+    target = str(OmegaConf.select(launcher, "_target_", default="") or "") if launcher is not None else ""
+    name = target.rsplit(".", 1)[-1]
+    if name == "JoblibLauncher":
+        n_jobs = OmegaConf.select(launcher, "n_jobs", default=-1)
+        if n_jobs == 1:
+            return None
+        at_once = "as many jobs as this machine has CPU cores" if n_jobs in (-1, None) else f"up to {n_jobs} jobs"
+        how = "hydra/launcher=joblib runs " + at_once + " at once"
+        one_at_a_time = "hydra.launcher.n_jobs=1, or hydra/launcher=basic (the default)"
+    elif name == "LocalLauncher" and "submitit" in target:
+        how = "hydra/launcher=submitit_local starts every job at once, each a process of its own"
+        one_at_a_time = "hydra/launcher=basic (the default)"
+    else:
+        return None
+    return (
+        f"{how} on this machine: the jobs share its GPU and CPUs, so every timing in this sweep is contended and "
+        f"none is the training's alone. Run them one at a time with {one_at_a_time}; to spread a sweep over "
+        "machines, use hydra/launcher=submitit_slurm (each job gets a node of its own)."
+    )
+
+
 class SweepSummaryCallback(Callback):
     """Hydra callback (registered in ``gpubench/conf/config.yaml`` under ``hydra.callbacks``): per-job summaries
     during a multirun and the sweep summary after it. Does nothing for a single run."""
@@ -580,6 +607,9 @@ class SweepSummaryCallback(Callback):
                 "sweep.resume=true without hydra.sweep.dir: the default sweep folder is new at every launch, so "
                 "there is nothing to resume in it; give the earlier sweep's folder, hydra.sweep.dir=<folder>."
             )
+        launcher_warning = parallel_launcher_warning(OmegaConf.select(config, "hydra.launcher", default=None))
+        if launcher_warning:
+            console.notice(launcher_warning)
         atexit.register(self._finish, aborted=True)
         # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): every log
         # record of this process is redacted from now on.

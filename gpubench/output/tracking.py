@@ -176,12 +176,16 @@ def run_record(
     tags = job_tags(run.models, report.benchmark_version, sweep_dir=sweep_dir, job_num=job_num)
     tags["gpubench.device"] = report.hardware.device_name or run.device
     tags["gpubench.status"] = report.status
-    if run.torch_version is not None:
-        tags["torch.version"] = run.torch_version
-    if run.python_version is not None:
-        tags["python.version"] = run.python_version
-    if run.git_commit:
-        tags["mlflow.source.git.commit"] = run.git_commit
+    optional = {
+        "gpubench.preset": run.preset,
+        "gpubench.preset_note": run.preset_note,
+        # MLflow shows this tag as the run's description: a smoke test's run page says so.
+        "mlflow.note.content": run.preset_note,
+        "torch.version": run.torch_version,
+        "python.version": run.python_version,
+        "mlflow.source.git.commit": run.git_commit or None,
+    }
+    tags.update({key: value for key, value in optional.items() if value is not None})
     metrics: dict[str, float | None] = {}
     series: dict[str, Sequence[float | None]] = {}
     for name, result in report.models.items():

@@ -52,7 +52,7 @@ from torch import nn
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.dqn.config import DQNConfig
 from gpubench.models.trading_env.env import NUM_ACTIONS, GreedyEvaluation, TradingEnv
-from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
+from gpubench.workload import CudaGraphStep, ExecutionContext, RLSignals, StepResult, Workload
 
 
 class QNetwork(nn.Module):
@@ -337,6 +337,10 @@ class DQNWorkload(Workload):
             self.collect()
             self.env_steps += self.env.num_envs
         self._epsilon.fill_(self.epsilon)
+        # The TD error of a Q-network whose values and targets stay within the returns the rewards allow is at most
+        # twice that bound; the Huber loss of that error is the largest TD loss of a sane critic.
+        largest_td_error = 2.0 * self.env.discounted_return_bound(config.gamma)
+        self.td_loss_ceiling = 0.5 * largest_td_error**2 if largest_td_error <= 1.0 else largest_td_error - 0.5
         self._run_step = (
             CudaGraphStep(self._run_step_impl, context.generator) if context.captures_steps else self._run_step_impl
         )
@@ -400,7 +404,9 @@ class DQNWorkload(Workload):
             update_target(self.target_network, self.q_network, self.config.tau)
         # A fill with a host scalar: queued like any kernel, no sync; a captured graph reads the new value.
         self._epsilon.fill_(self.epsilon)
-        return StepResult(loss=loss, grad_norm=grad_norm)
+        # The loss is the TD loss, so it is also the critic's health signal: no extra kernel.
+        signals = RLSignals(critic_loss=loss, critic_loss_name="TD loss", critic_loss_ceiling=self.td_loss_ceiling)
+        return StepResult(loss=loss, grad_norm=grad_norm, rl=signals)
 
     def _run_step_impl(self) -> tuple[torch.Tensor, torch.Tensor]:
         for _ in range(self.config.train_freq):

@@ -53,7 +53,7 @@ from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import ConfigError
 from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.trading_env.env import NUM_ACTIONS, GreedyEvaluation, TradingEnv
-from gpubench.workload import CudaGraphStep, ExecutionContext, StepResult, Workload
+from gpubench.workload import CudaGraphStep, ExecutionContext, RLSignals, StepResult, Workload
 
 
 def compute_gae(
@@ -348,6 +348,9 @@ class PPOWorkload(Workload):
         self.updates_done = 0
         #: Loss and diagnostics of the latest minibatch update (overwritten by the next one).
         self.last_losses: PPOLosses | None = None
+        # A critic whose values and returns stay within the discounted returns the rewards allow errs by at most
+        # twice that bound: 0.5 (2 B)² is the largest value loss of a sane critic.
+        self.value_loss_ceiling = 2.0 * self.env.discounted_return_bound(config.gamma) ** 2
 
     @property
     def observation(self) -> torch.Tensor:
@@ -407,9 +410,18 @@ class PPOWorkload(Workload):
             self.iteration += 1
         epoch, minibatch = divmod(position, self.config.num_minibatches)
         self._minibatch_indices.copy_(self._minibatch_slices[epoch][minibatch])
-        loss, grad_norm = self._update()
+        outputs = self._update()
         self.updates_done += 1
-        return StepResult(loss=loss, grad_norm=grad_norm)
+        figures = outputs[0].unbind(0) if len(outputs) == 1 else outputs
+        loss, grad_norm, value_loss, approx_kl, clip_fraction = figures
+        signals = RLSignals(
+            critic_loss=value_loss,
+            critic_loss_name="value loss",
+            critic_loss_ceiling=self.value_loss_ceiling,
+            approx_kl=approx_kl,
+            clip_fraction=clip_fraction,
+        )
+        return StepResult(loss=loss, grad_norm=grad_norm, rl=signals)
 
     def _collect_impl(self) -> tuple[torch.Tensor, ...]:
         """Roll the policy out for ``num_steps``, then compute values, advantages and this iteration's shuffles."""
@@ -471,14 +483,21 @@ class PPOWorkload(Workload):
         logprobs = log_policy.gather(2, rollout.actions.unsqueeze(2)).squeeze(2)
         rollout.samples.copy_(torch.stack([rollout.actions, logprobs, values, advantages, returns], dim=2))
 
-    def _update_impl(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def _update_impl(self) -> tuple[torch.Tensor, ...]:
+        """One minibatch update; returns its loss, pre-clip gradient norm, value loss, approximate KL and clip
+        fraction (0-d tensors), stacked into one tensor when the update is captured as a CUDA graph."""
         with self.context.autocast():
             losses = self._minibatch_loss(self._minibatch_indices)
         grad_norm = self.context.optimize(losses.total, self.optimizer, self._parameters, self.config.max_grad_norm)
         # Under a CUDA graph this assignment runs once, at capture; the tensors it keeps are the graph's outputs,
         # which every replay overwrites, so it still names the latest update's figures.
         self.last_losses = replace(losses, total=losses.total.detach())
-        return self.last_losses.total, grad_norm
+        figures = (self.last_losses.total, grad_norm, losses.value, losses.approx_kl, losses.clip_fraction)
+        # A replayed graph clones each output, a launch apiece: one stacked output costs one clone. Eagerly the five
+        # are fresh tensors already, and stacking them would cost a launch.
+        if self.context.captures_steps:
+            return (torch.stack([figure.float() for figure in figures]),)
+        return figures
 
     def _minibatch_loss_impl(self, indices: torch.Tensor) -> PPOLosses:
         rollout = self.rollout

@@ -108,11 +108,22 @@ class TradingEnv:
         action_positions = torch.arange(NUM_ACTIONS, device=device) - 1
         trade_sizes = (action_positions.unsqueeze(0) - row_positions.unsqueeze(1)).abs()
         self._trade_costs = config.transaction_cost * trade_sizes.to(data.values.dtype)
+        # The largest reward any step can earn or lose: a full position over the largest training-split return, less
+        # the cost of the largest trade (short to long). One host read, at construction.
+        train_returns = data.log_return[data.is_train]
+        largest_return = float(train_returns.abs().max()) if train_returns.numel() else 0.0
+        #: Largest |reward| of a step, in log-return units.
+        self.max_abs_reward = largest_return + config.transaction_cost * float(trade_sizes.max())
         self._zeros = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.bar_index = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.position = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.episode_step = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self._transition = compile_fn(self._transition_impl)
+
+    def discounted_return_bound(self, gamma: float) -> float:
+        """The largest |discounted return| any policy can reach, ``max_abs_reward / (1 − γ)`` (log-return units): a
+        critic whose values leave ``±`` this has left the range of anything it could be fitting."""
+        return self.max_abs_reward / (1.0 - gamma)
 
     def observe(self, bar_index: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """Observations ``(n, observation_size)`` at bars ``bar_index`` holding ``position`` (−1, 0 or +1).
