@@ -8,16 +8,21 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from conftest import tiny_mlp_config
-from report_factory import model_section, noisy_epochs_ms
+from report_factory import batch_search, model_section, noisy_epochs_ms
 from scipy import stats as sps
 
 from gpubench.decision.advice import host_text
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.estimate import combine_estimates, estimate_training_time, new_training_bounds_seconds
+from gpubench.decision.estimate import (
+    combine_estimates,
+    estimate_training_time,
+    first_time_seconds,
+    new_training_bounds_seconds,
+)
 from gpubench.decision.rule import classify, interval_settled
 from gpubench.decision.stopping import next_round
 from gpubench.model_rounds import split_epochs
-from gpubench.results import LOCAL_GPU_VIABLE, HostProbe, MeasuredRound, RunReport
+from gpubench.results import LOCAL_GPU_VIABLE, BatchTrial, HostProbe, MeasuredRound, RunReport
 from gpubench.round_schedule import groups_that_fit
 from gpubench.stats.config import (
     DECISION_CANNOT_SETTLE,
@@ -151,7 +156,7 @@ def test_a_cpu_job_measures_every_model_in_rounds_interleaved_round_robin(gpuben
         assert len(times) == 10 and result.statistics.n == 10
     # model.names chose mlp and tft: they are the models that decide.
     assert report.recommendation.decided_on == ["mlp", "tft"]
-    assert "Recommendation:" in job.completed.stdout
+    assert "Recommendation (smoke test: tiny shapes, not your training):" in job.completed.stdout
 
 
 # ------------------------------------------------------------------------------------ the issue's counter-example
@@ -254,3 +259,22 @@ def test_one_new_trainings_bounds_take_a_host_level_of_its_own():
     assert lower_s == pytest.approx(estimate.fixed_seconds + 40 * low_ms / 1e3)
     assert upper_s == pytest.approx(estimate.fixed_seconds + 40 * high_ms / 1e3)
     assert upper_s > estimate.upper_hours * 3600 and lower_s < estimate.lower_hours * 3600
+
+
+def test_the_first_time_costs_at_the_timed_batch_count_as_one_off():
+    # The H200's ResNet-50 at batch 256 with cuDNN autotuning: the search stopped at 64; the first verify trial at
+    # 256 took 8.26 s for 20 steps, the next two 1.63 s: 8.26 - 20 x 1.63 / 20 = 6.63 s the process paid once.
+    trials = [
+        BatchTrial(size=64, status="ok", phase="search", steps=3, seconds=21.94),
+        BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=8.26),
+        BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=1.63),
+        BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=1.64),
+    ]
+    search = batch_search(256, largest_fitting_size=256, knee_size=64, peak_limit_mb=100_000.0)
+    section = replace(_rl([570.0] * 10), batch_size=256, batch_search=replace(search, trials=trials))
+    assert first_time_seconds(section) == pytest.approx(8.26 - 1.63)
+    plan = replace(DecisionConfig().plan, samples={"dqn": 10 * 800.0})
+    without = estimate_training_time("dqn", replace(section, batch_search=None), plan)
+    assert estimate_training_time("dqn", section, plan).one_off_seconds == pytest.approx(without.one_off_seconds + 6.63)
+    # One trial at the size: nothing to compare it with.
+    assert first_time_seconds(replace(section, batch_search=replace(search, trials=trials[:2]))) == 0.0
