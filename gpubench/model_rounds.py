@@ -35,12 +35,17 @@ from gpubench.workload import Workload
 logger = logging.getLogger(__name__)
 
 
+#: The fewest epochs in a round: the within-round variance needs two.
+MIN_ROUND_EPOCHS = 2
+
+
 def split_epochs(epochs: int, rounds: int) -> list[int]:
     """``epochs`` measured epochs in ``rounds`` rounds as equal as can be, the longer rounds first
-    (20 in 4: 5, 5, 5, 5; 22 in 4: 6, 6, 5, 5). Every round has at least one epoch: never more rounds than epochs."""
+    (20 in 4: 5, 5, 5, 5; 22 in 4: 6, 6, 5, 5). Every round has at least :data:`MIN_ROUND_EPOCHS` epochs, so fewer
+    rounds than asked where the epochs are few (6 in 5: 2, 2, 2; 3 in 5: one round of 3)."""
     if epochs < 1 or rounds < 1:
         raise ValueError(f"need epochs >= 1 and rounds >= 1, got {epochs} and {rounds}")
-    rounds = min(rounds, epochs)
+    rounds = max(1, min(rounds, epochs // MIN_ROUND_EPOCHS))
     base, extra = divmod(epochs, rounds)
     return [base + 1] * extra + [base] * (rounds - extra)
 

@@ -53,7 +53,7 @@ REFUSALS = [
     ("+workloads.mlp.widow=8", "Did you mean `workloads.mlp.window`"),
     ("data=nosuch", "Could not find 'data/nosuch' Available options in 'data': dbn, parquet, synthetic."),
     ("model=transformer", "Could not find 'model/transformer' Available options in 'model': all, custom, dqn,"),
-    ("hardware=nosuchcard", "Could not find 'hardware/nosuchcard' Available options in 'hardware': a100_40gb,"),
+    ("hardware=nosuchcard", "Could not find 'hardware/nosuchcard' Available options in 'hardware': a10, a100_40gb,"),
     ("model=model_schema", "Could not find 'model/model_schema'"),
     ("hardware=hardware_schema", "Could not find 'hardware/hardware_schema'"),
     ("epochs=[", "the override `epochs=[` cannot be parsed (no viable alternative at input"),

@@ -33,13 +33,13 @@ from gpubench.results import DistributedScaling, ModelResult, RunReport, Scaling
 CATALOG = load_catalog()
 BASE = ("hardware=cpu", "experiment=quick", "model=mlp", "tracking.enabled=false")
 FIXTURES = Path(__file__).parent / "fixtures"
-#: The two stored reports' recommendations on one card, as decided when the projection's constants last changed
-#: (session 6: 24 µs a launch, a 45% projection error from a GPU, a factor of 2 from the CPU); regenerate only
-#: when the decision's arithmetic changes on purpose. Until then they were pinned to those of e6e7193, the code
-#: before decision.cloud_gpus, and matched them; the constants' change made that pin unreachable, so this one was
-#: written by the commit that changed them (``build_recommendation(report, DecisionConfig(cloud_gpus=1),
-#: catalog)``, ``method`` left out).
-BEFORE = FIXTURES / "recommendations_one_card_s6.json"
+#: The two stored reports' recommendations on one card, as decided when the decision's arithmetic last changed on
+#: purpose (session 7: no 12% floor under the margins, a card's step rebuilt from the CPU's counts carrying none of
+#: the CPU's spread, the cost table of the price snapshot); regenerate only when it changes on purpose again
+#: (``build_recommendation(report, DecisionConfig(cloud_gpus=1, critical_models=["dqn", "ppo"]), catalog)``,
+#: ``method`` left out). Session 6's pin (24 µs a launch, a 45% projection error, a factor of 2 from the CPU)
+#: held until then.
+BEFORE = FIXTURES / "recommendations_one_card_s7.json"
 STORED_REPORTS = {
     "cpu_quick": FIXTURES / "report_main_1092cdc_cpu_quick.json",
     "h200_rtx3050ti": FIXTURES / "report_main_2026-11-29_h200_rtx3050ti.json",
@@ -291,7 +291,7 @@ def _restricted(new: object, old: object) -> object:
 def test_one_card_decides_the_stored_reports_as_pinned(name):
     before = json.loads(BEFORE.read_text())[name]
     stored = RunReport.from_dict(json.loads(STORED_REPORTS[name].read_text()))
-    now = build_recommendation(stored, DecisionConfig(cloud_gpus=1), CATALOG).to_dict()
+    now = build_recommendation(stored, DecisionConfig(cloud_gpus=1, critical_models=["dqn", "ppo"]), CATALOG).to_dict()
     # The cards added to the catalog since (priced by the snapshot's cost table, not here) are rows of their own.
     pinned_cards = {row["card"] for row in before["projection"]}
     now["projection"] = [row for row in now["projection"] if row["card"] in pinned_cards]

@@ -39,7 +39,7 @@ from gpubench.what_if import what_if_models
 
 @pytest.mark.parametrize(
     ("epochs", "rounds", "expected"),
-    [(20, 4, [5, 5, 5, 5]), (22, 4, [6, 6, 5, 5]), (10, 4, [3, 3, 2, 2]), (3, 4, [1, 1, 1]), (7, 1, [7])],
+    [(20, 4, [5, 5, 5, 5]), (22, 4, [6, 6, 5, 5]), (10, 4, [3, 3, 2, 2]), (6, 5, [2, 2, 2]), (3, 4, [3]), (7, 1, [7])],
 )
 def test_epochs_split_into_rounds_as_equal_as_can_be(epochs, rounds, expected):
     assert split_epochs(epochs, rounds) == expected
