@@ -170,11 +170,6 @@ class Runner:
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
                 self.writer.write(report)
-                if cfg.distributed.enabled and result.status == "ok":
-                    folder = self.writer.path.parent / "distributed" / name
-                    scaled = measure_distributed(name, result, cfg, self.device, folder)
-                    report = replace(report, models={**report.models, name: scaled})
-                    self.writer.write(report)
                 if self.model_observer is not None:
                     self.model_observer(name)
             name = None
@@ -183,6 +178,14 @@ class Runner:
             for measured, result in later_rounds(rounds, schedule, models, report.models):
                 report = replace(report, models={**report.models, measured: result})
                 self.writer.write(report)
+            # The data-parallel run compares with the 1-process result over every round.
+            for name in cfg.model_names if cfg.distributed.enabled else ():
+                if report.models[name].status == "ok":
+                    folder = self.writer.path.parent / "distributed" / name
+                    scaled = measure_distributed(name, report.models[name], cfg, self.device, folder)
+                    report = replace(report, models={**report.models, name: scaled})
+                    self.writer.write(report)
+            name = None
             if what_if_enabled(cfg, self.device):
                 first_answer = build_recommendation(report, cfg.decision, load_catalog()).decision
                 chosen = what_if_models(cfg, report.models, first_answer)

@@ -26,6 +26,7 @@ from gpubench import validate
 from gpubench.config import load_resolved_config
 from gpubench.decision.estimate import estimate_training_time
 from gpubench.results import RunReport, ValidationReport
+from gpubench.stats.rounds import new_run_interval, split_rounds
 from gpubench.workload import StepResult
 
 USER_MODULE = """
@@ -127,7 +128,8 @@ def test_each_real_training_of_the_repeats_is_checked_against_the_reports_own_bo
     result = _mlp(job)
     n = len(result.raw_epoch_times_ms)
     # The prediction by hand: the one-off costs (calibration, warmup) plus n epochs of the mean epoch time; the
-    # bounds are the decision's own, from the estimate for a plan of exactly those n epochs.
+    # bounds are one new training's of exactly those n epochs: the fixed costs plus n x the prediction interval of
+    # a new run's mean epoch (stats.rounds.new_run_interval, over the report's rounds).
     one_off_s = result.calibration_seconds + sum(result.warmup_epoch_times_ms) / 1e3
     plan = load_resolved_config(job / "config_resolved.yaml").decision.plan
     replay_plan = replace(
@@ -143,8 +145,11 @@ def test_each_real_training_of_the_repeats_is_checked_against_the_reports_own_bo
             len(result.warmup_epoch_times_ms) + n
         )
         assert check.predicted_s == pytest.approx(one_off_s + n * result.statistics.mean_ms / 1e3)
+        low_ms, high_ms = new_run_interval(
+            split_rounds(result.raw_epoch_times_ms, result.statistics.rounds.epochs_per_round), n, 0.95
+        )
         assert (check.lower_s, check.upper_s) == pytest.approx(
-            (estimate.lower_hours * 3600, estimate.upper_hours * 3600)
+            (estimate.fixed_seconds + n * low_ms / 1e3, estimate.fixed_seconds + n * high_ms / 1e3)
         )
         assert check.lower_s < check.predicted_s < check.upper_s
         assert check.actual_s > 0
