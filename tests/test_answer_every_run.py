@@ -8,6 +8,7 @@ import pytest
 from gpubench.results import RunReport
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["tft", "mlp"])
 def test_a_single_model_quick_run_ends_with_a_recommendation_about_that_model(gpubench_once, model):
     job = gpubench_once("experiment=quick", "hardware=cpu", "tracking.enabled=false", f"model={model}", "data.days=3")

@@ -272,6 +272,7 @@ def test_new_run_interval_with_the_round_length_is_the_classical_prediction_inte
         new_run_interval([list(range(1, 13))], 12, 0.95)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("epochs", "rho", "host_sigma"), [(5, 0.0, 0.10), (5, 0.5, 0.05), (80, 0.0, 0.10), (80, 0.0, 0.0), (80, 0.5, 0.05)]
 )
@@ -355,6 +356,7 @@ def test_drift_edge_cases() -> None:
         drift_test([1.0, 2.0, 3.0, 4.0], 0.95, [2, 3])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("rounds", "epochs", "rho", "host_sigma"),
     [(1, 20, 0.8, 0.0), (1, 20, 0.5, 0.0), (4, 5, 0.8, 0.0), (4, 5, 0.8, 0.10), (5, 4, 0.5, 0.20)],

@@ -133,6 +133,7 @@ def test_what_ifs_run_where_they_can_change_the_answer(tmp_path, decision, what_
     assert what_if_models(cfg, models, decision) == expected
 
 
+@pytest.mark.slow
 def test_a_cpu_job_measures_every_model_in_rounds_interleaved_round_robin(gpubench_once):
     job = gpubench_once(
         "experiment=quick", "hardware=cpu", "tracking.enabled=false", "model.names=[mlp,tft]", "data.days=3"

@@ -117,6 +117,7 @@ def _mlp(job: Path):
 # ------------------------------------------------------------------------------------------------ real trainings
 
 
+@pytest.mark.slow
 def test_each_real_training_of_the_repeats_is_checked_against_the_reports_own_bound(job: Path, tmp_path: Path):
     output = tmp_path / "validation.json"
     completed = _validate(
