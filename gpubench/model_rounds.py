@@ -27,6 +27,7 @@ from gpubench.hardware.monitor import DeviceMonitor, energy_summary
 from gpubench.measure.epochs import INTERRUPTED, Measurement, MeasurementInterrupted, measure_workload
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
 from gpubench.model_run import ModelInterrupted, ModelRun, ModelRunContext, build_workload
+from gpubench.output import console
 from gpubench.results import DeviceEpoch, HostProbe, MeasuredRound, ModelResult
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.stats.host import explained_share
@@ -147,23 +148,27 @@ def measure_round(
     first_number = rounds.epochs
     observer = context.epoch_observer
 
-    def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
-        if observer is not None:
-            observer(live.name, phase, first_number + number, seconds, loss)
-
     try:
-        measurement = measure_workload(
-            live.workload,
-            timer=context.timer,
-            epochs=epochs,
-            warmup_epochs=0,
-            epoch_config=cfg.epoch,
-            statistics=cfg.statistics,
-            monitor=live.stability,
-            observers=[live.device],
-            on_epoch=on_epoch,
-            sizing=live.measurement.sizing,
-        )
+        with console.model_progress(live.name, 0, cfg.epochs, verbose=cfg.verbose) as show_epoch:
+
+            def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
+                # The model's measured epochs are numbered on across its rounds, out of every round's.
+                show_epoch(phase, first_number + number, max(cfg.epochs, first_number + planned), seconds, loss)
+                if observer is not None:
+                    observer(live.name, phase, first_number + number, seconds, loss)
+
+            measurement = measure_workload(
+                live.workload,
+                timer=context.timer,
+                epochs=epochs,
+                warmup_epochs=0,
+                epoch_config=cfg.epoch,
+                statistics=cfg.statistics,
+                monitor=live.stability,
+                observers=[live.device],
+                on_epoch=on_epoch,
+                sizing=live.measurement.sizing,
+            )
     except MeasurementInterrupted as exc:
         partial = _round(exc.measurement, live, before, first_number, index, started_s, probe)
         result = merged_result(rounds.with_round(partial), context)

@@ -103,6 +103,9 @@ class ModelRunContext:
     data_parallel: bool = False
     rank: int = 0
     trial_agreement: TrialAgreement = same_trial
+    #: The measured epochs the job plans for each model in all its rounds, shown in the progress lines (round 1
+    #: measures only its share of them); None: ``cfg.epochs``.
+    planned_epochs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -348,10 +351,11 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
     device_monitor = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
     observer = context.epoch_observer
     try:
-        with profiler, console.model_progress(name, cfg.warmup_epochs, cfg.epochs, verbose=cfg.verbose) as show_epoch:
+        shown_epochs = context.planned_epochs or cfg.epochs
+        with profiler, console.model_progress(name, cfg.warmup_epochs, shown_epochs, verbose=cfg.verbose) as show_epoch:
 
             def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
-                show_epoch(phase, number, planned, seconds, loss)
+                show_epoch(phase, number, max(planned, shown_epochs) if phase == "measured" else planned, seconds, loss)
                 if observer is not None:
                     observer(name, phase, number, seconds, loss)
 

@@ -144,7 +144,7 @@ class Runner:
         first_round = models
         if len(plan) > 1:
             first_cfg = replace(cfg, epochs=plan[0], statistics=replace(cfg.statistics, adaptive=ADAPTIVE_OFF))
-            first_round = replace(models, cfg=first_cfg)
+            first_round = replace(models, cfg=first_cfg, planned_epochs=cfg.epochs)
         rounds: dict[str, ModelRounds] = {}
         started = time.perf_counter()
         name = None
