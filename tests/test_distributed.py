@@ -394,6 +394,7 @@ def quick_ddp_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict, 
     return completed, json.loads(report_path.read_text()), report_path
 
 
+@pytest.mark.slow
 def test_the_cli_measures_two_processes_and_reports_their_scaling(quick_ddp_run):
     completed, written, report_path = quick_ddp_run
     assert completed.returncode == 0, completed.stderr[-3000:]
