@@ -155,8 +155,10 @@ class Runner:
                 result = model.result
                 if len(plan) > 1 and result.status == "ok" and model.measurement is not None:
                     seconds = sum(result.raw_epoch_times_ms) / MS_PER_S
-                    record = first_round_record(model, len(rounds) + 1, seconds_since(started) - seconds, None)
-                    rounds[name] = ModelRounds(first=model, first_record=replace(record, host_probe=probe_host_speed()))
+                    # Round 1's probe is read just after it: its batch search and build came before its epochs.
+                    start_s = seconds_since(started) - seconds
+                    record = first_round_record(model, len(rounds) + 1, start_s, probe_host_speed())
+                    rounds[name] = ModelRounds(first=model, first_record=record)
                     result = merged_result(rounds[name], models)
                 logger.info(
                     "model %s: %s, mean epoch %s ms over %d epochs%s",

@@ -101,10 +101,15 @@ def _note(*parts: str | None) -> str | None:
     return text or None
 
 
-def _on_demand_row(row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None) -> CostRow:
-    idle = None
+def _idle_note(offer: PriceOffer, gpus: int) -> str | None:
+    """What an instance with more GPUs than the training uses costs it, in words; None when it uses them all."""
     if offer.gpu_count > gpus:
-        idle = f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+    return None
+
+
+def _on_demand_row(row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None) -> CostRow:
+    idle = _idle_note(offer, gpus)
     price = offer.price_usd_per_hour
     return CostRow(
         gpu=row.card,
@@ -143,9 +148,7 @@ def _spot_row(
         )
     }
     point = times["point"]
-    idle = None
-    if offer.gpu_count > gpus:
-        idle = f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+    idle = _idle_note(offer, gpus)
     without = None if plan.checkpoint_seconds is not None else "no checkpoints in the plan: an interruption restarts"
     return CostRow(
         gpu=row.card,
