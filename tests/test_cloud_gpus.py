@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 #: ``method`` left out). Session 6's pin (24 µs a launch, a 45% projection error, a factor of 2 from the CPU)
 #: held until then.
 BEFORE = FIXTURES / "recommendations_one_card_s7.json"
+PINNED_DAY = date(2026, 12, 3)
+SHIPPED_PRICES = Path(__file__).resolve().parents[1] / "gpubench" / "prices" / "catalog"
 STORED_REPORTS = {
     "cpu_quick": FIXTURES / "report_main_1092cdc_cpu_quick.json",
     "h200_rtx3050ti": FIXTURES / "report_main_2026-11-29_h200_rtx3050ti.json",
@@ -291,7 +294,12 @@ def _restricted(new: object, old: object) -> object:
 def test_one_card_decides_the_stored_reports_as_pinned(name):
     before = json.loads(BEFORE.read_text())[name]
     stored = RunReport.from_dict(json.loads(STORED_REPORTS[name].read_text()))
-    now = build_recommendation(stored, DecisionConfig(cloud_gpus=1, critical_models=["dqn", "ppo"]), CATALOG).to_dict()
+    # Judged on the day after the shipped snapshot, as pinned: the snapshot's age is the only figure that moves by date.
+    now = build_recommendation(
+        stored, DecisionConfig(cloud_gpus=1, critical_models=["dqn", "ppo"]), CATALOG, today=PINNED_DAY
+    ).to_dict()
+    # The snapshot's folder is where this checkout lies, so the pin leaves it out; it is the shipped catalog.
+    assert Path(now["price_snapshot"]["folder"]) == SHIPPED_PRICES
     # The cards added to the catalog since (priced by the snapshot's cost table, not here) are rows of their own.
     pinned_cards = {row["card"] for row in before["projection"]}
     now["projection"] = [row for row in now["projection"] if row["card"] in pinned_cards]
