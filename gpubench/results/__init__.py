@@ -1,0 +1,119 @@
+"""The report's schema as typed records: the only module that knows the report's keys.
+
+Every section of ``report.json`` is a dataclass in this package, a module per section (the shared codec is
+:mod:`gpubench.results.codec`), and every key is a field name (or a figure derived from fields, listed in
+``_DERIVED`` and computed in one place). Producers (``measure/``, ``hardware/``, ``stats/``,
+``decision/``) build these records; consumers (``decision/``, ``output/``) read their attributes. A renamed field
+therefore fails loudly: :meth:`Record.from_dict` rejects a key it does not know, and a reader naming a field that
+does not exist fails at the attribute.
+
+The seed tool's keys are kept exactly (``timestamp``, ``benchmark_version``, ``hardware{...}``, per model
+``mean_epoch_time_ms``, ``confidence_interval_ms``, ``p95_latency_ms``, ``p99_latency_ms``,
+``coefficient_of_variation``, ``memory_usage_mb``, ``batch_size``, ``gradient_accumulation_steps``, ``stability``,
+``loss_trend``, ``raw_epoch_times_ms``, and ``recommendation{decision, reasoning, estimated_full_training_hours,
+estimated_full_training_days, cost_analysis, recommended_actions}``); every timing figure is computed over exactly
+``raw_epoch_times_ms``.
+
+Pure Python: nothing here imports torch, numpy arrays are turned into plain values on the way in.
+"""
+
+from gpubench.results.batch_search import BatchSearchResult, BatchStepDown, BatchTrial, ThroughputPoint
+from gpubench.results.codec import Record, ReportFormatError
+from gpubench.results.cost import CostAnalysis, CostRow, LocalCost, PriceSnapshotInfo
+from gpubench.results.device import (
+    CheckpointCost,
+    DeviceEpoch,
+    EnergySummary,
+    EvaluationCost,
+    ExecutionSettings,
+    Throughput,
+)
+from gpubench.results.memory import PEAK_DEFINITIONS, LeakEstimate, MemoryProfile, MemoryTimeline
+from gpubench.results.model import STATUSES, DistributedScaling, HostProbe, MeasuredRound, ModelResult, ModelStatus
+from gpubench.results.recommendation import (
+    CLOUD_GPU_RECOMMENDED,
+    DECISION_BASES,
+    GRAY_ZONE,
+    LOCAL_GPU_VIABLE,
+    BatchWhatIf,
+    CardProjection,
+    DecisionBasis,
+    MemoryBudgetRow,
+    MissingModel,
+    ModelEstimate,
+    ProjectedModel,
+    Recommendation,
+    ScalingEfficiency,
+    StepSplit,
+    WhatIfEstimate,
+    recommendation_method,
+    recommendation_thresholds,
+)
+from gpubench.results.report import REPORT_SCHEMA_VERSION, RunReport, RunStatus
+from gpubench.results.run import PRESET_NOTES, DataProvenance, HardwareReport, HostLoad, RunInfo, WarmupStats
+from gpubench.results.stability import RLHealth, StabilityReport
+from gpubench.results.statistics import EpochTimeStatistics, RoundStatistics
+from gpubench.results.validation import ValidationCheck, ValidationReport
+from gpubench.results.what_if import WhatIf
+
+__all__ = [
+    "CLOUD_GPU_RECOMMENDED",
+    "DECISION_BASES",
+    "GRAY_ZONE",
+    "LOCAL_GPU_VIABLE",
+    "PEAK_DEFINITIONS",
+    "PRESET_NOTES",
+    "REPORT_SCHEMA_VERSION",
+    "STATUSES",
+    "BatchSearchResult",
+    "BatchStepDown",
+    "BatchTrial",
+    "BatchWhatIf",
+    "CardProjection",
+    "CheckpointCost",
+    "CostAnalysis",
+    "CostRow",
+    "DataProvenance",
+    "DecisionBasis",
+    "DeviceEpoch",
+    "DistributedScaling",
+    "EnergySummary",
+    "EpochTimeStatistics",
+    "EvaluationCost",
+    "ExecutionSettings",
+    "HardwareReport",
+    "HostLoad",
+    "HostProbe",
+    "LeakEstimate",
+    "LocalCost",
+    "MeasuredRound",
+    "MemoryBudgetRow",
+    "MemoryProfile",
+    "MemoryTimeline",
+    "MissingModel",
+    "ModelEstimate",
+    "ModelResult",
+    "ModelStatus",
+    "PriceSnapshotInfo",
+    "ProjectedModel",
+    "RLHealth",
+    "Recommendation",
+    "Record",
+    "ReportFormatError",
+    "RoundStatistics",
+    "RunInfo",
+    "RunReport",
+    "RunStatus",
+    "ScalingEfficiency",
+    "StabilityReport",
+    "StepSplit",
+    "Throughput",
+    "ThroughputPoint",
+    "ValidationCheck",
+    "ValidationReport",
+    "WarmupStats",
+    "WhatIf",
+    "WhatIfEstimate",
+    "recommendation_method",
+    "recommendation_thresholds",
+]

@@ -1,0 +1,93 @@
+"""The batch-size search: its trials, the throughput curve, the result and the step-downs after an out-of-memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpubench.results.codec import Record
+
+
+@dataclass(frozen=True)
+class BatchTrial(Record):
+    """One trial of the batch search: its size, outcome and measurements (None where it ran out of memory).
+
+    ``status`` is ``ok``; ``oom`` (the trial raised an out-of-memory error, whose first line is ``error``); or
+    ``over_headroom`` (it ran, but its peak reserved memory in MB exceeded the headroom limit). ``phase`` says
+    whether the search or the re-verification of the winner ran it, ``steps`` how many training steps it ran.
+    """
+
+    size: int
+    status: Literal["ok", "oom", "over_headroom"]
+    phase: Literal["search", "verify"]
+    steps: int = 0
+    peak_reserved_mb: float | None = None
+    samples_per_s: float | None = None
+    error: str | None = None
+    #: Wall time of the trial's steps (s); None in reports written before it was recorded.
+    seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class ThroughputPoint(Record):
+    """Samples per second measured at one batch size (a point of the throughput curve)."""
+
+    size: int
+    samples_per_s: float
+
+
+@dataclass(frozen=True)
+class BatchSearchResult(Record):
+    """The batch search's answer and the evidence for it (sizes in samples, memory in MB).
+
+    ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
+    why). ``largest_fitting_size`` is the search's answer; ``batch_size`` the largest size that also passed
+    re-verification (it can be smaller). ``throughput_curve`` holds the successful search trials up to
+    ``batch_size``, by size; ``knee_size`` is its knee (the smallest size within ``knee_fraction`` of the best
+    throughput). ``peak_limit_mb`` is ``batch.headroom`` × usable VRAM. ``trials`` lists search then verification
+    trials in the order they ran. ``policy`` (``batch.policy``) chose ``batch_size`` from the search's answer,
+    ``configured_size`` being the recipe's batch; ``time_limited``: the search stopped once a trial took longer than
+    ``trial_max_seconds`` (s), so ``largest_fitting_size`` is a lower bound. Reports written before the policy
+    existed timed the largest fitting size (``max``). ``batch_is_hyperparameter``: the batch is the algorithm's own
+    (an RL replay or PPO minibatch, or the user's), so the throughput curve says what fits and how fast, but a plan
+    at another batch would be another training, and no batch what-if is priced from it.
+    """
+
+    status: Literal["ok", "oom"]
+    batch_size: int | None
+    largest_fitting_size: int | None
+    gradient_accumulation_steps: int | None
+    effective_batch_size: int | None
+    target_effective_batch_size: int
+    knee_size: int | None
+    knee_fraction: float
+    throughput_curve: list[ThroughputPoint]
+    peak_reserved_mb: float | None
+    peak_limit_mb: float | None
+    search_min_size: int
+    search_max_size: int
+    verify_repeats: int
+    message: str
+    trials: list[BatchTrial]
+    search_steps: int | None = None
+    verify_steps: int | None = None
+    policy: str = "max"
+    configured_size: int | None = None
+    time_limited: bool = False
+    trial_max_seconds: float | None = None
+    batch_is_hyperparameter: bool = False
+
+
+@dataclass(frozen=True)
+class BatchStepDown(Record):
+    """A measurement abandoned because its peak reserved memory (MB) broke the headroom limit."""
+
+    batch_size: int
+    peak_reserved_mb: float
+    headroom_limit_mb: float
+    mean_epoch_time_ms: float | None
+    samples_per_second: float | None

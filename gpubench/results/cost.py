@@ -1,0 +1,151 @@
+"""The cost sections (USD): the cost analysis, the per-card cost rows, the local card's cost and the price snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from gpubench.results.codec import Record
+
+
+@dataclass(frozen=True)
+class CostAnalysis(Record):
+    """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
+    and ``notes`` says why. The seed's keys come first.
+
+    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` (``decision.cloud_gpus``): ``cloud_training_hours``
+    (with its bounds ``cloud_training_hours_lower``/``_upper``) is their projected time, ``cloud_hourly_price_usd``
+    one card's price, ``cloud_cost_usd_per_training`` = ``cloud_gpus`` × price × hours, and
+    ``cloud_single_card_training_hours`` one card's time (None, and left out, for one card). The local side is
+    always the one card measured. ``cheapest_card`` is the catalog card whose ``cloud_gpus`` cards cost least per
+    training among those the models fit on, with its hours and cost.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "cloud_gpus",
+        "cloud_training_hours_lower",
+        "cloud_training_hours_upper",
+        "cloud_single_card_training_hours",
+        "cheapest_card",
+        "cheapest_card_training_hours",
+        "cheapest_card_cost_usd_per_training",
+    )
+
+    local_gpu_monthly_cost_usd: float | None
+    cloud_gpu_monthly_cost_usd: float | None
+    cloud_speedup_factor: float | None
+    cloud_training_hours: float | None
+    annual_savings_usd: float | None
+    cheaper: str | None
+    trainings_per_month: float
+    local_training_hours: float
+    local_energy_kwh_per_training: float | None
+    energy_basis: str | None
+    electricity_usd_per_kwh: float
+    local_energy_cost_usd_per_training: float | None
+    local_hardware_cost_usd: float | None
+    amortisation_months: int
+    amortisation_usd_per_month: float
+    cloud_card: str
+    cloud_hourly_price_usd: float | None
+    cloud_cost_usd_per_training: float | None
+    break_even_trainings_per_month: float | None
+    break_even_local_hours_per_month: float | None
+    notes: list[str] = field(default_factory=list)
+    cloud_gpus: int | None = None
+    cloud_training_hours_lower: float | None = None
+    cloud_training_hours_upper: float | None = None
+    cloud_single_card_training_hours: float | None = None
+    cheapest_card: str | None = None
+    cheapest_card_training_hours: float | None = None
+    cheapest_card_cost_usd_per_training: float | None = None
+
+    @property
+    def cloud_card_count(self) -> int:
+        """The cloud cards priced: ``cloud_gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        return self.cloud_gpus or 1
+
+
+@dataclass(frozen=True)
+class CostRow(Record):
+    """One rentable option in the cost table: the decided models' training on ``gpu`` (a catalog card) at
+    ``provider``, spot or on-demand, on the cheapest instance of that kind in the price snapshot.
+
+    ``gpu_count`` is the instance's GPUs, ``gpus_used`` the cards the training runs on (``decision.cloud_gpus``);
+    the whole instance is paid. ``hours`` (with ``hours_lower``/``hours_upper``) is the expected wall time: the
+    projected training on the card (``training_hours``, from the measured device's projection, or the measurement
+    itself on the measured card) and, for spot, the interruptions, restarts and checkpoints on top
+    (:mod:`gpubench.decision.spot`). ``usd`` = ``hours`` × ``price_usd_per_hour`` (bounds alike).
+    ``fits_in_vram``: the measured peak fits the card's VRAM at the timed batch (None: unknown). ``price_date`` is
+    when ``price_source`` observed the price (ISO). Spot rows carry the interruption rate used and its source, the
+    checkpoint interval (work hours between checkpoints, Daly's; None without checkpoints), the checkpoint and
+    restart costs (s) and the expected interruptions. ``note`` names a stale price snapshot and what else a reader
+    of the row must know; None when nothing.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "interruptions_per_hour",
+        "interruption_source",
+        "checkpoint_interval_hours",
+        "checkpoint_seconds",
+        "restart_seconds",
+        "expected_interruptions",
+        "note",
+    )
+
+    gpu: str
+    provider: str
+    spot: bool
+    gpu_count: int
+    gpus_used: int
+    fits_in_vram: bool | None
+    hours: float | None
+    hours_lower: float | None
+    hours_upper: float | None
+    usd: float | None
+    usd_lower: float | None
+    usd_upper: float | None
+    price_date: str
+    price_usd_per_hour: float
+    price_source: str
+    instance: str
+    location: str
+    training_hours: float | None = None
+    interruptions_per_hour: float | None = None
+    interruption_source: str | None = None
+    checkpoint_interval_hours: float | None = None
+    checkpoint_seconds: float | None = None
+    restart_seconds: float | None = None
+    expected_interruptions: float | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalCost(Record):
+    """The local option beside the cost table: the training on the answer's card (``device``), its hours and
+    bounds, its energy (kWh, ``energy_basis``: nvml or board_power_w; None when unknown) and that energy's cost
+    (USD) at ``electricity_usd_per_kwh``, whose source and date are ``decision.electricity_source`` and
+    ``decision.electricity_date``. Hardware amortisation is in ``cost_analysis``."""
+
+    device: str
+    hours: float
+    hours_lower: float | None
+    hours_upper: float | None
+    energy_kwh: float | None
+    energy_basis: str | None
+    electricity_usd_per_kwh: float
+    electricity_source: str
+    electricity_date: str | None
+    usd: float | None
+
+
+@dataclass(frozen=True)
+class PriceSnapshotInfo(Record):
+    """The price snapshot the cost table used: its date, its age (days) when the report was written, the
+    providers' catalog versions, and ``stale`` (a sentence naming it when older than 90 days, else None)."""
+
+    snapshot_date: str
+    age_days: int
+    versions: dict[str, str]
+    folder: str
+    stale: str | None = None

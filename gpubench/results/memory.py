@@ -1,0 +1,75 @@
+"""Memory sections (MB): the peak definitions, the measured profile, the leak estimate and the per-epoch timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpubench.results.codec import Record
+
+#: What each peak counts, carried into the report next to the figures.
+PEAK_DEFINITIONS: dict[str, str] = {
+    "peak_allocated_mb": "live tensors at the worst moment (torch max_memory_allocated)",
+    "peak_reserved_mb": "torch caching allocator's reservation at the worst moment (max_memory_reserved); "
+    "what must fit under a VRAM cap",
+    "peak_nvml_device_used_mb": "whole card as NVML sees it: all processes, CUDA context, library workspaces (sampled)",
+    "peak_nvml_process_mb": "this process per NVML: CUDA context + reserved + workspaces (sampled; None when NVML "
+    "cannot attribute memory to this process)",
+}
+
+
+@dataclass(frozen=True)
+class LeakEstimate(Record):
+    """Growth of allocated memory across epochs: the OLS slope in MB/epoch with its Student-t interval.
+
+    ``flagged`` when the slope exceeds ``threshold_mb_per_epoch`` and the interval excludes zero.
+    """
+
+    slope_mb_per_epoch: float
+    interval_mb_per_epoch: tuple[float, float]
+    confidence_level: float
+    threshold_mb_per_epoch: float
+    epochs: int
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class MemoryProfile(Record):
+    """One model's device memory over its profiled epochs (MB); see :data:`PEAK_DEFINITIONS` for each peak.
+
+    On the CPU ``measured`` is False and every GPU figure is None. ``allocated_mb_per_epoch`` is allocated
+    memory at each epoch's end (the leak series); ``leak`` is None with fewer than 3 epochs.
+    ``headroom_exceeded`` / ``headroom_limit_mb`` compare the peak reserved memory with ``batch.headroom`` × the
+    usable VRAM (None on the CPU).
+    """
+
+    measured: bool
+    peak_allocated_mb: float | None = None
+    peak_reserved_mb: float | None = None
+    peak_nvml_device_used_mb: float | None = None
+    peak_nvml_process_mb: float | None = None
+    peak_inactive_split_mb: float | None = None
+    num_alloc_retries: int | None = None
+    num_ooms: int | None = None
+    allocated_mb_per_epoch: list[float] = field(default_factory=list)
+    peak_allocated_mb_per_epoch: list[float] = field(default_factory=list)
+    peak_reserved_mb_per_epoch: list[float] = field(default_factory=list)
+    peak_nvml_device_used_mb_per_epoch: list[float | None] = field(default_factory=list)
+    leak: LeakEstimate | None = None
+    nvml_samples: int = 0
+    sample_interval_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+    definitions: dict[str, str] = field(default_factory=lambda: dict(PEAK_DEFINITIONS))
+    headroom_exceeded: bool | None = None
+    headroom_limit_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """The NVML sampler's readings over one model's measured run, for the VRAM plot (not stored in the report):
+    sample times in seconds on ``time.perf_counter``'s scale, device-used and process memory in MB (NaN where not
+    read). Sequences of equal length; the sampler hands numpy arrays."""
+
+    times_s: Sequence[float]
+    device_used_mb: Sequence[float]
+    process_used_mb: Sequence[float]

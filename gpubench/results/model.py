@@ -1,0 +1,300 @@
+"""One model's outcome (:class:`ModelResult`), its measured rounds and host probes, and its data-parallel run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, get_args
+
+from gpubench.results.batch_search import BatchSearchResult, BatchStepDown
+from gpubench.results.codec import Record
+from gpubench.results.device import (
+    CheckpointCost,
+    DeviceEpoch,
+    EnergySummary,
+    EvaluationCost,
+    ExecutionSettings,
+    Throughput,
+)
+from gpubench.results.memory import MemoryProfile
+from gpubench.results.stability import StabilityReport
+from gpubench.results.statistics import EpochTimeStatistics
+from gpubench.units import MS_PER_S
+
+#: Statuses a model can end with; ``interrupted``: a signal (Ctrl-C, SIGTERM, SIGHUP) cut its measurement short, and
+#: the epochs completed before it are kept.
+ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed", "interrupted"]
+STATUSES: tuple[str, ...] = get_args(ModelStatus)
+
+
+def _samples_per_second(samples_per_epoch: float, time_ms: float) -> float | None:
+    return samples_per_epoch / (time_ms / MS_PER_S) if time_ms > 0 else None
+
+
+@dataclass(frozen=True)
+class DistributedScaling(Record):
+    """The model measured data-parallel (``distributed.nproc`` > 1): ``world_size`` processes launched by torchrun,
+    each training its own batch of ``batch_size_per_rank`` under DistributedDataParallel (``backend``: nccl on GPUs,
+    gloo on the CPU), every rank timing the same ``steps_per_epoch``.
+
+    ``raw_epoch_times_ms`` are the global epochs: per epoch, the slowest rank's time (the gradient all-reduce makes
+    every step wait for the slowest rank, so a global epoch ends with it); ``per_rank_epoch_times_ms[r]`` are rank
+    r's own. ``statistics`` summarises ``raw_epoch_times_ms`` as a model's do. Throughputs are in the workload's
+    sample unit per second (``sample_unit``). ``scaling_efficiency`` is the global throughput over ``world_size`` ×
+    ``single_process_samples_per_second`` (the same job's 1-process measurement of the same model at the same batch):
+    1.0 is linear scaling; ``scaling_efficiency_interval`` is its interval at the job's confidence level, by
+    ``scaling_efficiency_method`` (see :mod:`gpubench.distributed.scaling`). ``status`` and ``error`` as a model's:
+    an out-of-memory, failed or interrupted distributed run leaves the 1-process result untouched. ``warnings``
+    say where the run differs from the 1-process one (a smaller batch per rank when the agreed search found the
+    1-process batch does not fit under DDP).
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error", "warnings")
+
+    status: ModelStatus = "ok"
+    error: str | None = None
+    world_size: int = 1
+    backend: str | None = None
+    launcher: str = "torchrun"
+    batch_size_per_rank: int | None = None
+    steps_per_epoch: int | None = None
+    samples_per_step_per_rank: float | None = None
+    sample_unit: str | None = None
+    raw_epoch_times_ms: list[float] = field(default_factory=list)
+    warmup_epoch_times_ms: list[float] = field(default_factory=list)
+    per_rank_epoch_times_ms: list[list[float]] = field(default_factory=list)
+    statistics: EpochTimeStatistics | None = None
+    per_rank_samples_per_second: list[float] = field(default_factory=list)
+    global_samples_per_second: float | None = None
+    single_process_samples_per_second: float | None = None
+    scaling_efficiency: float | None = None
+    scaling_efficiency_interval: tuple[float, float] | None = None
+    scaling_efficiency_method: str | None = None
+    peak_reserved_mb_per_rank: list[float] = field(default_factory=list)
+    batch_search: BatchSearchResult | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HostProbe(Record):
+    """A fixed amount of host work, timed (ms): a pure-Python loop and a small torch CPU operation. The same work
+    every time, so a slower reading means a slower host at that moment (a shared or throttled CPU), not other work.
+    ``cpu`` is the CPU the process ran on (None where the OS does not say)."""
+
+    python_loop_ms: float
+    torch_cpu_op_ms: float
+    cpu: int | None = None
+
+
+@dataclass(frozen=True)
+class MeasuredRound(Record):
+    """One round of a model's measured epochs: ``epochs`` consecutive epochs timed after a warmed start.
+
+    ``index`` counts the job's rounds from 1 across every model (rounds are interleaved round-robin, so a model's
+    rounds are spread over the job's measuring time); ``started_s`` is when the round began, in seconds since the
+    job's first round; ``mean_epoch_ms`` is the mean of its epochs. ``host_probe`` is the host's speed read just
+    before the round; ``sm_clock_mhz``, ``power_w`` (means over the round's epochs) and ``throttled`` (any epoch
+    throttled) come from the device monitor, None where it has no reading (the CPU)."""
+
+    index: int
+    epochs: int
+    mean_epoch_ms: float
+    started_s: float
+    host_probe: HostProbe | None = None
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    throttled: bool | None = None
+
+
+@dataclass(frozen=True)
+class ModelResult(Record):
+    """One model's outcome. ``status`` is one of :data:`STATUSES`; ``error`` says why when it is not ``ok``.
+
+    Times in ms, memory in MB. ``statistics`` summarises exactly ``raw_epoch_times_ms`` (None with fewer than two
+    measured epochs); the seed's headline figures (``mean_epoch_time_ms``, ``confidence_interval_ms``, ...) and
+    the throughput are derived from it. ``memory_usage_mb`` is the peak reserved VRAM of the measured run.
+    """
+
+    _DERIVED: ClassVar[tuple[str, ...]] = (
+        "mean_epoch_time_ms",
+        "confidence_interval_ms",
+        "p95_latency_ms",
+        "p99_latency_ms",
+        "coefficient_of_variation",
+        "samples_per_second",
+    )
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "batch_search",
+        "batch_policy",
+        "batch_step_downs",
+        "warnings",
+        "traceback",
+        "calibration_steps",
+        "launches_per_step",
+        "bytes_per_step",
+        "updates_per_step",
+        "updates_per_env_step",
+        "evaluation",
+        "checkpoint",
+        "distributed",
+        "rounds",
+        "host_probe_explained_share",
+    )
+
+    status: ModelStatus = "ok"
+    error: str | None = None
+    memory_usage_mb: float | None = None
+    batch_size: int | None = None
+    gradient_accumulation_steps: int = 1
+    stability: str | None = None
+    loss_trend: str | None = None
+    raw_epoch_times_ms: list[float] = field(default_factory=list)
+    warmup_epoch_times_ms: list[float] = field(default_factory=list)
+    epoch_losses: list[float] = field(default_factory=list)
+    warmup_epoch_losses: list[float] = field(default_factory=list)
+    steps_per_epoch: int | None = None
+    samples_per_step: float | None = None
+    sample_unit: str | None = None
+    first_step_ms: float | None = None
+    calibration_seconds: float | None = None
+    stop_reason: str | None = None
+    statistics: EpochTimeStatistics | None = None
+    batch_search: BatchSearchResult | None = None
+    batch_policy: str | None = None
+    batch_step_downs: list[BatchStepDown] = field(default_factory=list)
+    flops_per_step: float | None = None
+    launches_per_step: int | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    execution: ExecutionSettings | None = None
+    memory: MemoryProfile | None = None
+    device_epochs: list[DeviceEpoch] = field(default_factory=list)
+    stability_details: StabilityReport | None = None
+    energy: EnergySummary | None = None
+    warnings: list[str] = field(default_factory=list)
+    traceback: str | None = None
+    #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
+    #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
+    calibration_steps: int | None = None
+    #: Gradient updates per workload step; for RL also per environment step (the update-to-data ratio).
+    updates_per_step: float | None = None
+    updates_per_env_step: float | None = None
+    evaluation: EvaluationCost | None = None
+    checkpoint: CheckpointCost | None = None
+    #: The data-parallel measurement of the same model (``distributed.nproc`` > 1), None in a 1-process job.
+    distributed: DistributedScaling | None = None
+    #: Bytes of the tensor inputs and outputs of the step's counted kernel launches (each storage once per
+    #: operation): the step's DRAM traffic with no cache reuse, an upper bound. None where not counted.
+    bytes_per_step: int | None = None
+    #: The measured epochs in rounds, in the order measured (``raw_epoch_times_ms`` is their epochs, round after
+    #: round); empty for a run measured in one block.
+    rounds: list[MeasuredRound] = field(default_factory=list)
+    #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
+    #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
+    host_probe_explained_share: float | None = None
+
+    @property
+    def epochs_per_round(self) -> list[int]:
+        """The epochs of each round, in order; one round of every measured epoch for a run measured in one block."""
+        if self.rounds:
+            return [r.epochs for r in self.rounds]
+        return [len(self.raw_epoch_times_ms)] if self.raw_epoch_times_ms else []
+
+    # -- the seed's headline figures, over exactly raw_epoch_times_ms
+
+    @property
+    def mean_epoch_time_ms(self) -> float | None:
+        return self.statistics.mean_ms if self.statistics else None
+
+    @property
+    def confidence_interval_ms(self) -> tuple[float, float] | None:
+        return self.statistics.confidence_interval_ms if self.statistics else None
+
+    @property
+    def p95_latency_ms(self) -> float | None:
+        return self.statistics.p95_ms if self.statistics else None
+
+    @property
+    def p99_latency_ms(self) -> float | None:
+        return self.statistics.p99_ms if self.statistics else None
+
+    @property
+    def coefficient_of_variation(self) -> float | None:
+        return self.statistics.coefficient_of_variation if self.statistics else None
+
+    @property
+    def samples_per_epoch(self) -> float | None:
+        """Samples one benchmark epoch consumes (steps per epoch × samples per step)."""
+        if not self.steps_per_epoch or not self.samples_per_step:
+            return None
+        return self.steps_per_epoch * self.samples_per_step
+
+    @property
+    def step_time_ms(self) -> float | None:
+        """Mean time of one optimizer step (ms)."""
+        if self.statistics is None or not self.steps_per_epoch:
+            return None
+        return self.statistics.mean_ms / self.steps_per_epoch
+
+    @property
+    def samples_per_second(self) -> Throughput | None:
+        """Throughput from the mean epoch time and its intervals.
+
+        The interval on throughput maps the time interval's ends through ``samples_per_epoch / t``, which is
+        monotone, so the coverage carries over exactly.
+        """
+        samples_per_epoch = self.samples_per_epoch
+        if self.statistics is None or samples_per_epoch is None:
+            return None
+        stats = self.statistics
+        t_lo, t_hi = stats.confidence_interval_ms
+        d_lo, d_hi = stats.decision_interval_ms
+        return Throughput(
+            mean=_samples_per_second(samples_per_epoch, stats.mean_ms),
+            confidence_interval=(
+                _samples_per_second(samples_per_epoch, t_hi),
+                _samples_per_second(samples_per_epoch, t_lo),
+            ),
+            decision_interval=(
+                _samples_per_second(samples_per_epoch, d_hi),
+                _samples_per_second(samples_per_epoch, d_lo),
+            ),
+            unit=f"{self.sample_unit}/s",
+        )
+
+    @property
+    def peak_reserved_mb(self) -> float | None:
+        """Peak reserved VRAM of the measured run (MB), None where not measured."""
+        return self.memory.peak_reserved_mb if self.memory else None
+
+    @property
+    def measured_device_epochs(self) -> list[DeviceEpoch]:
+        return [epoch for epoch in self.device_epochs if epoch.phase == "measured"]
+
+    def derived(self) -> dict[str, Any]:
+        return {
+            "mean_epoch_time_ms": self.mean_epoch_time_ms,
+            "confidence_interval_ms": self.confidence_interval_ms,
+            "p95_latency_ms": self.p95_latency_ms,
+            "p99_latency_ms": self.p99_latency_ms,
+            "coefficient_of_variation": self.coefficient_of_variation,
+            "samples_per_second": self.samples_per_second,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model's section of the report, the seed's keys first."""
+        data = super().to_dict()
+        seed_first = (
+            "status",
+            "error",
+            "mean_epoch_time_ms",
+            "confidence_interval_ms",
+            "p95_latency_ms",
+            "p99_latency_ms",
+            "coefficient_of_variation",
+            "memory_usage_mb",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "stability",
+            "loss_trend",
+            "raw_epoch_times_ms",
+        )
+        return {**{key: data[key] for key in seed_first}, **data}

@@ -1,0 +1,435 @@
+"""The recommendation section: the decision's answer and basis, the per-model estimates, the projections onto other
+cards, and the texts the user reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, get_args
+
+from gpubench.results.codec import Record
+from gpubench.results.cost import CostAnalysis, CostRow, LocalCost, PriceSnapshotInfo
+from gpubench.units import HOURS_PER_DAY
+
+#: The three answers of the decision rule.
+LOCAL_GPU_VIABLE = "LOCAL_GPU_VIABLE"
+GRAY_ZONE = "GRAY_ZONE"
+CLOUD_GPU_RECOMMENDED = "CLOUD_GPU_RECOMMENDED"
+#: Why the recommendation decided what it did, or decided nothing (``Recommendation.decision_basis``).
+DecisionBasis = Literal[
+    "upper_below_local",
+    "lower_above_cloud",
+    "critical_model_cannot_run",
+    "estimate_in_gray_band",
+    "interval_straddles_threshold",
+    "partial_measurement",
+    "too_few_epochs",
+    "drift_or_throttling",
+    "nothing_measured",
+]
+DECISION_BASES: tuple[str, ...] = get_args(DecisionBasis)
+
+
+@dataclass(frozen=True)
+class StepSplit(Record):
+    """A measured step (ms) split into its compute part (FLOPs at the device's attainable rate) and the rest.
+
+    ``bound`` is compute-bound when compute is at least half the step, overhead-bound otherwise, unknown without a
+    FLOP count or an attainable rate. The rest splits further into ``launch_ms`` (``launches_per_step`` kernel
+    launches at the documented per-launch host cost, at most the rest) and ``memory_ms``. Where the step's bytes
+    were counted (``bytes_per_step``) and the device's memory bandwidth is known, ``memory_ms`` is that traffic's
+    time at the bandwidth (at most what remains after compute and launches) and ``host_ms`` what remains after it
+    (Python, dispatch: host work outside the launches). Otherwise ``memory_ms`` is all that remains (memory traffic
+    and host work together) and ``host_ms`` None; ``launch_ms`` and ``memory_ms`` are None where the launches were
+    not counted either (older reports).
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "launches_per_step",
+        "launch_ms",
+        "memory_ms",
+        "bytes_per_step",
+        "host_ms",
+    )
+
+    step_ms: float
+    flops_per_step: float | None
+    achieved_tflops: float | None
+    achieved_fraction: float | None
+    compute_ms: float | None
+    other_ms: float | None
+    bound: str
+    compute_share: float | None
+    launches_per_step: int | None = None
+    launch_ms: float | None = None
+    memory_ms: float | None = None
+    bytes_per_step: int | None = None
+    host_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class BatchWhatIf(Record):
+    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s``, the throughput one short
+    search trial of ``trial_steps`` steps measured at ``batch_size`` (steps only: no warmup, evaluation or
+    checkpoints). ``label`` says which point it is (``knee``, ``largest fitting``, or empty)."""
+
+    batch_size: int
+    samples_per_s: float
+    plan_hours: float
+    trial_steps: int | None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ModelEstimate(Record):
+    """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
+
+    ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan of ``plan_samples``;
+    ``mean_epoch_ms`` and ``halfwidth_ms`` are the mean epoch time and its decision interval's half-width over
+    ``measured_epochs`` (n) epochs; ``one_off_seconds`` the calibration and warmup. ``estimated_hours`` and
+    ``estimated_hours_upper`` (a prediction bound at ``upper_bound_level``) are the training's hours;
+    ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
+    ``estimated_hours_lower`` is the lower prediction bound at the same level, never below the one-off costs;
+    ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
+    was flagged); both are None in reports written before they existed (and left out of the dict).
+    ``relative_margin_floor_applied`` is read from reports written while a 12% floor bounded the margin (before
+    2026-12-02), whether it did there; gpubench no longer writes it (bounds come from the measured rounds).
+
+    The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
+    ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.
+    ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
+    ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
+    is the plan's time at each batch the search measured. All are None (or empty) in older reports.
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "estimated_hours_lower",
+        "drift_margin_hours",
+        "relative_margin_floor_applied",
+        "projected_onto",
+        "measured_step_ms",
+        "plan_steps",
+        "plan_updates",
+        "updates_per_env_step",
+        "eval_passes",
+        "eval_pass_seconds",
+        "checkpoints",
+        "checkpoint_seconds",
+        "recurring_seconds",
+        "batch_what_ifs",
+    )
+
+    status: str | None
+    estimated: bool
+    reason: str | None = None
+    decided_on: bool = False
+    model: str | None = None
+    sample_unit: str | None = None
+    plan_samples: float | None = None
+    plan_basis: str | None = None
+    samples_per_epoch: float | None = None
+    steps_per_epoch: int | None = None
+    planned_epochs: float | None = None
+    measured_epochs: int | None = None
+    mean_epoch_ms: float | None = None
+    halfwidth_ms: float | None = None
+    confidence_level: float | None = None
+    one_off_seconds: float | None = None
+    samples_per_second: float | None = None
+    step_ms: float | None = None
+    estimated_hours: float | None = None
+    estimated_hours_upper: float | None = None
+    upper_bound_level: float | None = None
+    step_split: StepSplit | None = None
+    energy_kwh: float | None = None
+    energy_basis: str | None = None
+    estimated_hours_lower: float | None = None
+    drift_margin_hours: float | None = None
+    relative_margin_floor_applied: bool | None = None
+    projected_onto: str | None = None
+    measured_step_ms: float | None = None
+    plan_steps: float | None = None
+    plan_updates: float | None = None
+    updates_per_env_step: float | None = None
+    eval_passes: int | None = None
+    eval_pass_seconds: float | None = None
+    checkpoints: int | None = None
+    checkpoint_seconds: float | None = None
+    recurring_seconds: float | None = None
+    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
+        if not self.estimated:
+            return {"status": self.status, "estimated": False, "reason": self.reason}
+        data = super().to_dict()
+        del data["reason"]
+        return data
+
+
+@dataclass(frozen=True)
+class ProjectedModel(Record):
+    """One model's step (ms) and training hours projected onto a card; ``fits_in_vram`` from its measured peak.
+
+    ``step_ms_interval`` spans the launch-kept and the memory-bound projections widened by the projection's own
+    relative error; ``hours_lower``/``hours_upper`` are the training's bounds with it. ``refused`` says why there
+    is no projection (a figure it needs was not measured); None when there is one. ``slower_cause`` says why a step
+    projected slower than the one measured is so (None when it is not slower, or on the measured device).
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused", "slower_cause")
+
+    step_ms: float | None
+    step_ms_if_memory_bound: float | None
+    speedup: float | None
+    hours: float | None
+    hours_upper: float | None
+    fits_in_vram: bool | None
+    step_ms_interval: tuple[float, float] | None = None
+    hours_lower: float | None = None
+    refused: str | None = None
+    slower_cause: str | None = None
+
+
+@dataclass(frozen=True)
+class ScalingEfficiency(Record):
+    """The data-parallel scaling efficiency one model's cloud time on ``gpus`` cards is computed with: the global
+    throughput of ``gpus`` data-parallel processes over ``gpus`` × one process's (1.0 is linear scaling), its
+    interval, and where it comes from (``scaling_source``: ``measured at 2 processes (nccl)``, ``extrapolated from
+    ...`` or ``assumed: ...``). ``measured`` is true only when this machine measured exactly ``gpus`` processes;
+    ``measured_world_size`` and ``measured_efficiency`` are the distributed measurement it rests on (None when
+    there is none)."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("measured_world_size", "measured_efficiency")
+
+    gpus: int
+    scaling_efficiency: float
+    scaling_efficiency_interval: tuple[float, float]
+    scaling_source: str
+    measured: bool
+    measured_world_size: int | None = None
+    measured_efficiency: float | None = None
+
+
+@dataclass(frozen=True)
+class CardProjection(Record):
+    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound, cost
+    (USD) and fit.
+
+    With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
+    epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
+    efficiency's interval), ``cost_usd_per_training`` is ``gpus`` × ``hourly_price_usd`` (one card's) × those
+    hours, and ``single_card_training_hours`` is one card's time (None, and left out, for one card). The models'
+    ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
+    ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
+    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above:
+    ``gpubench.decision.projection.interval_factors``; None in reports written before it).
+    """
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "training_hours_lower",
+        "projection_relative_error",
+        "gpus",
+        "single_card_training_hours",
+        "projection_interval_factors",
+    )
+
+    card: str
+    measured_device: bool
+    precision: str
+    peak_tflops: float | None
+    attainable_tflops: float | None
+    memory_bandwidth_gbps: float | None
+    vram_mb: float | None
+    hourly_price_usd: float | None
+    training_hours: float | None
+    training_hours_upper: float | None
+    training_hours_if_memory_bound: float | None
+    speedup_vs_measured: float | None
+    cost_usd_per_training: float | None
+    fits_in_vram: bool | None
+    models: dict[str, ProjectedModel] = field(default_factory=dict)
+    training_hours_lower: float | None = None
+    projection_relative_error: float | None = None
+    gpus: int | None = None
+    single_card_training_hours: float | None = None
+    projection_interval_factors: tuple[float, float] | None = None
+
+    @property
+    def card_count(self) -> int:
+        """The cards this row rents: ``gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        return self.gpus or 1
+
+
+@dataclass(frozen=True)
+class MemoryBudgetRow(Record):
+    """A model's (or the ``total``'s) measured peak reserved VRAM against its budget and the card (MB)."""
+
+    model: str
+    budget_mb: float | None
+    peak_reserved_mb: float | None
+    within_budget: bool | None
+    budget_used_fraction: float | None
+    card_mb: float | None
+    fraction_of_card: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class MissingModel(Record):
+    """A critical model without an estimate: its status (``not run`` when it was not selected) and why."""
+
+    model: str
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WhatIfEstimate(Record):
+    """A measured what-if's predicted training beside the main answer's: the step (ms), the training hours and
+    their bounds on the answer's card (the emulated card's projection, else the measured device), the peak
+    reserved VRAM (MB), each beside the main measurement's; ``reason`` says why there is no estimate."""
+
+    model: str
+    variant: str
+    description: str
+    status: str
+    step_ms: float | None = None
+    main_step_ms: float | None = None
+    speedup: float | None = None
+    hours: float | None = None
+    hours_lower: float | None = None
+    hours_upper: float | None = None
+    main_hours: float | None = None
+    peak_reserved_mb: float | None = None
+    main_peak_reserved_mb: float | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation(Record):
+    """The answer the run was for: the decision, why, the estimate and its bounds (hours), the cost, the projection
+    onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
+
+    ``decision`` is None when the measurements do not support one (nothing measured, a critical model missing or
+    measured over too few epochs) and ``reasoning`` says why; ``decision_basis`` names the rule that gave the
+    decision (or withheld it), one of :data:`DECISION_BASES`. ``estimated_full_training_hours_lower`` is the lower
+    prediction bound of the total, never below the one-off costs. ``epochs_to_settle`` maps each critical model to
+    the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
+    value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
+    ``interval_straddles_threshold``. The three are None in reports written before they existed (and left out of
+    the dict). ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus`` is the cards each
+    cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and ``scaling`` the
+    scaling efficiency each estimated model's cloud time is computed with (empty, and left out, for one card);
+    every local figure is the one card measured. ``cloud_gpus`` and the new cost and projection fields are None
+    (and left out) in reports written before ``decision.cloud_gpus`` existed, which priced one card.
+    ``cost_table`` prices the training on every GPU type x provider x on-demand/spot of the price snapshot
+    (:class:`CostRow`, sorted by expected cost, unpriced rows last), ``cost_table_notes`` says what it left out and
+    why, ``local_cost`` is the local option beside it and ``price_snapshot`` the snapshot used; empty (and left
+    out) in reports written before the cost table existed.
+    """
+
+    _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "estimated_full_training_hours_lower",
+        "decision_basis",
+        "epochs_to_settle",
+        "emulated_card",
+        "measured_device_hours",
+        "measured_device_hours_upper",
+        "what_ifs",
+        "cloud_gpus",
+        "scaling",
+        "cost_table",
+        "cost_table_notes",
+        "local_cost",
+        "price_snapshot",
+    )
+
+    decision: str | None
+    reasoning: str
+    estimated_full_training_hours: float | None
+    estimated_full_training_hours_upper: float | None
+    upper_bound_level: float | None
+    partial: bool
+    missing_critical_models: list[MissingModel]
+    critical_models: list[str]
+    decided_on: list[str]
+    thresholds_hours: dict[str, float]
+    measured_device: str
+    per_model: dict[str, ModelEstimate]
+    cost_analysis: CostAnalysis | None
+    projection: list[CardProjection]
+    memory_budget: list[MemoryBudgetRow]
+    recommended_actions: list[str]
+    method: dict[str, str]
+    estimated_full_training_hours_lower: float | None = None
+    decision_basis: DecisionBasis | None = None
+    epochs_to_settle: dict[str, int | None] | None = None
+    emulated_card: str | None = None
+    measured_device_hours: float | None = None
+    measured_device_hours_upper: float | None = None
+    what_ifs: list[WhatIfEstimate] = field(default_factory=list)
+    cloud_gpus: int | None = None
+    scaling: dict[str, ScalingEfficiency] = field(default_factory=dict)
+    cost_table: list[CostRow] = field(default_factory=list)
+    cost_table_notes: list[str] = field(default_factory=list)
+    local_cost: LocalCost | None = None
+    price_snapshot: PriceSnapshotInfo | None = None
+
+    @property
+    def estimated_full_training_days(self) -> float | None:
+        hours = self.estimated_full_training_hours
+        return None if hours is None else hours / HOURS_PER_DAY
+
+    @property
+    def local_max_hours(self) -> float | None:
+        """``decision.local_max_hours``: LOCAL_GPU_VIABLE when the upper bound is under it."""
+        return self.thresholds_hours.get("local_max")
+
+    @property
+    def cloud_min_hours(self) -> float | None:
+        """``decision.cloud_min_hours``: CLOUD_GPU_RECOMMENDED when the lower bound is over it."""
+        return self.thresholds_hours.get("cloud_min")
+
+    def card(self, name: str) -> CardProjection | None:
+        """The projection row of catalog card ``name``, None when it is not in the catalog."""
+        return next((row for row in self.projection if row.card == name), None)
+
+    def derived(self) -> dict[str, Any]:
+        return {"estimated_full_training_days": self.estimated_full_training_days}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        # The seed's order: the days follow the hours.
+        order = ("decision", "reasoning", "estimated_full_training_hours", "estimated_full_training_days")
+        return {**{key: data[key] for key in order}, **data}
+
+
+def recommendation_thresholds(local_max_hours: float, cloud_min_hours: float) -> dict[str, float]:
+    """The recommendation's ``thresholds_hours``: the decision's local limit on the upper bound and cloud threshold
+    on the lower bound (h)."""
+    return {"local_max": local_max_hours, "cloud_min": cloud_min_hours}
+
+
+def recommendation_method(
+    *,
+    estimate: str,
+    upper_bound: str,
+    decision: str,
+    memory_budget: str,
+    projection: str,
+    projection_source: str,
+    cost: str,
+    scaling: str,
+) -> dict[str, str]:
+    """The recommendation's ``method``: how each of its parts is computed, in words."""
+    return {
+        "estimate": estimate,
+        "upper_bound": upper_bound,
+        "decision": decision,
+        "memory_budget": memory_budget,
+        "projection": projection,
+        "projection_source": projection_source,
+        "cost": cost,
+        "scaling": scaling,
+    }

@@ -1,0 +1,69 @@
+"""The whole report (``report.json``): the run, the hardware, every model and the recommendation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Literal
+
+from gpubench import __version__
+from gpubench.results.codec import Record, ReportFormatError
+from gpubench.results.model import ModelResult
+from gpubench.results.recommendation import Recommendation
+from gpubench.results.run import DataProvenance, HardwareReport, RunInfo
+from gpubench.results.what_if import WhatIf
+
+#: Version of the report schema; bump when a key changes meaning. Version 1 is read as is.
+REPORT_SCHEMA_VERSION = 1
+
+
+#: ``failed``: an error ended the run after it started (``RunReport.error`` says which); the models measured before
+#: it are kept.
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+
+@dataclass(frozen=True)
+class RunReport(Record):
+    """The whole report: when, which gpubench, the run, the hardware, the data, every model measured so far (in
+    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then.
+    ``what_ifs`` holds, per model, the alternatives measured briefly after the main measurements
+    (``decision.what_if``); left out of the dict when none were. ``error`` says what ended a ``failed`` run (left
+    out otherwise)."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs", "error")
+
+    timestamp: str
+    benchmark_version: str
+    report_schema_version: int
+    status: RunStatus
+    run: RunInfo
+    hardware: HardwareReport
+    data: DataProvenance | None
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    recommendation: Recommendation | None = None
+    what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def start(cls, run: RunInfo, hardware: HardwareReport, data: DataProvenance | None) -> RunReport:
+        """The report before any model has run (timestamped now, UTC)."""
+        return cls(
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            benchmark_version=__version__,
+            report_schema_version=REPORT_SCHEMA_VERSION,
+            status="running",
+            run=run,
+            hardware=hardware,
+            data=data,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str | None = None) -> RunReport:
+        version = data.get("report_schema_version")
+        if version is not None and version > REPORT_SCHEMA_VERSION:
+            raise ReportFormatError(
+                f"report schema version {version} is newer than this gpubench reads ({REPORT_SCHEMA_VERSION}): "
+                "upgrade gpubench to read it"
+            )
+        return super().from_dict(data, where=where or "report")

@@ -1,0 +1,207 @@
+"""What the benchmark ran on and how: the hardware, the burn-in, the data's provenance, the host's load and the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from gpubench.results.codec import Record
+
+
+@dataclass(frozen=True)
+class WarmupStats(Record):
+    """The burn-in before measuring: how long it ran (s) and the state it left the device in.
+
+    ``epochs`` counts burn-in iterations (``matmuls_per_iteration`` matmuls of ``matrix_size``² each);
+    ``mean_time_ms`` is the mean iteration time over the final window, the level it settled at.
+    ``peak_sm_clock_mhz`` is the highest SM clock seen, the reference for flagging throttled epochs.
+    """
+
+    epochs: int
+    mean_time_ms: float
+    final_temperature_celsius: float | None
+    final_sm_clock_mhz: float | None
+    peak_sm_clock_mhz: float | None
+    stabilised: bool
+    seconds: float
+    matrix_size: int
+    matmuls_per_iteration: int
+    achieved_tflops: float
+
+
+#: Fields of HardwareReport that a CPU run (or a GPU without NVML) leaves unmeasured; listed in ``not_measured``.
+_DEVICE_FIELDS: tuple[str, ...] = (
+    "total_vram_mb",
+    "cuda_version",
+    "cuda_driver_version",
+    "driver_version",
+    "compute_capability",
+    "uuid",
+    "nvml_index",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "temperature_c",
+    "throttle_reasons",
+    "warmup_stats",
+)
+
+
+@dataclass(frozen=True)
+class HardwareReport(Record):
+    """What the benchmark ran on (the report's ``hardware`` object).
+
+    ``measured_on`` is ``cuda`` or ``cpu``. ``cuda_version`` is the CUDA runtime torch was built with;
+    ``cuda_driver_version`` the newest CUDA the driver supports (NVML). The CPU fields describe the host in both
+    cases (RL environments run there). The VRAM budget (MB): ``vram_limit_mb`` is the emulated card (or the whole
+    card), ``non_allocator_overhead_mb`` what the process holds outside torch's allocator, ``usable_vram_mb`` the
+    rest, which the allocator is capped at; all None on the CPU.
+    """
+
+    _DERIVED: ClassVar[tuple[str, ...]] = ("not_measured",)
+
+    measured_on: str
+    device_name: str
+    total_vram_mb: float | None = None
+    cuda_version: str | None = None
+    cuda_driver_version: str | None = None
+    driver_version: str | None = None
+    compute_capability: str | None = None
+    uuid: str | None = None
+    torch_index: int | None = None
+    nvml_index: int | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: list[str] | None = None
+    nvml_available: bool = False
+    energy_counter_available: bool = False
+    cpu_name: str = ""
+    cpu_logical_cores: int | None = None
+    ram_mb: float | None = None
+    notices: list[str] = field(default_factory=list)
+    warmup_stats: WarmupStats | None = None
+    vram_limit_mb: float | None = None
+    non_allocator_overhead_mb: float | None = None
+    usable_vram_mb: float | None = None
+    overhead_source: str | None = None
+
+    @property
+    def not_measured(self) -> list[str]:
+        """The device fields left None (not measured on this device)."""
+        return [name for name in _DEVICE_FIELDS if getattr(self, name) is None]
+
+    @property
+    def card_memory_mb(self) -> float | None:
+        """VRAM (MB) the models had: the usable VRAM under a cap, else the card's total; None on the CPU."""
+        return self.usable_vram_mb or self.total_vram_mb
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.measured_on == "cuda"
+
+    def derived(self) -> dict[str, Any]:
+        return {"not_measured": self.not_measured}
+
+
+@dataclass(frozen=True)
+class DataProvenance(Record):
+    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
+
+    ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
+    files with metadata only) and were skipped; it is left out of the report when there were none."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
+
+    source: str
+    path: str | None
+    files: int
+    bars: int
+    symbols: list[str]
+    first_timestamp: str | None
+    last_timestamp: str | None
+    cache_hit: bool
+    load_seconds: float
+    content_hash: str | None
+    empty_files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HostLoad(Record):
+    """The host when the run started: its CPUs (all, and those this process may use), the 1/5/15-minute load
+    averages (runnable processes; None where the OS has none), torch's intra-op and inter-op thread counts, how the
+    intra-op count was chosen, and the OpenMP/MKL thread variables that were set."""
+
+    cpu_count: int
+    available_cpus: int
+    load_average_1m: float | None
+    load_average_5m: float | None
+    load_average_15m: float | None
+    torch_num_threads: int
+    torch_interop_threads: int
+    threads_source: str
+    thread_environment: dict[str, str] = field(default_factory=dict)
+
+
+#: What a run made with a preset (``experiment=<name>``) stands for, where its numbers are not the user's training.
+PRESET_NOTES: dict[str, str] = {"quick": "smoke test: tiny shapes, not your training"}
+
+
+@dataclass(frozen=True)
+class RunInfo(Record):
+    """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
+    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
+    and thread settings (None in reports written before they were recorded). Derived: ``preset``, the
+    ``experiment`` preset chosen, and ``preset_note``, what its numbers stand for (``quick``: a smoke test), both
+    written only when there is one."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
+    _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
+
+    device: str
+    models: list[str]
+    epochs: int
+    warmup_epochs: int
+    precision: str
+    compile: str
+    seed: int
+    hardware_config: dict[str, Any] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    choices: dict[str, str] = field(default_factory=dict)
+    output_dir: str | None = None
+    sweep_dir: str | None = None
+    job_num: int | None = None
+    versions: dict[str, str | None] = field(default_factory=dict)
+    git_commit: str | None = None
+    mlflow_run_id: str | None = None
+    host: HostLoad | None = None
+    matmul_precision: str | None = None
+
+    @property
+    def preset(self) -> str | None:
+        """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
+        choice = self.choices.get("experiment")
+        return None if choice in (None, "", "null") else choice
+
+    @property
+    def preset_note(self) -> str | None:
+        """What the preset's numbers stand for when they are not the user's training (``quick``: a smoke test)."""
+        return None if self.preset is None else PRESET_NOTES.get(self.preset)
+
+    def derived(self) -> dict[str, Any]:
+        figures = {"preset": self.preset, "preset_note": self.preset_note}
+        return {key: value for key, value in figures.items() if value is not None}
+
+    @property
+    def fp32_matmul_precision(self) -> str:
+        """``execution.matmul_precision``: ``highest`` (PyTorch's default) in reports written before the key."""
+        return self.matmul_precision or "highest"
+
+    @property
+    def torch_version(self) -> str | None:
+        return self.versions.get("torch")
+
+    @property
+    def python_version(self) -> str | None:
+        return self.versions.get("python")
