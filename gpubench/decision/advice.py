@@ -1,6 +1,7 @@
-"""The prose of the recommendation: how each figure is made (the method texts written into the report), the
-reasoning sentence and the recommended actions. The numbers come from the other ``decision`` modules; here they
-are only put into words (hours as minutes or hours, sizes in MB, money in USD).
+"""The sentences of the recommendation the user reads: the reasoning, the host's note and the recommended actions.
+The numbers come from the other ``decision`` modules; here they are only put into words (hours as minutes or
+hours, sizes in MB, money in USD). How each figure is made, in words (the report's ``recommendation.method``),
+lives beside the code that makes it: ``*_METHOD`` in estimate, rule, memory_budget, projection, cost and scaling.
 """
 
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,6 @@ from gpubench.decision.projection import (
     BOUND_COMPUTE,
     BOUND_OVERHEAD,
     CPU_REBUILD_FACTOR,
-    LAUNCH_COST_MS,
     PROJECTION_RELATIVE_ERROR,
 )
 from gpubench.decision.rule import (
@@ -36,11 +36,6 @@ from gpubench.decision.rule import (
     UPPER_BELOW_LOCAL,
     Verdict,
 )
-from gpubench.decision.scaling import (
-    ASSUMED_SCALING_EFFICIENCY,
-    ASSUMED_SCALING_INTERVAL,
-    EFFICIENCY_FLOOR,
-)
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
@@ -54,185 +49,8 @@ from gpubench.results import (
     ScalingEfficiency,
     StepSplit,
     WhatIfEstimate,
-    recommendation_method,
 )
 from gpubench.units import BYTES_PER_MB, HOURS_PER_DAY, MS_PER_S, SECONDS_PER_HOUR
-
-# --------------------------------------------------------------------------------------------------- methods
-# How each part of the recommendation is made, in words: written into the report's ``recommendation.method``
-# (by :func:`method_texts`). Each text describes the arithmetic of one module: estimate (the first three),
-# memory_budget, projection and cost.
-
-ESTIMATE_METHOD = (
-    "Plan: supervised models train decision.plan.passes[model] passes over trading_days x bars_per_day x symbols "
-    "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan samples / "
-    "(steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, the one-off "
-    "costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the warmup epochs, "
-    "all counted as pure overhead (their samples are not credited: slightly conservative)."
-)
-
-UPPER_BOUND_METHOD = (
-    "Bounds: prediction bounds for the total of the N future epochs, not N x the interval's ends. With h the "
-    "half-width of the decision interval of the mean over n measured epochs (overlapping batch means, "
-    "gpubench.stats.intervals), se = h / q is the standard error of the mean (q its t quantile) and the long-run "
-    "per-epoch variance is n x se^2 (= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs). The total of N future "
-    "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
-    "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
-    "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable "
-    "to n it is wider. A model whose measured epochs drift (the drift test) or include throttled epochs gets "
-    "|mean of the last third of its epochs - mean of the first third| x N added to its margin: the drift's size "
-    "carried to the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for "
-    "the whole training). The half-width h comes from the model's rounds: its epochs are measured in rounds, "
-    "interleaved round-robin with the other models' rounds, and their spread is measured at two levels, within a "
-    "round (autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), "
-    "each with its own degrees of freedom (gpubench.stats.rounds). A noisy host widens h by what it measured; a "
-    "quiet host or a GPU-bound model keeps it tight. No constant floor. The bound assumes the host keeps, over the "
-    "training, the mix of speeds it showed during the benchmark; python -m gpubench.validate checks that against "
-    "real trainings. Upper = estimate + margin; lower = estimate - margin, never below the one-off costs. "
-    "Several models are trained one after another and were measured one after another on one device, so their "
-    "errors can share a cause (the card's clocks, the host's load): their margins add, the conservative "
-    "combination (quadrature would assume independent errors), each model's lower bound cut at its one-off costs "
-    "first."
-)
-
-DECISION_METHOD = (
-    "Decision on the total of the models in decision.critical_models (every model run when that list is empty). "
-    "CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status oom: not even "
-    "batch.min_size fits, or the step ran out of memory; decision_basis critical_model_cannot_run), or when the "
-    "lower bound is over decision.cloud_min_hours (lower_above_cloud); both also from a subset of the critical "
-    "models, since times add and a subset bounds the total from below. LOCAL_GPU_VIABLE when the upper bound is "
-    "under decision.local_max_hours (upper_below_local). Otherwise GRAY_ZONE: estimate_in_gray_band when the "
-    "estimate lies between the thresholds (both included), interval_straddles_threshold when the estimate is on "
-    "one side of a threshold and its bound on the other, with epochs_to_settle: per critical model max(n, K), K "
-    "the smallest common epoch count (the epochs setting) at which the bound would be on the estimate's side, "
-    "the long-run variance and the quantile held as measured (h scaled by sqrt(n / K)) in the same margin "
-    f"formula; None where not even {SETTLE_MAX_EPOCHS:,} epochs would (a drift's part and the future "
-    "epochs' own variability do not shrink). LOCAL_GPU_VIABLE and GRAY_ZONE only when every critical model was "
-    f"measured (status ok, with a plan) over at least {MIN_DECISION_EPOCHS} epochs; otherwise no decision (None): "
-    "partial_measurement when a critical model was not run, failed, diverged or stopped, too_few_epochs when one "
-    "had fewer epochs (such a model is left out of the bound the rule reads). The bounds include the margin added "
-    "for a drift or throttled epochs; where the decision without it would differ, decision_basis is "
-    "drift_or_throttling. nothing_measured: no model has an estimate. The figures (estimate, bounds, projection, "
-    "cost) cover decided_on: the critical models with an estimate, else every model with one. A run on the CPU "
-    "(hardware.measured_on not cuda) decides about the CPU: its reasoning starts by saying so."
-)
-
-MEMORY_METHOD = (
-    "Per model: the measured peak reserved VRAM (torch caching allocator) against decision.memory_budget_mb[model] "
-    "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card: safe < 85%, "
-    "marginal 85-93%, risk > 93%; 'not measured' on the CPU. The total row sums the peaks: what the card would need "
-    "to hold the models at once (they are benchmarked, and can be trained, one after another)."
-)
-
-PROJECTION_METHOD = (
-    "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
-    "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
-    "counted), L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode "
-    "(counted on an eager twin of a compiled workload, so L overstates a compiled step's launches), and B bytes: "
-    "the tensor inputs and outputs of those L operations, each storage once per operation and a view at its viewed "
-    "size (every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper "
-    "bound on the step's memory traffic). A device's "
-    "attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for fp32 runs (its tf32 "
-    "tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) "
-    "tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the burn-in's achieved matmul "
-    "TFLOP/s (at the job's matmul precision) over the card's peak, and the targets use the same eta (same kernels, "
-    "same software). A GPU not in the catalog has no peak: its A is the burn-in's achieved TFLOP/s itself, and the "
-    "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "
-    "t_c = min(t, F / A_src), launches t_l = min(t - t_c, L x c) with c = "
-    f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200 as eager steps less their CUDA-graph replays "
-    "per launching operation: 11.8 us for Mamba-2 to 35.0 us for DQN, the median of four models), memory t_m = "
-    "min(t - t_c - t_l, B / bw_src) (bw the catalog's memory bandwidth, GB/s) and host t_h = t - t_c - t_l - "
-    "t_m (Python, dispatch and other host work outside the launches). A step with t_c >= 0.5 t is compute-bound, "
-    "otherwise overhead-bound; without a FLOP count the whole step is taken as "
-    "overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + t_h: the counted traffic "
-    "scales with memory bandwidth, launch and host costs are kept (a small network's Adam step is launch-bound even "
-    "on an H200), so a compute-bound step scales by the peak ratio and a launch-bound one keeps its time. The "
-    "*_if_memory_bound figures take the counted traffic as the step's floor on the card: max(t', B / bw_tgt + "
-    "t_l). A step whose bytes were not counted (reports written before they were, or a source of unknown "
-    "bandwidth) keeps its rest t_m = t - t_c - t_l (memory and host together) in t' as measured, and its "
-    "*_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when both bandwidths are "
-    "known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from the counts: t' = F / "
-    "A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the reason) where F or L "
-    "could not be counted; host work that is no tensor operation is not in it, and its interval is the rebuild "
-    f"/ {CPU_REBUILD_FACTOR:g} to x {CPU_REBUILD_FACTOR:g} (checked on the H200 against four models' fp32 eager "
-    "steps: they were 0.52 to 1.93 times the rebuild from a CPU's counts). The counts are an iteration's "
-    "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
-    "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
-    "Every step projected from a GPU is an interval: from the smaller of the two projections / (1 + e) to the "
-    "larger / (1 - e), the measured steps a projection with relative error at most e = "
-    f"{PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
-    "errors (NeuSight, ASPLOS 2025: 2.3% headline and about 10% mean over its 41 training configurations for a "
-    "learned predictor; Habitat, USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast) are below it; "
-    "checked on the H200, fp32 projected to tf32 and bf16 ran up to 42.2% too fast (Mamba-2's small matmuls did "
-    "not speed up with the peak), mean 17.9% over 8 cases, and e is that worst case rounded up. The training's "
-    "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
-    "below. The measured device's own row carries no projection error. "
-    "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
-    "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
-    "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "
-    "smaller one (see fits_in_vram)."
-)
-
-COST_METHOD = (
-    "Per training (the plan of the models decided on): local energy kWh = sum over models of joules per sample "
-    "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
-    "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
-    "decision.electricity_usd_per_kwh. Cloud cost = projected hours on decision.cloud_card x its hourly price "
-    "(catalog, or decision.cloud_hourly_price_usd). Monthly: x decision.trainings_per_month, plus on the local side "
-    "decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x (cloud monthly - "
-    "local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / projected "
-    "cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
-    "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
-    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds. "
-    "The cloud side rents decision.cloud_gpus cards: its cost is cards x hourly price x their projected hours "
-    "(see scaling), for every catalog card; cheapest_card is the card whose cards cost least per training among "
-    "those the models fit on. The local side is always the one card measured."
-)
-
-SCALING_METHOD = (
-    "Cloud time on N = decision.cloud_gpus cards training data-parallel (DistributedDataParallel: each card its "
-    "own batch, for RL its own environments, gradients all-reduced every step): per model, the planned epochs' "
-    "one-card time E / (N x e(N)) plus the fixed costs F as on one card (every rank pays its calibration and warmup "
-    "at once; rank 0 saves the checkpoints); the models' times add. e(N) is the scaling efficiency, the global "
-    "throughput of N processes over N x one process's. Measured: a model run with distributed.nproc = N (status "
-    "ok) gives e(N) and its interval (the point alone where the run had too few epochs for one), measured over "
-    "this machine's interconnect and backend (named in the source: gloo processes on a CPU say little of NCCL "
-    "between GPUs, a cloud host's links may differ from this one's). Measured at another m: e(N) = e(m)^(log2 N "
-    "/ log2 m), the same loss per doubling of cards, at most 1. That is an assumption: how the all-reduce's cost "
-    "per step grows with N depends on the message size, the algorithm and the links (a bandwidth-bound ring "
-    "all-reduce's barely grows past a few cards, a latency-bound one's grows with N, and across hosts the network "
-    "is slower), so the interval spans the two ends, efficiency never rising with the card count: for N > m from "
-    "the measured lower end with the communication's cost growing linearly with N, 1 / (1 + (1 / e_lo(m) - 1)(N - "
-    "1) / (m - 1)), to the measured upper end (no further loss past m); for N < m from the measured lower end to "
-    "1. Nothing "
-    f"measured (distributed.nproc = 1, or the run failed): e = {ASSUMED_SCALING_EFFICIENCY:g}, assumed, with the "
-    f"wide interval {ASSUMED_SCALING_INTERVAL[0]:g}-{ASSUMED_SCALING_INTERVAL[1]:g}. Sources: Horovod's benchmark "
-    "(horovod/horovod docs/benchmarks.rst; Sergeev and Del Balso, 2018) on 128 servers of 4 Pascal GPUs over 25 "
-    "Gbit/s RoCE reports '90% scaling efficiency for both Inception V3 and ResNet-101, and 68% scaling efficiency "
-    "for VGG-16'; Li et al., 'PyTorch Distributed: Experiences on Accelerating Data Parallel Training', VLDB 2020, "
-    "report that DDP 'attains near-linear scalability using 256 GPUs'. The interval's lower end is below VGG-16's "
-    "0.68 because these models are small and often launch-bound, where the all-reduce's fixed latency is a larger "
-    "share of a step; its upper end is linear scaling. Bounds: upper F + (E + M) / (N x e_lo), lower F + max(0, E "
-    f"- M) / (N x e_hi), M the one-card margin (a lower end under {EFFICIENCY_FLOOR:g} is held there). N = 1 is "
-    "the one-card projection unchanged. Each card's step stays one card's: memory per card is unchanged (every "
-    "card holds the whole model and its own batch)."
-)
-
-
-def method_texts(projection_source: str) -> dict[str, str]:
-    """The recommendation's ``method``: every method text, and ``projection_source``, the sentence on where the
-    measured device's throughput comes from."""
-    return recommendation_method(
-        estimate=ESTIMATE_METHOD,
-        upper_bound=UPPER_BOUND_METHOD,
-        decision=DECISION_METHOD,
-        memory_budget=MEMORY_METHOD,
-        projection=PROJECTION_METHOD,
-        projection_source=projection_source,
-        cost=COST_METHOD,
-        scaling=SCALING_METHOD,
-    )
-
 
 # --------------------------------------------------------------------------------------------------- reasoning
 

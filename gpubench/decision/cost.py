@@ -2,7 +2,7 @@
 
 All money is in USD, energy in kWh, durations in hours. Pure arithmetic: the inputs are the estimated training
 time on the measured device, its energy (measured through NVML, or the card's rated power), and the projected time
-on the cloud card. The formulas, in words, are :data:`gpubench.decision.advice.COST_METHOD`, also written into the
+on the cloud card. The formulas, in words, are :data:`COST_METHOD`, also written into the
 report.
 """
 
@@ -150,3 +150,21 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
         cheapest_card_cost_usd_per_training=None if cheapest is None else cheapest.cost_usd_per_training,
         notes=notes,
     )
+
+
+#: The cost formulas, in words: the report's ``recommendation.method.cost``.
+COST_METHOD = (
+    "Per training (the plan of the models decided on): local energy kWh = sum over models of joules per sample "
+    "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
+    "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
+    "decision.electricity_usd_per_kwh. Cloud cost = projected hours on decision.cloud_card x its hourly price "
+    "(catalog, or decision.cloud_hourly_price_usd). Monthly: x decision.trainings_per_month, plus on the local side "
+    "decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x (cloud monthly - "
+    "local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / projected "
+    "cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
+    "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
+    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds. "
+    "The cloud side rents decision.cloud_gpus cards: its cost is cards x hourly price x their projected hours "
+    "(see scaling), for every catalog card; cheapest_card is the card whose cards cost least per training among "
+    "those the models fit on. The local side is always the one card measured."
+)

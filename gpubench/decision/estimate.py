@@ -2,8 +2,8 @@
 several models trained one after another, and the checkpoint interval a bound implies.
 
 Pure arithmetic on a model's typed result (:class:`gpubench.results.ModelResult`): times in the unit their name
-says (ms, seconds, hours). How it is done, in words, is :data:`gpubench.decision.advice.ESTIMATE_METHOD` and
-:data:`~gpubench.decision.advice.UPPER_BOUND_METHOD`; the decision rule on the bounds is
+says (ms, seconds, hours). How it is done, in words, is :data:`ESTIMATE_METHOD` and
+:data:`UPPER_BOUND_METHOD`; the decision rule on the bounds is
 :mod:`gpubench.decision.rule`.
 """
 
@@ -487,3 +487,39 @@ def checkpoint_interval_hours(upper_hours: float) -> float | None:
         return None
     interval = min(_CHECKPOINT_MAX_HOURS, upper_hours * CHECKPOINT_RUN_FRACTION)
     return max(_CHECKPOINT_MIN_HOURS, math.floor(interval / _CHECKPOINT_MIN_HOURS) * _CHECKPOINT_MIN_HOURS)
+
+
+#: How a model's estimate is made, in words: the report's ``recommendation.method.estimate``.
+ESTIMATE_METHOD = (
+    "Plan: supervised models train decision.plan.passes[model] passes over trading_days x bars_per_day x symbols "
+    "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan samples / "
+    "(steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, the one-off "
+    "costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the warmup epochs, "
+    "all counted as pure overhead (their samples are not credited: slightly conservative)."
+)
+
+
+#: How the prediction bounds are made, in words: the report's ``recommendation.method.upper_bound``.
+UPPER_BOUND_METHOD = (
+    "Bounds: prediction bounds for the total of the N future epochs, not N x the interval's ends. With h the "
+    "half-width of the decision interval of the mean over n measured epochs (overlapping batch means, "
+    "gpubench.stats.intervals), se = h / q is the standard error of the mean (q its t quantile) and the long-run "
+    "per-epoch variance is n x se^2 (= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs). The total of N future "
+    "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
+    "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
+    "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable "
+    "to n it is wider. A model whose measured epochs drift (the drift test) or include throttled epochs gets "
+    "|mean of the last third of its epochs - mean of the first third| x N added to its margin: the drift's size "
+    "carried to the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for "
+    "the whole training). The half-width h comes from the model's rounds: its epochs are measured in rounds, "
+    "interleaved round-robin with the other models' rounds, and their spread is measured at two levels, within a "
+    "round (autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), "
+    "each with its own degrees of freedom (gpubench.stats.rounds). A noisy host widens h by what it measured; a "
+    "quiet host or a GPU-bound model keeps it tight. No constant floor. The bound assumes the host keeps, over the "
+    "training, the mix of speeds it showed during the benchmark; python -m gpubench.validate checks that against "
+    "real trainings. Upper = estimate + margin; lower = estimate - margin, never below the one-off costs. "
+    "Several models are trained one after another and were measured one after another on one device, so their "
+    "errors can share a cause (the card's clocks, the host's load): their margins add, the conservative "
+    "combination (quadrature would assume independent errors), each model's lower bound cut at its one-off costs "
+    "first."
+)

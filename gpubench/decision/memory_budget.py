@@ -1,7 +1,7 @@
 """The VRAM budget: each model's measured peak reserved memory against its budget and the card, and their total.
 
 Sizes in MB (MiB, as the report's ``*_mb`` figures). How it is judged, in words, is
-:data:`gpubench.decision.advice.MEMORY_METHOD`.
+:data:`MEMORY_METHOD`.
 """
 
 from gpubench.decision.config import DecisionConfig
@@ -59,3 +59,12 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
     total_peak_mb = None if None in peaks else sum(peaks)
     total_budget_mb = None if None in budgets else sum(budgets)
     return [*rows, budget_row(TOTAL_ROW, total_budget_mb, total_peak_mb, card_mb)]
+
+
+#: How the VRAM budget is judged, in words: the report's ``recommendation.method.memory_budget``.
+MEMORY_METHOD = (
+    "Per model: the measured peak reserved VRAM (torch caching allocator) against decision.memory_budget_mb[model] "
+    "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card: safe < 85%, "
+    "marginal 85-93%, risk > 93%; 'not measured' on the CPU. The total row sums the peaks: what the card would need "
+    "to hold the models at once (they are benchmarked, and can be trained, one after another)."
+)

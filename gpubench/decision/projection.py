@@ -9,7 +9,7 @@ alternative takes the counted traffic at the card's bandwidth as the step's floo
 counted (older reports) keeps the whole rest in the point and scales it by the bandwidth ratio in the alternative.
 From the CPU, whose time says nothing of a GPU's, the step is rebuilt from its counts: FLOPs at the card's
 attainable rate, kernel launches at :data:`LAUNCH_COST_MS` each and bytes at the card's bandwidth. The model and
-its assumptions, in words, are :data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the report as
+its assumptions, in words, are :data:`PROJECTION_METHOD` (written into the report as
 well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), bandwidth in GB/s (1e9 bytes/s), training in
 hours. Pure arithmetic on the report's typed records: nothing here imports torch.
 """
@@ -562,3 +562,54 @@ def projection_table(
             )
         )
     return rows
+
+
+#: The projection and its assumptions, in words: the report's ``recommendation.method.projection``.
+PROJECTION_METHOD = (
+    "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
+    "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
+    "counted), L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode "
+    "(counted on an eager twin of a compiled workload, so L overstates a compiled step's launches), and B bytes: "
+    "the tensor inputs and outputs of those L operations, each storage once per operation and a view at its viewed "
+    "size (every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper "
+    "bound on the step's memory traffic). A device's "
+    "attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for fp32 runs (its tf32 "
+    "tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) "
+    "tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the burn-in's achieved matmul "
+    "TFLOP/s (at the job's matmul precision) over the card's peak, and the targets use the same eta (same kernels, "
+    "same software). A GPU not in the catalog has no peak: its A is the burn-in's achieved TFLOP/s itself, and the "
+    "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "
+    "t_c = min(t, F / A_src), launches t_l = min(t - t_c, L x c) with c = "
+    f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200 as eager steps less their CUDA-graph replays "
+    "per launching operation: 11.8 us for Mamba-2 to 35.0 us for DQN, the median of four models), memory t_m = "
+    "min(t - t_c - t_l, B / bw_src) (bw the catalog's memory bandwidth, GB/s) and host t_h = t - t_c - t_l - "
+    "t_m (Python, dispatch and other host work outside the launches). A step with t_c >= 0.5 t is compute-bound, "
+    "otherwise overhead-bound; without a FLOP count the whole step is taken as "
+    "overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + t_h: the counted traffic "
+    "scales with memory bandwidth, launch and host costs are kept (a small network's Adam step is launch-bound even "
+    "on an H200), so a compute-bound step scales by the peak ratio and a launch-bound one keeps its time. The "
+    "*_if_memory_bound figures take the counted traffic as the step's floor on the card: max(t', B / bw_tgt + "
+    "t_l). A step whose bytes were not counted (reports written before they were, or a source of unknown "
+    "bandwidth) keeps its rest t_m = t - t_c - t_l (memory and host together) in t' as measured, and its "
+    "*_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when both bandwidths are "
+    "known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from the counts: t' = F / "
+    "A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the reason) where F or L "
+    "could not be counted; host work that is no tensor operation is not in it, and its interval is the rebuild "
+    f"/ {CPU_REBUILD_FACTOR:g} to x {CPU_REBUILD_FACTOR:g} (checked on the H200 against four models' fp32 eager "
+    "steps: they were 0.52 to 1.93 times the rebuild from a CPU's counts). The counts are an iteration's "
+    "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
+    "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
+    "Every step projected from a GPU is an interval: from the smaller of the two projections / (1 + e) to the "
+    "larger / (1 - e), the measured steps a projection with relative error at most e = "
+    f"{PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
+    "errors (NeuSight, ASPLOS 2025: 2.3% headline and about 10% mean over its 41 training configurations for a "
+    "learned predictor; Habitat, USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast) are below it; "
+    "checked on the H200, fp32 projected to tf32 and bf16 ran up to 42.2% too fast (Mamba-2's small matmuls did "
+    "not speed up with the peak), mean 17.9% over 8 cases, and e is that worst case rounded up. The training's "
+    "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
+    "below. The measured device's own row carries no projection error. "
+    "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
+    "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
+    "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "
+    "smaller one (see fits_in_vram)."
+)

@@ -19,15 +19,21 @@ from gpubench.decision.advice import (
     NO_ESTIMATE_ACTIONS,
     Outcome,
     host_text,
-    method_texts,
     reasoning,
     recommended_actions,
 )
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.cost import CostInputs, cheapest_card, cost_analysis, training_energy_kwh
-from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
-from gpubench.decision.memory_budget import memory_budget
+from gpubench.decision.cost import COST_METHOD, CostInputs, cheapest_card, cost_analysis, training_energy_kwh
+from gpubench.decision.estimate import (
+    ESTIMATE_METHOD,
+    UPPER_BOUND_METHOD,
+    TimeEstimate,
+    combine_estimates,
+    estimate_training_time,
+)
+from gpubench.decision.memory_budget import MEMORY_METHOD, memory_budget
 from gpubench.decision.projection import (
+    PROJECTION_METHOD,
     PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
     answer_card,
@@ -38,8 +44,8 @@ from gpubench.decision.projection import (
     target_throughput,
 )
 from gpubench.decision.rent import cost_table, local_cost, snapshot_info
-from gpubench.decision.rule import NOTHING_MEASURED, critical_models, decide
-from gpubench.decision.scaling import scaling_efficiency
+from gpubench.decision.rule import DECISION_METHOD, NOTHING_MEASURED, critical_models, decide
+from gpubench.decision.scaling import SCALING_METHOD, scaling_efficiency
 from gpubench.decision.what_ifs import what_if_estimates
 from gpubench.hardware.catalog import Card
 from gpubench.prices import PriceSnapshot, PriceSnapshotError, load_snapshot
@@ -51,8 +57,24 @@ from gpubench.results import (
     Recommendation,
     RunReport,
     StepSplit,
+    recommendation_method,
     recommendation_thresholds,
 )
+
+
+def method_texts(projection_source: str) -> dict[str, str]:
+    """The recommendation's ``method``: the ``*_METHOD`` text of each module that computes a part, and
+    ``projection_source``, the sentence on where the measured device's throughput comes from."""
+    return recommendation_method(
+        estimate=ESTIMATE_METHOD,
+        upper_bound=UPPER_BOUND_METHOD,
+        decision=DECISION_METHOD,
+        memory_budget=MEMORY_METHOD,
+        projection=PROJECTION_METHOD,
+        projection_source=projection_source,
+        cost=COST_METHOD,
+        scaling=SCALING_METHOD,
+    )
 
 
 def _cost(
