@@ -1,27 +1,17 @@
-"""The sentences of the recommendation the user reads: the reasoning, the host's note and the recommended actions.
-The numbers come from the other ``decision`` modules; here they are only put into words (hours as minutes or
-hours, sizes in MB, money in USD). How each figure is made, in words (the report's ``recommendation.method``),
-lives beside the code that makes it: ``*_METHOD`` in estimate, rule, memory_budget, projection, cost and scaling.
+"""The reasoning of the recommendation, in the sentences the user reads: the decision and the numbers behind it,
+the emulated card's and the cloud card's figures, the host's note, and the wording the recommended actions
+(:mod:`gpubench.decision.actions`) share with it. The numbers come from the other ``decision`` modules; here they
+are only put into words (hours as minutes or hours, sizes in MB, money in USD). How each figure is made, in words
+(the report's ``recommendation.method``), lives beside the code that makes it: ``*_METHOD`` in estimate, rule,
+memory_budget, projection, cost and scaling.
 """
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.cost import cheapest_card
-from gpubench.decision.estimate import (
-    CHECKPOINT_RUN_FRACTION,
-    TimeEstimate,
-    TotalTime,
-    checkpoint_interval_hours,
-)
-from gpubench.decision.memory_budget import HEADROOM_MARGINAL, HEADROOM_RISK, TOTAL_ROW
-from gpubench.decision.projection import (
-    BOUND_COMPUTE,
-    BOUND_OVERHEAD,
-    CPU_REBUILD_FACTOR,
-    PROJECTION_RELATIVE_ERROR,
-)
+from gpubench.decision.estimate import TimeEstimate, TotalTime
+from gpubench.decision.projection import CPU_REBUILD_FACTOR, PROJECTION_RELATIVE_ERROR
 from gpubench.decision.rule import (
     CRITICAL_MODEL_CANNOT_RUN,
     DRIFT_OR_THROTTLING,
@@ -41,18 +31,12 @@ from gpubench.results import (
     GRAY_ZONE,
     LOCAL_GPU_VIABLE,
     CardProjection,
-    HardwareReport,
-    MemoryBudgetRow,
     MissingModel,
     ModelResult,
-    RunInfo,
     ScalingEfficiency,
     StepSplit,
-    WhatIfEstimate,
 )
-from gpubench.units import BYTES_PER_MB, HOURS_PER_DAY, MS_PER_S, SECONDS_PER_HOUR
-
-# --------------------------------------------------------------------------------------------------- reasoning
+from gpubench.units import BYTES_PER_MB, HOURS_PER_DAY, SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True)
@@ -85,11 +69,11 @@ class Outcome:
         return None if self.level is None else (1 + self.level) / 2
 
 
-def _hours_text(hours: float) -> str:
+def hours_text(hours: float) -> str:
     return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.1f} h"
 
 
-def _missing_text(missing: tuple[MissingModel, ...] | list[MissingModel]) -> str:
+def missing_text(missing: tuple[MissingModel, ...] | list[MissingModel]) -> str:
     return ", ".join(f"{m.model} ({m.reason})" for m in missing)
 
 
@@ -97,7 +81,7 @@ def _held_back_text(verdict: Verdict) -> str:
     """The critical models the decision lacks: not measured, or measured over too few epochs."""
     parts = []
     if verdict.missing:
-        parts.append(f"critical {_missing_text(verdict.missing)} not measured")
+        parts.append(f"critical {missing_text(verdict.missing)} not measured")
     if verdict.too_few:
         (first, first_epochs), *others = verdict.too_few.items()
         counts = "".join(f", {name} {epochs}" for name, epochs in others)
@@ -113,7 +97,7 @@ def _lower_bound_clause(verdict: Verdict, decision: DecisionConfig) -> str:
     if verdict.total is None:
         return "."
     return (
-        f"; the lower bound of {' + '.join(verdict.bound_models)}, {_hours_text(verdict.total.lower_hours)}, is "
+        f"; the lower bound of {' + '.join(verdict.bound_models)}, {hours_text(verdict.total.lower_hours)}, is "
         f"not over the {decision.cloud_min_hours:g} h cloud threshold."
     )
 
@@ -138,16 +122,15 @@ def _widened(outcome: Outcome) -> list[TimeEstimate]:
     return [e for e in outcome.decided if e.model in outcome.verdict.widened]
 
 
-def _drift_hours_text(estimate: TimeEstimate) -> str:
-    return _hours_text(estimate.drift_margin_seconds / SECONDS_PER_HOUR)
+def drift_hours_text(estimate: TimeEstimate) -> str:
+    return hours_text(estimate.drift_margin_seconds / SECONDS_PER_HOUR)
 
 
 def _drift_text(outcome: Outcome) -> str:
     """The flagged models, how much their margin grew, and what the decision would be without it."""
     verdict = outcome.verdict
     flagged = "; ".join(
-        f"{e.model}: {', '.join(e.drift_flags)}, its margin widened by {_drift_hours_text(e)}"
-        for e in _widened(outcome)
+        f"{e.model}: {', '.join(e.drift_flags)}, its margin widened by {drift_hours_text(e)}" for e in _widened(outcome)
     )
     without = verdict.plain_decision or "no decision"
     with_it = verdict.decision or "no decision"
@@ -165,7 +148,7 @@ def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
     if basis == NOTHING_MEASURED:
         return no_estimate_reasoning(outcome.missing)
     if basis == CRITICAL_MODEL_CANNOT_RUN:
-        return f"Critical {_missing_text(verdict.cannot_run)} cannot run on the local card: {CLOUD_GPU_RECOMMENDED}."
+        return f"Critical {missing_text(verdict.cannot_run)} cannot run on the local card: {CLOUD_GPU_RECOMMENDED}."
     if basis == DRIFT_OR_THROTTLING:
         return _drift_text(outcome)
     if basis == UPPER_BELOW_LOCAL:
@@ -176,7 +159,7 @@ def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
         assert total is not None  # CLOUD from a subset rests on its lower bound
         return (
             f"Not every critical model is measured ({_held_back_text(verdict)}), but times add and the lower bound "
-            f"of {' + '.join(verdict.bound_models)} alone, {_hours_text(total.lower_hours)}, is over the "
+            f"of {' + '.join(verdict.bound_models)} alone, {hours_text(total.lower_hours)}, is over the "
             f"{cloud:g} h cloud threshold: {CLOUD_GPU_RECOMMENDED}."
         )
     if basis == ESTIMATE_IN_GRAY_BAND:
@@ -217,7 +200,7 @@ def cards_text(row: CardProjection) -> str:
     return row.card if row.card_count == 1 else f"{row.card_count} × {row.card}"
 
 
-def _projection_uncertainty_text(row: CardProjection) -> str:
+def projection_uncertainty_text(row: CardProjection) -> str:
     """What widened a projected row's bounds: the projection's error from a GPU, the rebuild's factor from the CPU
     (a row with no relative error)."""
     if row.projection_relative_error is None:
@@ -230,13 +213,13 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
     assert cloud_row.training_hours is not None
     price = cloud_row.cost_usd_per_training
     several = cloud_row.card_count > 1
-    widened = _projection_uncertainty_text(cloud_row)
+    widened = projection_uncertainty_text(cloud_row)
     if several:
         widened = (f"{widened} and " if not cloud_row.measured_device else "") + "the scaling efficiency's interval"
     interval = ""
     if (several or not cloud_row.measured_device) and cloud_row.training_hours_lower is not None:
         interval = (
-            f", {_hours_text(cloud_row.training_hours_lower)} to {_hours_text(cloud_row.training_hours_upper)} "
+            f", {hours_text(cloud_row.training_hours_lower)} to {hours_text(cloud_row.training_hours_upper)} "
             f"with {widened}"
         )
     cards = cards_text(cloud_row)
@@ -248,7 +231,7 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
         cost = f" (${price:,.2f}{per_card})"
     single = ""
     if several and cloud_row.single_card_training_hours is not None:
-        single = f" On one {cloud_row.card}: {_hours_text(cloud_row.single_card_training_hours)}."
+        single = f" On one {cloud_row.card}: {hours_text(cloud_row.single_card_training_hours)}."
     if several:
         single += (
             f" The decision is about the one local card: decision.cloud_gpus={cloud_row.card_count} changes only the "
@@ -259,7 +242,7 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
         for name, model in cloud_row.models.items()
         if model.slower_cause and name in {estimate.model for estimate in outcome.decided}
     )
-    return f"Projected on {cards}: {_hours_text(cloud_row.training_hours)}{interval}{cost}.{single}{slower}"
+    return f"Projected on {cards}: {hours_text(cloud_row.training_hours)}{interval}{cost}.{single}{slower}"
 
 
 def reasoning(
@@ -285,22 +268,22 @@ def reasoning(
         names = " + ".join(e.model for e in outcome.decided)
         lead = "Training" if outcome.on_cpu else f"On {outcome.device}, training"
         parts.append(
-            f"{lead} {names} to plan takes an estimated {_hours_text(total.hours)} "
+            f"{lead} {names} to plan takes an estimated {hours_text(total.hours)} "
             f"({total.hours / HOURS_PER_DAY:.2f} days); its {outcome.bound_level:.1%} bounds are "
-            f"{_hours_text(total.lower_hours)} and {_hours_text(total.upper_hours)}."
+            f"{hours_text(total.lower_hours)} and {hours_text(total.upper_hours)}."
         )
     parts.append(_verdict_text(outcome, decision))
     if outcome.verdict.widened and outcome.verdict.basis != DRIFT_OR_THROTTLING:
         parts.append(
             "The bounds include "
-            + "; ".join(f"{_drift_hours_text(e)} for {e.model}'s {', '.join(e.drift_flags)}" for e in _widened(outcome))
+            + "; ".join(f"{drift_hours_text(e)} for {e.model}'s {', '.join(e.drift_flags)}" for e in _widened(outcome))
             + "."
         )
     if outcome.emulated and outcome.measured_total is not None:
         measured = outcome.measured_total
         parts.append(
-            f"Measured on {outcome.measured_device} itself the same training takes {_hours_text(measured.hours)} "
-            f"(bounds {_hours_text(measured.lower_hours)} to {_hours_text(measured.upper_hours)})."
+            f"Measured on {outcome.measured_device} itself the same training takes {hours_text(measured.hours)} "
+            f"(bounds {hours_text(measured.lower_hours)} to {hours_text(measured.upper_hours)})."
         )
     if total is not None and cloud_row and cloud_row.training_hours is not None:
         parts.append(_cloud_text(outcome, cloud_row, scalings))
@@ -376,330 +359,5 @@ def _emulation_text(outcome: Outcome) -> str:
 def no_estimate_reasoning(missing: list[MissingModel]) -> str:
     """Why there is no decision: no model was measured successfully."""
     return "No model was measured successfully, so there is nothing to extrapolate" + (
-        f": {_missing_text(missing)}." if missing else "."
+        f": {missing_text(missing)}." if missing else "."
     )
-
-
-#: The one action when no model was measured successfully.
-NO_ESTIMATE_ACTIONS: tuple[str, ...] = (
-    "Fix the failures (each model's error is in its report section) and run the benchmark again.",
-)
-
-
-# --------------------------------------------------------------------------------------------------- actions
-
-
-def _batch_actions(models: dict[str, ModelResult]) -> list[str]:
-    actions = []
-    for name, result in models.items():
-        search = result.batch_search
-        if search is None or search.batch_size is None:
-            continue
-        limit = f" under {search.peak_limit_mb:,.0f} MB" if search.peak_limit_mb else ""
-        knee = f"; throughput reaches 90% of its best at {search.knee_size}" if search.knee_size else ""
-        actions.append(
-            f"{name}: train with batch {search.batch_size} x {search.gradient_accumulation_steps} gradient "
-            f"accumulation step(s) = effective {search.effective_batch_size} "
-            f"(target {search.target_effective_batch_size}; largest fitting "
-            f"{'at least ' if search.time_limited else ''}{search.largest_fitting_size}"
-            f"{limit}{knee})."
-        )
-    configured = {
-        name: result.batch_size for name, result in models.items() if result.batch_search is None and result.batch_size
-    }
-    if configured:
-        sizes = ", ".join(f"{name} {size}" for name, size in configured.items())
-        actions.append(
-            f"No batch-size search ran for {', '.join(configured)} (CPU, or batch.search=false): the batch sizes are "
-            f"the configured ones ({sizes}); on the GPU the search finds the largest that fits."
-        )
-    return actions
-
-
-#: The command that measures each what-if variant in a full run (execution keys, or the knee batch's policy).
-WHAT_IF_COMMANDS: dict[str, str] = {
-    "bf16": "execution.precision=bf16",
-    "tf32": "execution.matmul_precision=high",
-    "compile": "execution.compile=true",
-    "reduce-overhead": "execution.compile=reduce-overhead",
-    "knee": "batch.policy=knee",
-}
-
-
-def _what_if_text(row: WhatIfEstimate) -> str:
-    """One measured what-if beside the main measurement, in words, with the command that makes it the default."""
-    assert row.step_ms is not None and row.hours is not None
-    versus = f" vs {row.main_step_ms:.3g} ms ({row.speedup:.2f}x)" if row.main_step_ms and row.speedup else ""
-    hours = f"training {_hours_text(row.hours)}"
-    if row.hours_lower is not None and row.hours_upper is not None:
-        hours += f" ({_hours_text(row.hours_lower)} to {_hours_text(row.hours_upper)})"
-    if row.main_hours is not None:
-        hours += f" vs {_hours_text(row.main_hours)}"
-    memory = ""
-    if row.peak_reserved_mb is not None and row.main_peak_reserved_mb is not None:
-        memory = f", peak {row.peak_reserved_mb:,.0f} MB vs {row.main_peak_reserved_mb:,.0f} MB"
-    command = WHAT_IF_COMMANDS.get(row.variant)
-    return f"{row.description}: step {row.step_ms:.3g} ms{versus}, {hours}{memory}" + (
-        f" (python -m gpubench {command})" if command else ""
-    )
-
-
-def _what_if_actions(what_ifs: list[WhatIfEstimate], models: list[str]) -> list[str]:
-    """Per model, its measured what-ifs, fastest first, quoting the measured figures (never a guessed speed-up);
-    those that could not be estimated with their reason."""
-    actions = []
-    for name in models:
-        rows = [row for row in what_ifs if row.model == name]
-        measured = sorted((row for row in rows if row.hours is not None), key=lambda row: row.hours or 0.0)
-        if measured:
-            actions.append(f"{name}, measured alternatives: " + "; ".join(_what_if_text(row) for row in measured) + ".")
-        failed = [row for row in rows if row.hours is None]
-        if failed:
-            actions.append(
-                f"{name}: what-if(s) without an estimate: "
-                + "; ".join(f"{row.description} ({row.status}: {row.reason})" for row in failed)
-                + "."
-            )
-    return actions
-
-
-def _execution_actions(
-    hardware: HardwareReport,
-    run: RunInfo,
-    splits: dict[str, StepSplit],
-    what_ifs: list[WhatIfEstimate],
-) -> list[str]:
-    """Precision and compilation: the measured what-ifs where there are; on a GPU without them, which alternatives
-    the step's classification suggests measuring, and how (no speed-up is guessed)."""
-    measured_models = {row.model for row in what_ifs}
-    others = [name for name in dict.fromkeys(row.model for row in what_ifs) if name not in splits]
-    actions = _what_if_actions(what_ifs, [*splits, *others])
-    if not hardware.on_gpu:
-        return actions
-    unmeasured = {name: split for name, split in splits.items() if name not in measured_models}
-    compute_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_COMPUTE]
-    overhead_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_OVERHEAD]
-    if compute_bound and run.precision == "fp32":
-        actions.append(
-            f"{', '.join(compute_bound)}: compute-bound in fp32; measure bf16 autocast and tf32 matmuls "
-            "(decision.what_if=true measures them briefly after the main measurement, or python -m gpubench "
-            "execution.precision=bf16 / execution.matmul_precision=high)."
-        )
-    if overhead_bound and run.compile == "false":
-        actions.append(
-            f"{', '.join(overhead_bound)}: the step is dominated by kernel launches and host work, not arithmetic; "
-            "measure execution.compile=reduce-overhead (CUDA graphs replay the step without per-kernel launch cost; "
-            "decision.what_if=true measures it briefly)."
-        )
-    if run.precision != "fp32" or run.compile != "false" or run.fp32_matmul_precision != "highest":
-        actions.append(
-            f"Measured with precision {run.precision}, compile {run.compile} and matmul precision "
-            f"{run.fp32_matmul_precision}: its gain is the ratio to a run with the defaults "
-            "(python -m gpubench.compare A B)."
-        )
-    return actions
-
-
-def _thermal_actions(models: dict[str, ModelResult]) -> list[str]:
-    actions = []
-    for name, result in models.items():
-        measured = result.measured_device_epochs
-        throttled = [epoch for epoch in measured if epoch.throttled]
-        if throttled:
-            causes = sorted({epoch.throttle_cause for epoch in throttled if epoch.throttle_cause})
-            actions.append(
-                f"{name}: {len(throttled)} of {len(measured)} measured epochs were throttled"
-                f"{' (' + ', '.join(causes) + ')' if causes else ''}; the estimate includes the slowdown. For a "
-                "multi-hour run improve cooling (airflow, a cooling pad on a laptop) or cap the power limit "
-                "(nvidia-smi -pl) to hold a steady clock."
-            )
-    return actions
-
-
-def _memory_actions(rows: list[MemoryBudgetRow]) -> list[str]:
-    actions = []
-    for row in rows:
-        if row.model == TOTAL_ROW:
-            if row.status in (HEADROOM_MARGINAL, HEADROOM_RISK):
-                actions.append(
-                    f"The models' peaks sum to {row.peak_reserved_mb:,.0f} MB ({row.fraction_of_card:.0%} of "
-                    f"the card): train them one after another, not at once."
-                )
-            continue
-        if row.status in (HEADROOM_MARGINAL, HEADROOM_RISK):
-            actions.append(
-                f"{row.model}: peak {row.peak_reserved_mb:,.0f} MB is {row.fraction_of_card:.0%} of the "
-                f"{row.card_mb:,.0f} MB card ({row.status}): fragmentation or a longer sequence can run out of "
-                "memory mid-run; lower the batch (raise gradient accumulation) or use bf16 to keep below 85%."
-            )
-        if row.within_budget is False:
-            actions.append(
-                f"{row.model}: peak {row.peak_reserved_mb:,.0f} MB exceeds its budget {row.budget_mb:,.0f} "
-                f"MB (decision.memory_budget_mb.{row.model})."
-            )
-    return actions
-
-
-def _headroom_actions(models: dict[str, ModelResult]) -> list[str]:
-    """Models whose measured peak passed ``batch.headroom`` × usable VRAM although their batch search fitted."""
-    actions = []
-    for name, result in models.items():
-        memory = result.memory
-        if memory is not None and memory.headroom_exceeded:
-            actions.append(
-                f"{name}: during the measured epochs the peak reserved memory reached "
-                f"{memory.peak_reserved_mb:,.0f} MB, above the {memory.headroom_limit_mb:,.0f} MB headroom limit "
-                f"its batch search respected (batch {result.batch_size}): allocator fragmentation grows over a "
-                "long run, so train with a smaller batch (more gradient accumulation) on the target card."
-            )
-    return actions
-
-
-def _precision_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> list[str]:
-    actions = []
-    for estimate in estimates:
-        # A model with an estimate has its statistics.
-        stats = models[estimate.model].statistics
-        if not stats.meets_precision_target:
-            actions.append(
-                f"{estimate.model}: the epoch-time interval is +/-{stats.relative_halfwidth:.0%} of the mean "
-                f"(target {stats.target_rel_halfwidth:.0%}), which widens the upper bound; measure about "
-                f"{stats.required_epochs} epochs (epochs={stats.required_epochs} or statistics.adaptive=precision)."
-            )
-    return actions
-
-
-def _checkpoint_action(estimates: list[TimeEstimate], upper_hours: float) -> str:
-    interval = checkpoint_interval_hours(upper_hours)
-    if interval is None:
-        return f"The run is short (upper bound {_hours_text(upper_hours)}): a checkpoint at the end suffices."
-    steps = ", ".join(
-        f"{e.model} every {round(interval * SECONDS_PER_HOUR / (e.step_ms / MS_PER_S)):,} steps" for e in estimates
-    )
-    return (
-        f"Checkpoint every {interval:g} h ({steps}): a crash then costs at most about "
-        f"{CHECKPOINT_RUN_FRACTION:.0%} of the {_hours_text(upper_hours)} run."
-    )
-
-
-def _measurement_actions(outcome: Outcome, decision: DecisionConfig) -> list[str]:
-    """What to measure for a decision, or a firmer one: the critical models missing, more epochs."""
-    verdict = outcome.verdict
-    actions = []
-    if verdict.missing:
-        names = ",".join(m.model for m in verdict.missing)
-        many = len(verdict.missing) > 1
-        command = f"python -m gpubench -m model={names}" if many else f"python -m gpubench model={names}"
-        actions.append(f"Measure the missing critical model(s) ({_missing_text(verdict.missing)}): {command}.")
-    for model in verdict.cannot_run:
-        actions.append(
-            f"{model.model} does not fit on {outcome.device} ({model.reason}): train it on a card with more memory "
-            f"({decision.cloud_card} or another with fits_in_vram in the projection), or make it smaller."
-        )
-    if verdict.too_few:
-        counts = ", ".join(f"{name} {epochs}" for name, epochs in verdict.too_few.items())
-        actions.append(
-            f"Measure at least {MIN_DECISION_EPOCHS} epochs per model "
-            f"(python -m gpubench epochs={MIN_DECISION_EPOCHS}; measured: {counts}): fewer give no decision."
-        )
-    settle = {name: epochs for name, epochs in (verdict.epochs_to_settle or {}).items() if epochs is not None}
-    if settle:
-        most = max(settle.values())
-        actions.append(
-            f"Measure {most} epochs (python -m gpubench epochs={most}) to settle the decision: with the variance "
-            "measured so far the interval would then lie on one side of the threshold it straddles. "
-            "statistics.adaptive=decision measures each model to the count that settles it, by a two-stage rule "
-            "that keeps the interval's level."
-        )
-    return actions
-
-
-def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> list[str]:
-    """Models whose measured epochs drift: what the drift costs the bounds and how to avoid it."""
-    actions = []
-    for estimate in estimates:
-        stats = models[estimate.model].statistics
-        if stats is not None and stats.drift_detected:
-            actions.append(
-                f"{estimate.model}: the measured epoch times drift ({stats.drift_description}), "
-                f"which adds {_drift_hours_text(estimate)} to its margin; a longer warmup (warmup_epochs) lets "
-                "clocks, caches and the allocator settle before measuring."
-            )
-    return actions
-
-
-def _scaling_actions(
-    outcome: Outcome, scalings: Mapping[str, ScalingEfficiency], decision: DecisionConfig
-) -> list[str]:
-    """On several cloud cards, the decided models whose scaling efficiency was not measured at that card count:
-    how to measure it."""
-    gpus = decision.cloud_gpus
-    unmeasured = [e.model for e in outcome.decided if e.model in scalings and not scalings[e.model].measured]
-    if gpus == 1 or not unmeasured:
-        return []
-    return [
-        f"The scaling efficiency on {gpus} cards of {', '.join(unmeasured)} is not measured (it is assumed or "
-        f"extrapolated, so the cloud time's interval is wide): measure it on a machine with {gpus} GPUs, "
-        f"python -m gpubench distributed.nproc={gpus} decision.cloud_gpus={gpus}."
-    ]
-
-
-def recommended_actions(
-    outcome: Outcome,
-    models: dict[str, ModelResult],
-    hardware: HardwareReport,
-    run: RunInfo,
-    splits: dict[str, StepSplit],
-    projection: list[CardProjection],
-    budget_rows: list[MemoryBudgetRow],
-    decision: DecisionConfig,
-    what_ifs: list[WhatIfEstimate] | None = None,
-    scalings: Mapping[str, ScalingEfficiency] | None = None,
-) -> list[str]:
-    """Concrete next steps: what to measure (the missing models, more epochs, the scaling to several cards),
-    where to train, batch, precision, checkpoints, cooling, memory."""
-    actions: list[str] = []
-    verdict, total = outcome.verdict, outcome.total
-    actions += _measurement_actions(outcome, decision)
-    if outcome.on_cpu:
-        actions.append(
-            f"Measured on the CPU ({outcome.device}): GPU memory, energy and the batch-size search were not measured "
-            "and the projection starts from CPU time. Run python -m gpubench on the GPU you mean to train on."
-        )
-    cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
-    if verdict.decision == LOCAL_GPU_VIABLE and total is not None:
-        actions.append(
-            f"Train locally on {outcome.device}: the upper bound {_hours_text(total.upper_hours)} is under "
-            f"{decision.local_max_hours:g} h."
-        )
-    elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
-        price = cloud_row.cost_usd_per_training
-        included = _projection_uncertainty_text(cloud_row)
-        if cloud_row.card_count > 1:
-            included += " and the scaling efficiency's interval"
-        actions.append(
-            f"{'Rent' if verdict.decision == CLOUD_GPU_RECOMMENDED else 'Consider renting'} {cards_text(cloud_row)}: "
-            f"projected {_hours_text(cloud_row.training_hours)} (upper {_hours_text(cloud_row.training_hours_upper)}, "
-            f"{included} included)"
-            + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
-            + (f", ${price:,.2f} per training." if price is not None else ".")
-        )
-    cheapest = cheapest_card(projection)
-    worth_renting = verdict.decision in (GRAY_ZONE, CLOUD_GPU_RECOMMENDED)
-    if cheapest is not None and worth_renting and cheapest.card != decision.cloud_card:
-        actions.append(
-            f"Cheapest catalog card for this plan: {cards_text(cheapest)}, {_hours_text(cheapest.training_hours)} "
-            f"for ${cheapest.cost_usd_per_training:,.2f} per training."
-        )
-    actions += _scaling_actions(outcome, scalings or {}, decision)
-    actions += _batch_actions(models)
-    decided_splits = {e.model: splits[e.model] for e in outcome.decided}
-    actions += _execution_actions(hardware, run, decided_splits, what_ifs or [])
-    if total is not None:
-        actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
-    actions += _drift_actions(outcome.decided, models)
-    actions += _thermal_actions(models)
-    actions += _memory_actions(budget_rows)
-    actions += _headroom_actions(models)
-    actions += _precision_actions(outcome.decided, models)
-    return actions

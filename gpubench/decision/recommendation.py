@@ -4,8 +4,8 @@
 (:mod:`~gpubench.decision.estimate`), the decision rule (:mod:`~gpubench.decision.rule`), the step splits and the
 projection onto the catalog cards (:mod:`~gpubench.decision.projection`), the energy and cost
 (:mod:`~gpubench.decision.cost`), the memory budget (:mod:`~gpubench.decision.memory_budget`), the measured
-what-ifs (:mod:`~gpubench.decision.what_ifs`) and the words (:mod:`~gpubench.decision.advice`). It is pure: typed
-records in, a typed record out, no torch.
+what-ifs (:mod:`~gpubench.decision.what_ifs`) and the words (:mod:`~gpubench.decision.advice`,
+:mod:`~gpubench.decision.actions`). It is pure: typed records in, a typed record out, no torch.
 
 The answer is about the card the user asked about: the measured device, or, with ``hardware=<card>`` on a bigger
 GPU, that card (its memory measured under its cap, its time projected from the measured step).
@@ -15,13 +15,8 @@ from dataclasses import replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from gpubench.decision.advice import (
-    NO_ESTIMATE_ACTIONS,
-    Outcome,
-    host_text,
-    reasoning,
-    recommended_actions,
-)
+from gpubench.decision.actions import NO_ESTIMATE_ACTIONS, recommended_actions
+from gpubench.decision.advice import Outcome, host_text, reasoning
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import COST_METHOD, CostInputs, cheapest_card, cost_analysis, training_energy_kwh
 from gpubench.decision.estimate import (

@@ -18,7 +18,8 @@ measurements support:
 A flagged drift or throttled epochs widen the model's margin (see :class:`~gpubench.decision.estimate.TimeEstimate`);
 when the decision differs from the one without that widening, the basis is ``drift_or_throttling``: the decision
 given (or withheld) is the widened one. Pure arithmetic on typed records; the rule in words is
-:data:`DECISION_METHOD`, the sentences the user reads are in :mod:`gpubench.decision.advice`.
+:data:`DECISION_METHOD`, the sentences the user reads are in :mod:`gpubench.decision.advice` and
+:mod:`gpubench.decision.actions`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
