@@ -9,9 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from gpubench.data.bars import BAR_SCHEMA
 from gpubench.data.cache import atomic_path, content_hash, load_cached_bars, read_parquet_bars, resolve_parquet_paths
 from gpubench.data.config import DataConfig
-from gpubench.data.dbn import BAR_SCHEMA, read_dbn_bars
+from gpubench.data.dbn import read_dbn_bars
 from gpubench.data.loader import load_bars, load_features
 from gpubench.data.synthetic import BARS_PER_SESSION, generate_synthetic_dbn
 from gpubench.errors import DataError

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import zstandard
 
+from gpubench.data.bars import BAR_SCHEMA
 from gpubench.data.dbn import (
-    BAR_SCHEMA,
     FIXED_PRICE_SCALE,
     SUPPORTED_SCHEMAS,
     OhlcvRecords,

@@ -29,8 +29,9 @@ from dbn_factory import (
 )
 
 from gpubench.data import dbn as dbn_module
+from gpubench.data.bars import BAR_SCHEMA
 from gpubench.data.config import DataConfig
-from gpubench.data.dbn import BAR_SCHEMA, SUPPORTED_SCHEMAS, combine_publishers, read_dbn_bars, select_dbn_files
+from gpubench.data.dbn import SUPPORTED_SCHEMAS, combine_publishers, read_dbn_bars, select_dbn_files
 from gpubench.data.loader import load_bars
 from gpubench.data.synthetic import generate_synthetic_dbn
 from gpubench.errors import ConfigError, DataError

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from gpubench.data.dbn import BAR_SCHEMA
+from gpubench.data.bars import BAR_SCHEMA
 from gpubench.data.features import (
     FEATURE_NAMES,
     KNOWN_FUTURE_FEATURES,

@@ -20,7 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpubench.data.dbn import BAR_COLUMNS, BAR_SCHEMA, READER_VERSION, finish_bar_table, resolve_data_paths
+from gpubench.data.bars import BAR_COLUMNS, BAR_SCHEMA, finish_bar_table
+from gpubench.data.dbn import READER_VERSION
+from gpubench.data.paths import resolve_data_paths
 from gpubench.errors import DataError
 
 logger = logging.getLogger(__name__)

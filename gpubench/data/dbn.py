@@ -33,7 +33,6 @@ not pay for them; this is the only module that imports either.
 """
 
 import datetime as dt
-import glob
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +43,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpubench.data.bars import BAR_SCHEMA, PUBLISHER_COLUMN, finish_bar_table, iso_from_ns
 from gpubench.data.config import PUBLISHER_MODES
+from gpubench.data.paths import describe_files, resolve_data_paths
 from gpubench.errors import DataError
 
 if TYPE_CHECKING:
@@ -54,80 +55,19 @@ if TYPE_CHECKING:
 SUPPORTED_SCHEMAS: tuple[str, ...] = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 #: Bump when the reader's output for the same bytes changes: it is part of the Parquet cache key.
 READER_VERSION = "2"
-#: The column the reader keeps beside the bar columns until publishers are combined (:func:`combine_publishers`).
-PUBLISHER_COLUMN = "publisher_id"
 #: Joins a symbol and its publisher's name into a series name under ``data.publishers=separate``.
 PUBLISHER_SEPARATOR = "@"
-#: The columns of a bar table, in order.
-BAR_COLUMNS: tuple[str, ...] = ("ts_event", "symbol", "open", "high", "low", "close", "volume")
-#: A bar table: ts_event is the bar's start in nanoseconds since the UNIX epoch (UTC); prices are in the
-#: instrument's quote currency; volume is the traded quantity in the bar (float, so fractional sizes fit).
-BAR_SCHEMA = pa.schema(
-    [
-        pa.field("ts_event", pa.int64()),
-        pa.field("symbol", pa.string()),
-        pa.field("open", pa.float64()),
-        pa.field("high", pa.float64()),
-        pa.field("low", pa.float64()),
-        pa.field("close", pa.float64()),
-        pa.field("volume", pa.float64()),
-    ]
-)
 #: DBN prices are int64 fixed-point numbers in units of 1e-9.
 FIXED_PRICE_SCALE = 1_000_000_000
 #: The first four bytes of every zstd frame.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Uncompressed DBN starts with "DBN", a version byte and the little-endian length of the rest of the metadata.
 _DBN_PREFIX_BYTES = 8
-#: How many names of files without bars a message lists before it says "and N more".
-_LISTED_FILES = 5
-
-
-# --------------------------------------------------------------------------------------------------- paths
-
-
-def resolve_data_paths(path: str | Path, *, suffixes: tuple[str, ...], kind: str) -> list[Path]:
-    """Files named by ``path``: the file itself, a folder's visible files ending in ``suffixes`` (sorted), or a glob.
-
-    ``~`` is expanded. Raises DataError naming ``path`` when nothing exists there or no file of the ``kind``
-    (e.g. "DBN") is found.
-    """
-    text = str(path)
-    expanded = Path(text).expanduser()
-    wanted = " or ".join(f"*{suffix}" for suffix in suffixes)
-    if glob.has_magic(text):
-        matches = sorted(Path(name) for name in glob.glob(str(expanded), recursive=True))
-        files = [match for match in matches if match.is_file() and match.name.endswith(suffixes)]
-        if not files:
-            raise DataError(f"The glob data.path={text!r} matches no {kind} files ({wanted}).")
-        return files
-    if expanded.is_file():
-        return [expanded]
-    if expanded.is_dir():
-        # Hidden files are skipped: they are partial downloads, temporary files or macOS "._" resource forks.
-        files = sorted(
-            child
-            for child in expanded.iterdir()
-            if child.is_file() and child.name.endswith(suffixes) and not child.name.startswith(".")
-        )
-        if not files:
-            raise DataError(
-                f"The folder {expanded} (data.path) holds no {kind} files ({wanted}); point data.path at a "
-                f"folder or glob of {kind} files."
-            )
-        return files
-    raise DataError(
-        f"data.path={text!r} does not exist; it must be a {kind} file, a folder of {kind} files ({wanted}) or a "
-        "glob such as 'downloads/*.dbn.zst'."
-    )
 
 
 def resolve_dbn_paths(path: str | Path) -> list[Path]:
     """DBN files named by ``path``: a ``.dbn``/``.dbn.zst`` file, a folder of them (sorted by name) or a glob."""
     return resolve_data_paths(path, suffixes=(".dbn", ".dbn.zst"), kind="DBN")
-
-
-# --------------------------------------------------------------------------------------------------- reader
 
 
 @dataclass(frozen=True)
@@ -151,13 +91,6 @@ def select_dbn_files(files: Sequence[Path]) -> DbnFiles:
     if not with_bars:
         raise _no_bars_error(without_bars)
     return DbnFiles(with_bars=with_bars, without_bars=without_bars)
-
-
-def describe_files(paths: Sequence[Path | str]) -> str:
-    """The first few of ``paths``, comma-separated, and how many more there are, for messages."""
-    names = [str(path) for path in paths[:_LISTED_FILES]]
-    more = len(paths) - len(names)
-    return ", ".join(names) + (f" and {more} more" if more else "")
 
 
 def _no_bars_error(paths: Sequence[Path]) -> DataError:
@@ -229,7 +162,7 @@ def read_dbn_bars(paths: str | Path | Sequence[str | Path], *, publishers: str =
     tables = [_read_dbn_file(path) for path in files]
     if files and not any(table.num_rows for table in tables):
         raise _no_bars_error(files)
-    bars = finish_bar_table(tables, [str(path) for path in files], require_sorted=True)
+    bars = finish_bar_table(tables, [str(path) for path in files], require_sorted=True, publisher_name=publisher_name)
     return combine_publishers(bars, publishers)
 
 
@@ -369,7 +302,7 @@ def _records_to_table(path: Path, records: np.ndarray, metadata: "databento.Meta
     if undefined.any():
         first = int(np.flatnonzero(undefined)[0])
         raise DataError(
-            f"The DBN file {path} is corrupted: record {first} (ts_event {_iso(int(ts_event[first]))}) has an "
+            f"The DBN file {path} is corrupted: record {first} (ts_event {iso_from_ns(int(ts_event[first]))}) has an "
             "undefined price, which an OHLCV bar never has."
         )
     # Timestamps past int64 (including DBN's "undefined" 2**64 - 1) cannot be a bar's start.
@@ -379,8 +312,8 @@ def _records_to_table(path: Path, records: np.ndarray, metadata: "databento.Meta
     if len(ts_event) and int(ts_event.min()) < metadata.start:
         first = int(np.argmin(ts_event))
         raise DataError(
-            f"The DBN file {path} is corrupted: record {first} has ts_event {_iso(int(ts_event[first]))}, before "
-            f"the file's start {_iso(metadata.start)}."
+            f"The DBN file {path} is corrupted: record {first} has ts_event {iso_from_ns(int(ts_event[first]))}, "
+            f"before the file's start {iso_from_ns(metadata.start)}."
         )
     instrument_map = databento.InstrumentMap()
     try:
@@ -419,53 +352,6 @@ def _records_to_table(path: Path, records: np.ndarray, metadata: "databento.Meta
         },
         schema=BAR_SCHEMA.append(pa.field(PUBLISHER_COLUMN, pa.int32())),
     )
-
-
-# --------------------------------------------------------------------------------------------------- bar checks
-
-
-def finish_bar_table(tables: Sequence[pa.Table], sources: Sequence[str], *, require_sorted: bool) -> pa.Table:
-    """Check each source's bars, concatenate them, and sort by symbol (and publisher, when known) then time.
-
-    Each table must have :data:`BAR_SCHEMA`, optionally followed by the :data:`PUBLISHER_COLUMN` (DBN bars carry
-    it; then every table has it, and it is kept in the result); ``sources`` names the file each came from, for
-    error messages. With ``require_sorted`` a source's bars must already be in non-decreasing time (as DBN files
-    are). Raises DataError for missing values, non-positive or non-finite prices, low above open/close or high
-    below them, negative volume, out-of-order time, and two bars of one symbol (and one publisher) at one time,
-    naming both sources.
-    """
-    if not tables:
-        raise DataError("No bar files were given to read; data.path must name at least one file.")
-    for table, source in zip(tables, sources, strict=True):
-        _check_bar_values(table, source, require_sorted=require_sorted)
-    source_index = [pa.array(np.full(table.num_rows, index, dtype=np.int32)) for index, table in enumerate(tables)]
-    combined = pa.concat_tables(
-        [table.append_column("_source", column) for table, column in zip(tables, source_index, strict=True)]
-    )
-    keys = ["symbol", PUBLISHER_COLUMN] if PUBLISHER_COLUMN in combined.column_names else ["symbol"]
-    # Arrow's sort is stable, so equal (symbol, publisher, time) keys keep their source order for the message below.
-    combined = combined.sort_by([*((key, "ascending") for key in keys), ("ts_event", "ascending")])
-    columns = {key: combined.column(key).to_numpy(zero_copy_only=False) for key in [*keys, "ts_event"]}
-    same = np.ones(max(combined.num_rows - 1, 0), dtype=bool)
-    for values in columns.values():
-        same &= values[1:] == values[:-1]
-    duplicate = np.flatnonzero(same)
-    if duplicate.size:
-        row = int(duplicate[0])
-        origin = combined.column("_source").to_numpy()
-        first, second = sources[origin[row]], sources[origin[row + 1]]
-        where = f"both {first} and {second} hold" if first != second else f"{first} holds twice"
-        publisher = (
-            f" from publisher {publisher_name(int(columns[PUBLISHER_COLUMN][row]))}"
-            if PUBLISHER_COLUMN in columns
-            else ""
-        )
-        raise DataError(
-            f"Duplicate bars: {where} a bar of {columns['symbol'][row]}{publisher} at "
-            f"{_iso(int(columns['ts_event'][row]))} ({duplicate.size} duplicate(s) in all). Remove overlapping "
-            "files from data.path."
-        )
-    return combined.drop_columns(["_source"])
 
 
 def publisher_name(publisher_id: int) -> str:
@@ -550,55 +436,6 @@ def _volume_weighted_mean(prices: np.ndarray, volume: np.ndarray, starts: np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         by_volume = np.add.reduceat(prices * volume, starts) / total
     return np.where(total > 0, by_volume, np.add.reduceat(prices, starts) / counts)
-
-
-def _check_bar_values(table: pa.Table, source: str, *, require_sorted: bool) -> None:
-    """Raise DataError naming ``source`` and the first offending bar when ``table``'s values make no sense."""
-    for name in BAR_COLUMNS:
-        if table.column(name).null_count:
-            raise DataError(f"The column {name!r} of {source} has {table.column(name).null_count} missing values.")
-    values = {name: table.column(name).to_numpy() for name in ("open", "high", "low", "close", "volume")}
-    prices = np.stack([values[name] for name in ("open", "high", "low", "close")])
-    problems = {
-        "a price that is not a positive finite number": ~(np.isfinite(prices) & (prices > 0)).all(axis=0),
-        "a low above its open or close": values["low"] > np.minimum(values["open"], values["close"]),
-        "a high below its open or close": values["high"] < np.maximum(values["open"], values["close"]),
-        "a negative or non-finite volume": ~(np.isfinite(values["volume"]) & (values["volume"] >= 0)),
-    }
-    if require_sorted:
-        ts_event = table.column("ts_event").to_numpy()
-        problems["a time before the previous bar's (records out of order)"] = np.concatenate(
-            [[False], ts_event[1:] < ts_event[:-1]]
-        )
-    for problem, bad in problems.items():
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            bar = {name: table.column(name)[row].as_py() for name in BAR_COLUMNS}
-            raise DataError(
-                f"{source} is corrupted: bar {row} ({bar['symbol']} at {_iso(bar['ts_event'])}: open "
-                f"{bar['open']}, high {bar['high']}, low {bar['low']}, close {bar['close']}, volume "
-                f"{bar['volume']}) has {problem}; {int(bad.sum())} bar(s) in all. Valid bars have positive "
-                "prices with low <= open, close <= high, a non-negative volume, and come in time order."
-            )
-
-
-def _iso(ts_ns: int) -> str:
-    """A nanosecond UNIX timestamp as ISO 8601 UTC text, for messages."""
-    seconds, nanoseconds = divmod(ts_ns, 1_000_000_000)
-    try:
-        moment = dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return f"{ts_ns} ns"
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{nanoseconds:09d}" if nanoseconds else "") + "Z"
-
-
-def bar_time_range_iso(table: pa.Table) -> tuple[str, str]:
-    """First and last ``ts_event`` of a non-empty bar table as ISO 8601 UTC text."""
-    bounds = pc.min_max(table.column("ts_event"))
-    return _iso(bounds["min"].as_py()), _iso(bounds["max"].as_py())
-
-
-# --------------------------------------------------------------------------------------------------- writer
 
 
 @dataclass(frozen=True)

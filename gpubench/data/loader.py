@@ -25,17 +25,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from gpubench.data.bars import bar_time_range_iso
 from gpubench.data.cache import content_hash, load_cached_bars, read_parquet_bars, resolve_parquet_paths
 from gpubench.data.config import DATA_SOURCES, SYNTHETIC_SYMBOLS, DataConfig
-from gpubench.data.dbn import (
-    READER_VERSION,
-    bar_time_range_iso,
-    describe_files,
-    read_dbn_bars,
-    resolve_dbn_paths,
-    select_dbn_files,
-)
+from gpubench.data.dbn import READER_VERSION, read_dbn_bars, resolve_dbn_paths, select_dbn_files
 from gpubench.data.features import build_features
+from gpubench.data.paths import describe_files
 from gpubench.data.synthetic import generate_synthetic_dbn
 from gpubench.data.tensors import FeatureTensors
 from gpubench.errors import DataError
@@ -51,7 +46,7 @@ def _required_path(data_cfg: DataConfig) -> str:
 
 
 def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
-    """The bar table (``gpubench.data.dbn.BAR_SCHEMA``, sorted by symbol then time) for ``data_cfg``.
+    """The bar table (``gpubench.data.bars.BAR_SCHEMA``, sorted by symbol then time) for ``data_cfg``.
 
     Raises DataError for an unknown source, a missing path, a folder without data files, or a bad file (named in
     the message).
