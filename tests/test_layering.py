@@ -4,7 +4,8 @@
 The rules are DESIGN.md's: models import only the workload contract, data and config; stats imports no torch;
 decision reads typed results and never the device; output writes and never measures; only the tracking module
 imports mlflow; only ``hardware/`` talks to NVML and asks torch about the device; nothing imports the coordinator;
-and the module-level imports have no cycle. A failure names the module and the import that breaks the rule.
+and the module-level imports have no cycle; and no module is over :data:`MAX_MODULE_LINES` lines (one
+responsibility per module). A failure names the module and the import (or the size) that breaks the rule.
 """
 
 import ast
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gpubench"
+#: The most lines a module may have: past it, it holds more than one thing and is split along a seam.
+MAX_MODULE_LINES = 700
 
 #: torch.cuda calls that query or configure the device itself (allocator statistics and synchronisation are not).
 DEVICE_QUERIES = frozenset(
@@ -240,3 +243,9 @@ def test_module_level_imports_have_no_cycle() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module)
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    lines = {path.relative_to(PACKAGE.parent): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    long = {str(path): count for path, count in sorted(lines.items()) if count > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines, to split along a seam: {long}"
