@@ -514,6 +514,56 @@ class BatchStepDown(Record):
     samples_per_second: float | None
 
 
+@dataclass(frozen=True)
+class MemorySplit(Record):
+    """Where a model's peak device memory goes (MB): the trained networks' parameters, their gradients and the
+    optimizers' state by accounting (numel × element size of each tensor, read from the real workload after its
+    measured steps), and the activations per sample with a fixed part from a least-squares line
+    ``peak(B) = fixed_mb + activations_mb_per_sample × B`` through the peak reserved memory of the batch search's
+    trials (``fit_sizes``, ``fit_peaks_mb``: the search-phase trials that measured a peak, each of the same few
+    steps). ``remainder_mb`` is the fixed part less the accounted state: data and buffers on the device (the
+    market data, a replay buffer, a target network), library workspaces and the caching allocator's rounding.
+    ``fit_residual_rms_mb`` is the fit's residual standard error (n − 2 degrees of freedom; None with two
+    points), ``fit_residual_max_mb`` its largest absolute residual. ``predicted_peak_mb`` is the line at the timed
+    ``batch_size``, ``measured_peak_mb`` the measured run's peak reserved memory there and ``gap_mb`` the
+    difference (measured − predicted; out of sample: the measured epochs are no trial). ``headroom`` is the
+    ``batch.headroom`` the search kept peaks under, which the largest batch predicted for another card uses too.
+    The fit's fields are None without a batch search (the CPU); ``notes`` says why."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("notes",)
+
+    parameters_mb: float
+    gradients_mb: float
+    optimizer_state_mb: float
+    activations_mb_per_sample: float | None = None
+    fixed_mb: float | None = None
+    remainder_mb: float | None = None
+    fit_sizes: list[int] = field(default_factory=list)
+    fit_peaks_mb: list[float] = field(default_factory=list)
+    fit_residual_rms_mb: float | None = None
+    fit_residual_max_mb: float | None = None
+    batch_size: int | None = None
+    predicted_peak_mb: float | None = None
+    measured_peak_mb: float | None = None
+    gap_mb: float | None = None
+    headroom: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def state_mb(self) -> float:
+        """Parameters, gradients and optimizer state (MB): the accounted part of the fixed memory."""
+        return self.parameters_mb + self.gradients_mb + self.optimizer_state_mb
+
+    @property
+    def has_fit(self) -> bool:
+        """Whether the line through the trials exists (a fixed part and a positive per-sample slope)."""
+        return (
+            self.fixed_mb is not None
+            and self.activations_mb_per_sample is not None
+            and self.activations_mb_per_sample > 0
+        )
+
+
 # --------------------------------------------------------------------------------------------------- device
 
 
@@ -708,6 +758,7 @@ class ModelResult(Record):
         "distributed",
         "rounds",
         "host_probe_explained_share",
+        "memory_split",
     )
 
     status: ModelStatus = "ok"
@@ -760,6 +811,9 @@ class ModelResult(Record):
     #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
     #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
     host_probe_explained_share: float | None = None
+    #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None where not
+    #: split: a report written before the split existed).
+    memory_split: MemorySplit | None = None
 
     @property
     def epochs_per_round(self) -> list[int]:
@@ -1222,7 +1276,13 @@ class ProjectedModel(Record):
     projected slower than the one measured is so (None when it is not slower, or on the measured device).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused", "slower_cause")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "step_ms_interval",
+        "hours_lower",
+        "refused",
+        "slower_cause",
+        "fits_at_batch",
+    )
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -1234,6 +1294,8 @@ class ProjectedModel(Record):
     hours_lower: float | None = None
     refused: str | None = None
     slower_cause: str | None = None
+    #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
+    fits_at_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -1389,6 +1451,7 @@ class CostRow(Record):
         "restart_seconds",
         "expected_interruptions",
         "note",
+        "fits_at_batch",
     )
 
     gpu: str
@@ -1416,6 +1479,8 @@ class CostRow(Record):
     restart_seconds: float | None = None
     expected_interruptions: float | None = None
     note: str | None = None
+    #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
+    fits_at_batch: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
