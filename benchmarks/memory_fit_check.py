@@ -11,8 +11,9 @@ less the uncapped run's memory outside the allocator)), caps the allocator as ``
 peaks stay under the same headroom, bisected down to the exact integer from batch 1. It prints a table (model, cap,
 predicted B, measured B, error %) and writes it, with each model's split, as JSON.
 
-Caps are GB (GiB) or ``auto``: per model, the caps at which the line predicts a quarter and a half of the largest
-batch the uncapped search measured, so the check interpolates and one sample is far below the 5% it asserts.
+Caps are GB (GiB) or ``auto``: per model, the caps under which the split predicts 0.35 and 0.7 of the largest batch
+the uncapped search measured: between the doubling search's trials (the prediction interpolates there rather than
+hitting a trial's own peak), and batches large enough that one sample is far below the 5% it asserts.
 Mamba-2 runs with ``workloads.mamba2.recompute_scan=false``: its ``auto`` setting recomputes the scan once the
 batch would not fit the usable VRAM, which changes the memory per sample between the uncapped run and a cap. The
 custom model is ``benchmarks/user_models/gpt_language_model.py`` at a context of 128 tokens (``GPT_LM_CONTEXT``),
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _context import model_run_context
 
-from gpubench.decision.batch_fit import fits_at_batch, peak_limit_mb
+from gpubench.decision.batch_fit import fits_at_batch, peak_limit_mb, trial_peak_mb
 from gpubench.hardware.vram import VramBudget, apply_vram_limit
 from gpubench.measure.batch_search import SEARCH_STEPS, TryBatch, find_max_batch_size, release_device_memory
 from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
@@ -62,8 +63,10 @@ MODEL_OVERRIDES: dict[str, list[str]] = {
 }
 #: The custom model's context (tokens); set before its module is imported, which reads it.
 CUSTOM_CONTEXT_TOKENS = "128"
-#: ``--caps auto``: the caps put the line's largest batch at these fractions of the largest the uncapped search fit.
-AUTO_FRACTIONS: tuple[float, ...] = (0.25, 0.5)
+#: ``--caps auto``: the caps put the predicted largest batch at these fractions of the largest the uncapped search
+#: fit. A doubling search tried a quarter and a half of it; 0.35 and 0.7 lie between its trials, where the
+#: prediction interpolates.
+AUTO_FRACTIONS: tuple[float, ...] = (0.35, 0.7)
 #: The error the GPU test accepts (percent of the measured batch).
 TOLERANCE_PERCENT = 5.0
 
@@ -109,13 +112,14 @@ class ModelCheck:
 
 
 def auto_caps(split: MemorySplit, overhead_mb: float, largest: int, fractions: Sequence[float]) -> list[float]:
-    """The caps (GB) at which the split's line predicts ``fraction`` × ``largest`` samples, half a sample above that
-    batch's line, so that rounding puts the prediction on the batch itself."""
-    assert split.fixed_mb is not None and split.activations_mb_per_sample is not None and split.headroom
+    """The caps (GB) under which the split predicts ``fraction`` × ``largest`` samples: the peak the trials give half
+    a sample above that batch (:func:`gpubench.decision.batch_fit.trial_peak_mb`), so that rounding puts the
+    prediction on the batch itself."""
+    assert split.activations_mb_per_sample is not None and split.headroom
     caps = []
     for fraction in fractions:
         target = max(1, round(fraction * largest))
-        peak_mb = split.fixed_mb + split.activations_mb_per_sample * (target + 0.5)
+        peak_mb = trial_peak_mb(split.fit_sizes, split.fit_peaks_mb, split.activations_mb_per_sample, target + 0.5)
         caps.append((peak_mb / split.headroom + overhead_mb) / MB_PER_GB)
     return caps
 

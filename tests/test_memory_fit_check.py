@@ -92,12 +92,13 @@ def test_under_an_exact_line_every_prediction_is_the_finders_batch() -> None:
     assert device.caps[-1] is None
 
 
-def test_auto_caps_land_the_prediction_on_a_quarter_and_a_half_of_the_uncapped_largest_batch() -> None:
+def test_auto_caps_land_the_prediction_between_the_uncapped_searchs_trials() -> None:
     device = LinearDevice({"mamba2": (2_000.0, 11.0)})
     (check,) = run(device, ["mamba2"], None, max_size=4096)
     assert check.uncapped_largest == 4096
-    assert [row.predicted_batch for row in check.rows] == [1024, 2048]
-    assert [row.measured_batch for row in check.rows] == [1024, 2048]
+    # 0.35 × 4,096 = 1,433.6 and 0.7 × 4,096 = 2,867.2, rounded: between the trials at 1,024, 2,048 and 4,096.
+    assert [row.predicted_batch for row in check.rows] == [1434, 2867]
+    assert [row.measured_batch for row in check.rows] == [1434, 2867]
 
 
 def test_a_finder_stopped_at_max_size_is_not_compared() -> None:

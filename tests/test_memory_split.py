@@ -2,16 +2,24 @@
 accounting against hand-counted tensors, the line through the trials against a synthetic oracle whose peak is exactly
 a + b·B, and the largest batch under a limit against floor((limit − a)/b)."""
 
+import json
 import math
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from gpubench.decision.batch_fit import fits_at_batch, largest_batch, peak_limit_mb
+from gpubench.decision.batch_fit import fits_at_batch, largest_batch, peak_limit_mb, trial_peak_mb
+from gpubench.decision.config import DecisionConfig
+from gpubench.decision.recommendation import build_recommendation
+from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.batch_search import TrialResult, find_max_batch_size
 from gpubench.measure.memory_split import StateBytes, fit_peak_line, fit_points, memory_split, state_bytes
-from gpubench.results import BatchTrial, MemorySplit, ModelResult
+from gpubench.output.console import memory_split_line, rent_lines
+from gpubench.results import BatchTrial, MemorySplit, ModelResult, RunReport
 from gpubench.units import BYTES_PER_MB
 
 #: nn.Linear(3, 4) then nn.Linear(4, 2): 3·4 + 4 + 4·2 + 2 weights and biases, in four tensors.
@@ -153,16 +161,54 @@ def test_the_split_travels_through_the_report() -> None:
 # ------------------------------------------------------------------------------------------- what fits where
 
 
-@pytest.mark.parametrize("cap_mb", [1000.0, 4096.0, 12_288.0, 16_384.0, 16_100.5])
-def test_the_largest_batch_is_floor_of_the_room_over_the_per_sample_memory(cap_mb: float) -> None:
-    fixed_mb, per_sample_mb = 700.0, 3.3
-    assert largest_batch(fixed_mb, per_sample_mb, cap_mb) == math.floor((cap_mb - fixed_mb) / per_sample_mb)
+EXACT_SIZES = [64, 128, 256, 512, 1024]
 
 
-def test_no_batch_fits_when_the_fixed_part_fills_the_limit_and_a_flat_line_predicts_nothing() -> None:
-    assert largest_batch(5000.0, 2.0, 4000.0) == 0
+@pytest.mark.parametrize("limit_mb", [500.0, 1000.0, 1_234.5, 4096.0, 12_288.0, 16_100.5])
+def test_on_an_exact_line_the_largest_batch_is_floor_of_the_room_over_the_per_sample_memory(limit_mb: float) -> None:
+    # Below the first trial (500 MB), between trials, on a trial's peak and beyond the last one (12 GB, 16 GB).
+    fixed_mb, per_sample_mb = 300.0, 3.3
+    peaks = [fixed_mb + per_sample_mb * size for size in EXACT_SIZES]
+    expected = max(0, math.floor((limit_mb - fixed_mb) / per_sample_mb))
+    assert largest_batch(EXACT_SIZES, peaks, per_sample_mb, limit_mb) == expected
+
+
+def test_between_trials_the_peak_is_interpolated_and_beyond_them_it_follows_the_slope() -> None:
+    # TFT's trials on the H200 (benchmarks/results/2026-12-02-h200-s7-default-report.json), MB.
+    sizes = [64, 128, 256, 512, 1024, 2048, 4096]
+    peaks = [1452.0, 2508.0, 5732.0, 10244.0, 22388.0, 40492.0, 80822.0]
+    # The RTX 3050 Ti's limit, 0.9 × (4,096 − 676) = 3,078 MB, lies between 128 (2,508) and 256 (5,732):
+    # 128 + (3,078 − 2,508) / (5,732 − 2,508) × 128 = 150.6.
+    assert largest_batch(sizes, peaks, 19.6, peak_limit_mb(4096.0, 676.0, 0.9)) == 150
+    assert trial_peak_mb(sizes, peaks, 19.6, 192) == pytest.approx((2508.0 + 5732.0) / 2)
+    # Beyond 4,096: 19.6 MB a sample from the last trial.
+    assert largest_batch(sizes, peaks, 19.6, 80822.0 + 19.6 * 100) == 4196
+    assert trial_peak_mb(sizes, peaks, 19.6, 4196) == pytest.approx(80822.0 + 19.6 * 100)
+    # Below 64: 19.6 MB a sample less from the first trial; none when even that is over the limit.
+    assert largest_batch(sizes, peaks, 19.6, 1452.0 - 19.6 * 10) == 54
+    assert largest_batch(sizes, peaks, 19.6, 100.0) == 0
+
+
+def test_a_peak_that_falls_at_a_larger_batch_does_not_raise_the_prediction() -> None:
+    # The finder assumes a larger batch never needs less; the peaks are made monotone (a running maximum) first.
+    sizes, peaks = [100, 200, 300], [1000.0, 2000.0, 1500.0]
+    assert largest_batch(sizes, peaks, 10.0, 1999.0) == 199
+    assert largest_batch(sizes, peaks, 10.0, 2100.0) == 310
+
+
+def test_the_peak_read_off_the_trials_inverts_the_largest_batch() -> None:
+    sizes = [64, 128, 256, 512, 1024, 2048, 4096]
+    peaks = [1452.0, 2508.0, 5732.0, 10244.0, 22388.0, 40492.0, 80822.0]
+    for batch in (40, 64, 100, 150, 700, 1448, 2896, 5000):
+        limit = trial_peak_mb(sizes, peaks, 19.6, batch + 0.5)
+        assert largest_batch(sizes, peaks, 19.6, limit) == batch
+
+
+def test_a_flat_line_or_no_trials_predicts_nothing() -> None:
     with pytest.raises(ValueError, match="grows with the batch"):
-        largest_batch(100.0, 0.0, 4000.0)
+        largest_batch([64, 128], [100.0, 100.0], 0.0, 4000.0)
+    with pytest.raises(ValueError, match="trials' peaks"):
+        largest_batch([], [], 1.0, 4000.0)
 
 
 def split_line(fixed_mb: float, per_sample_mb: float, headroom: float = 0.9) -> MemorySplit:
@@ -172,6 +218,8 @@ def split_line(fixed_mb: float, per_sample_mb: float, headroom: float = 0.9) -> 
         optimizer_state_mb=0.0,
         fixed_mb=fixed_mb,
         activations_mb_per_sample=per_sample_mb,
+        fit_sizes=EXACT_SIZES,
+        fit_peaks_mb=[fixed_mb + per_sample_mb * size for size in EXACT_SIZES],
         headroom=headroom,
     )
 
@@ -183,6 +231,7 @@ def test_a_cards_limit_is_the_batch_searchs_headroom_times_its_memory_less_the_o
     assert fits_at_batch(split_line(1_000.0, 2.0), None, 500.0) is None
     assert fits_at_batch(split_line(1_000.0, 2.0), 16_384.0, None) is None
     assert fits_at_batch(None, 16_384.0, 500.0) is None
+    assert fits_at_batch(split_line(1_000.0, 0.0), 16_384.0, 500.0) is None  # peaks that do not grow
 
 
 def test_the_prediction_equals_what_the_finder_finds_under_a_linear_oracle() -> None:
@@ -200,3 +249,47 @@ def test_the_prediction_equals_what_the_finder_finds_under_a_linear_oracle() -> 
         limit = peak_limit_mb(card_mb, overhead_mb, headroom)
         measured = find_max_batch_size(oracle, 1, 1 << 16, peak_limit_mb=limit).best_size
         assert fits_at_batch(split, card_mb, overhead_mb) == measured == math.floor((limit - fixed_mb) / per_sample_mb)
+
+
+# ------------------------------------------------------------------------------------------- in the recommendation
+
+H200_REPORT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "2026-12-02-h200-s7-default-report.json"
+
+
+def test_every_catalog_card_and_cost_row_carries_the_largest_batch_predicted_to_fit() -> None:
+    # The H200's default run (session 7), with TFT's split from its own search trials (64 to 4,096 windows).
+    stored = RunReport.from_dict(json.loads(H200_REPORT.read_text()))
+    tft = stored.models["tft"]
+    state = StateBytes(parameters_bytes=0, gradients_bytes=0, optimizer_state_bytes=0)
+    split = memory_split(
+        state, tft.batch_search.trials, batch_size=tft.batch_size, measured_peak_mb=tft.peak_reserved_mb, headroom=0.9
+    )
+    report = replace(stored, models={"tft": replace(tft, memory_split=split)})
+    catalog = load_catalog()
+    rec = build_recommendation(report, DecisionConfig(critical_models=["tft"]), catalog, today=date(2026, 12, 3))
+    overhead_mb = stored.hardware.non_allocator_overhead_mb
+    assert overhead_mb == 676.0
+    for row in rec.projection:
+        limit = peak_limit_mb(catalog[row.card].vram_mb, overhead_mb, 0.9)
+        expected = largest_batch(split.fit_sizes, split.fit_peaks_mb, split.activations_mb_per_sample, limit)
+        assert row.models["tft"].fits_at_batch == expected
+    # The RTX 3050 Ti (4 GB): 150, where its own capped search on the same H200 measured 158 (session 6).
+    assert rec.card("rtx3050ti").models["tft"].fits_at_batch == 150
+    assert rec.cost_table and all(
+        row.fits_at_batch == {"tft": rec.card(row.gpu).models["tft"].fits_at_batch} for row in rec.cost_table
+    )
+    first = next(line for line in rent_lines(rec) if "price of" in line)
+    assert f"fits at batch {rec.cost_table[0].fits_at_batch['tft']:,}" in first
+
+
+def test_the_terminal_line_gives_the_split_the_fit_and_the_gap() -> None:
+    state = StateBytes(
+        parameters_bytes=3 * BYTES_PER_MB, gradients_bytes=3 * BYTES_PER_MB, optimizer_state_bytes=6 * BYTES_PER_MB
+    )
+    trials = [trial(size, 100.0 + 0.5 * size + (4.0 if size == 256 else 0.0)) for size in (64, 128, 256, 512)]
+    split = memory_split(state, trials, batch_size=300, measured_peak_mb=262.0, headroom=0.9)
+    line = memory_split_line("tft", split)
+    assert line.startswith("tft memory: parameters 3.0 MB, gradients 3.0 MB, optimizer state 6.0 MB, activations 0.5")
+    assert "line through 4 search trials, batch 64 to 512, residual ±" in line
+    assert f"at batch 300 the line gives {split.predicted_peak_mb:,.0f} MB, the measured peak 262 MB" in line
+    assert memory_split_line("mlp", memory_split(state, [], batch_size=64, measured_peak_mb=None, headroom=0.9)) is None

@@ -1,6 +1,6 @@
 """The memory split's predicted largest batch against the batch finder under a VRAM cap, on the GPU (`pytest -m gpu`):
-for three models, the batch each cap (``--caps auto``: a quarter and a half of the uncapped search's largest batch)
-is predicted to fit from an uncapped run's split is within ±5% of the batch the finder measures under that cap
+for three models, the batch each cap (``--caps auto``: 0.35 and 0.7 of the uncapped search's largest batch) is
+predicted to fit from an uncapped run's split is within ±5% of the batch the finder measures under that cap
 (benchmarks/memory_fit_check.py; its table is the issue's quote)."""
 
 import importlib.util
