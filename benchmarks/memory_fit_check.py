@@ -21,6 +21,8 @@ so that its largest batches under the caps run to hundreds rather than a handful
 
     python benchmarks/memory_fit_check.py --json memory_fit_check.json      # on CUDA: tft, mamba2, mlp, custom
     python benchmarks/memory_fit_check.py --models tft mlp --caps 4 8 16
+    python benchmarks/memory_fit_check.py --from-reports benchmarks/results/2026-12-02-h200-s7-default-report.json \
+        benchmarks/results/2026-12-01-h200-s6-rtx3050ti-report.json       # stored reports, no GPU
 """
 
 import argparse
@@ -45,7 +47,7 @@ from gpubench.measure.batch_search import SEARCH_STEPS, TryBatch, find_max_batch
 from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
 from gpubench.model_run import ModelRunContext, batch_trial, build_workload
 from gpubench.output.console import memory_split_line
-from gpubench.results import MemorySplit
+from gpubench.results import MemorySplit, RunReport
 from gpubench.units import MB_PER_GB
 
 USER_MODELS = Path(__file__).resolve().parent / "user_models"
@@ -306,6 +308,53 @@ def run_checks(
     return checks
 
 
+def from_reports(uncapped: RunReport, capped: RunReport) -> list[ModelCheck]:
+    """The same comparison from two stored reports of one device: each model's split from the ``uncapped`` run's
+    search trials predicts the largest batch on the ``capped`` run's card, whose own search measured it. The
+    parameters, gradients and optimizer state are not in older reports; the prediction does not use them."""
+    overhead_mb = uncapped.hardware.non_allocator_overhead_mb
+    cap_mb = capped.hardware.vram_limit_mb
+    if overhead_mb is None or cap_mb is None or capped.hardware.usable_vram_mb is None:
+        raise ValueError("the uncapped report needs its non-allocator overhead, the capped one its VRAM limit")
+    nothing = StateBytes(parameters_bytes=0, gradients_bytes=0, optimizer_state_bytes=0)
+    checks = []
+    for model, result in uncapped.models.items():
+        measured = capped.models.get(model)
+        if result.batch_search is None or measured is None or measured.batch_search is None:
+            continue
+        search = measured.batch_search
+        assert search.peak_limit_mb is not None
+        headroom = search.peak_limit_mb / capped.hardware.usable_vram_mb
+        split = memory_split(
+            nothing, result.batch_search.trials, batch_size=None, measured_peak_mb=None, headroom=headroom
+        )
+        predicted = fits_at_batch(split, cap_mb, overhead_mb)
+        error, note = _error_percent(predicted, search.largest_fitting_size, search.search_max_size)
+        if search.time_limited:
+            error, note = None, "the capped search stopped on its trial time: its batch is a lower bound"
+        row = CapRow(
+            model=model,
+            cap_gb=cap_mb / MB_PER_GB,
+            limit_mb=peak_limit_mb(cap_mb, overhead_mb, headroom),
+            predicted_batch=predicted,
+            measured_batch=search.largest_fitting_size,
+            error_percent=error,
+            trials=len([trial for trial in search.trials if trial.phase == "search"]),
+            note=note,
+        )
+        checks.append(
+            ModelCheck(
+                model=model,
+                split=split,
+                uncapped_largest=result.batch_search.largest_fitting_size,
+                time_limited=result.batch_search.time_limited,
+                overhead_mb=overhead_mb,
+                rows=[row],
+            )
+        )
+    return checks
+
+
 def _caps(values: Sequence[str]) -> list[float] | None:
     if list(values) == ["auto"]:
         return None
@@ -321,8 +370,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--caps", nargs="+", default=["auto"], help="caps in GB, or `auto` (the default)")
     parser.add_argument("--max-size", type=int, default=None, help="largest batch tried (default: batch.max_size)")
     parser.add_argument("--json", type=Path, default=None, help="write the table and the splits here")
+    parser.add_argument(
+        "--from-reports",
+        nargs=2,
+        type=Path,
+        metavar=("UNCAPPED", "CAPPED"),
+        help="compare two stored reports of one GPU instead (no GPU needed): an uncapped run's split against a "
+        "capped run's search",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides for every model (e.g. batch.headroom=0.8)")
     args = parser.parse_args(argv)
+    if args.from_reports is not None:
+        uncapped, capped = (RunReport.from_dict(json.loads(path.read_text())) for path in args.from_reports)
+        checks = from_reports(uncapped, capped)
+        for line in _table(checks):
+            print(line)
+        if args.json is not None:
+            args.json.write_text(json.dumps(report(checks, uncapped.hardware.device_name, 0.0), indent=2))
+        return 0
     try:
         caps = _caps(args.caps)
     except ValueError as exc:

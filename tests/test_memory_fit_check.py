@@ -127,3 +127,31 @@ def test_the_script_refuses_bad_caps_and_a_machine_without_cuda() -> None:
     if not torch.cuda.is_available():
         no_gpu = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=300)
         assert no_gpu.returncode == 2 and "needs a CUDA device" in no_gpu.stderr
+
+
+def test_stored_h200_reports_compare_without_a_gpu(tmp_path: Path) -> None:
+    # The H200's uncapped default run (session 7) predicts the RTX 3050 Ti run's (session 6, 4 GB cap) batches.
+    results = SCRIPT.parent / "results"
+    output = tmp_path / "check.json"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--from-reports",
+            str(results / "2026-12-02-h200-s7-default-report.json"),
+            str(results / "2026-12-01-h200-s6-rtx3050ti-report.json"),
+            "--json",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    rows = {model["model"]: model["rows"][0] for model in json.loads(output.read_text())["models"]}
+    # TFT: 0.9 × (4,096 − 676) = 3,078 MB lies between the trials at 128 (2,508 MB) and 256 (5,732 MB): 150.
+    assert (rows["tft"]["predicted_batch"], rows["tft"]["measured_batch"]) == (150, 158)
+    assert rows["tft"]["error_percent"] == pytest.approx(100 * (150 - 158) / 158)
+    # DQN and PPO fit the whole search range under the cap: nothing to compare.
+    assert rows["dqn"]["error_percent"] is None and "--max-size" in rows["dqn"]["note"]
+    assert "tft" in completed.stdout and "-5.06" in completed.stdout

@@ -17,7 +17,14 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.batch_search import TrialResult, find_max_batch_size
-from gpubench.measure.memory_split import StateBytes, fit_peak_line, fit_points, memory_split, state_bytes
+from gpubench.measure.memory_split import (
+    LINE_MISFIT_FRACTION,
+    StateBytes,
+    fit_peak_line,
+    fit_points,
+    memory_split,
+    state_bytes,
+)
 from gpubench.output.console import memory_split_line, rent_lines
 from gpubench.results import BatchTrial, MemorySplit, ModelResult, RunReport
 from gpubench.units import BYTES_PER_MB
@@ -293,3 +300,12 @@ def test_the_terminal_line_gives_the_split_the_fit_and_the_gap() -> None:
     assert "line through 4 search trials, batch 64 to 512, residual ±" in line
     assert f"at batch 300 the line gives {split.predicted_peak_mb:,.0f} MB, the measured peak 262 MB" in line
     assert memory_split_line("mlp", memory_split(state, [], batch_size=64, measured_peak_mb=None, headroom=0.9)) is None
+
+
+def test_a_line_the_trials_lie_far_off_is_named_in_the_notes() -> None:
+    # Mamba-2's trials on the H200 (session 7): its scan recomputed at 1,024, whose peak stayed at 512's.
+    peaks = {64: 7324.0, 128: 14420.0, 256: 28880.0, 512: 57556.0, 1024: 57564.0}
+    trials = [trial(size, peak) for size, peak in peaks.items()]
+    split = memory_split(StateBytes(0, 0, 0), trials, batch_size=32, measured_peak_mb=None, headroom=0.9)
+    assert split.fit_residual_max_mb > LINE_MISFIT_FRACTION * 57564.0
+    assert "the memory per sample changes with the batch" in split.notes[0]

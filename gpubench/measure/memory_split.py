@@ -31,6 +31,11 @@ from torch import nn
 from gpubench.results import BatchTrial, MemorySplit
 from gpubench.units import BYTES_PER_MB
 
+#: A line whose largest residual exceeds this fraction of the largest peak fitted is named in the split's notes: the
+#: memory per sample then changes with the batch. On the H200 (session 7) Mamba-2's trials, whose scan is recomputed
+#: once a batch would not fit (``recompute_scan=auto``), lay up to 32% off their line; TFT's 2%, GPT-2's 0.06%.
+LINE_MISFIT_FRACTION = 0.1
+
 
 @dataclass(frozen=True)
 class StateBytes:
@@ -166,6 +171,14 @@ def memory_split(
         notes.append(
             f"the trials' peaks do not grow with the batch (slope {line.per_sample_mb:.4g} MB per sample): the "
             "activations are lost in the allocator's rounding, and no largest batch is predicted from the line"
+        )
+    largest_peak = max(line.peaks_mb)
+    if line.residual_max_mb > LINE_MISFIT_FRACTION * largest_peak:
+        notes.append(
+            f"the trials' peaks lie up to {line.residual_max_mb:,.0f} MB off the line "
+            f"({line.residual_max_mb / largest_peak:.0%} of the largest): the memory per sample changes with the batch "
+            "(a workload that recomputes activations once a batch would not fit, as Mamba-2 does with "
+            "recompute_scan=auto), so the largest batches predicted for other cards are uncertain"
         )
     remainder_mb = line.fixed_mb - accounted.state_mb
     if remainder_mb < 0:
