@@ -10,7 +10,9 @@ checkpoints are replaced by checkpoints every Daly interval for the provider's i
 checkpoint cost, each interruption restarting at the measured one-off costs; USD = expected wall hours x spot
 price, the bounds computed the same way from the training's bounds. A training with no checkpoints in its plan
 whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot row (an interruption would
-restart it from the start), and ``notes`` says so. Money in USD, times in hours (seconds where the name says).
+restart it from the start), and ``notes`` says so. Each row carries, per decided model, the largest batch predicted
+to fit one card of its GPU (:mod:`gpubench.decision.batch_fit`, from the projection row). Money in USD, times in
+hours (seconds where the name says).
 Pure arithmetic on typed records.
 """
 

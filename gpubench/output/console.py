@@ -282,7 +282,8 @@ def health_lines(report: RunReport) -> list[str]:
 
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
-    (samples/s), batch, peak memory (MB) and health; then the data-parallel runs, errors, the recommendation
+    (samples/s), batch, peak memory (MB) and health; then each model's memory split (:func:`memory_split_line`), the
+    data-parallel runs, errors, the recommendation
     (with :func:`cloud_line` on several cloud cards), the cheapest rentals that fit (:func:`rent_lines`) and the
     report's path."""
     table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
