@@ -28,6 +28,7 @@ from gpubench.measure.batch_search import (
     TimedBatch,
     TrialAgreement,
     TrialResult,
+    TryBatch,
     check_headroom,
     choose_batch_size,
     effective_policy,
@@ -50,6 +51,7 @@ from gpubench.measure.epochs import (
 )
 from gpubench.measure.flops import StepCounts, count_step
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
+from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
 from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
 from gpubench.measure.timing import BlockTimer
@@ -171,6 +173,8 @@ class Attempt:
     error: str | None
     evaluation: EvaluationCost | None = None
     checkpoint: CheckpointCost | None = None
+    #: The parameters, gradients and optimizer state the workload held after its measured steps (bytes).
+    state: StateBytes | None = None
 
 
 # ------------------------------------------------------------------------------------------------ phases
@@ -213,12 +217,9 @@ def _policy(name: str, context: ModelRunContext) -> str:
     return effective_policy(context.cfg.batch.policy, is_hyperparameter=is_hyperparameter)
 
 
-def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
-    """The batch search's decision (on the GPU): what fits, the throughput curve, and the batch ``batch.policy``
-    times, verified; None without a search (the configured batch size is timed)."""
-    if not _search_enabled(context) or context.usable_vram_mb is None:
-        return None
-
+def batch_trial(name: str, context: ModelRunContext) -> TryBatch:
+    """The batch search's ``try_batch`` for model ``name`` on the context's CUDA device: build the workload at the
+    size, train the steps, and return the peak reserved memory (MB), the throughput and the steps' time."""
     allocator = TorchCudaAllocator(context.device)
 
     def try_batch(size: int, steps: int) -> TrialResult:
@@ -233,9 +234,17 @@ def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
             seconds=seconds,
         )
 
+    return try_batch
+
+
+def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
+    """The batch search's decision (on the GPU): what fits, the throughput curve, and the batch ``batch.policy``
+    times, verified; None without a search (the configured batch size is timed)."""
+    if not _search_enabled(context) or context.usable_vram_mb is None:
+        return None
     batch = context.cfg.batch
     return choose_batch_size(
-        try_batch,
+        batch_trial(name, context),
         batch,
         context.usable_vram_mb,
         policy=_policy(name, context),
@@ -395,6 +404,8 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
     if status == "ok":
         evaluation = None if plan.eval_every_steps is None else measure_evaluation(workload, context.timer)
         checkpoint = None if plan.checkpoint_every_steps is None else measure_checkpoint(workload, context.timer)
+    # Read after the steps, so that the optimizer's state exists (Adam creates its moments on the first step).
+    state = state_bytes(workload.modules(), workload.optimizers())
     return Attempt(
         facts=facts,
         measurement=measurement,
@@ -408,6 +419,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         error=error,
         evaluation=evaluation,
         checkpoint=checkpoint,
+        state=state,
     )
 
 
@@ -477,6 +489,15 @@ def _result(
         updates_per_env_step=attempt.facts.updates_per_env_step,
         evaluation=attempt.evaluation,
         checkpoint=attempt.checkpoint,
+        memory_split=None
+        if attempt.state is None
+        else memory_split(
+            attempt.state,
+            [] if decision is None else decision.search.trials,
+            batch_size=batch.batch_size,
+            measured_peak_mb=attempt.memory.peak_reserved_mb,
+            headroom=context.cfg.batch.headroom,
+        ),
     )
 
 

@@ -50,7 +50,8 @@ def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_cont
     written = json.loads(CPU_REPORT.read_text())["models"]
     # Every model section main wrote on the CPU has one key set; this run's section has exactly that set, plus the
     # keys added since (each named here, so that a key lost or renamed still fails): validate's calibration steps,
-    # issue 12's updates per step and measured evaluation and checkpoint, issue 13's launch and byte counts.
+    # issue 12's updates per step and measured evaluation and checkpoint, issue 13's launch and byte counts, issue
+    # 24's memory split.
     added_since_1092cdc = {
         "calibration_steps",
         "updates_per_step",
@@ -58,6 +59,7 @@ def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_cont
         "checkpoint",
         "launches_per_step",
         "bytes_per_step",
+        "memory_split",
     }
     assert {frozenset(section) | added_since_1092cdc for section in written.values()} == {frozenset(result.to_dict())}
     assert result.launches_per_step is not None and result.launches_per_step > 0
@@ -274,3 +276,23 @@ def test_the_measured_run_times_one_evaluation_and_one_checkpoint(cpu_context: M
     cpu_context.cfg.decision.plan.checkpoint_every_steps = None
     off = run_model("mlp", cpu_context).result
     assert off.evaluation is None and off.checkpoint is None
+
+
+def test_the_memory_split_counts_the_trained_networks_state_and_fits_the_searchs_trials(
+    cpu_context: ModelRunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The search's oracle peaks at exactly `size` MB (decision_with_limit): the line is 1 MB a sample, nothing fixed.
+    search_fits_up_to(monkeypatch, 4096)
+    result = run_model("mlp", cpu_context).result
+    split = result.memory_split
+    assert split is not None
+    workload = build_workload("mlp", cpu_context, 32)
+    parameters = workload.parameter_count()
+    tensors = len(list(workload.modules()[0].parameters()))
+    fp32_mb = 4 * parameters / 2**20
+    assert split.parameters_mb == pytest.approx(fp32_mb) and split.gradients_mb == pytest.approx(fp32_mb)
+    # AdamW: two fp32 moments per parameter, and a 0-d fp32 step counter per tensor (on the CPU, with them).
+    assert split.optimizer_state_mb == pytest.approx(2 * fp32_mb + 4 * tensors / 2**20)
+    assert split.activations_mb_per_sample == pytest.approx(1.0) and split.fixed_mb == pytest.approx(0.0, abs=1e-6)
+    assert split.fit_sizes == [64, 128, 256, 512, 1024, 2048, 4096]
+    assert split.batch_size == result.batch_size and split.headroom == cpu_context.cfg.batch.headroom

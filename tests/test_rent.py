@@ -204,3 +204,24 @@ def test_the_terminal_shows_the_cheapest_rows_that_fit_and_names_a_stale_snapsho
         "`python -m gpubench.prices refresh`"
     )
     assert rec.price_snapshot.age_days == 181 and all("181 days old" in row.note for row in rec.cost_table)
+
+
+def test_the_terminal_names_the_electricity_tariffs_source_and_date_beside_the_local_cost() -> None:
+    import json
+
+    from gpubench.decision.recommendation import build_recommendation
+    from gpubench.hardware.catalog import load_catalog
+    from gpubench.output.console import rent_lines
+    from gpubench.results import RunReport
+
+    fixture = Path(__file__).parent / "fixtures" / "report_main_2026-11-29_h200_rtx3050ti.json"
+    stored = RunReport.from_dict(json.loads(fixture.read_text()))
+    tariff = DecisionConfig(
+        electricity_usd_per_kwh=0.25, electricity_source="my utility's bill", electricity_date="2026-11-30"
+    )
+    default = build_recommendation(stored, DecisionConfig(), load_catalog(), today=SNAPSHOT_DAY)
+    mine = build_recommendation(stored, tariff, load_catalog(), today=SNAPSHOT_DAY)
+    (default_line,) = [line for line in rent_lines(default) if line.startswith("  local (")]
+    (my_line,) = [line for line in rent_lines(mine) if line.startswith("  local (")]
+    assert default_line.endswith(f"at 0.17 USD/kWh ({DecisionConfig().electricity_source})")
+    assert my_line.endswith("at 0.25 USD/kWh of 2026-11-30 (my utility's bill)")

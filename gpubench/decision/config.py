@@ -99,7 +99,9 @@ class DecisionConfig:
 
     Renting (the cost table, :mod:`gpubench.decision.rent`): ``prices_dir`` is a price snapshot folder (null: the
     one shipped in ``gpubench/prices/catalog``); ``electricity_source`` and ``electricity_date`` (ISO, or null) say
-    where ``electricity_usd_per_kwh`` comes from, shown beside the local cost. Spot rows take
+    where ``electricity_usd_per_kwh`` comes from, shown beside the local cost in the report and the terminal. The
+    default 0.17 USD/kWh has no published source (no dated tariff table could be read offline when the snapshot was
+    built) and its source says so: set all three to your own tariff. Spot rows take
     ``spot_interruptions_per_hour`` (λ, per hour; 0.1 = one interruption per 10 h on average, an assumption, see
     ``spot_interruptions_source``) unless ``spot_interruptions_per_hour_by_provider`` names the provider; a
     training whose upper bound exceeds ``spot_max_hours_without_checkpoints`` (h) and whose plan has no

@@ -17,6 +17,7 @@ hours. Pure arithmetic on the report's typed records: nothing here imports torch
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from gpubench.decision.batch_fit import fits_at_batch
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
 from gpubench.decision.scaling import scaled_time, scaled_total, scaling_efficiency
@@ -482,7 +483,8 @@ def projection_table(
     step (one card's, with its interval) and hours on those cards (with their bounds, the projection's error and
     the scaling efficiency's interval included: :func:`gpubench.decision.scaling.scaled_time` with the model's
     entry in ``scalings``, one card where None), and the ``decided_on`` models' total, its bounds, its cost (USD:
-    cards × hourly price × hours) and whether they fit in the card's VRAM at their measured peak."""
+    cards × hourly price × hours) and whether they fit in the card's VRAM at their measured peak; each model's largest
+    batch predicted to fit the card from its memory split (:func:`gpubench.decision.batch_fit.fits_at_batch`)."""
     precision, matmul_precision = report.run.precision, report.run.fp32_matmul_precision
     decided = [name for name in decided_on if name in estimates]
     gpus = decision.cloud_gpus
@@ -519,6 +521,9 @@ def projection_table(
                 hours_lower=None if time is None else time.lower_hours,
                 refused=step.refused,
                 slower_cause=slower_cause(splits[name], source, target, step.step_ms) if slower else None,
+                fits_at_batch=fits_at_batch(
+                    report.models[name].memory_split, card_mb, report.hardware.non_allocator_overhead_mb
+                ),
             )
         hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
         decided_scalings = [scaling[name] for name in decided]

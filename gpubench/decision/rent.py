@@ -10,7 +10,9 @@ checkpoints are replaced by checkpoints every Daly interval for the provider's i
 checkpoint cost, each interruption restarting at the measured one-off costs; USD = expected wall hours x spot
 price, the bounds computed the same way from the training's bounds. A training with no checkpoints in its plan
 whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot row (an interruption would
-restart it from the start), and ``notes`` says so. Money in USD, times in hours (seconds where the name says).
+restart it from the start), and ``notes`` says so. Each row carries, per decided model, the largest batch predicted
+to fit one card of its GPU (:mod:`gpubench.decision.batch_fit`, from the projection row). Money in USD, times in
+hours (seconds where the name says).
 Pure arithmetic on typed records.
 """
 
@@ -108,7 +110,15 @@ def _idle_note(offer: PriceOffer, gpus: int) -> str | None:
     return None
 
 
-def _on_demand_row(row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None) -> CostRow:
+def _fits_at_batch(row: CardProjection, decided: Sequence[str]) -> dict[str, int]:
+    """Per decided model, the largest batch predicted to fit one card of the row's GPU (where predicted)."""
+    fits = {name: row.models[name].fits_at_batch for name in decided if name in row.models}
+    return {name: batch for name, batch in fits.items() if batch is not None}
+
+
+def _on_demand_row(
+    row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None, decided: Sequence[str]
+) -> CostRow:
     idle = _idle_note(offer, gpus)
     price = offer.price_usd_per_hour
     return CostRow(
@@ -131,11 +141,18 @@ def _on_demand_row(row: CardProjection, offer: PriceOffer, gpus: int, stale: str
         location=offer.location,
         training_hours=row.training_hours,
         note=_note(stale, idle, None if row.training_hours is not None else f"no projection onto {row.card}"),
+        fits_at_batch=_fits_at_batch(row, decided),
     )
 
 
 def _spot_row(
-    row: CardProjection, offer: PriceOffer, gpus: int, plan: SpotPlan, decision: DecisionConfig, stale: str | None
+    row: CardProjection,
+    offer: PriceOffer,
+    gpus: int,
+    plan: SpotPlan,
+    decision: DecisionConfig,
+    stale: str | None,
+    decided: Sequence[str],
 ) -> CostRow:
     rate, rate_source = decision.spot_rate(offer.provider)
     price = offer.price_usd_per_hour
@@ -176,6 +193,7 @@ def _spot_row(
         restart_seconds=plan.restart_seconds,
         expected_interruptions=None if point is None else point.expected_interruptions,
         note=_note(stale, idle, without, None if point is not None else f"no projection onto {row.card}"),
+        fits_at_batch=_fits_at_batch(row, decided),
     )
 
 
@@ -202,14 +220,14 @@ def cost_table(
     for row in projection:
         for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus).items()):
             if not spot:
-                rows.append(_on_demand_row(row, offer, gpus, stale))
+                rows.append(_on_demand_row(row, offer, gpus, stale, list(decided)))
                 continue
             upper = row.training_hours_upper
             too_long = upper is not None and upper > decision.spot_max_hours_without_checkpoints
             if plan.checkpoint_seconds is None and too_long:
                 refused_spot.append(f"{row.card} at {provider}")
                 continue
-            rows.append(_spot_row(row, offer, gpus, plan, decision, stale))
+            rows.append(_spot_row(row, offer, gpus, plan, decision, stale, list(decided)))
     if refused_spot:
         notes.append(
             f"no spot rows for {', '.join(refused_spot)}: the plan has no checkpoints (decision.plan."

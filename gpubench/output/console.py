@@ -16,7 +16,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpubench.redact import redact
-from gpubench.results import CostAnalysis, DistributedScaling, ModelEstimate, ModelResult, Recommendation, RunReport
+from gpubench.results import (
+    CostAnalysis,
+    DistributedScaling,
+    MemorySplit,
+    ModelEstimate,
+    ModelResult,
+    Recommendation,
+    RunReport,
+)
 
 logger = logging.getLogger(__name__)
 _stderr = Console(stderr=True, highlight=False)
@@ -158,14 +166,45 @@ def cloud_line(cost: CostAnalysis | None) -> str | None:
     return line
 
 
+def memory_split_line(name: str, split: MemorySplit) -> str | None:
+    """One model's memory split: parameters, gradients, optimizer state (MB, accounted), activations per sample
+    and the fixed remainder from the line through the batch search's trials, the fit's residual, and the line
+    against the measured peak at the timed batch; None without a line (no batch search: the CPU)."""
+    if split.fixed_mb is None or split.activations_mb_per_sample is None:
+        return None
+    line = (
+        f"{name} memory: parameters {split.parameters_mb:,.1f} MB, gradients {split.gradients_mb:,.1f} MB, "
+        f"optimizer state {split.optimizer_state_mb:,.1f} MB, activations {split.activations_mb_per_sample:,.3g} "
+        f"MB/sample, remainder {split.remainder_mb or 0.0:,.0f} MB"
+    )
+    sizes = split.fit_sizes
+    residual = "" if split.fit_residual_rms_mb is None else f", residual ±{split.fit_residual_rms_mb:,.0f} MB"
+    line += f" (line through {len(sizes)} search trials, batch {min(sizes):,} to {max(sizes):,}{residual})"
+    if split.predicted_peak_mb is not None and split.measured_peak_mb is not None and split.gap_mb is not None:
+        line += (
+            f"; at batch {split.batch_size:,} the line gives {split.predicted_peak_mb:,.0f} MB, the measured peak "
+            f"{split.measured_peak_mb:,.0f} MB ({split.gap_mb:+,.0f} MB)"
+        )
+    return line
+
+
+def _fits_phrase(fits_at_batch: dict[str, int]) -> str:
+    """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without."""
+    if not fits_at_batch:
+        return ""
+    if len(fits_at_batch) == 1:
+        return f", fits at batch {next(iter(fits_at_batch.values())):,}"
+    return ", fits at batch " + ", ".join(f"{batch:,} ({name})" for name, batch in fits_at_batch.items())
+
+
 #: How many of the cost table's cheapest fitting rows the summary shows.
 RENT_ROWS_SHOWN = 5
 
 
 def rent_lines(recommendation: Recommendation) -> list[str]:
     """The cost table's cheapest rows that fit (fits_in_vram not false; at most :data:`RENT_ROWS_SHOWN`), each with
-    its hours and USD bounds and price date, then the local option and a stale snapshot's warning; [] without a
-    cost table."""
+    its hours and USD bounds, price date and the largest batch predicted to fit the card, then the local option with
+    its tariff's date and source and a stale snapshot's warning; [] without a cost table."""
     fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
     if not fitting:
         return []
@@ -177,6 +216,7 @@ def rent_lines(recommendation: Recommendation) -> list[str]:
             f"  {cards} at {row.provider} ({kind}, {row.instance}): {_hours(row.hours or 0.0)} "
             f"({_hours(row.hours_lower or 0.0)} to {_hours(row.hours_upper or 0.0)}), ${row.usd:,.2f} "
             f"(${row.usd_lower or 0.0:,.2f} to ${row.usd_upper or 0.0:,.2f}), price of {row.price_date}"
+            f"{_fits_phrase(row.fits_at_batch)}"
         )
     local = recommendation.local_cost
     if local is not None:
@@ -184,7 +224,9 @@ def rent_lines(recommendation: Recommendation) -> list[str]:
         tariff = f"{local.electricity_usd_per_kwh:g} USD/kWh" + (
             f" of {local.electricity_date}" if local.electricity_date else ""
         )
-        lines.append(f"  local ({local.device}): {_hours(local.hours)}, {energy} at {tariff}")
+        lines.append(
+            f"  local ({local.device}): {_hours(local.hours)}, {energy} at {tariff} ({local.electricity_source})"
+        )
     snapshot = recommendation.price_snapshot
     if snapshot is not None and snapshot.stale:
         lines.append(f"  warning: {snapshot.stale}")
@@ -240,7 +282,8 @@ def health_lines(report: RunReport) -> list[str]:
 
 def print_summary(report: RunReport, report_path: str) -> None:
     """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
-    (samples/s), batch, peak memory (MB) and health; then the data-parallel runs, errors, the recommendation
+    (samples/s), batch, peak memory (MB) and health; then each model's memory split (:func:`memory_split_line`), the
+    data-parallel runs, errors, the recommendation
     (with :func:`cloud_line` on several cloud cards), the cheapest rentals that fit (:func:`rent_lines`) and the
     report's path."""
     table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
@@ -266,6 +309,10 @@ def print_summary(report: RunReport, report_path: str) -> None:
     _stdout.print(table)
     for line in health_lines(report):
         _stdout.print(line, soft_wrap=True, markup=False)
+    for name, result in report.models.items():
+        split_line = None if result.memory_split is None else memory_split_line(name, result.memory_split)
+        if split_line:
+            _stdout.print(split_line, soft_wrap=True, markup=False)
     for name, result in report.models.items():
         if result.distributed is not None:
             _stdout.print(distributed_line(name, result.distributed), soft_wrap=True, markup=False)

@@ -53,6 +53,16 @@ def reachable_modules(step: Callable[..., Any]) -> list[nn.Module]:
     return list(found.values())
 
 
+def reachable_optimizers(step: Callable[..., Any]) -> list[torch.optim.Optimizer]:
+    """The optimizers a step callable holds directly, found where :func:`reachable_modules` looks, each once: what
+    a checkpoint saves and the memory split counts as optimizer state."""
+    found: dict[int, torch.optim.Optimizer] = {}
+    for candidate in _candidates(step):
+        if isinstance(candidate, torch.optim.Optimizer):
+            found.setdefault(id(candidate), candidate)
+    return list(found.values())
+
+
 class CustomWorkload(Workload):
     """One optimizer update of the user's training, as ``build(batch_size, device)`` returned it.
 
@@ -87,6 +97,7 @@ class CustomWorkload(Workload):
             raise factory_error(config.factory, f"{call} returned no step callable (its type is {type(step).__name__})")
         self._step: Callable[[], Any] = step
         self._modules = reachable_modules(step)
+        self._optimizers = reachable_optimizers(step)
 
     @property
     def samples_per_step(self) -> float:
@@ -96,6 +107,9 @@ class CustomWorkload(Workload):
 
     def modules(self) -> list[nn.Module]:
         return list(self._modules)
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return list(self._optimizers)
 
     def _device_scalar(self, value: object, what: str) -> torch.Tensor | None:
         """The step's ``what`` (loss or gradient norm) as a detached 0-d tensor on the device, or None."""

@@ -1,0 +1,203 @@
+"""Where a model's peak device memory goes: parameters, gradients, optimizer state, activations per sample, and a
+fixed remainder (:class:`~gpubench.results.MemorySplit`).
+
+Two independent sources, so that each checks the other:
+
+* **Accounting** (:func:`state_bytes`): numel × element size of the tensors the training keeps between steps, read
+  from the real workload after its measured steps: its trained networks' parameters (each once, so tied weights
+  count once), a gradient of the same size and dtype for every trainable one, and every optimizer-state tensor on
+  its parameter's device (Adam: two fp32 moments per parameter; SGD without momentum: none).
+* **The fit** (:func:`fit_peak_line`): the batch search measured the peak reserved memory of every trial it ran at
+  a batch size; a least-squares line ``peak(B) = fixed + per_sample × B`` through the search-phase trials gives the
+  activations per sample (its slope: the saved activations, the batch's inputs and the step's temporaries, all of
+  which scale with the batch) and a fixed part (the intercept). Only the search phase's trials are fitted: they ran
+  the same few steps, while the verification's longer runs let the allocator fragment further (its peaks sit above
+  the line), and the search's peaks are what the batch finder compares with its limit.
+
+The fixed part less the accounted state is the remainder: data on the device (the market data, a replay buffer), a
+target network, library workspaces and the caching allocator's rounding. The line evaluated at the timed batch is
+compared with the measured run's peak (the gap), a check out of sample: the measured epochs are not among the
+trials. Sizes in MB (MiB).
+"""
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from gpubench.results import BatchTrial, MemorySplit
+from gpubench.units import BYTES_PER_MB
+
+#: A line whose largest residual exceeds this fraction of the largest peak fitted is named in the split's notes: the
+#: memory per sample then changes with the batch. On the H200 (session 7) Mamba-2's trials, whose scan is recomputed
+#: once a batch would not fit (``recompute_scan=auto``), lay up to 32% off their line; TFT's 2%, GPT-2's 0.06%.
+LINE_MISFIT_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes the training keeps between steps: the parameters, their gradients (one per trainable parameter, of
+    its size and dtype) and the optimizers' state on the parameters' device."""
+
+    parameters_bytes: int
+    gradients_bytes: int
+    optimizer_state_bytes: int
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.Optimizer]) -> StateBytes:
+    """Count the parameters of ``modules`` (each parameter once across all of them), a gradient for each one that
+    requires a gradient, and every tensor in the ``optimizers``' state that lives on the device of the parameter it
+    belongs to, each storage once.
+
+    A state tensor on another device is not device memory: ``torch.optim.Adam`` keeps its step counter on the CPU
+    unless it is fused or capturable. On a CPU run every state tensor is on the parameters' device and counts.
+    """
+    parameters: dict[int, nn.Parameter] = {}
+    for module in modules:
+        for parameter in module.parameters():
+            parameters.setdefault(id(parameter), parameter)
+    parameters_bytes = sum(_tensor_bytes(p) for p in parameters.values())
+    gradients_bytes = sum(_tensor_bytes(p) for p in parameters.values() if p.requires_grad)
+    storages: dict[int, int] = {}
+    for optimizer in optimizers:
+        for parameter, state in optimizer.state.items():
+            for value in state.values():
+                if isinstance(value, torch.Tensor) and value.device == parameter.device:
+                    key = value.untyped_storage().data_ptr() if value.numel() else id(value)
+                    storages[key] = max(storages.get(key, 0), _tensor_bytes(value))
+    return StateBytes(
+        parameters_bytes=parameters_bytes,
+        gradients_bytes=gradients_bytes,
+        optimizer_state_bytes=sum(storages.values()),
+    )
+
+
+@dataclass(frozen=True)
+class PeakLine:
+    """The least-squares line ``peak(B) = fixed_mb + per_sample_mb × B`` through (batch size, peak MB) points.
+
+    ``residual_rms_mb`` is the residual standard error, sqrt(SSR / (n − 2)) (None with two points: a line through
+    two points has no residual to judge it by), ``residual_max_mb`` the largest absolute residual.
+    """
+
+    fixed_mb: float
+    per_sample_mb: float
+    sizes: tuple[int, ...]
+    peaks_mb: tuple[float, ...]
+    residual_rms_mb: float | None
+    residual_max_mb: float
+
+    def peak_mb(self, batch_size: float) -> float:
+        """The line's peak at ``batch_size`` (MB)."""
+        return self.fixed_mb + self.per_sample_mb * batch_size
+
+
+def fit_peak_line(points: Sequence[tuple[int, float]]) -> PeakLine:
+    """Fit ``peak = fixed + per_sample × size`` by ordinary least squares through ``points`` (size, peak MB).
+
+    Needs at least two distinct sizes; ValueError otherwise.
+    """
+    sizes = np.array([size for size, _ in points], dtype=float)
+    peaks = np.array([peak for _, peak in points], dtype=float)
+    if len(np.unique(sizes)) < 2:
+        raise ValueError(f"a peak line needs at least two distinct batch sizes, got {sorted(set(sizes.tolist()))}")
+    design = np.column_stack([np.ones_like(sizes), sizes])
+    (fixed, per_sample), *_ = np.linalg.lstsq(design, peaks, rcond=None)
+    residuals = peaks - (fixed + per_sample * sizes)
+    degrees_of_freedom = len(points) - 2
+    rms = math.sqrt(float(residuals @ residuals) / degrees_of_freedom) if degrees_of_freedom > 0 else None
+    return PeakLine(
+        fixed_mb=float(fixed),
+        per_sample_mb=float(per_sample),
+        sizes=tuple(int(size) for size, _ in points),
+        peaks_mb=tuple(float(peak) for _, peak in points),
+        residual_rms_mb=rms,
+        residual_max_mb=float(np.max(np.abs(residuals))),
+    )
+
+
+def fit_points(trials: Sequence[BatchTrial]) -> list[tuple[int, float]]:
+    """The (size, peak reserved MB) of every search-phase trial that measured a peak, by size: those that fit and
+    those over the headroom (they ran; only an out-of-memory trial measured nothing). One point per size: the
+    highest, should a size have run twice."""
+    peaks: dict[int, float] = {}
+    for trial in trials:
+        if trial.phase == "search" and trial.peak_reserved_mb is not None:
+            peaks[trial.size] = max(peaks.get(trial.size, 0.0), trial.peak_reserved_mb)
+    return sorted(peaks.items())
+
+
+def memory_split(
+    state: StateBytes,
+    trials: Sequence[BatchTrial],
+    *,
+    batch_size: int | None,
+    measured_peak_mb: float | None,
+    headroom: float,
+) -> MemorySplit:
+    """The report's split of one model's memory: ``state`` by accounting, and the line through the search
+    ``trials``' peaks (none without a search: the CPU, ``batch.search=false``), evaluated at the timed
+    ``batch_size`` beside the measured run's peak (MB). ``headroom`` is ``batch.headroom``, recorded for the
+    predictions onto other cards."""
+    parameters_mb = state.parameters_bytes / BYTES_PER_MB
+    gradients_mb = state.gradients_bytes / BYTES_PER_MB
+    optimizer_mb = state.optimizer_state_bytes / BYTES_PER_MB
+    accounted = MemorySplit(
+        parameters_mb=parameters_mb,
+        gradients_mb=gradients_mb,
+        optimizer_state_mb=optimizer_mb,
+        batch_size=batch_size,
+        measured_peak_mb=measured_peak_mb,
+        headroom=headroom,
+    )
+    points = fit_points(trials)
+    if len(points) < 2:
+        reason = (
+            "no batch search ran (it needs a GPU), so no trial measured a peak"
+            if not trials
+            else f"the batch search measured a peak at {len(points)} batch size(s); a line needs two"
+        )
+        return replace(accounted, notes=[f"activations per sample not split: {reason}"])
+    line = fit_peak_line(points)
+    notes = []
+    if line.per_sample_mb <= 0:
+        notes.append(
+            f"the trials' peaks do not grow with the batch (slope {line.per_sample_mb:.4g} MB per sample): the "
+            "activations are lost in the allocator's rounding, and no largest batch is predicted from the line"
+        )
+    largest_peak = max(line.peaks_mb)
+    if line.residual_max_mb > LINE_MISFIT_FRACTION * largest_peak:
+        notes.append(
+            f"the trials' peaks lie up to {line.residual_max_mb:,.0f} MB off the line "
+            f"({line.residual_max_mb / largest_peak:.0%} of the largest): the memory per sample changes with the batch "
+            "(a workload that recomputes activations once a batch would not fit, as Mamba-2 does with "
+            "recompute_scan=auto), so the largest batches predicted for other cards are uncertain"
+        )
+    remainder_mb = line.fixed_mb - accounted.state_mb
+    if remainder_mb < 0:
+        notes.append(
+            f"the accounted state ({accounted.state_mb:,.1f} MB) exceeds the line's fixed part ({line.fixed_mb:,.1f} "
+            "MB): the trials' peaks do not hold all of it at once (gradients freed before the optimizer's step), or "
+            "the line bends over the sizes fitted"
+        )
+    predicted = None if batch_size is None else line.peak_mb(batch_size)
+    return replace(
+        accounted,
+        activations_mb_per_sample=line.per_sample_mb,
+        fixed_mb=line.fixed_mb,
+        remainder_mb=remainder_mb,
+        fit_sizes=list(line.sizes),
+        fit_peaks_mb=list(line.peaks_mb),
+        fit_residual_rms_mb=line.residual_rms_mb,
+        fit_residual_max_mb=line.residual_max_mb,
+        predicted_peak_mb=predicted,
+        gap_mb=None if predicted is None or measured_peak_mb is None else measured_peak_mb - predicted,
+        notes=notes,
+    )
