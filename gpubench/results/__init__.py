@@ -28,7 +28,7 @@ from gpubench.results.device import (
     ExecutionSettings,
     Throughput,
 )
-from gpubench.results.memory import PEAK_DEFINITIONS, LeakEstimate, MemoryProfile, MemoryTimeline
+from gpubench.results.memory import PEAK_DEFINITIONS, LeakEstimate, MemoryProfile, MemorySplit, MemoryTimeline
 from gpubench.results.model import STATUSES, DistributedScaling, HostProbe, MeasuredRound, ModelResult, ModelStatus
 from gpubench.results.recommendation import (
     CLOUD_GPU_RECOMMENDED,
@@ -89,6 +89,7 @@ __all__ = [
     "MeasuredRound",
     "MemoryBudgetRow",
     "MemoryProfile",
+    "MemorySplit",
     "MemoryTimeline",
     "MissingModel",
     "ModelEstimate",

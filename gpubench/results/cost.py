@@ -91,6 +91,7 @@ class CostRow(Record):
         "restart_seconds",
         "expected_interruptions",
         "note",
+        "fits_at_batch",
     )
 
     gpu: str
@@ -118,6 +119,8 @@ class CostRow(Record):
     restart_seconds: float | None = None
     expected_interruptions: float | None = None
     note: str | None = None
+    #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
+    fits_at_batch: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gpubench.results.codec import Record
 
@@ -73,3 +74,53 @@ class MemoryTimeline:
     times_s: Sequence[float]
     device_used_mb: Sequence[float]
     process_used_mb: Sequence[float]
+
+
+@dataclass(frozen=True)
+class MemorySplit(Record):
+    """Where a model's peak device memory goes (MB): the trained networks' parameters, their gradients and the
+    optimizers' state by accounting (numel × element size of each tensor, read from the real workload after its
+    measured steps), and the activations per sample with a fixed part from a least-squares line
+    ``peak(B) = fixed_mb + activations_mb_per_sample × B`` through the peak reserved memory of the batch search's
+    trials (``fit_sizes``, ``fit_peaks_mb``: the search-phase trials that measured a peak, each of the same few
+    steps). ``remainder_mb`` is the fixed part less the accounted state: data and buffers on the device (the
+    market data, a replay buffer, a target network), library workspaces and the caching allocator's rounding.
+    ``fit_residual_rms_mb`` is the fit's residual standard error (n − 2 degrees of freedom; None with two
+    points), ``fit_residual_max_mb`` its largest absolute residual. ``predicted_peak_mb`` is the line at the timed
+    ``batch_size``, ``measured_peak_mb`` the measured run's peak reserved memory there and ``gap_mb`` the
+    difference (measured − predicted; out of sample: the measured epochs are no trial). ``headroom`` is the
+    ``batch.headroom`` the search kept peaks under, which the largest batch predicted for another card uses too.
+    The fit's fields are None without a batch search (the CPU); ``notes`` says why."""
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("notes",)
+
+    parameters_mb: float
+    gradients_mb: float
+    optimizer_state_mb: float
+    activations_mb_per_sample: float | None = None
+    fixed_mb: float | None = None
+    remainder_mb: float | None = None
+    fit_sizes: list[int] = field(default_factory=list)
+    fit_peaks_mb: list[float] = field(default_factory=list)
+    fit_residual_rms_mb: float | None = None
+    fit_residual_max_mb: float | None = None
+    batch_size: int | None = None
+    predicted_peak_mb: float | None = None
+    measured_peak_mb: float | None = None
+    gap_mb: float | None = None
+    headroom: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def state_mb(self) -> float:
+        """Parameters, gradients and optimizer state (MB): the accounted part of the fixed memory."""
+        return self.parameters_mb + self.gradients_mb + self.optimizer_state_mb
+
+    @property
+    def has_fit(self) -> bool:
+        """Whether the line through the trials exists (a fixed part and a positive per-sample slope)."""
+        return (
+            self.fixed_mb is not None
+            and self.activations_mb_per_sample is not None
+            and self.activations_mb_per_sample > 0
+        )

@@ -15,7 +15,7 @@ from gpubench.results.device import (
     ExecutionSettings,
     Throughput,
 )
-from gpubench.results.memory import MemoryProfile
+from gpubench.results.memory import MemoryProfile, MemorySplit
 from gpubench.results.stability import StabilityReport
 from gpubench.results.statistics import EpochTimeStatistics
 from gpubench.units import MS_PER_S
@@ -138,6 +138,7 @@ class ModelResult(Record):
         "distributed",
         "rounds",
         "host_probe_explained_share",
+        "memory_split",
     )
 
     status: ModelStatus = "ok"
@@ -190,6 +191,9 @@ class ModelResult(Record):
     #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
     #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
     host_probe_explained_share: float | None = None
+    #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None where not
+    #: split: a report written before the split existed).
+    memory_split: MemorySplit | None = None
 
     @property
     def epochs_per_round(self) -> list[int]:

@@ -176,7 +176,13 @@ class ProjectedModel(Record):
     projected slower than the one measured is so (None when it is not slower, or on the measured device).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("step_ms_interval", "hours_lower", "refused", "slower_cause")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "step_ms_interval",
+        "hours_lower",
+        "refused",
+        "slower_cause",
+        "fits_at_batch",
+    )
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -188,6 +194,8 @@ class ProjectedModel(Record):
     hours_lower: float | None = None
     refused: str | None = None
     slower_cause: str | None = None
+    #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
+    fits_at_batch: int | None = None
 
 
 @dataclass(frozen=True)
