@@ -24,9 +24,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             uri = f"{SITE_FOLDER}/{target}"
             if source.is_file() and root in source.parents and files.get_file_from_path(uri) is None:
                 # Reached from the page that links it, not from the navigation.
-                files.append(
-                    File.generated(config, uri, abs_src_path=str(source), inclusion=InclusionLevel.NOT_IN_NAV)
-                )
+                files.append(File.generated(config, uri, abs_src_path=str(source), inclusion=InclusionLevel.NOT_IN_NAV))
     return files
 
 
