@@ -1,5 +1,7 @@
-"""The README's examples as printed: its custom-model example (``mytrain.py``), run on the CPU, projects onto every
-card with a positive lower bound (issue 22)."""
+"""The README as printed: at most 200 lines whose first screen answers, with the two commands and a verdict quoted
+from a stored report as the tool prints it (issue 25); links that lead somewhere; its custom-model example
+(``mytrain.py``), run on the CPU, projecting onto every card with a positive lower bound (issue 22). Its shell
+commands are run in tests/test_readme_commands.py."""
 
 import json
 import re
@@ -8,15 +10,75 @@ from pathlib import Path
 from conftest import run_gpubench
 
 from gpubench.hardware.catalog import load_catalog
+from gpubench.output.console import rent_lines
+from gpubench.results import RunReport
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+#: The README's first screen: what a reader sees before scrolling.
+FIRST_SCREEN_LINES = 40
 
 
-def readme_file(name: str) -> str:
-    """The README's fenced Python block whose first line is ``# <name>``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    (block,) = [block for block in blocks if block.startswith(f"# {name}\n")]
+def readme_blocks(language: str, path: Path = README) -> list[str]:
+    """The fenced code blocks in ``language`` of a Markdown file (the README by default), in order."""
+    return re.findall(rf"```{language}\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.DOTALL)
+
+
+def readme_file(name: str, path: Path = README) -> str:
+    """The fenced Python block whose first line is ``# <name>`` (of the README by default)."""
+    (block,) = [block for block in readme_blocks("python", path) if block.startswith(f"# {name}\n")]
     return block
+
+
+def stored_report(text: str) -> tuple[Path, RunReport]:
+    """The one report under benchmarks/results/ that ``text`` links, and the report it holds."""
+    (link,) = set(re.findall(r"\]\((benchmarks/results/[^)]+-report\.json)\)", text))
+    return ROOT / link, RunReport.from_dict(json.loads((ROOT / link).read_text()))
+
+
+def test_the_readme_is_at_most_200_lines():
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_the_first_screen_gives_the_two_commands_and_a_verdict_quoted_from_a_stored_report():
+    first_screen = "\n".join(README.read_text(encoding="utf-8").splitlines()[:FIRST_SCREEN_LINES])
+    commands, verdict = readme_blocks("bash")[0], readme_blocks("text")[0]
+    assert commands in first_screen and verdict in first_screen
+    lines = [line.split("#")[0].strip() for line in commands.splitlines()]
+    # CI runs the README's test command (.ci/run); the first installs and runs the main job.
+    assert lines == ['pip install -e ".[dev]" && python -m gpubench experiment=quick', "python -m pytest -q"]
+    assert "python3 -m pytest -q\n" in (ROOT / ".ci" / "run").read_text()
+    path, report = stored_report(first_screen)
+    assert "H200" in report.hardware.device_name and "H200" in first_screen and path.name in first_screen
+    # The quoted line is what the console prints for that report, cut at the ellipsis.
+    quoted = " ".join(verdict.split()).removesuffix("…").strip()
+    printed = f"Recommendation: {report.recommendation.decision} — {report.recommendation.reasoning}"
+    assert printed.startswith(quoted) and re.search(r"\d+\.\d h", quoted), quoted
+
+
+def test_the_renting_section_quotes_the_stored_reports_cheapest_rentals_as_printed():
+    readme = README.read_text(encoding="utf-8")
+    rentals = [block for block in readme_blocks("text") if block.startswith("Cheapest rentals")]
+    assert rentals == ["\n".join(rent_lines(stored_report(readme)[1].recommendation)) + "\n"]
+    renting = readme[readme.index("## Renting a GPU") :]
+    for command in ("python -m gpubench.prices show", "python -m gpubench.launch", "--target skypilot"):
+        assert command in renting
+
+
+def test_the_docs_carry_the_readmes_mytrain_unchanged():
+    assert readme_file("mytrain.py", DOCS / "custom-models.md") == readme_file("mytrain.py")
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_leads_to_a_file():
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            assert path.exists(), f"{page.name} links {target}, which does not exist"
 
 
 def test_the_readmes_mytrain_projected_from_the_cpu_has_a_positive_lower_bound_on_every_card(tmp_path):
