@@ -2,6 +2,7 @@
 decide on themselves, and the verdict line says a quick run is a smoke test."""
 
 import json
+import re
 
 import pytest
 
@@ -18,3 +19,30 @@ def test_a_single_model_quick_run_ends_with_a_recommendation_about_that_model(gp
     recommendation = report.recommendation
     assert recommendation.critical_models == [model] and recommendation.decided_on == [model]
     assert recommendation.decision is not None
+
+
+@pytest.mark.slow
+def test_a_run_that_cannot_decide_says_why_and_its_suggested_override_decides(gpubench_once):
+    args = ("experiment=quick", "hardware=cpu", "tracking.enabled=false", "model=mlp", "data.days=3")
+    short = gpubench_once(*args, "epochs=4")
+    assert short.completed.returncode == 0, short.completed.stderr[-3000:]
+    line = next(line for line in short.completed.stdout.splitlines() if line.startswith("Recommendation"))
+    assert ": no decision — " in line and "mlp had 4 measured epochs, fewer than the 10 a decision needs" in line
+    overrides = re.findall(r"`([\w.]+=[^`]+)`", line.split("To decide,", 1)[1])
+    assert overrides == ["epochs=10"]
+    decided = gpubench_once(*args, *overrides)
+    assert decided.completed.returncode == 0, decided.completed.stderr[-3000:]
+    report = RunReport.from_dict(json.loads(decided.report_path().read_text()))
+    assert report.recommendation.decision is not None
+
+
+@pytest.mark.slow
+def test_a_run_missing_a_critical_model_names_the_overrides_that_decide(gpubench_once):
+    args = ("experiment=quick", "hardware=cpu", "tracking.enabled=false", "model=mlp", "data.days=3")
+    missing = gpubench_once(*args, "decision.critical_models=[tft]")
+    assert missing.completed.returncode == 0, missing.completed.stderr[-3000:]
+    line = next(line for line in missing.completed.stdout.splitlines() if line.startswith("Recommendation"))
+    assert ": no decision — " in line
+    assert "`model.names=[mlp,tft]`" in line and "`decision.critical_models=[mlp]`" in line
+    decided = gpubench_once(*args, "decision.critical_models=[mlp]")
+    assert RunReport.from_dict(json.loads(decided.report_path().read_text())).recommendation.decision is not None

@@ -102,6 +102,21 @@ def _lower_bound_clause(verdict: Verdict, decision: DecisionConfig) -> str:
     )
 
 
+def _decide_text(verdict: Verdict, models_run: list[str]) -> str:
+    """The overrides that would let the same command decide: the missing critical models run beside
+    ``models_run`` (or the models run made the critical ones), and enough measured epochs for each."""
+    clauses = []
+    if verdict.missing:
+        wanted = models_run + [m.model for m in verdict.missing if m.model not in models_run]
+        clause = f"run every critical model (`model.names=[{','.join(wanted)}]`)"
+        if models_run:
+            clause += f" or decide on the models run (`decision.critical_models=[{','.join(models_run)}]`)"
+        clauses.append(clause)
+    if verdict.too_few:
+        clauses.append(f"measure at least {MIN_DECISION_EPOCHS} epochs each (`epochs={MIN_DECISION_EPOCHS}`)")
+    return f" To decide, {' and '.join(clauses)} on the same command." if clauses else ""
+
+
 def _settle_text(verdict: Verdict) -> str:
     counts = verdict.epochs_to_settle or {}
     known = {name: epochs for name, epochs in counts.items() if epochs is not None}
@@ -175,10 +190,13 @@ def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
     if basis == PARTIAL_MEASUREMENT:
         return (
             f"No decision: {_held_back_text(verdict)}. A subset of the critical models only bounds the total from "
-            "below, so it can show CLOUD_GPU_RECOMMENDED but not the rest" + _lower_bound_clause(verdict, decision)
+            "below, so it can show CLOUD_GPU_RECOMMENDED but not the rest"
+            + _lower_bound_clause(verdict, decision)
+            + _decide_text(verdict, [e.model for e in outcome.decided])
         )
     assert basis == TOO_FEW_EPOCHS
-    return f"No decision: {_held_back_text(verdict)}" + _lower_bound_clause(verdict, decision)
+    decide = _decide_text(verdict, [e.model for e in outcome.decided])
+    return f"No decision: {_held_back_text(verdict)}" + _lower_bound_clause(verdict, decision) + decide
 
 
 def scaling_text(scalings: Mapping[str, ScalingEfficiency], models: list[str]) -> str:

@@ -323,10 +323,14 @@ def print_summary(report: RunReport, report_path: str) -> None:
     if recommendation is not None:
         for line in plan_lines(recommendation.per_model):
             _stdout.print(line, soft_wrap=True, markup=False)
-    if recommendation is not None and recommendation.decision:
-        # A preset's verdict (experiment=quick) is about its toy shapes: the verdict line says so itself.
+    if recommendation is not None and (recommendation.decision or recommendation.reasoning):
+        # A preset's verdict (experiment=quick) is about its toy shapes: the verdict line says so itself. Without a
+        # decision the reasoning still says why, and what would decide.
         note = f" ({escape(report.run.preset_note)})" if report.run.preset_note else ""
-        _stdout.print(f"[bold]Recommendation{note}:[/bold] {recommendation.decision} — {recommendation.reasoning}")
+        verdict = recommendation.decision or "no decision"
+        _stdout.print(
+            f"[bold]Recommendation{note}:[/bold] {verdict} — {escape(recommendation.reasoning)}", soft_wrap=True
+        )
     if recommendation is not None:
         line = cloud_line(recommendation.cost_analysis)
         if line:
