@@ -7,9 +7,9 @@ inline, the plots are embedded, there is no script, and its Content-Security-Pol
 anything from anywhere (no CDN, font or image from the network).
 
 Plots are the figures of :mod:`gpubench.output.plots`, embedded as inline SVG with the text kept as text
-(``svg.fonttype: none``): about 36 KB a plot against 96 KB for the PNG (0.46 MB for the thirteen plots of the
-H200's default four-model run, against 1.67 MB as base64 PNG). A plot whose SVG is large (a VRAM timeline of many
-thousand samples is a path of that many points) is drawn as a PNG too, and the smaller of the two is embedded.
+(``svg.fonttype: none``): for the seventeen plots of the H200's default four-model run, 0.54 MB against 1.96 MB as
+base64 PNG, a 0.58 MB page (``python benchmarks/html_page_size.py``). A plot whose SVG is large (a VRAM timeline of
+100,000 samples: 200 KB) is drawn as a PNG too, and the smaller of the two is embedded (80 KB).
 
 :func:`render_page` is pure (a report, its plots and its config text in, the HTML out); :func:`write_page` draws
 the plots (or not: the page written after every model has none yet) and writes the file atomically.
@@ -132,7 +132,7 @@ def page_path(report_path: Path) -> Path:
     return report_path.with_suffix(".html")
 
 
-def _svg_markup(figure: "Figure", label: str) -> str:
+def svg_markup(figure: "Figure", label: str) -> str:
     """The figure as an inline ``<svg>`` element (the XML prolog and doctype dropped, an accessible name added)."""
     buffer = io.StringIO()
     # No date in the metadata: the same report gives the same page.
@@ -142,7 +142,8 @@ def _svg_markup(figure: "Figure", label: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{text(label)}" ', 1)
 
 
-def _png_markup(figure: "Figure", label: str) -> str:
+def png_markup(figure: "Figure", label: str) -> str:
+    """The figure as an ``<img>`` holding its PNG (at the PNG files' resolution) as base64."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=report_figures.DPI, facecolor="white")
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
@@ -159,9 +160,9 @@ def draw_page_plots(report: RunReport, memory_timelines: dict[str, MemoryTimelin
         for plot in report_figures.report_plots(report, memory_timelines):
             label = f"{plot.model}: {plot.subject}" if plot.model is not None else plot.subject
             kind: Literal["svg", "png"] = "svg"
-            markup = _svg_markup(plot.figure, label)
+            markup = svg_markup(plot.figure, label)
             if len(markup) > SVG_MAX_BYTES:
-                png = _png_markup(plot.figure, label)
+                png = png_markup(plot.figure, label)
                 if len(png) < len(markup):
                     kind, markup = "png", png
             drawn.append(PagePlot(plot.stem, plot.model, plot.subject, kind, markup))
