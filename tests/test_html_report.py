@@ -24,7 +24,7 @@ from gpubench.model_run import ModelRun, ModelRunContext
 from gpubench.output import html_report
 from gpubench.output.html_report import PAGE_FILE_NAME, draw_page_plots, page_path, render_page
 from gpubench.output.report_file import read_report
-from gpubench.results import MemoryTimeline, RunInfo, RunReport
+from gpubench.results import MemoryTimeline, RunInfo, RunReport, WhatIfEstimate
 from gpubench.runner import Runner
 from tests.test_runner import MAIN_REPORT, cpu_runner  # noqa: F401  (cpu_runner is a fixture)
 
@@ -221,6 +221,30 @@ def test_a_report_without_a_recommendation_says_there_is_no_verdict_yet(h200: Ru
     assert page.section_text("cost") == "Renting No cost table: no recommendation yet."
 
 
+def test_a_measured_what_if_is_a_row_beside_the_main_answer(h200: RunReport) -> None:
+    what_if = WhatIfEstimate(
+        model="dqn",
+        variant="reduce-overhead",
+        description="CUDA graphs",
+        status="ok",
+        step_ms=20.0,
+        main_step_ms=39.3,
+        speedup=1.965,
+        hours=1.8,
+        hours_lower=1.7,
+        hours_upper=1.95,
+        main_hours=3.53,
+        peak_reserved_mb=120.0,
+        main_peak_reserved_mb=106.0,
+    )
+    recommendation = dataclasses.replace(h200.recommendation, what_ifs=[what_if])
+    page = Page(render_page(dataclasses.replace(h200, recommendation=recommendation)))
+    (row,) = page.rows["what-ifs"]
+    assert row[:6] == ["dqn", "reduce-overhead", "CUDA graphs", "20", "39.3", "1.97"]
+    assert row[6:] == ["1.80 h | 1.70 h to 1.95 h", "3.53 h", "120", "106", "ok"]
+    assert "what-ifs" not in Page(render_page(h200)).rows
+
+
 def test_the_page_goes_beside_the_report_under_its_name() -> None:
     assert page_path(Path("out/report.json")) == Path("out") / PAGE_FILE_NAME
     assert page_path(Path("out/h200.json")) == Path("out/h200.html")
@@ -399,13 +423,17 @@ _PROBE = """<script>addEventListener("load", () => {
 @pytest.mark.slow
 def test_chromium_shows_the_default_runs_verdict_and_every_plot_and_the_page_is_under_2_mb(h200, tmp_path) -> None:
     browser = _chromium()
-    # The default run with the VRAM timelines its sampler read (the report keeps their sample counts, not them).
+    # The default run, its mamba2 (not a model the verdict is decided on) under a name that is markup, with the VRAM
+    # timelines its sampler read (the report keeps their sample counts, not them).
+    models = {HOSTILE if name == "mamba2" else name: result for name, result in h200.models.items()}
+    run = dataclasses.replace(h200.run, models=list(models))
+    report = dataclasses.replace(h200, models=models, run=run)
     timelines = {
-        name: _dense_timeline(r.memory.nvml_samples, seed=i) for i, (name, r) in enumerate(h200.models.items())
+        name: _dense_timeline(r.memory.nvml_samples, seed=i) for i, (name, r) in enumerate(report.models.items())
     }
-    plots = draw_page_plots(h200, timelines)
+    plots = draw_page_plots(report, timelines)
     assert len(plots) == 17
-    path = html_report.write_page(h200, tmp_path / "report.json", plots=plots)
+    path = html_report.write_page(report, tmp_path / "report.json", plots=plots)
     assert path.stat().st_size < MAX_PAGE_BYTES
 
     probed = tmp_path / "probed.html"
@@ -416,8 +444,13 @@ def test_chromium_shows_the_default_runs_verdict_and_every_plot_and_the_page_is_
         )
     )
     dom = _browse(browser, tmp_path / "profile-dom", "--window-size=1280,1000", "--dump-dom", probed.as_uri()).stdout
-    body = next(attrs for tag, attrs in Page(dom).tags if tag == "body")
+    rendered = Page(dom)
+    body = next(attrs for tag, attrs in rendered.tags if tag == "body")
     seen = json.loads(body["data-probe"])
+    # The browser read the name as text: the probe is the one script, and no element carries a handler.
+    assert [row[0] for row in rendered.rows["summary"]] == ["dqn", "ppo", HOSTILE, "tft"]
+    assert sum(tag == "script" for tag, _ in rendered.tags) == 1
+    assert not [attrs for _, attrs in rendered.tags if any(name.startswith("on") for name in attrs)]
     # The verdict on the first screen (a 1280 x 1000 window).
     decision, width, height, top, visibility, _ = seen[0]
     assert decision == "LOCAL_GPU_VIABLE" and width > 100 and height > 20 and 0 < top < 1000 - height

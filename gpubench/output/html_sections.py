@@ -309,17 +309,21 @@ def what_if_section(report: RunReport) -> str:
     recommendation = report.recommendation
     if recommendation is None or not recommendation.what_ifs:
         return ""
-    headers = ["model", "variant", "what it changes", "step, ms (main)", "speedup", "hours (main)", "peak MB", "note"]
-    numeric = [False, False, False, True, True, True, True, False]
+    headers = ["model", "variant", "what it changes", "step, ms", "main step, ms", "speedup", "hours", "main hours"]
+    headers += ["peak MB", "main peak MB", "note"]
+    numeric = [False, False, False, True, True, True, True, True, True, True, False]
     rows = [
         [
             text(w.model),
             text(w.variant),
             text(w.description),
-            f"{_fmt(w.step_ms, ',.3g')} ({_fmt(w.main_step_ms, ',.3g')})",
+            _fmt(w.step_ms, ",.3g"),
+            _fmt(w.main_step_ms, ",.3g"),
             _fmt(w.speedup, ".2f"),
-            text(f"{_hours(w.hours)}{_between(_hours(w.hours_lower), _hours(w.hours_upper))} ({_hours(w.main_hours)})"),
-            f"{_fmt(w.peak_reserved_mb, ',.0f')} ({_fmt(w.main_peak_reserved_mb, ',.0f')})",
+            _with_bounds(_hours(w.hours), _hours(w.hours_lower), _hours(w.hours_upper)),
+            text(_hours(w.main_hours)),
+            _fmt(w.peak_reserved_mb, ",.0f"),
+            _fmt(w.main_peak_reserved_mb, ",.0f"),
             text(w.reason or w.status),
         ]
         for w in recommendation.what_ifs
