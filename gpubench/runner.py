@@ -2,13 +2,13 @@
 
 hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.run_model` (batch -> build -> measure
 -> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
-(:func:`gpubench.distributed.launch.measure_distributed`) -> the report written after every phase -> recommendation
--> status complete -> MLflow run, plots, summary. The coordinator holds no maths: each phase returns a value the
-next takes, and the report is a :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A
-model that fails gets a status and an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM,
-SIGHUP) leaves a valid partial report: the models measured, the one in progress with the epochs it completed (status
-``interrupted``), and the recommendation the decision rule gives from them, which never decides from a model it
-lacks.
+(:func:`gpubench.distributed.launch.measure_distributed`) -> the report (and its HTML page, report.html, without
+plots) written after every phase -> recommendation -> status complete -> plots, the page with them, MLflow run,
+summary. The coordinator holds no maths: each phase returns a value the next takes, and the report is a
+:class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails gets a status and
+an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a valid partial report
+and its page: the models measured, the one in progress with the epochs it completed (status ``interrupted``), and
+the recommendation the decision rule gives from them, which never decides from a model it lacks.
 """
 
 import logging
@@ -36,6 +36,7 @@ from gpubench.model_rounds import ModelRounds, first_round_record, merged_result
 from gpubench.model_run import EpochObserver, ModelInterrupted, run_model
 from gpubench.models import workload_class
 from gpubench.output import console, tracking
+from gpubench.output.html_report import PagePlot, draw_page_plots, write_page
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
 from gpubench.redact import install_log_redaction, redact
@@ -50,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 #: Batch keys that the GPU's batch-size search reads; on the CPU only ``batch.max_size`` applies, as a cap.
 _SEARCH_KEYS = ("batch.search", "batch.max_size", "batch.min_size")
+#: The resolved config the job writes in its folder (credentials redacted), shown on the HTML page too.
+RESOLVED_CONFIG_NAME = "config_resolved.yaml"
 
 
 def _git_commit() -> str | None:
@@ -94,6 +97,7 @@ class Runner:
         self.epoch_observer = epoch_observer
         self.model_observer = model_observer
         self.writer = ReportWriter(cfg.output)
+        self.config_path = context.run_dir / RESOLVED_CONFIG_NAME
         self.device, device_notice = choose_device(cfg)
         if device_notice:
             console.notice(device_notice)
@@ -137,7 +141,7 @@ class Runner:
             reference_sm_clock_mhz=warmup.peak_sm_clock_mhz, epoch_observer=self.epoch_observer
         )
         timelines: dict[str, MemoryTimeline] = {}
-        self.writer.write(report)
+        self._save(report)
         # Round 1 of every model runs through run_model alone on the device (batch search, memory profile), sized
         # to the first round's epochs; the later rounds follow, interleaved (gpubench/model_rounds.py).
         plan = split_epochs(cfg.epochs, cfg.statistics.rounds)
@@ -171,7 +175,7 @@ class Runner:
                 report = replace(report, models={**report.models, name: result})
                 if model.memory_timeline is not None:
                     timelines[name] = model.memory_timeline
-                self.writer.write(report)
+                self._save(report)
                 if self.model_observer is not None:
                     self.model_observer(name)
             name = None
@@ -179,14 +183,14 @@ class Runner:
             # An interrupt inside a later round names its model itself (ModelInterrupted.model).
             for measured, result in later_rounds(rounds, schedule, models, report.models):
                 report = replace(report, models={**report.models, measured: result})
-                self.writer.write(report)
+                self._save(report)
             # The data-parallel run compares with the 1-process result over every round.
             for name in cfg.model_names if cfg.distributed.enabled else ():
                 if report.models[name].status == "ok":
                     folder = self.writer.path.parent / "distributed" / name
                     scaled = measure_distributed(name, report.models[name], cfg, self.device, folder)
                     report = replace(report, models={**report.models, name: scaled})
-                    self.writer.write(report)
+                    self._save(report)
             name = None
             if what_if_enabled(cfg, self.device):
                 first_answer = build_recommendation(report, cfg.decision, load_catalog()).decision
@@ -200,7 +204,7 @@ class Runner:
                 for measured in chosen:
                     what_ifs = run_what_ifs(measured, models, report.models[measured])
                     report = replace(report, what_ifs={**report.what_ifs, measured: what_ifs})
-                    self.writer.write(report)
+                    self._save(report)
             # The models' sections are on disk already: the recommendation is computed from them.
             recommendation = build_recommendation(report, cfg.decision, load_catalog())
             report = replace(report, recommendation=recommendation, status="complete")
@@ -214,11 +218,11 @@ class Runner:
             if name is not None and (name not in report.models or isinstance(exc, ModelInterrupted)):
                 report = replace(report, models={**report.models, name: _interrupted_result(exc)})
             # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
-            self.writer.write(report)
+            self._save(report)
             try:
                 if report.models:
                     report = replace(report, recommendation=build_recommendation(report, cfg.decision, load_catalog()))
-                    self.writer.write(report)
+                    self._save(report)
                 console.print_summary(report, str(self.writer.path))
             except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
                 console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
@@ -228,13 +232,19 @@ class Runner:
             # float) says so in the report, which keeps the models measured before it, and their summary is shown.
             reason = str(exc) if isinstance(exc, GpubenchError) else f"{type(exc).__name__}: {exc}"
             report = replace(report, status="failed", error=redact(reason))
-            self.writer.write(report)
+            self._save(report)
             if report.models:
                 console.print_summary(report, str(self.writer.path))
             raise
         finally:
-            self.writer.write(report)
+            self._save(report)
         return CompletedRun(report=report, memory_timelines=timelines)
+
+    def _save(self, report: RunReport) -> None:
+        """Write the report, then its HTML page without plots (drawn once, when the run ends): a job killed
+        outright (SIGKILL, out of host memory) still leaves a page of every model measured before it."""
+        self.writer.write(report)
+        _write_page(report, self.writer.path, self.config_path)
 
     def _run_info(self) -> RunInfo:
         cfg = self.cfg
@@ -279,6 +289,27 @@ def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
 # ------------------------------------------------------------------------------------------------ the job
 
 
+def _page_plots(report: RunReport, timelines: dict[str, MemoryTimeline] | None = None) -> tuple[list[PagePlot], str]:
+    """The report's plots for its HTML page, and a note that is empty unless drawing them failed (then said in
+    the page's place for them)."""
+    try:
+        return draw_page_plots(report, timelines), ""
+    except Exception as exc:  # the plots illustrate the report; failing to draw one must not lose the page
+        return [], f"The plots could not be drawn ({type(exc).__name__}: {exc})."
+
+
+def _write_page(
+    report: RunReport, report_path: Path, config_path: Path, plots: list[PagePlot] | None = None, plots_note: str = ""
+) -> Path | None:
+    """Write the report's HTML page beside it (:func:`gpubench.output.html_report.write_page`); None, with a
+    notice, when it cannot be written: the page presents the report, which is on disk already."""
+    try:
+        return write_page(report, report_path, plots=plots, plots_note=plots_note or None, config_path=config_path)
+    except Exception as exc:
+        console.notice(f"the HTML page could not be written ({type(exc).__name__}: {exc}); report.json is complete.")
+        return None
+
+
 def _tracking_record(
     report: RunReport | None, cfg: BenchmarkConfig, context: RunContext, run_name: str, artifacts: list[Path]
 ) -> tracking.RunRecord:
@@ -304,6 +335,11 @@ def _end_run_early(
         report = read_report(report_path)
     except ReportReadError:
         report = None
+    if report is not None:
+        # The partial report's page, with the plots of what it holds, goes with it to MLflow.
+        plots, note = _page_plots(report)
+        page = _write_page(report, report_path, context.run_dir / RESOLVED_CONFIG_NAME, plots, note)
+        files = files if page is None else [page, *files]
     record = _tracking_record(report, cfg, context, run_name, [report_path, *files])
     outcome = live.finish(record, status)
     if outcome.warning:
@@ -315,14 +351,15 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
 
     The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
     and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
-    job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it.
+    job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) and its HTML page
+    (:mod:`gpubench.output.html_report`, with the plots) are logged with it.
     The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
     :mod:`gpubench.hydra_files`).
     """
     # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
     install_log_redaction()
     config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
-    resolved_path = context.run_dir / "config_resolved.yaml"
+    resolved_path = context.run_dir / RESOLVED_CONFIG_NAME
     resolved_path.parent.mkdir(parents=True, exist_ok=True)
     resolved_path.write_text(redact(OmegaConf.to_yaml(config_tree)))
     sweep_dir = context.sweep_dir if context.multirun else None
@@ -351,6 +388,10 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
         artifacts += save_report_plots(report, runner.writer.path.parent, completed.memory_timelines)
     except Exception as exc:  # plots illustrate the report; failing to draw one must not lose the run
         console.notice(f"plots could not be drawn ({type(exc).__name__}: {exc}); the report is complete.")
+    plots, plots_note = _page_plots(report, completed.memory_timelines)
+    page = _write_page(report, runner.writer.path, resolved_path, plots, plots_note)
+    if page is not None:
+        artifacts.insert(1, page)
     # A failed data-parallel run fails the job as a failed model does (its 1-process result is in the report).
     model_failed = any(
         model.status == "failed" or (model.distributed is not None and model.distributed.status == "failed")
@@ -363,5 +404,6 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     if outcome.run_id:
         report = replace(report, run=replace(report.run, mlflow_run_id=outcome.run_id))
         runner.writer.write(report)
+        _write_page(report, runner.writer.path, resolved_path, plots, plots_note)
     console.print_summary(report, str(runner.writer.path))
     return 1 if model_failed else 0

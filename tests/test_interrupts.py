@@ -220,6 +220,9 @@ def test_a_signal_during_a_model_keeps_its_epochs_and_prints_the_report(tmp_path
     assert 4 <= len(tft.raw_epoch_times_ms) < 30
     assert tft.statistics is not None and tft.statistics.n == len(tft.raw_epoch_times_ms)
     assert report.recommendation is not None
+    # Its HTML page says it is partial and draws the epochs measured, the interrupted model's too.
+    page = (report_path.parent / "report.html").read_text()
+    assert "Partial report: the run was interrupted." in page and 'data-plot="tft_epoch_times"' in page
 
 
 @pytest.mark.slow

@@ -10,15 +10,18 @@ matplotlib is imported inside the functions so that importing gpubench (and ``--
 Figures are built with :class:`matplotlib.figure.Figure` on an Agg canvas rather than through pyplot: pyplot
 keeps every figure in a global registry until it is closed and may pick a GUI backend; a bare Figure is freed
 when it goes out of scope (nothing to close), needs no display, and is safe to draw from any thread. The
-``*_figure`` functions build one figure each; :func:`save_report_plots` draws them under the shared style.
+``*_figure`` functions build one figure each; :func:`report_plots` yields every one the report has data for, which
+:func:`save_report_plots` saves as PNGs and the HTML page (:mod:`gpubench.output.html_report`) embeds, both under
+the shared style (:func:`plot_style`).
 """
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,6 +68,51 @@ _MAX_BINS = 40
 _WARMUP_CLIP_FACTOR = 1.5
 
 
+@dataclass(frozen=True)
+class ReportPlot:
+    """One plot of a report: its file stem (``mlp_epoch_times``), the model it shows (None for the whole report's
+    cost plot), what it shows in words (``epoch times``) and the figure."""
+
+    stem: str
+    model: str | None
+    subject: str
+    figure: "Figure"
+
+
+@contextmanager
+def plot_style(**overrides: Any) -> Iterator[None]:
+    """The shared style (fonts, grid) of every plot, with ``overrides`` (rcParams) on top: figures are built and
+    saved inside it."""
+    from matplotlib import rc_context
+
+    with rc_context({**_STYLE, **overrides}):
+        yield
+
+
+def report_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] | None = None) -> Iterator[ReportPlot]:
+    """Every plot the report has data for, built one at a time in drawing order (per model: epoch times, loss, VRAM,
+    batch search; then the cost by card); iterate inside :func:`plot_style`. ``memory_timelines``: per model name,
+    the memory sampler's samples; None or a missing model: no VRAM timeline for it."""
+    timelines = memory_timelines or {}
+    for name, result in report.models.items():
+        stem = _safe_name(name)
+        builders: tuple[tuple[str, Callable[..., Figure | None], tuple[Any, ...]], ...] = (
+            ("epoch times", epoch_time_figure, (name, result)),
+            ("loss", loss_figure, (name, result)),
+            ("vram", vram_figure, (name, result, timelines.get(name), report.hardware)),
+            ("batch search", batch_search_figure, (name, result)),
+        )
+        # Built one at a time as the caller takes them: a figure is freed once saved, not held with the rest.
+        for subject, build, arguments in builders:
+            figure = build(*arguments)
+            if figure is not None:
+                yield ReportPlot(f"{stem}_{subject.replace(' ', '_')}", name, subject, figure)
+    recommendation = report.recommendation
+    cost = cost_figure(recommendation) if recommendation is not None and recommendation.projection else None
+    if cost is not None:
+        yield ReportPlot("cost_by_card", None, "cost by card", cost)
+
+
 def save_report_plots(
     report: RunReport, out_dir: Path, memory_timelines: dict[str, MemoryTimeline] | None = None
 ) -> list[Path]:
@@ -79,27 +127,10 @@ def save_report_plots(
     Files: ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
     ``cost_by_card.png``.
     """
-    from matplotlib import rc_context
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    timelines = memory_timelines or {}
-    written: list[Path] = []
-    with rc_context(_STYLE):
-        for name, result in report.models.items():
-            stem = _safe_name(name)
-            figures = {
-                f"{stem}_epoch_times.png": epoch_time_figure(name, result),
-                f"{stem}_loss.png": loss_figure(name, result),
-                f"{stem}_vram.png": vram_figure(name, result, timelines.get(name), report.hardware),
-                f"{stem}_batch_search.png": batch_search_figure(name, result),
-            }
-            written += [_save(figure, out_dir / file) for file, figure in figures.items() if figure is not None]
-        recommendation = report.recommendation
-        cost = cost_figure(recommendation) if recommendation is not None and recommendation.projection else None
-        if cost is not None:
-            written.append(_save(cost, out_dir / "cost_by_card.png"))
-    return written
+    with plot_style():
+        return [_save(plot.figure, out_dir / f"{plot.stem}.png") for plot in report_plots(report, memory_timelines)]
 
 
 def _safe_name(name: str) -> str:

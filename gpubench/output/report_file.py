@@ -1,5 +1,5 @@
 """The report file: written atomically after every model, read back as a typed :class:`RunReport`; and the atomic
-JSON writer the sweep's job summaries use too.
+writers the sweep's job summaries and the HTML page use too.
 
 The report's schema lives in :mod:`gpubench.results`; this module only serialises a report (its ``to_dict()``)
 so that a reader (a sweep summary, ``gpubench.compare``, a user's ``cat``) always sees a complete file, and
@@ -51,27 +51,32 @@ def _umask() -> int:
     return mask
 
 
-def write_json_atomic(path: Path, content: Any) -> None:
-    """Write ``content`` as strict JSON (NaN/Inf as null) to ``path``: a reader sees the old file or the new one,
-    never half of it. Credentials in any string of it (a tracking URI among the overrides) are redacted.
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``: a reader sees the old file or the new one, never half of it.
 
     The text goes to a temp file in the same folder (a rename across file systems is not atomic), is flushed to
     disk, then renamed over ``path``; the folder is created if missing. The file gets the permissions any new
     file would (0666 less the umask), not the temp file's private 0600.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, content: Any) -> None:
+    """Write ``content`` as strict JSON (NaN/Inf as null) to ``path`` atomically (:func:`write_text_atomic`).
+    Credentials in any string of it (a tracking URI among the overrides) are redacted."""
+    text = json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False)
+    write_text_atomic(path, text + "\n")
 
 
 class ReportWriter:

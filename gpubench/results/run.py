@@ -182,7 +182,8 @@ class RunInfo(Record):
     def preset(self) -> str | None:
         """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
         choice = self.choices.get("experiment")
-        return None if choice in (None, "", "null") else choice
+        # Hydra names an unset group None, which the job records as the string "None" (gpubench/job.py).
+        return None if choice in (None, "", "null", "None") else choice
 
     @property
     def preset_note(self) -> str | None:

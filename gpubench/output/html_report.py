@@ -1,0 +1,273 @@
+"""report.html: the run on one page, to read and to send, written beside report.json and logged with it to MLflow.
+
+The page holds the verdict with its reasoning, the per-model summary table, the cost table (every row, the local
+option and the price snapshot), the plots, the host notes, the hardware, data and run, and the resolved config
+(sections: :mod:`gpubench.output.html_sections`). It is one self-contained file that works offline: the style is
+inline, the plots are embedded, there is no script, and its Content-Security-Policy forbids the browser to load
+anything from anywhere (no CDN, font or image from the network).
+
+Plots are the figures of :mod:`gpubench.output.plots`, embedded as inline SVG with the text kept as text
+(``svg.fonttype: none``): for the seventeen plots of the H200's default four-model run, 0.54 MB against 1.96 MB as
+base64 PNG, a 0.58 MB page (``python benchmarks/html_page_size.py``). A plot whose SVG is large (a VRAM timeline of
+100,000 samples: 200 KB) is drawn as a PNG too, and the smaller of the two is embedded (80 KB).
+
+:func:`render_page` is pure (a report, its plots and its config text in, the HTML out); :func:`write_page` draws
+the plots (or not: the page written after every model has none yet) and writes the file atomically.
+"""
+
+import base64
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from gpubench.output import plots as report_figures
+from gpubench.output.html_sections import (
+    config_section,
+    cost_section,
+    host_section,
+    run_section,
+    status_banner,
+    summary_section,
+    text,
+    verdict_section,
+    what_if_section,
+)
+from gpubench.output.report_file import write_text_atomic
+from gpubench.results import MemoryTimeline, RunReport
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: The page's file name beside a report named ``report.json``.
+PAGE_FILE_NAME = "report.html"
+#: The config file whose text the page shows, beside the report in the job's folder.
+CONFIG_FILE_NAME = "config_resolved.yaml"
+#: An SVG plot larger than this (bytes) is drawn as a PNG too, and the smaller of the two is embedded.
+SVG_MAX_BYTES = 150_000
+
+#: What each plot shows, under it (by :attr:`gpubench.output.plots.ReportPlot.subject`).
+_CAPTIONS = {
+    "epoch times": "Every measured epoch in order (warmup in grey, flagged outliers in red) beside their histogram, "
+    "with the mean, the median, the t interval and the decision interval.",
+    "loss": "Mean training loss per epoch: a health check, not a measure of the model's quality.",
+    "vram": "GPU memory as the sampler read it during warmup and the measured epochs, against the usable VRAM.",
+    "batch search": "Peak reserved memory and throughput of each batch-size trial, with the headroom limit, the "
+    "chosen batch and the throughput knee.",
+    "cost by card": "The decided models' full training projected on each catalog card (whisker to the upper bound) "
+    "and its cloud cost.",
+}
+
+#: No script, nothing fetched: inline styles, and images only from the page itself (data: URIs).
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+_STYLE = """
+:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --bg: #ffffff; --band: #f5f7fa; }
+* { box-sizing: border-box; }
+body { margin: 0; color: var(--fg); background: var(--bg); line-height: 1.45;
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; }
+header, main { max-width: 1180px; margin: 0 auto; padding: 0 20px; }
+header { padding-top: 18px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 28px 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 16px 0 6px; }
+nav a { margin-right: 12px; color: var(--muted); }
+.meta, caption, figcaption, .notes { color: var(--muted); font-size: 13px; }
+.verdict { border-left: 6px solid #8a94a6; background: var(--band); padding: 8px 16px 12px; margin-top: 18px; }
+.verdict h2 { border: 0; margin-top: 6px; }
+.verdict .decision { font-size: 24px; font-weight: 700; margin: 4px 0; }
+.verdict.local { border-color: #2e9d4a; } .verdict.local .decision { color: #1f7a37; }
+.verdict.gray { border-color: #d99a00; } .verdict.gray .decision { color: #9a6b00; }
+.verdict.cloud { border-color: #2c6fce; } .verdict.cloud .decision { color: #1f56a6; }
+.preset { font-weight: 600; color: #9a6b00; }
+.banner { border: 2px solid #d62728; background: #fdecec; padding: 8px 16px; margin-top: 16px; }
+.banner strong { color: #b01d1e; }
+.warning { color: #9a3b00; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 8px 0; }
+dt { color: var(--muted); } dd { margin: 0; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
+caption { text-align: left; padding: 4px 0; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top;
+  overflow-wrap: break-word; }
+.range { display: block; color: var(--muted); font-size: 12px; }
+.sources { overflow-wrap: anywhere; }
+.nowrap { white-space: nowrap; }
+th { background: var(--band); white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.ok { color: #1f7a37; } .bad { color: #b01d1e; font-weight: 600; }
+.mono, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12.5px; }
+pre { background: var(--band); padding: 10px; overflow-x: auto; white-space: pre; }
+figure { margin: 12px 0 20px; }
+figure svg, figure img { display: block; width: 100%; max-width: 1000px; height: auto; }
+footer { max-width: 1180px; margin: 30px auto; padding: 0 20px; color: var(--muted); font-size: 12px; }
+@media print { nav { display: none; } figure, table { break-inside: avoid; } }
+"""
+
+
+@dataclass(frozen=True)
+class PagePlot:
+    """One plot ready for the page: its file stem (``mlp_epoch_times``), the model it shows (None for the cost
+    plot), what it shows (``epoch times``), the format chosen and its markup (an inline ``<svg>``, or an ``<img>``
+    holding the PNG as base64)."""
+
+    stem: str
+    model: str | None
+    subject: str
+    format: Literal["svg", "png"]
+    markup: str
+
+    @property
+    def size_bytes(self) -> int:
+        """The markup's size in the page (UTF-8 bytes)."""
+        return len(self.markup.encode("utf-8"))
+
+
+def page_path(report_path: Path) -> Path:
+    """Where the page of the report at ``report_path`` goes: beside it, under its name with ``.html``
+    (``report.json`` -> ``report.html``); a report named ``*.html`` gets ``*.html.html`` rather than overwritten."""
+    if report_path.suffix.lower() == ".html":
+        return report_path.with_name(report_path.name + ".html")
+    return report_path.with_suffix(".html")
+
+
+def svg_markup(figure: "Figure", label: str) -> str:
+    """The figure as an inline ``<svg>`` element (the XML prolog and doctype dropped, an accessible name added)."""
+    buffer = io.StringIO()
+    # No date in the metadata: the same report gives the same page.
+    figure.savefig(buffer, format="svg", facecolor="white", metadata={"Date": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg") :]
+    return svg.replace("<svg ", f'<svg role="img" aria-label="{text(label)}" ', 1)
+
+
+def png_markup(figure: "Figure", label: str) -> str:
+    """The figure as an ``<img>`` holding its PNG (at the PNG files' resolution) as base64."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=report_figures.DPI, facecolor="white")
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="{text(label)}" src="data:image/png;base64,{encoded}">'
+
+
+def draw_page_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] | None = None) -> list[PagePlot]:
+    """Every plot the report has data for, as the page embeds it: inline SVG, or a PNG where the SVG is over
+    :data:`SVG_MAX_BYTES` and the PNG is smaller. ``memory_timelines`` as for
+    :func:`gpubench.output.plots.report_plots`."""
+    drawn = []
+    # Text as text, not glyph outlines: half the size, and the labels can be searched and copied.
+    with report_figures.plot_style(**{"svg.fonttype": "none"}):
+        for plot in report_figures.report_plots(report, memory_timelines):
+            label = f"{plot.model}: {plot.subject}" if plot.model is not None else plot.subject
+            kind: Literal["svg", "png"] = "svg"
+            markup = svg_markup(plot.figure, label)
+            if len(markup) > SVG_MAX_BYTES:
+                png = png_markup(plot.figure, label)
+                if len(png) < len(markup):
+                    kind, markup = "png", png
+            drawn.append(PagePlot(plot.stem, plot.model, plot.subject, kind, markup))
+    return drawn
+
+
+def _plots_section(report: RunReport, plots: Sequence[PagePlot], plots_note: str | None) -> str:
+    parts = ['<section id="plots"><h2>Plots</h2>']
+    if plots_note:
+        parts.append(f'<p class="notes">{text(plots_note)}</p>')
+    elif not plots:
+        parts.append('<p class="notes">No plot: no model has measured epochs to draw.</p>')
+    groups = [*((name, name) for name in report.models), (None, "Whole run")]
+    for model, heading in groups:
+        chosen = [plot for plot in plots if plot.model == model]
+        if not chosen:
+            continue
+        parts.append(f"<h3>{text(heading)}</h3>")
+        for plot in chosen:
+            caption = _CAPTIONS.get(plot.subject, "")
+            parts.append(
+                f'<figure class="plot" data-plot="{text(plot.stem)}">{plot.markup}'
+                f"<figcaption>{text(caption)}</figcaption></figure>"
+            )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _header(report: RunReport) -> str:
+    decision = report.recommendation.decision if report.recommendation is not None else None
+    facts = [
+        report.hardware.device_name,
+        ", ".join(report.run.models),
+        f"started {report.timestamp} UTC",
+        f"status {report.status}",
+        f"gpubench {report.benchmark_version}",
+    ]
+    links = [("verdict", "Verdict"), ("summary", "Models"), ("cost", "Renting"), ("plots", "Plots")]
+    links += [("host", "Host"), ("run", "Hardware, data, run"), ("config", "Config")]
+    nav = "".join(f'<a href="#{anchor}">{label}</a>' for anchor, label in links)
+    title = f"gpubench · {report.hardware.device_name} · {decision or 'no decision'}"
+    return (
+        f"<title>{text(title)}</title></head><body><header><h1>gpubench report</h1>"
+        f'<p class="meta">{text(" · ".join(facts))}</p><nav>{nav}</nav></header>'
+    )
+
+
+def render_page(
+    report: RunReport,
+    *,
+    plots: Sequence[PagePlot] = (),
+    config_text: str | None = None,
+    config_name: str = CONFIG_FILE_NAME,
+    plots_note: str | None = None,
+) -> str:
+    """The whole page of ``report`` as one HTML document: ``plots`` (from :func:`draw_page_plots`) embedded, the
+    resolved config's text shown under ``config_name`` (None: it could not be read), and ``plots_note`` said in
+    place of the plots' absence when given (they were not drawn yet, or drawing failed)."""
+    sections = [
+        status_banner(report),
+        verdict_section(report),
+        summary_section(report),
+        cost_section(report),
+        what_if_section(report),
+        _plots_section(report, plots, plots_note),
+        host_section(report),
+        run_section(report),
+        config_section(config_text, config_name),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="gpubench {text(report.benchmark_version)}">'
+        f"<style>{_STYLE}</style>{_header(report)}"
+        f"<main>{''.join(sections)}</main>"
+        "<footer>Written by gpubench from the run's JSON report, which holds every figure on this page and more. "
+        "The page loads nothing from the network.</footer></body></html>\n"
+    )
+
+
+def write_page(
+    report: RunReport,
+    report_path: Path,
+    *,
+    plots: Sequence[PagePlot] | None = None,
+    plots_note: str | None = None,
+    config_path: Path | None = None,
+) -> Path:
+    """Write the page of the report at ``report_path`` beside it (:func:`page_path`), atomically; return its path.
+
+    ``plots``: the drawn plots (:func:`draw_page_plots`), or None for a page without them yet, which says so
+    (``plots_note``, or a sentence that they are drawn when the run ends). ``config_path``: the resolved config
+    shown (default: :data:`CONFIG_FILE_NAME` beside the report); one that cannot be read is said so on the page.
+    """
+    config = config_path if config_path is not None else report_path.parent / CONFIG_FILE_NAME
+    try:
+        config_text = config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        config_text = None
+    if plots is None and plots_note is None:
+        plots_note = "The plots are drawn when the run ends; this page was written while it ran."
+    page = render_page(
+        report, plots=plots or (), config_text=config_text, config_name=config.name, plots_note=plots_note
+    )
+    path = page_path(report_path)
+    write_text_atomic(path, page)
+    return path
