@@ -108,6 +108,10 @@ def hydra_error_message(exc: BaseException) -> str:
     return message
 
 
+#: How Hydra's message starts when two of its modes are given together (hydra/_internal/utils.py, _run_hydra).
+_EXCLUSIVE_MODES = "Only one of --run, --multirun"
+
+
 def _refuse(message: str, user_wants_traceback: bool) -> None:
     """Print ``message`` as the error and exit 2; re-raise instead when the user asked for Hydra's traceback."""
     if user_wants_traceback:
@@ -140,6 +144,17 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     # Hydra's errors first: one of them (a config group's missing option) is an OSError too.
     except (HydraException, OmegaConfBaseException) as exc:
         _refuse(hydra_error_message(exc), user_wants_traceback)
+    except ValueError as exc:
+        # Hydra refuses two of its modes at once (`-m --cfg job`) with a plain ValueError before composing; any
+        # other ValueError is the task's own and keeps its traceback.
+        if not str(exc).startswith(_EXCLUSIVE_MODES):
+            raise
+        _refuse(
+            "Only one of --multirun (-m), --cfg, --info, --run and --shell-completion can be given at once: to see "
+            "a sweep job's config, drop -m and give that job's values (`python -m gpubench --cfg job model=mlp`); "
+            "to run the sweep, drop --cfg.",
+            user_wants_traceback,
+        )
     except OSError as exc:
         # A file that cannot be written: Hydra's run folder and saved config (a full or read-only working folder
         # fails before the task runs), or one of the job's own files.

@@ -327,6 +327,8 @@ def test_a_databento_key_in_the_environment_never_reaches_report_or_mlflow(track
         # command line by tests/test_data_dbn_real_files.py::test_cli_on_a_file_without_records_exits_2_naming_it.
         pytest.param(["data=dbn", "data.path=/nonexistent/folder"], "/nonexistent/folder", marks=pytest.mark.slow),
         (["output=/proc/forbidden/report.json"], "`output`"),
+        # Hydra's own refusal of two modes at once (a ValueError, not a Hydra error) is one paragraph too.
+        (["-m", "--cfg", "job"], "Only one of --multirun (-m), --cfg"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_message(tmp_path, cache_dir, args, expected):

@@ -84,6 +84,8 @@ def test_show_names_a_stale_snapshot_under_a_fake_clock(capsys: pytest.CaptureFi
     assert "warning: price snapshot of 2026-12-02 is 91 days old (over 90)" in out
     assert main(["show"], today=lambda: date(2027, 3, 2)) == 0
     assert "warning" not in capsys.readouterr().out
+    assert main(["show"], today=lambda: date(2026, 12, 3)) == 0
+    assert "(1 day old)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

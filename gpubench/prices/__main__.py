@@ -20,7 +20,8 @@ def _today() -> date:
 def format_snapshot(snapshot: PriceSnapshot, today: date, gpu: str | None = None) -> str:
     """The snapshot as text: its date and age, each provider's version, then one line per offer (of ``gpu``,
     matched case-insensitively on the GPU name or the catalog card, when given), cheapest per GPU first."""
-    lines = [f"price snapshot of {snapshot.snapshot_date.isoformat()} ({snapshot.age_days(today)} days old)"]
+    age = snapshot.age_days(today)
+    lines = [f"price snapshot of {snapshot.snapshot_date.isoformat()} ({age} day{'' if age == 1 else 's'} old)"]
     stale = snapshot.staleness(today)
     if stale:
         lines.append(f"warning: {stale}")
