@@ -288,7 +288,8 @@ class StabilityMonitor:
 
     def _epoch_rl(self, totals: list[float], maxima: list[float]) -> EpochRLHealth | None:
         """The epoch's RL signals from the totals read back (None when no step reported any), and a reset."""
-        steps, name, ceiling, bound = self._rl_steps, self._critic_loss_name, self._critic_loss_ceiling, self._return_bound
+        steps, name, ceiling = self._rl_steps, self._critic_loss_name, self._critic_loss_ceiling
+        bound = self._return_bound
         self._rl_steps = 0
         self._critic_loss_ceiling = 0.0
         self._return_bound = None
