@@ -390,6 +390,8 @@ class RLHealth(Record):
     max_value_abs: float | None = None
     return_bound: float | None = None
 
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("epoch_mean_value_abs_maxima", "max_value_abs", "return_bound")
+
 
 @dataclass(frozen=True)
 class StabilityReport(Record):
@@ -427,7 +429,7 @@ class StabilityReport(Record):
     epoch_max_grad_norms: list[float | None] | None = None
     grad_norm_growth_factor: float | None = None
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rl",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rl", "epoch_max_grad_norms", "grad_norm_growth_factor")
 
     @property
     def loss_trend_judged(self) -> bool:
