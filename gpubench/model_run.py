@@ -143,6 +143,7 @@ class WorkloadFacts:
     updates_per_step: float = 1.0
     launches_per_step: int | None = None
     bytes_per_step: int | None = None
+    flops_by_precision: dict[str, float] | None = None
 
     @property
     def updates_per_env_step(self) -> float | None:
@@ -261,6 +262,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
         flops_per_step=counts.flops,
         launches_per_step=counts.launches,
         bytes_per_step=counts.bytes,
+        flops_by_precision=counts.flops_by_precision,
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
@@ -477,6 +479,7 @@ def _result(
         updates_per_env_step=attempt.facts.updates_per_env_step,
         evaluation=attempt.evaluation,
         checkpoint=attempt.checkpoint,
+        flops_by_precision=attempt.facts.flops_by_precision,
     )
 
 
@@ -507,6 +510,7 @@ def _failed_result(
         workload={} if facts is None else facts.description,
         execution=None if facts is None else _execution(context),
         traceback=traceback.format_exc(limit=8),
+        flops_by_precision=None if facts is None else facts.flops_by_precision,
     )
 
 

@@ -720,6 +720,7 @@ class ModelResult(Record):
         "distributed",
         "rounds",
         "host_probe_explained_share",
+        "flops_by_precision",
     )
 
     status: ModelStatus = "ok"
@@ -772,6 +773,10 @@ class ModelResult(Record):
     #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
     #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
     host_probe_explained_share: float | None = None
+    #: ``flops_per_step`` by the precision the counted operations ran in (``fp32``, ``bf16``, ``fp16``; another
+    #: dtype by torch's name), as the dispatcher saw their operands: the projection takes each card's peak for
+    #: these, whatever ``execution.precision`` says (a user's model may autocast itself). None where not counted.
+    flops_by_precision: dict[str, float] | None = None
 
     @property
     def epochs_per_round(self) -> list[int]:

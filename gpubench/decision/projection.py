@@ -12,6 +12,12 @@ attainable rate, kernel launches at :data:`LAUNCH_COST_MS` each and bytes at the
 its assumptions, in words, are :data:`gpubench.decision.advice.PROJECTION_METHOD` (written into the report as
 well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), bandwidth in GB/s (1e9 bytes/s), training in
 hours. Pure arithmetic on the report's typed records: nothing here imports torch.
+
+Each model's peaks are those of the precision its FLOPs ran in, as the run recorded them
+(:attr:`~gpubench.results.ModelResult.flops_by_precision`, :func:`compute_precisions`), not only the run's
+``execution.precision``: a user's model that autocasts to bf16 itself computes in bf16 under ``execution.precision
+fp32``, and projected with fp32 peaks it ran faster on an L40S (91.6 fp32 TFLOP/s) than on the H200 it was
+measured on (67; bf16: 362 against 989).
 """
 
 from collections.abc import Mapping
@@ -21,7 +27,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
 from gpubench.decision.scaling import scaled_time, scaled_total, scaling_efficiency
 from gpubench.hardware.catalog import Card, match_catalog_card
-from gpubench.results import CardProjection, ProjectedModel, RunReport, ScalingEfficiency, StepSplit
+from gpubench.results import CardProjection, ModelResult, ProjectedModel, RunReport, ScalingEfficiency, StepSplit
 
 #: A step whose compute part is at least this fraction of its time is called compute-bound.
 COMPUTE_BOUND_SHARE = 0.5
@@ -77,18 +83,52 @@ class DeviceThroughput:
     on_gpu: bool = True
 
 
-def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_efficiency: float) -> DeviceThroughput:
-    """The measured device's throughput, from the report's hardware (the device, its burn-in) and the run's
-    precision and matmul precision. An emulated card (``hardware=<card>`` on a bigger GPU) caps memory only: the
-    speed measured is the device's, and :func:`answer_card` names the card the answer is projected onto."""
-    hardware, precision = report.hardware, report.run.precision
+def compute_precisions(result: ModelResult | None, run_precision: str) -> dict[str, float]:
+    """The precisions a model's step computes in, as its FLOPs by precision: the run's record
+    (:attr:`~gpubench.results.ModelResult.flops_by_precision`), else the whole step at ``run_precision`` (the
+    run's ``execution.precision``: a report written before the record, or a step whose FLOPs were not counted)."""
+    recorded = None if result is None else result.flops_by_precision
+    if recorded and sum(recorded.values()) > 0:
+        return dict(recorded)
+    return {run_precision: 1.0}
+
+
+def precision_label(precision: str | Mapping[str, float]) -> str:
+    """``bf16`` for a step in one precision; the FLOP shares, largest first, for several
+    (``bf16 90% + fp32 10%``)."""
+    shares = _as_mix(precision)
+    total = sum(shares.values())
+    named = sorted(((flops, name) for name, flops in shares.items() if flops > 0), reverse=True)
+    if len(named) <= 1:
+        return named[0][1] if named else next(iter(shares), "unknown")
+    return " + ".join(f"{name} {flops / total:.0%}" for flops, name in named)
+
+
+def _as_mix(precision: str | Mapping[str, float]) -> dict[str, float]:
+    """FLOPs by precision; a precision name stands for a step wholly in it."""
+    return {precision: 1.0} if isinstance(precision, str) else dict(precision)
+
+
+def source_throughput(
+    report: RunReport,
+    catalog: dict[str, Card],
+    assumed_efficiency: float,
+    precision: str | Mapping[str, float] | None = None,
+) -> DeviceThroughput:
+    """The measured device's throughput, from the report's hardware (the device, its burn-in) and its matmul
+    precision, for a step computing at ``precision`` (a precision, or FLOPs by precision: a model's
+    :func:`compute_precisions`; None: the run's ``execution.precision``). An emulated card (``hardware=<card>`` on
+    a bigger GPU) caps memory only: the speed measured is the device's, and :func:`answer_card` names the card
+    the answer is projected onto."""
+    hardware = report.hardware
+    mix = _as_mix(report.run.precision if precision is None else precision)
     matmul_precision = report.run.fp32_matmul_precision
     device_name = hardware.device_name or "unknown device"
     burn_in_tflops = (hardware.warmup_stats.achieved_tflops if hardware.warmup_stats else None) or None
     card_name = match_catalog_card(device_name, catalog) if hardware.on_gpu else None
     if card_name is not None:
         card = catalog[card_name]
-        peak = card.peak_tflops(precision, matmul_precision)
+        peak = card.mixed_peak_tflops(mix, matmul_precision)
         # The burn-in's fp32 matmuls ran under the job's matmul precision (tf32 when high/medium).
         burn_in_peak = card.peak_tflops("fp32", matmul_precision)
         if burn_in_tflops and burn_in_peak:
@@ -147,24 +187,39 @@ def answer_card(report: RunReport, source: DeviceThroughput, catalog: dict[str, 
 def target_throughput(
     name: str,
     card: Card,
-    precision: str,
+    precision: str | Mapping[str, float],
     source: DeviceThroughput,
     assumed_efficiency: float,
     matmul_precision: str = "highest",
 ) -> DeviceThroughput:
-    """A catalog card's throughput as a projection target: the source's measured η when the source is a catalog
-    card (same kernels, same software), else ``assumed_efficiency``."""
+    """A catalog card's throughput as a projection target for a step computing at ``precision`` (a precision, or
+    FLOPs by precision, :meth:`Card.mixed_peak_tflops`): the source's measured η when the source is a catalog card
+    (same kernels, same software), else ``assumed_efficiency``."""
     efficiency = source.matmul_efficiency if source.card is not None else assumed_efficiency
     assert efficiency is not None
-    peak = card.peak_tflops(precision, matmul_precision)
+    peak = card.mixed_peak_tflops(_as_mix(precision), matmul_precision)
     return DeviceThroughput(
         name=name,
         card=name,
         attainable_tflops=efficiency * peak if peak else None,
         matmul_efficiency=efficiency,
         memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-        basis=f"catalog {precision} peak {peak} TFLOP/s x efficiency {efficiency:.2f}",
+        basis=f"catalog {precision_label(precision)} peak {peak and round(peak, 4)} TFLOP/s x efficiency "
+        f"{efficiency:.2f}",
     )
+
+
+def model_sources(
+    report: RunReport, catalog: dict[str, Card], assumed_efficiency: float, names: list[str]
+) -> dict[str, DeviceThroughput]:
+    """The measured device's throughput for each named model, at the precisions its step computes in
+    (:func:`compute_precisions`)."""
+    return {
+        name: source_throughput(
+            report, catalog, assumed_efficiency, compute_precisions(report.models.get(name), report.run.precision)
+        )
+        for name in names
+    }
 
 
 def memory_traffic_ms(bytes_per_step: int, memory_bandwidth_gbps: float) -> float:
@@ -446,26 +501,41 @@ def slower_cause(split: StepSplit, source: DeviceThroughput, target: DeviceThrou
 def projected_estimates(
     estimates: dict[str, TimeEstimate],
     splits: dict[str, StepSplit],
-    source: DeviceThroughput,
-    target: DeviceThroughput,
+    sources: Mapping[str, DeviceThroughput],
+    targets: Mapping[str, DeviceThroughput],
     *,
     measured: bool,
 ) -> tuple[dict[str, StepProjection], dict[str, TimeEstimate]]:
-    """Each model's step projected onto ``target`` and, where it could be, its estimate there
-    (:func:`project_estimate`)."""
-    steps = {name: project_step(splits[name], source, target, measured=measured) for name in estimates}
+    """Each model's step projected from its ``sources`` entry onto its ``targets`` entry (one card, at the
+    precisions that model computes in) and, where it could be, its estimate there (:func:`project_estimate`)."""
+    steps = {name: project_step(splits[name], sources[name], targets[name], measured=measured) for name in estimates}
     projected = {
         name: project_estimate(
             estimate,
             steps[name].step_ms,
             steps[name].margin_fraction,
             steps[name].lower_margin_fraction,
-            from_counts=not source.on_gpu and not measured,
+            from_counts=not sources[name].on_gpu and not measured,
         )
         for name, estimate in estimates.items()
         if steps[name].step_ms is not None
     }
     return steps, projected
+
+
+def decided_precisions(report: RunReport, decided: list[str]) -> dict[str, float]:
+    """The ``decided`` models' FLOPs per step by precision, added up (each model's :func:`compute_precisions`; a
+    model without counted FLOPs adds nothing), for a card row's peak; the run's precision where none counts."""
+    total: dict[str, float] = {}
+    for name in decided:
+        result = report.models.get(name)
+        if result is None or not result.flops_per_step:
+            continue
+        mix = compute_precisions(result, report.run.precision)
+        scale = result.flops_per_step / sum(mix.values())
+        for precision, flops in mix.items():
+            total[precision] = total.get(precision, 0.0) + flops * scale
+    return total or {report.run.precision: 1.0}
 
 
 def projection_table(
@@ -474,26 +544,40 @@ def projection_table(
     splits: dict[str, StepSplit],
     report: RunReport,
     source: DeviceThroughput,
+    sources: Mapping[str, DeviceThroughput],
     catalog: dict[str, Card],
     decision: DecisionConfig,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
 ) -> list[CardProjection]:
     """A row per catalog card, priced for ``decision.cloud_gpus`` cards of it: each estimated model's projected
-    step (one card's, with its interval) and hours on those cards (with their bounds, the projection's error and
-    the scaling efficiency's interval included: :func:`gpubench.decision.scaling.scaled_time` with the model's
-    entry in ``scalings``, one card where None), and the ``decided_on`` models' total, its bounds, its cost (USD:
-    cards × hourly price × hours) and whether they fit in the card's VRAM at their measured peak."""
-    precision, matmul_precision = report.run.precision, report.run.fp32_matmul_precision
+    step (one card's, with its interval; from its entry of ``sources``, the measured device at the precisions it
+    computes in) and hours on those cards (with their bounds, the projection's error and the scaling efficiency's
+    interval included: :func:`gpubench.decision.scaling.scaled_time` with the model's entry in ``scalings``, one
+    card where None), and the ``decided_on`` models' total, its bounds, its cost (USD: cards × hourly price ×
+    hours) and whether they fit in the card's VRAM at their measured peak. A row's precision and peak are the
+    decided models' (:func:`decided_precisions`)."""
+    matmul_precision = report.run.fp32_matmul_precision
     decided = [name for name in decided_on if name in estimates]
+    row_precision = decided_precisions(report, decided)
     gpus = decision.cloud_gpus
     scaling = {name: (scalings or {}).get(name) or scaling_efficiency(1, None) for name in estimates}
+    efficiency = decision.assumed_matmul_efficiency
     rows = []
     for card_name, card in catalog.items():
-        target = target_throughput(
-            card_name, card, precision, source, decision.assumed_matmul_efficiency, matmul_precision
-        )
+        targets = {
+            name: target_throughput(
+                card_name,
+                card,
+                compute_precisions(report.models.get(name), report.run.precision),
+                sources[name],
+                efficiency,
+                matmul_precision,
+            )
+            for name in estimates
+        }
+        row_target = target_throughput(card_name, card, row_precision, source, efficiency, matmul_precision)
         measured = card_name == source.card
-        steps, projected = projected_estimates(estimates, splits, source, target, measured=measured)
+        steps, projected = projected_estimates(estimates, splits, sources, targets, measured=measured)
         card_mb = card.vram_mb
         models: dict[str, ProjectedModel] = {}
         for name, estimate in estimates.items():
@@ -518,7 +602,7 @@ def projection_table(
                 step_ms_interval=step.interval_ms,
                 hours_lower=None if time is None else time.lower_hours,
                 refused=step.refused,
-                slower_cause=slower_cause(splits[name], source, target, step.step_ms) if slower else None,
+                slower_cause=slower_cause(splits[name], sources[name], targets[name], step.step_ms) if slower else None,
             )
         hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
         decided_scalings = [scaling[name] for name in decided]
@@ -541,9 +625,9 @@ def projection_table(
             CardProjection(
                 card=card_name,
                 measured_device=measured,
-                precision=precision,
-                peak_tflops=card.peak_tflops(precision, matmul_precision),
-                attainable_tflops=target.attainable_tflops,
+                precision=precision_label(row_precision),
+                peak_tflops=card.mixed_peak_tflops(row_precision, matmul_precision),
+                attainable_tflops=row_target.attainable_tflops,
                 memory_bandwidth_gbps=card.memory_bandwidth_gbps,
                 vram_mb=card_mb,
                 hourly_price_usd=price,
