@@ -13,8 +13,11 @@ is judged per model kind: for supervised training an INCREASING loss trend is a 
 learning (steps that report :class:`~gpubench.workload.RLSignals`), whose loss is a surrogate (PPO's clipped
 objective normally rises toward zero) or a TD loss (which rises while values bootstrap up from zero). There the
 signals that mean trouble are judged instead: the critic's loss blowing up past what any critic within the
-rewards' return range can reach, or growing toward it, and PPO's approximate KL and clip fraction beyond their
-bounds (the policy moving far past the trust region the clip is meant to keep).
+rewards' return range can reach, or growing toward it, DQN's Q-values averaging past that range (soft divergence:
+a Q-network whose ReLUs a learning rate of 10 killed keeps a small TD loss and steady gradients, its values past
+any return), and PPO's approximate KL and clip fraction beyond their bounds (the policy moving far past the trust
+region the clip is meant to keep). For every model a gradient norm that grows far past the run's first measured
+epochs' is an explosion, whatever the norm's scale (:func:`grad_norm_growth`).
 """
 
 import math
