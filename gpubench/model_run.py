@@ -145,6 +145,7 @@ class WorkloadFacts:
     updates_per_step: float = 1.0
     launches_per_step: int | None = None
     bytes_per_step: int | None = None
+    flops_by_precision: dict[str, float] | None = None
 
     @property
     def updates_per_env_step(self) -> float | None:
@@ -270,6 +271,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
         flops_per_step=counts.flops,
         launches_per_step=counts.launches,
         bytes_per_step=counts.bytes,
+        flops_by_precision=counts.flops_by_precision,
         samples_per_step=workload.samples_per_step,
         sample_unit=workload.sample_unit,
         description=workload.describe(),
@@ -498,6 +500,7 @@ def _result(
             measured_peak_mb=attempt.memory.peak_reserved_mb,
             headroom=context.cfg.batch.headroom,
         ),
+        flops_by_precision=attempt.facts.flops_by_precision,
     )
 
 
@@ -528,6 +531,7 @@ def _failed_result(
         workload={} if facts is None else facts.description,
         execution=None if facts is None else _execution(context),
         traceback=traceback.format_exc(limit=8),
+        flops_by_precision=None if facts is None else facts.flops_by_precision,
     )
 
 

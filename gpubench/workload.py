@@ -48,7 +48,10 @@ class RLSignals:
     ``critic_loss_name`` says which. ``critic_loss_ceiling`` (a host float, fixed for the workload) is the largest
     that loss can be while the critic's predictions and targets stay within the discounted returns the rewards
     allow, ``±max |reward| / (1 − γ)``. ``approx_kl`` and ``clip_fraction`` are PPO's per-update figures (0-d
-    device tensors; None for DQN). Like :class:`StepResult`'s, the tensors must not be written again.
+    device tensors; None for DQN). ``value_abs_max`` is the largest |value| the critic predicted in the update
+    (DQN: ``|Q(s, a)|`` over the minibatch's taken actions; a 0-d device tensor, None where not reported), and
+    ``return_bound`` that same ``max |reward| / (1 − γ)``: no policy's discounted return, hence no accurate value,
+    lies beyond it. Like :class:`StepResult`'s, the tensors must not be written again.
     """
 
     critic_loss: torch.Tensor
@@ -56,6 +59,8 @@ class RLSignals:
     critic_loss_ceiling: float
     approx_kl: torch.Tensor | None = None
     clip_fraction: torch.Tensor | None = None
+    value_abs_max: torch.Tensor | None = None
+    return_bound: float | None = None
 
 
 @dataclass(frozen=True)

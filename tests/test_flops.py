@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.measure.flops import StepCounts, count_step
+from gpubench.measure.flops import StepCounts, count_step, precision_name
 from gpubench.workload import OpCounter, StepResult, Workload, tensor_bytes
 
 FLOAT_BYTES = 4
@@ -84,7 +84,13 @@ def test_count_step_counts_flops_launches_and_bytes_of_one_step():
     counts = count_step(_LinearSGD())
     # FLOPs: addmm 2 x 2 x 4 x 3 and the weight-gradient mm 2 x 3 x 2 x 4 (torch's counter ignores the sum).
     # Bytes: the forward and backward above (29 + 26 + 9 floats), then weight += grad and bias += grad.
-    assert counts == StepCounts(flops=96.0, launches=5, bytes=FLOAT_BYTES * ((29 + 26 + 9) + (12 + 12) + (3 + 3)))
+    # All of it in fp32, the dtype of the layer and its input.
+    assert counts == StepCounts(
+        flops=96.0,
+        launches=5,
+        bytes=FLOAT_BYTES * ((29 + 26 + 9) + (12 + 12) + (3 + 3)),
+        flops_by_precision={"fp32": 96.0},
+    )
 
 
 class _CyclicLinearSGD(_LinearSGD):
@@ -115,7 +121,41 @@ def test_the_count_is_an_iterations_average_without_the_first_steps_setup():
     # Steps 2-5 are counted (step 1, with the 1,000-float setup, is not); one of them (step 5) refreshes the input:
     # (4 x 5 + 1) / 4 = 5.25 launches, rounded to 5; bytes (4 x 94 + 8) / 4 = 96 floats; FLOPs as before.
     assert workload.steps_done == 5
-    assert counts == StepCounts(flops=96.0, launches=5, bytes=FLOAT_BYTES * 96)
+    assert counts == StepCounts(flops=96.0, launches=5, bytes=FLOAT_BYTES * 96, flops_by_precision={"fp32": 96.0})
+
+
+class _MixedPrecisionStep(_LinearSGD):
+    """A step as a user's own model may compute it, whatever ``execution.precision`` says: a first layer under its
+    own bf16 autocast, a second in fp32 on the first's output cast back, a third whose weights are bf16."""
+
+    def __init__(self) -> None:
+        self.first, self.second = nn.Linear(8, 4), nn.Linear(4, 3)
+        self.third = nn.Linear(3, 2).to(torch.bfloat16)
+        self.x = torch.randn(2, 8)
+
+    def train_step(self) -> StepResult:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            hidden = self.first(self.x)
+        out = self.third(self.second(hidden.float()).bfloat16())
+        out.float().sum().backward()
+        return StepResult(loss=None, grad_norm=None)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.first, self.second, self.third]
+
+
+def test_the_flops_are_counted_by_the_precision_they_ran_in():
+    counts = count_step(_MixedPrecisionStep())
+    # First layer, autocast to bf16: forward 2 x 2 x 8 x 4 = 128 and its weight's gradient 128 (its input needs
+    # none). Second, fp32: forward, input and weight gradients, 2 x 2 x 4 x 3 = 48 each. Third, bf16 weights:
+    # 2 x 2 x 3 x 2 = 24 each of the three.
+    assert counts.flops_by_precision == {"bf16": 128.0 * 2 + 24 * 3, "fp32": 48.0 * 3}
+    assert counts.flops == 472.0
+
+
+def test_precision_names_are_the_configs_for_the_three_it_knows():
+    assert [precision_name(d) for d in (torch.float32, torch.bfloat16, torch.float16)] == ["fp32", "bf16", "fp16"]
+    assert precision_name(torch.float64) == "float64"
 
 
 def test_a_step_that_cannot_be_counted_has_no_counts():
@@ -148,5 +188,7 @@ def test_a_cpu_run_reports_the_bytes_of_its_step(tmp_path):
     assert mlp["bytes_per_step"] > 0 and mlp["launches_per_step"] > 0
     # Adam alone reads and writes every parameter, its gradient and both moments.
     assert mlp["bytes_per_step"] > 4 * FLOAT_BYTES * mlp["workload"]["parameters"]
+    # The MLP computes in fp32 throughout (execution.precision fp32, no autocast of its own).
+    assert mlp["flops_by_precision"] == {"fp32": mlp["flops_per_step"]}
     split = written["recommendation"]["per_model"]["mlp"]["step_split"]
     assert split["bytes_per_step"] == mlp["bytes_per_step"]

@@ -8,10 +8,14 @@ import pytest
 import torch
 from scipy import stats
 
+from gpubench.errors import ConfigError
 from gpubench.measure.config import StabilityConfig
 from gpubench.measure.stability import (
     EpochHealth,
+    GradNormGrowth,
     StabilityMonitor,
+    baseline_epoch_count,
+    grad_norm_growth,
     loss_rel_slope_per_epoch,
     loss_slope_p_value,
     loss_trend,
@@ -568,3 +572,109 @@ def test_the_rl_bounds_come_from_the_config() -> None:
 def test_a_supervised_rising_loss_is_still_judged() -> None:
     report = stability_verdict(synthetic_run(RISING, StabilityConfig()), StabilityConfig())
     assert (report.stability, report.loss_trend_judged, report.rl) == ("UNSTABLE", True, None)
+
+
+# ------------------------------------------------------------------------------- DQN's values, gradient growth
+
+
+def dqn_step(critic: float, value_abs_max: float, grad_norm: float = 0.5, bound: float = 2.0) -> StepResult:
+    """A DQN-like step: its loss is its TD loss, and it reports its largest |Q| against the return bound."""
+    signals = RLSignals(
+        critic_loss=torch.tensor(critic),
+        critic_loss_name="TD loss",
+        critic_loss_ceiling=2 * bound - 0.5,
+        value_abs_max=torch.tensor(value_abs_max),
+        return_bound=bound,
+    )
+    return StepResult(loss=torch.tensor(critic), grad_norm=torch.tensor(grad_norm), rl=signals)
+
+
+@pytest.mark.parametrize("chunk_steps", [1, 2, 3, 256])
+def test_hand_made_dqn_epoch_gives_the_mean_and_largest_q_and_the_bound(chunk_steps: int) -> None:
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=chunk_steps)
+    # Finite largest |Q|s 0.5, 2.5, 1.5: mean 1.5, max 2.5; the NaN is left out of both.
+    for value in (0.5, 2.5, NAN, 1.5):
+        monitor.observe(dqn_step(0.1, value))
+    rl = monitor.end_epoch().rl
+    assert rl is not None
+    assert (rl.mean_value_abs_max, rl.max_value_abs, rl.return_bound) == (pytest.approx(1.5), 2.5, 2.0)
+    # PPO-like steps report no values: the figures are None, and the next epoch starts afresh.
+    monitor.observe(rl_step(-0.01, 1.0, 0.01, 0.1))
+    ppo = monitor.end_epoch().rl
+    assert ppo is not None
+    assert (ppo.mean_value_abs_max, ppo.max_value_abs, ppo.return_bound) == (None, None, None)
+
+
+def dqn_run(value_means: list[float], grad_norms: list[float] | None = None) -> list[EpochHealth]:
+    """Epochs of 10 DQN-like steps: each epoch's steps report largest |Q|s of mean ``value_means[epoch]`` (half at
+    0.8x, half at 1.2x), a small TD loss and a constant gradient norm (``grad_norms[epoch]``, else 0.5)."""
+    monitor = StabilityMonitor(StabilityConfig(), "cpu", chunk_steps=7)
+    epochs = []
+    for epoch, mean in enumerate(value_means):
+        for index in range(10):
+            value = mean * (0.8 if index % 2 else 1.2)
+            monitor.observe(dqn_step(0.01, value, grad_norm=0.5 if grad_norms is None else grad_norms[epoch]))
+        epochs.append(monitor.end_epoch())
+    return epochs
+
+
+def test_q_values_averaging_past_the_return_bound_are_unstable() -> None:
+    # Bound 2: epochs 5, 6 and 7 average 3, 4 and 2.5 (their single updates reach 4.8); epoch 4's 1.9 is within.
+    diverging = stability_verdict(dqn_run([0.1, 0.2, 0.5, 1.0, 1.9, 3.0, 4.0, 2.5]), StabilityConfig())
+    assert diverging.stability == "UNSTABLE"
+    assert diverging.reasons == [
+        "critic values beyond any return: each update's largest |value| averaged up to 4 in 3 of 8 epochs, over 2, "
+        "the largest discounted return the rewards allow (max |reward| / (1 - gamma)): the critic diverges"
+    ]
+    assert diverging.rl is not None
+    assert diverging.rl.epoch_mean_value_abs_maxima == pytest.approx([0.1, 0.2, 0.5, 1.0, 1.9, 3.0, 4.0, 2.5])
+    assert (diverging.rl.max_value_abs, diverging.rl.return_bound) == (pytest.approx(4.8), 2.0)
+    assert StabilityReport.from_dict(json.loads(json.dumps(diverging.to_dict()))) == diverging
+    # Single updates past the bound (2.28 = 1.2 x 1.9) with epoch means within it: not judged on one update.
+    within = stability_verdict(dqn_run([0.1, 0.5, 1.0, 1.9, 1.9, 1.5]), StabilityConfig())
+    assert (within.stability, within.reasons) == ("STABLE", [])
+    assert within.rl is not None and within.rl.max_value_abs == pytest.approx(2.28)
+
+
+def test_baseline_epochs_are_the_first_quarter_and_at_least_one() -> None:
+    assert [baseline_epoch_count(n) for n in (1, 3, 4, 8, 10, 20, 50)] == [1, 1, 1, 2, 2, 5, 12]
+
+
+def test_gradient_norm_growth_is_measured_against_the_first_epochs() -> None:
+    # Eight epochs: the first two set the baseline (largest 2.0); with a factor of 100 an epoch must pass 200.
+    # Epochs 3 (300) and 7 (201) do, 300 the most: 150x.
+    norms = [1.0, 2.0, 50.0, 300.0, 150.0, 10.0, 200.0, 201.0]
+    assert grad_norm_growth(norms, 100.0) == GradNormGrowth(
+        epoch=3, max_grad_norm=300.0, baseline_epochs=2, baseline_max_grad_norm=2.0
+    )
+    assert grad_norm_growth(norms, 100.0).ratio == 150.0
+    assert grad_norm_growth(norms, 150.0) is None  # strictly more than the factor
+    # An epoch within the baseline does not count, however large.
+    assert grad_norm_growth([1.0, 500.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 100.0) is None
+    # No baseline to compare with: no norms in the first epochs, only zero norms, or no epoch after them.
+    assert grad_norm_growth([None, None, 5.0, 5000.0, 1.0, 1.0, 1.0, 1.0], 100.0) is None
+    assert grad_norm_growth([0.0, 0.0, 5.0, 5000.0, 1.0, 1.0, 1.0, 1.0], 100.0) is None
+    assert grad_norm_growth([1.0], 100.0) is None
+
+
+def test_a_gradient_norm_explosion_makes_any_model_unstable_with_its_factor_from_the_config() -> None:
+    # Norms 0.5 then 80 in epoch 6: 160x the first two epochs', under the absolute limit of 1000.
+    norms = [0.5, 0.5, 0.6, 0.5, 0.4, 0.5, 80.0, 0.5]
+    epochs = dqn_run([0.1] * 8, grad_norms=norms)
+    report = stability_verdict(epochs, StabilityConfig())
+    assert report.stability == "UNSTABLE"
+    assert report.reasons == [
+        "gradient-norm explosion: largest norm 80 in epoch 6, 160x the 0.5 of the first 2 measured epochs "
+        "(threshold 100x)"
+    ]
+    assert report.epoch_max_grad_norms == pytest.approx(norms)
+    assert report.grad_norm_growth_factor == 100.0
+    assert stability_verdict(epochs, StabilityConfig(grad_norm_growth_factor=200)).stability == "STABLE"
+    # A supervised model is judged the same way.
+    supervised = [run_epoch(StabilityMonitor(StabilityConfig(), "cpu"), [(1.0, norm)] * 5) for norm in norms]
+    assert stability_verdict(supervised, StabilityConfig()).reasons == report.reasons
+
+
+def test_the_gradient_growth_factor_must_exceed_one() -> None:
+    with pytest.raises(ConfigError, match=r"stability\.grad_norm_growth_factor"):
+        StabilityConfig(grad_norm_growth_factor=1.0)

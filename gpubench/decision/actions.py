@@ -18,7 +18,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import cheapest_card
 from gpubench.decision.estimate import CHECKPOINT_RUN_FRACTION, TimeEstimate, checkpoint_interval_hours
 from gpubench.decision.memory_budget import HEADROOM_MARGINAL, HEADROOM_RISK, TOTAL_ROW
-from gpubench.decision.projection import BOUND_COMPUTE, BOUND_OVERHEAD
+from gpubench.decision.projection import BOUND_COMPUTE, BOUND_OVERHEAD, compute_precisions
 from gpubench.decision.rule import MIN_DECISION_EPOCHS
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
@@ -120,18 +120,24 @@ def _execution_actions(
     run: RunInfo,
     splits: dict[str, StepSplit],
     what_ifs: list[WhatIfEstimate],
+    models: dict[str, ModelResult],
 ) -> list[str]:
     """Precision and compilation: the measured what-ifs where there are; on a GPU without them, which alternatives
-    the step's classification suggests measuring, and how (no speed-up is guessed)."""
+    the step's classification suggests measuring, and how (no speed-up is guessed). bf16 is suggested only for a
+    model whose FLOPs all ran in fp32 (a user's model may autocast itself under ``execution.precision fp32``)."""
     measured_models = {row.model for row in what_ifs}
     others = [name for name in dict.fromkeys(row.model for row in what_ifs) if name not in splits]
     actions = _what_if_actions(what_ifs, [*splits, *others])
     if not hardware.on_gpu:
         return actions
     unmeasured = {name: split for name, split in splits.items() if name not in measured_models}
-    compute_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_COMPUTE]
+    compute_bound = [
+        name
+        for name, split in unmeasured.items()
+        if split.bound == BOUND_COMPUTE and set(compute_precisions(models.get(name), run.precision)) == {"fp32"}
+    ]
     overhead_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_OVERHEAD]
-    if compute_bound and run.precision == "fp32":
+    if compute_bound:
         actions.append(
             f"{', '.join(compute_bound)}: compute-bound in fp32; measure bf16 autocast and tf32 matmuls "
             "(decision.what_if=true measures them briefly after the main measurement, or python -m gpubench "
@@ -346,7 +352,7 @@ def recommended_actions(
     actions += _scaling_actions(outcome, scalings or {}, decision)
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}
-    actions += _execution_actions(hardware, run, decided_splits, what_ifs or [])
+    actions += _execution_actions(hardware, run, decided_splits, what_ifs or [], models)
     if total is not None:
         actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
     actions += _drift_actions(outcome.decided, models)

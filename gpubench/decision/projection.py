@@ -12,17 +12,20 @@ attainable rate, kernel launches at :data:`LAUNCH_COST_MS` each and bytes at the
 its assumptions, in words, are :data:`PROJECTION_METHOD` (written into the report as
 well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), bandwidth in GB/s (1e9 bytes/s), training in
 hours. Pure arithmetic on the report's typed records: nothing here imports torch.
+
+Each model's peaks are those of the precision its FLOPs ran in, as the run recorded them
+(:attr:`~gpubench.results.ModelResult.flops_by_precision`, :func:`compute_precisions`), not only the run's
+``execution.precision``: a user's model that autocasts to bf16 itself computes in bf16 under ``execution.precision
+fp32``, and projected with fp32 peaks it ran faster on an L40S (91.6 fp32 TFLOP/s) than on the H200 it was
+measured on (67; bf16: 362 against 989).
 """
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from gpubench.decision.batch_fit import fits_at_batch
-from gpubench.decision.config import DecisionConfig
-from gpubench.decision.estimate import TimeEstimate, combine_estimates
-from gpubench.decision.scaling import scaled_time, scaled_total, scaling_efficiency
+from gpubench.decision.estimate import TimeEstimate
 from gpubench.hardware.catalog import Card, match_catalog_card
-from gpubench.results import CardProjection, ProjectedModel, RunReport, ScalingEfficiency, StepSplit
+from gpubench.results import ModelResult, RunReport, StepSplit
 
 #: A step whose compute part is at least this fraction of its time is called compute-bound.
 COMPUTE_BOUND_SHARE = 0.5
@@ -78,18 +81,52 @@ class DeviceThroughput:
     on_gpu: bool = True
 
 
-def source_throughput(report: RunReport, catalog: dict[str, Card], assumed_efficiency: float) -> DeviceThroughput:
-    """The measured device's throughput, from the report's hardware (the device, its burn-in) and the run's
-    precision and matmul precision. An emulated card (``hardware=<card>`` on a bigger GPU) caps memory only: the
-    speed measured is the device's, and :func:`answer_card` names the card the answer is projected onto."""
-    hardware, precision = report.hardware, report.run.precision
+def compute_precisions(result: ModelResult | None, run_precision: str) -> dict[str, float]:
+    """The precisions a model's step computes in, as its FLOPs by precision: the run's record
+    (:attr:`~gpubench.results.ModelResult.flops_by_precision`), else the whole step at ``run_precision`` (the
+    run's ``execution.precision``: a report written before the record, or a step whose FLOPs were not counted)."""
+    recorded = None if result is None else result.flops_by_precision
+    if recorded and sum(recorded.values()) > 0:
+        return dict(recorded)
+    return {run_precision: 1.0}
+
+
+def precision_label(precision: str | Mapping[str, float]) -> str:
+    """``bf16`` for a step in one precision; the FLOP shares, largest first, for several
+    (``bf16 90% + fp32 10%``)."""
+    shares = _as_mix(precision)
+    total = sum(shares.values())
+    named = sorted(((flops, name) for name, flops in shares.items() if flops > 0), reverse=True)
+    if len(named) <= 1:
+        return named[0][1] if named else next(iter(shares), "unknown")
+    return " + ".join(f"{name} {flops / total:.0%}" for flops, name in named)
+
+
+def _as_mix(precision: str | Mapping[str, float]) -> dict[str, float]:
+    """FLOPs by precision; a precision name stands for a step wholly in it."""
+    return {precision: 1.0} if isinstance(precision, str) else dict(precision)
+
+
+def source_throughput(
+    report: RunReport,
+    catalog: dict[str, Card],
+    assumed_efficiency: float,
+    precision: str | Mapping[str, float] | None = None,
+) -> DeviceThroughput:
+    """The measured device's throughput, from the report's hardware (the device, its burn-in) and its matmul
+    precision, for a step computing at ``precision`` (a precision, or FLOPs by precision: a model's
+    :func:`compute_precisions`; None: the run's ``execution.precision``). An emulated card (``hardware=<card>`` on
+    a bigger GPU) caps memory only: the speed measured is the device's, and :func:`answer_card` names the card
+    the answer is projected onto."""
+    hardware = report.hardware
+    mix = _as_mix(report.run.precision if precision is None else precision)
     matmul_precision = report.run.fp32_matmul_precision
     device_name = hardware.device_name or "unknown device"
     burn_in_tflops = (hardware.warmup_stats.achieved_tflops if hardware.warmup_stats else None) or None
     card_name = match_catalog_card(device_name, catalog) if hardware.on_gpu else None
     if card_name is not None:
         card = catalog[card_name]
-        peak = card.peak_tflops(precision, matmul_precision)
+        peak = card.mixed_peak_tflops(mix, matmul_precision)
         # The burn-in's fp32 matmuls ran under the job's matmul precision (tf32 when high/medium).
         burn_in_peak = card.peak_tflops("fp32", matmul_precision)
         if burn_in_tflops and burn_in_peak:
@@ -148,24 +185,39 @@ def answer_card(report: RunReport, source: DeviceThroughput, catalog: dict[str, 
 def target_throughput(
     name: str,
     card: Card,
-    precision: str,
+    precision: str | Mapping[str, float],
     source: DeviceThroughput,
     assumed_efficiency: float,
     matmul_precision: str = "highest",
 ) -> DeviceThroughput:
-    """A catalog card's throughput as a projection target: the source's measured η when the source is a catalog
-    card (same kernels, same software), else ``assumed_efficiency``."""
+    """A catalog card's throughput as a projection target for a step computing at ``precision`` (a precision, or
+    FLOPs by precision, :meth:`Card.mixed_peak_tflops`): the source's measured η when the source is a catalog card
+    (same kernels, same software), else ``assumed_efficiency``."""
     efficiency = source.matmul_efficiency if source.card is not None else assumed_efficiency
     assert efficiency is not None
-    peak = card.peak_tflops(precision, matmul_precision)
+    peak = card.mixed_peak_tflops(_as_mix(precision), matmul_precision)
     return DeviceThroughput(
         name=name,
         card=name,
         attainable_tflops=efficiency * peak if peak else None,
         matmul_efficiency=efficiency,
         memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-        basis=f"catalog {precision} peak {peak} TFLOP/s x efficiency {efficiency:.2f}",
+        basis=f"catalog {precision_label(precision)} peak {peak and round(peak, 4)} TFLOP/s x efficiency "
+        f"{efficiency:.2f}",
     )
+
+
+def model_sources(
+    report: RunReport, catalog: dict[str, Card], assumed_efficiency: float, names: list[str]
+) -> dict[str, DeviceThroughput]:
+    """The measured device's throughput for each named model, at the precisions its step computes in
+    (:func:`compute_precisions`)."""
+    return {
+        name: source_throughput(
+            report, catalog, assumed_efficiency, compute_precisions(report.models.get(name), report.run.precision)
+        )
+        for name in names
+    }
 
 
 def memory_traffic_ms(bytes_per_step: int, memory_bandwidth_gbps: float) -> float:
@@ -447,21 +499,21 @@ def slower_cause(split: StepSplit, source: DeviceThroughput, target: DeviceThrou
 def projected_estimates(
     estimates: dict[str, TimeEstimate],
     splits: dict[str, StepSplit],
-    source: DeviceThroughput,
-    target: DeviceThroughput,
+    sources: Mapping[str, DeviceThroughput],
+    targets: Mapping[str, DeviceThroughput],
     *,
     measured: bool,
 ) -> tuple[dict[str, StepProjection], dict[str, TimeEstimate]]:
-    """Each model's step projected onto ``target`` and, where it could be, its estimate there
-    (:func:`project_estimate`)."""
-    steps = {name: project_step(splits[name], source, target, measured=measured) for name in estimates}
+    """Each model's step projected from its ``sources`` entry onto its ``targets`` entry (one card, at the
+    precisions that model computes in) and, where it could be, its estimate there (:func:`project_estimate`)."""
+    steps = {name: project_step(splits[name], sources[name], targets[name], measured=measured) for name in estimates}
     projected = {
         name: project_estimate(
             estimate,
             steps[name].step_ms,
             steps[name].margin_fraction,
             steps[name].lower_margin_fraction,
-            from_counts=not source.on_gpu and not measured,
+            from_counts=not sources[name].on_gpu and not measured,
         )
         for name, estimate in estimates.items()
         if steps[name].step_ms is not None
@@ -469,107 +521,6 @@ def projected_estimates(
     return steps, projected
 
 
-def projection_table(
-    estimates: dict[str, TimeEstimate],
-    decided_on: list[str],
-    splits: dict[str, StepSplit],
-    report: RunReport,
-    source: DeviceThroughput,
-    catalog: dict[str, Card],
-    decision: DecisionConfig,
-    scalings: Mapping[str, ScalingEfficiency] | None = None,
-) -> list[CardProjection]:
-    """A row per catalog card, priced for ``decision.cloud_gpus`` cards of it: each estimated model's projected
-    step (one card's, with its interval) and hours on those cards (with their bounds, the projection's error and
-    the scaling efficiency's interval included: :func:`gpubench.decision.scaling.scaled_time` with the model's
-    entry in ``scalings``, one card where None), and the ``decided_on`` models' total, its bounds, its cost (USD:
-    cards × hourly price × hours) and whether they fit in the card's VRAM at their measured peak; each model's largest
-    batch predicted to fit the card from its memory split (:func:`gpubench.decision.batch_fit.fits_at_batch`)."""
-    precision, matmul_precision = report.run.precision, report.run.fp32_matmul_precision
-    decided = [name for name in decided_on if name in estimates]
-    gpus = decision.cloud_gpus
-    scaling = {name: (scalings or {}).get(name) or scaling_efficiency(1, None) for name in estimates}
-    rows = []
-    for card_name, card in catalog.items():
-        target = target_throughput(
-            card_name, card, precision, source, decision.assumed_matmul_efficiency, matmul_precision
-        )
-        measured = card_name == source.card
-        steps, projected = projected_estimates(estimates, splits, source, target, measured=measured)
-        card_mb = card.vram_mb
-        models: dict[str, ProjectedModel] = {}
-        for name, estimate in estimates.items():
-            step = steps[name]
-            peak_mb = report.models[name].peak_reserved_mb
-            model = projected.get(name)
-            time = None if model is None else scaled_time(model, scaling[name])
-            # Slower only where the projection's whole interval is above the measured step: within it the card may
-            # as well be as fast (the H100 from the H200, 39.3 ms against 39.3 ms, is not "slower").
-            slower = (
-                step.step_ms is not None
-                and not measured
-                and (step.interval_ms[0] if step.interval_ms is not None else step.step_ms) > estimate.step_ms
-            )
-            models[name] = ProjectedModel(
-                step_ms=step.step_ms,
-                step_ms_if_memory_bound=step.memory_bound_ms,
-                speedup=estimate.step_ms / step.step_ms if step.step_ms else None,
-                hours=None if time is None else time.hours,
-                hours_upper=None if time is None else time.upper_hours,
-                fits_in_vram=None if peak_mb is None or card_mb is None else peak_mb <= card_mb,
-                step_ms_interval=step.interval_ms,
-                hours_lower=None if time is None else time.lower_hours,
-                refused=step.refused,
-                slower_cause=slower_cause(splits[name], source, target, step.step_ms) if slower else None,
-                fits_at_batch=fits_at_batch(
-                    report.models[name].memory_split, card_mb, report.hardware.non_allocator_overhead_mb
-                ),
-            )
-        hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
-        decided_scalings = [scaling[name] for name in decided]
-        if decided and all(name in projected for name in decided):
-            total = scaled_total([projected[name] for name in decided], decided_scalings)
-            hours, upper_hours, lower_hours = total.hours, total.upper_hours, total.lower_hours
-            if gpus > 1:
-                single_card_hours = combine_estimates([projected[name] for name in decided]).hours
-        if decided and all(steps[name].memory_bound_ms is not None for name in decided):
-            memory_bound = [
-                project_estimate(estimates[name], steps[name].memory_bound_ms or 0.0, 0.0) for name in decided
-            ]
-            memory_bound_hours = scaled_total(memory_bound, decided_scalings).hours
-        measured_hours = sum(estimates[name].hours for name in decided)
-        fits_all = [models[name].fits_in_vram for name in decided]
-        price = card.hourly_price_usd
-        if card_name == decision.cloud_card and decision.cloud_hourly_price_usd is not None:
-            price = decision.cloud_hourly_price_usd
-        rows.append(
-            CardProjection(
-                card=card_name,
-                measured_device=measured,
-                precision=precision,
-                peak_tflops=card.peak_tflops(precision, matmul_precision),
-                attainable_tflops=target.attainable_tflops,
-                memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-                vram_mb=card_mb,
-                hourly_price_usd=price,
-                training_hours=hours,
-                training_hours_upper=upper_hours,
-                training_hours_if_memory_bound=memory_bound_hours,
-                speedup_vs_measured=measured_hours / hours if hours else None,
-                cost_usd_per_training=hours * price * gpus if hours is not None and price is not None else None,
-                fits_in_vram=None if not fits_all or None in fits_all else all(fits_all),
-                models=models,
-                training_hours_lower=lower_hours,
-                projection_relative_error=0.0 if measured else PROJECTION_RELATIVE_ERROR if source.on_gpu else None,
-                projection_interval_factors=interval_factors(from_gpu=source.on_gpu, measured=measured),
-                gpus=gpus,
-                single_card_training_hours=single_card_hours,
-            )
-        )
-    return rows
-
-
-#: The projection and its assumptions, in words: the report's ``recommendation.method.projection``.
 PROJECTION_METHOD = (
     "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
     "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
@@ -578,9 +529,12 @@ PROJECTION_METHOD = (
     "the tensor inputs and outputs of those L operations, each storage once per operation and a view at its viewed "
     "size (every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper "
     "bound on the step's memory traffic). A device's "
-    "attainable matmul throughput is A = eta x peak, peak being the catalog's fp32 TFLOP/s for fp32 runs (its tf32 "
-    "tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) "
-    "tensor-core figure for bf16/fp16 runs. On a catalog card eta is measured: the burn-in's achieved matmul "
+    "attainable matmul throughput is A = eta x peak, peak being the catalog's figure for the precision the step's "
+    "FLOPs ran in (counted per operation from its operands' dtype, so a model that autocasts itself counts in bf16 "
+    "whatever execution.precision says; reports without that count take execution.precision): fp32 TFLOP/s for "
+    "fp32 (its tf32 tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and "
+    "its bf16 (T4: fp16) tensor-core figure for bf16/fp16; FLOPs in several precisions take F / sum(F_p / peak_p), "
+    "each part's time at its own peak. On a catalog card eta is measured: the burn-in's achieved matmul "
     "TFLOP/s (at the job's matmul precision) over the card's peak, and the targets use the same eta (same kernels, "
     "same software). A GPU not in the catalog has no peak: its A is the burn-in's achieved TFLOP/s itself, and the "
     "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "

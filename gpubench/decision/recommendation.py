@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpubench.decision.actions import NO_ESTIMATE_ACTIONS, recommended_actions
 from gpubench.decision.advice import Outcome, host_text, reasoning
+from gpubench.decision.card_table import projection_table
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import COST_METHOD, CostInputs, cheapest_card, cost_analysis, training_energy_kwh
 from gpubench.decision.estimate import (
@@ -32,8 +33,9 @@ from gpubench.decision.projection import (
     PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
     answer_card,
+    compute_precisions,
+    model_sources,
     projected_estimates,
-    projection_table,
     source_throughput,
     split_step,
     target_throughput,
@@ -143,24 +145,28 @@ def _answer_estimates(
     measured: dict[str, TimeEstimate],
     splits: dict[str, StepSplit],
     report: RunReport,
-    source: DeviceThroughput,
+    sources: dict[str, DeviceThroughput],
     emulated: str | None,
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> tuple[dict[str, TimeEstimate], dict[str, str]]:
     """The estimates the answer is about: the measured ones, or each projected onto the ``emulated`` card (with
-    the projection's error in its margin), and the models that cannot be projected, with the reason."""
+    the projection's error in its margin; each model at the precisions it computes in), and the models that cannot
+    be projected, with the reason."""
     if emulated is None:
         return measured, {}
-    target = target_throughput(
-        emulated,
-        catalog[emulated],
-        report.run.precision,
-        source,
-        decision.assumed_matmul_efficiency,
-        report.run.fp32_matmul_precision,
-    )
-    steps, projected = projected_estimates(measured, splits, source, target, measured=False)
+    targets = {
+        name: target_throughput(
+            emulated,
+            catalog[emulated],
+            compute_precisions(report.models.get(name), report.run.precision),
+            sources[name],
+            decision.assumed_matmul_efficiency,
+            report.run.fp32_matmul_precision,
+        )
+        for name in measured
+    }
+    steps, projected = projected_estimates(measured, splits, sources, targets, measured=False)
     refused = {
         name: f"no projection onto {emulated}: {steps[name].refused}" for name in measured if name not in projected
     }
@@ -204,18 +210,20 @@ def build_recommendation(
             measured[name] = estimate_training_time(name, result, decision.plan)
         except ValueError as exc:
             refusals[name] = str(exc)
+    # Each model's step is split with the device's peak at the precisions that step computes in.
+    sources = model_sources(report, catalog, decision.assumed_matmul_efficiency, list(measured))
     splits = {
         name: split_step(
             estimate.step_ms,
             report.models[name].flops_per_step,
-            source.attainable_tflops,
+            sources[name].attainable_tflops,
             report.models[name].launches_per_step,
             report.models[name].bytes_per_step,
-            source.memory_bandwidth_gbps,
+            sources[name].memory_bandwidth_gbps,
         )
         for name, estimate in measured.items()
     }
-    estimates, unprojected = _answer_estimates(measured, splits, report, source, emulated, catalog, decision)
+    estimates, unprojected = _answer_estimates(measured, splits, report, sources, emulated, catalog, decision)
     refusals.update(unprojected)
     critical = critical_models(decision, report.models)
     missing = [
@@ -232,7 +240,7 @@ def build_recommendation(
     per_model = _per_model(report, estimates, refusals, decided_on, splits, source, catalog, emulated)
     # The cloud side's cards: each model's scaling efficiency at decision.cloud_gpus (one card: 1, not reported).
     scalings = {name: scaling_efficiency(decision.cloud_gpus, report.models[name].distributed) for name in measured}
-    projection = projection_table(measured, decided_on, splits, report, source, catalog, decision, scalings)
+    projection = projection_table(measured, decided_on, splits, report, source, sources, catalog, decision, scalings)
     budget_rows = memory_budget(report, decision)
     device = report.hardware.device_name or source.name
     decided = [estimates[name] for name in decided_on]

@@ -2,7 +2,7 @@
 snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local option
 beside it.
 
-Each catalog card's projected training (:func:`gpubench.decision.projection.projection_table`: hours on
+Each catalog card's projected training (:func:`gpubench.decision.card_table.projection_table`: hours on
 ``decision.cloud_gpus`` cards with their bounds, and whether the measured peak fits) is priced at every provider
 that sells that GPU, on the cheapest instance of each kind (spot or on-demand) with at least ``cloud_gpus`` GPUs;
 the whole instance is paid. On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot`): the plan's own

@@ -10,6 +10,7 @@ from dataclasses import replace
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, estimate_training_time
 from gpubench.decision.projection import (
+    compute_precisions,
     project_estimate,
     project_step,
     source_throughput,
@@ -29,14 +30,16 @@ def _on_answer_card(
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> TimeEstimate | str:
-    """The what-if's estimate projected onto the emulated ``card``, at the what-if's own precision and matmul
-    precision (its compute part scales by that precision's peaks); the reason as a string when it cannot be."""
-    run = replace(report.run, precision=what_if.precision, matmul_precision=what_if.matmul_precision)
-    source = source_throughput(replace(report, run=run), catalog, decision.assumed_matmul_efficiency)
-    target = target_throughput(
-        card, catalog[card], what_if.precision, source, decision.assumed_matmul_efficiency, what_if.matmul_precision
-    )
+    """The what-if's estimate projected onto the emulated ``card``, at the what-if's own matmul precision and the
+    precisions its step computed in (:func:`~gpubench.decision.projection.compute_precisions`: the what-if run's
+    record, else its precision; its compute part scales by those peaks); the reason as a string when it cannot be."""
     result = what_if.result
+    precision = compute_precisions(result, what_if.precision)
+    run = replace(report.run, precision=what_if.precision, matmul_precision=what_if.matmul_precision)
+    source = source_throughput(replace(report, run=run), catalog, decision.assumed_matmul_efficiency, precision)
+    target = target_throughput(
+        card, catalog[card], precision, source, decision.assumed_matmul_efficiency, what_if.matmul_precision
+    )
     split = split_step(
         estimate.step_ms,
         result.flops_per_step,

@@ -6,6 +6,7 @@ nothing here imports torch or NVML.
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,14 +56,33 @@ class Card:
         return self.vram_gb * MB_PER_GB if self.vram_gb else None
 
     def peak_tflops(self, precision: str, matmul_precision: str = "highest") -> float | None:
-        """Peak TFLOP/s for a run at ``precision``: the bf16/fp16 tensor-core figure for bf16/fp16 autocast; for
-        fp32, the tf32 tensor-core figure when ``matmul_precision`` lets fp32 matmuls use tf32 (``high`` or
-        ``medium``, :func:`torch.set_float32_matmul_precision`) and the card has tf32, else the fp32 figure."""
-        if precision != "fp32":
+        """Peak TFLOP/s for FLOPs at ``precision``: the bf16/fp16 tensor-core figure for ``bf16``/``fp16``; for
+        ``fp32``, the tf32 tensor-core figure when ``matmul_precision`` lets fp32 matmuls use tf32 (``high`` or
+        ``medium``, :func:`torch.set_float32_matmul_precision`) and the card has tf32, else the fp32 figure. None
+        for a precision the catalog has no figure for (``float64``, ``float8_e4m3fn``)."""
+        if precision in ("bf16", "fp16"):
             return self.peak_bf16_tflops
+        if precision != "fp32":
+            return None
         if matmul_precision != "highest" and self.peak_tf32_tflops:
             return self.peak_tf32_tflops
         return self.peak_fp32_tflops
+
+    def mixed_peak_tflops(
+        self, flops_by_precision: Mapping[str, float], matmul_precision: str = "highest"
+    ) -> float | None:
+        """Peak TFLOP/s of a step whose FLOPs run at several precisions (``{"bf16": 9e12, "fp32": 1e12}``): the
+        total over the time each part takes at its own :meth:`peak_tflops`, ``ΣF / Σ(F_p / peak_p)`` (times add,
+        rates do not: 90% of the FLOPs at 989 and 10% at 67 TFLOP/s run at 416, not at the mean 897). None where a
+        part with FLOPs has no peak, or there are no FLOPs."""
+        parts = {precision: flops for precision, flops in flops_by_precision.items() if flops > 0}
+        peaks = {precision: self.peak_tflops(precision, matmul_precision) for precision in parts}
+        if not parts or not all(peaks.values()):
+            return None
+        if len(parts) == 1:
+            # One precision: its peak itself, not the same figure through a division's rounding.
+            return next(iter(peaks.values()))
+        return sum(parts.values()) / sum(flops / peaks[precision] for precision, flops in parts.items())
 
 
 def load_catalog(conf_dir: Path | None = None) -> dict[str, Card]:

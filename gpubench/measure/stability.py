@@ -13,8 +13,11 @@ is judged per model kind: for supervised training an INCREASING loss trend is a 
 learning (steps that report :class:`~gpubench.workload.RLSignals`), whose loss is a surrogate (PPO's clipped
 objective normally rises toward zero) or a TD loss (which rises while values bootstrap up from zero). There the
 signals that mean trouble are judged instead: the critic's loss blowing up past what any critic within the
-rewards' return range can reach, or growing toward it, and PPO's approximate KL and clip fraction beyond their
-bounds (the policy moving far past the trust region the clip is meant to keep).
+rewards' return range can reach, or growing toward it, DQN's Q-values averaging past that range (soft divergence:
+a Q-network whose ReLUs a learning rate of 10 killed keeps a small TD loss and steady gradients, its values past
+any return), and PPO's approximate KL and clip fraction beyond their bounds (the policy moving far past the trust
+region the clip is meant to keep). For every model a gradient norm that grows far past the run's first measured
+epochs' is an explosion, whatever the norm's scale (:func:`grad_norm_growth`).
 """
 
 import math
@@ -54,10 +57,13 @@ _DEFAULT_CHUNK_STEPS = 256
     _FINITE_KL_STEPS,
     _CLIP_SUM,
     _FINITE_CLIP_STEPS,
-) = range(13)
-_N_TOTALS = 13
+    _VALUE_SUM,
+    _FINITE_VALUE_STEPS,
+) = range(15)
+_N_TOTALS = 15
 # Positions in the device-side maxima vector (each over finite values; all are >= 0, so 0 is neutral).
-_MAX_GRAD_NORM, _MAX_KL, _MAX_CLIP = range(3)
+_MAX_GRAD_NORM, _MAX_KL, _MAX_CLIP, _MAX_VALUE = range(4)
+_N_MAXIMA = 4
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,9 @@ class EpochRLHealth:
     ``steps`` counts the steps that reported them. ``mean_critic_loss`` is the mean finite critic loss,
     ``critic_loss_ceiling`` the largest ceiling the steps reported. ``mean_approx_kl`` / ``mean_clip_fraction``
     are the means of the finite per-update figures and ``max_*`` the largest; all None where no step reported a
-    finite one (DQN reports no KL or clip fraction).
+    finite one (DQN reports no KL or clip fraction). ``mean_value_abs_max`` is the mean over the updates of each
+    one's largest |value| (DQN's |Q|), ``max_value_abs`` the largest of all, and ``return_bound`` the largest
+    |discounted return| the steps reported; None where no step reported them (PPO).
     """
 
     steps: int
@@ -79,6 +87,9 @@ class EpochRLHealth:
     max_approx_kl: float | None
     mean_clip_fraction: float | None
     max_clip_fraction: float | None
+    mean_value_abs_max: float | None = None
+    max_value_abs: float | None = None
+    return_bound: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +155,7 @@ class StabilityMonitor:
         self._grad_norms: list[torch.Tensor] = []
         self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
         self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
-        self._maxima = torch.zeros(3, dtype=torch.float64, device=self._device)
+        self._maxima = torch.zeros(_N_MAXIMA, dtype=torch.float64, device=self._device)
         self._no_losses = torch.zeros(0, dtype=torch.float64, device=self._device)
         self._steps = 0
         self._loss_steps = 0
@@ -153,9 +164,11 @@ class StabilityMonitor:
         self._critic_losses: list[torch.Tensor] = []
         self._approx_kls: list[torch.Tensor] = []
         self._clip_fractions: list[torch.Tensor] = []
+        self._value_maxima: list[torch.Tensor] = []
         self._rl_steps = 0
         self._critic_loss_name = ""
         self._critic_loss_ceiling = 0.0
+        self._return_bound: float | None = None
 
     def observe(self, step: StepResult) -> None:
         """Record one training step's loss and gradient norm without a device-to-host synchronisation."""
@@ -183,6 +196,10 @@ class StabilityMonitor:
             self._approx_kls.append(_held(signals.approx_kl))
         if signals.clip_fraction is not None:
             self._clip_fractions.append(_held(signals.clip_fraction))
+        if signals.value_abs_max is not None:
+            self._value_maxima.append(_held(signals.value_abs_max))
+        if signals.return_bound is not None:
+            self._return_bound = max(self._return_bound or 0.0, signals.return_bound)
 
     def _reduce_held_rl(self) -> None:
         """Fold the held RL signals into the device totals and maxima (device-side ops only)."""
@@ -194,6 +211,7 @@ class StabilityMonitor:
         for held, total, largest in (
             (self._approx_kls, _KL_SUM, _MAX_KL),
             (self._clip_fractions, _CLIP_SUM, _MAX_CLIP),
+            (self._value_maxima, _VALUE_SUM, _MAX_VALUE),
         ):
             if not held:
                 continue
@@ -202,7 +220,7 @@ class StabilityMonitor:
             finite_values = torch.where(finite, values, 0.0)
             self._totals[total : total + 2].add_(torch.stack((finite_values.sum(), finite.sum(dtype=torch.float64))))
             torch.maximum(self._maxima[largest], finite_values.max(), out=self._maxima[largest])
-        for held in (self._critic_losses, self._approx_kls, self._clip_fractions):
+        for held in (self._critic_losses, self._approx_kls, self._clip_fractions, self._value_maxima):
             held.clear()
 
     def _reduce_held_steps(self) -> None:
@@ -274,8 +292,10 @@ class StabilityMonitor:
     def _epoch_rl(self, totals: list[float], maxima: list[float]) -> EpochRLHealth | None:
         """The epoch's RL signals from the totals read back (None when no step reported any), and a reset."""
         steps, name, ceiling = self._rl_steps, self._critic_loss_name, self._critic_loss_ceiling
+        bound = self._return_bound
         self._rl_steps = 0
         self._critic_loss_ceiling = 0.0
+        self._return_bound = None
         if not steps:
             return None
 
@@ -284,7 +304,7 @@ class StabilityMonitor:
             count = round(totals[total + 1])
             return totals[total] / count if count else None
 
-        kl_mean, clip_mean = mean(_KL_SUM), mean(_CLIP_SUM)
+        kl_mean, clip_mean, value_mean = mean(_KL_SUM), mean(_CLIP_SUM), mean(_VALUE_SUM)
         return EpochRLHealth(
             steps=steps,
             critic_loss_name=name,
@@ -294,6 +314,9 @@ class StabilityMonitor:
             max_approx_kl=None if kl_mean is None else maxima[_MAX_KL],
             mean_clip_fraction=clip_mean,
             max_clip_fraction=None if clip_mean is None else maxima[_MAX_CLIP],
+            mean_value_abs_max=value_mean,
+            max_value_abs=None if value_mean is None else maxima[_MAX_VALUE],
+            return_bound=bound,
         )
 
 
@@ -365,6 +388,50 @@ def _critic_growth(means: Sequence[float | None], ceiling: float, factor: float)
     return None if best is None else (best[1], best[2])
 
 
+@dataclass(frozen=True)
+class GradNormGrowth:
+    """A gradient-norm explosion measured against the run itself: epoch ``epoch`` (0-based) reached a largest norm
+    of ``max_grad_norm``, ``ratio`` times ``baseline_max_grad_norm``, the largest of the first ``baseline_epochs``
+    measured epochs."""
+
+    epoch: int
+    max_grad_norm: float
+    baseline_epochs: int
+    baseline_max_grad_norm: float
+
+    @property
+    def ratio(self) -> float:
+        return self.max_grad_norm / self.baseline_max_grad_norm
+
+
+def baseline_epoch_count(epochs: int) -> int:
+    """How many of a run's first measured epochs set the gradient norms' baseline: the first quarter, at least one
+    (2 of 10 epochs, 5 of 20)."""
+    return max(1, epochs // 4)
+
+
+def grad_norm_growth(epoch_max_grad_norms: Sequence[float | None], factor: float) -> GradNormGrowth | None:
+    """The later epoch whose largest gradient norm rose most over the baseline (the largest finite norm of the
+    first :func:`baseline_epoch_count` epochs), when it rose more than ``factor`` times; None otherwise, and when
+    the baseline epochs have no positive norm or no epoch follows them.
+
+    The reference is the run's own: gradient norms scale with the loss's units and the model's size, so an
+    absolute threshold (``stability.grad_norm_exploding``) suits one model and misses or flags another.
+    """
+    count = baseline_epoch_count(len(epoch_max_grad_norms))
+    baseline = [norm for norm in epoch_max_grad_norms[:count] if norm is not None and math.isfinite(norm)]
+    if not baseline or max(baseline) <= 0:
+        return None
+    reference = max(baseline)
+    worst: GradNormGrowth | None = None
+    for index, norm in enumerate(epoch_max_grad_norms[count:], start=count):
+        if norm is not None and norm > factor * reference and (worst is None or norm > worst.max_grad_norm):
+            worst = GradNormGrowth(
+                epoch=index, max_grad_norm=norm, baseline_epochs=count, baseline_max_grad_norm=reference
+            )
+    return worst
+
+
 def _epoch_means(records: Sequence[EpochRLHealth | None], name: str) -> list[float | None]:
     return [None if record is None else getattr(record, name) for record in records]
 
@@ -386,8 +453,12 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
     critic_means = _epoch_means(records, "mean_critic_loss")
     kl_means = _epoch_means(records, "mean_approx_kl")
     clip_means = _epoch_means(records, "mean_clip_fraction")
+    value_maxima = _epoch_means(records, "mean_value_abs_max")
     reports_kl = any(mean is not None for mean in kl_means)
     reports_clip = any(mean is not None for mean in clip_means)
+    reports_values = any(mean is not None for mean in value_maxima)
+    bounds = [record.return_bound for record in present if record.return_bound is not None]
+    return_bound = max(bounds) if bounds else None
     health = RLHealth(
         critic_loss_name=name,
         epoch_mean_critic_losses=critic_means,
@@ -401,6 +472,9 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
         epoch_mean_clip_fractions=clip_means if reports_clip else None,
         max_clip_fraction=_largest([record.max_clip_fraction for record in present]),
         clip_fraction_bound=cfg.max_clip_fraction if reports_clip else None,
+        epoch_mean_value_abs_maxima=value_maxima if reports_values else None,
+        max_value_abs=_largest([record.max_value_abs for record in present]),
+        return_bound=return_bound if reports_values else None,
     )
     problems: list[str] = []
     # A ceiling of 0 (rewards that are all zero) leaves nothing to compare a critic's loss with.
@@ -420,6 +494,18 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
             problems.append(
                 f"{name} growth: {low:.3g} in epoch {growth[0]} to {high:.3g} in epoch {growth[1]} "
                 f"({high / low:.0f}x, past the sane ceiling {ceiling:.3g})"
+            )
+    # Soft divergence (van Hasselt et al. 2018, "Deep Reinforcement Learning and the Deadly Triad"): values past the
+    # largest return any policy can reach. A diverging Q-network can keep a small TD loss (values far past any return
+    # still satisfy r + γ Q' ≈ Q), so the TD loss alone misses it. Epoch means of each update's largest |value|,
+    # not single updates, and a bound from the run's own rewards: no constant to tune.
+    if reports_values and return_bound is not None and return_bound > 0:
+        beyond = [mean for mean in value_maxima if mean is not None and mean > return_bound]
+        if beyond:
+            problems.append(
+                f"critic values beyond any return: each update's largest |value| averaged up to {max(beyond):.3g} "
+                f"in {len(beyond)} of {len(epochs)} epochs, over {return_bound:.3g}, the largest discounted return "
+                "the rewards allow (max |reward| / (1 - gamma)): the critic diverges"
             )
     for means, bound, what, meaning in (
         (kl_means, cfg.max_approx_kl, "approximate KL", "the policy moved far past the clip's trust region"),
@@ -493,6 +579,14 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         )
     if vanishing:
         reasons.append(f"vanishing gradients: {vanishing} steps with norm < {cfg.grad_norm_vanishing:g}")
+    epoch_max_grad_norms = [epoch.max_grad_norm for epoch in epochs]
+    growth = grad_norm_growth(epoch_max_grad_norms, cfg.grad_norm_growth_factor)
+    if growth is not None:
+        reasons.append(
+            f"gradient-norm explosion: largest norm {growth.max_grad_norm:.3g} in epoch {growth.epoch}, "
+            f"{growth.ratio:.0f}x the {growth.baseline_max_grad_norm:.3g} of the first {growth.baseline_epochs} "
+            f"measured epochs (threshold {cfg.grad_norm_growth_factor:g}x)"
+        )
     rl, rl_problems = rl_health(epochs, cfg)
     # An RL loss is a surrogate or a TD loss: its trend is reported, but the RL signals judge the health.
     trend_judged = rl is None
@@ -510,7 +604,7 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         stability = "DIVERGING"
     elif not loss_steps and not grad_steps:
         stability = "NOT_CHECKED"
-    elif exploding or vanishing or rising or rl_problems:
+    elif exploding or vanishing or growth is not None or rising or rl_problems:
         stability = "UNSTABLE"
     else:
         stability = "STABLE"
@@ -531,4 +625,6 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         vanishing_steps=vanishing,
         first_nonfinite_epoch=first_nonfinite,
         rl=rl,
+        epoch_max_grad_norms=epoch_max_grad_norms,
+        grad_norm_growth_factor=cfg.grad_norm_growth_factor,
     )

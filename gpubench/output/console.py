@@ -273,9 +273,10 @@ def health_lines(report: RunReport) -> list[str]:
     if rl_models:
         lines.insert(
             0,
-            f"{', '.join(rl_models)}: health from NaN/Inf, gradient norms, the critic's loss against the rewards' "
-            "return range, and PPO's approximate KL and clip fraction; the loss trend in parentheses is a "
-            "surrogate's or a TD loss's, shown but not judged.",
+            f"{', '.join(rl_models)}: health from NaN/Inf, gradient norms (and their growth over the first "
+            "epochs'), the critic's loss (and DQN's Q-values) against the rewards' return range, and PPO's "
+            "approximate KL and clip fraction; the loss trend in parentheses is a surrogate's or a TD loss's, shown "
+            "but not judged.",
         )
     return lines
 

@@ -139,6 +139,7 @@ class ModelResult(Record):
         "rounds",
         "host_probe_explained_share",
         "memory_split",
+        "flops_by_precision",
     )
 
     status: ModelStatus = "ok"
@@ -194,6 +195,10 @@ class ModelResult(Record):
     #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None where not
     #: split: a report written before the split existed).
     memory_split: MemorySplit | None = None
+    #: ``flops_per_step`` by the precision the counted operations ran in (``fp32``, ``bf16``, ``fp16``; another
+    #: dtype by torch's name), as the dispatcher saw their operands: the projection takes each card's peak for
+    #: these, whatever ``execution.precision`` says (a user's model may autocast itself). None where not counted.
+    flops_by_precision: dict[str, float] | None = None
 
     @property
     def epochs_per_round(self) -> list[int]:

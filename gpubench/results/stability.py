@@ -20,7 +20,10 @@ class RLHealth(Record):
     ``critic_loss_ceiling_factor`` times the ceiling, or when an epoch's mean rose ``critic_loss_growth_factor``
     times over an earlier one to above the ceiling. PPO only (None for DQN): the per-epoch means of the updates'
     approximate KL and clip fraction, judged against ``approx_kl_bound`` and ``clip_fraction_bound``, and the
-    largest single update's. ``steps`` counts the updates that reported these signals.
+    largest single update's. ``steps`` counts the updates that reported these signals. DQN only (None for PPO):
+    ``epoch_mean_value_abs_maxima``, per epoch the mean over its updates of each one's largest |Q(s, a)|, judged
+    against ``return_bound`` (``max |reward| / (1 − γ)``: no return, hence no accurate value, lies beyond it), and
+    ``max_value_abs``, the largest |Q| of any update.
     """
 
     critic_loss_name: str
@@ -35,6 +38,11 @@ class RLHealth(Record):
     epoch_mean_clip_fractions: list[float | None] | None = None
     max_clip_fraction: float | None = None
     clip_fraction_bound: float | None = None
+    epoch_mean_value_abs_maxima: list[float | None] | None = None
+    max_value_abs: float | None = None
+    return_bound: float | None = None
+
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("epoch_mean_value_abs_maxima", "max_value_abs", "return_bound")
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,9 @@ class StabilityReport(Record):
     mean loss per epoch) use the epochs with a finite mean loss and are None with fewer than two;
     :attr:`loss_trend_judged` is False for RL, whose loss trend is reported but says nothing about health (``rl``
     holds the signals that do). Totals are step counts, None when not checked; ``first_nonfinite_epoch`` is the 0-based
-    index of the first epoch with a NaN/Inf.
+    index of the first epoch with a NaN/Inf. ``epoch_max_grad_norms`` is each epoch's largest finite gradient norm
+    (None where it had none); an epoch's above ``grad_norm_growth_factor`` times the largest of the run's first
+    measured epochs is a gradient-norm explosion (None where not checked).
     """
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
@@ -68,8 +78,10 @@ class StabilityReport(Record):
     first_nonfinite_epoch: int | None
     loss_slope_p_value: float | None = None
     rl: RLHealth | None = None
+    epoch_max_grad_norms: list[float | None] | None = None
+    grad_norm_growth_factor: float | None = None
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rl",)
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rl", "epoch_max_grad_norms", "grad_norm_growth_factor")
 
     @property
     def loss_trend_judged(self) -> bool:

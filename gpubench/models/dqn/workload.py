@@ -339,7 +339,9 @@ class DQNWorkload(Workload):
         self._epsilon.fill_(self.epsilon)
         # The TD error of a Q-network whose values and targets stay within the returns the rewards allow is at most
         # twice that bound; the Huber loss of that error is the largest TD loss of a sane critic.
-        largest_td_error = 2.0 * self.env.discounted_return_bound(config.gamma)
+        #: The largest |discounted return| any policy can reach: an accurate Q-value lies within ± this.
+        self.return_bound = self.env.discounted_return_bound(config.gamma)
+        largest_td_error = 2.0 * self.return_bound
         self.td_loss_ceiling = 0.5 * largest_td_error**2 if largest_td_error <= 1.0 else largest_td_error - 0.5
         self._run_step = (
             CudaGraphStep(self._run_step_impl, context.generator) if context.captures_steps else self._run_step_impl
@@ -395,7 +397,7 @@ class DQNWorkload(Workload):
         }
 
     def train_step(self) -> StepResult:
-        loss, grad_norm = self._run_step()
+        loss, grad_norm, q_abs_max = self._run_step()
         self.env_steps += self.env.num_envs * self.config.train_freq
         before = self.gradient_steps_done
         self.gradient_steps_done += self.config.gradient_steps
@@ -404,24 +406,35 @@ class DQNWorkload(Workload):
             update_target(self.target_network, self.q_network, self.config.tau)
         # A fill with a host scalar: queued like any kernel, no sync; a captured graph reads the new value.
         self._epsilon.fill_(self.epsilon)
-        # The loss is the TD loss, so it is also the critic's health signal: no extra kernel.
-        signals = RLSignals(critic_loss=loss, critic_loss_name="TD loss", critic_loss_ceiling=self.td_loss_ceiling)
+        # The loss is the TD loss, so it is also the critic's health signal: no extra kernel. The Q-values' size
+        # against the return bound is the other (a diverging Q-network's TD loss can stay small: values far past
+        # any return still satisfy r + γ Q' ≈ Q).
+        signals = RLSignals(
+            critic_loss=loss,
+            critic_loss_name="TD loss",
+            critic_loss_ceiling=self.td_loss_ceiling,
+            value_abs_max=q_abs_max,
+            return_bound=self.return_bound,
+        )
         return StepResult(loss=loss, grad_norm=grad_norm, rl=signals)
 
-    def _run_step_impl(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def _run_step_impl(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         for _ in range(self.config.train_freq):
             self.collect()
         for _ in range(self.config.gradient_steps):
-            loss, grad_norm = self.gradient_step()
-        return loss, grad_norm
+            loss, grad_norm, q_taken = self.gradient_step()
+        # Like the loss, the Q-values' largest |value| is the step's last update's: one kernel a step, not one per
+        # gradient step (the step is launch-bound on a GPU).
+        return loss, grad_norm, torch.linalg.vector_norm(q_taken, ord=math.inf)
 
-    def gradient_step(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """One gradient step on a replay minibatch; returns the loss and the pre-clip gradient norm (device)."""
+    def gradient_step(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step on a replay minibatch; returns the loss, the pre-clip gradient norm and the online
+        network's Q-values of the minibatch's taken actions ``(batch,)``, all detached device tensors."""
         indices = self.replay.sample_indices(self.batch_size, self.context.generator)
         with self.context.autocast():
-            loss = self._td_loss(indices)
+            loss, q_taken = self._td_loss(indices)
         grad_norm = self.context.optimize(loss, self.optimizer, self._parameters, self.config.max_grad_norm)
-        return loss.detach(), grad_norm
+        return loss.detach(), grad_norm, q_taken.detach()
 
     def collect(self) -> None:
         """One ε-greedy action per environment, one environment step, its transitions into the buffer."""
@@ -452,7 +465,8 @@ class DQNWorkload(Workload):
             greedy = self.q_network(observation).argmax(dim=1)
         return torch.where(explore_draw < epsilon, random_actions, greedy)
 
-    def _td_loss_impl(self, indices: torch.Tensor) -> torch.Tensor:
+    def _td_loss_impl(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Huber TD loss of the minibatch in replay slots ``indices``, and the Q-values of its taken actions."""
         batch = self.replay.batch(indices)
         q_taken = self._trained_q(batch.observations).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
@@ -466,4 +480,4 @@ class DQNWorkload(Workload):
             self.config.gamma,
             self.config.double_dqn,
         )
-        return huber_loss(q_taken.float(), targets)
+        return huber_loss(q_taken.float(), targets), q_taken
