@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The GPU acceptance runs of issues 21, 22 and 24, in parts that each fit one device call (10 minutes), writing
+# short summaries and the reports under $OUT (at most 8 files come back). Run from the repository root on the GPU
+# machine, after the install line of ../shared/device/bundle.sh:
+#
+#   bash benchmarks/h200_acceptance.sh default     # the default run, timed (<= 180 s), then its validation of
+#                                                  # dqn and mamba2 (--factor 4 --repeats 3)
+#   bash benchmarks/h200_acceptance.sh default-rest REPORT   # ppo and tft of that report (--factor 4 --repeats 3)
+#   bash benchmarks/h200_acceptance.sh lm          # the 124M GPT LM at batch 64 (GPU-bound), run and validated
+#   bash benchmarks/h200_acceptance.sh resnet      # ResNet-50 at batch 256 (cuDNN autotuning), run and validated
+#   bash benchmarks/h200_acceptance.sh checks      # pytest -m gpu, and the memory split's batch predictions
+#
+# A part's report travels back under $OUT; `default-rest` takes the default part's report.json (carry it in a
+# git-ignored folder). Every figure a note quotes comes from these files, with the command that wrote them.
+set -uo pipefail
+part=${1:?usage: h200_acceptance.sh default|default-rest REPORT|lm|resnet|checks}
+out=${OUT:?set OUT to the folder whose files come back}
+export PYTHONUNBUFFERED=1
+user_models=benchmarks/user_models
+
+timed_run() {  # timed_run NAME OVERRIDES...: one gpubench run in its own folder; its report and wall time to $OUT
+  local name=$1
+  shift
+  local dir=/tmp/accept-$name
+  local start_ns rc wall_ms
+  start_ns=$(date +%s%N)
+  python3 -m gpubench tracking.enabled=false "hydra.run.dir=$dir" "$@" >"$dir.log" 2>&1
+  rc=$?
+  wall_ms=$((($(date +%s%N) - start_ns) / 1000000))
+  cp "$dir/report.json" "$out/$name-report.json" 2>/dev/null
+  echo "$name: rc $rc, wall $((wall_ms / 1000)).$((wall_ms % 1000 / 100)) s" | tee -a "$out/summary.txt"
+  grep -E '^Recommendation|^Report' "$dir.log" | cut -c1-600 >>"$out/summary.txt"
+}
+
+validate() {  # validate REPORT MODELS: --factor 4 --repeats 3, the table into the summary
+  python3 -m gpubench.validate "$1" --factor 4 --repeats 3 --models "$2" --output "$out/validation-$3.json" \
+    >>"$out/summary.txt" 2>&1
+  echo "validate $3 ($2): exit $?" | tee -a "$out/summary.txt"
+}
+
+case $part in
+  default)
+    timed_run default
+    validate /tmp/accept-default/report.json dqn,mamba2 default-a
+    ;;
+  default-rest)
+    validate "${2:?give the report.json of the default part}" ppo,tft default-b
+    ;;
+  lm)
+    (cd "$user_models" && timed_run lm model=custom workloads.custom.factory=gpt_language_model:build \
+      workloads.custom.batch_size=64 workloads.custom.samples_per_step=32768 workloads.custom.sample_unit=token \
+      decision.plan.samples.custom=2e9)
+    (cd "$user_models" && validate /tmp/accept-lm/report.json custom lm)
+    ;;
+  resnet)
+    (cd "$user_models" && timed_run resnet model=custom workloads.custom.factory=resnet50_classifier:build \
+      workloads.custom.batch_size=256 workloads.custom.sample_unit=image decision.plan.samples.custom=1.28e8)
+    (cd "$user_models" && validate /tmp/accept-resnet/report.json custom resnet)
+    ;;
+  checks)
+    python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu >"$out/gpu-tests.txt" 2>&1
+    echo "pytest -m gpu: exit $?" | tee -a "$out/summary.txt"
+    python3 benchmarks/memory_fit_check.py --json "$out/memory-fit.json" >>"$out/summary.txt" 2>&1
+    echo "memory_fit_check: exit $?" | tee -a "$out/summary.txt"
+    ;;
+  *)
+    echo "unknown part $part" >&2
+    exit 2
+    ;;
+esac
