@@ -38,6 +38,10 @@ class Design:
     def counts(self) -> list[int]:
         return [self.epochs] * self.rounds
 
+    def gaps(self, gap: float) -> list[float]:
+        """The drift test's gaps between the rounds: ``gap`` epochs each."""
+        return [float(gap)] * (self.rounds - 1)
+
 
 def ar1(rng: np.random.Generator, runs: int, n: int, rho: float) -> np.ndarray:
     """``runs`` × ``n`` stationary AR(1) series of unit variance and lag-1 correlation ``rho``."""
@@ -131,8 +135,8 @@ def two_level_cell(
         satterthwaite_halfwidths.append((s_high - s_low) / 2.0 / interval.mean_ms)
         o_low, o_high = decision_interval(run.ravel(), level)
         one_level += o_low <= MEAN_MS <= o_high
-        flagged += drift_test(run.ravel(), level, design.counts).detected
-        power += drift_test(ramp_run.ravel(), level, design.counts).detected
+        flagged += drift_test(run.ravel(), level, design.counts, design.gaps(gap)).detected
+        power += drift_test(ramp_run.ravel(), level, design.counts, design.gaps(gap)).detected
         if design.rounds >= 2:
             p_low, p_high = new_run_interval(run, new_epochs, level)
             predicted += p_low <= new_mean <= p_high
@@ -147,6 +151,48 @@ def two_level_cell(
         drift_fpr=flagged / runs,
         drift_power=power / runs,
         new_run_coverage=predicted / runs if design.rounds >= 2 else None,
+    )
+
+
+# --------------------------------------------------------------------------------- drift false positives, rounds
+
+
+@dataclass(frozen=True)
+class DriftCell:
+    """Fractions of runs flagged by :func:`drift_test` with the gaps between rounds counted (``fpr`` on stationary
+    epochs, ``power`` on a ramp) and by the same slope with the round means taken as independent (gaps infinite,
+    the test of 2026-12-02)."""
+
+    fpr: float
+    fpr_independent: float
+    power: float
+    power_independent: float
+
+
+def drift_cell(
+    rng: np.random.Generator,
+    runs: int,
+    design: Design,
+    rho: float,
+    cv: float,
+    host_sigma: float,
+    gap: int,
+    level: float,
+    ramp: float,
+) -> DriftCell:
+    """The drift test's false-positive rate and power on ``runs`` seeded runs of :func:`two_level_epochs`."""
+    stationary = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap).reshape(runs, -1)
+    ramped = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap, ramp).reshape(runs, -1)
+    counted, independent = design.gaps(gap), design.gaps(math.inf)
+
+    def rate(epochs: np.ndarray, gaps: list[float]) -> float:
+        return float(np.mean([drift_test(run, level, design.counts, gaps).detected for run in epochs]))
+
+    return DriftCell(
+        fpr=rate(stationary, counted),
+        fpr_independent=rate(stationary, independent),
+        power=rate(ramped, counted),
+        power_independent=rate(ramped, independent),
     )
 
 

@@ -31,9 +31,14 @@ the two-level interval and of the total's upper bound, the median half-width, th
 drift test's false-positive rate and its power on a ramp, the new-training prediction's coverage; then the drift
 candidates on one block of epochs, and the dead band of true totals where the answer is GRAY more often than not.
 
+With ``--only-drift`` it prints the drift test's false-positive rate and power on rounds alone (``--drift-designs``,
+``--drift-gaps``: the epochs between a model's rounds, 15 in a four-model run, 0 when one model's later rounds
+follow one another), against the same slope with the round means taken as independent.
+
     python benchmarks/statistics_coverage.py                 # 6,000 runs a cell, about a minute on two cores
     python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8 --compare-ns 20 40 60
     python benchmarks/statistics_coverage.py --two-level --only-two-level   # the rounds section alone
+    python benchmarks/statistics_coverage.py --only-drift --drift-gaps 15 0  # the drift test on rounds alone
 """
 
 import argparse
@@ -52,6 +57,7 @@ from _two_level import (
     Design,
     dead_band,
     drift_candidates,
+    drift_cell,
     floored_bounds,
     gray_rates,
     relative_bounds,
@@ -264,7 +270,15 @@ def main() -> None:
     parser.add_argument("--gap", type=int, default=15, help="other models' epochs between two rounds of one model")
     parser.add_argument("--ramp", type=float, default=0.10, help="drift for the power column: rise over the run")
     parser.add_argument("--new-run-factor", type=int, default=4, help="a new training is this many times N epochs")
+    parser.add_argument("--only-drift", action="store_true", help="print the drift test's rates on rounds alone")
+    parser.add_argument("--drift-runs", type=int, default=10_000, help="simulated runs per drift cell")
+    parser.add_argument("--drift-designs", nargs="+", default=["5x4"], help="R x m per model, for the drift cells")
+    parser.add_argument("--drift-gaps", type=int, nargs="+", default=[15], help="epochs between rounds, drift cells")
+    parser.add_argument("--drift-host-sigmas", type=float, nargs="+", default=[0.0, 0.05, 0.1])
     args = parser.parse_args()
+    if args.only_drift:
+        drift_section(args)
+        return
     if not args.only_two_level:
         single_level_section(args)
     if args.two_level or args.only_two_level:
@@ -402,6 +416,38 @@ def two_level_section(args: argparse.Namespace) -> None:
                 low, high = relative_bounds(epochs, args.level, method)
                 band, width = dead_band(totals_h, gray_rates(low, high, totals_h, local_h, cloud_h), local_h, cloud_h)
                 print(f"| {design.label} | {name} | {rho:g} | {band} | {width:.1f} h |")
+
+
+def drift_section(args: argparse.Namespace) -> None:
+    """The drift test on stationary and ramped rounds (``_two_level.drift_cell``): with the gaps between rounds
+    counted (the runner's test) and with the round means taken as independent (2026-12-02's test)."""
+    rng = np.random.default_rng(args.seed + 2)
+    runs = args.drift_runs
+    print(
+        f"## Drift test on rounds: epochs = 1000 ms x (1 + h_r + CV x AR1), h_r ~ N(0, sigma_h) per round, AR(1) "
+        f"carried across rounds with the gap's epochs between; {runs} runs a cell, seed {args.seed + 2}, level "
+        f"{args.level:.0%}\n"
+    )
+    print(
+        "FPR: stationary runs flagged; power: runs with a "
+        f"{args.ramp:.0%} ramp over the measured epochs flagged. counted: drift_test with the gaps (the runner's); "
+        "independent: the same slope with the round means taken as independent, R - 2 df (2026-12-02's).\n"
+    )
+    print("| design | gap | CV | rho | sigma_h | FPR counted | FPR independent | power counted | power independent |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label in args.drift_designs:
+        design = Design(*(int(v) for v in label.split("x")))
+        for gap in args.drift_gaps:
+            for cv in args.two_level_cvs:
+                for rho in args.two_level_rhos:
+                    for sigma in args.drift_host_sigmas:
+                        c = drift_cell(rng, runs, design, rho, cv, sigma, gap, args.level, args.ramp)
+                        print(
+                            f"| {design.label} | {gap} | {cv:.0%} | {rho:g} | {sigma:.0%} | {_rate(c.fpr, runs)} | "
+                            f"{_rate(c.fpr_independent, runs)} | {_rate(c.power, runs)} | "
+                            f"{_rate(c.power_independent, runs)} |",
+                            flush=True,
+                        )
 
 
 if __name__ == "__main__":
