@@ -11,10 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import integrate
 from scipy import stats as sps
 
 from gpubench.stats.intervals import decision_interval
-from gpubench.stats.rounds import drift_test, new_run_interval, two_level_interval
+from gpubench.stats.rounds import (
+    DRIFT_AR1_BOUND,
+    ar1_timeline_correlation,
+    drift_test,
+    new_run_interval,
+    two_level_interval,
+)
 
 MEAN_MS = 1000.0
 #: Host levels of 20% can (rarely) push an epoch to zero or below; a real epoch takes time, so it is floored here.
@@ -167,6 +174,50 @@ class DriftCell:
     fpr_independent: float
     power: float
     power_independent: float
+
+
+def _imhof_positive(eigenvalues: np.ndarray) -> float:
+    """P(Σ λ_j z_j² > 0) for independent standard normal z (Imhof 1961, "Computing the distribution of quadratic
+    forms in normal variables", Biometrika 48): 1/2 + (1/π) ∫₀^∞ sin θ(u) / (u ρ(u)) du with
+    θ(u) = ½ Σ arctan(λ_j u) and ρ(u) = Π (1 + λ_j² u²)^¼."""
+    lams = eigenvalues[np.abs(eigenvalues) > 1e-12 * np.abs(eigenvalues).max()]
+
+    def integrand(u: float) -> float:
+        return math.sin(0.5 * float(np.sum(np.arctan(lams * u)))) / (u * float(np.prod((1 + (lams * u) ** 2) ** 0.25)))
+
+    value, _ = integrate.quad(integrand, 0.0, np.inf, limit=500)
+    return 0.5 + value / math.pi
+
+
+def exact_drift_fpr(
+    design: Design, rho: float, cv: float, host_sigma: float, gap: float, assumed_gap: float, level: float
+) -> float:
+    """The exact false-positive rate of the round-means drift test (three rounds or more) on :func:`two_level_epochs`
+    without a ramp, the test told the rounds are ``assumed_gap`` epochs apart (``math.inf``: independent).
+
+    The round means y are normal with covariance S = CV² A R_ρ A' + σ_h² I (R_ρ the AR(1) correlation on the
+    timeline with the true ``gap``, A the rounds' averaging; in units of the mean). The test rejects when
+    (c'y)² > q² · c'Cc · y'My / tr(MC), C its assumed covariance, c the slope's row of the OLS pseudo-inverse,
+    M = I − H and q the t quantile on its Satterthwaite degrees of freedom: y'By > 0 with
+    B = cc' − q² c'Cc / tr(MC) · M, a quadratic form in normal variables whose tail is Imhof's integral over the
+    eigenvalues of L'BL (S = LL')."""
+    counts, r = design.counts, design.rounds
+    averaging = np.repeat(np.eye(r), counts, axis=1) / design.epochs
+    truth = cv**2 * averaging @ ar1_timeline_correlation(counts, design.gaps(gap), rho) @ averaging.T
+    truth += host_sigma**2 * np.eye(r)
+    assumed = averaging @ ar1_timeline_correlation(counts, design.gaps(assumed_gap), DRIFT_AR1_BOUND) @ averaging.T
+    centres = np.arange(r) * design.epochs + (design.epochs - 1) / 2.0
+    x = np.column_stack([np.ones(r), centres])
+    pinv = np.linalg.pinv(x)
+    row = pinv[-1]
+    annihilator = np.eye(r) - x @ pinv
+    m_c = annihilator @ assumed
+    trace = float(np.trace(m_c))
+    dof = trace**2 / float(np.trace(m_c @ m_c))
+    quantile = float(sps.t.ppf(0.5 + level / 2.0, dof))
+    form = np.outer(row, row) - quantile**2 * float(row @ assumed @ row) / trace * annihilator
+    root = np.linalg.cholesky(truth)
+    return _imhof_positive(np.linalg.eigvalsh(root.T @ form @ root))
 
 
 def drift_cell(
