@@ -68,7 +68,13 @@ ESTIMATE_METHOD = (
     "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan samples / "
     "(steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, the one-off "
     "costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the warmup epochs, "
-    "all counted as pure overhead (their samples are not credited: slightly conservative)."
+    "all counted as pure overhead (their samples are not credited: slightly conservative), plus the first-time cost "
+    "at the timed batch (cuDNN autotuning, kernels compiled on first use: the batch search's first trial at that "
+    "batch less the same steps at its fastest later trial's speed). That cost varies between processes, so it "
+    "carries a range from the run's own observations: every build at the timed batch whose first steps were timed "
+    "(each batch-search trial at it, the measured run's first step), less its steps at the measured step time; from "
+    "the least a build paid (in the warmed process) to the most (the process's first build at that batch). The "
+    "bounds take the one-off costs at the matching end of that range."
 )
 
 UPPER_BOUND_METHOD = (
