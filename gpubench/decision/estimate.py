@@ -360,58 +360,72 @@ class TimeEstimate:
 
 @dataclass(frozen=True)
 class FirstTimeCost:
-    """What the job's process paid once at the timed batch (s), and the range a fresh training's share of it lies in.
+    """What the job's process paid once at the timed batch (s), and the range of what a fresh training's first build
+    pays (s): see :func:`first_time_cost`.
 
-    ``seconds`` is the point (:func:`first_time_cost`); ``observations_s`` what each build of the model at the timed
-    batch whose first steps were timed paid over the steady speed, in the order measured; ``lower_seconds`` and
-    ``upper_seconds`` the range: the least any of them paid and the most (never under 0, never under ``seconds``
-    at the top). No level is claimed for it: it is the span of the run's own observations."""
+    ``seconds`` (F) is added to the one-off costs. ``first_build_seconds`` is what the estimate counts for a fresh
+    training's first build over the steady speed: the measured run's first step over the step time (inside the
+    calibration already) plus F. ``observations_s`` are what each timed build at the batch paid over the steady
+    speed, in the order measured; ``lower_seconds`` / ``upper_seconds`` the least and the most of them, widened to
+    take in ``first_build_seconds``. No level is claimed: it is the span of the run's own observations."""
 
     seconds: float
+    first_build_seconds: float
     lower_seconds: float
     upper_seconds: float
     observations_s: tuple[float, ...]
+
+    @property
+    def spread_seconds(self) -> tuple[float, float]:
+        """How far under and over ``first_build_seconds`` the range reaches (s)."""
+        return self.first_build_seconds - self.lower_seconds, self.upper_seconds - self.first_build_seconds
 
 
 def first_time_cost(result: ModelResult) -> FirstTimeCost:
     """What the job's process paid once at the timed batch before its measured run, which a fresh training pays in
     its first step (s): cuDNN's autotuning of each new convolution shape, kernels compiled on first use.
 
-    The point: the batch search ran that batch first, and its earliest trial at the timed size less the same steps
+    The point F: the batch search ran that batch first, and its earliest trial at the timed size less the same steps
     at the speed of the fastest later trial at that size is what the process paid once (each trial builds the model
     anew, so the later ones differ from it only by what the process had already done). 0 without two such trials.
     A ResNet-50 at batch 256 with autotuning on the H200: the first verify trial 8.26 s, the next two 1.63 s
     (20 steps each), so 6.6 s; the measured run's own first step (82 ms) had none of it, and a fresh training of
     47 s took 5 s more than predicted without it.
 
-    The range, from the same run's measurements (never a constant factor): every build at the timed batch whose
-    first steps were timed is an observation of what a build pays over the steady speed — each batch-search trial
-    at that size (its seconds less its steps at the measured epochs' step time) and the measured run's first step
-    (``first_step_ms`` less the step time). The process's first build at the size paid the most (the first-time
-    costs), a build in the warmed process the least; a fresh training pays the first-time costs again, by an amount
-    that varies between processes (the ResNet-50's fresh trainings paid 4.6 and 5.4 s against the benchmark's
-    6.6 s), and the run can only bracket it by what it saw: [least, most]. Not covered: a fresh process paying more
-    than the benchmark's first build at the size (libraries the benchmark's process had loaded before that build
-    are loaded in the fresh training's first step). With fewer than two trials at the size, the range is the point.
+    The range, from the same run's measurements (never a constant factor). A fresh training's first build pays,
+    over the steady speed, what any build pays plus the first-time costs, by an amount that varies between
+    processes (the ResNet-50's fresh trainings paid 4.6 and 5.4 s against the benchmark's 6.6 s). The run timed
+    several builds at the batch, each an observation of that cost: every batch-search trial at the timed size (its
+    seconds less its steps at the measured epochs' step time) and the measured run's first step (``first_step_ms``
+    less the step time). The process's first build at the size paid the most (the first-time costs included), a
+    build in the warmed process the least; the range is [least, most], widened to take in what the estimate counts
+    (``first_build_seconds``). Not covered: a fresh process paying more than the benchmark's first build at the
+    size (libraries the benchmark's process had loaded before that build are loaded in the fresh training's first
+    step). With fewer than two timed builds, the range is the point.
     """
     search = result.batch_search
-    if search is None or result.batch_size is None:
-        return FirstTimeCost(0.0, 0.0, 0.0, ())
-    trials = [t for t in search.trials if t.ok and t.size == result.batch_size and t.seconds and t.steps > 0]
-    if len(trials) < 2:
-        return FirstTimeCost(0.0, 0.0, 0.0, ())
-    fastest_s_per_step = min(t.seconds / t.steps for t in trials[1:])
-    point = max(0.0, trials[0].seconds - trials[0].steps * fastest_s_per_step)
     step_ms = result.step_time_ms
-    if step_ms is None:
-        return FirstTimeCost(point, point, point, ())
-    observations = [t.seconds - t.steps * step_ms / MS_PER_S for t in trials]
-    if result.first_step_ms is not None:
-        observations.append((result.first_step_ms - step_ms) / MS_PER_S)
+    observations: list[float] = []
+    point = 0.0
+    if search is not None and result.batch_size is not None:
+        trials = [t for t in search.trials if t.ok and t.size == result.batch_size and t.seconds and t.steps > 0]
+        if len(trials) >= 2:
+            fastest_s_per_step = min(t.seconds / t.steps for t in trials[1:])
+            point = max(0.0, trials[0].seconds - trials[0].steps * fastest_s_per_step)
+            if step_ms is not None:
+                observations = [t.seconds - t.steps * step_ms / MS_PER_S for t in trials]
+    own_first_s = 0.0
+    if result.first_step_ms is not None and step_ms is not None:
+        own_first_s = (result.first_step_ms - step_ms) / MS_PER_S
+        observations.append(own_first_s)
+    first_build = own_first_s + point
+    if len(observations) < 2:
+        return FirstTimeCost(point, first_build, first_build, first_build, tuple(observations))
     return FirstTimeCost(
         seconds=point,
-        lower_seconds=min(point, max(0.0, min(observations))),
-        upper_seconds=max(point, max(observations)),
+        first_build_seconds=first_build,
+        lower_seconds=min(first_build, min(observations)),
+        upper_seconds=max(first_build, max(observations)),
         observations_s=tuple(observations),
     )
 
@@ -464,10 +478,7 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
         halfwidth_ms=stats.decision_halfwidth_ms,
         confidence_level=stats.confidence_level,
         one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S + first_time.seconds,
-        one_off_spread_seconds=(
-            first_time.seconds - first_time.lower_seconds,
-            first_time.upper_seconds - first_time.seconds,
-        ),
+        one_off_spread_seconds=first_time.spread_seconds,
         drift_flags=_drift_flags(result),
         drift_ms_per_epoch=drift_ms_per_epoch(result.raw_epoch_times_ms),
         rounds=stats.rounds,
