@@ -474,11 +474,15 @@ def drift_test(
       (A averages each round). A host level per round adds independent noise to the means, which the test counts
       as noise, not drift. Why not independent round means on R − 2 degrees of freedom (versions of 2026-12-02):
       the AR(1) epochs carry across a short gap, so neighbouring round means correlate positively, the slope's
-      variance is larger and the residuals' smaller than that test assumes. Its exact false-positive rate at
-      5 x 4, CV 5% and no host level is 0.052 at ρ = 0.8 with 15 other epochs between rounds (the four-model
-      schedule), but 0.077 / 0.155 at ρ = 0.5 / 0.8 with the rounds back to back (one model: its later rounds
-      follow at once); with the gaps counted, 0.040-0.050 in every such cell
-      (``benchmarks/results/2026-12-03-drift-false-positives.md``).
+      variance is larger and the residuals' smaller than that test assumes. Its exact false-positive rate at 5 x 4
+      with no host level (Imhof's integral over the test's null distribution,
+      ``benchmarks/results/2026-12-03-drift-false-positives.md``) is 0.052 at ρ = 0.8 with 15 other epochs between
+      rounds (the four-model schedule), but 0.076 / 0.154 at ρ = 0.5 / 0.8 with the rounds back to back (one
+      model: its later rounds follow one another at once). With the gaps counted it is 0.048-0.050 at 15 epochs
+      apart and 0.010-0.039 back to back (at or under the level: ρ = 0.8 and no host level is the worst case the
+      bound allows). The price is power where the rounds are back to back: a 10% ramp over 5 x 4 epochs at CV 5%
+      and ρ = 0.8 is flagged in 14% of runs against 39% by the test that takes the means as independent (at 15
+      epochs apart, 19% against 20%).
     * One block (or two rounds, each with its own intercept): the OLS slope on the epoch index, its standard error
       under Σ (:func:`ols_slope_test`). At that ρ its level is right, at
       smaller ρ it is conservative. Estimating the dependence instead does not hold the level at n = 20: on
