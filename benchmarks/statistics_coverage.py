@@ -31,6 +31,10 @@ the two-level interval and of the total's upper bound, the median half-width, th
 drift test's false-positive rate and its power on a ramp, the new-training prediction's coverage; then the drift
 candidates on one block of epochs, and the dead band of true totals where the answer is GRAY more often than not.
 
+With ``--only-joint-stop coverage band`` it simulates ``statistics.adaptive=decision`` over the critical models
+(``--joint-shares`` of the true total, ``_joint_stop``) through the real ``decision.stopping.next_round``: the
+coverage of the total's bounds at the stop, the verdicts, the epochs used, and the dead band at σ_h = 0.
+
 With ``--only-drift`` it prints the drift test's false-positive rate and power on rounds alone (``--drift-designs``,
 ``--drift-gaps``: the epochs between a model's rounds, 15 in a four-model run, 0 when one model's later rounds
 follow one another), against the same slope with the round means taken as independent.
@@ -39,6 +43,7 @@ follow one another), against the same slope with the round means taken as indepe
     python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8 --compare-ns 20 40 60
     python benchmarks/statistics_coverage.py --two-level --only-two-level   # the rounds section alone
     python benchmarks/statistics_coverage.py --only-drift --drift-gaps 15 0  # the drift test on rounds alone
+    python benchmarks/statistics_coverage.py --only-joint-stop coverage band --two-level-cvs 0.05  # the joint stop
 """
 
 import argparse
