@@ -11,10 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import integrate
 from scipy import stats as sps
 
 from gpubench.stats.intervals import decision_interval
-from gpubench.stats.rounds import drift_test, new_run_interval, two_level_interval
+from gpubench.stats.rounds import (
+    DRIFT_AR1_BOUND,
+    ar1_timeline_correlation,
+    drift_test,
+    new_run_interval,
+    two_level_interval,
+)
 
 MEAN_MS = 1000.0
 #: Host levels of 20% can (rarely) push an epoch to zero or below; a real epoch takes time, so it is floored here.
@@ -37,6 +44,10 @@ class Design:
     @property
     def counts(self) -> list[int]:
         return [self.epochs] * self.rounds
+
+    def gaps(self, gap: float) -> list[float]:
+        """The drift test's gaps between the rounds: ``gap`` epochs each."""
+        return [float(gap)] * (self.rounds - 1)
 
 
 def ar1(rng: np.random.Generator, runs: int, n: int, rho: float) -> np.ndarray:
@@ -131,8 +142,8 @@ def two_level_cell(
         satterthwaite_halfwidths.append((s_high - s_low) / 2.0 / interval.mean_ms)
         o_low, o_high = decision_interval(run.ravel(), level)
         one_level += o_low <= MEAN_MS <= o_high
-        flagged += drift_test(run.ravel(), level, design.counts).detected
-        power += drift_test(ramp_run.ravel(), level, design.counts).detected
+        flagged += drift_test(run.ravel(), level, design.counts, design.gaps(gap)).detected
+        power += drift_test(ramp_run.ravel(), level, design.counts, design.gaps(gap)).detected
         if design.rounds >= 2:
             p_low, p_high = new_run_interval(run, new_epochs, level)
             predicted += p_low <= new_mean <= p_high
@@ -147,6 +158,95 @@ def two_level_cell(
         drift_fpr=flagged / runs,
         drift_power=power / runs,
         new_run_coverage=predicted / runs if design.rounds >= 2 else None,
+    )
+
+
+# --------------------------------------------------------------------------------- drift false positives, rounds
+
+
+@dataclass(frozen=True)
+class DriftCell:
+    """Fractions of runs flagged by :func:`drift_test` with the gaps between rounds counted (``fpr`` on stationary
+    epochs, ``power`` on a ramp) and by the same slope with the round means taken as independent (gaps infinite,
+    the test of 2026-12-02)."""
+
+    fpr: float
+    fpr_independent: float
+    power: float
+    power_independent: float
+
+
+def _imhof_positive(eigenvalues: np.ndarray) -> float:
+    """P(Σ λ_j z_j² > 0) for independent standard normal z (Imhof 1961, "Computing the distribution of quadratic
+    forms in normal variables", Biometrika 48): 1/2 + (1/π) ∫₀^∞ sin θ(u) / (u ρ(u)) du with
+    θ(u) = ½ Σ arctan(λ_j u) and ρ(u) = Π (1 + λ_j² u²)^¼."""
+    # The sign of the form does not depend on its scale: scaled to a largest |λ| of 1, the integral converges at
+    # the same pace whatever the units (at a CV of 2% the raw eigenvalues are ~1e-5 and quad gave up).
+    lams = eigenvalues / np.abs(eigenvalues).max()
+    lams = lams[np.abs(lams) > 1e-12]
+
+    def integrand(u: float) -> float:
+        return math.sin(0.5 * float(np.sum(np.arctan(lams * u)))) / (u * float(np.prod((1 + (lams * u) ** 2) ** 0.25)))
+
+    value, _ = integrate.quad(integrand, 0.0, np.inf, limit=500)
+    return 0.5 + value / math.pi
+
+
+def exact_drift_fpr(
+    design: Design, rho: float, cv: float, host_sigma: float, gap: float, assumed_gap: float, level: float
+) -> float:
+    """The exact false-positive rate of the round-means drift test (three rounds or more) on :func:`two_level_epochs`
+    without a ramp, the test told the rounds are ``assumed_gap`` epochs apart (``math.inf``: independent).
+
+    The round means y are normal with covariance S = CV² A R_ρ A' + σ_h² I (R_ρ the AR(1) correlation on the
+    timeline with the true ``gap``, A the rounds' averaging; in units of the mean). The test rejects when
+    (c'y)² > q² · c'Cc · y'My / tr(MC), C its assumed covariance, c the slope's row of the OLS pseudo-inverse,
+    M = I − H and q the t quantile on its Satterthwaite degrees of freedom: y'By > 0 with
+    B = cc' − q² c'Cc / tr(MC) · M, a quadratic form in normal variables whose tail is Imhof's integral over the
+    eigenvalues of L'BL (S = LL')."""
+    counts, r = design.counts, design.rounds
+    averaging = np.repeat(np.eye(r), counts, axis=1) / design.epochs
+    truth = cv**2 * averaging @ ar1_timeline_correlation(counts, design.gaps(gap), rho) @ averaging.T
+    truth += host_sigma**2 * np.eye(r)
+    assumed = averaging @ ar1_timeline_correlation(counts, design.gaps(assumed_gap), DRIFT_AR1_BOUND) @ averaging.T
+    centres = np.arange(r) * design.epochs + (design.epochs - 1) / 2.0
+    x = np.column_stack([np.ones(r), centres])
+    pinv = np.linalg.pinv(x)
+    row = pinv[-1]
+    annihilator = np.eye(r) - x @ pinv
+    m_c = annihilator @ assumed
+    trace = float(np.trace(m_c))
+    dof = trace**2 / float(np.trace(m_c @ m_c))
+    quantile = float(sps.t.ppf(0.5 + level / 2.0, dof))
+    form = np.outer(row, row) - quantile**2 * float(row @ assumed @ row) / trace * annihilator
+    root = np.linalg.cholesky(truth)
+    return _imhof_positive(np.linalg.eigvalsh(root.T @ form @ root))
+
+
+def drift_cell(
+    rng: np.random.Generator,
+    runs: int,
+    design: Design,
+    rho: float,
+    cv: float,
+    host_sigma: float,
+    gap: int,
+    level: float,
+    ramp: float,
+) -> DriftCell:
+    """The drift test's false-positive rate and power on ``runs`` seeded runs of :func:`two_level_epochs`."""
+    stationary = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap).reshape(runs, -1)
+    ramped = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap, ramp).reshape(runs, -1)
+    counted, independent = design.gaps(gap), design.gaps(math.inf)
+
+    def rate(epochs: np.ndarray, gaps: list[float]) -> float:
+        return float(np.mean([drift_test(run, level, design.counts, gaps).detected for run in epochs]))
+
+    return DriftCell(
+        fpr=rate(stationary, counted),
+        fpr_independent=rate(stationary, independent),
+        power=rate(ramped, counted),
+        power_independent=rate(ramped, independent),
     )
 
 

@@ -31,9 +31,19 @@ the two-level interval and of the total's upper bound, the median half-width, th
 drift test's false-positive rate and its power on a ramp, the new-training prediction's coverage; then the drift
 candidates on one block of epochs, and the dead band of true totals where the answer is GRAY more often than not.
 
+With ``--only-joint-stop coverage band`` it simulates ``statistics.adaptive=decision`` over the critical models
+(``--joint-shares`` of the true total, ``_joint_stop``) through the real ``decision.stopping.next_round``: the
+coverage of the total's bounds at the stop, the verdicts, the epochs used, and the dead band at σ_h = 0.
+
+With ``--only-drift`` it prints the drift test's false-positive rate and power on rounds alone (``--drift-designs``,
+``--drift-gaps``: the epochs between a model's rounds, 15 in a four-model run, 0 when one model's later rounds
+follow one another), against the same slope with the round means taken as independent.
+
     python benchmarks/statistics_coverage.py                 # 6,000 runs a cell, about a minute on two cores
     python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8 --compare-ns 20 40 60
     python benchmarks/statistics_coverage.py --two-level --only-two-level   # the rounds section alone
+    python benchmarks/statistics_coverage.py --only-drift --drift-gaps 15 0  # the drift test on rounds alone
+    python benchmarks/statistics_coverage.py --only-joint-stop coverage band --two-level-cvs 0.05  # the joint stop
 """
 
 import argparse
@@ -48,10 +58,13 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _joint_stop import joint_stop_cell
 from _two_level import (
     Design,
     dead_band,
     drift_candidates,
+    drift_cell,
+    exact_drift_fpr,
     floored_bounds,
     gray_rates,
     relative_bounds,
@@ -64,6 +77,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
 from gpubench.decision.rule import LOCAL_GPU_VIABLE, classify, epochs_to_settle, interval_settled
 from gpubench.stats.compare import FASTER, SAME, SLOWER, LongRunMean, difference_p_values, fieller_bounds, verdicts
+from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.intervals import decision_interval, two_stage_epochs, two_stage_interval
 
 MEAN_MS = 1000.0
@@ -264,7 +278,30 @@ def main() -> None:
     parser.add_argument("--gap", type=int, default=15, help="other models' epochs between two rounds of one model")
     parser.add_argument("--ramp", type=float, default=0.10, help="drift for the power column: rise over the run")
     parser.add_argument("--new-run-factor", type=int, default=4, help="a new training is this many times N epochs")
+    parser.add_argument("--only-drift", action="store_true", help="print the drift test's rates on rounds alone")
+    parser.add_argument("--drift-runs", type=int, default=10_000, help="simulated runs per drift cell")
+    parser.add_argument("--drift-designs", nargs="+", default=["5x4"], help="R x m per model, for the drift cells")
+    parser.add_argument("--drift-gaps", type=int, nargs="+", default=[15], help="epochs between rounds, drift cells")
+    parser.add_argument("--drift-host-sigmas", type=float, nargs="+", default=[0.0, 0.05, 0.1])
+    parser.add_argument(
+        "--only-joint-stop",
+        nargs="+",
+        choices=["coverage", "band"],
+        help="print the joint decision-driven stop alone: its coverage cells, its dead band, or both",
+    )
+    parser.add_argument("--joint-runs", type=int, default=400, help="simulated jobs per joint-stop coverage cell")
+    parser.add_argument("--joint-totals", type=float, nargs="+", default=[22.0, 26.0, 50.0], help="true totals (h)")
+    parser.add_argument("--joint-shares", type=float, nargs="+", default=[0.6, 0.4], help="the critical models' split")
+    parser.add_argument("--band-runs", type=int, default=150, help="simulated jobs per true total, dead band")
+    parser.add_argument("--band-step", type=float, default=0.25, help="the dead band's grid of true totals (h)")
+    parser.add_argument("--band-reach", type=float, nargs=2, default=[3.0, 4.0], help="h scanned below / above")
     args = parser.parse_args()
+    if args.only_drift:
+        drift_section(args)
+        return
+    if args.only_joint_stop:
+        joint_stop_section(args)
+        return
     if not args.only_two_level:
         single_level_section(args)
     if args.two_level or args.only_two_level:
@@ -402,6 +439,118 @@ def two_level_section(args: argparse.Namespace) -> None:
                 low, high = relative_bounds(epochs, args.level, method)
                 band, width = dead_band(totals_h, gray_rates(low, high, totals_h, local_h, cloud_h), local_h, cloud_h)
                 print(f"| {design.label} | {name} | {rho:g} | {band} | {width:.1f} h |")
+
+
+def drift_section(args: argparse.Namespace) -> None:
+    """The drift test on stationary and ramped rounds (``_two_level.drift_cell``): with the gaps between rounds
+    counted (the runner's test) and with the round means taken as independent (2026-12-02's test)."""
+    rng = np.random.default_rng(args.seed + 2)
+    runs = args.drift_runs
+    print(
+        f"## Drift test on rounds: epochs = 1000 ms x (1 + h_r + CV x AR1), h_r ~ N(0, sigma_h) per round, AR(1) "
+        f"carried across rounds with the gap's epochs between; {runs} runs a cell, seed {args.seed + 2}, level "
+        f"{args.level:.0%}\n"
+    )
+    print(
+        "FPR: stationary runs flagged; power: runs with a "
+        f"{args.ramp:.0%} ramp over the measured epochs flagged. counted: drift_test with the gaps (the runner's); "
+        "independent: the same slope with the round means taken as independent, R - 2 df (2026-12-02's). exact: the "
+        "rate from the test's null distribution under the simulated process (Imhof's integral, no Monte-Carlo "
+        "error; _two_level.exact_drift_fpr).\n"
+    )
+    print(
+        "| design | gap | CV | rho | sigma_h | FPR counted | exact | FPR independent | exact | power counted "
+        "| power independent |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label in args.drift_designs:
+        design = Design(*(int(v) for v in label.split("x")))
+        for gap in args.drift_gaps:
+            for cv in args.two_level_cvs:
+                for rho in args.two_level_rhos:
+                    for sigma in args.drift_host_sigmas:
+                        c = drift_cell(rng, runs, design, rho, cv, sigma, gap, args.level, args.ramp)
+                        exact = exact_drift_fpr(design, rho, cv, sigma, gap, gap, args.level)
+                        exact_independent = exact_drift_fpr(design, rho, cv, sigma, gap, math.inf, args.level)
+                        print(
+                            f"| {design.label} | {gap} | {cv:.0%} | {rho:g} | {sigma:.0%} | {_rate(c.fpr, runs)} | "
+                            f"{exact:.4f} | {_rate(c.fpr_independent, runs)} | {exact_independent:.4f} | "
+                            f"{_rate(c.power, runs)} | {_rate(c.power_independent, runs)} |",
+                            flush=True,
+                        )
+
+
+def joint_stop_section(args: argparse.Namespace) -> None:
+    """``statistics.adaptive=decision`` over two critical models through ``next_round`` (``_joint_stop``): the
+    bounds' coverage of the true total at the stop, the verdicts and epochs per cell; the dead band at σ_h = 0."""
+    rng = np.random.default_rng(args.seed + 3)
+    statistics = StatisticsConfig(confidence_level=args.level, max_epochs=args.max_epochs)
+    decision = DecisionConfig()
+    shares = "/".join(f"{s:g}" for s in args.joint_shares)
+    upper_level = 0.5 + args.level / 2.0
+    print(
+        f"## Joint decision-driven stop (statistics.adaptive=decision), {len(args.joint_shares)} critical models "
+        f"split {shares}, epochs=20 in {statistics.rounds} rounds then rounds of 4 up to max_epochs "
+        f"{statistics.max_epochs} a model; epochs = 1000 ms x (1 + h_r + CV x AR1), AR(1) running on in time across "
+        f"the models' rounds; seed {args.seed + 3}\n"
+    )
+    if "coverage" in args.only_joint_stop:
+        print(
+            f"upper / lower: the total's upper bound over the true total / lower bound under it (nominal "
+            f"{upper_level:.1%} each); both: the two together ({args.level:.0%}); LOCAL / CLOUD / GRAY: the verdict "
+            f"at the stop; wrong: LOCAL with the truth >= {decision.local_max_hours:g} h or CLOUD with it <= "
+            f"{decision.cloud_min_hours:g} h; settled: stopped as decision_settled; epochs: mean per job, both models; "
+            f"{args.joint_runs} jobs a cell.\n"
+        )
+        print(
+            "| true total | CV | rho | sigma_h | upper | lower | both | LOCAL | CLOUD | GRAY | wrong | settled "
+            "| epochs |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for total in args.joint_totals:
+            for cv in args.two_level_cvs:
+                for rho in args.two_level_rhos:
+                    for sigma in args.drift_host_sigmas:
+                        c = joint_stop_cell(
+                            rng, args.joint_runs, total, args.joint_shares, rho, cv, sigma, statistics, 20
+                        )
+                        n = c.runs
+                        print(
+                            f"| {total:g} h | {cv:.0%} | {rho:g} | {sigma:.0%} | {_rate(c.upper_coverage, n)} | "
+                            f"{_rate(c.lower_coverage, n)} | {_rate(c.coverage, n)} | {_rate(c.local, n)} | "
+                            f"{_rate(c.cloud, n)} | {_rate(c.gray, n)} | {_rate(c.wrong, n)} | {_rate(c.settled, n)} | "
+                            f"{c.mean_epochs:.1f} |",
+                            flush=True,
+                        )
+    if "band" in args.only_joint_stop:
+        cv = args.two_level_cvs[0]
+        local_h, cloud_h = decision.local_max_hours, decision.cloud_min_hours
+        below, above = args.band_reach
+        totals_h = np.concatenate(
+            (
+                np.arange(local_h - below, local_h - 1e-9, args.band_step),
+                np.arange(cloud_h + args.band_step, cloud_h + above + 1e-9, args.band_step),
+            )
+        )
+        print(
+            f"\nDead band at sigma_h = 0, CV {cv:.0%}: true totals outside [{local_h:g}, {cloud_h:g}] h where GRAY is "
+            f"the verdict at the stop in more than half of {args.band_runs} jobs, on a {args.band_step:g} h grid from "
+            f"{local_h - below:g} to {cloud_h + above:g} h\n"
+        )
+        print("| rho | dead band | width | epochs per job inside it |")
+        print("|---|---|---|---|")
+        for rho in args.two_level_rhos:
+            cells = [
+                joint_stop_cell(rng, args.band_runs, t, args.joint_shares, rho, cv, 0.0, statistics, 20)
+                for t in totals_h
+            ]
+            gray = np.array([c.gray for c in cells])
+            band, width = dead_band(totals_h, gray, local_h, cloud_h)
+            dead = gray > 0.5
+            epochs = (
+                f"{np.mean([c.mean_epochs for c, d in zip(cells, dead, strict=True) if d]):.1f}" if dead.any() else "-"
+            )
+            print(f"| {rho:g} | {band} | {width:.2f} h | {epochs} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from gpubench.output import console
 from gpubench.results import DeviceEpoch, HostProbe, MeasuredRound, ModelResult
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.stats.host import explained_share
+from gpubench.stats.rounds import round_gaps_epochs
 from gpubench.workload import Workload
 
 logger = logging.getLogger(__name__)
@@ -215,6 +216,9 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
         outlier_rule=cfg.statistics.outlier_rule,
         target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
         rounds=[r.epochs for r in records],
+        round_gaps_epochs=round_gaps_epochs(
+            [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
+        ),
     )
     stability = stability_verdict(health, cfg.stability)
     samples_per_epoch = result.samples_per_epoch or 0.0

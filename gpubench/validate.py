@@ -24,8 +24,11 @@ every model, then repeat 2, ...) so that the repeats of one model are spread out
 against its bound on its own.
 
 ``validation.json`` (beside the report, or ``--output``) holds a row per training — ``predicted_s``,
-``lower_s``/``upper_s``, ``actual_s``, ``error_pct``, ``inside_bound`` — and one per model that could not be
-checked, with the reason; it is rewritten after every training, and a table is printed at the end.
+``lower_s``/``upper_s``, ``actual_s``, ``error_pct``, ``inside_bound``, and the host's speed read by the rounds'
+fixed probe (:func:`gpubench.hardware.host.probe_host_speed`) in the training's process just before and just after
+its timed region, ``host_probe_before``/``host_probe_after``, so that a miss can be set beside the host states the
+report's rounds saw — and one per model that could not be checked, with the reason; it is rewritten after every
+training, and a table is printed at the end.
 
 Exit codes: 0 when every training ran and landed inside its bound; 1 when any landed outside, or a training failed;
 2 for bad input — the command line, an unwritable ``--output`` (checked before any training), a report or its
@@ -53,7 +56,7 @@ from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import new_training_bounds_seconds
 from gpubench.errors import GpubenchError
 from gpubench.models import KNOWN_MODELS
-from gpubench.results import ModelResult, ValidationCheck, ValidationReport
+from gpubench.results import HostProbe, ModelResult, ValidationCheck, ValidationReport
 
 #: The config the job ran with, written beside its report.
 RESOLVED_CONFIG_NAME = "config_resolved.yaml"
@@ -78,6 +81,16 @@ class ValidationInputError(GpubenchError):
 
 class TrainingFailed(Exception):
     """A training process exited without a time (it raised, was killed, or ran past its limit)."""
+
+
+@dataclass(frozen=True)
+class TimedTraining:
+    """One training's wall time (s, its timed region) and the host's speed read in its process just before and just
+    after that region (:func:`gpubench.hardware.host.probe_host_speed`; None where not read)."""
+
+    actual_s: float
+    probe_before: HostProbe | None = None
+    probe_after: HostProbe | None = None
 
 
 @dataclass(frozen=True)
@@ -110,11 +123,13 @@ def timed_training(
     return clock() - start_s
 
 
-def replay(spec: ReplaySpec) -> float:
-    """Build the model as measured and train it ``spec.steps`` steps; return the wall seconds of the training."""
+def replay(spec: ReplaySpec) -> TimedTraining:
+    """Build the model as measured and train it ``spec.steps`` steps; return the wall seconds of the training, with
+    the host probe read just before and just after it (outside the timed region, like the rounds' probes)."""
     import torch
 
     from gpubench.config import load_resolved_config
+    from gpubench.hardware.host import probe_host_speed
     from gpubench.model_run import build_workload
     from gpubench.session import prepare_session
 
@@ -129,24 +144,30 @@ def replay(spec: ReplaySpec) -> float:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    return timed_training(workload.train_step, spec.steps, wait)
+    before = probe_host_speed()
+    actual_s = timed_training(workload.train_step, spec.steps, wait)
+    return TimedTraining(actual_s, before, probe_host_speed())
 
 
 def _worker(spec_path: Path, result_path: Path) -> int:
-    """The fresh process: replay the spec in ``spec_path``, write ``{"actual_s": ...}`` to ``result_path``."""
+    """The fresh process: replay the spec in ``spec_path``, write ``{"actual_s": ..., "probe_before": ...,
+    "probe_after": ...}`` to ``result_path``."""
     from gpubench import signals
 
     spec = ReplaySpec(**json.loads(spec_path.read_text()))
     try:
-        actual_s = replay(spec)
+        training = replay(spec)
     except KeyboardInterrupt:  # the parent stops it (or the terminal's Ctrl-C reached it too): no time to report
         return signals.interrupt_exit_code()
-    result_path.write_text(json.dumps({"actual_s": actual_s}))
+    probes = {"probe_before": training.probe_before, "probe_after": training.probe_after}
+    result = {"actual_s": training.actual_s, **{k: None if v is None else v.to_dict() for k, v in probes.items()}}
+    result_path.write_text(json.dumps(result))
     return 0
 
 
-def _run_fresh(spec: ReplaySpec, timeout_s: float) -> float:
-    """Replay ``spec`` in a fresh Python process; the wall seconds of its training. Raises TrainingFailed."""
+def _run_fresh(spec: ReplaySpec, timeout_s: float) -> TimedTraining:
+    """Replay ``spec`` in a fresh Python process; its training's wall seconds and host probes. Raises
+    TrainingFailed."""
     with tempfile.TemporaryDirectory(prefix="gpubench-validate-") as folder:
         spec_path, result_path = Path(folder) / "spec.json", Path(folder) / "result.json"
         spec_path.write_text(json.dumps(spec.__dict__))
@@ -165,7 +186,11 @@ def _run_fresh(spec: ReplaySpec, timeout_s: float) -> float:
         if process.returncode != 0 or not result_path.is_file():
             tail = (stderr or stdout).strip().splitlines()[-3:]
             raise TrainingFailed(f"the training process exited {process.returncode}: {' / '.join(tail)}")
-        return float(json.loads(result_path.read_text())["actual_s"])
+        result = json.loads(result_path.read_text())
+        probes = {
+            k: None if result[k] is None else HostProbe.from_dict(result[k]) for k in ("probe_before", "probe_after")
+        }
+        return TimedTraining(float(result["actual_s"]), **probes)
 
 
 # ------------------------------------------------------------------------------------------------ the plan
@@ -184,11 +209,11 @@ class PlannedCheck:
     lower_s: float
     upper_s: float
 
-    def row(self, repeat: int, actual_s: float | None = None, error: str | None = None) -> ValidationCheck:
-        """The check of repeat ``repeat``: trained in ``actual_s`` seconds, or failed with ``error``."""
+    def row(self, repeat: int, training: TimedTraining | None = None, error: str | None = None) -> ValidationCheck:
+        """The check of repeat ``repeat``: its ``training`` (time and host probes), or failed with ``error``."""
         row = ValidationCheck(
             model=self.spec.model,
-            status="failed" if actual_s is None else "ok",
+            status="failed" if training is None else "ok",
             repeat=repeat,
             factor=self.factor,
             batch_size=self.spec.batch_size,
@@ -200,13 +225,16 @@ class PlannedCheck:
             upper_s=self.upper_s,
             error=error,
         )
-        if actual_s is None:
+        if training is None:
             return row
+        actual_s = training.actual_s
         return replace(
             row,
             actual_s=actual_s,
             error_pct=100.0 * (actual_s - self.predicted_s) / self.predicted_s,
             inside_bound=self.lower_s <= actual_s <= self.upper_s,
+            host_probe_before=training.probe_before,
+            host_probe_after=training.probe_after,
         )
 
 
@@ -364,11 +392,11 @@ def run_checks(
     planned: list[PlannedCheck],
     repeats: int,
     record: Callable[[ValidationCheck], None],
-    train: Callable[[ReplaySpec, float], float] | None = None,
+    train: Callable[[ReplaySpec, float], TimedTraining] | None = None,
 ) -> None:
     """Train every planned check ``repeats`` times, interleaved: repeat 1 of every model, then repeat 2, ...; each
     training's row goes to ``record`` as it completes. ``train`` runs one training with a time limit (seconds);
-    by default in a fresh process (:func:`_run_fresh`)."""
+    by default in a fresh process (:func:`_run_fresh`), returning its time and host probes."""
     train = train or _run_fresh
     for repeat in range(1, repeats + 1):
         for check in planned:
@@ -378,11 +406,11 @@ def run_checks(
                 flush=True,
             )
             try:
-                actual_s = train(check.spec, _TIMEOUT_START_S + _TIMEOUT_BOUNDS * check.upper_s)
+                training = train(check.spec, _TIMEOUT_START_S + _TIMEOUT_BOUNDS * check.upper_s)
             except TrainingFailed as exc:
                 record(check.row(repeat, error=str(exc)))
                 continue
-            record(check.row(repeat, actual_s))
+            record(check.row(repeat, training))
 
 
 def format_table(validation: ValidationReport) -> str:
@@ -391,7 +419,7 @@ def format_table(validation: ValidationReport) -> str:
     lines = [
         f"Predictions of {validation.report_path} on {validation.device}, {how}, {validation.repeats} repeat(s):",
         f"{'model':<8} {'rep':>3} {'K':>6} {'batch':>6} {'epochs':>6} {'predicted s':>12} {'bound s':>21} "
-        f"{'actual s':>10} {'error':>8}  in",
+        f"{'actual s':>10} {'error':>8}  in  {'probe ms':>11}",
     ]
     trained = [check for check in validation.checks if check.status != "skipped"]
     for check in trained:
@@ -400,10 +428,10 @@ def format_table(validation: ValidationReport) -> str:
         if check.status != "ok":
             lines.append(f"{head} {check.predicted_s:>12,.1f} {bound:>21}  failed: {check.error}")
             continue
-        inside = "yes" if check.inside_bound else "NO"
+        inside = "yes" if check.inside_bound else "NO "
         lines.append(
             f"{head} {check.predicted_s:>12,.1f} {bound:>21} {check.actual_s:>10,.1f} {check.error_pct:>+7.2f}%  "
-            f"{inside}"
+            f"{inside} {_probes_text(check):>11}"
         )
     lines += [f"{check.model}: not checked: {check.error}" for check in validation.checks if check.status == "skipped"]
     errors = [abs(check.error_pct) for check in trained if check.error_pct is not None]
@@ -414,9 +442,20 @@ def format_table(validation: ValidationReport) -> str:
             f"{inside} of {len(trained)} trainings inside their bounds; {within} of {len(errors)} within "
             f"{ERROR_GOAL_PCT:g}% of the prediction; largest |error| {max(errors):.2f}%"
         )
+    if any(check.host_probe_before is not None for check in trained):
+        lines.append(
+            "probe ms: the host's fixed Python loop (the rounds' host probe) before / after each training, outside "
+            "its timed region; compare with the report's rounds (models.<name>.rounds[].host_probe)"
+        )
     if validation.status == "interrupted":
         lines.append("interrupted: the trainings above are those that finished before the signal")
     return "\n".join(lines)
+
+
+def _probes_text(check: ValidationCheck) -> str:
+    """The training's host probes as ``before/after`` Python-loop milliseconds, ``-`` where not read."""
+    readings = (check.host_probe_before, check.host_probe_after)
+    return "/".join("-" if p is None else f"{p.python_loop_ms:.1f}" for p in readings)
 
 
 # ------------------------------------------------------------------------------------------------ the command

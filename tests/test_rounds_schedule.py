@@ -16,6 +16,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import (
     combine_estimates,
     estimate_training_time,
+    first_time_cost,
     first_time_seconds,
     new_training_bounds_seconds,
 )
@@ -262,20 +263,66 @@ def test_one_new_trainings_bounds_take_a_host_level_of_its_own():
     assert upper_s > estimate.upper_hours * 3600 and lower_s < estimate.lower_hours * 3600
 
 
-def test_the_first_time_costs_at_the_timed_batch_count_as_one_off():
-    # The H200's ResNet-50 at batch 256 with cuDNN autotuning: the search stopped at 64; the first verify trial at
-    # 256 took 8.26 s for 20 steps, the next two 1.63 s: 8.26 - 20 x 1.63 / 20 = 6.63 s the process paid once.
+def _timed_builds(trials_s: list[float], epoch_ms: float, first_step_ms: float):
+    """A section timed at batch 256 in epochs of 10 steps of ``epoch_ms``, whose batch search ran a trial of 20
+    steps at 256 for each of ``trials_s`` (seconds) after one at 64, and whose measured run's first step took
+    ``first_step_ms``."""
     trials = [
         BatchTrial(size=64, status="ok", phase="search", steps=3, seconds=21.94),
-        BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=8.26),
-        BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=1.63),
-        BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=1.64),
+        *(BatchTrial(size=256, status="ok", phase="verify", steps=20, seconds=s) for s in trials_s),
     ]
     search = batch_search(256, largest_fitting_size=256, knee_size=64, peak_limit_mb=100_000.0)
-    section = replace(_rl([570.0] * 10), batch_size=256, batch_search=replace(search, trials=trials))
-    assert first_time_seconds(section) == pytest.approx(8.26 - 1.63)
-    plan = replace(DecisionConfig().plan, samples={"dqn": 10 * 800.0})
+    section = model_section(
+        [epoch_ms] * 10, steps_per_epoch=10, samples_per_step=8.0, sample_unit="env_step", rounds=[5, 5]
+    )
+    return replace(section, batch_size=256, batch_search=replace(search, trials=trials), first_step_ms=first_step_ms)
+
+
+def test_the_first_time_costs_at_the_timed_batch_count_as_one_off():
+    # The H200's ResNet-50 at batch 256 with cuDNN autotuning: the search stopped at 64; the first verify trial at
+    # 256 took 8.26 s for 20 steps, the next two 1.63 and 1.64 s: 8.26 - 20 x 1.63 / 20 = 6.63 s the process paid
+    # once. Its epochs: 10 steps of 81.5 ms; its measured run's first step 82 ms.
+    section = _timed_builds([8.26, 1.63, 1.64], 815.0, 82.0)
+    assert first_time_seconds(section) == pytest.approx(6.63)
+    plan = replace(DecisionConfig().plan, samples={"dqn": 10 * 80.0})
     without = estimate_training_time("dqn", replace(section, batch_search=None), plan)
     assert estimate_training_time("dqn", section, plan).one_off_seconds == pytest.approx(without.one_off_seconds + 6.63)
     # One trial at the size: nothing to compare it with.
-    assert first_time_seconds(replace(section, batch_search=replace(search, trials=trials[:2]))) == 0.0
+    search = section.batch_search
+    assert first_time_seconds(replace(section, batch_search=replace(search, trials=search.trials[:2]))) == 0.0
+
+
+def test_the_one_off_costs_range_over_what_the_run_s_timed_builds_paid():
+    # By hand, ResNet-50 as above: each build at 256 over 20 steps of 81.5 ms (1.63 s): 6.63, 0.00 and 0.01 s, and
+    # the measured run's first step 82 - 81.5 ms = 0.0005 s. The estimate counts 0.0005 (in the calibration) +
+    # 6.63 = 6.6305 s for a fresh training's first build; the builds paid 0 to 6.63 s: the range reaches 6.6305 s
+    # under the estimate's count and 0 over it.
+    cost = first_time_cost(_timed_builds([8.26, 1.63, 1.64], 815.0, 82.0))
+    assert cost.observations_s == pytest.approx((6.63, 0.0, 0.01, 0.0005))
+    assert cost.first_build_seconds == pytest.approx(6.6305)
+    assert (cost.lower_seconds, cost.upper_seconds) == pytest.approx((0.0, 6.6305))
+    assert cost.spread_seconds == pytest.approx((6.6305, 0.0))
+    # Trials slower per step than the epochs (100 ms), e.g. each build compiling: 9.0, 4.4 and 4.5 s for 20 steps
+    # (2 s steady), first step 150 ms. F = 9.0 - 4.4 = 4.6 s; builds paid 7.0, 2.4, 2.5 and 0.05 s; the estimate
+    # counts 0.05 + 4.6 = 4.65 s: the range [0.05, 7.0] reaches 4.6 s under it and 2.35 s over it.
+    section = _timed_builds([9.0, 4.4, 4.5], 1000.0, 150.0)
+    cost = first_time_cost(section)
+    assert cost.seconds == pytest.approx(4.6)
+    assert cost.observations_s == pytest.approx((7.0, 2.4, 2.5, 0.05))
+    assert cost.spread_seconds == pytest.approx((4.6, 2.35))
+    # The bounds take the one-off costs at the matching end: the decision's and one new training's.
+    plan = replace(DecisionConfig().plan, samples={"dqn": 40 * 80.0})
+    estimate = estimate_training_time("dqn", section, plan)
+    flat = replace(estimate, one_off_spread_seconds=(0.0, 0.0))
+    assert estimate.one_off_spread_seconds == pytest.approx((4.6, 2.35))
+    assert estimate.upper_hours * 3600 == pytest.approx(flat.upper_hours * 3600 + 2.35)
+    assert estimate.lower_hours * 3600 == pytest.approx(flat.lower_hours * 3600 - 4.6)
+    lower_s, upper_s = new_training_bounds_seconds(estimate, section)
+    flat_lower_s, flat_upper_s = new_training_bounds_seconds(flat, section)
+    assert (lower_s, upper_s) == pytest.approx((flat_lower_s - 4.6, flat_upper_s + 2.35))
+    record = estimate.model_estimate(decided_on=True, step_split=None, energy_kwh=None, energy_basis=None)
+    assert record.one_off_lower_seconds == pytest.approx(estimate.one_off_seconds - 4.6)
+    assert record.one_off_upper_seconds == pytest.approx(estimate.one_off_seconds + 2.35)
+    # Without two timed builds there is nothing to span: the range is the point.
+    alone = replace(section, batch_search=None)
+    assert first_time_cost(alone).spread_seconds == (0.0, 0.0)

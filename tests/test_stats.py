@@ -30,6 +30,7 @@ from gpubench.stats.intervals import (
 )
 from gpubench.stats.rounds import (
     METHOD_DRIFT_AR1_BOUND,
+    METHOD_DRIFT_ROUND_MEANS,
     METHOD_ROUND_MEANS_T,
     drift_test,
     halfwidth_after,
@@ -377,10 +378,10 @@ def test_linear_increase_is_flagged_and_the_shuffled_series_is_not() -> None:
 
 
 def test_drift_uses_the_rounds_when_given() -> None:
-    # Four rounds of five whose means climb 10 ms a round (2 ms an epoch): the round means' slope, R - 2 = 2 df.
+    # Four rounds of five whose means climb 10 ms a round (2 ms an epoch), 15 epochs apart: the round means' slope.
     times = [100.0 + 10.0 * r + d for r in range(4) for d in (-1.0, 1.0, 0.0, 0.5, -0.5)]
-    summary = summarize_epoch_times(times, rounds=[5, 5, 5, 5])
-    assert summary.drift_method == "round_means_ols_slope"
+    summary = summarize_epoch_times(times, rounds=[5, 5, 5, 5], round_gaps_epochs=[15.0] * 3)
+    assert summary.drift_method == METHOD_DRIFT_ROUND_MEANS
     assert summary.drift_slope_ms_per_epoch == pytest.approx(2.0)
     assert summary.drift_detected
 

@@ -25,7 +25,7 @@ import torch
 from gpubench import validate
 from gpubench.config import load_resolved_config
 from gpubench.decision.estimate import estimate_training_time
-from gpubench.results import RunReport, ValidationReport
+from gpubench.results import HostProbe, RunReport, ValidationReport
 from gpubench.stats.rounds import new_run_interval, split_rounds
 from gpubench.workload import StepResult
 
@@ -150,20 +150,25 @@ def test_each_real_training_of_the_repeats_is_checked_against_the_reports_own_bo
             split_rounds(result.raw_epoch_times_ms, result.statistics.rounds.epochs_per_round), n, 0.95
         )
         assert (check.lower_s, check.upper_s) == pytest.approx(
-            # Above, a flagged drift's part too.
+            # Above, a flagged drift's part too; the one-off costs at either end of their range (none on the CPU).
             (
-                estimate.fixed_seconds + n * low_ms / 1e3,
-                estimate.fixed_seconds + n * high_ms / 1e3 + estimate.drift_margin_seconds,
+                estimate.fixed_lower_seconds + n * low_ms / 1e3,
+                estimate.fixed_upper_seconds + n * high_ms / 1e3 + estimate.drift_margin_seconds,
             )
         )
         assert check.lower_s < check.predicted_s < check.upper_s
         assert check.actual_s > 0
         assert check.error_pct == pytest.approx(100 * (check.actual_s - check.predicted_s) / check.predicted_s)
         assert check.inside_bound == (check.lower_s <= check.actual_s <= check.upper_s)
+        # The host probe, read in the training's own process around its timed region.
+        assert check.host_probe_before.python_loop_ms > 0 and check.host_probe_after.python_loop_ms > 0
     # On a shared 2-core host a training may land outside its bound: the exit code says which happened.
     assert completed.returncode == (0 if all(c.inside_bound for c in validation.checks) else 1), completed.stderr
     rows = [line.split() for line in completed.stdout.splitlines() if line.startswith("mlp ")]
     assert [row[1] for row in rows] == ["1", "2"]
+    assert [row[-1] for row in rows] == [
+        f"{c.host_probe_before.python_loop_ms:.1f}/{c.host_probe_after.python_loop_ms:.1f}" for c in validation.checks
+    ]
     assert "Traceback" not in completed.stderr
 
 
@@ -262,14 +267,16 @@ def test_a_replay_builds_the_model_as_measured_and_trains_exactly_its_steps(job:
     threads_before = torch.get_num_threads()
     try:
         torch.set_num_threads(recorded + 1)
-        seconds = validate.replay(spec)
+        training = validate.replay(spec)
         # The benchmark's recorded thread count, not the one the process had.
         assert torch.get_num_threads() == recorded
     finally:
         torch.set_num_threads(threads_before)
     assert built == [("mlp", 48)]
     assert workload.steps == 75
-    assert seconds >= 0
+    assert training.actual_s >= 0
+    # The host probe is read on either side of the training, outside its timed region.
+    assert training.probe_before.python_loop_ms > 0 and training.probe_after.python_loop_ms > 0
 
 
 def _planned(model: str, lower_s: float, upper_s: float) -> validate.PlannedCheck:
@@ -284,10 +291,10 @@ def test_repeats_interleave_the_models_and_each_training_is_judged_on_its_own() 
     # dqn's trainings take 10 s then 14 s, ppo's 9 s then 9 s; both predicted 10 s within [8, 12] s.
     times = {"dqn": iter([10.0, 14.0]), "ppo": iter([9.0, 9.0])}
 
-    def train(spec: validate.ReplaySpec, timeout_s: float) -> float:
+    def train(spec: validate.ReplaySpec, timeout_s: float) -> validate.TimedTraining:
         order.append(spec.model)
         assert timeout_s == 60.0 + 10.0 * 12.0
-        return next(times[spec.model])
+        return validate.TimedTraining(next(times[spec.model]))
 
     rows = []
     validate.run_checks([_planned("dqn", 8.0, 12.0), _planned("ppo", 8.0, 12.0)], 2, rows.append, train)
@@ -315,7 +322,8 @@ def test_the_exit_code_is_0_only_when_every_training_lands_inside_its_bound(
         actual_s = next(times)
         if actual_s is None:
             raise validate.TrainingFailed("the training process exited 1: RuntimeError: boom")
-        return actual_s
+        # A host that was fast before the training and slow after it (the probe's fixed loop, ms).
+        return validate.TimedTraining(actual_s, HostProbe(9.0, 2.0), HostProbe(18.6, 3.5))
 
     monkeypatch.setattr(validate, "_run_fresh", train)
     output = tmp_path / "validation.json"
@@ -324,7 +332,14 @@ def test_the_exit_code_is_0_only_when_every_training_lands_inside_its_bound(
     validation = ValidationReport.from_dict(json.loads(output.read_text()))
     assert [c.status for c in validation.checks] == ["ok", status]
     assert validation.passed == (code == 0)
-    assert ("failed: the training process exited 1" in capsys.readouterr().out) == (outcome == "failed")
+    # Each trained row keeps the host probes read around its training; the table prints them.
+    assert validation.checks[0].host_probe_before == HostProbe(9.0, 2.0)
+    assert validation.checks[0].host_probe_after == HostProbe(18.6, 3.5)
+    out = capsys.readouterr().out
+    first_row = next(line for line in out.splitlines() if line.startswith("mlp "))
+    assert first_row.split()[-1] == "9.0/18.6"
+    assert "probe ms: the host's fixed Python loop" in out
+    assert ("failed: the training process exited 1" in out) == (outcome == "failed")
 
 
 # ------------------------------------------------------------------------------------------------ what is checked

@@ -231,11 +231,24 @@ class TimeEstimate:
     updates_per_env_step: float | None = None
     recurring: RecurringPlan = RecurringPlan()
     what_ifs: tuple[BatchWhatIf, ...] = ()
+    #: How far below and above ``one_off_seconds`` a fresh training's one-off costs may lie (s): the range of the
+    #: first-time cost at the timed batch (:func:`first_time_cost`), the rest of the one-off being measured steps.
+    one_off_spread_seconds: tuple[float, float] = (0.0, 0.0)
 
     @property
     def fixed_seconds(self) -> float:
         """What does not scale with the epochs (s): the one-off costs and the recurring evaluations and checkpoints."""
         return self.one_off_seconds + self.recurring.seconds
+
+    @property
+    def fixed_lower_seconds(self) -> float:
+        """:attr:`fixed_seconds` with the one-off costs at the low end of their range (s)."""
+        return self.fixed_seconds - self.one_off_spread_seconds[0]
+
+    @property
+    def fixed_upper_seconds(self) -> float:
+        """:attr:`fixed_seconds` with the one-off costs at the high end of their range (s)."""
+        return self.fixed_seconds + self.one_off_spread_seconds[1]
 
     @property
     def epochs_seconds(self) -> float:
@@ -286,12 +299,14 @@ class TimeEstimate:
 
     @property
     def upper_hours(self) -> float:
-        return self.hours + self.margin_seconds / SECONDS_PER_HOUR
+        """The upper bound (h): the estimate plus the margin, the one-off costs at the high end of their range."""
+        return self.hours + (self.margin_seconds + self.one_off_spread_seconds[1]) / SECONDS_PER_HOUR
 
     @property
     def lower_hours(self) -> float:
-        """The lower bound (h): the estimate less the margin, never below the fixed costs."""
-        return (self.fixed_seconds + max(0.0, self.epochs_seconds - self.lower_margin_seconds)) / SECONDS_PER_HOUR
+        """The lower bound (h): the estimate less the margin, never below the fixed costs (the one-off costs at the
+        low end of their range)."""
+        return (self.fixed_lower_seconds + max(0.0, self.epochs_seconds - self.lower_margin_seconds)) / SECONDS_PER_HOUR
 
     @property
     def upper_bound_level(self) -> float:
@@ -338,25 +353,86 @@ class TimeEstimate:
             checkpoint_seconds=self.recurring.checkpoint_seconds,
             recurring_seconds=self.recurring.seconds,
             batch_what_ifs=list(self.what_ifs),
+            one_off_lower_seconds=self.one_off_seconds - self.one_off_spread_seconds[0],
+            one_off_upper_seconds=self.one_off_seconds + self.one_off_spread_seconds[1],
         )
 
 
-def first_time_seconds(result: ModelResult) -> float:
+@dataclass(frozen=True)
+class FirstTimeCost:
+    """What the job's process paid once at the timed batch (s), and the range of what a fresh training's first build
+    pays (s): see :func:`first_time_cost`.
+
+    ``seconds`` (F) is added to the one-off costs. ``first_build_seconds`` is what the estimate counts for a fresh
+    training's first build over the steady speed: the measured run's first step over the step time (inside the
+    calibration already) plus F. ``observations_s`` are what each timed build at the batch paid over the steady
+    speed, in the order measured; ``lower_seconds`` / ``upper_seconds`` the least and the most of them, widened to
+    take in ``first_build_seconds``. No level is claimed: it is the span of the run's own observations."""
+
+    seconds: float
+    first_build_seconds: float
+    lower_seconds: float
+    upper_seconds: float
+    observations_s: tuple[float, ...]
+
+    @property
+    def spread_seconds(self) -> tuple[float, float]:
+        """How far under and over ``first_build_seconds`` the range reaches (s)."""
+        return self.first_build_seconds - self.lower_seconds, self.upper_seconds - self.first_build_seconds
+
+
+def first_time_cost(result: ModelResult) -> FirstTimeCost:
     """What the job's process paid once at the timed batch before its measured run, which a fresh training pays in
-    its first step (s): cuDNN's autotuning of each new convolution shape, kernels compiled on first use. The batch
-    search ran that batch first: its earliest trial at the timed size less the same steps at the speed of the
-    fastest later trial at that size (each trial builds the model anew, so the later ones differ from it only by
-    what the process had already done). 0 without two such trials. A ResNet-50 at batch 256 with autotuning on
-    the H200: the first verify trial 8.26 s, the next two 1.63 s (20 steps each), so 6.6 s; the measured run's own
-    first step (82 ms) had none of it, and a fresh training of 47 s took 5 s more than predicted without it."""
+    its first step (s): cuDNN's autotuning of each new convolution shape, kernels compiled on first use.
+
+    The point F: the batch search ran that batch first, and its earliest trial at the timed size less the same steps
+    at the speed of the fastest later trial at that size is what the process paid once (each trial builds the model
+    anew, so the later ones differ from it only by what the process had already done). 0 without two such trials.
+    A ResNet-50 at batch 256 with autotuning on the H200: the first verify trial 8.26 s, the next two 1.63 s
+    (20 steps each), so 6.6 s; the measured run's own first step (82 ms) had none of it, and a fresh training of
+    47 s took 5 s more than predicted without it.
+
+    The range, from the same run's measurements (never a constant factor). A fresh training's first build pays,
+    over the steady speed, what any build pays plus the first-time costs, by an amount that varies between
+    processes (the ResNet-50's fresh trainings paid 4.6 and 5.4 s against the benchmark's 6.6 s). The run timed
+    several builds at the batch, each an observation of that cost: every batch-search trial at the timed size (its
+    seconds less its steps at the measured epochs' step time) and the measured run's first step (``first_step_ms``
+    less the step time). The process's first build at the size paid the most (the first-time costs included), a
+    build in the warmed process the least; the range is [least, most], widened to take in what the estimate counts
+    (``first_build_seconds``). Not covered: a fresh process paying more than the benchmark's first build at the
+    size (libraries the benchmark's process had loaded before that build are loaded in the fresh training's first
+    step). With fewer than two timed builds, the range is the point.
+    """
     search = result.batch_search
-    if search is None or result.batch_size is None:
-        return 0.0
-    trials = [t for t in search.trials if t.ok and t.size == result.batch_size and t.seconds and t.steps > 0]
-    if len(trials) < 2:
-        return 0.0
-    fastest_s_per_step = min(t.seconds / t.steps for t in trials[1:])
-    return max(0.0, trials[0].seconds - trials[0].steps * fastest_s_per_step)
+    step_ms = result.step_time_ms
+    observations: list[float] = []
+    point = 0.0
+    if search is not None and result.batch_size is not None:
+        trials = [t for t in search.trials if t.ok and t.size == result.batch_size and t.seconds and t.steps > 0]
+        if len(trials) >= 2:
+            fastest_s_per_step = min(t.seconds / t.steps for t in trials[1:])
+            point = max(0.0, trials[0].seconds - trials[0].steps * fastest_s_per_step)
+            if step_ms is not None:
+                observations = [t.seconds - t.steps * step_ms / MS_PER_S for t in trials]
+    own_first_s = 0.0
+    if result.first_step_ms is not None and step_ms is not None:
+        own_first_s = (result.first_step_ms - step_ms) / MS_PER_S
+        observations.append(own_first_s)
+    first_build = own_first_s + point
+    if len(observations) < 2:
+        return FirstTimeCost(point, first_build, first_build, first_build, tuple(observations))
+    return FirstTimeCost(
+        seconds=point,
+        first_build_seconds=first_build,
+        lower_seconds=min(first_build, min(observations)),
+        upper_seconds=max(first_build, max(observations)),
+        observations_s=tuple(observations),
+    )
+
+
+def first_time_seconds(result: ModelResult) -> float:
+    """The point of :func:`first_time_cost` (s)."""
+    return first_time_cost(result).seconds
 
 
 def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanConfig) -> TimeEstimate:
@@ -382,6 +458,7 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
     elif result.sample_unit == "window" and result.batch_size:
         basis += f" of batch {result.batch_size}"
     recurring = recurring_plan(result, plan_updates, plan)
+    first_time = first_time_cost(result)
     if recurring.eval_passes:
         basis += f"; {recurring.eval_passes:,} validation passes of {recurring.eval_pass_seconds:,.3g} s"
     if recurring.checkpoints:
@@ -400,7 +477,8 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
         mean_epoch_ms=stats.mean_ms,
         halfwidth_ms=stats.decision_halfwidth_ms,
         confidence_level=stats.confidence_level,
-        one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S + first_time_seconds(result),
+        one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S + first_time.seconds,
+        one_off_spread_seconds=first_time.spread_seconds,
         drift_flags=_drift_flags(result),
         drift_ms_per_epoch=drift_ms_per_epoch(result.raw_epoch_times_ms),
         rounds=stats.rounds,
@@ -419,7 +497,8 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
     For epochs measured in rounds, the prediction interval of that training's mean epoch time
     (:func:`gpubench.stats.rounds.new_run_interval`): the mean's own error, a host level of its own (the rounds'
     σ̂_a², as large as a round's although a longer training may average it out: conservative) and its epochs'
-    variance; times the planned epochs, plus the fixed costs, plus a flagged drift's part above. The decision's
+    variance; times the planned epochs, plus the fixed costs with the one-off costs at either end of their range
+    (:func:`first_time_cost`), plus a flagged drift's part above. The decision's
     bounds on a training of hours are about the long-run mean instead (:meth:`TimeEstimate.margin_seconds_at`),
     from the same components. Measured in one block, the estimate's own bounds."""
     stats = result.statistics
@@ -430,8 +509,10 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
     rounds_ms = split_rounds(result.raw_epoch_times_ms, stats.rounds.epochs_per_round)
     epochs = max(1, round(estimate.planned_epochs))
     low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level)
-    lower_s = estimate.fixed_seconds + estimate.planned_epochs * low_ms / MS_PER_S
-    upper_s = estimate.fixed_seconds + estimate.planned_epochs * high_ms / MS_PER_S + estimate.drift_margin_seconds
+    lower_s = estimate.fixed_lower_seconds + estimate.planned_epochs * low_ms / MS_PER_S
+    upper_s = (
+        estimate.fixed_upper_seconds + estimate.planned_epochs * high_ms / MS_PER_S + estimate.drift_margin_seconds
+    )
     return lower_s, upper_s
 
 
@@ -458,7 +539,8 @@ def combine_estimates(
     correlated errors and never smaller than the margin under any correlation (for normal errors, the standard
     deviation of a sum is at most the sum of the standard deviations), where the quadrature sum would assume
     independence. Each model's lower bound is cut at its one-off costs before summing (a model's time is never
-    less than those, so the cut keeps the level). ``time_ratios`` scale each model's epoch time and margin (a
+    less than those, so the cut keeps the level); each model's one-off costs enter the bounds at either end of their
+    range (:func:`first_time_cost`). ``time_ratios`` scale each model's epoch time and margin (a
     projection); ``measured_epochs`` (by model) gives the margins as they would be after that many epochs
     (:meth:`TimeEstimate.margin_seconds_at`); ``widened`` false leaves the drift's part out.
     """
@@ -471,8 +553,8 @@ def combine_estimates(
         margin_below = estimate.margin_seconds_at(measured, widened=widened, below=True) * ratio
         epochs_s = estimate.epochs_seconds * ratio
         seconds += epochs_s + estimate.fixed_seconds
-        lower_s += estimate.fixed_seconds + max(0.0, epochs_s - margin_below)
-        margin_s += margin
+        lower_s += estimate.fixed_lower_seconds + max(0.0, epochs_s - margin_below)
+        margin_s += margin + estimate.one_off_spread_seconds[1]
     return TotalTime(
         hours=seconds / SECONDS_PER_HOUR,
         lower_hours=lower_s / SECONDS_PER_HOUR,
@@ -495,7 +577,13 @@ ESTIMATE_METHOD = (
     "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan samples / "
     "(steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, the one-off "
     "costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the warmup epochs, "
-    "all counted as pure overhead (their samples are not credited: slightly conservative)."
+    "all counted as pure overhead (their samples are not credited: slightly conservative), plus the first-time cost "
+    "at the timed batch (cuDNN autotuning, kernels compiled on first use: the batch search's first trial at that "
+    "batch less the same steps at its fastest later trial's speed). That cost varies between processes, so it "
+    "carries a range from the run's own observations: every build at the timed batch whose first steps were timed "
+    "(each batch-search trial at it, the measured run's first step), less its steps at the measured step time; from "
+    "the least a build paid (in the warmed process) to the most (the process's first build at that batch). The "
+    "bounds take the one-off costs at the matching end of that range."
 )
 
 

@@ -99,9 +99,14 @@ class ModelEstimate(Record):
     ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
     ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
     is the plan's time at each batch the search measured. All are None (or empty) in older reports.
+    ``one_off_lower_seconds`` / ``one_off_upper_seconds``: the range a fresh training's one-off costs lie in (the
+    first-time cost at the timed batch bracketed by the run's observations, ``decision.estimate.first_time_cost``);
+    the bounds take the one-off costs at the matching end. None in older reports.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "one_off_lower_seconds",
+        "one_off_upper_seconds",
         "estimated_hours_lower",
         "drift_margin_hours",
         "relative_margin_floor_applied",
@@ -156,6 +161,8 @@ class ModelEstimate(Record):
     checkpoint_seconds: float | None = None
     recurring_seconds: float | None = None
     batch_what_ifs: list[BatchWhatIf] = field(default_factory=list)
+    one_off_lower_seconds: float | None = None
+    one_off_upper_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpubench.results.codec import Record
+from gpubench.results.model import HostProbe
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,10 @@ class ValidationCheck(Record):
     measured; ``error_pct`` = 100 × (actual − predicted) / predicted; ``inside_bound`` whether lower ≤ actual ≤
     upper. With ``--repeats R`` each model trains R times, ``repeat`` 1 to R, each its own check. ``status`` is
     ``ok`` (it trained), ``failed`` (with ``error``) or ``skipped`` (the report holds nothing of the model to check,
-    ``error`` says why; ``repeat`` is then None).
+    ``error`` says why; ``repeat`` is then None). ``host_probe_before`` / ``host_probe_after``: the host's speed
+    (the rounds' fixed probe) read in the training's process just before and just after its timed region, so that
+    a miss can be set beside the host states the report's rounds saw; None where not read (older files, a failed
+    training).
     """
 
     model: str
@@ -36,6 +40,8 @@ class ValidationCheck(Record):
     error_pct: float | None = None
     inside_bound: bool | None = None
     error: str | None = None
+    host_probe_before: HostProbe | None = None
+    host_probe_after: HostProbe | None = None
 
 
 @dataclass(frozen=True)

@@ -336,6 +336,7 @@ def summarize_epoch_times(
     target_rel_halfwidth: float = 0.02,
     first_stage_epochs: int | None = None,
     rounds: Sequence[int] | None = None,
+    round_gaps_epochs: Sequence[float] | None = None,
 ) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 
@@ -343,7 +344,9 @@ def summarize_epoch_times(
     planned the rest from); given, the decision interval is the two-stage one, else overlapping batch means.
     ``rounds`` is the number of epochs in each replicated round, in order, summing to n: with two rounds or more
     the decision interval is the two-level one (:func:`gpubench.stats.rounds.two_level_interval`) and the result's
-    ``rounds`` holds the two variance levels; the drift test uses the rounds either way. Every other figure is
+    ``rounds`` holds the two variance levels; the drift test uses the rounds either way, with
+    ``round_gaps_epochs`` the time between them in the model's epochs
+    (:func:`gpubench.stats.rounds.round_gaps_epochs`; None: back to back). Every other figure is
     computed over all epochs as they come. The
     effective sample size is n·s²/σ̂²∞ (capped at n; n when σ̂²∞ is 0), σ̂²∞ the long-run variance the interval
     uses; ``required_epochs`` is a planning figure (see :func:`_decision_figures`).
@@ -384,7 +387,7 @@ def summarize_epoch_times(
     variance_ms2 = decision.long_run_variance_ms2
     # Identical epochs (or batch means) show no dependence to correct for, so every epoch counts.
     ess = min(float(n), n * float(values.var(ddof=1)) / variance_ms2) if variance_ms2 > 0 else float(n)
-    drift = two_level.drift_test(values, confidence_level, rounds)
+    drift = two_level.drift_test(values, confidence_level, rounds, round_gaps_epochs)
 
     warnings: list[str] = []
     if n < intervals.MIN_EPOCHS:
