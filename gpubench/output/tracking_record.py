@@ -46,7 +46,7 @@ MODEL_TRAINING_KIND = "custom_model_development"
 PRESET_PARAM = "experiment"
 NO_PRESET = "none"
 #: The last part of a config key that holds a path or a location (logged as a tag, not a param).
-PATH_KEY_NAMES = frozenset({"output", "path", "cache_dir", "artifact_location", "uri", "prices_dir"})
+PATH_KEY_NAMES = frozenset({"output", "path", "dir", "cache_dir", "artifact_location", "uri", "prices_dir"})
 PATH_KEY_SUFFIXES = ("_dir", "_path", "_file")
 #: How the run list spells each decision.
 SHORT_DECISIONS = {LOCAL_GPU_VIABLE: "LOCAL", GRAY_ZONE: "GRAY ZONE", CLOUD_GPU_RECOMMENDED: "CLOUD"}
@@ -161,8 +161,9 @@ def job_tags(
 
 
 def _preset(choices: dict[str, str]) -> str | None:
+    """The ``experiment=`` preset chosen, None without one (Hydra's choice None is stored as the string "None")."""
     choice = choices.get("experiment")
-    return None if choice in (None, "", "null") else choice
+    return None if choice in (None, "", "null", "None") else choice
 
 
 def _subject(models: Sequence[str], choices: dict[str, str]) -> str:
@@ -275,7 +276,10 @@ def dataset_record(data: DataProvenance, config: DataConfig | None) -> DatasetRe
         "first_timestamp": data.first_timestamp,
         "last_timestamp": data.last_timestamp,
     }
-    source = redact(str(Path(data.path).expanduser().absolute())) if data.path else data.source
+    source = data.source
+    if data.path:
+        # A local path is made absolute (the run may be read from elsewhere); a URI is kept as given, redacted.
+        source = redact(data.path if "://" in data.path else str(Path(data.path).expanduser().absolute()))
     if data.source == "synthetic" and config is not None:
         symbols = list(config.symbols or SYNTHETIC_SYMBOLS)
         profile.update(seed=config.seed, days=config.days, start_date=config.start_date)
@@ -314,8 +318,9 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
     tags = job_tags(run.models, report.benchmark_version, sweep=sweep)
     tags["gpubench.device"] = report.hardware.device_name or run.device
     tags["gpubench.status"] = report.status
+    preset = _preset(run.choices)
     optional = {
-        "gpubench.preset": run.preset,
+        "gpubench.preset": preset,
         "gpubench.preset_note": run.preset_note,
         DESCRIPTION_TAG: description(report),
         "torch.version": run.torch_version,

@@ -37,7 +37,6 @@ from gpubench.output.sqlite_store import (
     read_sqlite_state,
     repair_sqlite_store,
     sqlite_database,
-    store_lock,
 )
 from gpubench.output.tracking_record import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
 from gpubench.redact import redact
