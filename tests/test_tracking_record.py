@@ -188,3 +188,19 @@ def test_a_data_path_with_credentials_is_logged_redacted():
     data = replace(CPU_QUICK.data, source="dbn", path="https://alice:SECRETPW42@host/db/x.dbn")
     dataset = dataset_record(data, None)
     assert dataset.source == "https://alice:***@host/db/x.dbn" and "SECRETPW42" not in dataset.name
+
+
+def test_the_system_metrics_keys_refuse_bad_values_naming_the_key():
+    from gpubench.errors import ConfigError
+    from gpubench.output.config import TrackingConfig
+    from tests.test_cli_strictness import refusal
+
+    assert refusal("tracking.system_metrics=maybe").startswith(
+        "`tracking.system_metrics` (the override `tracking.system_metrics=maybe`): Value 'maybe' is not a valid bool"
+    )
+    with pytest.raises(ConfigError) as raised:
+        TrackingConfig(system_metrics_interval_s=0.0)
+    assert str(raised.value) == (
+        "`tracking.system_metrics_interval_s` = 0.0 is not valid: it must be at least 0.1 (seconds between two "
+        "system-metrics samples; tracking.system_metrics=false turns them off)."
+    )

@@ -15,9 +15,10 @@ bounds, and the warnings its failures become. The SQLite file itself (lock, stat
   they are switched off, and gpubench shows its own link (:func:`run_link`), without them.
 * **Artifacts.** With a local store (SQLite, file) the experiment's artifacts go to ``tracking.artifact_location``;
   with a tracking server the server's artifact store holds them (no ``file:`` path of the submitting machine).
-* **The experiment's kind.** MLflow 3 opens an experiment without the tag :data:`EXPERIMENT_KIND_TAG` in its GenAI
-  view; gpubench's experiments are tagged for model training when created, and an existing one without the tag is
-  tagged when first used.
+* **The experiment's kind.** gpubench's experiments are tagged for model training (:data:`EXPERIMENT_KIND_TAG`)
+  when created, and an existing one without the tag is tagged when first used. MLflow 3.17's UI itself follows a
+  global GenAI / Model training switch, GenAI by default: gpubench's links open the model-training view
+  (:data:`UI_WORKFLOW`).
 """
 
 import logging
@@ -54,6 +55,9 @@ HTTP_RETRY_DEFAULTS = {
 }
 #: MLflow's switch for the "View run ... at: <tracking URI>/#/..." lines it prints when a run on a server ends.
 _SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+#: The MLflow UI's query parameter for its model-training view: MLflow 3.17's UI follows a global GenAI / Model
+#: training switch (GenAI unless the browser chose otherwise), not the experiment's kind tag, so a link says which.
+UI_WORKFLOW = "workflowType=machine_learning"
 #: What a job's tracking warning says is kept regardless.
 REPORT_KEPT = "the JSON report is still written"
 
@@ -107,12 +111,13 @@ def damaged_store_error(database: Path, state: SqliteStoreState, exc: Exception)
 
 def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
     """The MLflow UI's page of the run on the tracking server at ``uri`` (None for a local store), without the URI's
-    user info and query string, where credentials travel."""
+    user info and query string, where credentials travel, in the UI's model-training view (:data:`UI_WORKFLOW`)."""
     parts = urlsplit(uri)
     if parts.scheme not in ("http", "https"):
         return None
     host = parts.netloc.rpartition("@")[2]
-    return redact(f"{parts.scheme}://{host}{parts.path.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}")
+    page = f"#/experiments/{experiment_id}/runs/{run_id}?{UI_WORKFLOW}"
+    return redact(f"{parts.scheme}://{host}{parts.path.rstrip('/')}/{page}")
 
 
 def artifact_location(config: TrackingConfig) -> str | None:
@@ -140,7 +145,7 @@ def _experiment_id(client: Any, config: TrackingConfig) -> str:
 
 def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
     """A client bound to the store, the experiment's id (created if new) and a notice when the store was repaired;
-    call it holding :func:`store_lock`."""
+    call it holding :func:`~gpubench.output.sqlite_store.store_lock`."""
     from mlflow.tracking import MlflowClient
 
     quiet_store_logs()

@@ -24,7 +24,7 @@ default 0.5 s minimum; a shorter interval gives denser charts at a proportionall
 """
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpubench.output.sqlite_store import store_lock
@@ -45,7 +45,6 @@ class SystemMetricsSampler:
         self._uri = tracking_uri
         self._interval_s = interval_s
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="gpubench-system-metrics", daemon=True)
         self.failure: str | None = None
 
@@ -75,39 +74,44 @@ class SystemMetricsSampler:
                 kept.append(collector)
         monitor.monitors = kept
         sampler = cls(monitor, tracking_uri, interval_s)
-        # psutil's CPU use is measured between two calls: the first sets the baseline, and its reading is dropped.
-        monitor.collect_metrics()
-        for collector in kept:
-            collector.clear_metrics()
         sampler._thread.start()
         return sampler
 
     def _loop(self) -> None:
+        # Every reading is taken on this thread: psutil measures CPU use between two calls of the same thread, so the
+        # first call sets the baseline (its reading is dropped), and the last point is taken here too, after stop().
+        if not self._guarded(self._baseline):
+            return
         while not self._stop.wait(self._interval_s):
-            if not self._sample():
+            if not self._guarded(self._sample):
                 return
+        self._guarded(self._sample)
 
-    def _sample(self) -> bool:
-        """Collect and log one point; False (with :attr:`failure` set) when that failed."""
-        # The thread and stop() may sample at once at the very end: one at a time, in step order.
-        with self._lock:
-            if self.failure is not None:
-                return False
-            try:
-                self._monitor.collect_metrics()
-                metrics = self._monitor.aggregate_metrics()
-                if metrics:
-                    with store_lock(self._uri):
-                        self._monitor.publish_metrics(metrics)
-                        self._monitor.mlflow_logger.flush()
-            # Sampling must never cost the benchmark: a failure ends it and is said once, with the run's outcome.
-            except Exception as exc:
-                self.failure = redact(f"system metrics stopped ({reason(exc)})")
-                return False
-            return True
+    def _guarded(self, step: Callable[[], None]) -> bool:
+        """Run ``step``; False (with :attr:`failure` set) when it raised."""
+        try:
+            step()
+        # Sampling must never cost the benchmark: a failure ends it and is said once, with the run's outcome.
+        except Exception as exc:
+            self.failure = redact(f"system metrics stopped ({reason(exc)})")
+            return False
+        return True
+
+    def _baseline(self) -> None:
+        self._monitor.collect_metrics()
+        for collector in self._monitor.monitors:
+            collector.clear_metrics()
+
+    def _sample(self) -> None:
+        """Collect and log one point."""
+        self._monitor.collect_metrics()
+        metrics = self._monitor.aggregate_metrics()
+        if metrics:
+            with store_lock(self._uri):
+                self._monitor.publish_metrics(metrics)
+                self._monitor.mlflow_logger.flush()
 
     def stop(self) -> None:
-        """End the sampling: stop the thread, then log a last point covering the time since the previous one."""
+        """End the sampling: the thread logs a last point, covering the time since the previous one, and ends."""
         self._stop.set()
         self._thread.join(timeout=_JOIN_TIMEOUT_S)
-        self._sample()
