@@ -136,13 +136,12 @@ class LiveRun:
     def watch_system(self, gpu_indices: Sequence[int] | None) -> None:
         """Start sampling system metrics into the run, when ``tracking.system_metrics`` is on: the CPU, memory and
         the GPUs with NVML indices ``gpu_indices`` (``[]`` on the CPU, None for every GPU), every
-        ``tracking.system_metrics_interval_s`` seconds (see :mod:`gpubench.output.tracking_system`)."""
+        ``tracking.system_metrics_interval_s`` seconds (see :mod:`gpubench.output.tracking_system`); the readings go
+        out with the epochs' batches (:meth:`flush`), between epochs."""
         if not (self.active and self.config.system_metrics) or self._sampler is not None:
             return
         try:
-            self._sampler = SystemMetricsSampler.start(
-                str(self.run_id), self.config.uri, self.config.system_metrics_interval_s, gpu_indices
-            )
+            self._sampler = SystemMetricsSampler.start(self.config.system_metrics_interval_s, gpu_indices)
         except ImportError as exc:
             self._messages.append(
                 f"no system metrics in the MLflow run: {exc.name or 'a module'} is not installed "
@@ -176,8 +175,11 @@ class LiveRun:
         self.flush()
 
     def flush(self) -> None:
-        """Send the buffered epochs now (one ``log_batch`` per 1000)."""
+        """Send the buffered epochs, and the system metrics read since the last batch, now (one ``log_batch`` per
+        1000)."""
         pending, self._pending = self._pending, []
+        if self._sampler is not None:
+            pending += self._sampler.take()
         self._last_flush = self._clock()
         if pending and self.active:
             self._guard("streaming epoch metrics", self._send_metrics, pending)
@@ -188,7 +190,6 @@ class LiveRun:
         ``record.params`` were logged at the start. The outcome's warning joins the messages not handed out yet."""
         if not self.config.enabled:
             return TrackingOutcome(run_id=None)
-        self.flush()
         self._stop_system_metrics()
         if self.active:
             self._guard("logging the results", self._finish, record, status)
@@ -196,12 +197,13 @@ class LiveRun:
         return TrackingOutcome(run_id=self.run_id, warning=" ".join(messages) if messages else None)
 
     def _stop_system_metrics(self) -> None:
-        sampler, self._sampler = self._sampler, None
-        if sampler is None:
-            return
-        sampler.stop()
-        if sampler.failure:
-            self._messages.append(f"{sampler.failure}; the run's other metrics are logged.")
+        """Stop the sampler, then send its last readings with the epochs still buffered."""
+        if self._sampler is not None:
+            self._sampler.stop()
+            if self._sampler.failure:
+                self._messages.append(f"{self._sampler.failure}; the run's other metrics are logged.")
+        self.flush()
+        self._sampler = None
 
     def _guard(self, action: str, operation: Callable[..., None], *args: Any) -> None:
         try:

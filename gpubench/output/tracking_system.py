@@ -3,77 +3,99 @@ and power, sampled on a thread of their own while the job runs and logged to the
 run page's System metrics tab). ``tracking.system_metrics`` switches them on (the default) and
 ``tracking.system_metrics_interval_s`` sets the interval.
 
-MLflow's collectors do the sampling (:class:`mlflow.system_metrics.system_metrics_monitor.SystemMetricsMonitor`'s
-CPU monitor through psutil, its GPU monitor through pynvml); gpubench drives them instead of
-``mlflow.start_run(log_system_metrics=True)`` for four reasons:
+MLflow's collectors take the readings (:mod:`mlflow.system_metrics.metrics`: the CPU monitor through psutil, the GPU
+monitor through pynvml, under the same ``system/...`` names as ``mlflow.start_run(log_system_metrics=True)``);
+gpubench schedules them itself instead of MLflow's monitor thread, because:
 
-* the job's run is bound to a client, not to MLflow's global tracking URI (which ``start_run`` needs and which every
-  later job of a sweep would inherit);
-* only the device the benchmark runs on is sampled: the CPU and memory always, the GPU the job chose (its NVML
-  index), not every GPU of the host, and no disk or network counters;
-* a point covers the interval before it (MLflow's loop publishes the sample taken at the interval's start, so its
-  first point reads 0 % CPU), and a job shorter than one interval still gets a point, taken as it ends (MLflow's
-  loop publishes nothing for it);
-* each point costs one ``log_batch`` and no ``get_run`` (MLflow's loop reads the run back at every sample).
+* **The timed epochs.** MLflow's thread writes every sample to the store as it takes it (a ``log_batch``: about 24 ms
+  on a SQLite store on the 2-core test machine, during whatever epoch is being timed) and reads the run back at
+  every sample. Here the thread only takes the readings (about 0.2 ms); the points wait in memory and go
+  out with the live run's next epoch batch (:meth:`gpubench.output.tracking_live.LiveRun.flush`), which is sent
+  between epochs, outside their timed blocks. ``benchmarks/system_metrics_overhead.py`` measures both costs.
+* **The device.** Only the device the benchmark runs on is sampled: the CPU and memory always, the GPU the job chose
+  (its NVML index), not every GPU of the host, and no disk or network counters.
+* **The points.** A point covers the interval before it (MLflow's first point reads 0 % CPU: psutil measures between
+  two calls of one thread), and a job shorter than one interval still gets a point, taken as it ends (MLflow's loop
+  logs nothing for it).
+* **The store.** The job's run is bound to a client, not to MLflow's global tracking URI, which ``start_run`` needs
+  and which every later job of a sweep would inherit.
 
-**Effect on the timings.** A sample runs on its own thread and takes the GIL for a short while (the collectors,
-then one ``log_batch``): ``benchmarks/system_metrics_overhead.py`` measures the cost. The default interval
-(``tracking.system_metrics_interval_s``, 10 s, MLflow's own default) puts at most one sample in 20 epochs of the
-default 0.5 s minimum; a shorter interval gives denser charts at a proportionally higher cost. MLflow's variable
-``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` is not read: the key is the one setting.
+The default interval, 10 s (MLflow's own), keeps the thread's share of a core under 0.01 %; points reach the store
+within ``FLUSH_INTERVAL_S`` of an epoch's end (or when the job ends, for readings taken outside the epochs: the
+burn-in, the batch search). MLflow's variable ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` is not read: the key is the
+one setting.
 """
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpubench.output.sqlite_store import store_lock
 from gpubench.output.tracking_store import reason
 from gpubench.redact import redact
+from gpubench.units import MS_PER_S
 
-#: How long stopping waits for a sample in progress (s).
+#: The prefix of every system metric (MLflow's: its UI shows these keys in the System metrics tab).
+SYSTEM_PREFIX = "system/"
+#: How long stopping waits for the last reading (s).
 _JOIN_TIMEOUT_S = 30.0
+
+#: A metric to log: key, value, timestamp (ms since the epoch), step.
+MetricEntry = tuple[str, float, int, int]
+
+
+def _gpu_collector(gpu_indices: Sequence[int] | None) -> Any | None:
+    """MLflow's NVIDIA collector narrowed to the NVML devices ``gpu_indices`` (None: all), its AMD one where NVML is
+    absent, or None without a GPU."""
+    from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+    from mlflow.system_metrics.metrics.rocm_monitor import ROCMMonitor
+
+    try:
+        collector = GPUMonitor()
+    # No NVML (a CPU host, or no driver): AMD's library is tried next, and no GPU is sampled without either.
+    except Exception:
+        try:
+            return ROCMMonitor()
+        except Exception:
+            return None
+    if gpu_indices is not None:
+        handles = collector.gpu_handles
+        collector.gpu_handles = [handles[i] for i in gpu_indices if 0 <= i < len(handles)]
+        collector.num_gpus = len(collector.gpu_handles)
+    return collector
 
 
 class SystemMetricsSampler:
-    """Samples the system every ``interval_s`` seconds on a daemon thread and logs each sample to the run ``run_id``
-    as one step of the ``system/...`` metrics; :meth:`stop` takes a last sample and ends the thread. A failure stops
+    """Takes a reading every ``interval_s`` seconds on a daemon thread and keeps it as one step of the ``system/...``
+    metrics until :meth:`take` hands it out; :meth:`stop` takes a last reading and ends the thread. A failure stops
     the sampling and is kept in :attr:`failure`; it never reaches the benchmark."""
 
-    def __init__(self, monitor: Any, tracking_uri: str, interval_s: float) -> None:
-        self._monitor = monitor
-        self._uri = tracking_uri
+    def __init__(self, collectors: Sequence[Any], interval_s: float, clock: Callable[[], float] = time.time) -> None:
+        self._collectors = list(collectors)
         self._interval_s = interval_s
+        self._clock = clock
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._points: list[MetricEntry] = []
+        self._step = 0
         self._thread = threading.Thread(target=self._loop, name="gpubench-system-metrics", daemon=True)
         self.failure: str | None = None
 
     @classmethod
-    def start(
-        cls, run_id: str, tracking_uri: str, interval_s: float, gpu_indices: Sequence[int] | None
-    ) -> "SystemMetricsSampler":
-        """Start sampling for the run ``run_id`` in the store at ``tracking_uri``: the CPU and memory, and the GPUs
-        whose NVML indices are ``gpu_indices`` (logged as ``gpu_0``, ``gpu_1``... in that order; ``[]``: none, the job
-        runs on the CPU; None: every GPU NVML finds). Raises ImportError without psutil."""
+    def start(cls, interval_s: float, gpu_indices: Sequence[int] | None) -> "SystemMetricsSampler":
+        """Start sampling the CPU and memory, and the GPUs whose NVML indices are ``gpu_indices`` (logged as
+        ``gpu_0``, ``gpu_1``... in that order; ``[]``: none, the job runs on the CPU; None: every GPU NVML finds).
+        Raises ImportError without psutil."""
+        # MLflow says at INFO, on the terminal, when it finds no GPU: by design on a CPU job, not the user's concern.
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
         from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
-        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-        monitor = SystemMetricsMonitor(
-            run_id, sampling_interval=interval_s, samples_before_logging=1, tracking_uri=tracking_uri
-        )
-        kept: list[Any] = []
-        for collector in monitor.monitors:
-            if isinstance(collector, CPUMonitor):
-                kept.append(collector)
-            elif isinstance(collector, GPUMonitor) and gpu_indices != []:
-                if gpu_indices is not None:
-                    handles = collector.gpu_handles
-                    collector.gpu_handles = [handles[i] for i in gpu_indices if 0 <= i < len(handles)]
-                    collector.num_gpus = len(collector.gpu_handles)
-                kept.append(collector)
-        monitor.monitors = kept
-        sampler = cls(monitor, tracking_uri, interval_s)
+        collectors = [CPUMonitor()]
+        gpu = None if gpu_indices == [] else _gpu_collector(gpu_indices)
+        if gpu is not None:
+            collectors.append(gpu)
+        sampler = cls(collectors, interval_s)
         sampler._thread.start()
         return sampler
 
@@ -98,20 +120,29 @@ class SystemMetricsSampler:
         return True
 
     def _baseline(self) -> None:
-        self._monitor.collect_metrics()
-        for collector in self._monitor.monitors:
+        for collector in self._collectors:
+            collector.collect_metrics()
             collector.clear_metrics()
 
     def _sample(self) -> None:
-        """Collect and log one point."""
-        self._monitor.collect_metrics()
-        metrics = self._monitor.aggregate_metrics()
-        if metrics:
-            with store_lock(self._uri):
-                self._monitor.publish_metrics(metrics)
-                self._monitor.mlflow_logger.flush()
+        """Take one reading of every collector and keep it as the next step."""
+        readings: dict[str, float] = {}
+        for collector in self._collectors:
+            collector.collect_metrics()
+            readings.update(collector.aggregate_metrics())
+            collector.clear_metrics()
+        now_ms = int(self._clock() * MS_PER_S)
+        with self._lock:
+            self._points += [(SYSTEM_PREFIX + key, float(value), now_ms, self._step) for key, value in readings.items()]
+            self._step += 1
+
+    def take(self) -> list[MetricEntry]:
+        """The readings taken since the last call, as metric entries (each reading one step)."""
+        with self._lock:
+            points, self._points = self._points, []
+        return points
 
     def stop(self) -> None:
-        """End the sampling: the thread logs a last point, covering the time since the previous one, and ends."""
+        """End the sampling: the thread takes a last reading, covering the time since the previous one, and ends."""
         self._stop.set()
         self._thread.join(timeout=_JOIN_TIMEOUT_S)
