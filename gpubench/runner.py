@@ -322,9 +322,11 @@ def _sampled_gpus(cfg: BenchmarkConfig, device: torch.device) -> list[int] | Non
 def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
 
-    The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
-    and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
-    job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it.
+    The MLflow run is created when the job starts (status RUNNING; a sweep's job nested under the sweep's run),
+    samples the system from when the device is chosen, streams each model's epochs as they complete, and ends
+    FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the job raised,
+    KILLED when it was interrupted; the report on disk (partial, for the last two) is logged with it, and the run is
+    named with its verdict.
     The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
     :mod:`gpubench.hydra_files`).
     """
