@@ -30,6 +30,7 @@ from gpubench.errors import GpubenchError
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.host import busy_host_warning, host_load, probe_host_speed
+from gpubench.hardware.identity import nvml_index_for
 from gpubench.hardware.probe import probe
 from gpubench.job import RunContext
 from gpubench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
@@ -39,6 +40,7 @@ from gpubench.output import console, tracking
 from gpubench.output.html_report import PagePlot, draw_page_plots, write_page
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
+from gpubench.output.sweep_run import sweep_job
 from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
 from gpubench.round_schedule import RoundSchedule, later_rounds
@@ -311,25 +313,25 @@ def _write_page(
 
 
 def _tracking_record(
-    report: RunReport | None, cfg: BenchmarkConfig, context: RunContext, run_name: str, artifacts: list[Path]
+    report: RunReport | None, cfg: BenchmarkConfig, sweep: tracking.SweepJob | None, name: str, artifacts: list[Path]
 ) -> tracking.RunRecord:
-    """The MLflow record of the job's report (or of no report, when the job ended before writing one)."""
+    """The MLflow record of the job's report (or, named ``name``, of no report: the job ended before writing one)."""
     if report is None:
-        return tracking.RunRecord(run_name=run_name, artifacts=artifacts)
-    record = tracking.run_record(
-        report,
-        {},
-        run_name=run_name,
-        sweep_dir=context.sweep_dir if context.multirun else None,
-        job_num=context.job_num if context.multirun else None,
-    )
-    return replace(record, artifacts=artifacts)
+        return tracking.RunRecord(run_name=name, artifacts=artifacts)
+    return replace(tracking.run_record(report, sweep=sweep, data_config=cfg.data), artifacts=artifacts)
 
 
 def _end_run_early(
-    live: tracking.LiveRun, cfg: BenchmarkConfig, context: RunContext, run_name: str, status: str, files: list[Path]
+    live: tracking.LiveRun,
+    cfg: BenchmarkConfig,
+    sweep: tracking.SweepJob | None,
+    name: str,
+    status: str,
+    config_path: Path,
 ) -> None:
-    """End the MLflow run of a job that raised or was interrupted, with the partial report on disk (if any)."""
+    """End the MLflow run of a job that raised or was interrupted, with the partial report on disk (if any), its
+    page and the resolved config (``config_path``)."""
+    files = [config_path]
     report_path = Path(cfg.output).expanduser()
     try:
         report = read_report(report_path)
@@ -338,21 +340,31 @@ def _end_run_early(
     if report is not None:
         # The partial report's page, with the plots of what it holds, goes with it to MLflow.
         plots, note = _page_plots(report)
-        page = _write_page(report, report_path, context.run_dir / RESOLVED_CONFIG_NAME, plots, note)
+        page = _write_page(report, report_path, config_path, plots, note)
         files = files if page is None else [page, *files]
-    record = _tracking_record(report, cfg, context, run_name, [report_path, *files])
-    outcome = live.finish(record, status)
+    outcome = live.finish(_tracking_record(report, cfg, sweep, name, [report_path, *files]), status)
     if outcome.warning:
         console.notice(outcome.warning)
+
+
+def _sampled_gpus(cfg: BenchmarkConfig, device: torch.device) -> list[int] | None:
+    """The NVML indices of the GPUs the job uses, for its system metrics: none on the CPU, the chosen GPU, or every
+    rank's GPU for a data-parallel run; None (every GPU) when NVML cannot match a device."""
+    if device.type != "cuda":
+        return []
+    torch_indices = range(cfg.distributed.nproc) if cfg.distributed.enabled else [device.index or 0]
+    indices = [nvml_index_for(index) for index in torch_indices]
+    return None if None in indices else [index for index in indices if index is not None]
 
 
 def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
 
-    The MLflow run is created when the job starts (status RUNNING), streams each model's epochs as they complete,
-    and ends FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the
-    job raised, KILLED when it was interrupted; the report on disk (partial, for the last two) and its HTML page
-    (:mod:`gpubench.output.html_report`, with the plots) are logged with it.
+    The MLflow run is created when the job starts (status RUNNING; a sweep's job nested under the sweep's run),
+    samples the system from when the device is chosen, streams each model's epochs as they complete, and ends
+    FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the job raised,
+    KILLED when it was interrupted; the report on disk (partial, for the last two) and its HTML page
+    (:mod:`gpubench.output.html_report`, with the plots) are logged with it, and the run is named with its verdict.
     The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
     :mod:`gpubench.hydra_files`).
     """
@@ -362,25 +374,32 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     resolved_path = context.run_dir / RESOLVED_CONFIG_NAME
     resolved_path.parent.mkdir(parents=True, exist_ok=True)
     resolved_path.write_text(redact(OmegaConf.to_yaml(config_tree)))
-    sweep_dir = context.sweep_dir if context.multirun else None
-    run_name = "-".join(cfg.model_names) + (f"-job{context.job_num}" if context.multirun else "")
+    # A job of a sweep is nested under the sweep's parent run from its start (gpubench/output/sweep_run.py).
+    sweep = None
+    if context.multirun and context.sweep_dir is not None:
+        sweep = sweep_job(context.sweep_dir, context.job_num, context.overrides, cfg.tracking)
+    run_name = tracking.starting_run_name(cfg.model_names, context.choices, sweep)
     live = tracking.LiveRun.start(
         cfg.tracking,
         run_name=run_name,
-        params=tracking.flatten(config_tree),
-        tags=tracking.job_tags(cfg.model_names, __version__, sweep_dir=sweep_dir, job_num=context.job_num),
+        params=tracking.job_params(config_tree, context.choices),
+        tags=tracking.job_tags(cfg.model_names, __version__, sweep=sweep, paths=tracking.path_tags(config_tree)),
     )
     for message in live.new_messages():
         console.notice(message)
     try:
         job = replace(context, mlflow_run_id=live.run_id)
         runner = Runner(cfg, job, epoch_observer=live.on_epoch, model_observer=live.end_model)
+        if live.active and cfg.tracking.system_metrics:
+            live.watch_system(_sampled_gpus(cfg, runner.device))
+            for message in live.new_messages():
+                console.notice(message)
         completed = runner.run()
     # Whatever ends the job early (an interrupt, a signal turned into an exception, bad input, a bug), the MLflow run
     # must not stay RUNNING: it ends with the partial report, and the exception goes on to the entry point.
     except BaseException as exc:
         status = tracking.KILLED if isinstance(exc, KeyboardInterrupt | SystemExit) else tracking.FAILED
-        _end_run_early(live, cfg, context, run_name, status, [resolved_path])
+        _end_run_early(live, cfg, sweep, run_name, status, resolved_path)
         raise
     report = completed.report
     artifacts = [runner.writer.path, resolved_path]
@@ -397,7 +416,7 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
         model.status == "failed" or (model.distributed is not None and model.distributed.status == "failed")
         for model in report.models.values()
     )
-    record = _tracking_record(report, cfg, context, run_name, artifacts)
+    record = _tracking_record(report, cfg, sweep, run_name, artifacts)
     outcome = live.finish(record, tracking.FAILED if model_failed else tracking.FINISHED)
     if outcome.warning:
         console.notice(outcome.warning)

@@ -251,7 +251,7 @@ def test_the_cost_analysis_prices_four_cards_and_finds_the_cheapest(measured_rep
     cheapest = min(priced, key=priced.get)
     assert cost.cheapest_card == cheapest
     assert cost.cheapest_card_cost_usd_per_training == pytest.approx(priced[cheapest])
-    metrics = run_record(replace(measured_report, recommendation=four), {}, run_name="r", sweep_dir=None, job_num=None)
+    metrics = run_record(replace(measured_report, recommendation=four))
     assert metrics.metrics["recommendation/cheapest_cloud_cost_usd_per_training"] == pytest.approx(priced[cheapest])
     assert metrics.metrics["recommendation/cheapest_cloud_hours"] == cost.cheapest_card_training_hours
     assert metrics.metrics["recommendation/cloud_cost_usd_per_training"] == cost.cloud_cost_usd_per_training

@@ -163,15 +163,13 @@ def test_mlflow_and_the_summary_carry_the_scaling():
     )
     failed = DistributedScaling(status="failed", world_size=2, error="rank 1 was killed by SIGTERM")
     models = {"mlp": ModelResult(status="ok", distributed=scaling), "tft": ModelResult(status="ok", distributed=failed)}
-    metrics = run_record(report(models), {}, run_name="r", sweep_dir=None, job_num=None).metrics
+    metrics = run_record(report(models)).metrics
     assert metrics["mlp/world_size"] == 2.0 and metrics["mlp/distributed_status_ok"] == 1.0
     assert metrics["mlp/scaling_efficiency"] == 0.93
     assert (metrics["mlp/scaling_efficiency_low"], metrics["mlp/scaling_efficiency_high"]) == (0.9, 0.95)
     assert metrics["mlp/global_samples_per_second"] == 12_345.6
     assert metrics["tft/distributed_status_ok"] == 0.0 and "tft/scaling_efficiency_low" not in metrics
-    assert "distributed_status_ok" not in " ".join(
-        run_record(report({"mlp": ModelResult(status="ok")}), {}, run_name="r", sweep_dir=None, job_num=None).metrics
-    )
+    assert "distributed_status_ok" not in " ".join(run_record(report({"mlp": ModelResult(status="ok")})).metrics)
     assert distributed_line("mlp", scaling) == "mlp: 2 processes: 12,346 window/s global, efficiency 0.93 [0.90, 0.95]"
     assert distributed_line("tft", failed) == "tft: 2 processes: failed (rank 1 was killed by SIGTERM)"
 

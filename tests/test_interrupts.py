@@ -296,6 +296,11 @@ def test_sigterm_in_a_tracked_sweeps_second_job_nests_its_run_and_kills_the_pare
     children = {run.data.tags["gpubench.job_num"]: run for run in runs if run is not parent}
     assert {num: run.info.status for num, run in children.items()} == {"0": "FINISHED", "1": "KILLED"}
     assert all(run.data.tags.get("mlflow.parentRunId") == parent.info.run_id for run in children.values())
+    # The parent spans the sweep: created before job 0, ended after job 1 was killed.
+    assert parent.info.start_time <= min(run.info.start_time for run in children.values())
+    assert parent.info.end_time >= max(run.info.end_time for run in children.values())
+    assert parent.info.run_name.endswith(" · 1/2 jobs ok · interrupted")
+    assert children["1"].info.run_name == "quick mlp · CPU · interrupted · epochs=30"
     assert json.loads((sweep_dir / "1" / "report.json").read_text())["run"]["mlflow_run_id"] == (
         children["1"].info.run_id
     )

@@ -1,13 +1,17 @@
 """A real sweep end to end: the CLI sweep and its summaries, then the same store served by `mlflow server` on
-127.0.0.1, its runs and metrics checked through the REST API and in the MLflow UI rendered by headless Chromium.
+127.0.0.1, its runs and metrics checked through the REST API and in the MLflow UI in headless Chromium (driven
+through the DevTools protocol, tests/cdp_browser.py): the run list with the sweep's jobs nested under its parent and
+named with their verdicts, the runs' metric charts, a job's page with its description, parent and dataset, and its
+system metrics drawn as charts.
 
-Every wait is bounded (the sweep, the server's start, each browser call) and the server's process group is ended
-in a finalizer, so a broken server or browser fails the test instead of hanging it. The screenshot is kept under
-the test's temp folder and, when GPUBENCH_TEST_ARTIFACTS names a folder, copied there.
+Every wait is bounded (the sweep, the server's start, each page) and the server's and the browser's process groups
+are ended in finalizers, so a broken server or browser fails the test instead of hanging it. The screenshots are
+kept under the tests' temp folders and, when GPUBENCH_TEST_ARTIFACTS names a folder, copied there.
 """
 
 import contextlib
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -30,27 +34,39 @@ from matplotlib.image import imread
 from gpubench.output import sweep
 from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import read_report
+from gpubench.output.tracking_record import format_hours
 from gpubench.results import RunReport
+from tests.cdp_browser import Browser
 
 pytestmark = pytest.mark.slow
 
+#: Ten epochs: the fewest the decision rule decides on, so that each job's run is named with its verdict. System
+#: metrics every second: a job of a few seconds draws lines.
 SWEEP_ARGS = [
     "-m",
     "model=mlp",
     "statistics.confidence_level=0.9,0.99",
-    "epochs=2",
+    "epochs=10",
     "warmup_epochs=0",
     "hardware=cpu",
     "data.days=3",
     "data.symbols=[SYNA,SYNB]",
     "hardware.burn_in_max_seconds=0",
     "epoch.min_seconds=0.05",
+    "tracking.system_metrics_interval_s=1",
 ]
+#: The confidence level each job sweeps, by job number.
+LEVELS = {0: "0.9", 1: "0.99"}
+PARENT_NAME = "sweep · statistics.confidence_level=0.9,0.99 · 2/2 jobs ok"
 SERVER_START_TIMEOUT_S = 90
-BROWSER_TIMEOUT_S = 120
-#: Virtual time for the UI's requests and rendering; the second is a retry for a slow machine.
-VIRTUAL_TIME_BUDGETS_MS = (15_000, 45_000)
+#: How long a page may take to show what is waited for (s).
+PAGE_TIMEOUT_S = 90
 SCREENSHOT_SIZE = (1600, 1000)
+#: A tall viewport for the charts: they render only when scrolled into view, and every one of them is checked.
+TALL_SIZE = (1600, 4200)
+#: The MLflow UI's model-training view (its default is GenAI's).
+WORKFLOW = "workflowType=machine_learning"
+SHORT_DECISIONS = {"LOCAL_GPU_VIABLE": "LOCAL", "GRAY_ZONE": "GRAY ZONE", "CLOUD_GPU_RECOMMENDED": "CLOUD"}
 
 
 @dataclass(frozen=True)
@@ -203,30 +219,55 @@ def _runs_by_name(url: str) -> dict[str, dict]:
     return {run["info"]["run_name"]: run for run in found["runs"]}
 
 
-def _parent_name(sweep_dir: Path) -> str:
-    return f"sweep {sweep_dir.parent.name}/{sweep_dir.name}"
+def _verdict(report: RunReport) -> str:
+    """The verdict the report holds, as the run list shows it (format_hours has known answers in
+    test_tracking_record.py)."""
+    recommendation = report.recommendation
+    if recommendation.decision is None:
+        return "no verdict"
+    return f"{SHORT_DECISIONS[recommendation.decision]} {format_hours(recommendation.estimated_full_training_hours)}"
+
+
+def _job_name(report: RunReport, num: int) -> str:
+    return f"mlp · CPU · {_verdict(report)} · statistics.confidence_level={LEVELS[num]}"
 
 
 def test_rest_api_serves_the_sweep_runs_their_metrics_and_the_parent_link(cli_sweep, mlflow_server):
     runs = _runs_by_name(mlflow_server)
-    parent_name = _parent_name(cli_sweep.sweep_dir)
-    assert set(runs) == {"mlp-job0", "mlp-job1", parent_name}
-    parent = runs[parent_name]
+    job_names = {num: _job_name(report, num) for num, report in cli_sweep.reports.items()}
+    assert set(runs) == {*job_names.values(), PARENT_NAME}
+    parent = runs[PARENT_NAME]
     parent_tags = {tag["key"]: tag["value"] for tag in parent["data"]["tags"]}
     assert parent_tags["gpubench.sweep_parent"] == "true" and parent_tags["gpubench.sweep_status"] == "ok"
     assert {m["key"]: m["value"] for m in parent["data"]["metrics"]}["sweep/jobs"] == 2
+    # The parent spans the sweep: created before the first job, ended after the last.
+    children = [runs[name] for name in job_names.values()]
+    assert int(parent["info"]["start_time"]) <= min(int(run["info"]["start_time"]) for run in children)
+    assert int(parent["info"]["end_time"]) >= max(int(run["info"]["end_time"]) for run in children)
+    # The synthetic market's digest: its seed and shape (data.seed 7, two symbols, three days from 2024-01-02).
+    shape = {"days": 3, "generator": "gpubench-synthetic-market-v1", "seed": 7, "start_date": "2024-01-02"}
+    shape_json = json.dumps({**shape, "symbols": ["SYNA", "SYNB"]}, sort_keys=True)
+    digest = hashlib.blake2b(shape_json.encode(), digest_size=16).hexdigest()
     for num, report in cli_sweep.reports.items():
-        run = runs[f"mlp-job{num}"]
+        run = runs[job_names[num]]
         assert run["info"]["run_id"] == report.run.mlflow_run_id
         tags = {tag["key"]: tag["value"] for tag in run["data"]["tags"]}
         assert tags["mlflow.parentRunId"] == parent["info"]["run_id"]
         assert tags["gpubench.sweep"] == parent_tags["gpubench.sweep"]
+        assert tags["mlflow.note.content"].startswith(report.recommendation.reasoning)
+        params = {param["key"]: param["value"] for param in run["data"]["params"]}
+        # The preset is a param; paths are tags.
+        assert params["experiment"] == "none" and "output" not in params
+        assert tags["output"].endswith(f"/{num}/report.json")
         metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
         result = report.models["mlp"]
         assert metrics["mlp/mean_epoch_time_ms"] == pytest.approx(result.mean_epoch_time_ms, rel=1e-12)
         assert [metrics["mlp/ci_low_ms"], metrics["mlp/ci_high_ms"]] == pytest.approx(
             list(result.confidence_interval_ms), rel=1e-12
         )
+        assert 0 < metrics["system/cpu_utilization_percentage"] <= 100
+        (dataset,) = run["inputs"]["dataset_inputs"]
+        assert dataset["dataset"]["digest"] == digest
     artifacts = _get_json(
         f"{mlflow_server}/api/2.0/mlflow/artifacts/list?" + urllib.parse.urlencode({"run_id": parent["info"]["run_id"]})
     )
@@ -237,7 +278,7 @@ def test_rest_api_serves_the_sweep_runs_their_metrics_and_the_parent_link(cli_sw
 
 
 class _VisibleText(HTMLParser):
-    """The text a reader sees: data outside <script>/<style>, one chunk per text node."""
+    """The text a reader sees: data outside <script>/<style>, one chunk per text node (SVG text included)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -268,32 +309,19 @@ def _chromium() -> str:
     return path
 
 
-def _chromium_command(browser: str, profile: Path, budget_ms: int, size: tuple[int, int]) -> list[str]:
-    return [
-        browser,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        f"--virtual-time-budget={budget_ms}",
-        f"--window-size={size[0]},{size[1]}",
-    ]
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory) -> Iterator[Browser]:
+    """One headless Chromium for the module's pages (a fresh profile)."""
+    opened = Browser(_chromium(), tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
-def _page_text(browser: str, profile: Path, url: str, budget_ms: int) -> list[str]:
-    # A tall window: the run charts render only when scrolled into view, and every one of them should be checked
-    # (the recommendation metrics come before the sweep's, alphabetically).
-    command = [*_chromium_command(browser, profile, budget_ms, (1600, 4200)), "--dump-dom", url]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+def _chunks(browser: Browser) -> list[str]:
     parser = _VisibleText()
-    parser.feed(completed.stdout)
+    parser.feed(browser.evaluate("document.documentElement.outerHTML"))
     return parser.chunks
 
 
@@ -304,8 +332,31 @@ def _chart_values(chunks: list[str], metric: str) -> list[str]:
     return chunks[start:end]
 
 
-def test_mlflow_ui_shows_the_sweep_runs_and_their_metrics(cli_sweep, mlflow_server, tmp_path):
-    browser = _chromium()
+def _text_holds(*texts: str) -> str:
+    """A JavaScript condition: the page's text holds every one of ``texts``."""
+    return "document.body !== null && " + " && ".join(
+        f"document.body.innerText.includes({json.dumps(t)})" for t in texts
+    )
+
+
+def _keep_screenshot(browser: Browser, path: Path, size: tuple[int, int]) -> None:
+    """Save the viewport at ``path`` (copied to GPUBENCH_TEST_ARTIFACTS when set) and check it is a rendered page."""
+    browser.screenshot(path)
+    pixels = imread(path)[..., :3]
+    assert pixels.shape[:2] == (size[1], size[0])
+    assert len(np.unique(np.round(pixels * 255).astype(int) @ [65536, 256, 1])) > 200  # a rendered page, not blank
+    artifacts = os.environ.get("GPUBENCH_TEST_ARTIFACTS")
+    if artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, Path(artifacts) / path.name)
+
+
+def _close_assistant(browser: Browser) -> None:
+    # MLflow's assistant panel opens on a first visit and covers a third of the page.
+    browser.evaluate("document.querySelector('button[aria-label=Close]')?.click()")
+
+
+def test_mlflow_ui_shows_the_sweep_runs_and_their_metrics(cli_sweep, mlflow_server, browser, tmp_path):
     experiment = _experiment_id(mlflow_server)
     # Sorted by a metric, the UI lists the sweep's runs flat (by default it folds children under their parent),
     # and the chart view draws every metric of the listed runs with its value printed on the bars.
@@ -313,32 +364,83 @@ def test_mlflow_ui_shows_the_sweep_runs_and_their_metrics(cli_sweep, mlflow_serv
         {"orderByKey": "metrics.`mlp/mean_epoch_time_ms`", "orderByAsc": "true", "compareRunsMode": "CHART"},
         quote_via=urllib.parse.quote,
     )
-    url = f"{mlflow_server}/#/experiments/{experiment}/runs?{query}"
-    expected_names = {"mlp-job0", "mlp-job1", _parent_name(cli_sweep.sweep_dir)}
-    for attempt, budget_ms in enumerate(VIRTUAL_TIME_BUDGETS_MS):
-        chunks = _page_text(browser, tmp_path / f"profile-{attempt}", url, budget_ms)
-        if expected_names <= set(chunks) and "mlp/mean_epoch_time_ms" in chunks:
-            break
-    missing = sorted(expected_names - set(chunks))
-    assert not missing, f"runs not shown: {missing}; page text: {chunks[:200]}"
+    browser.open(f"{mlflow_server}/#/experiments/{experiment}/runs?{query}&{WORKFLOW}", TALL_SIZE)
+    names = [_job_name(report, num) for num, report in sorted(cli_sweep.reports.items())]
+    browser.wait_for(_text_holds(*names, PARENT_NAME, "mlp/mean_epoch_time_ms", "sweep/jobs"), PAGE_TIMEOUT_S)
+    _close_assistant(browser)
+    means = sorted(f"{cli_sweep.reports[num].models['mlp'].mean_epoch_time_ms:.2f}" for num in (0, 1))
+    deadline = time.monotonic() + PAGE_TIMEOUT_S
+    # The bars' value labels come after the chart titles.
+    while sorted(_chart_values(chunks := _chunks(browser), "mlp/mean_epoch_time_ms")[:2]) != means:
+        assert time.monotonic() < deadline, f"bar values not shown; page text: {chunks[:300]}"
+        time.sleep(0.5)
     for metric in ("mlp/mean_epoch_time_ms", "mlp/ci_low_ms", "mlp/ci_high_ms", "mlp/samples_per_second"):
         assert metric in chunks, f"{metric} not shown; page text: {chunks[:200]}"
-    means = [cli_sweep.reports[num].models["mlp"].mean_epoch_time_ms for num in (0, 1)]
-    assert sorted(_chart_values(chunks, "mlp/mean_epoch_time_ms")[:2]) == sorted(f"{m:.2f}" for m in means)
-    assert "sweep/jobs" in chunks and _chart_values(chunks, "sweep/jobs")[0] == "2.00"
+    assert _chart_values(chunks, "sweep/jobs")[0] == "2.00"
+    _keep_screenshot(browser, tmp_path / "mlflow_ui_sweep_charts.png", TALL_SIZE)
 
-    screenshot = tmp_path / "mlflow_ui_sweep.png"
-    command = [
-        *_chromium_command(browser, tmp_path / "profile-shot", VIRTUAL_TIME_BUDGETS_MS[0], SCREENSHOT_SIZE),
-        f"--screenshot={screenshot}",
-        url,
-    ]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
-    assert completed.returncode == 0 and screenshot.exists(), completed.stderr[-3000:]
-    pixels = imread(screenshot)[..., :3]
-    assert pixels.shape[:2] == (SCREENSHOT_SIZE[1], SCREENSHOT_SIZE[0])
-    assert len(np.unique(np.round(pixels * 255).astype(int) @ [65536, 256, 1])) > 200  # a rendered page, not blank
-    artifacts = os.environ.get("GPUBENCH_TEST_ARTIFACTS")
-    if artifacts:
-        Path(artifacts).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(screenshot, Path(artifacts) / screenshot.name)
+
+def test_the_run_list_nests_the_sweeps_jobs_under_it_named_with_their_verdicts(
+    cli_sweep, mlflow_server, browser, tmp_path
+):
+    experiment = _experiment_id(mlflow_server)
+    parent_id = _runs_by_name(mlflow_server)[PARENT_NAME]["info"]["run_id"]
+    # The table, newest first (the UI's default, stated: the page keeps the previous test's order and view).
+    query = urllib.parse.urlencode(
+        {"orderByKey": "attributes.start_time", "orderByAsc": "false", "compareRunsMode": "TABLE"},
+        quote_via=urllib.parse.quote,
+    )
+    browser.open(f"{mlflow_server}/#/experiments/{experiment}/runs?{query}&{WORKFLOW}", SCREENSHOT_SIZE)
+    browser.wait_for(_text_holds(PARENT_NAME, "Model training"), PAGE_TIMEOUT_S)
+    _close_assistant(browser)
+    names = [_job_name(report, num) for num, report in sorted(cli_sweep.reports.items())]
+    # The list folds the jobs under the sweep's run: shown once its expander is clicked.
+    assert not any(name in browser.text() for name in names)
+    browser.evaluate(
+        f"document.querySelector('a[href$={json.dumps(parent_id)}]').closest('.ag-cell').querySelector('button').click()"
+    )
+    browser.wait_for(_text_holds(*names), PAGE_TIMEOUT_S)
+    rows = browser.text()
+    # Each job's name, with its verdict, is on the page (waited for above); the jobs' rows follow their parent's.
+    assert rows.index(PARENT_NAME) < min(rows.index(name) for name in names)
+    assert "synthetic market (seed 7, 2 symbols, 3 days)" in rows  # the Dataset column
+    _keep_screenshot(browser, tmp_path / "mlflow_ui_runs_nested.png", SCREENSHOT_SIZE)
+
+
+def test_a_jobs_page_shows_its_verdict_description_parent_and_dataset(cli_sweep, mlflow_server, browser, tmp_path):
+    experiment = _experiment_id(mlflow_server)
+    report = cli_sweep.reports[0]
+    browser.open(f"{mlflow_server}/#/experiments/{experiment}/runs/{report.run.mlflow_run_id}?{WORKFLOW}", (1600, 1400))
+    reasoning_start = report.recommendation.reasoning[:80]
+    browser.wait_for(_text_holds(_job_name(report, 0), "Description", reasoning_start, PARENT_NAME), PAGE_TIMEOUT_S)
+    _close_assistant(browser)
+    text = browser.text()
+    assert text.index("Parent run") < text.index(PARENT_NAME)
+    assert "synthetic market (seed 7, 2 symbols, 3 days)" in text
+    assert "system/cpu_utilization_percentage" in text
+    _keep_screenshot(browser, tmp_path / "mlflow_ui_run_description.png", (1600, 1400))
+
+
+def test_a_jobs_system_metrics_are_drawn_as_charts(cli_sweep, mlflow_server, browser, tmp_path):
+    experiment = _experiment_id(mlflow_server)
+    run_id = cli_sweep.reports[0].run.mlflow_run_id
+    history = _get_json(
+        f"{mlflow_server}/api/2.0/mlflow/metrics/get-history?"
+        + urllib.parse.urlencode({"run_id": run_id, "metric_key": "system/cpu_utilization_percentage"})
+    )["metrics"]
+    assert len(history) >= 2  # a point a second over a job of a few seconds, and one as it ended
+    browser.open(f"{mlflow_server}/#/experiments/{experiment}/runs/{run_id}/system-metrics?{WORKFLOW}", SCREENSHOT_SIZE)
+    titles = ("cpu_utilization_percentage", "system_memory_usage_megabytes", "system_memory_usage_percentage")
+    browser.wait_for(
+        _text_holds("System metrics", *titles) + " && document.querySelectorAll('.js-plotly-plot').length === 3",
+        PAGE_TIMEOUT_S,
+    )
+    _close_assistant(browser)
+    # Each chart draws a line through every point logged.
+    browser.wait_for(
+        "Array.from(document.querySelectorAll('.js-plotly-plot'))"
+        f".every(plot => plot.querySelectorAll('.point').length === {len(history)})",
+        PAGE_TIMEOUT_S,
+    )
+    assert browser.evaluate("document.querySelectorAll('.js-plotly-plot path.js-line').length") >= 3
+    _keep_screenshot(browser, tmp_path / "mlflow_ui_system_metrics.png", SCREENSHOT_SIZE)

@@ -89,11 +89,9 @@ def test_ctrl_c_during_a_model_leaves_a_partial_report_marked_interrupted(
 
 
 def test_the_tracking_record_takes_its_figures_from_the_typed_report() -> None:
-    record = tracking.run_record(
-        MAIN_REPORT, {"epochs": 3}, run_name="dqn-ppo-mamba2-tft", sweep_dir=None, job_num=None
-    )
+    record = tracking.run_record(MAIN_REPORT)
     dqn: ModelResult = MAIN_REPORT.models["dqn"]
-    assert record.run_name == "dqn-ppo-mamba2-tft" and record.params == {"epochs": 3}
+    assert record.run_name == "quick · CPU · smoke test" and record.params == {}
     assert record.tags["gpubench.models"] == "dqn,ppo,mamba2,tft"
     assert record.tags["gpubench.status"] == "complete"
     assert "gpubench.sweep" not in record.tags
@@ -103,5 +101,5 @@ def test_the_tracking_record_takes_its_figures_from_the_typed_report() -> None:
     assert dqn.samples_per_second is not None
     assert record.metrics["dqn/samples_per_second"] == dqn.samples_per_second.mean
     assert record.series["dqn/epoch_time_ms"] == dqn.raw_epoch_times_ms
-    swept = tracking.run_record(MAIN_REPORT, {}, run_name="x-job3", sweep_dir="/sweep", job_num=3)
+    swept = tracking.run_record(MAIN_REPORT, sweep=tracking.SweepJob(sweep_dir="/sweep", job_num=3))
     assert (swept.tags["gpubench.sweep"], swept.tags["gpubench.job_num"]) == ("/sweep", "3")

@@ -124,7 +124,10 @@ def test_no_secret_in_any_output_or_file_of_a_tracked_interrupted_swept_or_refus
     for completed in (tracked, interrupted, swept):
         # MLflow's own "View run ... at: <URI>" lines are off; gpubench's link has no credentials.
         assert "View run" not in completed.stdout + completed.stderr
-        assert "MLflow run mlp" in completed.stderr and f": http://127.0.0.1:{port}/#/experiments/" in completed.stderr
+        assert (
+            "MLflow run quick mlp · CPU · " in completed.stderr
+            and f": http://127.0.0.1:{port}/#/experiments/" in completed.stderr
+        )
     assert "alice:***@" in next((work / "outputs").glob("*/*/config_resolved.yaml")).read_text()
     # What was written: the work folder (outputs/, multirun/, the captured stdout and stderr) and the server's
     # store and artifacts (params, tags, the logged report and config).

@@ -18,7 +18,8 @@ from omegaconf import OmegaConf
 
 from gpubench.output import sweep
 from gpubench.output.config import TrackingConfig
-from gpubench.output.tracking import RunRecord, log_run, log_sweep_run
+from gpubench.output.sweep_run import PARENT_RUN_FILE, sweep_job
+from gpubench.output.tracking import LiveRun, RunRecord, SweepJob, job_tags, starting_run_name
 from gpubench.results import CostRow, HardwareReport, ModelResult, RunInfo, RunReport
 from gpubench.stats.epoch_times import summarize_epoch_times
 
@@ -238,39 +239,88 @@ def test_multirun_end_returns_normally_when_every_job_is_ok(tmp_path):
 # --------------------------------------------------------------------------------------------------- MLflow
 
 
-@pytest.mark.slow
-def test_sweep_parent_run_nests_the_sweeps_job_runs_and_names_the_others(tmp_path):
+def tracked(config, tmp_path: Path, uri: str | None = None):
+    """``config`` with tracking on, into the SQLite store ``mlflow.db`` under ``tmp_path`` (or ``uri``)."""
+    store = {"uri": uri or f"sqlite:///{tmp_path / 'mlflow.db'}", "artifact_location": str(tmp_path / "art")}
+    return OmegaConf.merge(config, {"tracking": {"enabled": True, "experiment": "t", **store}})
+
+
+SWEPT = ("model=mlp", "statistics.confidence_level=0.9,0.99")
+
+
+def start_job(tmp_path: Path, num: int, overrides: list[str], settings: TrackingConfig) -> LiveRun:
+    """A job's run as the runner starts it: the sweep's parent read from the sweep folder, the start tags and name."""
+    job = sweep_job(str(tmp_path), num, overrides, settings)
+    name = starting_run_name(["mlp"], {}, job)
+    return LiveRun.start(settings, run_name=name, params={}, tags=job_tags(["mlp"], "0.1.0", sweep=job))
+
+
+def test_the_parent_run_exists_from_the_sweeps_start_and_each_job_is_nested_as_it_starts(tmp_path):
     from mlflow.tracking import MlflowClient
 
+    callback = sweep.SweepSummaryCallback()
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    config = TrackingConfig(uri=uri, artifact_location=str(tmp_path / "artifacts"), experiment="t")
-    assert sweep.tracking.prepare_store(config) is None
-    children = [
-        log_run(config, RunRecord(run_name=f"mlp-job{i}", tags={"gpubench.sweep": "multirun/a"})).run_id
-        for i in range(2)
-    ]
-    stranger = log_run(config, RunRecord(run_name="other", tags={"gpubench.sweep": "multirun/b"})).run_id
-    summary_path = tmp_path / "sweep_summary.md"
-    summary_path.write_text("# Sweep\n")
-    record = RunRecord(run_name="sweep a", tags={"gpubench.sweep": "multirun/a"}, artifacts=[summary_path])
+    settings = TrackingConfig(uri=uri, artifact_location=str(tmp_path / "art"), experiment="t")
+    with mock.patch.object(sweep, "atexit"):
+        callback.on_multirun_start(config=tracked(hydra_config(tmp_path, overrides=SWEPT), tmp_path))
+        parent_file = json.loads((tmp_path / PARENT_RUN_FILE).read_text())
+        assert parent_file["swept_keys"] == ["statistics.confidence_level"]
+        client = MlflowClient(tracking_uri=settings.uri)
+        parent = client.get_run(parent_file["run_id"])
+        assert (
+            parent.info.status == "RUNNING" and parent.info.run_name == "sweep · statistics.confidence_level=0.9,0.99"
+        )
+        # Job 0 runs: nested from its start, its name saying which value it sweeps.
+        live = start_job(tmp_path, 0, ["model=mlp", "statistics.confidence_level=0.9"], settings)
+        child = client.get_run(live.run_id)
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert child.info.run_name == "mlp · running · statistics.confidence_level=0.9"
+        assert client.get_run(parent.info.run_id).info.status == "RUNNING"
+        live.finish(RunRecord(run_name="mlp · CPU · LOCAL 0.1 h"), "FINISHED")
+        run_job(callback, tmp_path, 0, report([10.0, 12.0], run_id=live.run_id), job_return(JobStatus.COMPLETED, 0))
+        # Job 1 fails before it writes a report: the sweep is FAILED, as its exit code 1 says.
+        run_job(callback, tmp_path, 1, None, job_return(JobStatus.FAILED, ValueError("x")))
+        with pytest.raises(SystemExit):
+            callback.on_multirun_end(config=tracked(hydra_config(tmp_path, overrides=SWEPT), tmp_path))
+    ended = client.get_run(parent.info.run_id)
+    assert ended.info.status == "FAILED" and ended.data.tags["gpubench.sweep_status"] == "partial"
+    assert ended.info.run_name == "sweep · statistics.confidence_level=0.9,0.99 · 1/2 jobs ok"
+    assert ended.data.metrics == {"sweep/jobs": 2.0, "sweep/jobs_ok": 1.0, "sweep/jobs_failed": 1.0}
+    assert ended.data.tags["mlflow.note.content"] == (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
+    assert ended.info.end_time >= client.get_run(live.run_id).info.end_time >= ended.info.start_time
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert artifacts == {sweep.SWEEP_CSV_FILE, sweep.SWEEP_MARKDOWN_FILE}
 
-    outcome = log_sweep_run(config, record, [*children, stranger, "0" * 32])
 
-    client = MlflowClient(tracking_uri=uri)
-    assert [client.get_run(c).data.tags.get("mlflow.parentRunId") for c in children] == [outcome.run_id] * 2
-    assert "mlflow.parentRunId" not in client.get_run(stranger).data.tags
-    assert outcome.warning and "2 job run(s)" in outcome.warning
-    assert stranger in outcome.warning and "0" * 32 in outcome.warning
-    assert [a.path for a in client.list_artifacts(outcome.run_id)] == ["sweep_summary.md"]
+def test_a_job_is_nested_only_under_a_parent_in_its_own_store_and_experiment(tmp_path):
+    settings = TrackingConfig(uri=f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="t")
+    saved = {"run_id": "p" * 32, "store": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "t"}
+    (tmp_path / PARENT_RUN_FILE).write_text(json.dumps({**saved, "swept_keys": ["seed"]}))
+    job = sweep_job(str(tmp_path), 3, ["model=mlp", "seed=2"], settings)
+    assert job == SweepJob(str(tmp_path), 3, "p" * 32, ("seed=2",))
+    other = TrackingConfig(uri=f"sqlite:///{tmp_path / 'other.db'}", experiment="t")
+    assert sweep_job(str(tmp_path), 3, ["seed=2"], other).parent_run_id is None
+    assert sweep_job(str(tmp_path), 3, ["seed=2"], replace(settings, experiment="u")).parent_run_id is None
+    # Without the file (the parent could not be created) the job is a sweep's job all the same, named by number.
+    (tmp_path / PARENT_RUN_FILE).unlink()
+    job = sweep_job(str(tmp_path), 3, ["seed=2"], settings)
+    assert job == SweepJob(str(tmp_path), 3) and starting_run_name(["mlp"], {}, job) == "mlp · running · job 3"
 
 
-def test_sweep_parent_run_failure_is_a_warning(tmp_path):
+def test_a_launch_forgets_an_earlier_launchs_parent_and_a_tracking_failure_is_a_notice(tmp_path, capsys):
+    (tmp_path / PARENT_RUN_FILE).write_text(json.dumps({"run_id": "old"}))
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    config = TrackingConfig(uri=f"sqlite:///{blocker}/mlflow.db", artifact_location=str(tmp_path / "a"))
-    outcome = log_sweep_run(config, RunRecord(run_name="sweep"), ["abc"])
-    assert outcome.run_id is None and "summary files were written" in outcome.warning
-    assert sweep.tracking.prepare_store(config).startswith("MLflow store at")
+    config = tracked(hydra_config(tmp_path, overrides=SWEPT), tmp_path, uri=f"sqlite:///{blocker}/mlflow.db")
+    callback = sweep.SweepSummaryCallback()
+    with mock.patch.object(sweep, "atexit"):
+        callback.on_multirun_start(config=config)
+        assert not (tmp_path / PARENT_RUN_FILE).exists()
+        assert "the sweep runs and its summary files are written" in capsys.readouterr().err
+        run_job(callback, tmp_path, 0, report([10.0, 12.0]), job_return(JobStatus.COMPLETED, 0))
+        callback.on_multirun_end(config=config)
+    assert "the summary files were written" in capsys.readouterr().err
+    assert (tmp_path / sweep.SWEEP_MARKDOWN_FILE).exists()
 
 
 # --------------------------------------------------------------------------------------------------- real sweep

@@ -9,7 +9,18 @@ import pytest
 
 from gpubench.output import tracking
 from gpubench.output.config import TrackingConfig
-from gpubench.output.tracking import RunRecord, TrackingError, flatten, load_run_report, log_run, run_record
+from gpubench.output.sqlite_store import store_lock
+from gpubench.output.tracking import (
+    RunRecord,
+    SweepJob,
+    TrackingError,
+    flatten,
+    load_run_report,
+    log_run,
+    run_record,
+)
+from gpubench.output.tracking_record import description
+from gpubench.output.tracking_store import _experiment_id, open_store
 from gpubench.results import RunReport
 
 CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"
@@ -75,8 +86,8 @@ def test_disabled_tracking_logs_nothing(tmp_path):
 
 def test_run_record_tags_metrics_and_series_come_from_the_report():
     report = cpu_report()
-    record = run_record(report, {"epochs": 2}, run_name="dqn-ppo", sweep_dir=None, job_num=None)
-    assert record.run_name == "dqn-ppo" and record.params == {"epochs": 2} and record.artifacts == []
+    record = run_record(report)
+    assert record.params == {} and record.artifacts == []
     assert record.tags == {
         "gpubench.models": "dqn,ppo,mamba2,tft",
         "gpubench.device": "AMD EPYC",
@@ -86,10 +97,10 @@ def test_run_record_tags_metrics_and_series_come_from_the_report():
         "python.version": "3.11.7",
         "mlflow.source.git.commit": report.run.git_commit,
         "gpubench.decision": "LOCAL_GPU_VIABLE",
-        # The report is an experiment=quick run: its MLflow run says it is a smoke test, as its description too.
+        # The report is an experiment=quick run: its MLflow run says it is a smoke test, as its description does.
         "gpubench.preset": "quick",
         "gpubench.preset_note": "smoke test: tiny shapes, not your training",
-        "mlflow.note.content": "smoke test: tiny shapes, not your training",
+        "mlflow.note.content": description(report),
     }
     recommendation = report.recommendation
     assert record.metrics["recommendation/estimated_hours"] == recommendation.estimated_full_training_hours
@@ -120,8 +131,9 @@ def test_run_record_of_a_sweep_job_carries_the_sweep_and_a_failed_model_has_no_f
     report = cpu_report()
     failed = replace(report.models["tft"], status="failed", error="ValueError: window", statistics=None)
     report = replace(report, models={**report.models, "tft": failed})
-    record = run_record(report, {}, run_name="tft-job1", sweep_dir="multirun/a", job_num=1)
+    record = run_record(report, sweep=SweepJob(sweep_dir="multirun/a", job_num=1, parent_run_id="p" * 32))
     assert record.tags["gpubench.sweep"] == "multirun/a" and record.tags["gpubench.job_num"] == "1"
+    assert record.tags["mlflow.parentRunId"] == "p" * 32
     assert record.metrics["tft/status_ok"] == 0.0 and record.metrics["tft/mean_epoch_time_ms"] is None
     assert "tft/ci_low_ms" not in record.metrics and "tft/samples_per_second" not in record.metrics
 
@@ -207,7 +219,8 @@ def _half_created_store(database: Path, *, with_run: bool) -> None:
     if with_run:
         assert log_run(config, RunRecord(run_name="kept", metrics={"m": 1.0})).warning is None
     else:
-        assert tracking.prepare_store(config) is None
+        with store_lock(config.uri):
+            open_store(config)
     with sqlite3.connect(database) as connection:
         connection.execute("CREATE TABLE _alembic_tmp_latest_metrics (key VARCHAR(250))")
         connection.execute("UPDATE alembic_version SET version_num = 'a8c4a736bde6'")
@@ -297,7 +310,7 @@ class _RecordingClient:
     def get_experiment_by_name(self, name: str) -> None:
         return None
 
-    def create_experiment(self, name: str, artifact_location: str | None = None) -> str:
+    def create_experiment(self, name: str, artifact_location: str | None = None, tags=None) -> str:
         self.created.append((name, artifact_location))
         return "1"
 
@@ -305,9 +318,9 @@ class _RecordingClient:
 def test_a_tracking_server_keeps_the_artifacts_and_a_local_store_puts_them_in_artifact_location(tmp_path):
     # Issue 14: with a server, runs were created with a file: path of the submitting machine as artifact location.
     client = _RecordingClient()
-    tracking._experiment_id(client, TrackingConfig(uri="http://mlflow.example:5000", artifact_location="mlruns/a"))
+    _experiment_id(client, TrackingConfig(uri="http://mlflow.example:5000", artifact_location="mlruns/a"))
     local = TrackingConfig(uri=f"sqlite:///{tmp_path / 'db'}", artifact_location=str(tmp_path / "art"))
-    tracking._experiment_id(client, local)
+    _experiment_id(client, local)
     assert client.created == [("gpubench", None), ("gpubench", (tmp_path / "art").as_uri())]
 
 
@@ -337,7 +350,7 @@ def test_the_cost_table_is_a_table_artifact_of_the_run(tmp_path):
     fixture = Path(__file__).parent / "fixtures" / "report_main_2026-11-29_h200_rtx3050ti.json"
     stored = RunReport.from_dict(json.loads(fixture.read_text()))
     report = replace(stored, recommendation=build_recommendation(stored, DecisionConfig(), load_catalog()))
-    record = run_record(report, {}, run_name="rent", sweep_dir=None, job_num=None)
+    record = run_record(report)
     rows = report.recommendation.cost_table
     assert list(record.tables[COST_TABLE_ARTIFACT]) == list(COST_TABLE_FIELDS)
     assert record.tables[COST_TABLE_ARTIFACT]["usd"] == [row.usd for row in rows]

@@ -4,7 +4,9 @@ the run ends FINISHED, FAILED (a model failed) or KILLED (Ctrl-C) with the repor
 recommendation metrics. A real SQLite store in a temp folder, one for the module (creating one costs a second or
 more): each test's job logs to an experiment of its own."""
 
+import hashlib
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -123,6 +125,30 @@ def test_the_run_is_created_at_the_start_streams_epochs_and_ends_finished(tmp_pa
     cost = recommendation["cost_analysis"]["cloud_cost_usd_per_training"]
     assert run.data.metrics.get("recommendation/cloud_cost_usd_per_training") == pytest.approx(cost)
     assert {"report.json", "config_resolved.yaml"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    # Named with its verdict once known; the reasoning is its description.
+    # The fixture's 2 epochs per model are too few to decide on.
+    assert recommendation["decision"] is None and recommendation["decision_basis"] == "too_few_epochs"
+    assert run.info.run_name == "dqn+ppo · CPU · no verdict"
+    assert run.data.tags["mlflow.note.content"].startswith(recommendation["reasoning"] + "\n\n- ")
+    # Paths are tags, not params; the preset is a param (none here).
+    assert run.data.params["experiment"] == "none" and run.data.params["data.days"] == "3"
+    assert not {"output", "data.cache_dir", "tracking.uri", "tracking.artifact_location"} & set(run.data.params)
+    assert run.data.tags["output"] == str(tmp_path / "run" / "report.json")
+    assert run.data.tags["data.cache_dir"] == str(tmp_path / "cache")
+    # The synthetic market is the run's training dataset, by the digest of its seed and shape.
+    (dataset_input,) = run.inputs.dataset_inputs
+    shape = {"days": 3, "generator": "gpubench-synthetic-market-v1", "seed": 7, "start_date": "2024-01-02"}
+    digest = hashlib.blake2b(
+        json.dumps({**shape, "symbols": ["SYNA", "SYNB"]}, sort_keys=True).encode(), digest_size=16
+    )
+    assert dataset_input.dataset.digest == digest.hexdigest()
+    assert [(tag.key, tag.value) for tag in dataset_input.tags] == [("mlflow.data.context", "training")]
+    assert json.loads(dataset_input.dataset.source) == {"uri": report["data"]["path"]}
+    assert json.loads(dataset_input.dataset.profile)["bars"] == report["data"]["bars"]
+    # System metrics of the CPU and memory, in the same run; the experiment is one of model training.
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(run.data.metrics)
+    assert not [key for key in run.data.metrics if key.startswith("system/gpu")]
+    assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_a_failed_model_ends_the_run_failed(tmp_path, store, experiment, monkeypatch):
@@ -176,3 +202,38 @@ def test_epochs_are_sent_in_batches_per_model_or_interval_never_per_value(tmp_pa
     assert batches == [11, 2, 2] and outcome.warning is None
     client = MlflowClient(tracking_uri=config.uri)
     assert [m.step for m in client.get_metric_history(outcome.run_id, "mlp/epoch_time_ms")] == list(range(6))
+
+
+def test_system_metrics_are_sampled_every_interval_and_once_more_at_the_end(tmp_path, store, experiment):
+    config = TrackingConfig(
+        uri=f"sqlite:///{store}",
+        artifact_location=str(tmp_path / "a"),
+        experiment=experiment,
+        system_metrics_interval_s=0.25,
+    )
+    live = LiveRun.start(config, run_name="x", params={}, tags={})
+    live.watch_system([])  # the job runs on the CPU: no GPU is sampled
+    # This thread keeps a CPU busy: every point, the first one too, reads the CPU use since the previous one.
+    deadline = time.monotonic() + 1.2
+    while time.monotonic() < deadline:
+        pass
+    assert live.finish(RunRecord(run_name="x"), "FINISHED").warning is None
+    client = MlflowClient(tracking_uri=config.uri)
+    history = client.get_metric_history(live.run_id, "system/cpu_utilization_percentage")
+    steps = sorted(m.step for m in history)
+    # About 4 points in 1.2 s, the last taken at the end; at least 2 on a busy machine.
+    assert 2 <= len(steps) <= 6 and steps == list(range(len(steps)))
+    assert all(0.0 < m.value <= 100.0 for m in history), [m.value for m in history]
+    memory = client.get_metric_history(live.run_id, "system/system_memory_usage_megabytes")
+    assert len(memory) == len(steps) and all(m.value > 0 for m in memory)
+    assert not [key for key in client.get_run(live.run_id).data.metrics if not key.startswith("system/")]
+
+
+def test_system_metrics_off_logs_none(tmp_path, store, experiment):
+    config = TrackingConfig(
+        uri=f"sqlite:///{store}", artifact_location=str(tmp_path / "a"), experiment=experiment, system_metrics=False
+    )
+    live = LiveRun.start(config, run_name="x", params={}, tags={})
+    live.watch_system([])
+    live.finish(RunRecord(run_name="x", metrics={"m": 1.0}), "FINISHED")
+    assert set(MlflowClient(tracking_uri=config.uri).get_run(live.run_id).data.metrics) == {"m"}

@@ -1,26 +1,23 @@
 """A SQLite MLflow store's file: its path in a ``sqlite:///`` URI, the lock that serialises its use across processes,
-what it holds, and the repair of one left half-created (see :mod:`gpubench.output.tracking`, which uses these).
+what it holds, and the repair of one left half-created (see :mod:`gpubench.output.tracking_store`, which uses these).
 
 MLflow creates and migrates a new SQLite store on first use, and two processes doing so at once break it (one loses
 its run, or leftover ``_alembic_tmp_*`` tables stop every later run). Every access to a SQLite store therefore holds
-an exclusive ``flock`` on ``<database>.lock`` beside the database file (:func:`store_lock`). No mlflow here: sqlite3
-reads the file.
+an exclusive lock on ``<database>.lock`` beside the database file (:func:`store_lock`), taken through ``filelock``:
+``flock`` on Linux and macOS, ``msvcrt.locking`` on Windows, so a Windows user's store is guarded too. No mlflow
+here: sqlite3 reads the file.
 """
 
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpubench.errors import GpubenchError
+from filelock import FileLock, Timeout
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; concurrent first use of a SQLite store is then not guarded
-    fcntl = None  # type: ignore[assignment]
+from gpubench.errors import GpubenchError
 
 SQLITE_PREFIX = "sqlite:///"
 #: How long a job waits for another process's lock on a SQLite store before giving up (s).
@@ -41,33 +38,29 @@ def sqlite_database(uri: str) -> Path | None:
 
 @contextmanager
 def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<database>.lock`` beside a SQLite store's file (nothing for other stores).
+    """Hold an exclusive lock on ``<database>.lock`` beside a SQLite store's file (nothing for other stores).
 
     Raises :class:`TrackingError` when another process holds it for longer than ``timeout_s`` seconds. The lock is
-    the kernel's: it is released when its holder exits, however it exits.
+    the operating system's: it is released when its holder exits, however it exits. Not reentrant: a holder must not
+    take it again (the second acquisition would wait for the first).
     """
     database = sqlite_database(uri)
-    if database is None or fcntl is None:
+    if database is None:
         yield
         return
     database.parent.mkdir(parents=True, exist_ok=True)
     lock_path = database.with_name(database.name + ".lock")
-    with lock_path.open("a") as handle:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TrackingError(
-                        f"another process has held the lock {lock_path} of the MLflow store for over {timeout_s:g} s"
-                    ) from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    lock = FileLock(lock_path, timeout=timeout_s)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise TrackingError(
+            f"another process has held the lock {lock_path} of the MLflow store for over {timeout_s:g} s"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True)
@@ -114,7 +107,7 @@ def repair_sqlite_store(database: Path) -> str | None:
     once, or one was killed): MLflow then fails on every later run ("table _alembic_tmp_... already exists"). A
     store with such tables and no runs has nothing to lose: it is renamed to ``<name>.damaged-<UTC time>`` (kept,
     not deleted) and MLflow creates a new one. A store that holds runs is left as it is; should MLflow then fail
-    on it, :func:`_damaged_store_error` explains the fix.
+    on it, :func:`gpubench.output.tracking_store.damaged_store_error` explains the fix.
     """
     state = read_sqlite_state(database)
     if state is None or not state.leftover_tables or state.run_count:

@@ -9,8 +9,9 @@ After the sweep (``on_multirun_end``, always on the machine that launched it) ev
 never from memory, since the jobs may have run elsewhere: ``sweep_summary.csv`` and ``sweep_summary.md`` in the
 sweep folder hold one row per job and model, with each overridden key as a column. A job that failed, whose report
 is missing or incomplete, or whose process ended without Hydra's ``on_job_end`` (a job that exited or was killed)
-is a row marked ``failed`` with the reason, never a crash. When tracking is enabled an MLflow parent run is logged
-with the summaries as artifacts, and each job's run is tagged ``mlflow.parentRunId`` so the MLflow UI nests them.
+is a row marked ``failed`` with the reason, never a crash. When tracking is enabled the sweep's MLflow parent run
+(:mod:`gpubench.output.sweep_run`) is created as the sweep starts, each job's run is nested under it as the job
+starts, and it ends with the sweep, the summaries attached.
 
 When a job ends the process (``sys.exit`` in a job) or the sweeper re-raises a job's exception, Hydra never calls
 ``on_multirun_end``; an exit handler then writes the summary of the jobs that ran, marked as ended early. A sweep
@@ -34,9 +35,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpubench import signals
 from gpubench.hydra_files import write_error_message
-from gpubench.output import console, tracking
-from gpubench.output.config import TrackingConfig
+from gpubench.output import console
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
+from gpubench.output.sweep_run import SweepRun
 from gpubench.redact import install_log_redaction, redact
 from gpubench.results import ModelResult, RunReport
 
@@ -503,51 +504,6 @@ def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False, interrupted_b
     return SweepSummary(sweep_dir, jobs, rows, varying, csv_path, markdown_path)
 
 
-# --------------------------------------------------------------------------------------------------- MLflow
-
-
-def _tracking_config(config: DictConfig) -> TrackingConfig | None:
-    """The sweep's ``tracking`` settings, or None when tracking is off or not configured."""
-    node = OmegaConf.select(config, "tracking")
-    if node is None:
-        return None
-    settings = TrackingConfig(**OmegaConf.to_container(node, resolve=True))
-    return settings if settings.enabled else None
-
-
-def log_sweep_parent(
-    config: DictConfig, summary: SweepSummary, *, aborted: bool, interrupted: bool = False
-) -> tracking.TrackingOutcome | None:
-    """Log the sweep's MLflow parent run (summaries as artifacts, job counts as metrics) and nest the jobs' runs
-    under it, ended KILLED when a signal ``interrupted`` the sweep, FAILED when it was otherwise ``aborted``, else
-    FINISHED; returns the tracking outcome, or None when tracking is disabled."""
-    tracking_config = _tracking_config(config)
-    if tracking_config is None:
-        return None
-    sweep_tag = str(config.hydra.sweep.dir)
-    failed = len(summary.failed_jobs)
-    status = "aborted" if aborted else ("partial" if failed else "ok")
-    record = tracking.RunRecord(
-        run_name=f"sweep {Path(sweep_tag).parent.name}/{Path(sweep_tag).name}",
-        params={
-            "sweep.dir": sweep_tag,
-            "sweep.overrides": " ".join(OmegaConf.to_container(config.hydra.overrides.task)),
-            "sweep.varying_keys": ",".join(summary.varying_keys),
-            "sweep.launcher": OmegaConf.select(config, "hydra.launcher._target_", default=""),
-        },
-        tags={"gpubench.sweep": sweep_tag, "gpubench.sweep_parent": "true", "gpubench.sweep_status": status},
-        metrics={
-            "sweep/jobs": len(summary.jobs),
-            "sweep/jobs_ok": len(summary.jobs) - failed,
-            "sweep/jobs_failed": failed,
-        },
-        artifacts=[summary.csv_path, summary.markdown_path],
-    )
-    child_ids = [job["mlflow_run_id"] for job in summary.jobs if job.get("mlflow_run_id")]
-    ended = tracking.KILLED if interrupted else tracking.FAILED if aborted else tracking.FINISHED
-    return tracking.log_sweep_run(tracking_config, record, child_ids, status=ended)
-
-
 # --------------------------------------------------------------------------------------------------- callback
 
 
@@ -584,6 +540,8 @@ class SweepSummaryCallback(Callback):
 
     def __init__(self) -> None:
         self._pending_config: DictConfig | None = None
+        #: The sweep's MLflow parent run, from on_multirun_start (None without tracking).
+        self._parent: SweepRun | None = None
 
     @staticmethod
     def _is_multirun(config: DictConfig) -> bool:
@@ -614,10 +572,10 @@ class SweepSummaryCallback(Callback):
         # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): every log
         # record of this process is redacted from now on.
         install_log_redaction()
-        tracking_config = _tracking_config(config)
-        warning = tracking.prepare_store(tracking_config) if tracking_config is not None else None
-        if warning:
-            console.notice(warning)
+        SweepRun.forget(Path(str(config.hydra.sweep.dir)))
+        self._parent = SweepRun.create(config)
+        for message in self._parent.begin() if self._parent is not None else ():
+            console.notice(message)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not self._is_multirun(config):
@@ -685,9 +643,17 @@ class SweepSummaryCallback(Callback):
                 return None
             console.error(write_error_message(exc))
             sys.exit(2)
-        outcome = log_sweep_parent(config, summary, aborted=aborted, interrupted=interrupted_by is not None)
-        if outcome is not None and outcome.warning:
-            console.notice(outcome.warning)
+        parent, self._parent = self._parent or SweepRun.create(config), None
+        if parent is not None:
+            outcome = parent.end(
+                summary.jobs,
+                [summary.csv_path, summary.markdown_path],
+                summary.markdown_path.read_text(),
+                aborted=aborted,
+                interrupted=interrupted_by is not None,
+            )
+            if outcome.warning:
+                console.notice(outcome.warning)
         console.notice(
             f"Sweep summary: {summary.markdown_path} ({len(summary.jobs)} jobs, {len(summary.failed_jobs)} failed"
             + (", the sweep ended early" if aborted else "")

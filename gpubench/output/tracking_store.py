@@ -1,0 +1,193 @@
+"""The MLflow store a job logs to: a client bound to it, its experiment (marked for model training), its HTTP retry
+bounds, and the warnings its failures become. The SQLite file itself (lock, state, repair) is
+:mod:`gpubench.output.sqlite_store`'s; mlflow is imported here only inside functions.
+
+* **Concurrent jobs on one SQLite store.** Every access holds :func:`~gpubench.output.sqlite_store.store_lock`: the
+  first process creates and migrates the store, the others wait and then find it ready. A store found half-created
+  (leftover ``_alembic_tmp_*`` tables) that holds no runs is moved aside and created anew; one that holds runs is
+  reported with the tables and the fix (:func:`damaged_store_error`).
+* **Unreachable servers.** MLflow retries an HTTP request 7 times with exponential backoff (about 4 minutes on a
+  closed port). Unless the user set them, :func:`bound_http_retries` sets MLflow's own environment variables for
+  this process: :data:`HTTP_RETRY_DEFAULTS` (2 retries, backoff factor 1 s, 5 s timeout), so a refused connection
+  fails in seconds.
+* **Credentials.** The configured URI is used as given (MLflow needs its credentials); every warning passes through
+  :func:`gpubench.redact.redact`. MLflow's own "View run ... at: <URI>" lines would carry the URI's credentials:
+  they are switched off, and gpubench shows its own link (:func:`run_link`), without them.
+* **Artifacts.** With a local store (SQLite, file) the experiment's artifacts go to ``tracking.artifact_location``;
+  with a tracking server the server's artifact store holds them (no ``file:`` path of the submitting machine).
+* **The experiment's kind.** gpubench's experiments are tagged for model training (:data:`EXPERIMENT_KIND_TAG`)
+  when created, and an existing one without the tag is tagged when first used. MLflow 3.17's UI itself follows a
+  global GenAI / Model training switch, GenAI by default: gpubench's links open the model-training view
+  (:data:`UI_WORKFLOW`).
+"""
+
+import logging
+import os
+import textwrap
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpubench.output.config import TrackingConfig
+from gpubench.output.sqlite_store import (
+    SQLITE_PREFIX,
+    SqliteStoreState,
+    TrackingError,
+    read_sqlite_state,
+    repair_sqlite_store,
+    sqlite_database,
+)
+from gpubench.output.tracking_record import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
+from gpubench.redact import redact
+
+#: A failure's reason in a warning is shortened (at a word) to this many characters.
+_MAX_REASON_CHARS = 400
+#: URI schemes of tracking servers, whose own artifact store holds a run's files.
+_SERVER_SCHEMES = ("http", "https", "databricks")
+#: MLflow's HTTP retry settings (its environment variables) for this process, where the user has not set them.
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+}
+#: MLflow's switch for the "View run ... at: <tracking URI>/#/..." lines it prints when a run on a server ends.
+_SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+#: The MLflow UI's query parameter for its model-training view: MLflow 3.17's UI follows a global GenAI / Model
+#: training switch (GenAI unless the browser chose otherwise), not the experiment's kind tag, so a link says which.
+UI_WORKFLOW = "workflowType=machine_learning"
+#: What a job's tracking warning says is kept regardless.
+REPORT_KEPT = "the JSON report is still written"
+
+
+@dataclass(frozen=True)
+class TrackingOutcome:
+    """The run id when logging succeeded, else a warning that says what failed."""
+
+    run_id: str | None
+    warning: str | None = None
+
+
+def bound_http_retries() -> None:
+    """Set :data:`HTTP_RETRY_DEFAULTS` in this process's environment, each only where the user has not set it.
+
+    MLflow reads these variables at every request, so they apply from the next request on; child processes started
+    later (a sweep's workers) inherit them, which is what they need too.
+    """
+    for name, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def quiet_store_logs() -> None:
+    """Silence MLflow's SQLite schema set-up and migrations, logged at INFO, SQLAlchemy's warnings about MLflow's own
+    deprecated loader options, and urllib3's retry warnings: none is the user's concern."""
+    for logger_name in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(logger_name).setLevel(logging.WARNING)
+    # urllib3 logs each retry of an unreachable server at WARNING (on stdout, through Hydra's console handler); the
+    # one tracking warning says what failed.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")
+
+
+def store_identity(uri: str) -> str:
+    """The store a URI names, comparable across processes and free of credentials: a SQLite URI by its database's
+    absolute path (a relative path is relative to the working folder), any other URI redacted."""
+    database = sqlite_database(uri)
+    if database is not None:
+        return SQLITE_PREFIX + str(database.expanduser().absolute())
+    return redact(uri)
+
+
+def damaged_store_error(database: Path, state: SqliteStoreState, exc: Exception) -> TrackingError:
+    """The error for a store that holds runs and leftover migration tables: what is wrong and the fix."""
+    return TrackingError(
+        f"the MLflow store {database} holds {state.run_count} run(s) but an interrupted schema migration left the "
+        f"tables {', '.join(state.leftover_tables)} at revision {state.revision} ({reason(exc)}); back the file up, "
+        f"drop those tables (sqlite3 {database} 'DROP TABLE <name>') and run 'mlflow db upgrade sqlite:///{database}'"
+    )
+
+
+def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
+    """The MLflow UI's page of the run on the tracking server at ``uri`` (None for a local store), without the URI's
+    user info and query string, where credentials travel, in the UI's model-training view (:data:`UI_WORKFLOW`)."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https"):
+        return None
+    host = parts.netloc.rpartition("@")[2]
+    page = f"#/experiments/{experiment_id}/runs/{run_id}?{UI_WORKFLOW}"
+    return redact(f"{parts.scheme}://{host}{parts.path.rstrip('/')}/{page}")
+
+
+def artifact_location(config: TrackingConfig) -> str | None:
+    """Where a new experiment keeps its artifacts: ``tracking.artifact_location`` for a local store, None (the
+    server's artifact store) for a tracking server."""
+    if urlsplit(config.uri).scheme in _SERVER_SCHEMES:
+        return None
+    return Path(config.artifact_location).expanduser().resolve().as_uri()
+
+
+def _experiment_id(client: Any, config: TrackingConfig) -> str:
+    """The id of the experiment ``tracking.experiment``, created (tagged for model training) when new; an existing
+    one without a kind gets the tag."""
+    experiment = client.get_experiment_by_name(config.experiment)
+    if experiment is None:
+        return client.create_experiment(
+            config.experiment,
+            artifact_location=artifact_location(config),
+            tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND},
+        )
+    if EXPERIMENT_KIND_TAG not in experiment.tags:
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
+    return experiment.experiment_id
+
+
+def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
+    """A client bound to the store, the experiment's id (created if new) and a notice when the store was repaired;
+    call it holding :func:`~gpubench.output.sqlite_store.store_lock`."""
+    from mlflow.tracking import MlflowClient
+
+    quiet_store_logs()
+    bound_http_retries()
+    # Forced, not a default: MLflow's lines would print the URI with its credentials (gpubench prints run_link).
+    os.environ[_SUPPRESS_URL_PRINTING] = "true"
+    database = sqlite_database(config.uri)
+    notice = repair_sqlite_store(database) if database is not None else None
+    state = read_sqlite_state(database) if database is not None else None
+    # A client bound to the URI, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in os.environ,
+    # which every later job and child process would inherit as its default store.
+    try:
+        client = MlflowClient(tracking_uri=config.uri)
+        experiment_id = _experiment_id(client, config)
+    except Exception as exc:
+        if database is not None and state is not None and state.leftover_tables:
+            raise damaged_store_error(database, state, exc) from exc
+        raise
+    return client, experiment_id, notice
+
+
+def reason(exc: BaseException) -> str:
+    """Why ``exc`` happened, in one complete phrase: the network error at the root of a failed request (MLflow's
+    own message repeats the whole URL and urllib3's retry story), else the exception's message shortened at a
+    word."""
+    if isinstance(exc, TrackingError):
+        return str(exc)
+    root: BaseException = exc
+    seen = {id(root)}
+    while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root = cause
+    if root is not exc and isinstance(root, OSError):
+        return f"cannot reach it: {type(root).__name__}: {root}"
+    text = " ".join(str(exc).split()) or "no message"
+    return f"{type(exc).__name__}: {textwrap.shorten(text, _MAX_REASON_CHARS, placeholder=' …')}"
+
+
+def tracking_warning(config: TrackingConfig, action: str, exc: BaseException, kept: str = REPORT_KEPT) -> str:
+    """The one warning a tracking failure becomes: the store, what failed while ``action``, and that ``kept`` was
+    kept regardless."""
+    return redact(
+        f"MLflow tracking at {config.uri!r} failed while {action} ({reason(exc)}); nothing more is logged to MLflow "
+        f"for this job, and {kept}. Fix tracking.uri or run with tracking.enabled=false."
+    )
