@@ -51,7 +51,7 @@ def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_cont
     # Every model section main wrote on the CPU has one key set; this run's section has exactly that set, plus the
     # keys added since (each named here, so that a key lost or renamed still fails): validate's calibration steps,
     # issue 12's updates per step and measured evaluation and checkpoint, issue 13's launch and byte counts, issue
-    # 24's memory split.
+    # 24's memory split, issue 22's FLOPs by precision.
     added_since_1092cdc = {
         "calibration_steps",
         "updates_per_step",
@@ -60,6 +60,7 @@ def test_a_cpu_run_returns_a_frozen_result_with_the_report_keys_of_main(cpu_cont
         "launches_per_step",
         "bytes_per_step",
         "memory_split",
+        "flops_by_precision",
     }
     assert {frozenset(section) | added_since_1092cdc for section in written.values()} == {frozenset(result.to_dict())}
     assert result.launches_per_step is not None and result.launches_per_step > 0
