@@ -48,8 +48,11 @@ def test_the_first_screen_gives_the_two_commands_and_a_verdict_quoted_from_a_sto
     assert commands in first_screen and verdict in first_screen
     lines = [line.split("#")[0].strip() for line in commands.splitlines()]
     # CI runs the README's test command (.ci/run); the first installs and runs the main job.
-    assert lines == ['pip install -e ".[dev]" && python -m gpubench experiment=quick', "python -m pytest -q"]
-    assert "python3 -m pytest -q\n" in (ROOT / ".ci" / "run").read_text()
+    assert lines == [
+        'pip install -e ".[dev]" && python -m gpubench experiment=quick',
+        "python -m pytest -q -n 2 --dist loadfile",
+    ]
+    assert "python3 -m pytest -q -n 2 --dist loadfile\n" in (ROOT / ".ci" / "run").read_text()
     path, report = stored_report(first_screen)
     assert "H200" in report.hardware.device_name and "H200" in first_screen and path.name in first_screen
     # The quoted line is what the console prints for that report, cut at the ellipsis.

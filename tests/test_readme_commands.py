@@ -18,7 +18,7 @@ from test_readme import ROOT, readme_blocks
 #: starts with ``pip install ... &&`` is run from its next command on (CI installs the package and its extras in
 #: steps of its own).
 NOT_RUN = {
-    "python -m pytest -q": "the test suite itself: CI runs it",
+    "python -m pytest -q -n 2 --dist loadfile": "the test suite itself: CI runs it",
     "python -m gpubench": "the full benchmark of four models: minutes on a CPU (its smoke test is run)",
     "python -m gpubench model=tft epochs=40": "a full-size TFT for 40 epochs: minutes on a CPU",
     "python -m gpubench hardware=rtx3050ti": "caps a larger GPU's VRAM to the card's: needs a GPU",
