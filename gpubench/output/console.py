@@ -274,7 +274,7 @@ def health_lines(report: RunReport) -> list[str]:
         lines.insert(
             0,
             f"{', '.join(rl_models)}: health from NaN/Inf, gradient norms (and their growth over the first "
-            "epochs'), the critic's loss (and DQN's Q-values) against the rewards' return range, and PPO's "
+            "epochs), the critic's loss (and DQN's Q-values) against the rewards' return range, and PPO's "
             "approximate KL and clip fraction; the loss trend in parentheses is a surrogate's or a TD loss's, shown "
             "but not judged.",
         )
