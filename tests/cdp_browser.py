@@ -12,16 +12,30 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 #: How long one protocol call may take (s).
 REPLY_TIMEOUT_S = 60.0
 #: How often a condition is checked while waiting for it (s).
 POLL_INTERVAL_S = 0.25
+
+
+def chromium_path() -> str:
+    """Debian's chromium; a missing browser skips the calling test, unless GPUBENCH_REQUIRE_BROWSER=1 (CI) fails it."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "headless Chromium not found (Debian: apt-get install -y chromium)"
+        if os.environ.get("GPUBENCH_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
 
 
 class BrowserError(RuntimeError):

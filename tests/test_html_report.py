@@ -26,6 +26,7 @@ from gpubench.output.html_report import PAGE_FILE_NAME, draw_page_plots, page_pa
 from gpubench.output.report_file import read_report
 from gpubench.results import MemoryTimeline, RunInfo, RunReport, WhatIfEstimate
 from gpubench.runner import Runner
+from tests.cdp_browser import chromium_path
 from tests.test_runner import MAIN_REPORT, cpu_runner  # noqa: F401  (cpu_runner is a fixture)
 
 #: The H200's default four-model run (benchmarks/results/2026-12-02-h200-session7.md).
@@ -388,17 +389,6 @@ def test_a_cli_run_writes_its_page_beside_the_report_and_logs_it_to_mlflow(track
 # --------------------------------------------------------------------------------------------------- in a browser
 
 
-def _chromium() -> str:
-    """Debian's chromium; a missing browser skips the test, unless GPUBENCH_REQUIRE_BROWSER=1 (CI) fails it."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        message = "headless Chromium not found (Debian: apt-get install -y chromium)"
-        if os.environ.get("GPUBENCH_REQUIRE_BROWSER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
 def _browse(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     """Chromium, headless, offline: the network off (``--host-resolver-rules`` sends every name nowhere)."""
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars"]
@@ -422,7 +412,7 @@ _PROBE = """<script>addEventListener("load", () => {
 
 @pytest.mark.slow
 def test_chromium_shows_the_default_runs_verdict_and_every_plot_and_the_page_is_under_2_mb(h200, tmp_path) -> None:
-    browser = _chromium()
+    browser = chromium_path()
     # The default run, its mamba2 (not a model the verdict is decided on) under a name that is markup, with the VRAM
     # timelines its sampler read (the report keeps their sample counts, not them).
     models = {HOSTILE if name == "mamba2" else name: result for name, result in h200.models.items()}

@@ -36,7 +36,7 @@ from gpubench.output.plots import save_report_plots
 from gpubench.output.report_file import read_report
 from gpubench.output.tracking_record import format_hours
 from gpubench.results import RunReport
-from tests.cdp_browser import Browser
+from tests.cdp_browser import Browser, chromium_path
 
 pytestmark = pytest.mark.slow
 
@@ -298,21 +298,10 @@ class _VisibleText(HTMLParser):
             self.chunks.append(data.strip())
 
 
-def _chromium() -> str:
-    """Debian's chromium; a missing browser skips the UI test, unless GPUBENCH_REQUIRE_BROWSER=1 (CI) fails it."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        message = "headless Chromium not found (Debian: apt-get install -y chromium)"
-        if os.environ.get("GPUBENCH_REQUIRE_BROWSER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory) -> Iterator[Browser]:
     """One headless Chromium for the module's pages (a fresh profile)."""
-    opened = Browser(_chromium(), tmp_path_factory.mktemp("chromium-profile"))
+    opened = Browser(chromium_path(), tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield opened
     finally:

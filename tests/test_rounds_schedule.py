@@ -17,7 +17,6 @@ from gpubench.decision.estimate import (
     combine_estimates,
     estimate_training_time,
     first_time_cost,
-    first_time_seconds,
     new_training_bounds_seconds,
 )
 from gpubench.decision.rule import classify, interval_settled
@@ -283,13 +282,13 @@ def test_the_first_time_costs_at_the_timed_batch_count_as_one_off():
     # 256 took 8.26 s for 20 steps, the next two 1.63 and 1.64 s: 8.26 - 20 x 1.63 / 20 = 6.63 s the process paid
     # once. Its epochs: 10 steps of 81.5 ms; its measured run's first step 82 ms.
     section = _timed_builds([8.26, 1.63, 1.64], 815.0, 82.0)
-    assert first_time_seconds(section) == pytest.approx(6.63)
+    assert first_time_cost(section).seconds == pytest.approx(6.63)
     plan = replace(DecisionConfig().plan, samples={"dqn": 10 * 80.0})
     without = estimate_training_time("dqn", replace(section, batch_search=None), plan)
     assert estimate_training_time("dqn", section, plan).one_off_seconds == pytest.approx(without.one_off_seconds + 6.63)
     # One trial at the size: nothing to compare it with.
     search = section.batch_search
-    assert first_time_seconds(replace(section, batch_search=replace(search, trials=search.trials[:2]))) == 0.0
+    assert first_time_cost(replace(section, batch_search=replace(search, trials=search.trials[:2]))).seconds == 0.0
 
 
 def test_the_one_off_costs_range_over_what_the_run_s_timed_builds_paid():

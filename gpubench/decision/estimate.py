@@ -430,11 +430,6 @@ def first_time_cost(result: ModelResult) -> FirstTimeCost:
     )
 
 
-def first_time_seconds(result: ModelResult) -> float:
-    """The point of :func:`first_time_cost` (s)."""
-    return first_time_cost(result).seconds
-
-
 def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanConfig) -> TimeEstimate:
     """Extrapolate one model's measured result to its planned training. Raises ValueError (saying why) when the
     model was not measured successfully or has no plan."""
