@@ -26,7 +26,14 @@ from typing import Any
 
 from gpubench.data.config import SYNTHETIC_SYMBOLS, DataConfig
 from gpubench.redact import redact
-from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, DataProvenance, RunReport
+from gpubench.results import (
+    CLOUD_GPU_RECOMMENDED,
+    GRAY_ZONE,
+    LOCAL_GPU_VIABLE,
+    DataProvenance,
+    RunReport,
+    preset_choice,
+)
 
 #: The cost table's artifact and the row fields it shows, in order.
 COST_TABLE_ARTIFACT = "cost_table.json"
@@ -135,7 +142,7 @@ def job_params(config_tree: dict[str, Any], choices: dict[str, str]) -> dict[str
     """The job's params: the flattened config without its paths, and :data:`PRESET_PARAM`, the ``experiment=``
     preset chosen (:data:`NO_PRESET` without one) from Hydra's ``choices``."""
     params = {key: value for key, value in flatten(config_tree).items() if not is_path_key(key)}
-    params[PRESET_PARAM] = _preset(choices) or NO_PRESET
+    params[PRESET_PARAM] = preset_choice(choices) or NO_PRESET
     return params
 
 
@@ -160,15 +167,9 @@ def job_tags(
     return tags
 
 
-def _preset(choices: dict[str, str]) -> str | None:
-    """The ``experiment=`` preset chosen, None without one (Hydra's choice None is stored as the string "None")."""
-    choice = choices.get("experiment")
-    return None if choice in (None, "", "null", "None") else choice
-
-
 def _subject(models: Sequence[str], choices: dict[str, str]) -> str:
     """What ran: the models (``dqn+ppo``), after the preset (``quick``, alone when it runs its default models)."""
-    preset = _preset(choices)
+    preset = preset_choice(choices)
     names = "+".join(models)
     if preset is None:
         return names
@@ -318,7 +319,7 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
     tags = job_tags(run.models, report.benchmark_version, sweep=sweep)
     tags["gpubench.device"] = report.hardware.device_name or run.device
     tags["gpubench.status"] = report.status
-    preset = _preset(run.choices)
+    preset = preset_choice(run.choices)
     optional = {
         "gpubench.preset": preset,
         "gpubench.preset_note": run.preset_note,

@@ -50,7 +50,15 @@ from gpubench.results.recommendation import (
     recommendation_thresholds,
 )
 from gpubench.results.report import REPORT_SCHEMA_VERSION, RunReport, RunStatus
-from gpubench.results.run import PRESET_NOTES, DataProvenance, HardwareReport, HostLoad, RunInfo, WarmupStats
+from gpubench.results.run import (
+    PRESET_NOTES,
+    DataProvenance,
+    HardwareReport,
+    HostLoad,
+    RunInfo,
+    WarmupStats,
+    preset_choice,
+)
 from gpubench.results.stability import RLHealth, StabilityReport
 from gpubench.results.statistics import EpochTimeStatistics, RoundStatistics
 from gpubench.results.validation import ValidationCheck, ValidationReport
@@ -115,6 +123,7 @@ __all__ = [
     "WarmupStats",
     "WhatIf",
     "WhatIfEstimate",
+    "preset_choice",
     "recommendation_method",
     "recommendation_thresholds",
 ]

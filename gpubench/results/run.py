@@ -148,6 +148,13 @@ class HostLoad(Record):
 PRESET_NOTES: dict[str, str] = {"quick": "smoke test: tiny shapes, not your training"}
 
 
+def preset_choice(choices: dict[str, str]) -> str | None:
+    """The ``experiment`` preset among Hydra's group ``choices`` (``quick``, ``seed``), None without one."""
+    choice = choices.get("experiment")
+    # Hydra names an unset group None, which the job records as the string "None" (gpubench/job.py).
+    return None if choice in (None, "", "null", "None") else choice
+
+
 @dataclass(frozen=True)
 class RunInfo(Record):
     """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
@@ -181,9 +188,7 @@ class RunInfo(Record):
     @property
     def preset(self) -> str | None:
         """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
-        choice = self.choices.get("experiment")
-        # Hydra names an unset group None, which the job records as the string "None" (gpubench/job.py).
-        return None if choice in (None, "", "null", "None") else choice
+        return preset_choice(self.choices)
 
     @property
     def preset_note(self) -> str | None:
