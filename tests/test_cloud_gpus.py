@@ -42,6 +42,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 #: held until then.
 BEFORE = FIXTURES / "recommendations_one_card_s7.json"
 PINNED_DAY = date(2026, 12, 3)
+ELECTRICITY_KEYS = ("electricity_usd_per_kwh", "electricity_source", "electricity_date")
 SHIPPED_PRICES = Path(__file__).resolve().parents[1] / "gpubench" / "prices" / "catalog"
 STORED_REPORTS = {
     "cpu_quick": FIXTURES / "report_main_1092cdc_cpu_quick.json",
@@ -295,9 +296,11 @@ def test_one_card_decides_the_stored_reports_as_pinned(name):
     before = json.loads(BEFORE.read_text())[name]
     stored = RunReport.from_dict(json.loads(STORED_REPORTS[name].read_text()))
     # Judged on the day after the shipped snapshot, as pinned: the snapshot's age is the only figure that moves by date.
-    now = build_recommendation(
-        stored, DecisionConfig(cloud_gpus=1, critical_models=["dqn", "ppo"]), CATALOG, today=PINNED_DAY
-    ).to_dict()
+    # At the electricity tariff it was pinned with (the default's value, source and date then), which is an input
+    # like the price snapshot, not the decision's arithmetic.
+    tariff = {key: before["local_cost"][key] for key in ELECTRICITY_KEYS}
+    decision = DecisionConfig(cloud_gpus=1, critical_models=["dqn", "ppo"], **tariff)
+    now = build_recommendation(stored, decision, CATALOG, today=PINNED_DAY).to_dict()
     # The snapshot's folder is where this checkout lies, so the pin leaves it out; it is the shipped catalog.
     assert Path(now["price_snapshot"]["folder"]) == SHIPPED_PRICES
     # The cards added to the catalog since (priced by the snapshot's cost table, not here) are rows of their own.

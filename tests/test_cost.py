@@ -24,7 +24,9 @@ def inputs(**overrides) -> CostInputs:
 
 
 def test_cost_arithmetic_by_hand():
-    decision = DecisionConfig(local_hardware_cost_usd=1800.0, amortisation_months=36, trainings_per_month=4)
+    decision = DecisionConfig(
+        electricity_usd_per_kwh=0.17, local_hardware_cost_usd=1800.0, amortisation_months=36, trainings_per_month=4
+    )
     cost = cost_analysis(inputs(), decision)
     # Local: 2 kWh x $0.17 = $0.34 per training; 4 a month + $1800 / 36 = $50 amortisation.
     assert cost.local_energy_cost_usd_per_training == pytest.approx(0.34)
@@ -43,7 +45,7 @@ def test_cost_arithmetic_by_hand():
 
 
 def test_without_amortisation_local_is_cheaper_from_the_first_training():
-    cost = cost_analysis(inputs(), DecisionConfig(critical_models=["dqn", "ppo"]))
+    cost = cost_analysis(inputs(), DecisionConfig(critical_models=["dqn", "ppo"], electricity_usd_per_kwh=0.17))
     assert cost.annual_savings_usd == pytest.approx(12 * 4 * (7.25 - 0.34))
     assert cost.cheaper == "local"
     assert cost.break_even_trainings_per_month == 0.0
@@ -77,7 +79,7 @@ def _rl_section(**kwargs) -> ModelResult:
 def test_local_energy_from_nvml_joules_per_sample():
     models = {"dqn": _rl_section(joules_per_sample=0.9), "ppo": _rl_section(joules_per_sample=0.9)}
     cost = build_recommendation(
-        report(models), DecisionConfig(critical_models=["dqn", "ppo"]), load_catalog()
+        report(models), DecisionConfig(critical_models=["dqn", "ppo"], electricity_usd_per_kwh=0.17), load_catalog()
     ).cost_analysis
     # 0.9 J x 10M env steps = 9 MJ = 2.5 kWh per model.
     assert cost.local_energy_kwh_per_training == pytest.approx(5.0)
@@ -96,3 +98,12 @@ def test_local_energy_falls_back_to_board_power_on_a_catalog_card():
     # 70 W for the estimated hours.
     assert cost.local_energy_kwh_per_training == pytest.approx(0.070 * cost.local_training_hours)
     assert cost.energy_basis == "board_power_w"
+
+
+def test_the_default_electricity_tariff_names_a_source_that_can_be_opened_and_its_date() -> None:
+    from datetime import date
+
+    decision = DecisionConfig()
+    assert "https://" in decision.electricity_source and "EIA" in decision.electricity_source
+    assert date.fromisoformat(decision.electricity_date) <= date(2026, 12, 3)
+    assert f"{decision.electricity_usd_per_kwh * 100:.2f} cents/kWh" in decision.electricity_source

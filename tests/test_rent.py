@@ -223,5 +223,9 @@ def test_the_terminal_names_the_electricity_tariffs_source_and_date_beside_the_l
     mine = build_recommendation(stored, tariff, load_catalog(), today=SNAPSHOT_DAY)
     (default_line,) = [line for line in rent_lines(default) if line.startswith("  local (")]
     (my_line,) = [line for line in rent_lines(mine) if line.startswith("  local (")]
-    assert default_line.endswith(f"at 0.17 USD/kWh ({DecisionConfig().electricity_source})")
+    default_tariff = DecisionConfig()
+    assert default_line.endswith(
+        f"at {default_tariff.electricity_usd_per_kwh:g} USD/kWh of {default_tariff.electricity_date} "
+        f"({default_tariff.electricity_source})"
+    )
     assert my_line.endswith("at 0.25 USD/kWh of 2026-11-30 (my utility's bill)")

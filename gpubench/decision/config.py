@@ -100,8 +100,8 @@ class DecisionConfig:
     Renting (the cost table, :mod:`gpubench.decision.rent`): ``prices_dir`` is a price snapshot folder (null: the
     one shipped in ``gpubench/prices/catalog``); ``electricity_source`` and ``electricity_date`` (ISO, or null) say
     where ``electricity_usd_per_kwh`` comes from, shown beside the local cost in the report and the terminal. The
-    default 0.17 USD/kWh has no published source (no dated tariff table could be read offline when the snapshot was
-    built) and its source says so: set all three to your own tariff. Spot rows take
+    default 0.1883 USD/kWh is the U.S. average residential retail price of April 2026 (EIA Electric Power Monthly, as
+    its source names): a national average, not your tariff, so set all three to your own. Spot rows take
     ``spot_interruptions_per_hour`` (λ, per hour; 0.1 = one interruption per 10 h on average, an assumption, see
     ``spot_interruptions_source``) unless ``spot_interruptions_per_hour_by_provider`` names the provider; a
     training whose upper bound exceeds ``spot_max_hours_without_checkpoints`` (h) and whose plan has no
@@ -119,7 +119,7 @@ class DecisionConfig:
             spec.name: spec.memory_budget_mb for spec in MODELS if spec.memory_budget_mb is not None
         }
     )
-    electricity_usd_per_kwh: float = 0.17
+    electricity_usd_per_kwh: float = 0.1883
     local_hardware_cost_usd: float | None = None
     amortisation_months: int = 36
     trainings_per_month: float = 4.0
@@ -131,11 +131,14 @@ class DecisionConfig:
     what_if_variants: list[str] = field(default_factory=lambda: list(DEFAULT_WHAT_IF_VARIANTS))
     what_if_epochs: int = 10
     what_if_epoch_seconds: float = 0.1
+    #: The default tariff's source: EIA's national residential average (a home workstation is the usual local
+    #: machine) for the latest month the source transcribed; the date is the day that page was updated.
     electricity_source: str = (
-        "gpubench's default, not a measured tariff: set decision.electricity_usd_per_kwh, "
-        "decision.electricity_source and decision.electricity_date to your own"
+        "U.S. average residential retail price, April 2026, 18.83 cents/kWh (EIA Electric Power Monthly, as "
+        "transcribed by https://energyfactbook.com/): a national average, not your tariff; set "
+        "decision.electricity_usd_per_kwh, decision.electricity_source and decision.electricity_date to your own"
     )
-    electricity_date: str | None = None
+    electricity_date: str | None = "2026-07-05"
     prices_dir: str | None = None
     spot_interruptions_per_hour: float = 0.1
     spot_interruptions_source: str = (
