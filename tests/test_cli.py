@@ -211,7 +211,7 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
     later_keys |= {"drift_method", "preset", "preset_note", "slower_cause", "error", "mlflow_run_id", "rl"}
     # Issue 24's memory split and the largest batch each card fits; issue 22's FLOPs by precision and the DQN and
     # gradient-growth health signals; issue 21's range of the one-off costs.
-    later_keys |= {"memory_split", "fits_at_batch", "flops_by_precision", "epoch_max_grad_norms"}
+    later_keys |= {"memory_split", "fits_at_batch", "largest_tried_batch", "flops_by_precision", "epoch_max_grad_norms"}
     later_keys |= {"grad_norm_growth_factor", "epoch_mean_value_abs_maxima", "max_value_abs", "return_bound"}
     later_keys |= {"one_off_lower_seconds", "one_off_upper_seconds"}
     added = key_paths(written) - main_keys

@@ -4,6 +4,7 @@ a + b·B, and the largest batch under a limit against floor((limit − a)/b)."""
 
 import json
 import math
+import re
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -309,3 +310,31 @@ def test_a_line_the_trials_lie_far_off_is_named_in_the_notes() -> None:
     split = memory_split(StateBytes(0, 0, 0), trials, batch_size=32, measured_peak_mb=None, headroom=0.9)
     assert split.fit_residual_max_mb > LINE_MISFIT_FRACTION * 57564.0
     assert "the memory per sample changes with the batch" in split.notes[0]
+
+
+def test_a_batch_past_the_largest_trial_prints_as_at_least_that_trial_not_the_lines_extrapolation() -> None:
+    # DQN on the H200 (session 7): trials 64 to 4,096 transitions, ~0.004 MB each over a ~100 MB fixed part, so the
+    # line puts millions on every card; the terminal says what was measured to fit.
+    stored = RunReport.from_dict(json.loads(H200_REPORT.read_text()))
+    dqn, tft = stored.models["dqn"], stored.models["tft"]
+    state = StateBytes(parameters_bytes=0, gradients_bytes=0, optimizer_state_bytes=0)
+    splits = {
+        name: memory_split(
+            state, m.batch_search.trials, batch_size=m.batch_size, measured_peak_mb=m.peak_reserved_mb, headroom=0.9
+        )
+        for name, m in (("dqn", dqn), ("tft", tft))
+    }
+    report = replace(stored, models={name: replace(stored.models[name], memory_split=s) for name, s in splits.items()})
+    rec = build_recommendation(
+        report, DecisionConfig(critical_models=["dqn", "tft"]), load_catalog(), today=date(2026, 12, 3)
+    )
+    assert max(splits["dqn"].fit_sizes) == 4_096
+    for row in rec.cost_table:
+        assert row.largest_tried_batch == {name: max(s.fit_sizes) for name, s in splits.items()}
+        assert row.fits_at_batch["dqn"] > 1_000_000  # the line's extrapolation, kept in the report
+    small = rec.card("rtx3050ti").models
+    assert small["tft"].fits_at_batch == 150 and small["tft"].largest_tried_batch == 4_096
+    for line in (line for line in rent_lines(rec) if "price of" in line):
+        tft_fit = re.search(r"(\S+) \(tft\)", line).group(1)
+        assert "≥4,096 (dqn)" in line and line.endswith(" (≥: the largest batch tried)")
+        assert tft_fit == "≥4,096" or int(tft_fit.replace(",", "")) <= 4_096

@@ -188,13 +188,21 @@ def memory_split_line(name: str, split: MemorySplit) -> str | None:
     return line
 
 
-def _fits_phrase(fits_at_batch: dict[str, int]) -> str:
-    """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without."""
+def _fits_phrase(fits_at_batch: dict[str, int], largest_tried_batch: dict[str, int]) -> str:
+    """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without. A
+    prediction above the largest batch the model's trials measured prints as ``≥`` that batch: its measured peak
+    is under the card's limit, and how much further the memory line reaches is an extrapolation (DQN's line on the
+    H200 put ten million transitions on every card)."""
     if not fits_at_batch:
         return ""
-    if len(fits_at_batch) == 1:
-        return f", fits at batch {next(iter(fits_at_batch.values())):,}"
-    return ", fits at batch " + ", ".join(f"{batch:,} ({name})" for name, batch in fits_at_batch.items())
+    shown = {}
+    for name, batch in fits_at_batch.items():
+        tried = largest_tried_batch.get(name)
+        shown[name] = f"≥{tried:,}" if tried is not None and batch > tried else f"{batch:,}"
+    beyond = " (≥: the largest batch tried)" if any(text.startswith("≥") for text in shown.values()) else ""
+    if len(shown) == 1:
+        return f", fits at batch {next(iter(shown.values()))}{beyond}"
+    return ", fits at batch " + ", ".join(f"{text} ({name})" for name, text in shown.items()) + beyond
 
 
 #: How many of the cost table's cheapest fitting rows the summary shows.
@@ -216,7 +224,7 @@ def rent_lines(recommendation: Recommendation) -> list[str]:
             f"  {cards} at {row.provider} ({kind}, {row.instance}): {_hours(row.hours or 0.0)} "
             f"({_hours(row.hours_lower or 0.0)} to {_hours(row.hours_upper or 0.0)}), ${row.usd:,.2f} "
             f"(${row.usd_lower or 0.0:,.2f} to ${row.usd_upper or 0.0:,.2f}), price of {row.price_date}"
-            f"{_fits_phrase(row.fits_at_batch)}"
+            f"{_fits_phrase(row.fits_at_batch, row.largest_tried_batch)}"
         )
     local = recommendation.local_cost
     if local is not None:
