@@ -81,10 +81,10 @@ def two_level_epochs(
     return np.maximum(MEAN_MS * (1.0 + host + cv * x + drift), _MIN_EPOCH_MS)
 
 
-def satterthwaite_interval(rounds: np.ndarray, level: float) -> tuple[float, float]:
+def satterthwaite_interval(rounds: np.ndarray, level: float, gaps: list[float]) -> tuple[float, float]:
     """The rejected candidate: within level (pooled σ̂²∞ / N) plus between level (σ̂_a², truncated at 0), Satterthwaite
     degrees of freedom. Untruncated it is the round-means interval; truncated, the within level alone."""
-    interval = two_level_interval(rounds, level)
+    interval = two_level_interval(rounds, level, gaps)
     within = interval.within_variance_ms2 / rounds.size
     if interval.variance_of_mean_ms2 >= within:
         return interval.interval_ms
@@ -100,6 +100,9 @@ class Cell:
     upper_coverage: float
     halfwidth: float
     between_share: float
+    independent_coverage: float
+    independent_upper_coverage: float
+    independent_halfwidth: float
     satterthwaite_coverage: float
     satterthwaite_halfwidth: float
     one_level_coverage: float
@@ -120,38 +123,49 @@ def two_level_cell(
     ramp: float,
     new_run_factor: int,
 ) -> Cell:
-    """One cell: the two-level interval, the rejected Satterthwaite candidate, the one-level OBM interval that ignores
-    the rounds, the drift test without and with a ramp, and the prediction for a new training of
-    ``new_run_factor`` × N epochs (its own host level and AR(1) epochs)."""
+    """One cell: the two-level interval told the rounds' gaps, the same interval with the round means taken as
+    independent (infinite gaps: Student-t on R − 1 degrees of freedom, 2026-12-02's), the rejected Satterthwaite
+    candidate, the one-level OBM interval that ignores the rounds, the drift test without and with a ramp, and the
+    prediction for a new training of ``new_run_factor`` × N epochs (its own host level and AR(1) epochs)."""
     epochs = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap)
     ramped = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap, ramp)
     n_total = design.rounds * design.epochs
     new_epochs = new_run_factor * n_total
     new_means = MEAN_MS * (1.0 + rng.normal(0.0, host_sigma, runs) + cv * ar1(rng, runs, new_epochs, rho).mean(axis=1))
+    gaps = design.gaps(gap)
     covered = upper = satterthwaite = one_level = flagged = power = predicted = 0
-    halfwidths, shares, satterthwaite_halfwidths = [], [], []
+    independent = independent_upper = 0
+    halfwidths, shares, satterthwaite_halfwidths, independent_halfwidths = [], [], [], []
     for run, ramp_run, new_mean in zip(epochs, ramped, new_means, strict=True):
-        interval = two_level_interval(run, level)
+        interval = two_level_interval(run, level, gaps)
         low, high = interval.interval_ms
         covered += low <= MEAN_MS <= high
         upper += high >= MEAN_MS
         halfwidths.append(interval.halfwidth_ms / interval.mean_ms)
         shares.append(interval.between_share)
-        s_low, s_high = satterthwaite_interval(run, level)
+        as_independent = two_level_interval(run, level, design.gaps(math.inf))
+        i_low, i_high = as_independent.interval_ms
+        independent += i_low <= MEAN_MS <= i_high
+        independent_upper += i_high >= MEAN_MS
+        independent_halfwidths.append(as_independent.halfwidth_ms / as_independent.mean_ms)
+        s_low, s_high = satterthwaite_interval(run, level, gaps)
         satterthwaite += s_low <= MEAN_MS <= s_high
         satterthwaite_halfwidths.append((s_high - s_low) / 2.0 / interval.mean_ms)
         o_low, o_high = decision_interval(run.ravel(), level)
         one_level += o_low <= MEAN_MS <= o_high
-        flagged += drift_test(run.ravel(), level, design.counts, design.gaps(gap)).detected
-        power += drift_test(ramp_run.ravel(), level, design.counts, design.gaps(gap)).detected
+        flagged += drift_test(run.ravel(), level, design.counts, gaps).detected
+        power += drift_test(ramp_run.ravel(), level, design.counts, gaps).detected
         if design.rounds >= 2:
-            p_low, p_high = new_run_interval(run, new_epochs, level)
+            p_low, p_high = new_run_interval(run, new_epochs, level, gaps)
             predicted += p_low <= new_mean <= p_high
     return Cell(
         coverage=covered / runs,
         upper_coverage=upper / runs,
         halfwidth=float(np.median(halfwidths)),
         between_share=float(np.median(shares)),
+        independent_coverage=independent / runs,
+        independent_upper_coverage=independent_upper / runs,
+        independent_halfwidth=float(np.median(independent_halfwidths)),
         satterthwaite_coverage=satterthwaite / runs,
         satterthwaite_halfwidth=float(np.median(satterthwaite_halfwidths)),
         one_level_coverage=one_level / runs,
@@ -349,5 +363,5 @@ def floored_bounds(run: np.ndarray, level: float) -> tuple[float, float]:
     return mean - margin, mean + margin
 
 
-def two_level_bounds(run: np.ndarray, level: float) -> tuple[float, float]:
-    return two_level_interval(run, level).interval_ms
+def two_level_bounds(run: np.ndarray, level: float, gaps: list[float]) -> tuple[float, float]:
+    return two_level_interval(run, level, gaps).interval_ms

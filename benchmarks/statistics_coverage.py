@@ -26,10 +26,12 @@ ceiling for any interval at this level.
 
 With ``--two-level`` it adds the replicated-rounds section (:mod:`gpubench.stats.rounds`): epochs measured in R
 rounds of m, each round with its own host level (``--host-sigmas``), AR(1) epochs carried across the rounds with
-``--gap`` epochs of other models in between, see :func:`two_level_epochs`; per design, ρ and host level: coverage of
-the two-level interval and of the total's upper bound, the median half-width, the share of the between level, the
-drift test's false-positive rate and its power on a ramp, the new-training prediction's coverage; then the drift
-candidates on one block of epochs, and the dead band of true totals where the answer is GRAY more often than not.
+``--two-level-gaps`` epochs in between (15: the other models' rounds; 0: one model, back to back), see
+:func:`two_level_epochs`; per design, gap, ρ and host level: coverage of the two-level interval and of the total's
+upper bound, the median half-width, the share of the between level, the same for the round means taken as
+independent, the drift test's false-positive rate and its power on a ramp, the new-training prediction's coverage;
+then (unless ``--no-drift-candidates``) the drift candidates on one block of epochs, and the dead band of true
+totals where the answer is GRAY more often than not.
 
 With ``--only-joint-stop coverage band`` it simulates ``statistics.adaptive=decision`` over the critical models
 (``--joint-shares`` of the true total, ``_joint_stop``) through the real ``decision.stopping.next_round``: the
@@ -42,11 +44,14 @@ follow one another), against the same slope with the round means taken as indepe
     python benchmarks/statistics_coverage.py                 # 6,000 runs a cell, about a minute on two cores
     python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8 --compare-ns 20 40 60
     python benchmarks/statistics_coverage.py --two-level --only-two-level   # the rounds section alone
+    python benchmarks/statistics_coverage.py --only-two-level --no-drift-candidates --two-level-gaps 0 15 \
+        --designs 5x4 4x5 2x10 --host-sigmas 0 0.05 0.1 --two-level-cvs 0.05   # one model against four
     python benchmarks/statistics_coverage.py --only-drift --drift-gaps 15 0  # the drift test on rounds alone
     python benchmarks/statistics_coverage.py --only-joint-stop coverage band --two-level-cvs 0.05  # the joint stop
 """
 
 import argparse
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -275,8 +280,17 @@ def main() -> None:
     parser.add_argument("--host-sigmas", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2])
     parser.add_argument("--two-level-rhos", type=float, nargs="+", default=[0.0, 0.5, 0.8])
     parser.add_argument("--two-level-cvs", type=float, nargs="+", default=[0.05, 0.02])
-    parser.add_argument("--gap", type=int, default=15, help="other models' epochs between two rounds of one model")
+    parser.add_argument(
+        "--two-level-gaps",
+        type=int,
+        nargs="+",
+        default=[15],
+        help="epochs between two rounds of one model: 15 in a four-model run, 0 for one model (back to back)",
+    )
     parser.add_argument("--ramp", type=float, default=0.10, help="drift for the power column: rise over the run")
+    parser.add_argument(
+        "--no-drift-candidates", action="store_true", help="the rounds table alone: no drift candidates, no dead band"
+    )
     parser.add_argument("--new-run-factor", type=int, default=4, help="a new training is this many times N epochs")
     parser.add_argument("--only-drift", action="store_true", help="print the drift test's rates on rounds alone")
     parser.add_argument("--drift-runs", type=int, default=10_000, help="simulated runs per drift cell")
@@ -375,40 +389,49 @@ def two_level_section(args: argparse.Namespace) -> None:
     designs = [Design(*(int(v) for v in d.split("x"))) for d in args.designs]
     decision = DecisionConfig()
     upper_level = 0.5 + args.level / 2.0
+    gaps = ", ".join(str(g) for g in args.two_level_gaps)
     print(
         f"\n## Replicated rounds: epochs = 1000 ms x (1 + h_r + CV x AR1), h_r ~ N(0, sigma_h) per round, AR(1) "
-        f"carried across rounds with {args.gap} other epochs between; {runs} runs a cell, seed {args.seed + 1}\n"
+        f"carried across rounds with the gap's epochs between ({gaps}); {runs} runs a cell, seed {args.seed + 1}\n"
     )
     print(
-        f"coverage: the two-level interval (nominal {args.level:.0%}); upper: its upper end above the true mean (the "
-        f"total's bound, nominal {upper_level:.1%}); half-width: median, fraction of the mean; between: median "
-        "between_share; Satterthwaite: the rejected candidate's coverage and median half-width; one-level OBM: "
-        "the interval on all epochs that ignores the rounds; drift FPR: stationary "
-        f"runs flagged; power: runs with a {args.ramp:.0%} ramp over the measured epochs flagged; new run: "
-        f"new_run_interval covering a new training of {args.new_run_factor} x N epochs with its own host level.\n"
+        f"coverage: the two-level interval told the gaps (nominal {args.level:.0%}); upper: its upper end above the "
+        f"true mean (the total's bound, nominal {upper_level:.1%}); half-width: median, fraction of the mean; "
+        "between: median between_share; independent: the same interval with the round means taken as independent "
+        "(t on R - 1 df, 2026-12-02's): coverage, upper, median half-width; Satterthwaite: the rejected candidate's "
+        "coverage and median half-width; one-level OBM: the interval on all epochs that ignores the rounds; drift "
+        f"FPR: stationary runs flagged; power: runs with a {args.ramp:.0%} ramp over the measured epochs flagged; "
+        f"new run: new_run_interval covering a new training of {args.new_run_factor} x N epochs with its own host "
+        "level.\n"
     )
     for cv in args.two_level_cvs:
         print(f"CV {cv:.0%}:\n")
         print(
-            "| design | rho | sigma_h | coverage | upper | half-width | between | Satterthwaite | one-level OBM "
-            "| drift FPR | drift power | new run |"
+            "| design | gap | rho | sigma_h | coverage | upper | half-width | between | independent | Satterthwaite "
+            "| one-level OBM | drift FPR | drift power | new run |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for design in designs:
-            for rho in args.two_level_rhos:
-                for sigma in args.host_sigmas:
-                    c = two_level_cell(
-                        rng, runs, design, rho, cv, sigma, args.gap, args.level, args.ramp, args.new_run_factor
-                    )
-                    new_run = "n/a" if c.new_run_coverage is None else _rate(c.new_run_coverage, runs)
-                    print(
-                        f"| {design.label} | {rho:g} | {sigma:.0%} | {_rate(c.coverage, runs)} | "
-                        f"{_rate(c.upper_coverage, runs)} | ±{c.halfwidth:.1%} | {c.between_share:.2f} | "
-                        f"{_rate(c.satterthwaite_coverage, runs)}, ±{c.satterthwaite_halfwidth:.1%} | "
-                        f"{_rate(c.one_level_coverage, runs)} | "
-                        f"{_rate(c.drift_fpr, runs)} | {_rate(c.drift_power, runs)} | {new_run} |"
-                    )
+            for gap in args.two_level_gaps:
+                for rho in args.two_level_rhos:
+                    for sigma in args.host_sigmas:
+                        c = two_level_cell(
+                            rng, runs, design, rho, cv, sigma, gap, args.level, args.ramp, args.new_run_factor
+                        )
+                        new_run = "n/a" if c.new_run_coverage is None else _rate(c.new_run_coverage, runs)
+                        print(
+                            f"| {design.label} | {gap} | {rho:g} | {sigma:.0%} | {_rate(c.coverage, runs)} | "
+                            f"{_rate(c.upper_coverage, runs)} | ±{c.halfwidth:.1%} | {c.between_share:.2f} | "
+                            f"{_rate(c.independent_coverage, runs)}, {_rate(c.independent_upper_coverage, runs)}, "
+                            f"±{c.independent_halfwidth:.1%} | "
+                            f"{_rate(c.satterthwaite_coverage, runs)}, ±{c.satterthwaite_halfwidth:.1%} | "
+                            f"{_rate(c.one_level_coverage, runs)} | "
+                            f"{_rate(c.drift_fpr, runs)} | {_rate(c.drift_power, runs)} | {new_run} |",
+                            flush=True,
+                        )
         print()
+    if args.no_drift_candidates:
+        return
     n_block = designs[-1].rounds * designs[-1].epochs
     print(
         f"Drift candidates on one stationary block of {n_block} AR(1) epochs, CV 5%: false-positive rate at level "
@@ -429,10 +452,11 @@ def two_level_section(args: argparse.Namespace) -> None:
     )
     print("| design | bounds | rho | dead band | width |")
     print("|---|---|---|---|---|")
+    gap = args.two_level_gaps[0]
     for design in [Design(*(int(v) for v in d.split("x"))) for d in args.band_designs]:
         for rho in args.two_level_rhos:
-            epochs = two_level_epochs(rng, runs, design, rho, cv, 0.0, args.gap)
-            methods = [("two-level", two_level_bounds)]
+            epochs = two_level_epochs(rng, runs, design, rho, cv, 0.0, gap)
+            methods = [("two-level", functools.partial(two_level_bounds, gaps=design.gaps(gap)))]
             if design.rounds == 1:
                 methods.append(("today: one level, 12% floor", floored_bounds))
             for name, method in methods:

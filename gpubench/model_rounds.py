@@ -5,7 +5,9 @@ Python loop took 6.4 ms or 11.5 ms, switching within seconds and staying slow fo
 block of epochs sees one stretch of the host, and identical trainings of a host-bound model differed by 16-24%. A
 model measured in R rounds spread over the job, interleaved round-robin with the other models (dqn, ppo, mamba2,
 tft, dqn, ...), carries the host's changes in its data: the spread between its round means is measured, and the
-bound on its mean epoch time takes it in (:mod:`gpubench.stats.rounds`).
+bound on its mean epoch time takes it in (:mod:`gpubench.stats.rounds`), told how far apart the rounds ran
+(:func:`~gpubench.stats.rounds.round_gaps_epochs`): a lone model's rounds follow one another at once, and its
+autocorrelated epochs make their means correlate, which the bound and the drift test count.
 
 Round 1 of each model is its run through :func:`gpubench.model_run.run_model`, alone on the device: batch search,
 FLOP count, memory profile, stability, at the epoch size it calibrates. Its workload is then released, as before.

@@ -108,11 +108,14 @@ def model_section(
     batch_search: BatchSearchResult | None = None,
     batch_size: int = 256,
     rounds: list[int] | None = None,
+    round_gaps_epochs: list[float] | None = None,
 ) -> ModelResult:
-    """One model's result (what the decision reads, as the runner builds it): the statistics of the epoch times,
-    the memory peak (measured when given), the energy from ``joules_per_sample`` and the first
-    ``throttled_epochs`` measured epochs throttled."""
-    stats = summarize_epoch_times(epoch_times_ms, rounds=rounds) if len(epoch_times_ms) >= 2 else None
+    """One model's result (what the decision reads, as the runner builds it): the statistics of the epoch times
+    (in ``rounds``, ``round_gaps_epochs`` apart: None, back to back), the memory peak (measured when given), the
+    energy from ``joules_per_sample`` and the first ``throttled_epochs`` measured epochs throttled."""
+    stats = None
+    if len(epoch_times_ms) >= 2:
+        stats = summarize_epoch_times(epoch_times_ms, rounds=rounds, round_gaps_epochs=round_gaps_epochs)
     energy = None
     if joules_per_sample is not None:
         joules_per_epoch = joules_per_sample * steps_per_epoch * samples_per_step

@@ -18,7 +18,7 @@ from gpubench.stats.rounds import (
     METHOD_DRIFT_AR1_BOUND,
     METHOD_DRIFT_ROUND_MEANS,
     METHOD_DRIFT_TOO_FEW,
-    METHOD_ROUND_MEANS_T,
+    METHOD_ROUND_MEANS_AR1,
     WITHIN,
     WITHIN_ANOVA,
     WITHIN_OBM,
@@ -168,15 +168,17 @@ def test_variance_components_refuse_bad_rounds(rounds: list, message: str) -> No
 # ------------------------------------------------------------------------------------------ the two-level interval
 
 
-def test_two_level_interval_is_student_t_on_the_round_means() -> None:
-    # Round means 11, 15, 13: s² = 4, Var(mean) = 4/3 on 2 df.
+def test_two_level_interval_of_rounds_far_apart_is_student_t_on_the_round_means() -> None:
+    # Round means 11, 15, 13: s² = 4, Var(mean) = 4/3 on 2 df. Balanced rounds with infinite gaps: the round means'
+    # correlation is a multiple of I, and the interval is scipy's t interval on the round means exactly.
     rounds = [[10.0, 12.0], [14.0, 16.0], [12.5, 13.5]]
-    interval = two_level_interval(rounds, 0.95)
+    interval = two_level_interval(rounds, 0.95, [math.inf, math.inf])
     expected = sps.t.interval(0.95, 2, loc=13.0, scale=sps.sem([11.0, 15.0, 13.0]))
     assert interval.interval_ms == pytest.approx(expected, rel=1e-12)
     assert interval.variance_of_mean_ms2 == pytest.approx(4 / 3)
     assert interval.halfwidth_ms == pytest.approx(sps.t.ppf(0.975, 2) * math.sqrt(4 / 3))
-    assert interval.degrees_of_freedom == 2 and interval.method == METHOD_ROUND_MEANS_T
+    assert interval.degrees_of_freedom == pytest.approx(2) and interval.method == METHOD_ROUND_MEANS_AR1
+    assert interval.gaps_epochs == (math.inf, math.inf)
     # Within: the ANOVA within mean square (rounds too short for OBM), (2 + 2 + 0.5) / 3 = 1.5 ms² on 3 df;
     # its part of Var(mean) is 1.5 / 6 = 0.25, the rest, 4/3 − 1/4, is the host level's: σ_a² = (13/12) · 3.
     assert interval.within_method == WITHIN_ANOVA
@@ -184,19 +186,6 @@ def test_two_level_interval_is_student_t_on_the_round_means() -> None:
     assert interval.between_share == pytest.approx((4 / 3 - 0.25) / (4 / 3))
     assert interval.between_variance_ms2 == pytest.approx(13 / 12 * 3)
     assert interval.dominant == BETWEEN
-
-
-def test_unbalanced_variance_of_the_mean_is_statsmodels_cluster_robust_variance() -> None:
-    # The mean of all epochs with rounds as clusters: statsmodels' cluster-robust variance of the intercept
-    # (small-sample factor G/(G−1)·(N−1)/(N−K), K = 1) is R/(R−1) Σ (n_i/N)² (ȳ_i − ȳ)².
-    frame = _frame(HAND_ROUNDS)
-    fit = statsmodels_api.OLS(frame["y"], np.ones(len(frame))).fit(
-        cov_type="cluster", cov_kwds={"groups": frame["round"]}
-    )
-    interval = two_level_interval(HAND_ROUNDS, 0.9)
-    assert interval.mean_ms == pytest.approx(14.0)
-    assert interval.variance_of_mean_ms2 == pytest.approx(float(fit.bse.iloc[0]) ** 2, rel=1e-10)
-    assert interval.halfwidth_ms == pytest.approx(sps.t.ppf(0.95, 2) * float(fit.bse.iloc[0]), rel=1e-10)
 
 
 def test_one_round_is_the_decision_interval() -> None:
@@ -241,21 +230,29 @@ def test_split_rounds_cuts_in_order_and_refuses_counts_that_do_not_add_up() -> N
 def test_halfwidth_after_reproduces_the_measured_halfwidth_and_shrinks_with_rounds() -> None:
     rng = np.random.default_rng(8)
     rounds = (1000.0 + rng.normal(0.0, 40.0, (4, 1)) + rng.normal(0.0, 10.0, (4, 5))).tolist()
-    interval = two_level_interval(rounds, 0.95)
-    assert interval.between_variance_ms2 > 0
-    assert halfwidth_after(interval, 4, 5, 0.95) == pytest.approx(interval.halfwidth_ms, rel=1e-10)
-    # Ten rounds: t(9) · √(σ_a²/10 + σ_w²/50), by hand.
-    expected = sps.t.ppf(0.975, 9) * math.sqrt(interval.between_variance_ms2 / 10 + interval.within_variance_ms2 / 50)
-    assert halfwidth_after(interval, 10, 5, 0.95) == pytest.approx(expected, rel=1e-12)
+    for gaps in (None, [4.0, 4.0, 4.0], [math.inf] * 3):
+        interval = two_level_interval(rounds, 0.95, gaps)
+        assert halfwidth_after(interval, 4, 5, 0.95) == pytest.approx(interval.halfwidth_ms, rel=1e-10)
+        widths = [halfwidth_after(interval, r, 5, 0.95) for r in range(2, 30)]
+        assert all(a > b for a, b in itertools.pairwise(widths))
+    # Ten rounds 4 epochs apart, by hand: the scale σ̂² = V / w'Cw held, V' = σ̂² w'C'w' and t on the planned
+    # design's Satterthwaite degrees of freedom; C from the epochs' positions on the timeline (numpy only).
+    interval = two_level_interval(rounds, 0.95, [4.0, 4.0, 4.0])
+
+    def shape(r: int) -> tuple[float, float]:
+        positions = np.array([i * 9 + j for i in range(r) for j in range(5)], dtype=float)
+        averaging = np.kron(np.eye(r), np.full((1, 5), 0.2))
+        c = averaging @ DRIFT_AR1_BOUND ** np.abs(np.subtract.outer(positions, positions)) @ averaging.T
+        m_c = (np.eye(r) - np.full((r, r), 1.0 / r)) @ c
+        return c.sum() / r**2, np.trace(m_c) ** 2 / np.trace(m_c @ m_c)
+
+    (measured, dof), (after, dof_after) = shape(4), shape(10)
+    assert interval.degrees_of_freedom == pytest.approx(dof, rel=1e-10)
+    scale = interval.variance_of_mean_ms2 / measured
+    expected = sps.t.ppf(0.975, dof_after) * math.sqrt(scale * after)
+    assert halfwidth_after(interval, 10, 5, 0.95) == pytest.approx(expected, rel=1e-10)
     assert halfwidth_after(interval, 10, 5, 0.95, degrees_of_freedom=3) == pytest.approx(
-        expected * sps.t.ppf(0.975, 3) / sps.t.ppf(0.975, 9), rel=1e-12
-    )
-    widths = [halfwidth_after(interval, r, 5, 0.95) for r in range(2, 30)]
-    assert all(a > b for a, b in itertools.pairwise(widths))
-    # The ANOVA components work too (σ_e² as the within level).
-    vc = variance_components(rounds)
-    assert halfwidth_after(vc, 4, 5, 0.95) == pytest.approx(
-        sps.t.ppf(0.975, 3) * math.sqrt(vc.between_variance_ms2 / 4 + vc.within_variance_ms2 / 20)
+        expected * sps.t.ppf(0.975, 3) / sps.t.ppf(0.975, dof_after), rel=1e-10
     )
     with pytest.raises(ValueError, match="at least 2 rounds"):
         halfwidth_after(interval, 1, 5, 0.95)
@@ -267,7 +264,7 @@ def test_halfwidth_after_reproduces_the_measured_halfwidth_and_shrinks_with_roun
 def test_new_run_interval_with_the_round_length_is_the_classical_prediction_interval() -> None:
     # Balanced, e = m, σ̂_a² > 0: ȳ ± t(R−1) · s · √(1 + 1/R), s the round means' standard deviation.
     rounds = [[10.0, 12.0], [14.0, 16.0], [12.5, 13.5]]
-    low, high = new_run_interval(rounds, 2, 0.95)
+    low, high = new_run_interval(rounds, 2, 0.95, [math.inf, math.inf])
     half = sps.t.ppf(0.975, 2) * 2.0 * math.sqrt(1 + 1 / 3)
     assert (low, high) == pytest.approx((13.0 - half, 13.0 + half), rel=1e-12)
     with pytest.raises(ValueError, match="at least 2 rounds"):
@@ -287,7 +284,7 @@ def test_new_run_interval_covers_a_new_training_at_its_level(epochs: int, rho: f
     measured = rounds_process(rng, runs, 4, 5, rho, 0.05, host_sigma)
     noise = ar1(rng, runs, epochs, rho).mean(axis=1)
     new_mean = 1000.0 * (1.0 + rng.normal(0.0, host_sigma, runs) + 0.05 * noise)
-    bounds = [new_run_interval(run, epochs, level) for run in measured]
+    bounds = [new_run_interval(run, epochs, level, [math.inf] * 3) for run in measured]
     covered = np.mean([low <= m <= high for m, (low, high) in zip(new_mean, bounds, strict=True)])
     se = math.sqrt(level * (1 - level) / runs)
     assert covered >= level - 3 * se

@@ -2,6 +2,7 @@
 adaptive job's next round goes, how much of the rounds' spread the host probe explains, and a CPU job measured in
 interleaved rounds end to end."""
 
+import itertools
 import json
 from dataclasses import replace
 
@@ -182,16 +183,21 @@ def test_the_joint_stop_settles_local_where_one_model_at_a_time_left_the_answer_
     # once the total *so far* looked settled: dqn alone (12 h) at its first 20 epochs, after which no count of ppo up
     # to 50 could bring the sum's upper bound under 24 h: GRAY. The joint rule gives each round to the model whose
     # next round narrows the total's margin most per second, and settles LOCAL within 50 epochs each.
+    # The rounds' gaps as the runner measures them: the other model's epochs between two rounds of one model (5 while
+    # they alternate, 0 when the stop gives one model two rounds in a row).
     means_ms = {"dqn": 12 * 3600e3 / PLANNED_EPOCHS, "ppo": 9 * 3600e3 / PLANNED_EPOCHS}
     epochs = {name: [t for index in range(4) for t in _round(name, index, means_ms[name])] for name in means_ms}
+    schedule = ["dqn", "ppo"] * 4
 
     def section(name: str):
+        starts = [k for k, model in enumerate(schedule) if model == name]
         return model_section(
             epochs[name],
             steps_per_epoch=100,
             samples_per_step=8,
             sample_unit="env_step",
             rounds=[5] * (len(epochs[name]) // 5),
+            round_gaps_epochs=[5.0 * (later - start - 1) for start, later in itertools.pairwise(starts)],
         )
 
     statistics = StatisticsConfig(adaptive="decision", max_epochs=50)
@@ -211,6 +217,7 @@ def test_the_joint_stop_settles_local_where_one_model_at_a_time_left_the_answer_
         if choice.model is None:
             break
         chosen.append(choice.model)
+        schedule.append(choice.model)
         epochs[choice.model] += _round(choice.model, len(epochs[choice.model]) // 5, means_ms[choice.model])
     assert choice.stop_reasons == {"dqn": DECISION_SETTLED, "ppo": DECISION_SETTLED}
     assert {"dqn", "ppo"} <= set(chosen), chosen  # both models got more rounds

@@ -31,7 +31,7 @@ from gpubench.stats.intervals import (
 from gpubench.stats.rounds import (
     METHOD_DRIFT_AR1_BOUND,
     METHOD_DRIFT_ROUND_MEANS,
-    METHOD_ROUND_MEANS_T,
+    METHOD_ROUND_MEANS_AR1,
     drift_test,
     halfwidth_after,
     split_rounds,
@@ -402,7 +402,7 @@ def test_rounds_make_the_decision_interval_two_level_and_fill_the_round_statisti
     parts = split_rounds(times, counts)
     interval = two_level_interval(parts, 0.95)
     assert summary.decision_interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
-    assert summary.decision_interval_method == METHOD_ROUND_MEANS_T
+    assert summary.decision_interval_method == METHOD_ROUND_MEANS_AR1
     # Everything else stays computed over all epochs as they come.
     assert summary.confidence_interval_ms == pytest.approx(t_interval(times, 0.95), rel=1e-12)
     assert summary.mean_ms == pytest.approx(np.mean(times))
@@ -414,7 +414,10 @@ def test_rounds_make_the_decision_interval_two_level_and_fill_the_round_statisti
     assert rounds.between_variance_ms2 == pytest.approx(interval.between_variance_ms2)
     assert rounds.within_variance_ms2 == pytest.approx(interval.within_variance_ms2)
     assert rounds.between_share == pytest.approx(interval.between_share) and rounds.dominant == interval.dominant
-    assert rounds.degrees_of_freedom == 3
+    # No gaps given: the rounds were back to back, and the interval counts their correlation (Satterthwaite's
+    # degrees of freedom, fewer than R − 1).
+    assert rounds.gaps_epochs is None and interval.gaps_epochs is None
+    assert rounds.degrees_of_freedom == pytest.approx(interval.degrees_of_freedom) and rounds.degrees_of_freedom < 3
     # The epochs that would reach ±1%: whole rounds of five, the first round count whose half-width meets it.
     required_rounds = summary.required_epochs // 5
     assert summary.required_epochs % 5 == 0 and summary.required_epochs >= 20

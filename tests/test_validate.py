@@ -146,8 +146,9 @@ def test_each_real_training_of_the_repeats_is_checked_against_the_reports_own_bo
             len(result.warmup_epoch_times_ms) + n
         )
         assert check.predicted_s == pytest.approx(one_off_s + n * result.statistics.mean_ms / 1e3)
+        rounds = result.statistics.rounds
         low_ms, high_ms = new_run_interval(
-            split_rounds(result.raw_epoch_times_ms, result.statistics.rounds.epochs_per_round), n, 0.95
+            split_rounds(result.raw_epoch_times_ms, rounds.epochs_per_round), n, 0.95, rounds.gaps_epochs
         )
         assert (check.lower_s, check.upper_s) == pytest.approx(
             # Above, a flagged drift's part too; the one-off costs at either end of their range (none on the CPU).

@@ -137,22 +137,24 @@ def halfwidth_after_rounds_ms(
     halfwidth_ms: float, rounds: RoundStatistics, more_epochs: int, confidence_level: float
 ) -> float:
     """The half-width (ms) of the two-level interval after ``more_epochs`` more epochs in rounds of the last
-    round's size (a part round counts whole), from the measured ``halfwidth_ms``: the planning formula
-    :func:`gpubench.stats.rounds.halfwidth_after` scaled so that it gives the measured half-width at the measured
-    rounds (where the round means agree better than the within level predicts, the formula alone would jump below
-    it). Never more than the measured half-width."""
-    from gpubench.stats.rounds import halfwidth_after
+    round's size (a part round counts whole), from the measured ``halfwidth_ms``: that times
+    :func:`gpubench.stats.rounds.halfwidth_ratio_after`, the interval's own variance and degrees-of-freedom model
+    (the round means' correlation at the rounds' closest measured gap) with its scale held. Never more than the
+    measured half-width."""
+    from gpubench.stats.rounds import halfwidth_ratio_after
 
     per_round = rounds.epochs_per_round[-1]
-    measured_rounds = len(rounds.epochs_per_round)
     more_rounds = max(0, math.ceil(more_epochs / per_round))
     if more_rounds == 0:
         return halfwidth_ms
-    at_measured = halfwidth_after(rounds, measured_rounds, per_round, confidence_level)
-    if at_measured <= 0:
-        return halfwidth_ms
-    after = halfwidth_after(rounds, measured_rounds + more_rounds, per_round, confidence_level)
-    return min(halfwidth_ms, halfwidth_ms * after / at_measured)
+    ratio = halfwidth_ratio_after(
+        rounds.epochs_per_round,
+        rounds.gaps_epochs,
+        len(rounds.epochs_per_round) + more_rounds,
+        per_round,
+        confidence_level,
+    )
+    return min(halfwidth_ms, halfwidth_ms * ratio)
 
 
 def drift_ms_per_epoch(epoch_times_ms: Sequence[float]) -> float:
@@ -503,7 +505,7 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
 
     rounds_ms = split_rounds(result.raw_epoch_times_ms, stats.rounds.epochs_per_round)
     epochs = max(1, round(estimate.planned_epochs))
-    low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level)
+    low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level, stats.rounds.gaps_epochs)
     lower_s = estimate.fixed_lower_seconds + estimate.planned_epochs * low_ms / MS_PER_S
     upper_s = (
         estimate.fixed_upper_seconds + estimate.planned_epochs * high_ms / MS_PER_S + estimate.drift_margin_seconds
@@ -597,7 +599,11 @@ UPPER_BOUND_METHOD = (
     "the whole training). The half-width h comes from the model's rounds: its epochs are measured in rounds, "
     "interleaved round-robin with the other models' rounds, and their spread is measured at two levels, within a "
     "round (autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), "
-    "each with its own degrees of freedom (gpubench.stats.rounds). A noisy host widens h by what it measured; a "
+    "each with its own degrees of freedom (gpubench.stats.rounds). The interval is Student-t on the round means, "
+    "their variance and degrees of freedom under the correlation autocorrelated epochs (lag-1 up to 0.8) carry "
+    "across the gaps between a model's rounds: one model's rounds follow one another at once and their means "
+    "correlate, which widens h (2.1 times at 5 rounds of 4), where four models' rounds are far apart and it is "
+    "t on R - 1 degrees of freedom. A noisy host widens h by what it measured; a "
     "quiet host or a GPU-bound model keeps it tight. No constant floor. The bound assumes the host keeps, over the "
     "training, the mix of speeds it showed during the benchmark; python -m gpubench.validate checks that against "
     "real trainings. Upper = estimate + margin; lower = estimate - margin, never below the one-off costs. "

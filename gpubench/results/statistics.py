@@ -19,7 +19,10 @@ class RoundStatistics(Record):
     variance σ̂_a², what the round means spread beyond the within level (truncated at 0); ``between_share`` the
     fraction of the mean's variance from the between level and ``dominant`` (``between`` | ``within``) the level
     contributing more. ``between_p_value`` is the ANOVA F test of σ_a² = 0 (it takes epochs within a round as
-    independent). ``degrees_of_freedom``: the decision interval's, R − 1.
+    independent). ``degrees_of_freedom``: the decision interval's, Satterthwaite's under the round means'
+    correlation (R − 1 with the rounds far apart; reports before 2026-12-03: R − 1). ``gaps_epochs``: the time
+    between consecutive rounds in the model's epochs that the interval counted; None (reports before 2026-12-03)
+    is read as back to back.
     """
 
     epochs_per_round: tuple[int, ...]
@@ -31,6 +34,7 @@ class RoundStatistics(Record):
     between_share: float
     dominant: Literal["between", "within"]
     degrees_of_freedom: float
+    gaps_epochs: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

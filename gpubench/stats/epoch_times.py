@@ -230,9 +230,10 @@ def _rounds_required_epochs(
     interval: two_level.TwoLevelInterval, target_rel_halfwidth: float, confidence_level: float
 ) -> int:
     """Epochs (R' rounds of the measured round length) from which on the two-level interval would be within the
-    target of the mean, the components held fixed (:func:`~gpubench.stats.rounds.halfwidth_after`); never fewer
-    than measured. The half-width falls with R' (t(R' − 1) and the variance both fall), so the first R' that
-    meets the target is the answer; beyond :data:`_MAX_PLANNED_ROUNDS` rounds the cap's epochs are returned."""
+    target of the mean, its scale held (:func:`~gpubench.stats.rounds.halfwidth_after`: the interval's own
+    correlation and degrees-of-freedom model, the rounds as far apart as the closest measured); never fewer than
+    measured. The half-width falls with R' (the quantile and the variance both fall), so the first R' that meets
+    the target is the answer; beyond :data:`_MAX_PLANNED_ROUNDS` rounds the cap's epochs are returned."""
     epochs_per_round = max(1, round(sum(interval.epochs_per_round) / interval.rounds))
     target_ms = target_rel_halfwidth * interval.mean_ms
     low, high = interval.rounds, _MAX_PLANNED_ROUNDS
@@ -248,11 +249,16 @@ def _rounds_required_epochs(
 
 
 def _round_figures(
-    values: np.ndarray, epochs_per_round: Sequence[int], confidence_level: float, target_rel_halfwidth: float
+    values: np.ndarray,
+    epochs_per_round: Sequence[int],
+    gaps_epochs: Sequence[float] | None,
+    confidence_level: float,
+    target_rel_halfwidth: float,
 ) -> _DecisionFigures:
-    """The two-level interval of epochs measured in two rounds or more, and its round statistics."""
+    """The two-level interval of epochs measured in two rounds or more, ``gaps_epochs`` apart, and its round
+    statistics."""
     parts = two_level.split_rounds(values, epochs_per_round)
-    interval = two_level.two_level_interval(parts, confidence_level)
+    interval = two_level.two_level_interval(parts, confidence_level, gaps_epochs)
     components = two_level.variance_components(parts)
     return _DecisionFigures(
         interval_ms=interval.interval_ms,
@@ -270,6 +276,7 @@ def _round_figures(
             between_share=interval.between_share,
             dominant=interval.dominant,
             degrees_of_freedom=interval.degrees_of_freedom,
+            gaps_epochs=interval.gaps_epochs,
         ),
     )
 
@@ -280,10 +287,11 @@ def _decision_figures(
     target_rel_halfwidth: float,
     first_stage_epochs: int | None,
     epochs_per_round: Sequence[int] | None,
+    gaps_epochs: Sequence[float] | None,
 ) -> _DecisionFigures:
     """The decision interval of ``values`` and its figures, by the method the run allows:
 
-    * epochs measured in two rounds or more (``epochs_per_round``), the two-level interval
+    * epochs measured in two rounds or more (``epochs_per_round``, ``gaps_epochs`` apart), the two-level interval
       (:func:`~gpubench.stats.rounds.two_level_interval`), and the epochs, in rounds of the measured length, that
       would bring it within the target (:func:`~gpubench.stats.rounds.halfwidth_after`);
     * after adaptive two-stage measuring (``first_stage_epochs`` given), the two-stage interval on the first
@@ -297,7 +305,7 @@ def _decision_figures(
     """
     mean_ms = float(values.mean())
     if epochs_per_round is not None and len(epochs_per_round) >= 2:
-        return _round_figures(values, epochs_per_round, confidence_level, target_rel_halfwidth)
+        return _round_figures(values, epochs_per_round, gaps_epochs, confidence_level, target_rel_halfwidth)
     if first_stage_epochs is not None:
         first_ms = values[:first_stage_epochs]
         variance_ms2, _ = intervals.long_run_variance(first_ms)
@@ -344,9 +352,9 @@ def summarize_epoch_times(
     planned the rest from); given, the decision interval is the two-stage one, else overlapping batch means.
     ``rounds`` is the number of epochs in each replicated round, in order, summing to n: with two rounds or more
     the decision interval is the two-level one (:func:`gpubench.stats.rounds.two_level_interval`) and the result's
-    ``rounds`` holds the two variance levels; the drift test uses the rounds either way, with
-    ``round_gaps_epochs`` the time between them in the model's epochs
-    (:func:`gpubench.stats.rounds.round_gaps_epochs`; None: back to back). Every other figure is
+    ``rounds`` holds the two variance levels; that interval and the drift test both count
+    ``round_gaps_epochs``, the time between the rounds in the model's epochs
+    (:func:`gpubench.stats.rounds.round_gaps_epochs`; None: back to back, the widest). Every other figure is
     computed over all epochs as they come. The
     effective sample size is n·s²/σ̂²∞ (capped at n; n when σ̂²∞ is 0), σ̂²∞ the long-run variance the interval
     uses; ``required_epochs`` is a planning figure (see :func:`_decision_figures`).
@@ -380,7 +388,9 @@ def summarize_epoch_times(
     p95_min_epochs, p99_min_epochs = percentile_min_epochs(95.0), percentile_min_epochs(99.0)
     median_lo_ms, median_hi_ms, median_coverage = median_interval(values, confidence_level)
     outliers = tuple(int(i) for i in flag_outliers(values, outlier_rule))
-    decision = _decision_figures(values, confidence_level, target_rel_halfwidth, first_stage_epochs, rounds)
+    decision = _decision_figures(
+        values, confidence_level, target_rel_halfwidth, first_stage_epochs, rounds, round_gaps_epochs
+    )
     # From the upper end: the interval is centred on the mean, and its lower end may be cut at zero.
     relative_halfwidth = (decision.interval_ms[1] - mean_ms) / mean_ms
     meets_target = relative_halfwidth <= target_rel_halfwidth

@@ -13,8 +13,9 @@ with σ_e² the epoch-to-epoch variance and σ²∞ the within level's long-run 
 
 * :func:`variance_components`: the classical ANOVA (method of moments) estimates of σ_a² and σ_e², the F test of
   σ_a² = 0 and the intraclass correlation; unbalanced rounds allowed.
-* :func:`two_level_interval`: the interval for the long-run mean epoch time (what the training's total rests on).
-* :func:`halfwidth_after`: its half-width after R' rounds of m' epochs, the components held fixed (for a stop rule).
+* :func:`two_level_interval`: the interval for the long-run mean epoch time (what the training's total rests on),
+  the round means' correlation across short gaps counted (one model's rounds follow one another at once).
+* :func:`halfwidth_after`: its half-width after R' rounds of m' epochs, its scale held (for a stop rule).
 * :func:`new_run_interval`: a prediction interval for the mean epoch of one new, independent training (for
   ``gpubench.validate``).
 * :func:`drift_test`: a slope test whose false-positive rate stays at its level on autocorrelated epochs, the
@@ -34,8 +35,17 @@ from scipy import stats as sps
 
 from gpubench.stats import intervals
 from gpubench.stats.config import MIN_EPOCHS
+from gpubench.stats.correlated import (
+    ar1_timeline_correlation,
+    balanced_mean_shape,
+    correlated_estimate,
+    round_means_correlation,
+)
 
-#: The two-level interval's method: Student-t on the R round means, R − 1 degrees of freedom.
+#: The two-level interval's method: Student-t on the round means, their variance and degrees of freedom under the
+#: correlation AR(1) epochs at ρ = DRIFT_AR1_BOUND carry through the gaps between rounds.
+METHOD_ROUND_MEANS_AR1 = "round_means_t_ar1_bound"
+#: The method of reports written before 2026-12-03: Student-t on the round means taken as independent, R − 1 df.
 METHOD_ROUND_MEANS_T = "round_means_t"
 #: Drift, three rounds or more: OLS slope of the round means on the rounds' centre epochs, its variance under the
 #: round means' correlation when AR(1) epochs at ρ = DRIFT_AR1_BOUND run on through the gaps between rounds.
@@ -181,6 +191,8 @@ class TwoLevelInterval:
     overlapping batch means pooled over the rounds when every round has
     :data:`~gpubench.stats.config.MIN_EPOCHS` epochs, else the ANOVA within mean square (``anova_within``), which
     cannot see autocorrelation inside a round: that part of the round means' spread is then counted as between.
+    ``gaps_epochs``: the time between consecutive rounds (model epochs) the interval counted, None for back to back
+    (and for one round).
     """
 
     rounds: int
@@ -196,6 +208,7 @@ class TwoLevelInterval:
     between_variance_ms2: float
     between_share: float
     method: str
+    gaps_epochs: tuple[float, ...] | None = None
 
     @property
     def dominant(self) -> str:
@@ -222,26 +235,54 @@ def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
     return ss / (n_total - len(rounds)), float(n_total - len(rounds)), WITHIN_ANOVA
 
 
-def two_level_interval(rounds_ms: Sequence[Sequence[float]], confidence_level: float) -> TwoLevelInterval:
-    """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the round means.
+def round_means_design(
+    counts: Sequence[int], gaps_epochs: Sequence[float] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The round means' regression for the mean of all epochs: design 1 (R × 1), estimator the weights
+    w_i = n_i / N (1 × R), and the round means' correlation under AR(1) epochs at :data:`DRIFT_AR1_BOUND` carried
+    through ``gaps_epochs`` (None: back to back), :func:`~gpubench.stats.correlated.round_means_correlation`."""
+    r = len(counts)
+    gaps = [0.0] * (r - 1) if gaps_epochs is None else list(gaps_epochs)
+    weights = np.array(counts, dtype=float) / sum(counts)
+    return np.ones((r, 1)), weights[None, :], round_means_correlation(counts, gaps, DRIFT_AR1_BOUND)
 
-    With R >= 2 rounds: the mean of all epochs ȳ = Σ w_i ȳ_i (w_i = n_i / N), its variance estimated from the
-    round means' spread, V = R / (R − 1) · Σ w_i² (ȳ_i − ȳ)² (s² / R when balanced), and ȳ ± t(R − 1) · √V. The
-    round means are independent (each round sees its own host level, and rounds of one model are separated by the
-    other models' rounds), so with balanced rounds and normal round means this is exact whatever the dependence
-    inside a round; the variance split (σ̂²∞ within, σ̂_a² between, ``between_share``) is reported, not used.
 
-    The alternative, combining a within level (σ̂²∞ / N, pooled) and a between level (σ̂_a², truncated at 0) with
-    Satterthwaite degrees of freedom, equals this interval whenever σ̂_a² > 0 (V − σ̂²∞/N + σ̂²∞/N = V) and differs
-    only when the round means agree better than the within level predicts; it then trusts the within level.
-    ``benchmarks/statistics_coverage.py --two-level`` (1000 ms × (1 + h_r + CV · AR(1)), CV 5% and 2%, ρ 0 / 0.5 /
-    0.8, host level σ_h 0-20%, 2,000 runs a cell) covers 0.940-0.959 with the round-means t in every cell of 4 x 5,
-    5 x 4 and 2 x 10 (its upper end, the total's bound at 97.5%, 0.966-0.984); the Satterthwaite combination is no
-    narrower at 4 x 5 and 5 x 4, and at 2 x 10, where it is, it under-covers with a host level of 5-10%
-    (0.917-0.933).
-    One block of 20 epochs (today's interval) covers 0.84 at ρ = 0.8 and 0.05-0.60 once there is a host level of
-    5-20%. More rounds beat longer rounds: at CV 5% the median half-width is ±2.8 / 4.0 / 4.9% at 5 x 4 and
-    ±3.2 / 4.8 / 6.1% at 4 x 5 for ρ = 0 / 0.5 / 0.8 (t(4) against t(3)).
+def two_level_interval(
+    rounds_ms: Sequence[Sequence[float]], confidence_level: float, gaps_epochs: Sequence[float] | None = None
+) -> TwoLevelInterval:
+    """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the round means, their
+    correlation counted. ``gaps_epochs``: the time between consecutive rounds in the model's epochs
+    (:func:`round_gaps_epochs`); None: back to back, the case that correlates the rounds most.
+
+    With R >= 2 rounds: the mean of all epochs ȳ = Σ w_i ȳ_i (w_i = n_i / N). Its variance is the drift test's
+    algebra with an intercept only (:func:`~gpubench.stats.correlated.correlated_estimate`): the round means' errors
+    have covariance σ² C, C = A Σ A' with Σ the AR(1) correlation at ρ = :data:`DRIFT_AR1_BOUND` carried through
+    the model's gaps (A averages each round); σ̂² = RSS / tr(BC) (RSS = Σ (ȳ_i − ȳ)², B = M'M, M = I − 1w'),
+    V = σ̂² w'Cw, and ȳ ± t(ν) √V with Satterthwaite's ν = tr(BC)² / tr((BC)²).
+
+    Why. A model's AR(1) epochs run on across a short gap, so neighbouring round means correlate positively: their
+    spread is smaller, and the mean's variance larger, than for independent means. With one model (every
+    ``model=custom`` run) the later rounds follow one another at once, and Student-t on R − 1 degrees of freedom
+    (the interval of 2026-12-02, which took the means as independent) covered 0.784 at 5 x 4 and ρ = 0.8 (exact,
+    normal means). With the rounds far apart (the four-model round-robin, ~15 epochs between a model's rounds)
+    C ≈ c·I and this is that interval: equal to it for balanced rounds and infinite gaps.
+
+    The host level on top (a_i ~ N(0, σ_a²) per round, independent) keeps it conservative: it adds σ_a² tr(B) to
+    E[RSS] and σ_a² w'w to Var(ȳ), so the estimate's host part is σ_a² w'Cw tr(B) / tr(BC), at least σ_a² w'w
+    whenever C's off-diagonal correlations are positive (balanced: w'Cw tr(M) / tr(MC) >= w'w ⟺ 1'C1 >= tr(C)).
+    A true ρ under the bound is covered too, more widely than needed (the price of bounding ρ, not estimating it
+    from 4-epoch rounds). The half-width against the independent-means t interval, fixed by the design: 2.14 times
+    at 5 x 4 back to back, 1.29 at 4 epochs apart (two models), 1.02 at 15 (four models).
+    ``benchmarks/statistics_coverage.py --only-two-level --two-level-gaps 0 15`` (1000 ms × (1 + h_r + CV · AR(1)),
+    CV 5%, ρ 0 / 0.5 / 0.8, σ_h 0-10%, 2,000 runs a cell; ``benchmarks/results/2026-12-03-single-model-coverage.md``):
+    back to back it covers 0.961-0.998 at 5 x 4 and 4 x 5 and 0.951-0.966 at 2 x 10 (the total's bound, its upper
+    end at 97.5%, 0.979-0.998), where the independent-means t covered 0.784-0.959 (its upper end 0.886 at 5 x 4,
+    ρ = 0.8); 15 epochs apart 0.945-0.962 (upper 0.968-0.983), its half-width within 2% of that t's. The price back
+    to back, 5 x 4, σ_h = 0: a median half-width of ±6.2 / 8.4 / 8.4% at ρ = 0 / 0.5 / 0.8 against ±2.9 / 3.9 /
+    3.9%.
+
+    The variance split is reported, not used: σ̂²∞ within (OBM pooled over the rounds, or the ANOVA within mean
+    square for short rounds), σ̂_a² = (V − σ̂²∞ / N) / Σ w_i² between (truncated at 0), ``between_share``.
 
     With one round it is :func:`gpubench.stats.intervals.decision_interval` on that round (needs
     :data:`~gpubench.stats.config.MIN_EPOCHS` epochs), whose between level is invisible (``between_share`` 0).
@@ -251,7 +292,7 @@ def two_level_interval(rounds_ms: Sequence[Sequence[float]], confidence_level: f
     rounds = _rounds(rounds_ms, min_epochs=2)
     counts = tuple(int(v.size) for v in rounds)
     r = len(rounds)
-    quantile_level = 0.5 + confidence_level / 2.0
+    gaps = None if gaps_epochs is None else tuple(float(g) for g in gaps_epochs)
     if r == 1:
         (values,) = rounds
         low, high = intervals.decision_interval(values, confidence_level)
@@ -271,78 +312,126 @@ def two_level_interval(rounds_ms: Sequence[Sequence[float]], confidence_level: f
             between_variance_ms2=0.0,
             between_share=0.0,
             method=intervals.METHOD_OVERLAPPING_BATCH_MEANS,
+            gaps_epochs=gaps,
         )
-    weights = np.array(counts, dtype=float) / sum(counts)
-    means = np.array([v.mean() for v in rounds])
-    mean_ms = float(weights @ means)
-    variance_of_mean = r / (r - 1) * float(weights**2 @ (means - mean_ms) ** 2)
+    design, estimator, correlation = round_means_design(counts, gaps)
+    fit = correlated_estimate(np.array([v.mean() for v in rounds]), design, estimator, correlation)
+    mean_ms, variance_of_mean = fit.estimate, fit.variance
     within, within_dof, within_method = _within_level(rounds)
     between_part = max(variance_of_mean - within / sum(counts), 0.0)
-    halfwidth_ms = float(sps.t.ppf(quantile_level, r - 1)) * math.sqrt(variance_of_mean)
+    halfwidth_ms = float(sps.t.ppf(0.5 + confidence_level / 2.0, fit.degrees_of_freedom)) * math.sqrt(variance_of_mean)
     return TwoLevelInterval(
         rounds=r,
         epochs_per_round=counts,
         mean_ms=mean_ms,
         interval_ms=(max(mean_ms - halfwidth_ms, 0.0), mean_ms + halfwidth_ms),
         halfwidth_ms=halfwidth_ms,
-        degrees_of_freedom=float(r - 1),
+        degrees_of_freedom=fit.degrees_of_freedom,
         variance_of_mean_ms2=variance_of_mean,
         within_variance_ms2=within,
         within_degrees_of_freedom=within_dof,
         within_method=within_method,
-        between_variance_ms2=between_part / float(weights @ weights),
+        between_variance_ms2=between_part / float(estimator[0] @ estimator[0]),
         between_share=between_part / variance_of_mean if variance_of_mean > 0 else 0.0,
-        method=METHOD_ROUND_MEANS_T,
+        method=METHOD_ROUND_MEANS_AR1,
+        gaps_epochs=gaps,
     )
 
 
+def planning_gap_epochs(gaps_epochs: Sequence[float] | None) -> float:
+    """The gap (model epochs) the planning puts between a model's rounds: the smallest it measured, the schedule
+    at its most correlated (0, back to back, when the gaps are unknown)."""
+    return min(gaps_epochs) if gaps_epochs else 0.0
+
+
+def halfwidth_ratio_after(
+    epochs_per_round: Sequence[int],
+    gaps_epochs: Sequence[float] | None,
+    rounds: int,
+    round_epochs: int,
+    confidence_level: float,
+    *,
+    degrees_of_freedom: float | None = None,
+) -> float:
+    """How many times the measured half-width the two-level interval would have after ``rounds`` rounds of
+    ``round_epochs`` epochs, its scale σ̂² held: t(ν') √(w'C'w') / (t(ν) √(w'Cw)), both designs taken balanced
+    (the measured one as its R rounds of the mean round length) and evenly spaced at
+    :func:`planning_gap_epochs` of the measured ``gaps_epochs``, under the interval's own correlation model
+    (:func:`~gpubench.stats.correlated.balanced_mean_shape`, O(R)). ν' is that design's Satterthwaite degrees of
+    freedom unless ``degrees_of_freedom`` is given (a two-stage rule that keeps the first stage's variance keeps
+    its degrees of freedom). 1 at the measured design. Longer future rounds average more epochs under the AR(1)
+    bound but not more host levels: plan more rounds, not longer ones."""
+    _check_level(confidence_level)
+    measured = len(epochs_per_round)
+    if measured < 2 or rounds < 2 or round_epochs < 1:
+        raise ValueError(
+            f"need at least 2 rounds measured and planned, of at least 1 epoch; got {measured} measured, "
+            f"{rounds} round(s) of {round_epochs} planned"
+        )
+    gap = planning_gap_epochs(gaps_epochs)
+    measured_length = max(1, round(sum(epochs_per_round) / measured))
+    w_c_w, dof = balanced_mean_shape(measured, measured_length, gap, DRIFT_AR1_BOUND)
+    after, dof_after = balanced_mean_shape(rounds, round_epochs, gap, DRIFT_AR1_BOUND)
+    if degrees_of_freedom is not None:
+        if not degrees_of_freedom > 0:
+            raise ValueError(f"degrees_of_freedom must be positive, got {degrees_of_freedom!r}")
+        dof_after = degrees_of_freedom
+    level = 0.5 + confidence_level / 2.0
+    return float(sps.t.ppf(level, dof_after) / sps.t.ppf(level, dof)) * math.sqrt(after / w_c_w)
+
+
 def halfwidth_after(
-    components: VarianceComponents | TwoLevelInterval,
+    interval: TwoLevelInterval,
     rounds: int,
     epochs_per_round: int,
     confidence_level: float,
     *,
     degrees_of_freedom: float | None = None,
 ) -> float:
-    """The half-width (ms) the two-level interval would have after ``rounds`` balanced rounds of
-    ``epochs_per_round`` epochs, the measured components held fixed: t(ν) · √(σ̂_a² / R' + σ̂_w² / (R' m')).
-
-    σ̂_a² and σ̂_w² are ``between_variance_ms2`` and ``within_variance_ms2`` of ``components`` (a
-    :class:`TwoLevelInterval`'s long-run within variance, or the ANOVA's σ̂_e²). ν is R' − 1, the degrees of freedom
-    the interval will have, unless ``degrees_of_freedom`` is given (a two-stage rule that keeps the first stage's
-    variance keeps its degrees of freedom). At the measured, balanced design with σ̂_a² > 0 this is the measured
-    half-width. A planning figure: more rounds estimate the components anew.
-    """
-    _check_level(confidence_level)
-    if rounds < 2 or epochs_per_round < 1:
-        raise ValueError(f"need at least 2 rounds of at least 1 epoch; got {rounds} round(s) of {epochs_per_round}")
-    dof = float(rounds - 1) if degrees_of_freedom is None else degrees_of_freedom
-    if not dof > 0:
-        raise ValueError(f"degrees_of_freedom must be positive, got {dof!r}")
-    variance = components.between_variance_ms2 / rounds + components.within_variance_ms2 / (rounds * epochs_per_round)
-    return float(sps.t.ppf(0.5 + confidence_level / 2.0, dof)) * math.sqrt(variance)
+    """The half-width (ms) the two-level ``interval`` would have after ``rounds`` rounds of ``epochs_per_round``
+    epochs: its measured half-width times :func:`halfwidth_ratio_after` (the same variance and degrees-of-freedom
+    model as the interval, the scale held; the measured half-width at the measured design). A planning figure:
+    more rounds estimate the scale anew. Needs an interval of at least two rounds."""
+    ratio = halfwidth_ratio_after(
+        interval.epochs_per_round,
+        interval.gaps_epochs,
+        rounds,
+        epochs_per_round,
+        confidence_level,
+        degrees_of_freedom=degrees_of_freedom,
+    )
+    return interval.halfwidth_ms * ratio
 
 
-def new_run_interval(rounds_ms: Sequence[Sequence[float]], epochs: int, confidence_level: float) -> tuple[float, float]:
-    """A prediction interval (ms) for the mean epoch time of one new, independent training of ``epochs`` epochs.
+def new_run_interval(
+    rounds_ms: Sequence[Sequence[float]],
+    epochs: int,
+    confidence_level: float,
+    gaps_epochs: Sequence[float] | None = None,
+) -> tuple[float, float]:
+    """A prediction interval (ms) for the mean epoch time of one new, independent training of ``epochs`` epochs,
+    from rounds ``gaps_epochs`` apart (as in :func:`two_level_interval`; None: back to back).
 
     The new training has its own host level and its own epochs, so its mean differs from the measured grand mean
     by the grand mean's error, a new a ~ N(0, σ_a²) and the mean of ``epochs`` epochs: variance
-    V + σ_a² + σ²∞ / e. With σ̂_a² = (V − σ̂²∞/N) / Σ w_i² (as in :func:`two_level_interval`) that is
-    V (1 + 1/Σ w_i²) + σ̂²∞ (1/e − 1/(N Σ w_i²)); when the round means agree better than the within level predicts
-    (σ̂_a² truncated at 0) it is V + σ̂²∞ / e. Balanced, with e = m, it is the classical s² (1 + 1/R) on R − 1
-    degrees of freedom, exact for normal round means. The degrees of freedom are Satterthwaite's over V and σ̂²∞,
-    never more than R − 1: the round means carry the host level, and letting the within level's degrees of
-    freedom in under-covers (0.86-0.90 at 2 rounds of 10 and a 5-10% host level, 0.93 at 4 x 5 without one, for a
-    new training of 80 epochs). So capped, a seeded simulation (4 x 5, 5 x 4, 2 x 10; ρ 0, 0.5; σ_h 0-10%; 80
-    new epochs; ``tests/test_rounds.py``) covers 0.95-0.97 with a host level and up to 1.0 without one (then the
-    round means' spread cannot be told from the within level's, and the interval keeps the larger reading). The
-    lower end is cut at zero. Needs at least two rounds (one round shows no host level).
+    V + σ_a² + σ²∞ / e, V the two-level interval's (its rounds' correlation counted). With
+    σ̂_a² = (V − σ̂²∞/N) / Σ w_i² (as in :func:`two_level_interval`; where V counts the rounds' correlation, that
+    reading of σ_a² is larger, so conservative) that is V (1 + 1/Σ w_i²) + σ̂²∞ (1/e − 1/(N Σ w_i²)); when the
+    round means agree better than the within level predicts (σ̂_a² truncated at 0) it is V + σ̂²∞ / e. Balanced,
+    far apart, with e = m, it is the classical s² (1 + 1/R) on R − 1 degrees of freedom, exact for normal round
+    means. The degrees of freedom are Satterthwaite's over V and σ̂²∞, never more than V's: the round means carry
+    the host level, and letting the within level's degrees of freedom in under-covers (0.86-0.90 at 2 rounds of
+    10 and a 5-10% host level, 0.93 at 4 x 5 without one, for a new training of 80 epochs). So capped, a seeded
+    simulation (4 x 5, 5 x 4, 2 x 10; ρ 0, 0.5; σ_h 0-10%; 80 new epochs; ``tests/test_rounds.py``) covers
+    0.95-0.97 with a host level and up to 1.0 without one (then the round means' spread cannot be told from the
+    within level's, and the interval keeps the larger reading). With 4 x N new epochs and the gaps counted
+    (``--two-level-gaps 0 15``) it covers 0.960-1.000 back to back and 0.950-1.000 15 epochs apart. The lower end
+    is cut at zero. Needs at least two rounds (one round shows no host level).
     """
     _check_level(confidence_level)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
-    interval = two_level_interval(rounds_ms, confidence_level)
+    interval = two_level_interval(rounds_ms, confidence_level, gaps_epochs)
     if interval.rounds < 2:
         raise ValueError("a prediction for a new training needs at least 2 rounds: one round shows no host level")
     counts = np.array(interval.epochs_per_round, dtype=float)
@@ -387,21 +476,13 @@ class DriftTest:
 
 def ols_slope_test(y: np.ndarray, design: np.ndarray, covariance: np.ndarray) -> tuple[float, float, float, float]:
     """OLS of ``y`` on ``design`` (whose last column is the regressor tested), with the slope's variance
-    under errors of correlation matrix ``covariance`` up to a scale σ²: Var(β̂) = σ² c'Σc (c the slope's row of
-    (X'X)⁻¹X'), σ̂² = RSS / tr(MΣ) (unbiased under Σ; M = I − H) and Satterthwaite's degrees of freedom
-    tr(MΣ)² / tr((MΣ)²). With Σ = I these are the textbook OLS slope, standard error and n − p degrees of
+    under errors of correlation matrix ``covariance`` up to a scale σ²: ``correlated_estimate``
+    (:mod:`gpubench.stats.correlated`) with the pseudo-inverse, σ̂² = RSS / tr(MΣ) and Satterthwaite's degrees of
+    freedom tr(MΣ)² / tr((MΣ)²). With Σ = I these are the textbook OLS slope, standard error and n − p degrees of
     freedom. Returns (slope, standard error, degrees of freedom, two-sided p-value)."""
-    pinv = np.linalg.pinv(design)
-    coefficients = pinv @ y
-    residuals = y - design @ coefficients
-    slope_row = pinv[-1]
-    annihilator = np.eye(y.size) - design @ pinv
-    m_sigma = annihilator @ covariance
-    trace = float(np.trace(m_sigma))
-    dof = trace**2 / float(np.trace(m_sigma @ m_sigma))
-    scale = float(residuals @ residuals) / trace
-    standard_error = math.sqrt(scale * float(slope_row @ covariance @ slope_row))
-    slope = float(coefficients[-1])
+    fit = correlated_estimate(y, design, np.linalg.pinv(design), covariance)
+    standard_error = math.sqrt(fit.variance)
+    slope, dof = fit.estimate, fit.degrees_of_freedom
     if standard_error > 0:
         # Student-t's tail straight from scipy.special: sps.t.sf's argument checks cost 20x the tail itself, and
         # the simulations call this test a million times.
@@ -409,35 +490,6 @@ def ols_slope_test(y: np.ndarray, design: np.ndarray, covariance: np.ndarray) ->
     else:
         p_value = 0.0 if slope != 0 else 1.0
     return slope, standard_error, dof, p_value
-
-
-def ar1_timeline_correlation(counts: Sequence[int], gaps_epochs: Sequence[float], rho: float) -> np.ndarray:
-    """Correlation matrix of a model's epochs (rounds of ``counts`` epochs, in order) under an AR(1) process at
-    ``rho`` per epoch that runs on through the ``gaps_epochs`` between consecutive rounds (R − 1 values, in the
-    model's epochs; 0: the next round starts at once; ``math.inf``: the rounds are independent).
-
-    Epoch j of round i sits at position s_i + j on the timeline, s_i = Σ_{k<i} (n_k + g_k), and two epochs
-    correlate ρ^|distance|; epochs on either side of an infinite gap do not correlate."""
-    gaps = [float(g) for g in gaps_epochs]
-    if len(gaps) != len(counts) - 1 or any(not g >= 0 for g in gaps):
-        raise ValueError(f"need {len(counts) - 1} gap(s) of at least 0 epochs between {len(counts)} rounds, got {gaps}")
-    n = sum(counts)
-    matrix = np.zeros((n, n))
-    # Segments: runs of rounds joined by finite gaps; an infinite gap starts a new, independent segment.
-    first_epoch, position, positions = 0, 0.0, []
-    for i, count in enumerate(counts):
-        positions.extend(position + np.arange(count))
-        position += count
-        if i == len(counts) - 1 or math.isinf(gaps[i]):
-            block = np.array(positions)
-            size = block.size
-            matrix[first_epoch : first_epoch + size, first_epoch : first_epoch + size] = rho ** np.abs(
-                np.subtract.outer(block, block)
-            )
-            first_epoch, position, positions = first_epoch + size, 0.0, []
-        else:
-            position += gaps[i]
-    return matrix
 
 
 def round_gaps_epochs(started_s: Sequence[float], epochs: Sequence[int], mean_epoch_ms: Sequence[float]) -> list[float]:
@@ -504,18 +556,16 @@ def drift_test(
     counts = [n] if rounds is None else [int(c) for c in rounds]
     parts = split_rounds(values, counts)
     gaps = [0.0] * (len(counts) - 1) if gaps_epochs is None else list(gaps_epochs)
-    correlation = ar1_timeline_correlation(counts, gaps, DRIFT_AR1_BOUND)
     if len(counts) >= 3:
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         centres = starts + (np.array(counts) - 1) / 2.0
         y = np.array([p.mean() for p in parts])
         design = np.column_stack([np.ones(len(counts)), centres])
-        averaging = np.repeat(np.eye(len(counts)), counts, axis=1) / np.array(counts, dtype=float)[:, None]
-        correlation, method = averaging @ correlation @ averaging.T, METHOD_DRIFT_ROUND_MEANS
+        correlation, method = round_means_correlation(counts, gaps, DRIFT_AR1_BOUND), METHOD_DRIFT_ROUND_MEANS
     elif n - len(counts) - 1 >= 2:
         y = values
         design = np.column_stack([np.repeat(np.eye(len(counts)), counts, axis=0), np.arange(n, dtype=float)])
-        method = METHOD_DRIFT_AR1_BOUND
+        correlation, method = ar1_timeline_correlation(counts, gaps, DRIFT_AR1_BOUND), METHOD_DRIFT_AR1_BOUND
     else:
         return DriftTest(0.0, 0.0, 0.0, 1.0, False, METHOD_DRIFT_TOO_FEW, 0.0)
     if np.ptp(values) == 0:

@@ -1,0 +1,153 @@
+"""Linear estimates under a bounded AR(1) correlation: the correlation of a model's epochs and of its round means on
+its timeline, and the variance and degrees of freedom of a linear estimate under that correlation up to a scale.
+
+A model's epochs are an AR(1) process at ρ per epoch that runs on while the model waits: its rounds sit on a
+timeline, ``gaps_epochs`` apart (in the model's epochs; 0: the next round starts at once, ``math.inf``: the rounds
+are independent). Its round means then correlate, the more the shorter the gaps. Both the drift test's slope and the
+two-level interval's mean (:mod:`gpubench.stats.rounds`) are linear estimates from those means, and both take their
+variance from :func:`correlated_estimate` under :func:`round_means_correlation` at ρ = the bound the stored H200
+reports call for. Pure numpy: nothing here imports torch.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _check_rho(rho: float) -> None:
+    if not 0.0 <= rho < 1.0:
+        raise ValueError(f"the AR(1) correlation must be in [0, 1), got {rho!r}")
+
+
+def _check_gaps(counts: Sequence[int], gaps_epochs: Sequence[float]) -> list[float]:
+    gaps = [float(g) for g in gaps_epochs]
+    if len(gaps) != len(counts) - 1 or any(not g >= 0 for g in gaps):
+        raise ValueError(f"need {len(counts) - 1} gap(s) of at least 0 epochs between {len(counts)} rounds, got {gaps}")
+    return gaps
+
+
+def ar1_timeline_correlation(counts: Sequence[int], gaps_epochs: Sequence[float], rho: float) -> np.ndarray:
+    """Correlation matrix of a model's epochs (rounds of ``counts`` epochs, in order) under an AR(1) process at
+    ``rho`` per epoch that runs on through the ``gaps_epochs`` between consecutive rounds (R − 1 values, in the
+    model's epochs; 0: the next round starts at once; ``math.inf``: the rounds are independent).
+
+    Epoch j of round i sits at position s_i + j on the timeline, s_i = Σ_{k<i} (n_k + g_k), and two epochs
+    correlate ρ^|distance|; epochs on either side of an infinite gap do not correlate."""
+    gaps = _check_gaps(counts, gaps_epochs)
+    n = sum(counts)
+    matrix = np.zeros((n, n))
+    # Segments: runs of rounds joined by finite gaps; an infinite gap starts a new, independent segment.
+    first_epoch, position, positions = 0, 0.0, []
+    for i, count in enumerate(counts):
+        positions.extend(position + np.arange(count))
+        position += count
+        if i == len(counts) - 1 or math.isinf(gaps[i]):
+            block = np.array(positions)
+            size = block.size
+            matrix[first_epoch : first_epoch + size, first_epoch : first_epoch + size] = rho ** np.abs(
+                np.subtract.outer(block, block)
+            )
+            first_epoch, position, positions = first_epoch + size, 0.0, []
+        else:
+            position += gaps[i]
+    return matrix
+
+
+def _mean_variance(counts: np.ndarray, rho: float) -> np.ndarray:
+    """Var of the mean of n consecutive AR(1) epochs of unit variance: (n(1+ρ)/(1−ρ) − 2ρ(1−ρⁿ)/(1−ρ)²) / n²
+    (= (1/n²) Σ_jk ρ^|j−k|)."""
+    return (counts * (1 + rho) / (1 - rho) - 2 * rho * (1 - rho**counts) / (1 - rho) ** 2) / counts**2
+
+
+def round_means_correlation(counts: Sequence[int], gaps_epochs: Sequence[float], rho: float) -> np.ndarray:
+    """The covariance matrix (R × R) of the round means of :func:`ar1_timeline_correlation`'s epochs (unit variance):
+    A Σ A' with A averaging each round, in closed form, without the N × N matrix.
+
+    Diagonal: the variance of the mean of n_i consecutive epochs. Off it (i < j): ρ^d · G(n_i) G(n_j) / (n_i n_j),
+    d the distance from round i's last epoch to round j's first and G(n) = Σ_{k<n} ρ^k = (1 − ρⁿ)/(1 − ρ); 0 across
+    an infinite gap."""
+    _check_rho(rho)
+    gaps = np.array(_check_gaps(counts, gaps_epochs))
+    n = np.array(counts, dtype=float)
+    if n.size == 0 or np.any(n < 1):
+        raise ValueError(f"rounds need at least one epoch each, got {list(counts)}")
+    infinite = np.isinf(gaps)
+    segment = np.concatenate(([0], np.cumsum(infinite)))
+    steps = n[:-1] + np.where(infinite, 0.0, gaps)
+    start = np.concatenate(([0.0], np.cumsum(steps)))
+    last = start + n - 1
+    # [i, j] = start_j − last_i >= 1 for j > i; the lower triangle is its mirror.
+    distance = np.maximum(np.subtract.outer(start, last).T, 1.0)
+    geometric = (1 - rho**n) / (1 - rho) / n
+    upper = np.triu(rho**distance * np.outer(geometric, geometric), 1)
+    upper = np.where(np.equal.outer(segment, segment), upper, 0.0)
+    return upper + upper.T + np.diag(_mean_variance(n, rho))
+
+
+@dataclass(frozen=True)
+class CorrelatedEstimate:
+    """A linear estimate ℓ'y of a regression with correlated errors (see :func:`correlated_estimate`): the
+    ``estimate``, its estimated ``variance`` and the ``degrees_of_freedom`` of that variance (Satterthwaite)."""
+
+    estimate: float
+    variance: float
+    degrees_of_freedom: float
+
+
+def variance_shape(design: np.ndarray, estimator: np.ndarray, correlation: np.ndarray) -> tuple[float, float, float]:
+    """The parts of :func:`correlated_estimate` that do not depend on y: (ℓ'Cℓ, tr(BC), tr(BC)² / tr((BC)²))."""
+    annihilator = np.eye(design.shape[0]) - design @ estimator
+    b_c = annihilator.T @ annihilator @ correlation
+    trace = float(np.trace(b_c))
+    row = estimator[-1]
+    return float(row @ correlation @ row), trace, trace**2 / float(np.sum(b_c * b_c.T))
+
+
+def correlated_estimate(
+    y: np.ndarray, design: np.ndarray, estimator: np.ndarray, correlation: np.ndarray
+) -> CorrelatedEstimate:
+    """The linear estimate ℓ'y of the last coefficient of y = Xβ + ε, ε with covariance σ² C (C = ``correlation``,
+    known; σ² not), and its variance: ``estimator`` L is a left inverse of ``design`` X (L X = I; ℓ its last row),
+    OLS's pseudo-inverse or, for the mean of all epochs from round means, the weights n_i / N.
+
+    With the residuals r = M y, M = I − X L and B = M'M: E[r'r] = σ² tr(BC), so σ̂² = r'r / tr(BC) is unbiased and
+    Var(ℓ'y) = σ̂² ℓ'Cℓ. r'r is a quadratic form in normal variables, its variance 2σ⁴ tr((BC)²); a scaled χ² with
+    the same two moments has tr(BC)² / tr((BC)²) degrees of freedom (Satterthwaite). With C = I and OLS these are
+    the textbook variance and n − p degrees of freedom; with C a multiple of I, the same."""
+    l_c_l, trace, dof = variance_shape(design, estimator, correlation)
+    residuals = y - design @ (estimator @ y)
+    scale = float(residuals @ residuals) / trace
+    return CorrelatedEstimate(float(estimator[-1] @ y), scale * l_c_l, dof)
+
+
+def balanced_mean_shape(rounds: int, epochs_per_round: int, gap_epochs: float, rho: float) -> tuple[float, float]:
+    """(w'Cw, degrees of freedom) of the mean of ``rounds`` round means of ``epochs_per_round`` epochs each,
+    ``gap_epochs`` apart, under :func:`round_means_correlation` (w = 1/R): what :func:`variance_shape` gives on that
+    design, in O(R) instead of O(R²), for planning many rounds ahead.
+
+    Balanced and evenly spaced, C is Toeplitz: t₀ the variance of a round's mean and t_k = κ λ^(k−1) for rounds k
+    apart (κ = ρ^(g+1) G(m)² / m², λ = ρ^(m+g)). With M = I − J/R: w'Cw = 1'C1 / R², tr(MC) = R t₀ − 1'C1 / R and
+    tr((MC)²) = tr(C²) − 2 |C1|² / R + (1'C1)² / R², each a sum over the R diagonals or rows."""
+    _check_rho(rho)
+    if rounds < 2 or epochs_per_round < 1 or not gap_epochs >= 0:
+        raise ValueError(
+            f"need at least 2 rounds of at least 1 epoch, a gap of at least 0; got {rounds} x {epochs_per_round}, "
+            f"gap {gap_epochs}"
+        )
+    m = float(epochs_per_round)
+    t0 = float(_mean_variance(np.array([m]), rho)[0])
+    lags = np.arange(1, rounds, dtype=float)
+    if math.isinf(gap_epochs):
+        diagonals = np.zeros(rounds - 1)
+    else:
+        geometric = (1 - rho**m) / (1 - rho) / m
+        diagonals = rho ** (gap_epochs + 1 + (lags - 1) * (m + gap_epochs)) * geometric**2
+    total = rounds * t0 + 2.0 * float((rounds - lags) @ diagonals)
+    squares = rounds * t0**2 + 2.0 * float((rounds - lags) @ diagonals**2)
+    partial = np.concatenate(([0.0], np.cumsum(diagonals)))  # partial[k] = t_1 + ... + t_k
+    row_sums = t0 + partial + partial[::-1]
+    trace = rounds * t0 - total / rounds
+    trace_squared = squares - 2.0 * float(row_sums @ row_sums) / rounds + total**2 / rounds**2
+    return total / rounds**2, trace**2 / trace_squared
