@@ -155,3 +155,21 @@ def test_stored_h200_reports_compare_without_a_gpu(tmp_path: Path) -> None:
     # DQN and PPO fit the whole search range under the cap: nothing to compare.
     assert rows["dqn"]["error_percent"] is None and "--max-size" in rows["dqn"]["note"]
     assert "tft" in completed.stdout and "-5.06" in completed.stdout
+
+
+def test_a_model_whose_peaks_do_not_grow_is_skipped_with_the_reason_and_the_others_checked() -> None:
+    # The MLP on the H200 (session 9): its trials' peaks did not grow with the batch, and the script stopped there.
+    device = LinearDevice({"mlp": (610.0, 0.0), "tft": (1_450.0, 2.6)})
+    shown: list[str] = []
+    checks = check_script.run_checks(
+        ["mlp", "tft"],
+        device,
+        None,
+        headroom=0.9,
+        min_size=32,
+        max_size=1 << 16,
+        trial_max_seconds=2.0,
+        show=shown.append,
+    )
+    assert [check.model for check in checks] == ["tft"] and checks[0].rows
+    assert shown[0].startswith("mlp: skipped, no line through the uncapped trials (")
