@@ -5,6 +5,7 @@ interleaved rounds end to end."""
 import itertools
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,8 +35,11 @@ from gpubench.stats.config import (
     StatisticsConfig,
 )
 from gpubench.stats.host import explained_share
-from gpubench.stats.rounds import new_run_interval
+from gpubench.stats.rounds import new_run_interval, round_gaps_epochs
 from gpubench.what_if import what_if_models
+
+#: Stored reports (benchmarks/results/).
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 @pytest.mark.parametrize(
@@ -267,6 +271,28 @@ def test_one_new_trainings_bounds_take_a_host_level_of_its_own():
     assert lower_s == pytest.approx(estimate.fixed_seconds + 40 * low_ms / 1e3)
     assert upper_s == pytest.approx(estimate.fixed_seconds + 40 * high_ms / 1e3)
     assert upper_s > estimate.upper_hours * 3600 and lower_s < estimate.lower_hours * 3600
+
+
+def test_a_report_without_stored_gaps_takes_them_from_its_round_records():
+    # The H200 default run of session 9 predates RoundStatistics.gaps_epochs; its rounds still say when each began,
+    # so validate's bound reads dqn's rounds ~15 epochs apart (the other models' rounds), not back to back.
+    stored = RunReport.from_dict(json.loads((RESULTS / "2026-12-03-h200-s9-default-report.json").read_text()))
+    dqn = stored.models["dqn"]
+    assert dqn.statistics.rounds.gaps_epochs is None
+    records = dqn.rounds
+    gaps = round_gaps_epochs(
+        [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
+    )
+    assert min(gaps) > 10
+    estimate = estimate_training_time("dqn", dqn, replace(DecisionConfig().plan, samples={"dqn": 80 * 6400.0}))
+
+    def bounds(gaps_epochs):
+        rounds = replace(dqn.statistics.rounds, gaps_epochs=gaps_epochs)
+        return new_training_bounds_seconds(estimate, replace(dqn, statistics=replace(dqn.statistics, rounds=rounds)))
+
+    assert new_training_bounds_seconds(estimate, dqn) == bounds(tuple(gaps))
+    back_to_back, read = bounds((0.0,) * 4), bounds(tuple(gaps))
+    assert back_to_back[1] - back_to_back[0] > 1.5 * (read[1] - read[0])
 
 
 def _timed_builds(trials_s: list[float], epoch_ms: float, first_step_ms: float):

@@ -501,11 +501,18 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
     stats = result.statistics
     if stats is None or stats.rounds is None or len(stats.rounds.epochs_per_round) < 2:
         return estimate.lower_hours * SECONDS_PER_HOUR, estimate.upper_hours * SECONDS_PER_HOUR
-    from gpubench.stats.rounds import new_run_interval, split_rounds
+    from gpubench.stats.rounds import new_run_interval, round_gaps_epochs, split_rounds
 
     rounds_ms = split_rounds(result.raw_epoch_times_ms, stats.rounds.epochs_per_round)
     epochs = max(1, round(estimate.planned_epochs))
-    low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level, stats.rounds.gaps_epochs)
+    gaps = stats.rounds.gaps_epochs
+    records = result.rounds or []
+    if gaps is None and len(records) == len(rounds_ms):
+        # A report from before the gaps were stored: its round records still say when each round started.
+        gaps = round_gaps_epochs(
+            [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
+        )
+    low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level, gaps)
     lower_s = estimate.fixed_lower_seconds + estimate.planned_epochs * low_ms / MS_PER_S
     upper_s = (
         estimate.fixed_upper_seconds + estimate.planned_epochs * high_ms / MS_PER_S + estimate.drift_margin_seconds
