@@ -6,6 +6,7 @@ import re
 import shlex
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -298,6 +299,16 @@ def test_a_failing_model_does_not_lose_the_others(tmp_path, cache_dir):
 def test_a_quick_run_is_labelled_a_smoke_test_in_its_report(quick_mlp_job):
     run = only_report(quick_mlp_job.folder)["run"]
     assert (run["preset"], run["preset_note"]) == ("quick", "smoke test: tiny shapes, not your training")
+
+
+def test_a_quick_cpu_runs_cost_table_spans_8_gpu_types_4_providers_on_demand_and_spot_with_dates(quick_mlp_job):
+    # Issue 24's Done-when, on the shipped price snapshot: every row dated, sorted by expected cost.
+    rows = only_report(quick_mlp_job.folder)["recommendation"]["cost_table"]
+    assert len({row["gpu"] for row in rows}) >= 8 and len({row["provider"] for row in rows}) >= 4
+    assert {row["spot"] for row in rows} == {False, True}
+    assert all(date.fromisoformat(row["price_date"]) for row in rows)
+    priced = [row["usd"] for row in rows if row["usd"] is not None]
+    assert priced and priced == sorted(priced)
 
 
 def test_unreachable_tracking_store_still_writes_the_report(quick_mlp_job):
