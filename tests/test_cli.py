@@ -1,4 +1,5 @@
-"""End-to-end runs of ``python -m gpubench`` in a temp folder: reports, MLflow runs, sweeps and bad input."""
+"""End-to-end runs of ``python -m gpubench`` in a temp folder: reports, MLflow runs and bad input (a real sweep's
+reports and MLflow runs: tests/test_mlflow_ui.py)."""
 
 import json
 import os
@@ -48,6 +49,10 @@ def gpubench(cwd: Path, cache: Path, *args: str, env: dict[str, str] | None = No
     )
 
 
+#: The fewest epochs a run measures: for tests about its files and exit code, not its figures.
+SHORT = ["epochs=2", "warmup_epochs=0"]
+
+
 def only_report(folder: Path) -> dict:
     reports = sorted(folder.glob("**/report.json"))
     assert len(reports) == 1, reports
@@ -58,11 +63,12 @@ def only_report(folder: Path) -> dict:
 def test_two_runs_started_together_write_two_reports(tmp_path, cache_dir):
     # Issue 14: with second-resolution folders, the second of two runs started in the same second overwrote the
     # first's report (both exited 0). Each run must keep its own folder and report.
+    # Two short epochs each: the runs' folders, not their figures, are the point.
     environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(cache_dir)})
     runs = [
         subprocess.Popen(
-            [sys.executable, "-m", "gpubench", "model=mlp", f"seed={seed}", "tracking.enabled=false", *FAST],
+            [sys.executable, "-m", "gpubench", "model=mlp", f"seed={seed}", "tracking.enabled=false", *SHORT, *FAST],
             cwd=tmp_path,
             env=environment,
             stdout=subprocess.DEVNULL,
@@ -222,43 +228,6 @@ def test_the_quick_experiment_writes_a_typed_report_with_the_keys_main_wrote(tmp
         & {segment.removesuffix("[]") for segment in path.split(".")}
     }
     assert not unexplained, sorted(unexplained)
-
-
-@pytest.mark.slow
-def test_sweep_gives_one_job_and_one_mlflow_run_per_combination(tmp_path, cache_dir):
-    completed = gpubench(
-        tmp_path, cache_dir, "-m", "model=mlp", "statistics.confidence_level=0.9,0.99", "epochs=4", *FAST
-    )
-    assert completed.returncode == 0, completed.stderr
-    reports = [json.loads(p.read_text()) for p in sorted((tmp_path / "multirun").glob("*/*/*/report.json"))]
-    assert len(reports) == 2
-    by_level = {r["models"]["mlp"]["statistics"]["confidence_level"]: r for r in reports}
-    assert set(by_level) == {0.9, 0.99}
-
-    def width(level: float) -> float:
-        lo, hi = by_level[level]["models"]["mlp"]["confidence_interval_ms"]
-        return hi - lo
-
-    # Different runs have different epoch times, so compare relative widths: t quantiles 0.99 vs 0.9 at 3 df.
-    def relative_width(level: float) -> float:
-        return width(level) / by_level[level]["models"]["mlp"]["statistics"]["std_ms"]
-
-    assert relative_width(0.99) > relative_width(0.9)
-    assert relative_width(0.99) / relative_width(0.9) == pytest.approx(
-        sps.t.ppf(0.995, 3) / sps.t.ppf(0.95, 3), rel=1e-9
-    )
-
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("gpubench")
-    runs = client.search_runs([experiment.experiment_id])
-    jobs = [run for run in runs if "gpubench.job_num" in run.data.tags]
-    (parent,) = [run for run in runs if run.data.tags.get("gpubench.sweep_parent") == "true"]
-    assert len(jobs) == 2 and len(runs) == 3
-    assert {run.data.tags["mlflow.parentRunId"] for run in jobs} == {parent.info.run_id}
-    assert len({run.data.tags["gpubench.sweep"] for run in runs}) == 1
-    assert {run.data.params["statistics.confidence_level"] for run in jobs} == {"0.9", "0.99"}
 
 
 # Slow (7 s): in process, a model that cannot be built fails with its error (tests/test_model_run.py), each model's
