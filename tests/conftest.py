@@ -194,15 +194,20 @@ def gpubench_once(tmp_path_factory) -> Callable[..., CliJob]:
     return run
 
 
+#: The confidence level of :func:`tracked_mlp_job`: not the default, so a reader can tell it was passed through.
+TRACKED_MLP_LEVEL = 0.995
+
+
 @pytest.fixture(scope="session")
 def tracked_mlp_job(tmp_path_factory) -> CliJob:
-    """An MLP job on the CPU (6 measured epochs after 1 warmup, over 3 days of two symbols), tracked in the default
-    SQLite store under its folder (``mlruns/``), run once for the session. Its readers check different facts of the
-    same run: tests/test_cli.py the report against scipy and the MLflow run, and that the Databento key in its
-    environment is nowhere in its output; tests/test_host_and_logging.py the story in its log, the host and thread
-    count it records (``hardware.cpu_threads=1``), the notice for a batch-search key on the CPU
-    (``batch.max_size=512``: above the MLP's batch of 256, which it would cap) and the report's mode under umask
-    027."""
+    """An MLP job on the CPU (6 measured epochs after 1 warmup, over 3 days of two symbols, 99.5% intervals),
+    tracked in the default SQLite store under its folder (``mlruns/``), run once for the session. Its readers check
+    different facts of the same run: tests/test_cli.py the report against scipy and the MLflow run, and that the
+    Databento key in its environment is nowhere in its output; tests/test_tracking_cli.py that its MLflow run spans
+    the benchmark and carries the decision, and that the console prints the level it was given;
+    tests/test_host_and_logging.py the story in its log, the host and thread count it records
+    (``hardware.cpu_threads=1``), the notice for a batch-search key on the CPU (``batch.max_size=512``: above the
+    MLP's batch of 256, which it would cap) and the report's mode under umask 027."""
     folder = tmp_path_factory.mktemp("tracked_mlp_job")
     env = {
         "GPU_BENCHMARK_CACHE_DIR": str(tmp_path_factory.mktemp("tracked_mlp_cache")),
@@ -210,7 +215,7 @@ def tracked_mlp_job(tmp_path_factory) -> CliJob:
     }
     args = ["model=mlp", "epochs=6", "warmup_epochs=1", "hardware=cpu", "tracking.enabled=true"]
     args += ["data.days=3", "data.symbols=[SYNA,SYNB]", "epoch.min_seconds=0.1", "hardware.burn_in_max_seconds=0"]
-    args += ["batch.max_size=512", "hardware.cpu_threads=1"]
+    args += ["batch.max_size=512", "hardware.cpu_threads=1", f"statistics.confidence_level={TRACKED_MLP_LEVEL}"]
     return CliJob(folder, env, run_gpubench(folder, *args, env=env, umask=0o027))
 
 

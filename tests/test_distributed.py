@@ -458,8 +458,18 @@ def test_the_cli_refuses_more_ranks_than_cpus_on_the_cpu_before_measuring(tmp_pa
 
 # ------------------------------------------------------------------------------------------------ signals (slow)
 
-#: Long enough that the 2-process run is still going when the signal comes.
-LONG_DDP = [*QUICK_DDP, "hardware.cpu_threads=1", "epochs=30", "epoch.min_seconds=0.3"]
+#: Long enough that the 2-process run is still going when the signal comes (it comes at the ranks' first measured
+#: epoch: eleven more of at least 0.3 s follow), and no longer: each rank's epochs are the 1-process run's too, which
+#: comes first. No burn-in: no test here reads it.
+LONG_EPOCHS = 12
+LONG_DDP = [
+    *QUICK_DDP,
+    "hardware.cpu_threads=1",
+    f"epochs={LONG_EPOCHS}",
+    "epoch.min_seconds=0.3",
+    "hardware.burn_in_max_seconds=0",
+    "data.days=3",
+]
 
 
 def start_long_run(folder: Path) -> subprocess.Popen:
@@ -505,7 +515,7 @@ def test_sigterm_to_one_rank_fails_the_distributed_run_and_keeps_the_model(tmp_p
     report = RunReport.from_dict(json.loads(report_path.read_text()))
     assert report.status == "complete" and report.recommendation is not None
     mlp = report.models["mlp"]
-    assert mlp.status == "ok" and len(mlp.raw_epoch_times_ms) == 30 and mlp.statistics is not None
+    assert mlp.status == "ok" and len(mlp.raw_epoch_times_ms) == LONG_EPOCHS and mlp.statistics is not None
     assert mlp.distributed.status == "failed"
     assert mlp.distributed.error.startswith("rank 1 was killed by SIGTERM")
     assert "mlp: 2 processes: failed (rank 1 was killed by SIGTERM" in stdout
@@ -524,6 +534,6 @@ def test_a_signal_to_the_parent_stops_the_ranks_and_leaves_a_partial_report(tmp_
     report = RunReport.from_dict(json.loads(report_path.read_text()))
     assert report.status == "interrupted"
     mlp = report.models["mlp"]
-    assert mlp.status == "ok" and len(mlp.raw_epoch_times_ms) == 30
+    assert mlp.status == "ok" and len(mlp.raw_epoch_times_ms) == LONG_EPOCHS
     assert mlp.distributed.status == "interrupted" and mlp.distributed.world_size == 2
     assert not any(alive(pid) for pid in pids)

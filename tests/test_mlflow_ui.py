@@ -1,8 +1,8 @@
-"""A real sweep end to end: the CLI sweep and its summaries, then the same store served by `mlflow server` on
-127.0.0.1, its runs and metrics checked through the REST API and in the MLflow UI in headless Chromium (driven
-through the DevTools protocol, tests/cdp_browser.py): the run list with the sweep's jobs nested under its parent and
-named with their verdicts, the runs' metric charts, a job's page with its description, parent and dataset, and its
-system metrics drawn as charts.
+"""A real sweep end to end: the CLI sweep, its summaries and its jobs' MLflow runs (one per confidence level, nested
+under the sweep's parent), then the same store served by `mlflow server` on 127.0.0.1, its runs and metrics checked
+through the REST API and in the MLflow UI in headless Chromium (driven through the DevTools protocol,
+tests/cdp_browser.py): the run list with the sweep's jobs nested under its parent and named with their verdicts, the
+runs' metric charts, a job's page with its description, parent and dataset, and its system metrics drawn as charts.
 
 Every wait is bounded (the sweep, the server's start, each page) and the server's and the browser's process groups
 are ended in finalizers, so a broken server or browser fails the test instead of hanging it. The screenshots are
@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.image import imread
+from scipy import stats as sps
 
 from gpubench.output import sweep
 from gpubench.output.plots import save_report_plots
@@ -118,6 +119,37 @@ def test_cli_sweep_writes_job_summaries_and_the_sweep_summary(cli_sweep):
     markdown = (cli_sweep.sweep_dir / sweep.SWEEP_MARKDOWN_FILE).read_text()
     assert "2 jobs: 2 ok, 0 failed." in markdown and "| statistics.confidence_level |" in markdown
     assert f"Sweep summary: {cli_sweep.sweep_dir.relative_to(cli_sweep.workdir)}" in cli_sweep.stderr
+
+
+def test_each_job_is_its_own_mlflow_run_under_the_parent_at_its_level(cli_sweep):
+    # Different jobs have different epoch times, so compare the intervals' widths relative to each job's standard
+    # deviation: their ratio is the t quantiles' at 0.99 and 0.9 with n - 1 degrees of freedom.
+    by_level = {report.models["mlp"].statistics.confidence_level: report for report in cli_sweep.reports.values()}
+    assert set(by_level) == {0.9, 0.99}
+
+    def relative_width(level: float) -> float:
+        result = by_level[level].models["mlp"]
+        low, high = result.confidence_interval_ms
+        return (high - low) / result.statistics.std_ms
+
+    (n,) = {len(report.models["mlp"].raw_epoch_times_ms) for report in cli_sweep.reports.values()}
+    assert n == 10
+    assert relative_width(0.99) / relative_width(0.9) == pytest.approx(
+        sps.t.ppf(0.995, n - 1) / sps.t.ppf(0.95, n - 1), rel=1e-9
+    )
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{cli_sweep.workdir / 'mlruns' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("gpubench").experiment_id])
+    jobs = [run for run in runs if "gpubench.job_num" in run.data.tags]
+    (parent,) = [run for run in runs if run.data.tags.get("gpubench.sweep_parent") == "true"]
+    assert len(jobs) == 2 and len(runs) == 3
+    assert {run.data.tags["mlflow.parentRunId"] for run in jobs} == {parent.info.run_id}
+    assert len({run.data.tags["gpubench.sweep"] for run in runs}) == 1
+    assert {run.data.tags["gpubench.job_num"]: run.data.params["statistics.confidence_level"] for run in jobs} == {
+        str(num): level for num, level in LEVELS.items()
+    }
 
 
 def test_real_cpu_report_gets_its_plots_and_no_gpu_ones(cli_sweep, tmp_path):

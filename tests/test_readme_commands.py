@@ -3,15 +3,18 @@ in a temporary folder with its own HOME, caches and MLflow store, as a user woul
 listed in :data:`NOT_RUN` with the reason. A command the README gains is run unless it is listed there, and a
 listed command the README no longer prints fails the listing's test: the two cannot drift apart."""
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_cli import assert_the_keys_main_wrote
 from test_readme import ROOT, readme_blocks
 
 #: The README's commands that are not run here, each with the reason. Installing is not among them: a chain that
@@ -124,13 +127,26 @@ def user_folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return folder, env
 
 
+@pytest.fixture(scope="module")
+def readme_run(user_folder) -> Callable[[str], subprocess.CompletedProcess]:
+    """A README command run in :func:`user_folder`, once for the module: the tests that read its outcome share it."""
+    folder, env = user_folder
+    done: dict[str, subprocess.CompletedProcess] = {}
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        if command not in done:
+            done[command] = subprocess.run(
+                ["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
+            )
+        return done[command]
+
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", commands_to_run())
-def test_the_readme_command_runs_as_printed(user_folder, command):
-    folder, env = user_folder
-    completed = subprocess.run(
-        ["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
-    )
+def test_the_readme_command_runs_as_printed(readme_run, command):
+    completed = readme_run(command)
     assert completed.returncode == 0, f"{command}\n{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}"
     words = shlex.split(command)
     if words[:3] == ["python", "-m", "gpubench"] and "--help" not in words:
@@ -138,6 +154,24 @@ def test_the_readme_command_runs_as_printed(user_folder, command):
         assert "Recommendation" in completed.stdout, completed.stdout[-3000:]
         if "experiment=quick" in words:
             assert "Recommendation (smoke test: tiny shapes, not your training):" in completed.stdout
+
+
+#: The first screen's quick run: the four seed models, tiny shapes, on the best device found.
+QUICK_RUN = "python -m gpubench experiment=quick"
+
+
+@pytest.mark.slow
+def test_the_readme_quick_run_writes_a_typed_report_with_the_keys_main_wrote(user_folder, readme_run):
+    # Main's report (tests/test_cli.py) is of this command with hardware=cpu and tracking.enabled=false: on a
+    # machine without a GPU, where CI runs, it is the same run, tracked (its MLflow run id is a key explained there).
+    folder, _ = user_folder
+    completed = readme_run(QUICK_RUN)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    reports = [json.loads(path.read_text()) for path in folder.glob("outputs/*/*/report.json")]
+    (written,) = [report for report in reports if report["run"]["overrides"] == QUICK_RUN.split()[3:]]
+    if written["hardware"]["measured_on"] != "cpu":
+        pytest.skip("main's report is of a CPU run; here the quick run found a GPU")
+    assert_the_keys_main_wrote(written)
 
 
 def single_runs_not_run() -> list[str]:

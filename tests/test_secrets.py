@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -102,12 +103,30 @@ def leaked(folder: Path) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.slow
-def test_no_secret_in_any_output_or_file_of_a_tracked_interrupted_swept_or_refused_run(tmp_path, mlflow_server):
+@dataclass(frozen=True)
+class SecretRuns:
+    """The five runs of :func:`secret_runs`: the folder they ran in, the server's port and folder, and each one's
+    process."""
+
+    work: Path
+    port: int
+    server_folder: Path
+    tracked: subprocess.CompletedProcess
+    interrupted: subprocess.CompletedProcess
+    swept: subprocess.CompletedProcess
+    refused: subprocess.CompletedProcess
+    refused_token: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="module")
+def secret_runs(tmp_path_factory, mlflow_server) -> SecretRuns:
+    """A tracked run, an interrupted run, a sweep and two runs stopped by a bad value, one after the other in one
+    folder, all tracked on the server with the password (or the ``?token=``) in the URI and the Databento key in
+    their environment. The tests below read different facts of the same runs."""
     port, server_folder = mlflow_server
     uri = f"tracking.uri=http://alice:{PASSWORD}@127.0.0.1:{port}"
     token_uri = f"tracking.uri='http://127.0.0.1:{port}/?token={TOKEN}'"
-    work = tmp_path / "work"
+    work = tmp_path_factory.mktemp("secrets") / "work"
     work.mkdir()
     tracked = gpubench(work, *RUN, "tracking.enabled=true", uri)
     interrupted = gpubench(
@@ -116,25 +135,38 @@ def test_no_secret_in_any_output_or_file_of_a_tracked_interrupted_swept_or_refus
     swept = gpubench(work, "-m", *RUN, "tracking.enabled=true", uri, "epochs=2,3")
     refused = gpubench(work, *RUN, "tracking.enabled=true", uri, "epochs=0")
     refused_token = gpubench(work, *RUN, "tracking.enabled=true", token_uri, "epochs=0")
+    return SecretRuns(work, port, server_folder, tracked, interrupted, swept, refused, refused_token)
 
-    assert tracked.returncode == 0, tracked.stderr[-3000:]
-    assert interrupted.returncode == 143, interrupted.stderr[-3000:]
-    assert swept.returncode == 0, swept.stderr[-3000:]
-    assert refused.returncode == refused_token.returncode == 2
-    for completed in (tracked, interrupted, swept):
+
+@pytest.mark.slow
+def test_each_run_ends_as_it_should_and_links_its_mlflow_run_without_credentials(secret_runs):
+    runs = secret_runs
+    assert runs.tracked.returncode == 0, runs.tracked.stderr[-3000:]
+    assert runs.interrupted.returncode == 143, runs.interrupted.stderr[-3000:]
+    assert runs.swept.returncode == 0, runs.swept.stderr[-3000:]
+    assert runs.refused.returncode == runs.refused_token.returncode == 2
+    for completed in (runs.tracked, runs.interrupted, runs.swept):
         # MLflow's own "View run ... at: <URI>" lines are off; gpubench's link has no credentials.
         assert "View run" not in completed.stdout + completed.stderr
         assert (
             "MLflow run quick mlp · CPU · " in completed.stderr
-            and f": http://127.0.0.1:{port}/#/experiments/" in completed.stderr
+            and f": http://127.0.0.1:{runs.port}/#/experiments/" in completed.stderr
         )
-    assert "alice:***@" in next((work / "outputs").glob("*/*/config_resolved.yaml")).read_text()
+    assert "alice:***@" in next((runs.work / "outputs").glob("*/*/config_resolved.yaml")).read_text()
+
+
+@pytest.mark.slow
+def test_no_secret_in_any_output_or_file_of_a_tracked_interrupted_swept_or_refused_run(secret_runs):
     # What was written: the work folder (outputs/, multirun/, the captured stdout and stderr) and the server's
     # store and artifacts (params, tags, the logged report and config).
-    assert leaked(work) == {} and leaked(server_folder) == {}
+    assert leaked(secret_runs.work) == {} and leaked(secret_runs.server_folder) == {}
+
+
+@pytest.mark.slow
+def test_the_servers_runs_hold_the_redacted_uri_and_no_secret(secret_runs):
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}")
+    client = MlflowClient(tracking_uri=f"http://127.0.0.1:{secret_runs.port}")
     runs = client.search_runs([client.get_experiment_by_name("gpubench").experiment_id])
     assert len(runs) == 5  # the tracked, the interrupted, the sweep's two jobs and its parent
     logged = " ".join(f"{run.data.params} {run.data.tags}" for run in runs)

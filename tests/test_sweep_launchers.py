@@ -1,11 +1,12 @@
 """Sweeps on an existing distributed engine and reruns: a small sweep through Hydra's submitit launcher in local mode
 (the jobs run in their own processes, as on a Slurm cluster) leaves its job folders and a summary read from them;
-``sweep.resume=true`` into the same ``hydra.sweep.dir`` skips the jobs whose report is complete and reruns the
-others."""
+``sweep.resume=true`` into the same ``hydra.sweep.dir`` (a copy of that sweep's, one of its reports made
+interrupted) skips the jobs whose report is complete and reruns the others."""
 
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -81,17 +82,26 @@ def test_only_a_complete_report_of_the_same_overrides_is_resumed(tmp_path):
 # ------------------------------------------------------------------------------------------- real sweeps
 
 
-@pytest.mark.slow
-def test_a_sweep_through_the_submitit_local_launcher_writes_job_folders_and_the_summary(tmp_path):
+@pytest.fixture(scope="module")
+def submitit_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A two-job sweep (``seed=1,2``) through the submitit local launcher: its sweep folder and its process. Read by
+    the launcher's test, and copied by the resume test as the earlier launch it resumes."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    sweep_dir = tmp_path / "sweep"
+    folder = tmp_path_factory.mktemp("submitit_sweep")
+    sweep_dir = folder / "sweep"
     completed = run_sweep(
-        tmp_path,
+        folder,
         "seed=1,2",
         "hydra/launcher=submitit_local",
         "hydra.launcher.timeout_min=10",
         f"hydra.sweep.dir={sweep_dir}",
     )
+    return sweep_dir, completed
+
+
+@pytest.mark.slow
+def test_a_sweep_through_the_submitit_local_launcher_writes_job_folders_and_the_summary(submitit_sweep):
+    sweep_dir, completed = submitit_sweep
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Submitit 'local' sweep output dir" in completed.stdout
     # Its jobs ran side by side on this machine, and the sweep said so before they started.
@@ -116,10 +126,13 @@ def test_a_sweep_through_the_submitit_local_launcher_writes_job_folders_and_the_
 
 
 @pytest.mark.slow
-def test_a_resumed_sweep_skips_complete_jobs_and_reruns_the_rest(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    first = run_sweep(tmp_path, "seed=1,2", f"hydra.sweep.dir={sweep_dir}")
+def test_a_resumed_sweep_skips_complete_jobs_and_reruns_the_rest(submitit_sweep, tmp_path):
+    # The earlier launch is the submitit sweep's (a copy of its folder; the launcher runs no part of the job's
+    # overrides, so the resumed launch, on the default launcher here, matches its jobs all the same).
+    launched_dir, first = submitit_sweep
     assert first.returncode == 0, first.stderr[-3000:]
+    sweep_dir = tmp_path / "sweep"
+    shutil.copytree(launched_dir, sweep_dir)
     kept = (sweep_dir / "0" / "report.json").read_text()
     # Job 1 as a killed job leaves it: its report says interrupted.
     job1 = sweep_dir / "1" / "report.json"

@@ -80,16 +80,15 @@ def test_credentials_in_the_tracking_uri_never_appear_and_a_dead_server_costs_se
     assert f"http://alice:***@127.0.0.1:{port}" in (run_dir / ".hydra" / "overrides.yaml").read_text()
 
 
-@pytest.mark.slow
-def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tmp_path, cache_dir):
+def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tracked_mlp_job):
+    # The session's tracked job (tests/conftest.py): 6 epochs after 1 warmup, 99.5% intervals, the default store.
     from mlflow.tracking import MlflowClient
 
-    completed = gpubench(tmp_path, cache_dir, *FAST, "statistics.confidence_level=0.995")
+    completed = tracked_mlp_job.completed
     assert completed.returncode == 0, completed.stderr
     assert "99.5% CI (t)" in completed.stdout
-    (report_path,) = (tmp_path / "outputs").glob("*/*/report.json")
-    report = json.loads(report_path.read_text())
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    report = json.loads(tracked_mlp_job.report_path().read_text())
+    client = MlflowClient(tracking_uri=f"sqlite:///{tracked_mlp_job.folder / 'mlruns' / 'mlflow.db'}")
     run = client.get_run(report["run"]["mlflow_run_id"])
     assert run.info.status == "FINISHED"
     mlp = report["models"]["mlp"]
@@ -98,7 +97,7 @@ def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tmp_path, ca
     measured_ms = sum(mlp["raw_epoch_times_ms"]) + sum(mlp["warmup_epoch_times_ms"])
     assert run.info.end_time - run.info.start_time >= measured_ms
     history = sorted(client.get_metric_history(run.info.run_id, "mlp/epoch_time_ms"), key=lambda m: m.step)
-    assert [m.step for m in history] == [0, 1, 2]
+    assert [m.step for m in history] == [0, 1, 2, 3, 4, 5]
     assert [m.value for m in history] == pytest.approx(mlp["raw_epoch_times_ms"])
     recommendation = report["recommendation"]
     assert run.data.tags["gpubench.decision"] == (recommendation["decision"] or "none")
@@ -107,7 +106,7 @@ def test_a_tracked_run_spans_the_benchmark_and_carries_the_decision(tmp_path, ca
         recommendation["estimated_full_training_hours"]
     )
     experiment = client.get_experiment(run.info.experiment_id)
-    assert experiment.artifact_location == (tmp_path / "mlruns" / "artifacts").as_uri()
+    assert experiment.artifact_location == (tracked_mlp_job.folder / "mlruns" / "artifacts").as_uri()
 
 
 @pytest.mark.slow
