@@ -425,8 +425,8 @@ def new_run_interval(
     ±23% bound). The degrees of freedom are Satterthwaite's over the two parts, never more than V's: the round
     means carry the host level. ``benchmarks/statistics_coverage.py --only-two-level --two-level-gaps 0 15``
     (5 x 4, 4 x 5, 2 x 10; ρ 0 / 0.5 / 0.8; σ_h 0-10%; CV 5%; 4 x N new epochs; 2,000 runs a cell,
-    ``benchmarks/results/2026-12-03-single-model-coverage.md``) covers 0.950-1.000 in every cell (0.961-1.000 back to back). The lower end
-    is cut at zero. Needs at least two rounds (one round shows no host level).
+    ``benchmarks/results/2026-12-03-single-model-coverage.md``) covers 0.950-1.000 in every cell (0.961-1.000 back
+    to back). The lower end is cut at zero. Needs at least two rounds (one round shows no host level).
     """
     _check_level(confidence_level)
     if epochs < 1:
