@@ -174,7 +174,8 @@ def measure_round(
             )
     except MeasurementInterrupted as exc:
         partial = _round(exc.measurement, live, before, first_number, index, started_s, probe)
-        result = merged_result(rounds.with_round(partial), context)
+        # A round stopped before its first epoch measured nothing: the rounds before it are the result.
+        result = merged_result(rounds.with_round(partial) if partial.record.epochs else rounds, context)
         error = f"interrupted in round {index} after {rounds.epochs + partial.record.epochs} measured epochs"
         interrupted = replace(result, status=INTERRUPTED, error=error, stop_reason=INTERRUPTED)
         raise ModelInterrupted(ModelRun(interrupted, None), model=live.name) from exc
@@ -211,15 +212,26 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
     health = [*first.measurement.health, *(h for r in later for h in r.measurement.health)]
     device = [*result.device_epochs, *(e for r in later for e in r.device_epochs)]
     records = [rounds.first_record, *(r.record for r in later)]
+    counted, kept, warnings = records, records, list(result.warnings)
+    if len(records) > 1 and records[-1].epochs < MIN_ROUND_EPOCHS:
+        # Only an interrupted round ends this short, and the within level needs two epochs a round: its epoch is
+        # counted with the round before (the report's round records keep it apart).
+        last, before = records[-1], records[-2]
+        warnings.append(
+            f"the interrupted round {last.index}'s {last.epochs} epoch is counted with round {before.index} in the "
+            "statistics (a round needs at least 2)"
+        )
+        counted, kept = [*records[:-2], replace(before, epochs=before.epochs + last.epochs)], records[:-1]
     statistics = summarize_epoch_times(
         times,
         confidence_level=cfg.statistics.confidence_level,
         cv_threshold=cfg.statistics.cv_threshold,
         outlier_rule=cfg.statistics.outlier_rule,
         target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
-        rounds=[r.epochs for r in records],
+        rounds=[r.epochs for r in counted],
+        # The gaps between the counted rounds are those between their own epochs (the folded epoch comes after).
         round_gaps_epochs=round_gaps_epochs(
-            [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
+            [r.started_s for r in kept], [r.epochs for r in kept], [r.mean_epoch_ms for r in kept]
         ),
     )
     stability = stability_verdict(health, cfg.stability)
@@ -231,6 +243,7 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
         epoch_losses=losses,
         device_epochs=device,
         rounds=records,
+        warnings=warnings,
         statistics=statistics,
         stability=stability.stability,
         loss_trend=stability.loss_trend,

@@ -226,6 +226,30 @@ def test_a_signal_during_a_model_keeps_its_epochs_and_prints_the_report(tmp_path
 
 
 @pytest.mark.slow
+def test_a_signal_in_a_later_rounds_first_epoch_still_stops_the_run(tmp_path):
+    # 15 epochs are 5 rounds of 3: the signal, sent after tft's 4th epoch, lands in its second round, which then has
+    # 1 epoch. The within level needs 2 a round; that round's statistics raised, the error was taken for a failed
+    # round, and the run went on with the signal lost. The lone epoch is now counted with the round before.
+    run = [arg if arg != "epochs=30" else "epochs=15" for arg in TFT_RUN]
+    code, _, stderr = run_and_signal(tmp_path, signal.SIGINT, *run)
+    assert code == 130, stderr[-3000:]
+    assert "later rounds stopped" not in stderr and "Traceback" not in stderr
+    (report_path,) = tmp_path.glob("outputs/*/*/report.json")
+    tft = RunReport.from_dict(json.loads(report_path.read_text())).models["tft"]
+    assert tft.status == "interrupted" and len(tft.raw_epoch_times_ms) >= 4
+    assert tft.statistics is not None and tft.statistics.n == len(tft.raw_epoch_times_ms)
+    assert sum(r.epochs for r in tft.rounds) == len(tft.raw_epoch_times_ms)
+    counted = [r.epochs for r in tft.rounds]
+    if counted[-1] == 1:
+        assert any("counted with round" in warning for warning in tft.warnings)
+        counted = [*counted[:-2], counted[-2] + 1]
+    if len(counted) > 1:
+        assert list(tft.statistics.rounds.epochs_per_round) == counted
+    else:  # one counted round (3 + 1 epochs) is one block: no round statistics
+        assert tft.statistics.rounds is None
+
+
+@pytest.mark.slow
 def test_sigterm_to_a_sweep_still_writes_the_sweep_summary(tmp_path):
     sweep_dir = tmp_path / "sweep"
     code, _, stderr = run_and_signal(
