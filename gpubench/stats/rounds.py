@@ -419,8 +419,9 @@ def new_run_interval(
     stands for σ_a² plus a round's own epochs, so for a new training as long as a round (e = m, balanced, rounds
     far apart) it is the classical s² (1 + 1/R) on R − 1 degrees of freedom, exact for normal round means, and for
     a longer one conservative by at most σ̂²∞ (1/m − 1/e). Two readings that looked closer are not used: the
-    host level σ̂_a² = (V − σ̂²∞/N) / Σ w_i² truncated at 0 (in the runs where the truncation hid a 5% host level,
-    4 x 5 rounds 15 epochs apart, a new training of 80 epochs, 44% were covered), and the negative within part
+    host level σ̂_a² = (V − σ̂²∞/N) / Σ w_i² truncated at 0 (4 x 5 rounds 15 epochs apart, a 5% host level, 80 new
+    epochs: the 8% of runs where it truncated covered 45%, against 70% with the spread;
+    ``benchmarks/new_run_truncation.py``), and the negative within part
     kept (Satterthwaite's degrees of freedom for a difference fall to near 0: the H200 GPT LM's ±0.15% epochs got a
     ±23% bound). The degrees of freedom are Satterthwaite's over the two parts, never more than V's: the round
     means carry the host level. ``benchmarks/statistics_coverage.py --only-two-level --two-level-gaps 0 15``
