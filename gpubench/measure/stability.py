@@ -12,7 +12,8 @@ network's step takes about 3 ms there) is timed by its launches.
 trend is read from each epoch's loss relative to the workload's reference forecast on the same batches where the
 steps report one (:attr:`~gpubench.workload.StepResult.reference_loss`): an epoch's mean loss over randomly sampled
 batches mostly measures how hard those batches' targets were (Mamba-2's on the synthetic market swung by 15% from
-epoch to epoch while its model moved it by about 1%), so a line fitted through it reads the data's draws. Health
+epoch to epoch while its ratio to the zero forecast's loss on the same batches stayed within 1.01-1.04:
+benchmarks/results/2026-12-03-mamba2-loss-trend.md), so a line fitted through it reads the data's draws. Health
 is judged per model kind: for supervised training an INCREASING loss trend is a symptom, but not for reinforcement
 learning (steps that report :class:`~gpubench.workload.RLSignals`), whose loss is a surrogate (PPO's clipped
 objective normally rises toward zero) or a TD loss (which rises while values bootstrap up from zero). There the
