@@ -71,11 +71,18 @@ class StepResult:
     will not write again (fresh results, or clones of a buffer it reuses). ``loss`` is None only for a workload
     that cannot see its loss (a user's step that returns none): the monitor then checks no loss for that step.
     ``rl`` carries a reinforcement-learning update's own health signals (None for supervised training).
+
+    ``reference_loss`` is the same loss of a fixed naive forecast on the step's own batch (for MSE on normalised
+    returns, the zero forecast's: the batch targets' mean square), or None. Batches sampled at random differ in how
+    hard their targets are (a window from a volatile stretch has a large mean square), and that alone moved
+    Mamba-2's epoch loss by 15% from epoch to epoch while its ratio to this reference stayed within 1.01-1.04; the
+    stability monitor therefore judges the loss trend on the loss relative to this reference where it is given.
     """
 
     loss: torch.Tensor | None
     grad_norm: torch.Tensor | None
     rl: RLSignals | None = None
+    reference_loss: torch.Tensor | None = None
 
 
 @dataclass

@@ -11,6 +11,8 @@ import torch
 from conftest import make_learnable_features
 
 from gpubench.errors import ConfigError
+from gpubench.measure.config import StabilityConfig
+from gpubench.measure.stability import StabilityMonitor, stability_verdict
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import (
     DT_INIT_MAX,
@@ -200,6 +202,39 @@ def test_workload_learns_the_synthetic_series() -> None:
     workload = Mamba2Workload(TINY, make_learnable_features(), context)
     losses = torch.stack([workload.train_step().loss for _ in range(60)])
     assert losses[-10:].mean() <= 0.5 * losses[:5].mean()
+
+
+def test_train_step_reports_the_zero_forecasts_loss_on_the_batch_it_trained_on() -> None:
+    features = make_learnable_features()
+    context = ExecutionContext(device=torch.device("cpu"), batch_size=6, seed=4)
+    workload = Mamba2Workload(TINY, features, context)
+    for _ in range(3):
+        # The batch the step will draw: the same generator state, read ahead and put back.
+        state = context.generator.get_state()
+        starts = features.sample_starts(workload.train_starts, 6, context.generator)
+        context.generator.set_state(state)
+        targets = features.gather(starts, workload.window_bars)[:, TINY.seq_len :, features.target_column]
+        result = workload.train_step()
+        assert result.reference_loss is not None and result.reference_loss.ndim == 0
+        assert float(result.reference_loss) == pytest.approx(float((targets.double() ** 2).mean()), rel=1e-6)
+
+
+def test_a_short_training_on_a_learnable_series_reads_its_loss_relative_to_the_zero_forecast() -> None:
+    cfg = StabilityConfig()
+    context = ExecutionContext(device=torch.device("cpu"), batch_size=TINY.batch_size, seed=0)
+    workload = Mamba2Workload(TINY, make_learnable_features(), context)
+    monitor = StabilityMonitor(cfg, "cpu")
+    healths = []
+    for _ in range(8):
+        for _ in range(8):
+            monitor.observe(workload.train_step())
+        healths.append(monitor.end_epoch())
+    report = stability_verdict(healths, cfg)
+    assert report.epoch_relative_losses is not None
+    assert report.stability == "STABLE" and report.loss_trend != "INCREASING"
+    # The sine is forecastable: the model ends far below the zero forecast's loss (about 0.1 of it).
+    assert report.epoch_relative_losses[-1] < 0.25
+    assert report.epoch_relative_losses[-1] < 0.5 * report.epoch_relative_losses[0]
 
 
 def saved_bytes(module: torch.nn.Module, *inputs: torch.Tensor) -> int:

@@ -678,3 +678,97 @@ def test_a_gradient_norm_explosion_makes_any_model_unstable_with_its_factor_from
 def test_the_gradient_growth_factor_must_exceed_one() -> None:
     with pytest.raises(ConfigError, match=r"stability\.grad_norm_growth_factor"):
         StabilityConfig(grad_norm_growth_factor=1.0)
+
+
+# ------------------------------------------------------------------------------------------------ relative loss
+
+# Mamba-2's epoch mean losses in the H200's default run of session 9 (benchmarks/results/
+# 2026-12-03-h200-s9-default-report.json), read there as a rise of +1.40% per epoch (p 0.035): UNSTABLE. On the CPU
+# the workload's loss stayed within 1-3% of the zero forecast's on the same batches for 20 epochs
+# (benchmarks/mamba2_loss_trend.py), so these are, to a few percent, how hard each epoch's batches were.
+H200_S9_MAMBA2_EPOCH_LOSSES = [
+    0.815, 0.944, 1.044, 1.201, 0.861, 0.780, 1.013, 1.105, 1.111, 1.000,
+    1.203, 1.108, 0.771, 1.229, 1.083, 1.392, 1.095, 1.483, 1.153, 0.949,
+]  # fmt: skip
+
+
+def paired_step(loss: float, reference: float | None) -> StepResult:
+    return StepResult(
+        loss=torch.tensor(loss),
+        grad_norm=torch.tensor(1.0),
+        reference_loss=None if reference is None else torch.tensor(reference),
+    )
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("chunk_steps", [1, 2, 3, 256])
+def test_relative_loss_is_the_ratio_of_the_sums_over_steps_with_a_finite_pair(chunk_steps: int, enabled: bool) -> None:
+    steps = [(1.0, 2.0), (3.0, 1.0), (NAN, 1.0), (2.0, INF), (5.0, None), (0.5, 0.5)]
+    monitor = StabilityMonitor(StabilityConfig(enabled=enabled), "cpu", chunk_steps=chunk_steps)
+    for loss, reference in steps:
+        monitor.observe(paired_step(loss, reference))
+    health = monitor.end_epoch()
+    # (1 + 3 + 0.5) / (2 + 1 + 0.5): the NaN loss, the Inf reference and the step without one are left out.
+    assert health.mean_relative_loss == pytest.approx(4.5 / 3.5)
+    assert health.mean_loss == pytest.approx((1.0 + 3.0 + 2.0 + 5.0 + 0.5) / 5)
+    # The next epoch starts from zero; one without references (or whose references sum to 0) has none.
+    monitor.observe(paired_step(2.0, 4.0))
+    assert monitor.end_epoch().mean_relative_loss == pytest.approx(0.5)
+    monitor.observe(paired_step(2.0, None))
+    assert monitor.end_epoch().mean_relative_loss is None
+    monitor.observe(paired_step(2.0, 0.0))
+    assert monitor.end_epoch().mean_relative_loss is None
+
+
+def run_with_references(references: list[float], skill: list[float], steps_per_epoch: int = 19) -> StabilityReport:
+    """A verdict over epochs whose steps' reference losses scatter (±30%, seeded) around ``references``, their mean
+    exactly the epoch's, and whose losses are ``skill`` times each step's reference (the model's loss relative to
+    the reference forecast)."""
+    cfg = StabilityConfig()
+    rng = np.random.default_rng(3)
+    monitor = StabilityMonitor(cfg, "cpu", chunk_steps=16)
+    healths = []
+    for reference, ratio in zip(references, skill, strict=True):
+        factors = rng.uniform(0.7, 1.3, size=steps_per_epoch)
+        for scattered in reference * factors / factors.mean():
+            monitor.observe(paired_step(ratio * scattered, scattered))
+        healths.append(monitor.end_epoch())
+    return stability_verdict(healths, cfg)
+
+
+def test_the_trend_of_batches_getting_harder_is_not_read_as_the_models() -> None:
+    # A model exactly 2% worse than the zero forecast on every batch: its mean loss carries the H200 run's rise.
+    report = run_with_references(H200_S9_MAMBA2_EPOCH_LOSSES, [1.02] * 20)
+    assert loss_trend([loss for loss in report.epoch_mean_losses if loss is not None], 0.01) == "INCREASING"
+    assert (report.stability, report.loss_trend, report.reasons) == ("STABLE", "STABLE", [])
+    assert report.epoch_relative_losses == pytest.approx([1.02] * 20)
+    assert report.loss_rel_slope_per_epoch == pytest.approx(0.0, abs=1e-9)
+    assert report.to_dict()["epoch_relative_losses"] == pytest.approx([1.02] * 20)
+
+
+def test_a_model_falling_behind_the_reference_is_increasing_even_on_batches_getting_easier() -> None:
+    # Relative loss up 3% per epoch on batches whose references fall 3% per epoch: the mean loss is about flat.
+    references = [1.0 * 0.97**epoch for epoch in range(20)]
+    report = run_with_references(references, [1.02 * 1.03**epoch for epoch in range(20)])
+    assert (report.stability, report.loss_trend) == ("UNSTABLE", "INCREASING")
+    assert report.loss_rel_slope_per_epoch > 0.02
+    assert report.reasons[0].startswith("loss trend INCREASING: +")
+    assert "relative to the reference forecast's on the same batches" in report.reasons[0]
+    # And on the H200 run's batches a model that gets worse is still caught.
+    diverging = run_with_references(H200_S9_MAMBA2_EPOCH_LOSSES, [1.02 * 1.03**epoch for epoch in range(20)])
+    assert (diverging.stability, diverging.loss_trend) == ("UNSTABLE", "INCREASING")
+
+
+def test_a_model_that_learns_is_decreasing_on_batches_getting_harder() -> None:
+    references = [1.0 * 1.03**epoch for epoch in range(20)]
+    report = run_with_references(references, [1.0 * 0.96**epoch for epoch in range(20)])
+    assert (report.stability, report.loss_trend) == ("STABLE", "DECREASING")
+
+
+def test_without_references_the_trend_is_the_mean_losses_and_none_is_reported() -> None:
+    cfg = StabilityConfig()
+    report = stability_verdict(synthetic_run(RISING, cfg), cfg)
+    assert report.epoch_relative_losses is None
+    assert "epoch_relative_losses" not in report.to_dict()
+    assert report.reasons[0].startswith("loss trend INCREASING: +")
+    assert "of the mean loss per epoch" in report.reasons[0]

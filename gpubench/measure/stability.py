@@ -8,7 +8,12 @@ would cost about twenty tiny kernel launches per step, and even one launch per s
 buffer) cost 13 µs per step on the H200's host, 0.6% of a 2 ms step: a launch-bound workload (a small RL
 network's step takes about 3 ms there) is timed by its launches.
 
-:func:`stability_verdict` turns the per-epoch records into the report's ``stability`` and ``loss_trend``. Health
+:func:`stability_verdict` turns the per-epoch records into the report's ``stability`` and ``loss_trend``. The loss
+trend is read from each epoch's loss relative to the workload's reference forecast on the same batches where the
+steps report one (:attr:`~gpubench.workload.StepResult.reference_loss`): an epoch's mean loss over randomly sampled
+batches mostly measures how hard those batches' targets were (Mamba-2's on the synthetic market swung by 15% from
+epoch to epoch while its ratio to the zero forecast's loss on the same batches stayed within 1.01-1.04:
+benchmarks/results/2026-12-03-mamba2-loss-trend.md), so a line fitted through it reads the data's draws. Health
 is judged per model kind: for supervised training an INCREASING loss trend is a symptom, but not for reinforcement
 learning (steps that report :class:`~gpubench.workload.RLSignals`), whose loss is a surrogate (PPO's clipped
 objective normally rises toward zero) or a TD loss (which rises while values bootstrap up from zero). There the
@@ -59,8 +64,10 @@ _DEFAULT_CHUNK_STEPS = 256
     _FINITE_CLIP_STEPS,
     _VALUE_SUM,
     _FINITE_VALUE_STEPS,
-) = range(15)
-_N_TOTALS = 15
+    _PAIRED_LOSS_SUM,
+    _REFERENCE_LOSS_SUM,
+) = range(17)
+_N_TOTALS = 17
 # Positions in the device-side maxima vector (each over finite values; all are >= 0, so 0 is neutral).
 _MAX_GRAD_NORM, _MAX_KL, _MAX_CLIP, _MAX_VALUE = range(4)
 _N_MAXIMA = 4
@@ -99,7 +106,11 @@ class EpochHealth:
     ``mean_loss`` is the mean of the finite losses (None when no step had one). ``loss_steps`` and ``grad_steps``
     count the steps that reported a loss and a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the
     finite ones (None when there were none). The other count fields are None when the checks are disabled
-    (``checked`` false): only ``steps``, ``loss_steps`` and ``mean_loss`` are measured then.
+    (``checked`` false): only ``steps``, ``loss_steps``, ``mean_loss`` and ``mean_relative_loss`` are measured then.
+    ``mean_relative_loss`` is the sum of the losses of the steps that reported a reference loss over the sum of
+    their reference losses (steps where either is NaN/Inf left out), None when no step reported one or the references
+    sum to zero. A ratio of sums rather than a mean of ratios: one batch whose reference is near zero (targets all
+    near zero) would otherwise dominate the epoch.
     """
 
     steps: int
@@ -114,6 +125,7 @@ class EpochHealth:
     exploding_steps: int | None
     vanishing_steps: int | None
     rl: EpochRLHealth | None = None
+    mean_relative_loss: float | None = None
 
     @property
     def diverged(self) -> bool:
@@ -153,6 +165,9 @@ class StabilityMonitor:
         # none); the totals accumulate in float64 so long epochs do not lose precision.
         self._losses: list[torch.Tensor] = []
         self._grad_norms: list[torch.Tensor] = []
+        # The losses of the steps that also reported a reference loss, and those references, in step order.
+        self._paired_losses: list[torch.Tensor] = []
+        self._reference_losses: list[torch.Tensor] = []
         self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
         self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
         self._maxima = torch.zeros(_N_MAXIMA, dtype=torch.float64, device=self._device)
@@ -179,6 +194,9 @@ class StabilityMonitor:
         if loss is not None:
             self._losses.append(_held(loss))
             self._loss_steps += 1
+            if step.reference_loss is not None:
+                self._paired_losses.append(self._losses[-1])
+                self._reference_losses.append(_held(step.reference_loss))
         self._grad_norms.append(_held(grad_norm))
         if self._cfg.enabled and step.rl is not None:
             self._observe_rl(step.rl)
@@ -223,10 +241,23 @@ class StabilityMonitor:
         for held in (self._critic_losses, self._approx_kls, self._clip_fractions, self._value_maxima):
             held.clear()
 
+    def _reduce_held_references(self) -> None:
+        """Fold the held (loss, reference loss) pairs into the device totals (device-side ops only)."""
+        if not self._reference_losses:
+            return
+        loss = torch.stack(self._paired_losses).to(torch.float64)
+        reference = torch.stack(self._reference_losses).to(torch.float64)
+        self._paired_losses.clear()
+        self._reference_losses.clear()
+        finite = torch.isfinite(loss) & torch.isfinite(reference)
+        partial = torch.stack((torch.where(finite, loss, 0.0).sum(), torch.where(finite, reference, 0.0).sum()))
+        self._totals[_PAIRED_LOSS_SUM : _REFERENCE_LOSS_SUM + 1].add_(partial)
+
     def _reduce_held_steps(self) -> None:
         """Fold the held steps into the device totals (device-side ops only: no synchronisation)."""
         if not self._grad_norms:
             return
+        self._reduce_held_references()
         loss = torch.stack(self._losses).to(torch.float64) if self._losses else self._no_losses
         grad_norm = torch.stack(self._grad_norms).to(torch.float64)
         self._losses.clear()
@@ -273,6 +304,8 @@ class StabilityMonitor:
         finite_loss_steps = round(totals[_FINITE_LOSS_STEPS])
         finite_grad_steps = round(totals[_FINITE_GRAD_STEPS])
         mean_loss = totals[_LOSS_SUM] / finite_loss_steps if finite_loss_steps else None
+        reference_sum = totals[_REFERENCE_LOSS_SUM]
+        mean_relative_loss = totals[_PAIRED_LOSS_SUM] / reference_sum if reference_sum > 0 else None
         checked = self._cfg.enabled
         return EpochHealth(
             steps=steps,
@@ -287,6 +320,7 @@ class StabilityMonitor:
             vanishing_steps=round(totals[_VANISHING]) if checked else None,
             loss_steps=loss_steps,
             rl=rl,
+            mean_relative_loss=mean_relative_loss,
         )
 
     def _epoch_rl(self, totals: list[float], maxima: list[float]) -> EpochRLHealth | None:
@@ -525,7 +559,10 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
     if not epochs:
         raise ValueError("stability_verdict needs at least one epoch")
     mean_losses = [epoch.mean_loss for epoch in epochs]
-    finite_losses = [loss for loss in mean_losses if loss is not None and math.isfinite(loss)]
+    relative_losses = [epoch.mean_relative_loss for epoch in epochs]
+    relative = any(loss is not None for loss in relative_losses)
+    trend_losses = relative_losses if relative else mean_losses
+    finite_losses = [loss for loss in trend_losses if loss is not None and math.isfinite(loss)]
     trend: LossTrend | None = None
     rel_slope: float | None = None
     slope_p_value: float | None = None
@@ -554,6 +591,7 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
             exploding_steps=None,
             vanishing_steps=None,
             first_nonfinite_epoch=None,
+            epoch_relative_losses=relative_losses if relative else None,
         )
 
     loss_steps = _total(epochs, "loss_steps")
@@ -592,8 +630,9 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
     trend_judged = rl is None
     rising = trend_judged and trend == "INCREASING"
     if rising:
+        measured = "loss relative to the reference forecast's on the same batches" if relative else "loss"
         reasons.append(
-            f"loss trend INCREASING: {rel_slope:+.2%} of the mean loss per epoch "
+            f"loss trend INCREASING: {rel_slope:+.2%} of the mean {measured} per epoch "
             f"(threshold {cfg.loss_trend_rel_slope:.2%})"
         )
     reasons.extend(rl_problems)
@@ -627,4 +666,5 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         rl=rl,
         epoch_max_grad_norms=epoch_max_grad_norms,
         grad_norm_growth_factor=cfg.grad_norm_growth_factor,
+        epoch_relative_losses=relative_losses if relative else None,
     )

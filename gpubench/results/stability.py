@@ -59,7 +59,11 @@ class StabilityReport(Record):
     holds the signals that do). Totals are step counts, None when not checked; ``first_nonfinite_epoch`` is the 0-based
     index of the first epoch with a NaN/Inf. ``epoch_max_grad_norms`` is each epoch's largest finite gradient norm
     (None where it had none); an epoch's above ``grad_norm_growth_factor`` times the largest of the run's first
-    measured epochs is a gradient-norm explosion (None where not checked).
+    measured epochs is a gradient-norm explosion (None where not checked). ``epoch_relative_losses`` is each epoch's
+    loss relative to the workload's reference forecast on the same batches (the sum of the step losses over the sum
+    of the reference losses; :class:`~gpubench.workload.StepResult`), None where the steps report no reference: where
+    present, ``loss_trend``, ``loss_rel_slope_per_epoch`` and ``loss_slope_p_value`` are read from it, not from
+    ``epoch_mean_losses``, whose epoch-to-epoch changes are mostly the sampled batches'.
     """
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
@@ -80,8 +84,14 @@ class StabilityReport(Record):
     rl: RLHealth | None = None
     epoch_max_grad_norms: list[float | None] | None = None
     grad_norm_growth_factor: float | None = None
+    epoch_relative_losses: list[float | None] | None = None
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rl", "epoch_max_grad_norms", "grad_norm_growth_factor")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "rl",
+        "epoch_max_grad_norms",
+        "grad_norm_growth_factor",
+        "epoch_relative_losses",
+    )
 
     @property
     def loss_trend_judged(self) -> bool:

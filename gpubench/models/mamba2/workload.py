@@ -287,6 +287,14 @@ class Mamba2Forecaster(nn.Module):
 # --------------------------------------------------------------------------------------------------- workload
 
 
+def zero_forecast_loss(target: torch.Tensor) -> torch.Tensor:
+    """The MSE of forecasting 0 for every target (the batch targets' mean square): the reference the stability
+    monitor reads the loss trend against. Normalised returns have mean about 0 and are close to unforecastable, so
+    this is the loss of knowing nothing; how large it is varies with the volatility of the windows drawn, and the
+    loss's ratio to it does not (:class:`~gpubench.workload.StepResult`)."""
+    return target.detach().float().square().mean()
+
+
 class Mamba2Workload(Workload):
     """One AdamW step of the Mamba-2 forecaster on a batch of windows from the training split.
 
@@ -417,7 +425,7 @@ class Mamba2Workload(Workload):
         loss = self._loss(inputs, target)
         grad_norm = self.context.optimize(loss, self.optimizer, self.model.parameters(), self.config.max_grad_norm)
         # A clone, because under CUDA graphs the compiled output's memory is reused by the next step.
-        return StepResult(loss=loss.detach().clone(), grad_norm=grad_norm)
+        return StepResult(loss=loss.detach().clone(), grad_norm=grad_norm, reference_loss=zero_forecast_loss(target))
 
     def evaluate(self) -> torch.Tensor:
         """The mean squared error on one batch of validation windows, without gradients (eager: a compiled step's
