@@ -12,9 +12,9 @@ margins projected by the same formula the bound uses after one more round
 is spent.
 
 Simulated through this function (``benchmarks/statistics_coverage.py --only-joint-stop``, two critical models,
-ρ ≤ 0.8, host level ≤ 10%), the total's bounds at the stop cover 0.983-1.000 against a nominal 0.95 and give no
-wrong verdict; the dead band at CV 5% is 1.0-2.25 h wide
-(``benchmarks/results/2026-12-03-joint-stop-coverage.md``).
+ρ ≤ 0.8, host level ≤ 10%), the total's bounds at the stop cover 0.990-1.000 against a nominal 0.95 and give no
+wrong verdict; the dead band at CV 5% is 1.5-2.75 h wide (``benchmarks/results/2026-12-03-joint-stop-coverage.md``;
+one critical model: 0.950-1.000 and 2.25-3.5 h, ``2026-12-03-single-model-coverage.md``).
 
 ``statistics.adaptive=precision`` gives the next round to the model whose decision interval is widest against
 ``statistics.target_rel_halfwidth`` and stops when every model is within it (or at ``max_epochs``).
