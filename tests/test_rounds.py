@@ -1,5 +1,5 @@
 """Replicated rounds (gpubench.stats.rounds): variance components against a hand-worked example, NIST's certified
-ANOVA and statsmodels; the two-level interval against scipy and statsmodels' cluster-robust variance; the drift test
+ANOVA and statsmodels; the two-level interval against scipy's t (rounds far apart); the drift test
 against NIST's certified regression and statsmodels; seeded simulations of the prediction's coverage and the drift
 test's false-positive rate."""
 
