@@ -220,7 +220,7 @@ def assert_the_keys_main_wrote(written: dict) -> None:
     later_keys |= {"drift_method", "preset", "preset_note", "slower_cause", "error", "mlflow_run_id", "rl"}
     # Issue 24's memory split and the largest batch each card fits; issue 22's FLOPs by precision and the DQN and
     # gradient-growth health signals; issue 21's range of the one-off costs.
-    later_keys |= {"memory_split", "fits_at_batch", "largest_tried_batch", "flops_by_precision", "epoch_max_grad_norms"}
+    later_keys |= {"memory_split", "fits_at_batch", "flops_by_precision", "epoch_max_grad_norms"}
     later_keys |= {"grad_norm_growth_factor", "epoch_mean_value_abs_maxima", "max_value_abs", "return_bound"}
     later_keys |= {"one_off_lower_seconds", "one_off_upper_seconds"}
     # The loss relative to the zero forecast on the same batches, which Mamba-2's loss trend is read from.

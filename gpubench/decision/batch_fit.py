@@ -86,11 +86,3 @@ def fits_at_batch(split: MemorySplit | None, card_vram_mb: float | None, overhea
     assert split.activations_mb_per_sample is not None  # has_fit
     limit_mb = peak_limit_mb(card_vram_mb, overhead_mb, split.headroom)
     return largest_batch(split.fit_sizes, split.fit_peaks_mb, split.activations_mb_per_sample, limit_mb)
-
-
-def largest_tried_batch(split: MemorySplit | None) -> int | None:
-    """The largest batch whose peak the split's trials measured (where :func:`fits_at_batch` stops interpolating
-    and starts extrapolating the line); None without a line through the trials."""
-    if split is None or not split.has_fit:
-        return None
-    return max(split.fit_sizes)

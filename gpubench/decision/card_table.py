@@ -5,7 +5,7 @@ predicted to fit there (:mod:`gpubench.decision.batch_fit`)."""
 
 from collections.abc import Mapping
 
-from gpubench.decision.batch_fit import fits_at_batch, largest_tried_batch
+from gpubench.decision.batch_fit import fits_at_batch
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
 from gpubench.decision.projection import (
@@ -108,7 +108,6 @@ def projection_table(
                 fits_at_batch=fits_at_batch(
                     report.models[name].memory_split, card_mb, report.hardware.non_allocator_overhead_mb
                 ),
-                largest_tried_batch=largest_tried_batch(report.models[name].memory_split),
             )
         hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
         decided_scalings = [scaling[name] for name in decided]

@@ -116,12 +116,6 @@ def _fits_at_batch(row: CardProjection, decided: Sequence[str]) -> dict[str, int
     return {name: batch for name, batch in fits.items() if batch is not None}
 
 
-def _largest_tried_batch(row: CardProjection, decided: Sequence[str]) -> dict[str, int]:
-    """Per model of :func:`_fits_at_batch`, the largest batch its memory split's trials measured."""
-    tried = {name: row.models[name].largest_tried_batch for name in _fits_at_batch(row, decided)}
-    return {name: batch for name, batch in tried.items() if batch is not None}
-
-
 def _on_demand_row(
     row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None, decided: Sequence[str]
 ) -> CostRow:
@@ -148,7 +142,6 @@ def _on_demand_row(
         training_hours=row.training_hours,
         note=_note(stale, idle, None if row.training_hours is not None else f"no projection onto {row.card}"),
         fits_at_batch=_fits_at_batch(row, decided),
-        largest_tried_batch=_largest_tried_batch(row, decided),
     )
 
 
@@ -201,7 +194,6 @@ def _spot_row(
         expected_interruptions=None if point is None else point.expected_interruptions,
         note=_note(stale, idle, without, None if point is not None else f"no projection onto {row.card}"),
         fits_at_batch=_fits_at_batch(row, decided),
-        largest_tried_batch=_largest_tried_batch(row, decided),
     )
 
 

@@ -6,7 +6,7 @@ the report path, which scripts can read.
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -188,7 +188,7 @@ def memory_split_line(name: str, split: MemorySplit) -> str | None:
     return line
 
 
-def _fits_phrase(fits_at_batch: dict[str, int], largest_tried_batch: dict[str, int]) -> str:
+def _fits_phrase(fits_at_batch: Mapping[str, int], largest_tried_batch: Mapping[str, int]) -> str:
     """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without. A
     prediction above the largest batch the model's trials measured prints as ``≥`` that batch: its measured peak
     is under the card's limit, and how much further the memory line reaches is an extrapolation (DQN's line on the
@@ -209,10 +209,11 @@ def _fits_phrase(fits_at_batch: dict[str, int], largest_tried_batch: dict[str, i
 RENT_ROWS_SHOWN = 5
 
 
-def rent_lines(recommendation: Recommendation) -> list[str]:
+def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str, int] | None = None) -> list[str]:
     """The cost table's cheapest rows that fit (fits_in_vram not false; at most :data:`RENT_ROWS_SHOWN`), each with
-    its hours and USD bounds, price date and the largest batch predicted to fit the card, then the local option with
-    its tariff's date and source and a stale snapshot's warning; [] without a cost table."""
+    its hours and USD bounds, price date and the largest batch predicted to fit the card (``≥`` the model's
+    ``largest_tried_batch`` where predicted past it: :func:`_fits_phrase`), then the local option with its tariff's
+    date and source and a stale snapshot's warning; [] without a cost table."""
     fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
     if not fitting:
         return []
@@ -224,7 +225,7 @@ def rent_lines(recommendation: Recommendation) -> list[str]:
             f"  {cards} at {row.provider} ({kind}, {row.instance}): {_hours(row.hours or 0.0)} "
             f"({_hours(row.hours_lower or 0.0)} to {_hours(row.hours_upper or 0.0)}), ${row.usd:,.2f} "
             f"(${row.usd_lower or 0.0:,.2f} to ${row.usd_upper or 0.0:,.2f}), price of {row.price_date}"
-            f"{_fits_phrase(row.fits_at_batch, row.largest_tried_batch)}"
+            f"{_fits_phrase(row.fits_at_batch, largest_tried_batch or {})}"
         )
     local = recommendation.local_cost
     if local is not None:
@@ -344,6 +345,8 @@ def print_summary(report: RunReport, report_path: str) -> None:
         line = cloud_line(recommendation.cost_analysis)
         if line:
             _stdout.print(line, soft_wrap=True, markup=False)
-        for line in rent_lines(recommendation):
+        splits = {name: result.memory_split for name, result in report.models.items()}
+        tried = {name: split.largest_tried_batch for name, split in splits.items() if split is not None}
+        for line in rent_lines(recommendation, {name: b for name, b in tried.items() if b is not None}):
             _stdout.print(line, soft_wrap=True, markup=False)
     _stdout.print(f"Report: {report_path}")

@@ -92,7 +92,6 @@ class CostRow(Record):
         "expected_interruptions",
         "note",
         "fits_at_batch",
-        "largest_tried_batch",
     )
 
     gpu: str
@@ -122,9 +121,6 @@ class CostRow(Record):
     note: str | None = None
     #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
     fits_at_batch: dict[str, int] = field(default_factory=dict)
-    #: Per model of ``fits_at_batch``, the largest batch its memory split's trials measured: a prediction above it
-    #: extrapolates the split's line past every measurement.
-    largest_tried_batch: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,9 @@ class MemorySplit(Record):
             and self.activations_mb_per_sample is not None
             and self.activations_mb_per_sample > 0
         )
+
+    @property
+    def largest_tried_batch(self) -> int | None:
+        """The largest batch whose peak the line's trials measured: a largest batch predicted above it
+        (:mod:`gpubench.decision.batch_fit`) extrapolates the line past every measurement. None without a line."""
+        return max(self.fit_sizes) if self.has_fit else None

@@ -189,7 +189,6 @@ class ProjectedModel(Record):
         "refused",
         "slower_cause",
         "fits_at_batch",
-        "largest_tried_batch",
     )
 
     step_ms: float | None
@@ -204,8 +203,6 @@ class ProjectedModel(Record):
     slower_cause: str | None = None
     #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
     fits_at_batch: int | None = None
-    #: The largest batch the memory split's trials measured; a ``fits_at_batch`` above it is the line's extrapolation.
-    largest_tried_batch: int | None = None
 
 
 @dataclass(frozen=True)

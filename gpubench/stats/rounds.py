@@ -43,10 +43,9 @@ from gpubench.stats.correlated import (
 )
 
 #: The two-level interval's method: Student-t on the round means, their variance and degrees of freedom under the
-#: correlation AR(1) epochs at ρ = DRIFT_AR1_BOUND carry through the gaps between rounds.
+#: correlation AR(1) epochs at ρ = DRIFT_AR1_BOUND carry through the gaps between rounds. (Reports written before
+#: 2026-12-03 carry ``round_means_t``: Student-t on the round means taken as independent, R − 1 df.)
 METHOD_ROUND_MEANS_AR1 = "round_means_t_ar1_bound"
-#: The method of reports written before 2026-12-03: Student-t on the round means taken as independent, R − 1 df.
-METHOD_ROUND_MEANS_T = "round_means_t"
 #: Drift, three rounds or more: OLS slope of the round means on the rounds' centre epochs, its variance under the
 #: round means' correlation when AR(1) epochs at ρ = DRIFT_AR1_BOUND run on through the gaps between rounds.
 #: (Reports of 2026-12-02 carry ``round_means_ols_slope``: the same slope, the round means taken as independent.)
