@@ -18,9 +18,12 @@
 #                                                  # config_resolved.yaml in one folder)
 #
 # Each run returns NAME-report.json, NAME-config_resolved.yaml and the tail of its console NAME.log.
-# Session 9's device calls took: default 444 s; lm + resnet 491 s (the LM's run 64 s and its validation ~190 s;
-# ResNet's run 63 s, its validation ~60 s a repeat); the memory check of tft, mamba2 and the LM 217 s. Each call
-# also spends about 3 minutes of the budget starting the machine, so send the next call while it is warm.
+# What the parts took on the H200 (session 10): the default run 139 s; validating its models at 4x, a training of dqn
+# ~33 s, ppo ~100 s, mamba2 and tft ~53 s, plus 13-50 s a model to build and warm up (all four models' 3 repeats are
+# ~12 minutes: split them over calls with `default dqn,ppo` and `revalidate REPORT mamba2,tft NAME`); lm 73 s + 177 s;
+# resnet 62 s + 205 s; the memory check of tft, mamba2 and the LM 217 s (session 9). Each call also spends about 3
+# minutes of the budget starting the machine, so send the next call while it is warm (30 s). VALIDATE_LIMIT_S (540)
+# caps each validation and VALIDATE_REPEATS (3) sets its repeats.
 #
 # A part's report travels back under $OUT; `default-rest` takes the default part's report.json (on a machine still
 # warm from the default part, /tmp/accept-default/report.json). Each validation runs under `timeout -s INT`, so a
@@ -51,7 +54,7 @@ timed_run() {  # timed_run NAME OVERRIDES...: one gpubench run in its own folder
 validate() {  # validate REPORT MODELS NAME: --factor 4 --repeats 3, the table into the summary, at most
   # ${VALIDATE_LIMIT_S:-540} s (SIGINT: the rows trained so far are kept)
   local start_s=$SECONDS
-  timeout -s INT -k 20 "${VALIDATE_LIMIT_S:-540}" python3 -m gpubench.validate "$1" --factor 4 --repeats 3 \
+  timeout -s INT -k 20 "${VALIDATE_LIMIT_S:-540}" python3 -m gpubench.validate "$1" --factor 4 --repeats "${VALIDATE_REPEATS:-3}" \
     --models "$2" --output "$out/validation-$3.json" >>"$out/summary.txt" 2>&1
   echo "validate $3 ($2): exit $?, $((SECONDS - start_s)) s" | tee -a "$out/summary.txt"
 }

@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import run_gpubench
 
 from gpubench.hardware.catalog import load_catalog
-from gpubench.output.console import rent_lines
+from gpubench.output.console import largest_tried_batches, rent_lines
 from gpubench.results import RunReport
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def readme_file(name: str, path: Path = README) -> str:
 
 def stored_report(text: str) -> tuple[Path, RunReport]:
     """The one report under benchmarks/results/ that ``text`` links, and the report it holds."""
-    (link,) = set(re.findall(r"\]\((benchmarks/results/[^)]+-report\.json)\)", text))
+    (link,) = set(re.findall(r"\]\((benchmarks/results/[^)]+[-/]report\.json)\)", text))
     return ROOT / link, RunReport.from_dict(json.loads((ROOT / link).read_text()))
 
 
@@ -64,7 +64,8 @@ def test_the_first_screen_gives_the_two_commands_and_a_verdict_quoted_from_a_sto
 def test_the_renting_section_quotes_the_stored_reports_cheapest_rentals_as_printed():
     readme = README.read_text(encoding="utf-8")
     rentals = [block for block in readme_blocks("text") if block.startswith("Cheapest rentals")]
-    assert rentals == ["\n".join(rent_lines(stored_report(readme)[1].recommendation)) + "\n"]
+    report = stored_report(readme)[1]
+    assert rentals == ["\n".join(rent_lines(report.recommendation, largest_tried_batches(report))) + "\n"]
     renting = readme[readme.index("## Renting a GPU") :]
     for command in ("python -m gpubench.prices show", "python -m gpubench.launch", "--target skypilot"):
         assert command in renting

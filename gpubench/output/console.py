@@ -209,6 +209,14 @@ def _fits_phrase(fits_at_batch: Mapping[str, int], largest_tried_batch: Mapping[
 RENT_ROWS_SHOWN = 5
 
 
+def largest_tried_batches(report: RunReport) -> dict[str, int]:
+    """Each model's largest batch its memory trials measured (models without a memory split left out): where a
+    card's predicted batch passes it, :func:`rent_lines` prints ``≥`` that batch."""
+    splits = {name: result.memory_split for name, result in report.models.items()}
+    tried = {name: split.largest_tried_batch for name, split in splits.items() if split is not None}
+    return {name: batch for name, batch in tried.items() if batch is not None}
+
+
 def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str, int] | None = None) -> list[str]:
     """The cost table's cheapest rows that fit (fits_in_vram not false; at most :data:`RENT_ROWS_SHOWN`), each with
     its hours and USD bounds, price date and the largest batch predicted to fit the card (``≥`` the model's
@@ -345,8 +353,6 @@ def print_summary(report: RunReport, report_path: str) -> None:
         line = cloud_line(recommendation.cost_analysis)
         if line:
             _stdout.print(line, soft_wrap=True, markup=False)
-        splits = {name: result.memory_split for name, result in report.models.items()}
-        tried = {name: split.largest_tried_batch for name, split in splits.items() if split is not None}
-        for line in rent_lines(recommendation, {name: b for name, b in tried.items() if b is not None}):
+        for line in rent_lines(recommendation, largest_tried_batches(report)):
             _stdout.print(line, soft_wrap=True, markup=False)
     _stdout.print(f"Report: {report_path}")
