@@ -15,6 +15,7 @@ from gpubench.decision.estimate import TimeEstimate
 from gpubench.results import (
     BatchSearchResult,
     BatchTrial,
+    CardProjection,
     DeviceEpoch,
     EnergySummary,
     HardwareReport,
@@ -229,4 +230,36 @@ def ten_hour_estimate() -> TimeEstimate:
         one_off_seconds=0.0,
         drift_flags=(),
         drift_ms_per_epoch=0.0,
+    )
+
+
+def projection_row(
+    card: str,
+    hours: float | None,
+    *,
+    lower: float | None = None,
+    upper: float | None = None,
+    cost: float | None = None,
+    fits: bool | None = None,
+    measured_device: bool = False,
+) -> CardProjection:
+    """A one-GPU row of the recommendation's projection with the hours (their bounds), cost and fit given; the card's
+    figures unknown."""
+    return CardProjection(
+        card=card,
+        measured_device=measured_device,
+        precision="fp32",
+        peak_tflops=None,
+        attainable_tflops=None,
+        memory_bandwidth_gbps=None,
+        vram_mb=None,
+        hourly_price_usd=None,
+        training_hours=hours,
+        training_hours_upper=upper,
+        training_hours_if_memory_bound=None,
+        speedup_vs_measured=None,
+        cost_usd_per_training=cost,
+        fits_in_vram=fits,
+        training_hours_lower=lower,
+        gpus=1,
     )

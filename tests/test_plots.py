@@ -15,6 +15,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from matplotlib.image import imread
+from report_factory import projection_row
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
@@ -24,7 +25,6 @@ from gpubench.measure.config import BatchConfig
 from gpubench.output import plots
 from gpubench.results import (
     BatchSearchResult,
-    CardProjection,
     HardwareReport,
     MemoryTimeline,
     ModelResult,
@@ -108,28 +108,6 @@ def vram_timeline() -> MemoryTimeline:
     return MemoryTimeline(times_s=t_s, device_used_mb=900 + 2500 * (t_s > 1000.5), process_used_mb=process_mb)
 
 
-def projection_row(
-    card: str, hours: float | None, upper: float | None, cost: float | None, *, measured_device: bool = False
-) -> CardProjection:
-    """A row of the recommendation's projection with the figures the plot reads (the others unknown)."""
-    return CardProjection(
-        card=card,
-        measured_device=measured_device,
-        precision="fp32",
-        peak_tflops=None,
-        attainable_tflops=None,
-        memory_bandwidth_gbps=None,
-        vram_mb=None,
-        hourly_price_usd=None,
-        training_hours=hours,
-        training_hours_upper=upper,
-        training_hours_if_memory_bound=None,
-        speedup_vs_measured=None,
-        cost_usd_per_training=cost,
-        fits_in_vram=None,
-    )
-
-
 def recommendation(**fields: Any) -> Recommendation:
     """A recommendation with the given fields, nothing decided or estimated otherwise."""
     empty: dict[str, Any] = {
@@ -163,9 +141,9 @@ RECOMMENDATION = recommendation(
     estimated_full_training_hours_upper=36.0,
     thresholds_hours=THRESHOLDS_HOURS,
     projection=[
-        projection_row("h100", 6.5, 7.0, 19.4),
-        projection_row("t4", 55.0, 61.0, 19.3),
-        projection_row("rtx3060", 80.2, 90.0, None),
+        projection_row("h100", 6.5, upper=7.0, cost=19.4),
+        projection_row("t4", 55.0, upper=61.0, cost=19.3),
+        projection_row("rtx3060", 80.2, upper=90.0, cost=None),
     ],
 )
 
@@ -289,8 +267,8 @@ def test_cost_plot_adds_the_measured_device_marks_thresholds_and_missing_prices(
 def test_cost_plot_uses_minutes_for_short_runs_and_a_measured_catalog_card_is_not_repeated():
     short = recommendation(
         projection=[
-            projection_row("h100", 0.02, 0.025, 0.05, measured_device=True),
-            projection_row("t4", 0.1, 0.12, 0.03),
+            projection_row("h100", 0.02, upper=0.025, cost=0.05, measured_device=True),
+            projection_row("t4", 0.1, upper=0.12, cost=0.03),
         ],
         estimated_full_training_hours=0.02,
         thresholds_hours=THRESHOLDS_HOURS,
@@ -304,7 +282,7 @@ def test_cost_plot_uses_minutes_for_short_runs_and_a_measured_catalog_card_is_no
 
 
 def test_cost_plot_is_skipped_without_a_projected_time(tmp_path):
-    assert plots.cost_figure(recommendation(projection=[projection_row("t4", None, None, None)])) is None
+    assert plots.cost_figure(recommendation(projection=[projection_row("t4", None)])) is None
     report = replace(cpu_report(), recommendation=recommendation(decision=None, projection=[]))
     assert "cost_by_card.png" not in [p.name for p in plots.save_report_plots(report, tmp_path)]
 

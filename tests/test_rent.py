@@ -6,35 +6,15 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from report_factory import projection_row
 
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.rent import cost_table, spot_hours, spot_plan
 from gpubench.decision.spot import daly_interval_hours, expected_wall_hours, young_interval_hours
 from gpubench.prices import PriceOffer, PriceSnapshot, ProviderManifest
-from gpubench.results import CardProjection, ModelEstimate
+from gpubench.results import ModelEstimate
 
 SNAPSHOT_DAY = date(2026, 12, 2)
-
-
-def projection_row(card: str, hours: float, lower: float, upper: float, fits: bool | None = True) -> CardProjection:
-    return CardProjection(
-        card=card,
-        measured_device=False,
-        precision="fp32",
-        peak_tflops=None,
-        attainable_tflops=None,
-        memory_bandwidth_gbps=None,
-        vram_mb=None,
-        hourly_price_usd=None,
-        training_hours=hours,
-        training_hours_upper=upper,
-        training_hours_if_memory_bound=None,
-        speedup_vs_measured=None,
-        cost_usd_per_training=None,
-        fits_in_vram=fits,
-        training_hours_lower=lower,
-        gpus=1,
-    )
 
 
 def estimate(checkpoint_seconds: float | None, checkpoints: int, one_off_seconds: float) -> ModelEstimate:
@@ -97,7 +77,7 @@ def test_a_hand_worked_spot_row_reproduces_to_the_cent() -> None:
     # Bounds: work 7.98 h -> $6.71, work 12.48 h -> $10.50.
     decision = DecisionConfig(spot_interruptions_per_hour=0.1)
     rows, notes = cost_table(
-        [projection_row("l40s", 10.0, 8.0, 12.5)],
+        [projection_row("l40s", 10.0, lower=8.0, upper=12.5, fits=True)],
         {"tft": estimate(36.0, 2, 180.0)},
         snapshot(offer("verda", "L40S", 48, 0.80, spot=True)),
         decision,
@@ -115,7 +95,7 @@ def test_a_hand_worked_spot_row_reproduces_to_the_cent() -> None:
 
 def test_an_on_demand_row_is_hours_times_the_instance_price_and_says_when_gpus_sit_idle() -> None:
     rows, _ = cost_table(
-        [projection_row("a100_80gb", 3.0, 2.4, 4.0)],
+        [projection_row("a100_80gb", 3.0, lower=2.4, upper=4.0, fits=True)],
         {"tft": estimate(None, 0, 10.0)},
         snapshot(offer("aws", "A100", 80, 27.44705, spot=False, gpus=8), offer("runpod", "A100", 80, 1.39, spot=False)),
         DecisionConfig(),
@@ -130,7 +110,7 @@ def test_a_long_training_without_checkpoints_gets_no_spot_row_and_the_notes_say_
     decision = DecisionConfig(spot_max_hours_without_checkpoints=2.0)
     offers = (offer("gcp", "H100", 80, 6.571, spot=True), offer("gcp", "H100", 80, 10.9791, spot=False))
     long_rows, long_notes = cost_table(
-        [projection_row("h100", 2.0, 1.5, 3.0)],
+        [projection_row("h100", 2.0, lower=1.5, upper=3.0, fits=True)],
         {"tft": estimate(None, 0, 60.0)},
         snapshot(*offers),
         decision,
@@ -140,7 +120,7 @@ def test_a_long_training_without_checkpoints_gets_no_spot_row_and_the_notes_say_
     assert any("no spot rows for h100 at gcp" in note and "no checkpoints" in note for note in long_notes)
     # Under the limit the spot row is there, priced as a restart from the start: T = M e^(R/M) (e^(work/M) - 1).
     short_rows, _ = cost_table(
-        [projection_row("h100", 1.5, 1.0, 1.9)],
+        [projection_row("h100", 1.5, lower=1.0, upper=1.9, fits=True)],
         {"tft": estimate(None, 0, 0.0)},
         snapshot(*offers),
         decision,
@@ -155,7 +135,7 @@ def test_a_long_training_without_checkpoints_gets_no_spot_row_and_the_notes_say_
 
 
 def test_a_snapshot_older_than_90_days_is_named_on_every_row_under_a_fake_clock() -> None:
-    table = ([projection_row("l40s", 1.0, 0.9, 1.1)], {"tft": estimate(36.0, 0, 1.0)})
+    table = ([projection_row("l40s", 1.0, lower=0.9, upper=1.1, fits=True)], {"tft": estimate(36.0, 0, 1.0)})
     offers = snapshot(offer("runpod", "L40S", 48, 0.79, spot=False), offer("verda", "L40S", 48, 0.941, spot=True))
     fresh, fresh_notes = cost_table(*table, offers, DecisionConfig(), date(2027, 3, 2))  # 90 days: not stale
     stale, stale_notes = cost_table(*table, offers, DecisionConfig(), date(2027, 3, 3))  # 91 days
@@ -168,7 +148,11 @@ def test_a_snapshot_older_than_90_days_is_named_on_every_row_under_a_fake_clock(
 
 def test_rows_sort_by_expected_cost_with_unpriced_cards_noted() -> None:
     rows, notes = cost_table(
-        [projection_row("h100", 1.0, 0.9, 1.2), projection_row("l40s", 2.0, 1.8, 2.4), projection_row("t4", 5, 4, 6)],
+        [
+            projection_row("h100", 1.0, lower=0.9, upper=1.2, fits=True),
+            projection_row("l40s", 2.0, lower=1.8, upper=2.4, fits=True),
+            projection_row("t4", 5, lower=4, upper=6, fits=True),
+        ],
         {"tft": estimate(36.0, 0, 1.0)},
         snapshot(offer("runpod", "H100", 80, 2.69, spot=False), offer("runpod", "L40S", 48, 0.79, spot=False)),
         DecisionConfig(),
