@@ -32,7 +32,7 @@ from gpubench.model_run import ModelInterrupted, ModelRun, ModelRunContext, buil
 from gpubench.output import console
 from gpubench.results import DeviceEpoch, HostProbe, MeasuredRound, ModelResult
 from gpubench.stats.epoch_times import summarize_epoch_times
-from gpubench.stats.host import explained_share
+from gpubench.stats.host import explained_share, gpu_wait_share
 from gpubench.stats.rounds import round_gaps_epochs
 from gpubench.workload import Workload
 
@@ -251,6 +251,18 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
         energy=energy_summary(device, samples_per_epoch),
         stop_reason=stop_reason or result.stop_reason,
         host_probe_explained_share=explained_share([m for m, _ in probes], [p for _, p in probes]),
+        gpu_wait_explained_share=rounds_gpu_wait_share(records),
+    )
+
+
+def rounds_gpu_wait_share(records: Sequence[MeasuredRound]) -> float | None:
+    """:func:`gpu_wait_share` over the rounds the device monitor read (power and clock); None without three."""
+    monitored = [r for r in records if r.power_w is not None and r.sm_clock_mhz is not None]
+    return gpu_wait_share(
+        [r.mean_epoch_ms for r in monitored],
+        [r.power_w for r in monitored],
+        [r.sm_clock_mhz for r in monitored],
+        [bool(r.throttled) for r in monitored],
     )
 
 

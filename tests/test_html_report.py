@@ -183,6 +183,18 @@ def test_the_host_section_has_the_load_the_noisy_host_sentence_and_every_round_w
         assert row[4] == f"{measured['host_probe']['python_loop_ms']:.2f}"
 
 
+def test_the_rounds_caption_gives_the_probes_and_the_cards_waiting_shares(h200: RunReport) -> None:
+    models = dict(h200.models)
+    models["tft"] = dataclasses.replace(models["tft"], gpu_wait_explained_share=0.91)
+    text = Page(render_page(dataclasses.replace(h200, models=models))).section_text("host")
+    probe = h200.models["tft"].host_probe_explained_share
+    assert (
+        f"the probe tracks {probe:.0%} of the spread between rounds; the card's power, falling in the slower " in text
+    )
+    assert "rounds at a steady clock (the card waiting on its host), tracks 91% of it" in text
+    assert text.count("the card waiting on its host") == 1  # the other models' shares are unknown in this report
+
+
 def test_the_config_is_shown_escaped_and_redacted(h200: RunReport) -> None:
     config = "tracking:\n  uri: http://alice:SECRETPW42@mlflow.example:5000\nnote: <b>bold</b>\n"
     page = render_page(h200, config_text=config)

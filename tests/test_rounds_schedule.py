@@ -23,7 +23,7 @@ from gpubench.decision.estimate import (
 )
 from gpubench.decision.rule import classify, interval_settled
 from gpubench.decision.stopping import next_round
-from gpubench.model_rounds import split_epochs
+from gpubench.model_rounds import rounds_gpu_wait_share, split_epochs
 from gpubench.results import LOCAL_GPU_VIABLE, BatchTrial, HostProbe, MeasuredRound, RunReport
 from gpubench.round_schedule import groups_that_fit
 from gpubench.stats.config import (
@@ -34,7 +34,7 @@ from gpubench.stats.config import (
     TIME_BUDGET_SPENT,
     StatisticsConfig,
 )
-from gpubench.stats.host import explained_share
+from gpubench.stats.host import explained_share, gpu_wait_share
 from gpubench.stats.rounds import new_run_interval, round_gaps_epochs
 from gpubench.validate import replay_estimate
 from gpubench.what_if import what_if_models
@@ -76,6 +76,31 @@ def test_the_host_probes_explained_share_is_the_squared_correlation():
     assert explained_share(list(round_means_ms), list(probe_ms)) == pytest.approx(expected)
     assert explained_share([1.0, 2.0], [3.0, 4.0]) is None  # two points: any line fits
     assert explained_share([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]) is None  # a probe that did not vary
+
+
+def test_the_cards_waiting_share_is_the_squared_correlation_with_its_power_where_the_power_falls_at_one_clock():
+    # Session 10's H200 default run: Mamba-2's and TFT's rounds slowed by up to 18% at 1,980 MHz, unthrottled, while
+    # the board power fell (Mamba-2 545 W to 478 W); the host probe tracked 3-4% of it.
+    report = json.loads((RESULTS / "2026-12-03-h200-s10-default" / "report.json").read_text())
+    for name in ("mamba2", "tft"):
+        rounds = report["models"][name]["rounds"]
+        means, power = [r["mean_epoch_ms"] for r in rounds], [r["power_w"] for r in rounds]
+        clocks, throttled = [r["sm_clock_mhz"] for r in rounds], [r["throttled"] for r in rounds]
+        fit = sps.linregress(power, means)
+        assert fit.slope < 0
+        share = gpu_wait_share(means, power, clocks, throttled)
+        assert share == pytest.approx(fit.rvalue**2) and share > 0.85
+    # The report's round records, as merged_result hands them over; rounds without the device monitor's readings
+    # (the CPU) give none.
+    stored = RunReport.from_dict(report)
+    assert rounds_gpu_wait_share(stored.models["tft"].rounds) == pytest.approx(share)
+    assert rounds_gpu_wait_share([replace(r, power_w=None) for r in stored.models["tft"].rounds]) is None
+    # Power rising with the time is not waiting; a clock that moved or a throttled round make the power say nothing.
+    assert gpu_wait_share([100.0, 110.0, 120.0], [300.0, 320.0, 330.0], [1980.0] * 3, [False] * 3) == 0.0
+    assert gpu_wait_share([100.0, 110.0, 120.0], [330.0, 320.0, 300.0], [1980.0, 1980.0, 1900.0], [False] * 3) is None
+    assert gpu_wait_share([100.0, 110.0, 120.0], [330.0, 320.0, 300.0], [1980.0] * 3, [False, True, False]) is None
+    assert gpu_wait_share([100.0, 110.0], [330.0, 300.0], [1980.0] * 2, [False] * 2) is None
+    assert gpu_wait_share([100.0, 110.0, 120.0], [300.0] * 3, [1980.0] * 3, [False] * 3) is None
 
 
 def _rl(epochs_ms: list[float], status: str = "ok"):
@@ -258,6 +283,10 @@ def test_the_reasoning_names_a_noisy_host_with_the_probes_spread():
         "tracking the probe)."
     )
     assert host_text({"ppo": quiet}, ["ppo"]) is None
+    waiting = host_text({"dqn": replace(noisy, gpu_wait_explained_share=0.93), "ppo": quiet}, ["dqn", "ppo"])
+    assert waiting == text.removesuffix(").") + (
+        ", 93% tracking the card's power falling at a steady clock (the card waiting on its host))."
+    )
 
 
 def test_one_new_trainings_bounds_take_a_host_level_of_its_own():

@@ -311,14 +311,22 @@ def reasoning(
 def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> str | None:
     """One sentence when the host was noisy, else None: noisy when the round means of a decided model differ by
     more than their epochs explain (the rounds' F test of no host level, at the model's own interval level), with
-    the host probe's spread over every round of the job and, where it is known, how much of that model's spread
-    between rounds the probe accounts for."""
+    the host probe's spread over every round of the job and, where they are known, how much of that model's spread
+    between rounds the probe accounts for and how much the card's waiting on its host does (its power lower in the
+    slower rounds at one clock)."""
     noisy = []
     for name in decided_on:
         section = models.get(name)
         stats = None if section is None else section.statistics
         if stats is not None and stats.rounds is not None and stats.rounds.between_p_value < 1 - stats.confidence_level:
-            noisy.append((name, stats.rounds.between_share, section.host_probe_explained_share))
+            noisy.append(
+                (
+                    name,
+                    stats.rounds.between_share,
+                    section.host_probe_explained_share,
+                    section.gpu_wait_explained_share,
+                )
+            )
     if not noisy:
         return None
     probes = [r.host_probe.python_loop_ms for m in models.values() for r in m.rounds if r.host_probe is not None]
@@ -326,7 +334,12 @@ def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> s
     shares = "; ".join(
         f"{name}: {share:.0%} of its bound's variance from between rounds"
         + (f", {explained:.0%} of that spread tracking the probe" if explained is not None else "")
-        for name, share, explained in noisy
+        + (
+            f", {waiting:.0%} tracking the card's power falling at a steady clock (the card waiting on its host)"
+            if waiting is not None
+            else ""
+        )
+        for name, share, explained, waiting in noisy
     )
     return f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
 

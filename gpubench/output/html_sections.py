@@ -403,6 +403,11 @@ def _rounds_table(name: str, result: ModelResult) -> str:
         )
     if result.host_probe_explained_share is not None:
         caption += f"; the probe tracks {result.host_probe_explained_share:.0%} of the spread between rounds"
+    if result.gpu_wait_explained_share is not None:
+        caption += (
+            f"; the card's power, falling in the slower rounds at a steady clock (the card waiting on its host), "
+            f"tracks {result.gpu_wait_explained_share:.0%} of it"
+        )
     return _table(headers, rows, numeric, caption)
 
 

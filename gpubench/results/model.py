@@ -138,6 +138,7 @@ class ModelResult(Record):
         "distributed",
         "rounds",
         "host_probe_explained_share",
+        "gpu_wait_explained_share",
         "memory_split",
         "flops_by_precision",
     )
@@ -192,6 +193,11 @@ class ModelResult(Record):
     #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
     #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
     host_probe_explained_share: float | None = None
+    #: How much of the spread of the round means the card's waiting on its host explains: R² of the round means on
+    #: the rounds' board power where the slower rounds drew less power at one clock, unthrottled (0 where the power
+    #: did not fall as they slowed; None on the CPU, with fewer than three rounds, or where the clock moved or a
+    #: round throttled): :func:`gpubench.stats.host.gpu_wait_share`.
+    gpu_wait_explained_share: float | None = None
     #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None where not
     #: split: a report written before the split existed).
     memory_split: MemorySplit | None = None

@@ -1,4 +1,5 @@
-"""How much of a spread the host's speed explains: R² of a least-squares line. Pure numpy."""
+"""How much of a spread the host explains: R² of a least-squares line on the host probe's readings, or on the card's
+power where the card waited on its host. Pure numpy."""
 
 from collections.abc import Sequence
 
@@ -6,6 +7,10 @@ import numpy as np
 
 #: A line through two points explains everything; three are the fewest for which R² says something.
 MIN_POINTS = 3
+
+#: Rounds whose mean SM clocks lie within this fraction of each other ran at one clock: a card at most 1% slower
+#: from its clock cannot make a spread of several percent between rounds.
+STEADY_CLOCK_FRACTION = 0.01
 
 
 def explained_share(values: Sequence[float], host_readings: Sequence[float]) -> float | None:
@@ -20,3 +25,29 @@ def explained_share(values: Sequence[float], host_readings: Sequence[float]) -> 
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
     return float(np.corrcoef(x, y)[0, 1] ** 2)
+
+
+def gpu_wait_share(
+    round_means_ms: Sequence[float],
+    power_w: Sequence[float],
+    sm_clock_mhz: Sequence[float],
+    throttled: Sequence[bool],
+) -> float | None:
+    """How much of the spread of the round means (ms) the card's waiting on its host explains: R² of the round means
+    on the rounds' mean board power (W), where the slower rounds drew less power at one SM clock (MHz, within
+    :data:`STEADY_CLOCK_FRACTION`) and no round throttled. The card then ran its kernels at one speed and spent the
+    extra time idle, so the spread came from the host side (the process feeding it), whether or not the host probe,
+    read once before each round, saw it. 0 where the power did not fall as the rounds slowed; None where the clock
+    moved or a round throttled (the card's own speed changed, so the power says nothing about waiting), with fewer
+    than :data:`MIN_POINTS` rounds, or where the round means or the power did not vary."""
+    if not len(round_means_ms) == len(power_w) == len(sm_clock_mhz) == len(throttled):
+        raise ValueError("need one power, clock and throttle reading per round mean")
+    if len(round_means_ms) < MIN_POINTS or any(throttled) or min(sm_clock_mhz) <= 0:
+        return None
+    if max(sm_clock_mhz) > min(sm_clock_mhz) * (1 + STEADY_CLOCK_FRACTION):
+        return None
+    y, x = np.asarray(round_means_ms, dtype=float), np.asarray(power_w, dtype=float)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    correlation = float(np.corrcoef(x, y)[0, 1])
+    return correlation**2 if correlation < 0 else 0.0
