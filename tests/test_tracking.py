@@ -127,6 +127,23 @@ def test_run_record_tags_metrics_and_series_come_from_the_report():
     assert {key.split("/")[0] for key in record.metrics} == {"dqn", "ppo", "mamba2", "tft", "recommendation"}
 
 
+def test_the_hosts_noise_is_a_metric_of_each_model_comparable_across_runs():
+    # The H200 default run of session 10: its rounds' between share and probe share; its card's waiting share is set
+    # here (the run predates the field), and a model without one logs none.
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    report = RunReport.from_dict(json.loads((results / "2026-12-03-h200-s10-default" / "report.json").read_text()))
+    models = {**report.models, "tft": replace(report.models["tft"], gpu_wait_explained_share=0.9)}
+    metrics = run_record(replace(report, models=models)).metrics
+    for name, result in report.models.items():
+        assert metrics[f"{name}/between_round_share"] == result.statistics.rounds.between_share
+        assert metrics[f"{name}/host_probe_explained_share"] == result.host_probe_explained_share
+    assert (metrics["dqn/host_probe_explained_share"], metrics["mamba2/host_probe_explained_share"]) == (
+        pytest.approx(0.80, abs=0.005),
+        pytest.approx(0.034, abs=0.0005),
+    )
+    assert metrics["tft/gpu_wait_explained_share"] == 0.9 and metrics["dqn/gpu_wait_explained_share"] is None
+
+
 def test_run_record_of_a_sweep_job_carries_the_sweep_and_a_failed_model_has_no_figures():
     report = cpu_report()
     failed = replace(report.models["tft"], status="failed", error="ValueError: window", statistics=None)

@@ -342,6 +342,12 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
         if stats is not None:
             metrics[f"{name}/ci_low_ms"], metrics[f"{name}/ci_high_ms"] = stats.confidence_interval_ms
             metrics[f"{name}/decision_ci_low_ms"], metrics[f"{name}/decision_ci_high_ms"] = stats.decision_interval_ms
+            if stats.rounds is not None:
+                # How noisy the host was, comparable across runs: the between-round share of the bound's variance
+                # and how much of the rounds' spread the probe and the card's waiting each explain.
+                metrics[f"{name}/between_round_share"] = stats.rounds.between_share
+        metrics[f"{name}/host_probe_explained_share"] = result.host_probe_explained_share
+        metrics[f"{name}/gpu_wait_explained_share"] = result.gpu_wait_explained_share
         if throughput is not None:
             metrics[f"{name}/samples_per_second"] = throughput.mean
         metrics[f"{name}/memory_usage_mb"] = result.memory_usage_mb
