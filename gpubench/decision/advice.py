@@ -308,6 +308,16 @@ def reasoning(
     return " ".join(parts)
 
 
+def _host_shares_text(section: ModelResult) -> str:
+    """How much of a model's spread between rounds the host probe and the card's waiting on its host each track,
+    where known (``, 80% of that spread tracking the probe, ...``); empty where neither is."""
+    probe, waiting = section.host_probe_explained_share, section.gpu_wait_explained_share
+    text = f", {probe:.0%} of that spread tracking the probe" if probe is not None else ""
+    if waiting is not None:
+        text += f", {waiting:.0%} tracking the card's power falling at a steady clock (the card waiting on its host)"
+    return text
+
+
 def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> str | None:
     """One sentence when the host was noisy, else None: noisy when the round means of a decided model differ by
     more than their epochs explain (the rounds' F test of no host level, at the model's own interval level), with
@@ -319,27 +329,14 @@ def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> s
         section = models.get(name)
         stats = None if section is None else section.statistics
         if stats is not None and stats.rounds is not None and stats.rounds.between_p_value < 1 - stats.confidence_level:
-            noisy.append(
-                (
-                    name,
-                    stats.rounds.between_share,
-                    section.host_probe_explained_share,
-                    section.gpu_wait_explained_share,
-                )
-            )
+            noisy.append((name, stats.rounds.between_share, section))
     if not noisy:
         return None
     probes = [r.host_probe.python_loop_ms for m in models.values() for r in m.rounds if r.host_probe is not None]
     probe = f" (a fixed Python loop took {min(probes):.1f} to {max(probes):.1f} ms across the rounds)" if probes else ""
     shares = "; ".join(
-        f"{name}: {share:.0%} of its bound's variance from between rounds"
-        + (f", {explained:.0%} of that spread tracking the probe" if explained is not None else "")
-        + (
-            f", {waiting:.0%} tracking the card's power falling at a steady clock (the card waiting on its host)"
-            if waiting is not None
-            else ""
-        )
-        for name, share, explained, waiting in noisy
+        f"{name}: {share:.0%} of its bound's variance from between rounds{_host_shares_text(section)}"
+        for name, share, section in noisy
     )
     return f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
 
