@@ -1,5 +1,5 @@
 """The model-run context the benchmark scripts build their workloads in: the composed config, prepared as a job's
-(:func:`gpubench.session.prepare_session`: threads, VRAM cap, matmul precision, seed, its data on the device, a
+(:func:`gpubench.bench.session.prepare_session`: threads, VRAM cap, matmul precision, seed, its data on the device, a
 synchronising block timer)."""
 
 import dataclasses
@@ -7,9 +7,9 @@ import dataclasses
 import torch
 from hydra import compose, initialize_config_dir
 
+from gpubench.bench.model_run import ModelRunContext
+from gpubench.bench.session import prepare_session
 from gpubench.config import CONF_DIR, register_configs, typed_config
-from gpubench.model_run import ModelRunContext
-from gpubench.session import prepare_session
 
 
 def model_run_context(

@@ -2,10 +2,10 @@
 simulation of ``statistics.adaptive=decision`` over two critical models, through the runner's own pieces.
 
 Each simulated job measures the critical models as the runner does: round 1 of each model in turn, the later fixed
-rounds round-robin (``gpubench.model_rounds.split_epochs`` of ``epochs`` into ``statistics.rounds``), then one round
+rounds round-robin (``bench.model_rounds.split_epochs`` of ``epochs`` into ``statistics.rounds``), then one round
 at a time wherever :func:`gpubench.decision.stopping.next_round` sends it, until it stops. Every model's section is
 summarised by :func:`gpubench.stats.epoch_times.summarize_epoch_times` with its rounds and the gaps between them, as
-``gpubench.model_rounds.merged_result`` does; the verdict at the stop is :func:`gpubench.decision.rule.decide` on
+``gpubench.bench.model_rounds.merged_result`` does; the verdict at the stop is :func:`gpubench.decision.rule.decide` on
 :func:`gpubench.decision.estimate.estimate_training_time` of each section.
 
 Epochs: every model's epoch takes 1000 ms × (1 + h_r + CV · x_t), h_r ~ N(0, σ_h) per round and x an AR(1) process
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gpubench.bench.model_rounds import split_epochs
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.estimate import estimate_training_time
 from gpubench.decision.rule import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, decide
 from gpubench.decision.stopping import next_round
-from gpubench.model_rounds import split_epochs
 from gpubench.results import ModelResult
 from gpubench.stats.config import ADAPTIVE_DECISION, StatisticsConfig
 from gpubench.stats.epoch_times import summarize_epoch_times

@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _context import model_run_context
 
+from gpubench.bench.model_run import build_workload
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.projection import CPU_REBUILD_FACTOR, DeviceThroughput, counted_step_ms, target_throughput
 from gpubench.hardware.catalog import load_catalog
 from gpubench.measure.flops import count_step
-from gpubench.model_run import build_workload
 
 
 def measured_steps_ms(path: Path) -> dict[str, list[float]]:

@@ -20,7 +20,7 @@ timed() {  # timed NAME DIR ARGS...: wall time of one gpubench run
 }
 timed tft . model=tft epochs=20
 start=$(date +%s%N)
-python3 -X importtime -c "import gpubench.runner" 2>/tmp/imp.txt
+python3 -X importtime -c "import gpubench.bench.runner" 2>/tmp/imp.txt
 sort -t'|' -k2 -n /tmp/imp.txt | tail -25 >"$out/importtime.txt"
 python3 -m cProfile -o /tmp/tft.prof -m gpubench tracking.enabled=false hydra.run.dir=/tmp/run-prof model=tft epochs=20 >/tmp/prof.log 2>&1
 echo "tft under cProfile: rc $?, $((($(date +%s%N) - start) / 1000000)) ms" | tee -a "$out/summary.txt"

@@ -4,7 +4,7 @@ its mean loss beside the zero forecast's on the same batches, their ratio, and i
 The H200's default run of session 9 read Mamba-2 UNSTABLE from a loss trend of +1.40% per epoch (p 0.035) on the
 synthetic market. Each step draws 32 windows at random from the training split; a window from a volatile stretch has
 targets with a large mean square, so an epoch's mean loss carries how hard its batches were. This script trains
-:class:`~gpubench.models.mamba2.workload.Mamba2Workload` (built by :func:`gpubench.model_run.build_workload` from the
+:class:`~gpubench.models.mamba2.workload.Mamba2Workload` (built by :func:`~gpubench.bench.model_run.build_workload`, the
 composed config: the default synthetic data, ``seed``) for ``--epochs`` epochs of ``--steps`` steps and prints a
 table per epoch: the mean loss; the zero forecast's loss on the same batches (the step's ``reference_loss``, the
 targets' mean square); their ratio (sum over sum, as the stability monitor reads it); the loss on 256 fixed training
@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _context import model_run_context
 
+from gpubench.bench.model_run import build_workload
 from gpubench.measure.stability import loss_rel_slope_per_epoch, loss_slope_p_value, loss_trend
-from gpubench.model_run import build_workload
 from gpubench.models.mamba2.workload import Mamba2Workload
 
 #: The report's threshold (``stability.loss_trend_rel_slope``).

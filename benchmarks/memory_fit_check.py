@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _context import model_run_context
 
+from gpubench.bench.model_run import ModelRunContext, batch_trial, build_workload
 from gpubench.decision.batch_fit import fits_at_batch, peak_limit_mb, trial_peak_mb
 from gpubench.hardware.vram import VramBudget, apply_vram_limit
 from gpubench.measure.batch_search import SEARCH_STEPS, TryBatch, find_max_batch_size, release_device_memory
 from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
-from gpubench.model_run import ModelRunContext, batch_trial, build_workload
 from gpubench.output.console import memory_split_line
 from gpubench.results import MemorySplit, RunReport
 from gpubench.units import MB_PER_GB
@@ -202,7 +202,7 @@ def check_model(
 
 class CudaOracle:
     """The real device: each model built from the composed config with its :data:`MODEL_OVERRIDES`, as a run
-    builds it, its trials those of a run's batch search (:func:`gpubench.model_run.batch_trial`)."""
+    builds it, its trials those of a run's batch search (:func:`gpubench.bench.model_run.batch_trial`)."""
 
     def __init__(self, device: torch.device, extra_overrides: Sequence[str]) -> None:
         self.device = device

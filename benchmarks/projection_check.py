@@ -36,13 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _context import model_run_context
 from _timing import time_per_step
 
+from gpubench.bench.model_run import ModelRunContext, build_workload
+from gpubench.bench.what_if import matmul_precision
 from gpubench.config import ExecutionConfig
 from gpubench.decision.projection import DeviceThroughput, projected_step_ms, split_step
 from gpubench.hardware.catalog import load_catalog, match_catalog_card
 from gpubench.measure.flops import count_step
-from gpubench.model_run import ModelRunContext, build_workload
 from gpubench.units import BYTES_PER_MB
-from gpubench.what_if import matmul_precision
 
 MODELS = ("dqn", "ppo", "mamba2", "tft")
 #: Each variant: the execution it runs with, and how its step is projected from the fp32 eager split.

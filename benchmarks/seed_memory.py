@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _context import model_run_context
 
-from gpubench.model_run import build_workload
+from gpubench.bench.model_run import build_workload
 
 #: The seed guide's VRAM per model on its 4 GB card (MB, low and high end).
 SEED_GUIDE_MB: dict[str, tuple[float, float]] = {

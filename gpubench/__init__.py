@@ -1,6 +1,6 @@
 """gpubench: measure training time, memory fit and numerical health of real models on your GPU.
 
-``gpubench.benchmark(build, batch_size=...)`` times your own training step from Python (:mod:`gpubench.api`); it
+``gpubench.benchmark(build, batch_size=...)`` times your own training step from Python (:mod:`gpubench.bench.api`); it
 is imported on first use, so ``import gpubench`` stays light.
 """
 
@@ -13,7 +13,7 @@ __all__ = ["__version__", "benchmark"]
 
 def __getattr__(name: str) -> Any:
     if name == "benchmark":
-        from gpubench.api import benchmark
+        from gpubench.bench.api import benchmark
 
         return benchmark
     raise AttributeError(f"module 'gpubench' has no attribute {name!r}")

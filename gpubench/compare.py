@@ -1,6 +1,8 @@
-"""``python -m gpubench.compare A B``: the command-line entry point of :mod:`gpubench.output.compare`."""
+"""``python -m gpubench.compare`` is ``gpubench compare``."""
 
-from gpubench.output.compare import main
+import sys
+
+from gpubench.cli import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main(["compare", *sys.argv[1:]])

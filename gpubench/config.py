@@ -28,12 +28,11 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, Node, OmegaConf, StringNode
 from omegaconf.errors import OmegaConfBaseException
 
+from gpubench.bench.ranks_config import DistributedConfig
 from gpubench.conf import CONF_DIR
-from gpubench.config_checks import require, require_choice
 from gpubench.data.config import DataConfig
 from gpubench.decision.config import DecisionConfig
-from gpubench.distributed.config import DistributedConfig
-from gpubench.errors import ConfigError
+from gpubench.errors import ConfigError, require, require_choice
 from gpubench.hardware.config import HardwareConfig
 from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig, StabilityConfig
 from gpubench.models import KNOWN_MODELS, MODELS, SEED_MODELS

@@ -4,6 +4,8 @@ Every error raised for bad input is a :class:`GpubenchError`: the entry point pr
 and exits non-zero, without a traceback. Messages name the offending key, file or value and say what is valid.
 """
 
+from typing import Any
+
 
 class GpubenchError(Exception):
     """Base class for errors caused by the user's input or environment (not by a bug in gpubench)."""
@@ -19,3 +21,24 @@ class DataError(GpubenchError):
 
 class OutputError(GpubenchError):
     """A report or artifact cannot be written where the configuration says."""
+
+
+def require(condition: bool, key: str, value: Any, valid: str) -> None:
+    """Raise a ConfigError naming ``key`` when ``condition`` is false; ``valid`` says what the value must be."""
+    if not condition:
+        raise ConfigError(f"`{key}` = {value!r} is not valid: it must be {valid}.")
+
+
+def require_positive(key: str, value: float) -> None:
+    require(value > 0, key, value, "greater than 0")
+
+
+def require_choice(key: str, value: Any, options: tuple[str, ...]) -> None:
+    require(value in options, key, value, "one of " + ", ".join(options))
+
+
+def require_probability(key: str, value: float, *, closed: bool = False) -> None:
+    if closed:
+        require(0.0 <= value <= 1.0, key, value, "in [0, 1]")
+    else:
+        require(0.0 < value < 1.0, key, value, "strictly between 0 and 1")

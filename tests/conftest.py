@@ -118,11 +118,11 @@ def tiny_mlp_config(tmp_path: Path, *overrides: str):
 
 
 def cpu_model_context(cfg, features: FeatureTensors, usable_vram_mb: float | None = None):
-    """A :class:`~gpubench.model_run.ModelRunContext` on the CPU for ``cfg`` and ``features``, as if
+    """A :class:`~gpubench.bench.model_run.ModelRunContext` on the CPU for ``cfg`` and ``features``, as if
     ``usable_vram_mb`` (None: no budget) had been measured."""
+    from gpubench.bench.model_run import ModelRunContext
     from gpubench.hardware.selection import synchronizer
     from gpubench.measure.timing import BlockTimer
-    from gpubench.model_run import ModelRunContext
 
     device = torch.device("cpu")
     return ModelRunContext(

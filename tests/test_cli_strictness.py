@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.cli_errors import hydra_error_message
+from gpubench.cli.errors import hydra_error_message
 from gpubench.conf import CONF_DIR
 from gpubench.config import register_configs, typed_config
 from gpubench.errors import ConfigError, OutputError
@@ -67,7 +67,7 @@ CLI_IN_SLOW_PASS = {"epochs=2.5", "+foo=1", "+workloads.mlp.widow=8", "model=mod
 
 def refusal(override: str) -> str:
     """The error paragraph for ``*BASE, override``, in process: Hydra's composition error as the command line words
-    it (:func:`gpubench.cli_errors.hydra_error_message`), else the typed config's ConfigError (the schema's check)."""
+    it (:func:`gpubench.cli.errors.hydra_error_message`), else the typed config's ConfigError (the schema's check)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException

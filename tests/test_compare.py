@@ -18,7 +18,8 @@ from report_factory import model_section
 from report_factory import report as factory_report
 from scipy import stats as sps
 
-from gpubench.output.compare import CompareError, compare_reports, main, render_markdown, unmatched_models
+from gpubench.cli.compare import main
+from gpubench.output.compare import CompareError, compare_reports, render_markdown, unmatched_models
 from gpubench.results import HardwareReport, ModelResult, RunInfo, RunReport
 from gpubench.stats.compare import (
     AMBIGUOUS,

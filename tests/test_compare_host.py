@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from gpubench.output.compare import compare_reports, main
+from gpubench.cli.compare import main
+from gpubench.output.compare import compare_reports
 from gpubench.output.compare_host import host_difference, host_share, host_summary
 from gpubench.results import RunReport
 from gpubench.stats.compare import AMBIGUOUS, FASTER, SAME, SLOWER

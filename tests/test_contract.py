@@ -69,7 +69,7 @@ def composed_value(override: str, key: str):
     ],
 )
 def test_an_unparsable_override_is_named_with_the_quoted_form_that_parses(tmp_path, override, key, value):
-    from gpubench.cli_errors import hydra_error_message
+    from gpubench.cli.errors import hydra_error_message
 
     with pytest.raises(Exception) as raised:
         composed_value(override, key)
@@ -122,7 +122,7 @@ def linear_build(batch_size, device):
     ],
 )
 def test_the_api_raises_the_config_error_the_command_line_prints(tmp_path, monkeypatch, options, expected):
-    from gpubench.api import benchmark
+    from gpubench.bench.api import benchmark
     from gpubench.errors import ConfigError
     from gpubench.models.custom import registry
 
@@ -137,7 +137,7 @@ def test_the_api_raises_the_config_error_the_command_line_prints(tmp_path, monke
 
 
 def test_the_api_refuses_a_build_that_is_not_callable_naming_the_argument(tmp_path, monkeypatch):
-    from gpubench.api import benchmark
+    from gpubench.bench.api import benchmark
     from gpubench.errors import ConfigError
     from gpubench.models.custom import registry
 
@@ -258,7 +258,7 @@ def test_a_build_that_calls_sys_exit_is_a_bad_factory_naming_the_key(tmp_path, c
 
 
 def test_a_step_that_calls_sys_exit_is_a_failed_model_and_the_run_goes_on(tmp_path, monkeypatch, cache_env):
-    from gpubench.api import benchmark
+    from gpubench.bench.api import benchmark
 
     (tmp_path / "user_steps.py").write_text(USER_MODULE)
     monkeypatch.chdir(tmp_path)

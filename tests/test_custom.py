@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.api import benchmark, factory_name, override_value
+from gpubench.bench.api import benchmark, factory_name, override_value
 from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import plan_samples
 from gpubench.errors import ConfigError

@@ -14,7 +14,8 @@ import torch
 from conftest import cpu_model_context, tiny_mlp_config
 from report_factory import model_section, noisy_epochs_ms
 
-from gpubench import model_run
+from gpubench.bench import model_run
+from gpubench.bench.model_run import ModelRunContext, WorkloadFacts, run_model
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.estimate import TotalTime, estimate_training_time
 from gpubench.decision.rule import SETTLE_MAX_EPOCHS, epochs_to_settle_decision, interval_settled
@@ -26,7 +27,6 @@ from gpubench.measure.epochs import (
 )
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing
-from gpubench.model_run import ModelRunContext, WorkloadFacts, run_model
 from gpubench.stats.config import DECISION_CANNOT_SETTLE, DECISION_SETTLED, MAX_EPOCHS_REACHED, StatisticsConfig
 from gpubench.stats.intervals import MIN_EPOCHS
 from gpubench.workload import StepResult, Workload

@@ -20,16 +20,24 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from gpubench.config import BenchmarkConfig, ExecutionConfig
-from gpubench.distributed.config import DistributedConfig
-from gpubench.distributed.launch import (
+from gpubench.bench.rank_worker import merge_trials, rank_threads
+from gpubench.bench.ranks import (
     CHILD_ENVIRONMENT,
     check_launchable,
     child_environment,
     failure,
     torchrun_command,
 )
-from gpubench.distributed.scaling import (
+from gpubench.bench.ranks_config import DistributedConfig
+from gpubench.config import BenchmarkConfig, ExecutionConfig
+from gpubench.errors import ConfigError
+from gpubench.output.console import distributed_line
+from gpubench.output.tracking import run_record
+from gpubench.results import BatchTrial, DistributedScaling, ModelResult, RunReport
+from gpubench.stats.compare import ratio_interval
+from gpubench.stats.config import StatisticsConfig
+from gpubench.stats.epoch_times import summarize_epoch_times
+from gpubench.stats.scaling import (
     METHOD_FIELLER,
     METHOD_T_RATIO,
     GatheredRun,
@@ -38,14 +46,6 @@ from gpubench.distributed.scaling import (
     global_epoch_times_ms,
     scaling_efficiency,
 )
-from gpubench.distributed.worker import merge_trials, rank_threads
-from gpubench.errors import ConfigError
-from gpubench.output.console import distributed_line
-from gpubench.output.tracking import run_record
-from gpubench.results import BatchTrial, DistributedScaling, ModelResult, RunReport
-from gpubench.stats.compare import ratio_interval
-from gpubench.stats.config import StatisticsConfig
-from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.workload import ExecutionContext
 from tests.report_factory import report
 
@@ -257,7 +257,7 @@ def test_the_child_runs_torchrun_with_nvlink_multicast_off():
     command = torchrun_command(2, Path("s.json"), Path("r.json"))
     assert command[1:] == [
         "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        "-m", "gpubench.distributed.worker", "s.json", "r.json",
+        "-m", "gpubench.bench.rank_worker", "s.json", "r.json",
     ]  # fmt: skip
     env = child_environment(threads_per_rank=3)
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
@@ -310,7 +310,7 @@ def test_one_process_leaves_the_trained_network_unwrapped():
 AGREEMENT_SCRIPT = """
 import gc, json, os, sys
 import torch, torch.distributed as dist
-from gpubench.distributed.worker import agree_across_ranks
+from gpubench.bench.rank_worker import agree_across_ranks
 from gpubench.measure.batch_search import find_max_batch_size
 from gpubench.workload import ExecutionContext
 

@@ -82,10 +82,15 @@ def test_a_run_logs_its_story_records_the_host_and_follows_the_umask(tracked_mlp
     assert completed.returncode == 0, completed.stderr
     run_dir = tracked_mlp_job.report_path().parent
     log = (run_dir / "gpubench.log").read_text()
-    for line in ("[gpubench.runner][INFO] - device: cpu", "model mlp: started", "model mlp: ok", "torch intra-op"):
+    for line in (
+        "[gpubench.bench.runner][INFO] - device: cpu",
+        "model mlp: started",
+        "model mlp: ok",
+        "torch intra-op",
+    ):
         assert line in log
     # Without hydra.verbose the log's story stays off the terminal (gpubench's own output is there).
-    assert "[gpubench.runner][INFO]" not in completed.stderr + completed.stdout
+    assert "[gpubench.bench.runner][INFO]" not in completed.stderr + completed.stdout
     assert "batch.max_size=512: the batch-size search runs on a GPU only" in " ".join(completed.stderr.split())
     report_path = run_dir / "report.json"
     assert stat.S_IMODE(report_path.stat().st_mode) == 0o640

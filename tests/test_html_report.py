@@ -19,13 +19,13 @@ import pytest
 import scipy.stats as sps
 from matplotlib.image import imread
 
-from gpubench import runner as runner_module
-from gpubench.model_run import ModelRun, ModelRunContext
+from gpubench.bench import runner as runner_module
+from gpubench.bench.model_run import ModelRun, ModelRunContext
+from gpubench.bench.runner import Runner
 from gpubench.output import html_report
 from gpubench.output.html_report import PAGE_FILE_NAME, draw_page_plots, page_path, render_page
 from gpubench.output.report_file import read_report
 from gpubench.results import MemoryTimeline, RunInfo, RunReport, WhatIfEstimate
-from gpubench.runner import Runner
 from tests.cdp_browser import chromium_path
 from tests.test_runner import MAIN_REPORT, cpu_runner  # noqa: F401  (cpu_runner is a fixture)
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import model_run, signals
-from gpubench import runner as runner_module
+from gpubench import signals
+from gpubench.bench import model_run
+from gpubench.bench import runner as runner_module
+from gpubench.bench.model_run import ModelInterrupted, ModelRun, ModelRunContext, run_model
+from gpubench.bench.runner import Runner
 from gpubench.measure.epochs import INTERRUPTED, MeasurementInterrupted
-from gpubench.model_run import ModelInterrupted, ModelRun, ModelRunContext, run_model
 from gpubench.results import RunReport
-from gpubench.runner import Runner
 from tests.test_measurement import FakeClockWorkload, measure
 from tests.test_model_run import cpu_context  # noqa: F401  (a fixture)
 from tests.test_runner import MAIN_REPORT, cpu_runner, on_disk  # noqa: F401  (cpu_runner is a fixture)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpubench.launch import choose, training_command
+from gpubench.cli.launch import choose, training_command
 from gpubench.results import RunReport
 
 QUICK_ARGS = (

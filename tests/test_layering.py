@@ -97,7 +97,12 @@ def known(name: str) -> bool:
 
 
 def test_the_graph_sees_every_module() -> None:
-    for expected in ("gpubench.results", "gpubench.runner", "gpubench.output.tracking", "gpubench.models.tft.workload"):
+    for expected in (
+        "gpubench.results",
+        "gpubench.bench.runner",
+        "gpubench.output.tracking",
+        "gpubench.models.tft.workload",
+    ):
         assert expected in MODULES
 
 
@@ -107,7 +112,6 @@ def test_models_import_only_the_workload_contract_data_and_config(module: str) -
         "gpubench.models",
         "gpubench.workload",
         "gpubench.data",
-        "gpubench.config_checks",
         "gpubench.errors",
         "gpubench.units",
     )
@@ -118,7 +122,7 @@ def test_models_import_only_the_workload_contract_data_and_config(module: str) -
 @pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.stats")])
 def test_stats_is_pure_numpy_and_scipy(module: str) -> None:
     assert "torch" not in third_party_imports(module), f"{module} imports torch"
-    allowed = ("gpubench.stats", "gpubench.results", "gpubench.units", "gpubench.errors", "gpubench.config_checks")
+    allowed = ("gpubench.stats", "gpubench.results", "gpubench.units", "gpubench.errors")
     bad = {name for name in gpubench_imports(module) if known(name) and not any(in_package(name, a) for a in allowed)}
     assert not bad, f"{module} imports {sorted(bad)}"
 
@@ -126,7 +130,7 @@ def test_stats_is_pure_numpy_and_scipy(module: str) -> None:
 @pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.decision")])
 def test_decision_reads_typed_results_and_never_the_device(module: str) -> None:
     assert "torch" not in third_party_imports(module), f"{module} imports torch"
-    forbidden = ("gpubench.measure", "gpubench.runner", "gpubench.model_run", "gpubench.output")
+    forbidden = ("gpubench.measure", "gpubench.bench.runner", "gpubench.bench.model_run", "gpubench.output")
     bad = {name for name in gpubench_imports(module) if any(in_package(name, f) for f in forbidden)}
     # The model registry (``gpubench.models`` itself) states each model's plan and budget; no model's code.
     bad |= {name for name in gpubench_imports(module) if in_package(name, "gpubench.models") and known(name)} - {
@@ -143,7 +147,7 @@ def test_decision_reads_typed_results_and_never_the_device(module: str) -> None:
 
 @pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.output")])
 def test_output_writes_and_never_measures(module: str) -> None:
-    forbidden = ("gpubench.measure", "gpubench.hardware", "gpubench.runner", "gpubench.model_run", "gpubench.models")
+    forbidden = ("gpubench.measure", "gpubench.hardware", "gpubench.bench", "gpubench.models", "gpubench.decision")
     bad = {name for name in gpubench_imports(module) if any(in_package(name, f) for f in forbidden)}
     assert not bad, f"{module} imports {sorted(bad)}"
 
@@ -178,47 +182,39 @@ def test_only_hardware_talks_to_nvml_and_asks_torch_about_the_device() -> None:
     assert not {m: q for m, q in queries.items() if q}
 
 
-def test_nothing_imports_the_coordinator() -> None:
-    for coordinator, importers_allowed in (
-        ("gpubench.runner", {"gpubench.__main__", "gpubench.api"}),
-        # validate rebuilds a model as the runner built it, to replay its training. The measured what-ifs run
-        # model_run again with modified configs after the main measurements: a phase of the runner's, kept in its
-        # own module beside model_run, and imported by the runner alone. A data-parallel rank builds and measures a
-        # model as model_run does (worker), and the launcher hands an interrupted run up as model_run's interrupt.
-        # The later rounds build and measure each model again as model_run does (model_rounds), scheduled by
-        # round_schedule: phases of the runner's too. The session prepares the process every one of them builds
-        # models in, and hands out model_run's context.
-        (
-            "gpubench.model_run",
-            {
-                "gpubench.runner",
-                "gpubench.session",
-                "gpubench.validate",
-                "gpubench.what_if",
-                "gpubench.model_rounds",
-                "gpubench.round_schedule",
-                "gpubench.distributed.worker",
-                "gpubench.distributed.launch",
-            },
-        ),
-        ("gpubench.what_if", {"gpubench.runner"}),
-        ("gpubench.model_rounds", {"gpubench.runner", "gpubench.round_schedule"}),
-        ("gpubench.round_schedule", {"gpubench.runner"}),
-    ):
-        importers = {m for m in MODULES if coordinator in gpubench_imports(m)}
-        assert importers <= importers_allowed, f"{coordinator} is imported by {sorted(importers - importers_allowed)}"
+def test_only_the_measured_run_and_the_commands_import_it() -> None:
+    # The run's modules (runner, session, model run, rounds, what-ifs, ranks, replay) import one another; from
+    # outside bench/ only the commands' porch, the package's lazy API entry and the root schema (the ranks' config
+    # group) may reach them.
+    for module in MODULES:
+        if in_package(module, "gpubench.bench") or in_package(module, "gpubench.cli"):
+            continue
+        reached = {name for name in gpubench_imports(module) if in_package(name, "gpubench.bench") and known(name)}
+        allowed = {"gpubench": {"gpubench.bench.api"}, "gpubench.config": {"gpubench.bench.ranks_config"}}.get(
+            module, set()
+        )
+        assert reached <= allowed, f"{module} imports {sorted(reached - allowed)}: only bench/ and cli/ may"
+
+
+def test_the_layout_has_one_wing_for_the_run_and_one_porch_for_the_commands() -> None:
+    top_level = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top_level) <= 10, top_level
+    for module in ("runner", "session", "model_run", "model_rounds", "round_schedule", "what_if", "ranks", "replay"):
+        assert f"gpubench.bench.{module}" in MODULES
+    for command in ("run", "validate", "compare", "launch", "prices"):
+        assert f"gpubench.cli.{command}" in MODULES
 
 
 def test_the_scaling_arithmetic_is_pure() -> None:
     # The efficiency and the global epochs are statistics over typed results, testable without a process group.
-    assert "torch" not in third_party_imports("gpubench.distributed.scaling")
-    assert "torch" not in third_party_imports("gpubench.distributed.config")
+    assert "torch" not in third_party_imports("gpubench.stats.scaling")
+    assert "torch" not in third_party_imports("gpubench.bench.ranks_config")
 
 
 @pytest.mark.parametrize(
     "module",
     [m for m in MODULES if in_package(m, "gpubench.results")]
-    + ["gpubench.units", "gpubench.errors", "gpubench.redact"],
+    + ["gpubench.units", "gpubench.errors", "gpubench.output.redact"],
 )
 def test_results_and_units_are_the_bottom_layer(module: str) -> None:
     # The redaction helper is used by the entry point's context, the report file, tracking, the console and the

@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import cpu_model_context, tiny_mlp_config
 
-from gpubench import model_run
+from gpubench.bench import model_run
+from gpubench.bench.model_run import ModelRunContext, build_workload, run_model
 from gpubench.measure.batch_search import choose_batch_size
 from gpubench.measure.config import BatchConfig
 from gpubench.measure.flops import count_step_flops
-from gpubench.model_run import ModelRunContext, build_workload, run_model
 from gpubench.results import MemoryProfile, ModelResult
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gpubench.cli.prices import main
 from gpubench.hardware.catalog import load_catalog
 from gpubench.prices import SNAPSHOT_DIR, PriceSnapshotError, card_for, load_snapshot, read_catalog_csv
-from gpubench.prices.__main__ import main
 
 HAS_GPUHUNT = importlib.util.find_spec("gpuhunt") is not None
 

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from gpubench.redact import install_log_redaction, redact, redact_tree
+from gpubench.output.redact import install_log_redaction, redact, redact_tree
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 
 from gpubench.results import (
+    REPORT_SCHEMA_VERSION,
     ModelResult,
     Recommendation,
     ReportFormatError,
     RunReport,
 )
+from gpubench.results.report import migrate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
@@ -30,8 +32,20 @@ def test_a_report_written_by_main_round_trips_to_the_same_json() -> None:
     report = RunReport.from_dict(written)
     # Plus what issue 22 derives from the run's choices: an experiment=quick report says it is a smoke test.
     preset = {"preset": "quick", "preset_note": "smoke test: tiny shapes, not your training"}
-    assert json.loads(json.dumps(report.to_dict())) == {**written, "run": {**written["run"], **preset}}
+    # And what migrate() upgrades: the schema version (this quiet run's reasoning holds no host sentence).
+    upgraded = {**written, "run": {**written["run"], **preset}, "report_schema_version": REPORT_SCHEMA_VERSION}
+    assert json.loads(json.dumps(report.to_dict())) == upgraded
     assert RunReport.from_dict(report.to_dict()) == report
+
+
+def test_migrate_gives_a_version_1_reports_host_sentence_a_key_of_its_own() -> None:
+    reasoning = "On NVIDIA H200, training dqn takes 3.3 h. The host's speed moved during the run (a loop took 6 ms)."
+    old = {"report_schema_version": 1, "recommendation": {"reasoning": reasoning}}
+    upgraded = migrate(old)
+    assert upgraded["report_schema_version"] == REPORT_SCHEMA_VERSION == 2
+    assert upgraded["recommendation"]["host_note"] == "The host's speed moved during the run (a loop took 6 ms)."
+    assert "host_note" not in migrate({"recommendation": {"reasoning": "On a CPU, 1 h."}})["recommendation"]
+    assert old["recommendation"] == {"reasoning": reasoning}  # the input is left as it was
 
 
 def test_the_seed_keys_come_first_in_a_model_section() -> None:

@@ -13,6 +13,10 @@ from conftest import tiny_mlp_config
 from report_factory import batch_search, model_section, noisy_epochs_ms
 from scipy import stats as sps
 
+from gpubench.bench.model_rounds import rounds_gpu_wait_share, split_epochs
+from gpubench.bench.replay import replay_estimate
+from gpubench.bench.round_schedule import groups_that_fit
+from gpubench.bench.what_if import what_if_models
 from gpubench.decision.advice import host_text
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.estimate import (
@@ -23,9 +27,7 @@ from gpubench.decision.estimate import (
 )
 from gpubench.decision.rule import classify, interval_settled
 from gpubench.decision.stopping import next_round
-from gpubench.model_rounds import rounds_gpu_wait_share, split_epochs
 from gpubench.results import LOCAL_GPU_VIABLE, BatchTrial, HostProbe, MeasuredRound, RunReport
-from gpubench.round_schedule import groups_that_fit
 from gpubench.stats.config import (
     DECISION_CANNOT_SETTLE,
     DECISION_SETTLED,
@@ -36,8 +38,6 @@ from gpubench.stats.config import (
 )
 from gpubench.stats.host import explained_share, gpu_wait_share
 from gpubench.stats.rounds import new_run_interval, round_gaps_epochs
-from gpubench.validate import replay_estimate
-from gpubench.what_if import what_if_models
 
 #: Stored reports (benchmarks/results/).
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from gpubench import runner as runner_module
+from gpubench.bench import runner as runner_module
+from gpubench.bench.job import RunContext
+from gpubench.bench.model_run import ModelRun, ModelRunContext
+from gpubench.bench.runner import Runner
 from gpubench.conf import CONF_DIR
 from gpubench.config import register_configs, typed_config
-from gpubench.job import RunContext
-from gpubench.model_run import ModelRun, ModelRunContext
 from gpubench.output import tracking
 from gpubench.results import ModelResult, RunReport
-from gpubench.runner import Runner
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
 CPU_REPORT = Path(__file__).parent / "fixtures" / "report_main_1092cdc_cpu_quick.json"

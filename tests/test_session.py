@@ -9,9 +9,9 @@ import torch
 from conftest import tiny_mlp_config
 from omegaconf import OmegaConf
 
+from gpubench.bench.session import prepare_session
 from gpubench.config import load_resolved_config
 from gpubench.errors import ConfigError
-from gpubench.session import prepare_session
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from gpubench import runner as runner_module
+from gpubench.bench import runner as runner_module
+from gpubench.bench.job import RunContext
+from gpubench.bench.model_run import ModelRun, ModelRunContext
 from gpubench.conf import CONF_DIR
 from gpubench.config import BenchmarkConfig, register_configs, typed_config
-from gpubench.job import RunContext
-from gpubench.model_run import ModelRun, ModelRunContext
 from gpubench.output.config import TrackingConfig
 from gpubench.output.tracking import LiveRun, RunRecord
 from gpubench.results import RunReport

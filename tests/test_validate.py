@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench import validate
+from gpubench.bench import replay
+from gpubench.cli import validate
 from gpubench.config import load_resolved_config
 from gpubench.decision.estimate import estimate_training_time
 from gpubench.results import HostProbe, RunReport, ValidationReport
@@ -217,11 +218,11 @@ def test_minutes_chooses_each_models_factor_from_the_reports_prediction(job: Pat
     n, mean_s = len(result.raw_epoch_times_ms), result.statistics.mean_ms / 1e3
     one_off_s = result.calibration_seconds + sum(result.warmup_epoch_times_ms) / 1e3
     minutes = (one_off_s + 37 * mean_s) / 60  # by hand: 37 epochs of the mean, after the one-off costs
-    (check,) = validate.prepare(job / "report.json", minutes=minutes).planned
+    (check,) = replay.prepare(job / "report.json", minutes=minutes).planned
     assert check.epochs == 37 and check.factor == pytest.approx(37 / n)
     assert check.predicted_s == pytest.approx(60 * minutes)
     # A target shorter than the one-off costs still trains one epoch.
-    (short,) = validate.prepare(job / "report.json", minutes=one_off_s / 600).planned
+    (short,) = replay.prepare(job / "report.json", minutes=one_off_s / 600).planned
     assert short.epochs == 1
 
 
@@ -236,7 +237,7 @@ def test_the_training_is_timed_between_synchronisations_around_all_of_its_steps(
         events.append("clock")
         return next(times)
 
-    seconds = validate.timed_training(lambda: events.append("step"), 3, lambda: events.append("wait"), clock)
+    seconds = replay.timed_training(lambda: events.append("step"), 3, lambda: events.append("wait"), clock)
     assert seconds == 2.5
     assert events == ["wait", "clock", "step", "step", "step", "wait", "clock"]
 
@@ -260,15 +261,15 @@ def test_a_replay_builds_the_model_as_measured_and_trains_exactly_its_steps(job:
         built.append((name, batch_size))
         return workload
 
-    monkeypatch.setattr("gpubench.model_run.build_workload", build)
+    monkeypatch.setattr("gpubench.bench.model_run.build_workload", build)
     recorded = RunReport.from_dict(json.loads((job / "report.json").read_text())).run.host.torch_num_threads
-    spec = validate.ReplaySpec(
+    spec = replay.ReplaySpec(
         config_path=str(job / "config_resolved.yaml"), model="mlp", batch_size=48, steps=75, torch_threads=recorded
     )
     threads_before = torch.get_num_threads()
     try:
         torch.set_num_threads(recorded + 1)
-        training = validate.replay(spec)
+        training = replay.replay(spec)
         # The benchmark's recorded thread count, not the one the process had.
         assert torch.get_num_threads() == recorded
     finally:
@@ -280,9 +281,9 @@ def test_a_replay_builds_the_model_as_measured_and_trains_exactly_its_steps(job:
     assert training.probe_before.python_loop_ms > 0 and training.probe_after.python_loop_ms > 0
 
 
-def _planned(model: str, lower_s: float, upper_s: float) -> validate.PlannedCheck:
-    spec = validate.ReplaySpec(config_path="config_resolved.yaml", model=model, batch_size=8, steps=100)
-    return validate.PlannedCheck(
+def _planned(model: str, lower_s: float, upper_s: float) -> replay.PlannedCheck:
+    spec = replay.ReplaySpec(config_path="config_resolved.yaml", model=model, batch_size=8, steps=100)
+    return replay.PlannedCheck(
         spec=spec, factor=2.0, epochs=10, steps_per_epoch=9, predicted_s=10.0, lower_s=lower_s, upper_s=upper_s
     )
 
@@ -292,13 +293,13 @@ def test_repeats_interleave_the_models_and_each_training_is_judged_on_its_own() 
     # dqn's trainings take 10 s then 14 s, ppo's 9 s then 9 s; both predicted 10 s within [8, 12] s.
     times = {"dqn": iter([10.0, 14.0]), "ppo": iter([9.0, 9.0])}
 
-    def train(spec: validate.ReplaySpec, timeout_s: float) -> validate.TimedTraining:
+    def train(spec: replay.ReplaySpec, timeout_s: float) -> replay.TimedTraining:
         order.append(spec.model)
         assert timeout_s == 60.0 + 10.0 * 12.0
-        return validate.TimedTraining(next(times[spec.model]))
+        return replay.TimedTraining(next(times[spec.model]))
 
     rows = []
-    validate.run_checks([_planned("dqn", 8.0, 12.0), _planned("ppo", 8.0, 12.0)], 2, rows.append, train)
+    replay.run_checks([_planned("dqn", 8.0, 12.0), _planned("ppo", 8.0, 12.0)], 2, rows.append, train)
     assert order == ["dqn", "ppo", "dqn", "ppo"]
     assert [(r.model, r.repeat, r.actual_s, r.inside_bound) for r in rows] == [
         ("dqn", 1, 10.0, True),
@@ -316,17 +317,17 @@ def test_repeats_interleave_the_models_and_each_training_is_judged_on_its_own() 
 def test_the_exit_code_is_0_only_when_every_training_lands_inside_its_bound(
     job: Path, tmp_path: Path, monkeypatch, capsys, outcome: str, code: int, status: str
 ) -> None:
-    (check,) = validate.prepare(job / "report.json", factor=2.0).planned
+    (check,) = replay.prepare(job / "report.json", factor=2.0).planned
     times = iter([check.predicted_s, {"inside": check.upper_s, "outside": 1.01 * check.upper_s}.get(outcome)])
 
     def train(spec, timeout_s):
         actual_s = next(times)
         if actual_s is None:
-            raise validate.TrainingFailed("the training process exited 1: RuntimeError: boom")
+            raise replay.TrainingFailed("the training process exited 1: RuntimeError: boom")
         # A host that was fast before the training and slow after it (the probe's fixed loop, ms).
-        return validate.TimedTraining(actual_s, HostProbe(9.0, 2.0), HostProbe(18.6, 3.5))
+        return replay.TimedTraining(actual_s, HostProbe(9.0, 2.0), HostProbe(18.6, 3.5))
 
-    monkeypatch.setattr(validate, "_run_fresh", train)
+    monkeypatch.setattr(replay, "_run_fresh", train)
     output = tmp_path / "validation.json"
     arguments = [str(job / "report.json"), "--factor", "2", "--repeats", "2", "--output", str(output)]
     assert validate.main(arguments) == code
@@ -352,7 +353,7 @@ def test_an_interrupted_reports_measured_epochs_are_checked(job: Path, tmp_path:
         report["models"]["mlp"].update(status="interrupted", error="interrupted after 10 measured epochs")
 
     path = _copy(job, tmp_path, edit_report=interrupted)
-    preparation = validate.prepare(path, factor=2.0)
+    preparation = replay.prepare(path, factor=2.0)
     (check,) = preparation.planned
     result = _mlp(job)
     assert not preparation.skipped
@@ -511,7 +512,7 @@ def test_a_custom_model_whose_factory_does_not_import_here_is_named(tmp_path: Pa
     # From the project's folder, where the factory imports, the same report plans its check.
     monkeypatch.chdir(project)
     try:
-        (check,) = validate.prepare(project / "run" / "report.json", factor=1.0).planned
+        (check,) = replay.prepare(project / "run" / "report.json", factor=1.0).planned
     finally:
         sys.modules.pop("mytrain", None)
     assert check.spec.model == "custom" and check.spec.batch_size == 32

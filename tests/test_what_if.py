@@ -11,13 +11,13 @@ from conftest import cpu_model_context, tiny_mlp_config
 from report_factory import batch_search, cpu_hardware, model_section, noisy_epochs_ms, report
 from test_cli import FAST, gpubench, only_report
 
+from gpubench.bench.model_run import run_model
+from gpubench.bench.what_if import matmul_precision, run_what_ifs, variants, what_if_config, what_if_enabled
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
-from gpubench.model_run import run_model
 from gpubench.results import RunReport, WhatIf
 from gpubench.stats.config import ADAPTIVE_OFF
-from gpubench.what_if import matmul_precision, run_what_ifs, variants, what_if_config, what_if_enabled
 
 CATALOG = load_catalog()
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require, require_choice, require_positive, require_probability
+from gpubench.errors import require, require_choice, require_positive, require_probability
 
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "dbn", "parquet")
 #: The symbols the synthetic market generates when ``data.symbols`` is null.

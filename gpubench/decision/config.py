@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from gpubench.config_checks import require, require_choice, require_positive
+from gpubench.errors import require, require_choice, require_positive
 from gpubench.models import KNOWN_MODELS, MODELS
 
 #: The alternatives a what-if can measure: bf16 autocast, tf32 matmuls (``execution.matmul_precision=high``),
@@ -90,7 +90,7 @@ class DecisionConfig:
     ``what_if`` measures successfully measured models again briefly in each of ``what_if_variants``: ``true`` every
     model, ``false`` none, null (the default) on a GPU only the critical models and only when the main measurements'
     answer is not LOCAL_GPU_VIABLE (a faster variant cannot change a local answer; see
-    ``gpubench.what_if.what_if_models``), never on the CPU. The variants (:data:`DEFAULT_WHAT_IF_VARIANTS`, any of
+    ``gpubench.bench.what_if.what_if_models``), never on the CPU. The variants (:data:`DEFAULT_WHAT_IF_VARIANTS`, any of
     :data:`WHAT_IF_VARIANTS`, e.g. ``decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]``; a variant
     equal to the main run is skipped) run after the main measurements: ``what_if_epochs`` epochs of at least
     ``what_if_epoch_seconds`` s after one warmup epoch, at the main run's batch (the knee variant at the knee), so the

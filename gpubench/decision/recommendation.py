@@ -272,11 +272,11 @@ def build_recommendation(
     )
     energies = [per_model[name].energy_kwh for name in decided_on]
     bases = {per_model[name].energy_basis for name in decided_on}
+    host_note = host_text(report.models, decided_on)
     return Recommendation(
         decision=verdict.decision,
-        reasoning=" ".join(
-            filter(None, [reasoning(outcome, cloud_row, decision, scalings), host_text(report.models, decided_on)])
-        ),
+        reasoning=" ".join(filter(None, [reasoning(outcome, cloud_row, decision, scalings), host_note])),
+        host_note=host_note,
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
         upper_bound_level=outcome.bound_level,

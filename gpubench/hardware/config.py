@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require, require_positive
+from gpubench.errors import require, require_positive
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require, require_choice, require_positive
+from gpubench.errors import require, require_choice, require_positive
 
 #: What ``batch.policy`` times: the recipe's configured batch, the throughput knee, or the largest that fits.
 BATCH_POLICIES: tuple[str, ...] = ("configured", "knee", "max")

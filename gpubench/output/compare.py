@@ -1,6 +1,4 @@
-"""``python -m gpubench.compare A B``: does B train faster, slower or the same as A per sample, beyond the noise?
-
-    python -m gpubench.compare A B [--threshold 0.05] [--confidence 0.95] [--markdown out.md | -] [--tracking-uri URI]
+"""``gpubench compare A B``'s comparison and its table: does B train faster, slower or the same as A per sample?
 
 A and B are report.json files (or folders holding one) or MLflow run ids (32 hex characters), whose report.json
 artifact is downloaded from the tracking store (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else
@@ -28,14 +26,10 @@ interval beside it. Widening rather than a bare refusal keeps the verdicts that 
 probe readings and step splits (:mod:`gpubench.stats.host_compare` says how), not from a tolerance.
 """
 
-import argparse
 import math
-import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from rich.console import Console
@@ -51,8 +45,7 @@ from gpubench.output.compare_host import (
     host_lines,
     host_share,
 )
-from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, measured_values_problem, read_report
-from gpubench.output.tracking import TrackingError, load_run_report
+from gpubench.output.report_file import measured_values_problem
 from gpubench.results import ModelResult, RunReport
 from gpubench.stats.compare import (
     AMBIGUOUS,
@@ -449,119 +442,3 @@ def print_table(
         )
     for model in unmatched:
         console.print(f"[bold]{model.model}[/bold] not compared: {model.reason}", soft_wrap=True, highlight=False)
-
-
-# --------------------------------------------------------------------------------------------------- loading
-
-
-def load_report(argument: str, tracking_uri: str) -> RunReport:
-    """The report an argument names: a report.json file, a folder holding one, or an MLflow run id."""
-    path = Path(argument)
-    if path.is_dir() and (path / REPORT_FILE_NAME).is_file():
-        path = path / REPORT_FILE_NAME
-    try:
-        if path.is_file():
-            return read_report(path)
-        if _RUN_ID.match(argument):
-            return load_run_report(argument, tracking_uri)
-    except (ReportReadError, TrackingError) as exc:
-        raise CompareError(str(exc)) from exc
-    raise CompareError("it is neither an existing report file nor an MLflow run id (32 hex characters)")
-
-
-def describe(argument: str, report: RunReport) -> str:
-    """A one-line label for a report: the argument, its device and when it was measured."""
-    details = [value for value in (report.hardware.device_name, report.timestamp) if value]
-    return argument + (f" ({', '.join(details)})" if details else "")
-
-
-# --------------------------------------------------------------------------------------------------- command line
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction strictly between 0 and 1, got {text}")
-    return value
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m gpubench.compare",
-        description=(
-            "Compare two gpubench runs, B against A, on time per sample (epoch time / samples per epoch): per "
-            "model the ratio of mean times per sample B/A with a Fieller interval on long-run (batch-means) "
-            "variances, a t test with the same standard errors, and a verdict FASTER / SLOWER / SAME / AMBIGUOUS "
-            "(FASTER: B takes less time per sample), or HOST_DIFFERS where the hosts' recorded loads or probes "
-            "could explain the difference."
-        ),
-    )
-    parser.add_argument("a", metavar="A", help="baseline: a report.json (or its folder) or an MLflow run id")
-    parser.add_argument("b", metavar="B", help="candidate, compared against A: a report.json or an MLflow run id")
-    parser.add_argument(
-        "--threshold",
-        type=_fraction,
-        default=DEFAULT_THRESHOLD,
-        help="noise threshold as a fraction of A's mean time per sample (default 0.05 = ±5%%)",
-    )
-    parser.add_argument(
-        "--confidence", type=_fraction, default=DEFAULT_CONFIDENCE, help="level of the ratio interval (default 0.95)"
-    )
-    parser.add_argument(
-        "--markdown", metavar="PATH", help="also write the table as markdown to PATH, or '-' for stdout"
-    )
-    parser.add_argument(
-        "--tracking-uri",
-        default=os.environ.get("MLFLOW_TRACKING_URI", DEFAULT_TRACKING_URI),
-        help="MLflow store for run ids (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)",
-    )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit code (0 done, 2 bad argument). argparse itself exits 2 on bad options."""
-    args = _parser().parse_args(argv)
-    # Rich assumes 80 columns when a stream is not a terminal (a pipe, a log file): too narrow for twelve columns.
-    stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _PIPE_WIDTH_COLUMNS)
-    stdout = Console(highlight=False, width=None if sys.stdout.isatty() else _PIPE_WIDTH_COLUMNS)
-    try:
-        reports = {}
-        for name, argument in (("A", args.a), ("B", args.b)):
-            try:
-                report = load_report(argument, args.tracking_uri)
-                per_sample_times(report)
-            except CompareError as exc:
-                raise CompareError(f"argument {name} {argument!r}: {exc}.") from exc
-            reports[name] = report
-        comparisons = compare_reports(reports["A"], reports["B"], args.threshold, args.confidence)
-        unmatched = unmatched_models(reports["A"], reports["B"], (f"A {args.a!r}", f"B {args.b!r}"))
-        if not comparisons:
-            raise CompareError(
-                f"no model can be compared between A {args.a!r} and B {args.b!r}: "
-                + "; ".join(f"{u.model}: {u.reason}" for u in unmatched)
-                + "."
-            )
-        labels = {"label_a": describe(args.a, reports["A"]), "label_b": describe(args.b, reports["B"])}
-        settings = {
-            "threshold": args.threshold,
-            "confidence": args.confidence,
-            "hosts": host_difference(reports["A"], reports["B"], args.confidence),
-        }
-        markdown = render_markdown(comparisons, unmatched, **labels, **settings)
-        if args.markdown and args.markdown != "-":
-            try:
-                Path(args.markdown).write_text(markdown)
-            except OSError as exc:
-                raise CompareError(f"--markdown {args.markdown!r}: cannot write the file ({exc}).") from exc
-    except CompareError as exc:
-        stderr.print(f"[bold red]gpubench compare: error:[/bold red] {exc}", soft_wrap=True)
-        return 2
-    # With markdown on stdout the table goes to stderr, so that stdout can be piped as clean markdown.
-    print_table(stderr if args.markdown == "-" else stdout, comparisons, unmatched, **labels, **settings)
-    if args.markdown == "-":
-        sys.stdout.write(markdown)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

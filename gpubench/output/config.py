@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require
+from gpubench.errors import require
 
 #: Seconds between two system-metrics samples by default (see ``TrackingConfig``).
 SYSTEM_METRICS_INTERVAL_S = 10.0

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench.redact import redact
+from gpubench.output.redact import redact
 from gpubench.results import (
     CostAnalysis,
     DistributedScaling,

@@ -12,9 +12,8 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gpubench.decision.advice import host_text
 from gpubench.output.console import cloud_line, distributed_line, health_cell, health_lines, plan_lines
-from gpubench.redact import redact
+from gpubench.output.redact import redact
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,
@@ -362,7 +361,7 @@ def host_section(report: RunReport) -> str:
         )
     )
     recommendation = report.recommendation
-    noisy = host_text(report.models, recommendation.decided_on) if recommendation is not None else None
+    noisy = recommendation.host_note if recommendation is not None else None
     if noisy:
         parts.append(f'<p class="warning">{text(noisy)}</p>')
     parts.append(_list(hardware.notices, "notes"))

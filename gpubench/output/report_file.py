@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.errors import GpubenchError, OutputError
-from gpubench.redact import redact_tree
+from gpubench.output.redact import redact_tree
 from gpubench.results import ModelResult, ReportFormatError, RunReport
 
 #: The report's file name in a run's folder and among an MLflow run's artifacts.

@@ -34,11 +34,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from gpubench import signals
-from gpubench.hydra_files import write_error_message
+from gpubench.cli.hydra_files import write_error_message
 from gpubench.output import console
+from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
 from gpubench.output.sweep_run import SweepRun
-from gpubench.redact import install_log_redaction, redact
 from gpubench.results import ModelResult, RunReport
 
 #: The per-job summary, in each job's output folder.

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpubench.errors import ConfigError
 from gpubench.output import tracking
 from gpubench.output.config import TrackingConfig
-from gpubench.redact import redact
+from gpubench.output.redact import redact
 
 #: The parent run's file, in the sweep folder.
 PARENT_RUN_FILE = "mlflow_parent_run.json"

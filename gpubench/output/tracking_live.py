@@ -14,7 +14,7 @@ nests a job's run that was created without its parent (a resumed job).
 Tracking never costs a measurement: any failure while logging (unreachable server, bad URI, damaged or locked
 store) becomes one warning, logging stops for the rest of the job (a dead server would otherwise cost its timeout
 on every batch), and the JSON report is written regardless. Params, tags and names pass through
-:func:`gpubench.redact.redact` before they are sent.
+:func:`gpubench.output.redact.redact` before they are sent.
 """
 
 import json
@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from gpubench.output import console
 from gpubench.output.config import TrackingConfig
+from gpubench.output.redact import redact
 from gpubench.output.sqlite_store import store_lock
 from gpubench.output.tracking_record import PARENT_RUN_TAG, DatasetRecord, RunRecord
 from gpubench.output.tracking_store import (
@@ -35,7 +36,6 @@ from gpubench.output.tracking_store import (
     tracking_warning,
 )
 from gpubench.output.tracking_system import SystemMetricsSampler
-from gpubench.redact import redact
 from gpubench.units import MS_PER_S
 
 #: MLflow's per-request limits: entities in one log_batch, and params/tags among them.

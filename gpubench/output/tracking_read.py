@@ -4,10 +4,10 @@ only inside :func:`load_run_report`."""
 import tempfile
 from pathlib import Path
 
+from gpubench.output.redact import redact
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report
 from gpubench.output.sqlite_store import SQLITE_PREFIX, TrackingError
 from gpubench.output.tracking_store import quiet_store_logs, reason
-from gpubench.redact import redact
 from gpubench.results import RunReport
 
 

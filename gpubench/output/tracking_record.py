@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.data.config import SYNTHETIC_SYMBOLS, DataConfig
-from gpubench.redact import redact
+from gpubench.output.redact import redact
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
     GRAY_ZONE,

@@ -11,7 +11,7 @@ bounds, and the warnings its failures become. The SQLite file itself (lock, stat
   this process: :data:`HTTP_RETRY_DEFAULTS` (2 retries, backoff factor 1 s, 5 s timeout), so a refused connection
   fails in seconds.
 * **Credentials.** The configured URI is used as given (MLflow needs its credentials); every warning passes through
-  :func:`gpubench.redact.redact`. MLflow's own "View run ... at: <URI>" lines would carry the URI's credentials:
+  :func:`gpubench.output.redact.redact`. MLflow's own "View run ... at: <URI>" lines would carry the URI's credentials:
   they are switched off, and gpubench shows its own link (:func:`run_link`), without them.
 * **Artifacts.** With a local store (SQLite, file) the experiment's artifacts go to ``tracking.artifact_location``;
   with a tracking server the server's artifact store holds them (no ``file:`` path of the submitting machine).
@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpubench.output.config import TrackingConfig
+from gpubench.output.redact import redact
 from gpubench.output.sqlite_store import (
     SQLITE_PREFIX,
     SqliteStoreState,
@@ -40,7 +41,6 @@ from gpubench.output.sqlite_store import (
     sqlite_database,
 )
 from gpubench.output.tracking_record import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
-from gpubench.redact import redact
 
 #: A failure's reason in a warning is shortened (at a word) to this many characters.
 _MAX_REASON_CHARS = 400

@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpubench.output.redact import redact
 from gpubench.output.tracking_store import reason
-from gpubench.redact import redact
 from gpubench.units import MS_PER_S
 
 #: The prefix of every system metric (MLflow's: its UI shows these keys in the System metrics tab).

@@ -42,7 +42,7 @@ class DistributedScaling(Record):
     sample unit per second (``sample_unit``). ``scaling_efficiency`` is the global throughput over ``world_size`` ×
     ``single_process_samples_per_second`` (the same job's 1-process measurement of the same model at the same batch):
     1.0 is linear scaling; ``scaling_efficiency_interval`` is its interval at the job's confidence level, by
-    ``scaling_efficiency_method`` (see :mod:`gpubench.distributed.scaling`). ``status`` and ``error`` as a model's:
+    ``scaling_efficiency_method`` (see :mod:`gpubench.stats.scaling`). ``status`` and ``error`` as a model's:
     an out-of-memory, failed or interrupted distributed run leaves the 1-process result untouched. ``warnings``
     say where the run differs from the 1-process one (a smaller batch per rank when the agreed search found the
     1-process batch does not fit under DDP).

@@ -358,6 +358,7 @@ class Recommendation(Record):
         "cost_table_notes",
         "local_cost",
         "price_snapshot",
+        "host_note",
     )
 
     decision: str | None
@@ -390,6 +391,8 @@ class Recommendation(Record):
     cost_table_notes: list[str] = field(default_factory=list)
     local_cost: LocalCost | None = None
     price_snapshot: PriceSnapshotInfo | None = None
+    #: The sentence saying the host's speed moved during the run (None when it did not), also in ``reasoning``.
+    host_note: str | None = None
 
     @property
     def estimated_full_training_days(self) -> float | None:

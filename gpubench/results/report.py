@@ -14,8 +14,28 @@ from gpubench.results.recommendation import Recommendation
 from gpubench.results.run import DataProvenance, HardwareReport, RunInfo
 from gpubench.results.what_if import WhatIf
 
-#: Version of the report schema; bump when a key changes meaning. Version 1 is read as is.
-REPORT_SCHEMA_VERSION = 1
+#: Version of the report schema; bump it with a step in :func:`migrate` when a key is added or changes meaning.
+REPORT_SCHEMA_VERSION = 2
+#: How version 1's reasoning starts its sentence about the host (version 2 stores it as ``host_note``).
+_HOST_SENTENCE_START = "The host's speed moved during the run"
+
+
+def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a report dict of any earlier schema version) upgraded to :data:`REPORT_SCHEMA_VERSION`.
+
+    1 -> 2: the recommendation's sentence about a noisy host, the tail of its reasoning, gets a key of its own
+    (``host_note``)."""
+    upgraded = dict(data)
+    version = upgraded.get("report_schema_version") or 1
+    if version < 2 and isinstance(upgraded.get("recommendation"), Mapping):
+        recommendation = dict(upgraded["recommendation"])
+        reasoning = recommendation.get("reasoning") or ""
+        start = reasoning.find(_HOST_SENTENCE_START)
+        if start >= 0 and "host_note" not in recommendation:
+            recommendation["host_note"] = reasoning[start:]
+        upgraded["recommendation"] = recommendation
+    upgraded["report_schema_version"] = REPORT_SCHEMA_VERSION
+    return upgraded
 
 
 #: ``failed``: an error ended the run after it started (``RunReport.error`` says which); the models measured before
@@ -66,4 +86,4 @@ class RunReport(Record):
                 f"report schema version {version} is newer than this gpubench reads ({REPORT_SCHEMA_VERSION}): "
                 "upgrade gpubench to read it"
             )
-        return super().from_dict(data, where=where or "report")
+        return super().from_dict(migrate(data), where=where or "report")

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require, require_choice, require_positive, require_probability
+from gpubench.errors import require, require_choice, require_positive, require_probability
 
 # The interval's limits live here, not in intervals.py, so that composing a config does not import scipy.
 #: Fewest epochs a batch mean may average (shorter batches are strongly correlated with their neighbours).

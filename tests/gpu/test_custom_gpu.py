@@ -8,12 +8,12 @@ from conftest import make_learnable_features
 from hydra import compose, initialize_config_dir
 from torch import nn
 
+from gpubench.bench.model_run import ModelRunContext, run_model
 from gpubench.conf import CONF_DIR
 from gpubench.config import register_configs, typed_config
 from gpubench.hardware.selection import synchronizer
 from gpubench.hardware.vram import apply_vram_limit
 from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import ModelRunContext, run_model
 from gpubench.models.custom import registry
 
 pytestmark = pytest.mark.gpu

@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import make_learnable_features
 
+from gpubench.bench.model_run import build_workload
 from gpubench.measure.flops import count_step
-from gpubench.model_run import build_workload
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import Mamba2Workload
 from gpubench.units import BYTES_PER_MB

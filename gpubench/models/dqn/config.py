@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.config_checks import require, require_choice, require_positive, require_probability
+from gpubench.errors import require, require_choice, require_positive, require_probability
 from gpubench.models.trading_env.config import TradingEnvConfig
 
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require, require_choice, require_positive
+from gpubench.errors import require, require_choice, require_positive
 
 #: ``workloads.mamba2.recompute_scan``: recompute only when the batch would not fit otherwise, always, never.
 RECOMPUTE_SETTINGS: tuple[str, ...] = ("auto", "true", "false")

@@ -1,11 +1,11 @@
 """The parent side of a data-parallel run: launch a model's ranks under torchrun, wait, and read their result.
 
 After a model's 1-process measurement succeeds, :func:`measure_distributed` writes the job's config and a
-:class:`~gpubench.distributed.worker.WorkerSpec` into ``<report folder>/distributed/<model>/``, starts
-``python -m torch.distributed.run --standalone --nproc_per_node N -m gpubench.distributed.worker SPEC RESULT`` there
+:class:`~gpubench.bench.rank_worker.WorkerSpec` into ``<report folder>/distributed/<model>/``, starts
+``python -m torch.distributed.run --standalone --nproc_per_node N -m gpubench.bench.rank_worker SPEC RESULT`` there
 (torchrun's output goes to ``torchrun.log`` beside them) and waits. The one report and the one MLflow run stay the
 parent's: rank 0 writes only ``result.json``, from which the parent builds the model's ``distributed`` section
-(:func:`gpubench.distributed.scaling.distributed_scaling`).
+(:func:`gpubench.stats.scaling.distributed_scaling`).
 
 The child runs in a session of its own, so a Ctrl-C at the terminal reaches the parent only. An interrupt of the
 parent (Ctrl-C, SIGTERM, SIGHUP: a KeyboardInterrupt, :mod:`gpubench.signals`) sends torchrun SIGTERM, which stops
@@ -31,17 +31,17 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from gpubench.bench.model_run import ModelInterrupted, ModelRun
+from gpubench.bench.rank_worker import PID_FILE_PATTERN, WorkerSpec
 from gpubench.config import BenchmarkConfig
-from gpubench.distributed.scaling import GatheredRun, distributed_scaling
-from gpubench.distributed.worker import PID_FILE_PATTERN, WorkerSpec
 from gpubench.errors import ConfigError
 from gpubench.hardware.host import available_cpus
 from gpubench.hardware.selection import visible_gpu_count
 from gpubench.measure.batch_search import release_device_memory
-from gpubench.model_run import ModelInterrupted, ModelRun
 from gpubench.output import console
-from gpubench.redact import redact
+from gpubench.output.redact import redact
 from gpubench.results import DistributedScaling, ModelResult
+from gpubench.stats.scaling import GatheredRun, distributed_scaling
 
 #: NVLink multicast (NVLS) stays off in every process started: NCCL's NVLS algorithms and torch's symmetric-memory
 #: multicast need fabric support the lent multi-GPU machines do not promise.
@@ -99,7 +99,7 @@ def torchrun_command(nproc: int, spec_path: Path, result_path: Path) -> list[str
         "--nproc_per_node",
         str(nproc),
         "-m",
-        "gpubench.distributed.worker",
+        "gpubench.bench.rank_worker",
         str(spec_path),
         str(result_path),
     ]
@@ -194,7 +194,7 @@ def measure_distributed(
 ) -> ModelResult:
     """Model ``name``'s 1-process result ``single`` (status ok) with its data-parallel measurement attached
     (``distributed``), run by ``cfg.distributed.nproc`` ranks under torchrun in ``folder``. An interrupt raises
-    :class:`~gpubench.model_run.ModelInterrupted` carrying the result with ``distributed.status`` interrupted."""
+    :class:`~gpubench.bench.model_run.ModelInterrupted` carrying the result with ``distributed.status`` interrupted."""
     nproc = cfg.distributed.nproc
     backend = cfg.distributed.resolved_backend(device.type)
     folder.mkdir(parents=True, exist_ok=True)

@@ -90,7 +90,7 @@ class ModelRunContext:
     optional per-epoch hook (:data:`EpochObserver`).
 
     ``data_parallel``, ``rank`` and ``trial_agreement`` are set in one rank of a data-parallel run
-    (:mod:`gpubench.distributed.worker`): workloads are built with their networks under DistributedDataParallel and
+    (:mod:`gpubench.bench.rank_worker`): workloads are built with their networks under DistributedDataParallel and
     their data and environments seeded ``seed + rank``, and the batch search's trials are agreed across the ranks.
     """
 

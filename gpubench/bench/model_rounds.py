@@ -9,7 +9,7 @@ bound on its mean epoch time takes it in (:mod:`gpubench.stats.rounds`), told ho
 (:func:`~gpubench.stats.rounds.round_gaps_epochs`): a lone model's rounds follow one another at once, and its
 autocorrelated epochs make their means correlate, which the bound and the drift test count.
 
-Round 1 of each model is its run through :func:`gpubench.model_run.run_model`, alone on the device: batch search,
+Round 1 of each model is its run through :func:`gpubench.bench.model_run.run_model`, alone on the device: batch search,
 FLOP count, memory profile, stability, at the epoch size it calibrates. Its workload is then released, as before.
 For the later rounds each model that ran is built again at its timed batch (outside any timed block), warmed up
 (``warmup_epochs`` epochs of the size round 1 chose), and kept: every later round starts from that warmed model,
@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from statistics import fmean
 
+from gpubench.bench.model_run import ModelInterrupted, ModelRun, ModelRunContext, build_workload
 from gpubench.hardware.host import probe_host_speed
 from gpubench.hardware.monitor import DeviceMonitor, energy_summary
 from gpubench.measure.epochs import INTERRUPTED, Measurement, MeasurementInterrupted, measure_workload
 from gpubench.measure.stability import StabilityMonitor, stability_verdict
-from gpubench.model_run import ModelInterrupted, ModelRun, ModelRunContext, build_workload
 from gpubench.output import console
 from gpubench.results import DeviceEpoch, HostProbe, MeasuredRound, ModelResult
 from gpubench.stats.epoch_times import summarize_epoch_times
@@ -143,7 +143,7 @@ def measure_round(
     live: LiveModel, rounds: ModelRounds, epochs: int, index: int, started_s: float, context: ModelRunContext
 ) -> ModelRounds:
     """Measure one more round of ``epochs`` epochs of the warmed model ``live``; ``rounds`` with it added. An
-    interrupt raises :class:`~gpubench.model_run.ModelInterrupted` carrying the model's result from every epoch
+    interrupt raises :class:`~gpubench.bench.model_run.ModelInterrupted` carrying the model's result from every epoch
     completed before it (status ``interrupted``)."""
     cfg = context.cfg
     probe = probe_host_speed()

@@ -158,9 +158,34 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     except OSError as exc:
         # A file that cannot be written: Hydra's run folder and saved config (a full or read-only working folder
         # fails before the task runs), or one of the job's own files.
-        from gpubench.hydra_files import write_error_message
+        from gpubench.cli.hydra_files import write_error_message
 
         _refuse(write_error_message(exc), user_wants_traceback)
     finally:
         if not user_wants_traceback:
             os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+#: The exit codes of every subcommand.
+EXIT_OK = 0
+#: A model or a training failed, a check landed outside its bound, or a comparison differs as asked to fail.
+EXIT_FAILED = 1
+#: Bad input: a key, file or value that cannot be used, said in one paragraph.
+EXIT_BAD_INPUT = 2
+
+
+def run_command(main: Callable[[list[str]], int], argv: list[str], prog: str) -> int:
+    """Run a subcommand's ``main(argv)``; a :class:`~gpubench.errors.GpubenchError` that escapes it is one paragraph
+    and :data:`EXIT_BAD_INPUT`, an interrupt 128 + the signal's number."""
+    from gpubench import signals
+    from gpubench.errors import GpubenchError
+    from gpubench.output import console
+
+    try:
+        return main(argv)
+    except GpubenchError as exc:
+        console.error(f"{prog}: {exc}")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        console.notice(f"{prog}: interrupted ({signals.signal_name(signals.received_signal())}).")
+        return signals.interrupt_exit_code()

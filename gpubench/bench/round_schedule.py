@@ -1,7 +1,7 @@
 """The later rounds of a job: which models share the device, the fixed rounds round-robin, then adaptive rounds.
 
-Round 1 of every model has run (``gpubench/runner.py``). The models that ran are built again and warmed
-(:func:`gpubench.model_rounds.start_later_rounds`), as many at once as fit the usable VRAM by their measured peaks
+Round 1 of every model has run (``gpubench/bench/runner.py``). The models that ran are built again and warmed
+(:func:`gpubench.bench.model_rounds.start_later_rounds`), as many at once as fit the usable VRAM by their measured peaks
 (all of them on the CPU or an unlimited GPU; groups measured one after another where they do not fit together,
 since a model built beside others it does not fit with would run out of memory or time the allocator's
 struggle), and measured round-robin: round 2 of every model of the group, then round 3, ... (dqn, ppo, mamba2,
@@ -20,10 +20,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gpubench.decision.stopping import RoundChoice, next_round
-from gpubench.measure.batch_search import release_device_memory
-from gpubench.measure.epochs import DIVERGED, FIXED_EPOCHS
-from gpubench.model_rounds import (
+from gpubench.bench.model_rounds import (
     LiveModel,
     ModelRounds,
     measure_round,
@@ -31,7 +28,10 @@ from gpubench.model_rounds import (
     seconds_since,
     start_later_rounds,
 )
-from gpubench.model_run import ModelRunContext
+from gpubench.bench.model_run import ModelRunContext
+from gpubench.decision.stopping import RoundChoice, next_round
+from gpubench.measure.batch_search import release_device_memory
+from gpubench.measure.epochs import DIVERGED, FIXED_EPOCHS
 from gpubench.output import console
 from gpubench.results import ModelResult
 

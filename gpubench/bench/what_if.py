@@ -2,7 +2,7 @@
 recommendation would offer (bf16 autocast, tf32 matmuls, ``torch.compile`` modes, the knee batch), so that the
 recommended actions quote measured figures instead of guessed speed-ups.
 
-A what-if is :func:`gpubench.model_run.run_model` with a modified config: the variant's execution (or batch), no
+A what-if is :func:`gpubench.bench.model_run.run_model` with a modified config: the variant's execution (or batch), no
 batch search (the main run's batch, or the knee), no step-downs, one warmup epoch and
 ``decision.what_if_epochs`` epochs of at least ``decision.what_if_epoch_seconds`` s, not adaptive. Its result has
 the same statistics, memory profile and stability checks as the main one; the decision extrapolates it to the plan
@@ -16,8 +16,8 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
+from gpubench.bench.model_run import ModelRunContext, run_model
 from gpubench.config import BenchmarkConfig, ExecutionConfig
-from gpubench.model_run import ModelRunContext, run_model
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import LOCAL_GPU_VIABLE, ModelResult, WhatIf

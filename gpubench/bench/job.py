@@ -6,7 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from gpubench.redact import redact
+from gpubench.output.redact import redact
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpubench.redact import install_log_redaction, redact
+from gpubench.output.redact import install_log_redaction, redact
 
 #: The files Hydra saves in a job's ``.hydra/`` folder: the overrides and the config as given.
 HYDRA_FILES = ("config.yaml", "overrides.yaml", "hydra.yaml")

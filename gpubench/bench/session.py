@@ -1,7 +1,7 @@
 """The setup every process that builds workloads shares, written once: the device, torch's CPU threads, the VRAM
 cap, the fp32 matmul precision, the seed, the market data on the device and a block timer.
 
-The benchmark (:mod:`gpubench.runner`), a data-parallel rank (:mod:`gpubench.distributed.worker`), a replay of
+The benchmark (:mod:`gpubench.bench.runner`), a data-parallel rank (:mod:`gpubench.bench.rank_worker`), a replay of
 :mod:`gpubench.validate` and the scripts under ``benchmarks/`` each prepare a :class:`Session` from the job's config
 and build their workloads in :meth:`Session.model_run_context`, so that a model is built the same way wherever it is
 built. The effects happen in the order the runner has always had them: device, threads, VRAM cap, matmul precision
@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from gpubench.bench.model_run import ModelRunContext
 from gpubench.config import BenchmarkConfig
 from gpubench.data.loader import load_features
 from gpubench.data.tensors import FeatureTensors
@@ -20,7 +21,6 @@ from gpubench.hardware.host import choose_cpu_threads
 from gpubench.hardware.selection import resolve_device, synchronizer
 from gpubench.hardware.vram import VramBudget, apply_vram_limit
 from gpubench.measure.timing import BlockTimer
-from gpubench.model_run import ModelRunContext
 from gpubench.results import DataProvenance
 
 

@@ -1,8 +1,8 @@
 """The coordinator: phases in order, each model isolated, results saved as they complete.
 
-hardware probe + burn-in -> market data -> per model :func:`gpubench.model_run.run_model` (batch -> build -> measure
--> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
-(:func:`gpubench.distributed.launch.measure_distributed`) -> the report (and its HTML page, report.html, without
+hardware probe + burn-in -> market data -> per model :func:`gpubench.bench.model_run.run_model` (batch -> build ->
+measure -> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
+(:func:`gpubench.bench.ranks.measure_distributed`) -> the report (and its HTML page, report.html, without
 plots) written after every phase -> recommendation -> status complete -> plots, the page with them, MLflow run,
 summary. The coordinator holds no maths: each phase returns a value the next takes, and the report is a
 :class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails gets a status and
@@ -23,31 +23,31 @@ import torch
 from omegaconf import OmegaConf
 
 from gpubench import __version__
+from gpubench.bench.job import RunContext
+from gpubench.bench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
+from gpubench.bench.model_run import EpochObserver, ModelInterrupted, run_model
+from gpubench.bench.ranks import check_launchable, measure_distributed
+from gpubench.bench.round_schedule import RoundSchedule, later_rounds
+from gpubench.bench.session import choose_device, prepare_session
+from gpubench.bench.what_if import run_what_ifs, what_if_enabled, what_if_models
 from gpubench.config import BenchmarkConfig
 from gpubench.decision.recommendation import build_recommendation
-from gpubench.distributed.launch import check_launchable, measure_distributed
 from gpubench.errors import GpubenchError
 from gpubench.hardware.burn_in import burn_in
 from gpubench.hardware.catalog import load_catalog
 from gpubench.hardware.host import busy_host_warning, host_load, probe_host_speed
 from gpubench.hardware.identity import nvml_index_for
 from gpubench.hardware.probe import probe
-from gpubench.job import RunContext
-from gpubench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
-from gpubench.model_run import EpochObserver, ModelInterrupted, run_model
 from gpubench.models import workload_class
 from gpubench.output import console, tracking
 from gpubench.output.html_report import PagePlot, draw_page_plots, write_page
 from gpubench.output.plots import save_report_plots
+from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
 from gpubench.output.sweep_run import sweep_job
-from gpubench.redact import install_log_redaction, redact
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
-from gpubench.round_schedule import RoundSchedule, later_rounds
-from gpubench.session import choose_device, prepare_session
 from gpubench.stats.config import ADAPTIVE_OFF
 from gpubench.units import MS_PER_S
-from gpubench.what_if import run_what_ifs, what_if_enabled, what_if_models
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Runner:
             console.notice(device_notice)
         check_launchable(cfg, self.device)
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
-        #: Threads, VRAM cap, matmul precision, seed and timer (gpubench.session); the data is loaded after the burn-in.
+        #: Threads, VRAM cap, matmul precision, seed and timer (bench/session); the data is loaded after the burn-in.
         self.session = prepare_session(cfg, device=self.device, load_data=False)
         self.host = host_load(self.session.threads_source)
         logger.info("host: %s", self.host.to_dict())
@@ -366,7 +366,7 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     KILLED when it was interrupted; the report on disk (partial, for the last two) and its HTML page
     (:mod:`gpubench.output.html_report`, with the plots) are logged with it, and the run is named with its verdict.
     The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
-    :mod:`gpubench.hydra_files`).
+    :mod:`gpubench.cli.hydra_files`).
     """
     # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
     install_log_redaction()

@@ -2,8 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.config_checks import require, require_choice, require_positive
-from gpubench.errors import ConfigError
+from gpubench.errors import ConfigError, require, require_choice, require_positive
 
 #: ``auto``: NCCL on GPUs, gloo on the CPU.
 BACKENDS: tuple[str, ...] = ("auto", "nccl", "gloo")

@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from gpubench.cli_errors import hydra_error_message, quote_value
+from gpubench.cli.errors import hydra_error_message, quote_value
 from gpubench.conf import CONF_DIR
 from gpubench.errors import ConfigError
 from gpubench.models.custom import registry
@@ -105,10 +105,10 @@ def benchmark(
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
+    from gpubench.bench.job import RunContext
+    from gpubench.bench.runner import run
     from gpubench.config import register_configs, typed_config
-    from gpubench.job import RunContext
     from gpubench.output.report_file import read_report
-    from gpubench.runner import run
 
     if not callable(build):
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel run: ``python -m torch.distributed.run ... -m gpubench.distributed.worker SPEC RESULT``.
+"""One rank of a data-parallel run: ``python -m torch.distributed.run ... -m gpubench.bench.rank_worker SPEC RESULT``.
 
 torchrun starts ``world_size`` of these, each with ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` in its environment.
 Each rank joins the process group (NCCL on GPUs, gloo on the CPU), rebuilds the job's config from the spec's YAML
@@ -8,7 +8,7 @@ DistributedDataParallel (which broadcasts rank 0's parameters). On a GPU with th
 the search with its trials agreed across the ranks (:func:`agree_across_ranks`). Then every rank runs the same
 warmup and measured epochs of the 1-process run's ``steps_per_epoch`` steps, each timed between device
 synchronisations; rank 0 gathers the ranks' epoch times, peak memory and sample counts and writes ``RESULT``
-(:class:`~gpubench.distributed.scaling.GatheredRun`). Each rank writes its process id to ``rank<r>.pid`` beside the
+(:class:`~gpubench.stats.scaling.GatheredRun`). Each rank writes its process id to ``rank<r>.pid`` beside the
 spec first, so that the parent (or a test) can signal it.
 
 A rank that raises exits non-zero (its traceback goes to torchrun's summary through ``@record``); torchrun then
@@ -114,11 +114,11 @@ def _measure_rank(spec: WorkerSpec, context, rank: int) -> _RankOutcome:
     """The agreed batch search (when the spec asks for it), then this rank's timed warmup and measured epochs."""
     import torch
 
-    from gpubench.distributed.scaling import RankMeasurement
+    from gpubench.bench.model_run import build_workload, choose_batch
     from gpubench.measure.epochs import measure_workload
     from gpubench.measure.memory import TorchCudaAllocator
     from gpubench.measure.stability import StabilityMonitor
-    from gpubench.model_run import build_workload, choose_batch
+    from gpubench.stats.scaling import RankMeasurement
     from gpubench.units import BYTES_PER_MB
 
     cfg, device = context.cfg, context.device
@@ -172,9 +172,9 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
 
     import torch.distributed as dist
 
+    from gpubench.bench.session import choose_device, prepare_session
     from gpubench.config import load_resolved_config
-    from gpubench.distributed.scaling import GatheredRun
-    from gpubench.session import choose_device, prepare_session
+    from gpubench.stats.scaling import GatheredRun
 
     rank, local_rank, world_size = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     Path(result_path).parent.joinpath(PID_FILE_PATTERN.format(rank=rank)).write_text(str(os.getpid()))

@@ -1,0 +1,40 @@
+"""The ``gpubench`` command: one porch for every subcommand.
+
+``gpubench [run] KEY=VALUE ...`` is the measured run (Hydra overrides; ``run`` may be left out, and ``python -m
+gpubench`` is the same); ``validate``, ``compare``, ``launch``, ``prices`` and ``rent`` are the others, each with its
+own ``--help``. Every subcommand shares the signal handling and the exit codes of :mod:`gpubench.cli.errors`.
+"""
+
+import importlib
+import sys
+
+from gpubench import signals
+
+#: Subcommand -> the module whose ``main(argv)`` runs it (``run`` is Hydra's, reading ``sys.argv``).
+SUBCOMMANDS = {
+    "run": "gpubench.cli.run",
+    "validate": "gpubench.cli.validate",
+    "compare": "gpubench.cli.compare",
+    "launch": "gpubench.cli.launch",
+    "prices": "gpubench.cli.prices",
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Dispatch ``argv`` (default ``sys.argv[1:]``) to its subcommand and exit with its code."""
+    # First, before anything heavy loads: an interrupt during the imports ends quietly too.
+    signals.install()
+    args = sys.argv[1:] if argv is None else list(argv)
+    name = args[0] if args and args[0] in SUBCOMMANDS else "run"
+    if args and args[0] == name:
+        args = args[1:]
+    if name == "run":
+        from gpubench.cli import run
+
+        sys.argv = [sys.argv[0], *args]
+        run.main()
+        return
+    from gpubench.cli.errors import run_command
+
+    module = importlib.import_module(SUBCOMMANDS[name])
+    sys.exit(run_command(module.main, args, prog=f"gpubench {name}"))

@@ -1,0 +1,196 @@
+"""``gpubench validate REPORT [--factor K | --minutes M] [--repeats R]``: check a report's predictions against real
+trainings (:mod:`gpubench.bench.replay`), each against the bounds of one new training, and write
+``validation.json`` (a row per training, rewritten after each).
+
+Exit codes: 0 every training inside its bound; 1 one outside, or failed; 2 bad input or nothing to check; 128 + the
+signal's number when interrupted, with the finished trainings kept.
+"""
+
+import argparse
+import math
+import tempfile
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NoReturn
+
+from gpubench.bench.replay import DEFAULT_FACTOR, MAX_FACTOR, ValidationInputError, prepare, run_checks
+from gpubench.errors import GpubenchError
+from gpubench.results import ValidationCheck, ValidationReport
+
+VALIDATION_FILE_NAME = "validation.json"
+#: |error| within this many percent is counted in the summary line (reported, not the pass criterion).
+ERROR_GOAL_PCT = 3.0
+
+
+def format_table(validation: ValidationReport) -> str:
+    """The validation as a plain-text table (seconds and percent), then what it adds up to."""
+    how = f"x{validation.factor:g} the work" if validation.factor else f"about {validation.minutes:g} min a training"
+    lines = [
+        f"Predictions of {validation.report_path} on {validation.device}, {how}, {validation.repeats} repeat(s):",
+        f"{'model':<8} {'rep':>3} {'K':>6} {'batch':>6} {'epochs':>6} {'predicted s':>12} {'bound s':>21} "
+        f"{'actual s':>10} {'error':>8}  in  {'probe ms':>11}",
+    ]
+    trained = [check for check in validation.checks if check.status != "skipped"]
+    for check in trained:
+        head = f"{check.model:<8} {check.repeat:>3} {check.factor:>6.3g} {check.batch_size:>6} {check.epochs:>6}"
+        bound = f"[{check.lower_s:,.1f}, {check.upper_s:,.1f}]"
+        if check.status != "ok":
+            lines.append(f"{head} {check.predicted_s:>12,.1f} {bound:>21}  failed: {check.error}")
+            continue
+        inside = "yes" if check.inside_bound else "NO "
+        lines.append(
+            f"{head} {check.predicted_s:>12,.1f} {bound:>21} {check.actual_s:>10,.1f} {check.error_pct:>+7.2f}%  "
+            f"{inside} {_probes_text(check):>11}"
+        )
+    lines += [f"{check.model}: not checked: {check.error}" for check in validation.checks if check.status == "skipped"]
+    errors = [abs(check.error_pct) for check in trained if check.error_pct is not None]
+    if errors:
+        inside = sum(bool(check.inside_bound) for check in trained)
+        within = sum(error <= ERROR_GOAL_PCT for error in errors)
+        lines.append(
+            f"{inside} of {len(trained)} trainings inside their bounds; {within} of {len(errors)} within "
+            f"{ERROR_GOAL_PCT:g}% of the prediction; largest |error| {max(errors):.2f}%"
+        )
+    if any(check.host_probe_before is not None for check in trained):
+        lines.append(
+            "probe ms: the host's fixed Python loop (the rounds' host probe) before / after each training, outside "
+            "its timed region; compare with the report's rounds (models.<name>.rounds[].host_probe)"
+        )
+    if validation.status == "interrupted":
+        lines.append("interrupted: the trainings above are those that finished before the signal")
+    return "\n".join(lines)
+
+
+def _probes_text(check: ValidationCheck) -> str:
+    """The training's host probes as ``before/after`` Python-loop milliseconds, ``-`` where not read."""
+    readings = (check.host_probe_before, check.host_probe_after)
+    return "/".join("-" if p is None else f"{p.python_loop_ms:.1f}" for p in readings)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are gpubench's one paragraph (exit 2), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        from gpubench.output import console
+
+        console.error(f"{message}. `python -m gpubench.validate --help` lists the options.")
+        raise SystemExit(2)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(
+        prog="python -m gpubench.validate",
+        description="Train each model of a gpubench report for real, in a fresh process and in a plain loop with its "
+        "own clock, and compare the wall time with the report's prediction and its bounds. Writes validation.json "
+        "beside the report. Exit 0: every training inside its bound; 1: one outside, or failed; 2: bad input or "
+        "nothing to check; 130/143: interrupted.",
+    )
+    parser.add_argument("report", nargs="?", type=Path, help="a report.json written by gpubench")
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument(
+        "--factor",
+        type=float,
+        help=f"train K times the measured epochs, 0 < K <= {MAX_FACTOR:g} (default {DEFAULT_FACTOR:g})",
+    )
+    length.add_argument(
+        "--minutes", type=float, help="instead of --factor: choose K per model for a training of about M minutes"
+    )
+    parser.add_argument("--models", help="comma-separated models to check (default: every model the report ran)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="train each model this many times, interleaved across the models, each checked against its bound "
+        "(default 1)",
+    )
+    parser.add_argument(
+        "--output", type=Path, help=f"where to write the result (default: {VALIDATION_FILE_NAME} beside the report)"
+    )
+    return parser.parse_args(argv)
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if args.report is None:
+        raise ValidationInputError("give the report to validate: python -m gpubench.validate path/to/report.json")
+    if args.factor is not None and not (math.isfinite(args.factor) and 0 < args.factor <= MAX_FACTOR):
+        raise ValidationInputError(
+            f"--factor {args.factor:g} is not valid: give a multiple of the measured work above 0 and at most "
+            f"{MAX_FACTOR:g}, e.g. 4; for a longer check give its length, --minutes M"
+        )
+    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise ValidationInputError(f"--minutes {args.minutes:g} is not valid: give a positive number, e.g. 5")
+    if args.repeats < 1:
+        raise ValidationInputError(f"--repeats {args.repeats} is not valid: give a whole number >= 1, e.g. 3")
+
+
+def _check_output(path: Path) -> None:
+    """Refuse an ``--output`` that cannot be written, before any training: its folder is created if missing and a
+    file is written in it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise ValidationInputError(
+            f"--output {path} cannot be written: {exc.strerror or exc} (folder {path.parent}). Give a path in a "
+            "writable folder."
+        ) from None
+    if path.is_dir():
+        raise ValidationInputError(f"--output {path} is a folder; give a file path such as {path / 'validation.json'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit code (see the module docstring)."""
+    args = _parse(argv)
+    from gpubench import signals
+    from gpubench.output import console
+    from gpubench.output.report_file import write_json_atomic
+
+    try:
+        _check_arguments(args)
+        output = args.output or args.report.parent / VALIDATION_FILE_NAME
+        _check_output(output)
+        models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+        factor = None if args.minutes is not None else (args.factor or DEFAULT_FACTOR)
+        preparation = prepare(args.report, factor=factor, minutes=args.minutes, models=models)
+    except GpubenchError as exc:
+        console.error(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        console.notice(f"interrupted ({signals.signal_name(signals.received_signal())}) before any training.")
+        return signals.interrupt_exit_code()
+    validation = ValidationReport(
+        report_path=str(args.report),
+        device=preparation.device,
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        status="running",
+        repeats=args.repeats,
+        factor=factor,
+        minutes=args.minutes,
+        checks=list(preparation.skipped),
+    )
+
+    def record(row: ValidationCheck) -> None:
+        nonlocal validation
+        validation = replace(validation, checks=[*validation.checks, row])
+        write_json_atomic(output, validation.to_dict())
+
+    try:
+        run_checks(preparation.planned, args.repeats, record)
+        validation = replace(validation, status="complete")
+    except KeyboardInterrupt:
+        validation = replace(validation, status="interrupted")
+    write_json_atomic(output, validation.to_dict())
+    print(format_table(validation))
+    print(f"validation: {output}")
+    if validation.status == "interrupted":
+        console.notice(
+            f"interrupted ({signals.signal_name(signals.received_signal())}); {output} holds the "
+            f"{sum(c.status != 'skipped' for c in validation.checks)} training(s) that finished."
+        )
+        return signals.interrupt_exit_code()
+    return 0 if validation.passed else 1
