@@ -153,6 +153,33 @@ def test_the_flops_are_counted_by_the_precision_they_ran_in():
     assert counts.flops == 472.0
 
 
+class _ConvStep(_LinearSGD):
+    """One fp32 3x3 convolution (1 -> 2 channels, 4x4 output, no bias) and a 2 -> 1 linear layer on its output."""
+
+    def __init__(self) -> None:
+        self.conv, self.linear = nn.Conv2d(1, 2, 3, padding=1, bias=False), nn.Linear(2, 1, bias=False)
+        self.x = torch.randn(1, 1, 4, 4)
+
+    def train_step(self) -> StepResult:
+        features = self.conv(self.x).mean(dim=(2, 3))
+        self.linear(features).sum().backward()
+        return StepResult(loss=None, grad_norm=None)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.conv, self.linear]
+
+
+@pytest.mark.parametrize("allow_tf32", [True, False])
+def test_fp32_convolutions_count_as_tf32_while_cudnn_may_use_it(allow_tf32: bool, monkeypatch) -> None:
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", allow_tf32)
+    counts = count_step(_ConvStep())
+    # Convolution forward: 2 x (16 outputs x 2 channels) x 9 weights = 576; its weight gradient the same (the input
+    # needs none). Linear, 1 x 2 -> 1: forward 2 x 2 = 4, its weight gradient 4 and its input's gradient 4.
+    conv_flops, linear_flops = 576.0 * 2, 4.0 * 3
+    expected = {"tf32": conv_flops, "fp32": linear_flops} if allow_tf32 else {"fp32": conv_flops + linear_flops}
+    assert counts.flops_by_precision == expected
+
+
 def test_precision_names_are_the_configs_for_the_three_it_knows():
     assert [precision_name(d) for d in (torch.float32, torch.bfloat16, torch.float16)] == ["fp32", "bf16", "fp16"]
     assert precision_name(torch.float64) == "float64"

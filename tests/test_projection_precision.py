@@ -142,3 +142,45 @@ def test_a_models_precisions_are_its_record_else_the_runs():
     assert compute_precisions(replace(section, flops_by_precision={"bf16": 3.0}), "fp32") == {"bf16": 3.0}
     assert precision_label({"fp32": 1.0, "bf16": 3.0}) == "bf16 75% + fp32 25%"
     assert precision_label("fp16") == "fp16"
+
+
+#: ResNet-50 at batch 256 (benchmarks/user_models/resnet50_classifier.py) measured on the H200 in fp32, counted
+#: before fp32 convolutions were told apart: its FLOPs are recorded as fp32.
+RESNET_REPORT = Path(__file__).parents[1] / "benchmarks" / "results" / "2026-12-03-h200-s10-resnet" / "report.json"
+RESNET_DECISION = DecisionConfig(critical_models=["custom"], plan=TrainingPlanConfig(samples={"custom": 1.28e8}))
+
+
+def resnet_rows(flops_by_precision: dict[str, float]) -> dict:
+    written = json.loads(RESNET_REPORT.read_text())
+    written["models"]["custom"]["flops_by_precision"] = flops_by_precision
+    recommendation = build_recommendation(
+        RunReport.from_dict(written), RESNET_DECISION, CATALOG, today=date(2026, 12, 3)
+    )
+    return {row.card: row.models["custom"] for row in recommendation.projection}
+
+
+def test_resnets_convolutions_at_tf32_let_the_bandwidth_tell_the_h100_from_the_h200() -> None:
+    section = json.loads(RESNET_REPORT.read_text())["models"]["custom"]
+    flops, launches, traffic = section["flops_per_step"], section["launches_per_step"], section["bytes_per_step"]
+    step_ms = section["mean_epoch_time_ms"] / section["steps_per_epoch"]
+    # Counted as fp32, the convolutions need more time at the fp32 peak than the whole step took: the split calls
+    # the step all compute, and two cards of one compute peak (67 fp32 TFLOP/s) get the same step.
+    as_fp32 = resnet_rows({"fp32": flops})
+    assert as_fp32["h100"].step_ms == pytest.approx(as_fp32["h200"].step_ms) == pytest.approx(step_ms)
+    # Counted as cuDNN runs them (tf32, 494.5 TFLOP/s on both), the compute is a part of the step, and the
+    # traffic that remains after it and the launches takes the bandwidth ratio, 4.8 / 3.35 TB/s (hand-worked).
+    efficiency = 50.900615728829 / 67.0  # the burn-in's fp32 matmuls over the H200's fp32 peak
+    compute_ms = flops / (efficiency * 494.5e12) * 1e3
+    launch_ms = launches * 0.024
+    memory_ms = traffic / 4.8e12 * 1e3
+    host_ms = step_ms - compute_ms - launch_ms - memory_ms
+    expected_h100_ms = compute_ms + launch_ms + memory_ms * 4800 / 3350 + host_ms
+    as_tf32 = resnet_rows({"tf32": flops})
+    assert as_tf32["h200"].step_ms == pytest.approx(step_ms)
+    assert as_tf32["h100"].step_ms == pytest.approx(expected_h100_ms, rel=1e-9)
+    assert as_tf32["h100"].step_ms > 1.2 * step_ms
+
+
+def test_a_tf32_part_takes_the_tf32_peak_or_the_fp32_one_on_a_card_without_tf32() -> None:
+    assert CATALOG["h100"].peak_tflops("tf32") == 494.5
+    assert CATALOG["t4"].peak_tflops("tf32") == CATALOG["t4"].peak_fp32_tflops

@@ -57,11 +57,14 @@ class Card:
 
     def peak_tflops(self, precision: str, matmul_precision: str = "highest") -> float | None:
         """Peak TFLOP/s for FLOPs at ``precision``: the bf16/fp16 tensor-core figure for ``bf16``/``fp16``; for
+        ``tf32`` (fp32 convolutions under cuDNN's tf32) the tf32 figure, or the fp32 one on a card without tf32; for
         ``fp32``, the tf32 tensor-core figure when ``matmul_precision`` lets fp32 matmuls use tf32 (``high`` or
         ``medium``, :func:`torch.set_float32_matmul_precision`) and the card has tf32, else the fp32 figure. None
         for a precision the catalog has no figure for (``float64``, ``float8_e4m3fn``)."""
         if precision in ("bf16", "fp16"):
             return self.peak_bf16_tflops
+        if precision == "tf32":
+            return self.peak_tf32_tflops or self.peak_fp32_tflops
         if precision != "fp32":
             return None
         if matmul_precision != "highest" and self.peak_tf32_tflops:

@@ -47,16 +47,23 @@ def precision_name(dtype: torch.dtype) -> str:
     return _PRECISION_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
-def _counted_by_precision(formula: Callable[..., int], counts: dict[str, int]) -> Callable[..., int]:
+def _counted_by_precision(
+    formula: Callable[..., int], counts: dict[str, int], *, convolution: bool = False
+) -> Callable[..., int]:
     """``formula`` (a flop counter's formula, called with the operation's real arguments) that also adds its FLOPs
     to ``counts`` under the precision of the operation's first floating-point tensor operand (a matmul's,
-    convolution's or attention's operands share one dtype)."""
+    convolution's or attention's operands share one dtype). An fp32 ``convolution`` counts as ``tf32`` while
+    ``torch.backends.cudnn.allow_tf32`` is set (torch's default): cuDNN then runs it on the tensor cores, whatever
+    the matmul precision, so its peak is the card's tf32 figure."""
 
     def counted(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
         flops = formula(*args, out_val=out_val, **kwargs)
         values = (*args, *kwargs.values())
         operand = next((x for x in values if isinstance(x, torch.Tensor) and x.is_floating_point()), None)
-        counts[precision_name(operand.dtype) if operand is not None else "unknown"] += flops
+        name = precision_name(operand.dtype) if operand is not None else "unknown"
+        if convolution and name == "fp32" and torch.backends.cudnn.allow_tf32:
+            name = "tf32"
+        counts[name] += flops
         return flops
 
     # The counter passes the real tensors (not their shapes) to a formula marked raw; the registry's formulas take
@@ -68,7 +75,10 @@ def _counted_by_precision(formula: Callable[..., int], counts: dict[str, int]) -
 def precision_counting_flop_counter() -> tuple[FlopCounterMode, dict[str, int]]:
     """A :class:`FlopCounterMode` whose every formula also adds its FLOPs to the returned dict, by precision."""
     counts: dict[str, int] = defaultdict(int)
-    mapping = {op: _counted_by_precision(formula, counts) for op, formula in flop_registry.items()}
+    mapping = {
+        op: _counted_by_precision(formula, counts, convolution="convolution" in str(op))
+        for op, formula in flop_registry.items()
+    }
     return FlopCounterMode(display=False, custom_mapping=mapping), counts
 
 
