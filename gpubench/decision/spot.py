@@ -11,7 +11,9 @@ redoes the one-off costs: compilation, warmup) before work resumes.
   time of the whole training is T = M e^(R/M) (e^((τ + δ)/M) − 1) × work / τ, exact for exponential
   interruptions that can strike during work, checkpoints and restarts alike.
 
-Times in hours, rates per hour. Pure arithmetic.
+Lifetimes that are not exponential (the preemption traces' are not) are simulated by
+:mod:`gpubench.decision.spot_simulation`, which keeps Daly's interval. Times in hours, rates per hour. Pure
+arithmetic.
 """
 
 import math
