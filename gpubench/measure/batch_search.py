@@ -335,15 +335,25 @@ def find_max_batch_size(
         else:
             first_fail = min_size
     if last_ok is not None and first_fail is not None:
+        moved: list[str] = []
         while first_fail - last_ok > 1:
-            middle = (last_ok + first_fail) // 2
+            # Interpolated on the trials' peaks, unless the last two probes moved the same end (a curved peak line
+            # can make interpolation creep from one side): then halved, as a plain bisection would.
+            predicted = (
+                None if moved[-2:] in (["ok", "ok"], ["fail", "fail"]) else _interpolated_size(trials, peak_limit_mb)
+            )
+            middle = (
+                (last_ok + first_fail) // 2 if predicted is None else min(max(predicted, last_ok + 1), first_fail - 1)
+            )
             if fits(middle):
                 last_ok = middle
+                moved.append("ok")
                 if too_slow():
                     time_limited = True
                     break
             else:
                 first_fail = middle
+                moved.append("fail")
     return BatchSearch(
         min_size=min_size,
         max_size=max_size,
@@ -354,6 +364,31 @@ def find_max_batch_size(
         time_limited=time_limited,
         trial_max_seconds=trial_max_seconds,
     )
+
+
+def _interpolated_size(trials: list[BatchTrial], peak_limit_mb: float | None) -> int | None:
+    """The batch whose peak reserved memory (MB) the trials put at ``peak_limit_mb``: on the line between the
+    largest size that fitted and the smallest over the limit with a measured peak, or past the two largest that
+    fitted when no failure has a peak (an out-of-memory failure measures none). None without a limit or two
+    peaks to draw the line through."""
+    if peak_limit_mb is None:
+        return None
+    fitted = sorted((t.size, t.peak_reserved_mb) for t in trials if t.ok and t.peak_reserved_mb is not None)
+    over = sorted(
+        (t.size, t.peak_reserved_mb) for t in trials if t.status == "over_headroom" and t.peak_reserved_mb is not None
+    )
+    if not fitted:
+        return None
+    low = fitted[-1]
+    high = next((point for point in over if point[0] > low[0]), None)
+    if high is None:
+        if len(fitted) < 2:
+            return None
+        low, high = fitted[-2], fitted[-1]
+    slope_mb = (high[1] - low[1]) / (high[0] - low[0])
+    if slope_mb <= 0:
+        return None
+    return math.floor(low[0] + (peak_limit_mb - low[1]) / slope_mb)
 
 
 def knee_batch_size(throughput_curve: list[tuple[int, float]], fraction: float = KNEE_FRACTION) -> int | None:
