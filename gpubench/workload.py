@@ -225,7 +225,6 @@ def tensor_bytes(tensors: Iterable[object]) -> int:
 
 
 #: Operations that gather rows of their first argument by index: they read only as many of its bytes as they write.
-#: they write, not the whole source (a replay buffer's or a dataset's tensor, many times the batch).
 _GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "take"})
 
 
@@ -268,8 +267,6 @@ class Workload(ABC):
     #: What a sample is for this workload (``window`` or ``env_step``), for throughput units in the report.
     sample_unit: str = "window"
     #: True when the batch size is part of the algorithm (RL): the model is timed at its configured batch size.
-    #: then reports what fits, but the model is timed at its configured batch size (or the largest that fits, if
-    #: smaller), since a larger batch would time a different training run.
     batch_size_is_hyperparameter: bool = False
 
     @classmethod

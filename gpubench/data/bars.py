@@ -10,12 +10,10 @@ import pyarrow.compute as pc
 from gpubench.errors import DataError
 
 #: The DBN reader's publisher column, kept until :func:`gpubench.data.dbn.combine_publishers`.
-#: (:func:`gpubench.data.dbn.combine_publishers`).
 PUBLISHER_COLUMN = "publisher_id"
 #: The columns of a bar table, in order.
 BAR_COLUMNS: tuple[str, ...] = ("ts_event", "symbol", "open", "high", "low", "close", "volume")
 #: ts_event: bar start in UTC nanoseconds; prices in quote currency; volume as float.
-#: instrument's quote currency; volume is the traded quantity in the bar (float, so fractional sizes fit).
 BAR_SCHEMA = pa.schema(
     [
         pa.field("ts_event", pa.int64()),

@@ -9,10 +9,8 @@ from gpubench.models import KNOWN_MODELS, MODELS
 
 #: The alternatives a what-if can measure (``tf32``: ``execution.matmul_precision=high``; ``knee``: the batch search's
 #: knee).
-#: ``torch.compile`` in its default and ``reduce-overhead`` modes, and the knee of the batch search's throughput curve.
 WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "compile", "reduce-overhead", "knee")
 #: The variants that cost seconds; the compile modes cost a compilation each.
-#: seconds a model on an H200), which would more than double the default four-model run; they are one key away.
 DEFAULT_WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "knee")
 
 
@@ -83,7 +81,6 @@ class DecisionConfig:
     local_max_hours: float = 24.0
     cloud_min_hours: float = 48.0
     #: The models whose combined time decides; empty: the models the job runs.
-    #: four-model run), filled in when the job's config is built (``BenchmarkConfig``).
     critical_models: list[str] = field(default_factory=list)
     plan: TrainingPlanConfig = field(default_factory=TrainingPlanConfig)
     memory_budget_mb: dict[str, float] = field(
@@ -104,7 +101,6 @@ class DecisionConfig:
     what_if_epochs: int = 10
     what_if_epoch_seconds: float = 0.1
     #: The default tariff's source (a home workstation is the usual local machine).
-    #: machine) for the latest month the source transcribed; the date is the day that page was updated.
     electricity_source: str = (
         "U.S. average residential retail price, April 2026, 18.83 cents/kWh (EIA Electric Power Monthly, as "
         "transcribed by https://energyfactbook.com/): a national average, not your tariff; set "

@@ -199,7 +199,6 @@ class TimeEstimate:
     what_ifs: tuple[BatchWhatIf, ...] = ()
     #: How far below and above ``one_off_seconds`` a fresh training's one-off costs may lie (s):
     #: :func:`first_time_cost`.
-    #: first-time cost at the timed batch (:func:`first_time_cost`), the rest of the one-off being measured steps.
     one_off_spread_seconds: tuple[float, float] = (0.0, 0.0)
 
     @property

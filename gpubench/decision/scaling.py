@@ -11,18 +11,10 @@ from gpubench.units import SECONDS_PER_HOUR
 
 #: Assumed where nothing measured one: Horovod's benchmark (Sergeev and Del Balso, 2018) and Li et al. (VLDB 2020)
 #: support 0.9 for compute-heavy networks.
-#: horovod/horovod; Sergeev and Del Balso, 2018) reports, on 128 servers of 4 Pascal GPUs over 25 Gbit/s RoCE,
-#: "90% scaling efficiency for both Inception V3 and ResNet-101, and 68% scaling efficiency for VGG-16"; Li et al.,
-#: "PyTorch Distributed: Experiences on Accelerating Data Parallel Training" (VLDB 2020), report that DDP "attains
-#: near-linear scalability using 256 GPUs" when configured appropriately. 0.9 is the figure both support for
-#: compute-heavy networks.
 ASSUMED_SCALING_EFFICIENCY = 0.9
 #: Wide on purpose: small, launch-bound models pay the all-reduce's latency more than VGG-16 (0.68).
-#: (VGG-16's 0.68, communication-heavy) because gpubench's models are small and often launch-bound, where the
-#: all-reduce's fixed latency is a larger share of the step; its upper end is linear scaling.
 ASSUMED_SCALING_INTERVAL = (0.5, 1.0)
 #: Lowest lower end of an efficiency interval, so the time's upper bound stays finite.
-#: upper bound of the time infinite.
 EFFICIENCY_FLOOR = 0.01
 ASSUMED_SCALING_SOURCE = (
     f"assumed: {ASSUMED_SCALING_EFFICIENCY:g} (interval {ASSUMED_SCALING_INTERVAL[0]:g}-"
@@ -157,7 +149,6 @@ def scaled_total(estimates: Sequence[TimeEstimate], scalings: Sequence[ScalingEf
 
 
 #: The report's ``recommendation.method.scaling``.
-#: ``recommendation.method.scaling``.
 SCALING_METHOD = (
     "Cloud time on N = decision.cloud_gpus cards training data-parallel (DistributedDataParallel: each card its "
     "own batch, for RL its own environments, gradients all-reduced every step): per model, the planned epochs' "

@@ -32,7 +32,6 @@ class ModelSpec:
 
 
 #: Every model, in the order ``model=all`` runs them (10M env steps is CleanRL's DQN and PPO budget).
-#: PPO; 50 passes over the seed's dataset is its supervised plan.
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("mlp", MLPConfig, "gpubench.models.mlp.workload:MLPWorkload", 256.0, plan_passes=50.0, seed_model=False),
     ModelSpec("dqn", DQNConfig, "gpubench.models.dqn.workload:DQNWorkload", 512.0, plan_env_steps=1e7),

@@ -37,7 +37,6 @@ HTTP_RETRY_DEFAULTS = {
 #: MLflow's switch for the "View run ... at: <tracking URI>/#/..." lines it prints when a run on a server ends.
 _SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 #: The MLflow UI's model-training view: the UI follows a global switch, not the experiment's tag.
-#: training switch (GenAI unless the browser chose otherwise), not the experiment's kind tag, so a link says which.
 UI_WORKFLOW = "workflowType=machine_learning"
 #: What a job's tracking warning says is kept regardless.
 REPORT_KEPT = "the JSON report is still written"

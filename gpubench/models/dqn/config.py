@@ -28,7 +28,6 @@ class DQNConfig:
     gradient_steps: int = 16
     max_grad_norm: float = 10.0
     #: ``indices``: store environment states and rebuild observations when sampling; ``observations``: store copies.
-    #: feature tensor when sampling (megabytes); ``observations``: it stores copies of both observations.
     replay_storage: str = "indices"
 
     def __post_init__(self) -> None:

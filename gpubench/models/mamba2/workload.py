@@ -33,10 +33,6 @@ RMS_EPS = 1e-5
 
 #: Peak over :meth:`Mamba2Workload.estimated_memory_mb_without_recompute` (transients, fragmentation); see
 #: benchmarks/results/2026-12-01-h200-session4.md.
-#: estimate counts the saved activations, weights, gradients and AdamW state, not the backward's transient tensors
-#: or the allocator's fragmentation. On the H200 under the RTX 3050 Ti's cap the scan was kept at batch 32 although
-#: the allowance then in force (1/0.6) put the estimate under the usable 3,420 MB, and the step grew to 3,120 MB
-#: over 20 steps against a 3,078 MB limit: the peak was over 1.5x the estimate. Twice the estimate covers that.
 ESTIMATE_ERROR_ALLOWANCE = 2.0
 
 
