@@ -49,9 +49,6 @@ _VOLUME_SHOCK_LOADING = 0.3
 _VOLUME_NOISE_STD = 0.4
 
 
-# --------------------------------------------------------------------------------------------------- calendar
-
-
 def parse_start_date(text: str | dt.date) -> dt.date:
     """``data.start_date`` as a date; DataError when it is not an ISO date such as ``2024-01-02``."""
     if isinstance(text, dt.date):
@@ -79,9 +76,6 @@ def session_open_ns(day: dt.date) -> int:
     return int(opening.timestamp()) * 1_000_000_000
 
 
-# --------------------------------------------------------------------------------------------------- profiles
-
-
 def intraday_volatility_profile() -> np.ndarray:
     """Relative volatility of each of the 390 session minutes: U-shaped, with mean square 1."""
     minute = np.arange(BARS_PER_SESSION, dtype=np.float64)
@@ -106,9 +100,6 @@ def intraday_volume_profile() -> np.ndarray:
         + 0.4 * (2.0 * position - 1.0) ** 2
     )
     return profile / profile.mean()
-
-
-# --------------------------------------------------------------------------------------------------- simulation
 
 
 def garch_variance(shocks: np.ndarray, alpha: float, beta: float) -> np.ndarray:
@@ -260,9 +251,6 @@ def simulate_market(symbols: Sequence[str], days: int, start_date: str | dt.date
         close_ticks=np.stack(prices["close"]),
         volume=np.stack(volumes),
     )
-
-
-# --------------------------------------------------------------------------------------------------- files
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,4 @@
-"""Full-training time on the measured device: the plan in samples, one model's estimate and its prediction bounds,
-several models in sequence, and the checkpoint interval a bound implies. Times are in the unit their name says; the
-method in words is :data:`ESTIMATE_METHOD` and :data:`UPPER_BOUND_METHOD`."""
+"""Full-training time on the measured device: one model's estimate and bounds, several in sequence, checkpoints."""
 
 import math
 from collections.abc import Mapping, Sequence
@@ -18,8 +16,7 @@ _CHECKPOINT_MAX_HOURS = 4.0
 
 
 def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -> tuple[float, str]:
-    """The full training of ``name`` in samples of ``sample_unit``, and the sentence it comes from; ValueError when
-    the plan has no entry for it."""
+    """The full training of ``name`` in ``sample_unit`` samples, and its sentence; ValueError without a plan."""
     if plan.samples.get(name) is not None:
         samples = float(plan.samples[name])
         return samples, f"{samples:,.0f} {sample_unit or 'sample'}s (decision.plan.samples.{name})"
@@ -40,8 +37,7 @@ def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -
 
 @dataclass(frozen=True)
 class RecurringPlan:
-    """The plan's recurring costs: ``eval_passes`` validation passes of ``eval_pass_seconds`` each and
-    ``checkpoints`` saves of ``checkpoint_seconds`` each (0 and None where off or not measured)."""
+    """The plan's validation passes and checkpoints with their costs (s; 0 and None where off or unmeasured)."""
 
     eval_passes: int = 0
     eval_pass_seconds: float | None = None
@@ -55,8 +51,7 @@ class RecurringPlan:
 
 
 def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> float | None:
-    """Samples one validation pass covers (supervised: ``eval_fraction`` of a pass; RL: ``eval_env_steps``), or None
-    for another unit."""
+    """Samples one validation pass covers (supervised or RL), or None for another unit."""
     if sample_unit == "window":
         return plan.windows_per_pass * plan.eval_fraction
     if sample_unit == "env_step":
@@ -65,8 +60,7 @@ def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> floa
 
 
 def recurring_plan(result: ModelResult, plan_updates: float, plan: TrainingPlanConfig) -> RecurringPlan:
-    """How many evaluations and checkpoints ``plan_updates`` gradient updates hold (``floor(U / every)`` each), and
-    what each costs (s) from the measured evaluation and save."""
+    """How many evaluations and checkpoints ``plan_updates`` updates hold, and what each costs (s)."""
     evaluation, checkpoint = result.evaluation, result.checkpoint
     eval_passes, eval_pass_s = 0, None
     pass_samples = eval_pass_samples(result.sample_unit, plan)
@@ -81,8 +75,7 @@ def recurring_plan(result: ModelResult, plan_updates: float, plan: TrainingPlanC
 
 
 def batch_what_ifs(result: ModelResult, plan_samples: float) -> list[BatchWhatIf]:
-    """The plan's hours at every batch the search measured (steps only), labelled at the knee and the largest fitting
-    batch; None where the batch is the algorithm's own (RL), whose other batches would be another training."""
+    """The plan's hours at every batch the search measured (steps only); None where the batch is the algorithm's own."""
     search = result.batch_search
     if search is None or search.batch_is_hyperparameter:
         return []
@@ -101,16 +94,14 @@ def batch_what_ifs(result: ModelResult, plan_samples: float) -> list[BatchWhatIf
 
 
 def total_time_margin_ms(halfwidth_ms: float, measured_epochs: int, planned_epochs: float) -> float:
-    """Prediction margin (ms) on the total of ``planned_epochs`` (N) future epochs, ``h × sqrt(N (N + n))``, from the
-    half-width h of the mean's interval over ``measured_epochs`` (n)."""
+    """Prediction margin (ms) on ``planned_epochs`` (N) epochs: ``h × sqrt(N (N + n))``, n = ``measured_epochs``."""
     if measured_epochs < 1 or planned_epochs < 0 or halfwidth_ms < 0:
         raise ValueError(f"need n >= 1, N >= 0, h >= 0; got n={measured_epochs}, N={planned_epochs}, h={halfwidth_ms}")
     return halfwidth_ms * math.sqrt(planned_epochs * (planned_epochs + measured_epochs))
 
 
 def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: int) -> float:
-    """The half-width (ms) after ``epochs`` epochs, ``h × sqrt(n / n')``, with the measured variance and quantile
-    held (conservative)."""
+    """The half-width (ms) after ``epochs`` epochs, ``h × sqrt(n / n')``, variance and quantile held."""
     if measured_epochs < 1 or epochs < 1:
         raise ValueError(f"need n >= 1 and n' >= 1; got n={measured_epochs}, n'={epochs}")
     return halfwidth_ms * math.sqrt(measured_epochs / epochs)
@@ -119,8 +110,7 @@ def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: in
 def halfwidth_after_rounds_ms(
     halfwidth_ms: float, rounds: RoundStatistics, more_epochs: int, confidence_level: float
 ) -> float:
-    """The two-level half-width (ms) after ``more_epochs`` more epochs in rounds of the last round's size
-    (:func:`gpubench.stats.rounds.halfwidth_ratio_after`), never above the measured one."""
+    """The two-level half-width (ms) after ``more_epochs`` more epochs in rounds, at most the measured one."""
     from gpubench.stats.rounds import halfwidth_ratio_after
 
     per_round = rounds.epochs_per_round[-1]
@@ -162,14 +152,9 @@ def _drift_flags(result: ModelResult) -> tuple[str, ...]:
 class TimeEstimate:
     """One model's full-training time on the measured device.
 
-    ``planned_epochs`` (N) epochs of ``samples_per_epoch`` make the plan; ``mean_epoch_ms`` and ``halfwidth_ms``
-    describe the mean epoch time over ``measured_epochs`` (n); ``one_off_seconds`` is calibration and warmup;
-    ``recurring`` holds the plan's evaluations and checkpoints.
-
-    The margin (s) is :func:`total_time_margin_ms`, plus, when a drift or throttling was flagged,
-    ``drift_ms_per_epoch × N``. Bounds are the estimate ± the margin, the lower never below the fixed costs. A
-    projected estimate adds ``projection_margin_fraction`` (above) and ``projection_lower_margin_fraction`` (below)
-    of the epochs' time."""
+    ``planned_epochs`` (N) make the plan; the margin (s) is :func:`total_time_margin_ms` plus ``drift_ms_per_epoch ×
+    N`` when a drift or throttling was flagged, plus a projection's own fractions. The lower bound never falls below
+    the fixed costs."""
 
     model: str
     sample_unit: str
@@ -187,8 +172,7 @@ class TimeEstimate:
     one_off_seconds: float
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
-    #: The two variance levels when the epochs were measured in rounds (the margin after more rounds is planned
-    #: from them); None for one block.
+    #: The two variance levels of epochs measured in rounds; None for one block.
     rounds: RoundStatistics | None = None
     projection_margin_fraction: float = 0.0
     projection_lower_margin_fraction: float = 0.0
@@ -197,8 +181,7 @@ class TimeEstimate:
     updates_per_env_step: float | None = None
     recurring: RecurringPlan = RecurringPlan()
     what_ifs: tuple[BatchWhatIf, ...] = ()
-    #: How far below and above ``one_off_seconds`` a fresh training's one-off costs may lie (s):
-    #: :func:`first_time_cost`.
+    #: Range of a fresh training's one-off costs around ``one_off_seconds`` (s).
     one_off_spread_seconds: tuple[float, float] = (0.0, 0.0)
 
     @property
@@ -222,8 +205,7 @@ class TimeEstimate:
         return self.planned_epochs * self.mean_epoch_ms / MS_PER_S
 
     def statistical_margin_seconds(self, measured_epochs: int | None = None) -> float:
-        """The prediction margin (s) from the measured variance, or as it would be after ``measured_epochs`` with
-        that variance held."""
+        """The margin (s) from the measured variance, or after ``measured_epochs`` with it held."""
         epochs = self.measured_epochs if measured_epochs is None else measured_epochs
         if self.rounds is not None and epochs != self.measured_epochs:
             halfwidth_ms = halfwidth_after_rounds_ms(
@@ -241,8 +223,7 @@ class TimeEstimate:
     def margin_seconds_at(
         self, measured_epochs: int | None = None, *, widened: bool = True, below: bool = False
     ) -> float:
-        """The margin (s) above the total (``below``: under it): statistical (after ``measured_epochs`` when given),
-        the drift's when ``widened``, and a projection's on that side."""
+        """The margin (s) above (``below``: under) the total: statistical, drift when ``widened``, projection."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
         projection = self.projection_lower_margin_fraction if below else self.projection_margin_fraction
         return measured + projection * self.epochs_seconds
@@ -281,7 +262,6 @@ class TimeEstimate:
     ) -> ModelEstimate:
         """The estimate as the report's per-model record, with the step's split and the training's energy (kWh)."""
         return ModelEstimate(
-            # Only a model whose status is ok gets an estimate (estimate_training_time refuses the others).
             status="ok",
             estimated=True,
             decided_on=decided_on,
@@ -323,9 +303,7 @@ class TimeEstimate:
 
 @dataclass(frozen=True)
 class FirstTimeCost:
-    """What the job's process paid once at the timed batch (``seconds``, F, added to the one-off costs) and the range
-    of a fresh training's first build over the steady speed (s): ``first_build_seconds`` within [``lower_seconds``,
-    ``upper_seconds``], the span of ``observations_s``."""
+    """The process's one-time cost at the timed batch (``seconds``) and the range of a fresh first build's cost (s)."""
 
     seconds: float
     first_build_seconds: float
@@ -340,13 +318,10 @@ class FirstTimeCost:
 
 
 def first_time_cost(result: ModelResult) -> FirstTimeCost:
-    """What the process paid once at the timed batch (cuDNN autotuning, first-use compilation), which a fresh training
-    pays in its first step (s), and the range of that cost.
+    """What the process paid once at the timed batch (autotuning, first-use compilation), in s, and its range.
 
-    F is the earliest batch-search trial at the timed size less the same steps at the fastest later trial's speed (0
-    without two trials). The range spans every timed build at that size (each trial and the measured run's first
-    step, over the steady step time), widened to take in ``first_build_seconds``; with fewer than two builds it is
-    the point. See benchmarks/results/2026-12-02-h200-session7.md."""
+    F: the earliest batch-search trial at the timed size less the same steps at the fastest later trial's speed. The
+    range spans every timed build at that size (benchmarks/results/2026-12-02-h200-session7.md)."""
     search = result.batch_search
     step_ms = result.step_time_ms
     observations: list[float] = []
@@ -375,15 +350,13 @@ def first_time_cost(result: ModelResult) -> FirstTimeCost:
 
 
 def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanConfig) -> TimeEstimate:
-    """Extrapolate one model's measured result to its planned training; ValueError, saying why, when it was not
-    measured successfully or has no plan."""
+    """Extrapolate one model's result to its planned training; ValueError when unmeasured or unplanned."""
     if result.status != "ok":
         raise ValueError(f"status {result.status}" + (f": {result.error}" if result.error else ""))
     stats, samples_per_epoch, step_ms = result.statistics, result.samples_per_epoch, result.step_time_ms
     throughput, steps_per_epoch = result.samples_per_second, result.steps_per_epoch
     if stats is None or samples_per_epoch is None or step_ms is None or throughput is None or not steps_per_epoch:
         raise ValueError("no epoch-time statistics (fewer than two measured epochs)")
-    # plan_samples accepts only a plan it has: past it, the samples are counted in the result's unit.
     samples, basis = plan_samples(name, result.sample_unit, plan)
     calibration_s = result.calibration_seconds
     if calibration_s is None:
@@ -430,9 +403,7 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
 
 
 def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> tuple[float, float]:
-    """The bounds (s) on one new training of the planned epochs in a fresh process, what ``gpubench validate``
-    checks: the rounds' new-run interval (:func:`gpubench.stats.rounds.new_run_interval`) times the epochs, plus the
-    fixed costs at either end and a flagged drift; the estimate's own bounds for one block."""
+    """The bounds (s) on one new training in a fresh process, what ``gpubench validate`` checks."""
     stats = result.statistics
     if stats is None or stats.rounds is None or len(stats.rounds.epochs_per_round) < 2:
         return estimate.lower_hours * SECONDS_PER_HOUR, estimate.upper_hours * SECONDS_PER_HOUR
@@ -471,12 +442,8 @@ def combine_estimates(
     measured_epochs: Mapping[str, int] | None = None,
     widened: bool = True,
 ) -> TotalTime:
-    """The total of training ``estimates``' models one after another: times add, and so do the margins (the errors may
-    share a cause, and the sum bounds any correlation).
-
-    Each lower bound is cut at its one-off costs first. ``time_ratios`` scale each model's epoch time and margin (a
-    projection); ``measured_epochs`` gives the margins after that many epochs; ``widened`` false leaves the drift
-    out."""
+    """The total of training ``estimates``' models in sequence: times add, and so do margins (errors may share a
+    cause)."""
     ratios = time_ratios or [1.0] * len(estimates)
     epochs = measured_epochs or {}
     seconds = lower_s = margin_s = 0.0
@@ -496,8 +463,7 @@ def combine_estimates(
 
 
 def checkpoint_interval_hours(upper_hours: float) -> float | None:
-    """Hours between checkpoints for a run bounded by ``upper_hours``: a tenth of it, rounded down to a quarter hour,
-    within [0.25, 4]; None below a quarter hour."""
+    """Hours between checkpoints: a tenth of ``upper_hours``, in quarter hours within [0.25, 4]; None below 0.25."""
     if upper_hours < _CHECKPOINT_MIN_HOURS:
         return None
     interval = min(_CHECKPOINT_MAX_HOURS, upper_hours * CHECKPOINT_RUN_FRACTION)

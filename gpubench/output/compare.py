@@ -144,9 +144,6 @@ class UnmatchedModel:
     reason: str
 
 
-# --------------------------------------------------------------------------------------------------- reports
-
-
 def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
     """A model's epochs as times per sample, if it has :data:`MIN_EPOCHS` finite positive epoch times and its samples
     per epoch, else why not."""
@@ -271,9 +268,6 @@ def unmatched_models(
 ) -> list[UnmatchedModel]:
     """Models in either report that :func:`compare_reports` leaves out, with the reason; ``sources`` name A and B."""
     return _pair_models(report_a, report_b, sources)[1]
-
-
-# --------------------------------------------------------------------------------------------------- rendering
 
 
 def _format_interval(interval: tuple[float, float]) -> str:

@@ -83,9 +83,6 @@ def _facts(pairs: Iterable[tuple[str, str | None]]) -> str:
     return f"<dl>{entries}</dl>" if entries else ""
 
 
-# --------------------------------------------------------------------------------------------------- status
-
-
 def status_banner(report: RunReport) -> str:
     """A banner for an incomplete report: what stopped it and how many models it holds; empty for a complete one."""
     if report.status == "complete":
@@ -102,9 +99,6 @@ def status_banner(report: RunReport) -> str:
     paragraphs = "".join(f"<p>{text(line)}</p>" for line in lines)
     status = text(report.status.upper())
     return f'<section class="banner partial" id="status"><strong>{status}</strong>{paragraphs}</section>'
-
-
-# --------------------------------------------------------------------------------------------------- verdict
 
 
 def _estimate_line(recommendation: Recommendation) -> str | None:
@@ -173,9 +167,6 @@ def verdict_section(report: RunReport) -> str:
     return "".join(parts)
 
 
-# --------------------------------------------------------------------------------------------------- summary
-
-
 def _interval(interval: tuple[float, float] | None) -> str:
     return f"{interval[0]:,.1f}–{interval[1]:,.1f}" if interval else "-"
 
@@ -218,9 +209,6 @@ def summary_section(report: RunReport) -> str:
     notes += [f"{name}: {result.error}" for name, result in report.models.items() if result.error]
     notes += [f"{name}: {warning}" for name, result in report.models.items() for warning in result.warnings]
     return f'<section id="summary"><h2>Models</h2>{_table(headers, rows, numeric)}{_list(notes, "notes")}</section>'
-
-
-# --------------------------------------------------------------------------------------------------- cost
 
 
 def _cost_cells(row: CostRow, source_number: int) -> list[str]:
@@ -319,9 +307,6 @@ def what_if_section(report: RunReport) -> str:
     return f'<section id="what-ifs"><h2>What-ifs</h2>{_table(headers, rows, numeric)}</section>'
 
 
-# --------------------------------------------------------------------------------------------------- host
-
-
 def host_section(report: RunReport) -> str:
     """The host: CPUs, load and threads at the start, the noisy-host sentence, and per model the rounds with their
     host probe readings."""
@@ -397,9 +382,6 @@ def _rounds_table(name: str, result: ModelResult) -> str:
             f"tracks {result.gpu_wait_explained_share:.0%} of it"
         )
     return _table(headers, rows, numeric, caption)
-
-
-# --------------------------------------------------------------------------------------------------- run
 
 
 def run_section(report: RunReport) -> str:

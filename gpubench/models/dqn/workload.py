@@ -1,11 +1,8 @@
 """DQN (Mnih et al. 2015) with Double DQN targets (van Hasselt et al. 2016), on the vectorised trading environment.
 
-One workload step is ``train_freq`` vectorised environment steps (ε-greedy, into the replay buffer) followed by
-``gradient_steps`` gradient steps on minibatches of ``context.batch_size`` transitions. Targets bootstrap through
-truncated episodes, not terminated ones. ``replay_storage: indices`` stores environment states instead of
-observations (:class:`IndexReplayBuffer`, 56 bytes a transition). The constructor prefills ``learning_starts`` random
-transitions, so every timed step includes its gradient steps. The step is launch-bound on a GPU, so it is written in
-few tensor operations; ``reduce-overhead`` on CUDA captures it in one CUDA graph."""
+One step is ``train_freq`` ε-greedy environment steps into the replay buffer, then ``gradient_steps`` gradient steps;
+the buffer is prefilled with ``learning_starts`` random transitions so every timed step trains. Launch-bound on a
+GPU, so written in few tensor operations."""
 
 import copy
 import itertools
@@ -41,8 +38,7 @@ class QNetwork(nn.Module):
 
 @dataclass(frozen=True)
 class ReplayBatch:
-    """A minibatch of ``n`` transitions: observations ``(n, obs)``, actions ``(n,)`` int64, rewards, next
-    observations, terminated flags as 0.0 / 1.0."""
+    """A minibatch of ``n`` transitions (observations, int64 actions, rewards, next observations, 0/1 flags)."""
 
     observations: torch.Tensor
     actions: torch.Tensor
@@ -52,8 +48,7 @@ class ReplayBatch:
 
 
 class _RingStorage:
-    """``capacity`` rows of transitions written in a ring on the device; the count ``added`` is a 0-d device tensor,
-    so no host read is needed and a captured graph keeps advancing it."""
+    """``capacity`` rows written in a ring on the device, counted by the 0-d device tensor ``added``."""
 
     capacity: int
     transitions: torch.Tensor
@@ -76,14 +71,13 @@ class _RingStorage:
 
 
 class ReplayBuffer(_RingStorage):
-    """Circular buffer of ``capacity`` transitions, one float32 row each: ``[observation, next observation, action,
-    reward, terminated]``, so adding and sampling are one indexed write and read each."""
+    """Circular buffer of ``capacity`` transitions, one float32 row each, written and read in one indexed op."""
 
     def __init__(self, capacity: int, observation_size: int, device: torch.device) -> None:
         self.capacity = capacity
         self.observation_size = observation_size
         self.transitions = torch.zeros(capacity, 2 * observation_size + 3, device=device)
-        #: Transitions added since the start (0-d int64); the cursor and the fill level derive from it.
+        #: Transitions added (0-d int64).
         self.added = torch.zeros((), dtype=torch.int64, device=device)
         # Slot offsets 0, 1, ... made once: an add takes its first n instead of building an arange each time.
         self._offsets = torch.arange(capacity, device=device)
@@ -120,7 +114,6 @@ class ReplayBuffer(_RingStorage):
         """Write ``n`` transitions (``n <= capacity``) at the cursor, overwriting the oldest once full."""
         n = observations.shape[0]
         slots = (self.added + self._offsets[:n]) % self.capacity
-        # torch.cat promotes the int64 actions and bool flags to the rows' float32.
         rows = torch.cat(
             [observations, next_observations, actions.unsqueeze(1), rewards.unsqueeze(1), terminated.unsqueeze(1)],
             dim=1,
@@ -147,9 +140,7 @@ class ReplayBuffer(_RingStorage):
 
 
 class IndexReplayBuffer(_RingStorage):
-    """Circular buffer of ``capacity`` transitions stored as environment states: ``[bar, next bar, position, next
-    position, action, reward, terminated]`` in float64 (exact up to 2**53). :meth:`batch` rebuilds both observations,
-    so a sample equals :class:`ReplayBuffer`'s."""
+    """Circular buffer of transitions stored as float64 environment states; :meth:`batch` rebuilds observations."""
 
     def __init__(self, capacity: int, env: TradingEnv, device: torch.device) -> None:
         self.capacity = capacity
@@ -166,8 +157,7 @@ class IndexReplayBuffer(_RingStorage):
     def add_states(
         self, states: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor
     ) -> None:
-        """Write ``n`` transitions; ``states`` ``(2, n)`` int64 holds the bars and positions the actions were chosen
-        in."""
+        """Write ``n`` transitions chosen in ``states`` ``(2, n)`` (bars and positions)."""
         bars, positions = states
         n = bars.shape[0]
         slots = (self.added + self._offsets[:n]) % self.capacity
@@ -215,8 +205,7 @@ def dqn_targets(
     gamma: float,
     double_dqn: bool,
 ) -> torch.Tensor:
-    """TD targets ``r + γ (1 − terminated) Q_target(s', a*)``, ``a*`` chosen by the online network for Double DQN
-    (curbing overestimation), else by the target network."""
+    """TD targets ``r + γ (1 − terminated) Q_target(s', a*)``, ``a*`` the online argmax for Double DQN."""
     chooser = next_q_online if double_dqn else next_q_target
     next_values = next_q_target.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1).float()
     return torch.addcmul(rewards, 1.0 - terminated, next_values, value=gamma)
@@ -281,7 +270,6 @@ class DQNWorkload(Workload):
             self.collect()
             self.env_steps += self.env.num_envs
         self._epsilon.fill_(self.epsilon)
-        # A sane Q-network's TD error is at most twice the return bound.
         #: The largest |discounted return| any policy can reach: an accurate Q-value lies within ± this.
         self.return_bound = self.env.discounted_return_bound(config.gamma)
         largest_td_error = 2.0 * self.return_bound
@@ -368,8 +356,7 @@ class DQNWorkload(Workload):
         return loss, grad_norm, torch.linalg.vector_norm(q_taken, ord=math.inf)
 
     def gradient_step(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One gradient step on a replay minibatch; the loss, pre-clip gradient norm and Q-values of the taken
-        actions ``(batch,)``, detached device tensors."""
+        """One gradient step; the loss, pre-clip gradient norm and taken actions' Q-values (detached)."""
         indices = self.replay.sample_indices(self.batch_size, self.context.generator)
         with self.context.autocast():
             loss, q_taken = self._td_loss(indices)

@@ -36,9 +36,6 @@ RMS_EPS = 1e-5
 ESTIMATE_ERROR_ALLOWANCE = 2.0
 
 
-# --------------------------------------------------------------------------------------------------- SSD scans
-
-
 def ssd_sequential(
     x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
 ) -> torch.Tensor:
@@ -138,9 +135,6 @@ def ssd_chunked(
     return y.flatten(1, 2)[:, :seqlen]
 
 
-# --------------------------------------------------------------------------------------------------- model
-
-
 class Mamba2Mixer(nn.Module):
     """The Mamba-2 block's causal sequence mixer, ``(batch, seqlen, d_model)`` in and out: projections, causal conv,
     SSD scan, D skip, gated RMSNorm, output projection."""
@@ -237,9 +231,6 @@ class Mamba2Forecaster(nn.Module):
         for layer in self.layers:
             hidden = layer(hidden)
         return self.head(self.final_norm(hidden[:, -1]))
-
-
-# --------------------------------------------------------------------------------------------------- workload
 
 
 def zero_forecast_loss(target: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,7 @@
 """Temporal Fusion Transformer (Lim et al. 2021) forecasting returns over several bars, and its workload.
 
-The model follows the paper's figure 2 (equation numbers are the paper's): per-variable embeddings, variable selection
-networks, static covariate encoders, an LSTM encoder-decoder, static enrichment, interpretable multi-head attention and
-quantile outputs. Per-variable and per-head work runs as single batched operations (grouped GRNs, one attention matmul);
-only decoder positions query the attention.
-
-Shapes: B batch, k encoder bars, τ decoder bars, T = k + τ, V variables, d hidden size, H heads, Q quantiles."""
+Follows the paper's figure 2 (equation numbers are the paper's), with per-variable and per-head work batched. Shapes:
+B batch, k encoder bars, τ decoder bars, T = k + τ, V variables, d hidden size, H heads, Q quantiles."""
 
 import math
 from typing import NamedTuple
@@ -21,9 +17,6 @@ from gpubench.workload import ExecutionContext, StepResult, Workload
 
 #: The static covariate encoders' outputs, in the order the grouped GRN produces them.
 _STATIC_CONTEXTS = ("selection", "enrichment", "state_h", "state_c")
-
-
-# --------------------------------------------------------------------------------------------------- grouped layers
 
 
 class GroupedLinear(nn.Module):
@@ -69,12 +62,8 @@ def _layer_norm(size: int, n_groups: int | None) -> nn.Module:
     return nn.LayerNorm(size) if n_groups is None else GroupedLayerNorm(n_groups, size)
 
 
-# --------------------------------------------------------------------------------------------------- gating
-
-
 class GLU(nn.Module):
-    """Gated linear unit (eq. 5), dropout on the input first; one linear layer gives value ``[0, out)`` and gate
-    ``[out, 2·out)`` (``F.glu``'s layout), per group with ``n_groups``."""
+    """Gated linear unit (eq. 5) with input dropout, value and gate from one linear layer (``F.glu``'s layout)."""
 
     def __init__(self, input_size: int, output_size: int, dropout: float = 0.0, n_groups: int | None = None) -> None:
         super().__init__()
@@ -98,8 +87,7 @@ class GateAddNorm(nn.Module):
 
 
 class GRN(nn.Module):
-    """Gated residual network (eqs. 2-4), ``LayerNorm(skip(a) + GLU(W₁ ELU(W₂a + W₃c + b₂) + b₁))``; per group with
-    ``n_groups``. The context ``c`` broadcasts against the input's leading dimensions."""
+    """Gated residual network (eqs. 2-4) with optional context ``c``, per group with ``n_groups``."""
 
     def __init__(
         self,
@@ -128,12 +116,8 @@ class GRN(nn.Module):
         return self.gate_add_norm(hidden, residual)
 
 
-# --------------------------------------------------------------------------------------------------- inputs
-
-
 class RealEmbedding(nn.Module):
-    """Each real input variable to the hidden size by its own linear map (section 4.1): ``(..., V)`` -> ``(..., V,
-    d)``."""
+    """Each real input variable to the hidden size by its own linear map: ``(..., V)`` -> ``(..., V, d)``."""
 
     def __init__(self, n_variables: int, hidden_size: int) -> None:
         super().__init__()
@@ -146,8 +130,7 @@ class RealEmbedding(nn.Module):
 
 
 class VariableSelection(nn.Module):
-    """Variable selection network (eqs. 6-8): softmax weights from all embeddings and the static context, applied to
-    each variable's own GRN output; one grouped GRN, no loop over variables."""
+    """Variable selection network (eqs. 6-8), one grouped GRN across variables."""
 
     def __init__(self, n_variables: int, hidden_size: int, dropout: float = 0.0, context_size: int | None = None):
         super().__init__()
@@ -162,17 +145,13 @@ class VariableSelection(nn.Module):
         return selected, weights
 
 
-# --------------------------------------------------------------------------------------------------- attention
-
-
 def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
     """Boolean ``(n_queries, n_keys)`` mask, True where a query (at the last ``n_queries`` positions) may attend."""
     return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
 
 
 class InterpretableMultiHeadAttention(nn.Module):
-    """Interpretable multi-head attention (eqs. 13-16): per-head queries and keys, one shared value projection, so
-    the head-averaged attention applied once equals the mean of the heads' outputs."""
+    """Interpretable multi-head attention (eqs. 13-16): per-head queries and keys, one shared value."""
 
     def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -190,8 +169,7 @@ class InterpretableMultiHeadAttention(nn.Module):
     def forward(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend from ``query`` ``(B, Tq, d)`` to ``key``/``value`` ``(B, Tk, d)`` where ``mask`` ``(Tq, Tk)`` is
-        True; returns the output ``(B, Tq, d)`` and the head-averaged attention ``(B, Tq, Tk)``."""
+        """Attend ``query`` to ``key``/``value`` under ``mask``; the output and head-averaged attention."""
         heads = (self.num_heads, self.head_size)
         queries = self.query_projection(query).unflatten(-1, heads).transpose(1, 2)
         keys = self.key_projection(key).unflatten(-1, heads).transpose(1, 2)
@@ -201,9 +179,6 @@ class InterpretableMultiHeadAttention(nn.Module):
         attention = self.dropout(torch.softmax(scores, dim=-1)).mean(dim=1)
         output = self.output_projection(attention @ self.value_projection(value))
         return output, attention
-
-
-# --------------------------------------------------------------------------------------------------- model
 
 
 class TFTOutput(NamedTuple):
@@ -220,15 +195,13 @@ class TFTOutput(NamedTuple):
 
 
 def quantile_loss(prediction: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
-    """Pinball loss (eq. 24) of ``prediction`` ``(..., Q)`` against ``target`` ``(...)`` at ``quantiles`` ``(Q,)``:
-    summed over quantiles, averaged over the rest; 0-d, in the target's units."""
+    """Pinball loss (eq. 24), summed over ``quantiles`` and averaged over the rest: 0-d, in the target's units."""
     error = target.unsqueeze(-1) - prediction
     return torch.maximum(quantiles * error, (quantiles - 1.0) * error).sum(dim=-1).mean()
 
 
 class TemporalFusionTransformer(nn.Module):
-    """The Temporal Fusion Transformer (figure 2) for one static categorical covariate (here the symbol);
-    ``hidden_size`` must be a multiple of ``num_heads``."""
+    """The TFT (figure 2) for one static categorical covariate; ``hidden_size`` a multiple of ``num_heads``."""
 
     def __init__(
         self,
@@ -249,7 +222,6 @@ class TemporalFusionTransformer(nn.Module):
         self.static_selection = VariableSelection(1, d, dropout)
         self.encoder_selection = VariableSelection(n_encoder_inputs, d, dropout, context_size=d)
         self.decoder_selection = VariableSelection(n_decoder_inputs, d, dropout, context_size=d)
-        # The four static covariate encoders share a shape, so they run as one grouped GRN.
         self.static_encoders = GRN(d, d, d, dropout, n_groups=len(_STATIC_CONTEXTS))
         self.encoder_lstm = nn.LSTM(d, d, batch_first=True)
         self.decoder_lstm = nn.LSTM(d, d, batch_first=True)
@@ -264,8 +236,7 @@ class TemporalFusionTransformer(nn.Module):
     def forward(
         self, encoder_inputs: torch.Tensor, decoder_inputs: torch.Tensor, static_ids: torch.Tensor
     ) -> TFTOutput:
-        """Forecast from past inputs ``(B, k, V_encoder)``, known-future inputs ``(B, τ, V_decoder)`` and the static
-        category ``(B,)`` (int64)."""
+        """Forecast from past ``(B, k, V_enc)``, known-future ``(B, τ, V_dec)`` and static ``(B,)`` inputs."""
         encoder_length = encoder_inputs.shape[1]
         total_length = encoder_length + decoder_inputs.shape[1]
 
@@ -273,7 +244,6 @@ class TemporalFusionTransformer(nn.Module):
         contexts = self.static_encoders(static.unsqueeze(-2).expand(-1, len(_STATIC_CONTEXTS), -1))
         context_selection, context_enrichment, state_h, state_c = contexts.unbind(dim=-2)
 
-        # The static contexts are per sequence; a length-1 time axis broadcasts them over every position.
         selection_context = context_selection.unsqueeze(1)
         past, encoder_weights = self.encoder_selection(self.encoder_embedding(encoder_inputs), selection_context)
         future, decoder_weights = self.decoder_selection(self.decoder_embedding(decoder_inputs), selection_context)
@@ -294,9 +264,6 @@ class TemporalFusionTransformer(nn.Module):
         return TFTOutput(self.quantile_head(fused), encoder_weights, decoder_weights, attention)
 
 
-# --------------------------------------------------------------------------------------------------- workload
-
-
 class TFTBatch(NamedTuple):
     """One training batch of windows, split into what the model may see and what it must forecast."""
 
@@ -313,8 +280,7 @@ class TFTBatch(NamedTuple):
 
 
 class TFTWorkload(Workload):
-    """One clipped Adam update of a multi-horizon quantile TFT on ``context.batch_size`` training windows of
-    ``encoder_length + decoder_length`` bars."""
+    """One clipped Adam update of a quantile TFT on ``context.batch_size`` training windows."""
 
     name = "tft"
     sample_unit = "window"
@@ -348,7 +314,6 @@ class TFTWorkload(Workload):
             dropout=config.dropout,
         ).to(context.device)
         self.model.train()
-        # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
         self._forward = context.compile(context.parallel(self.model))
         self._quantiles = torch.tensor(config.quantiles, dtype=torch.float32, device=context.device)
         # Fused everywhere, so a CPU run counts the launches a GPU would make (gpubench.measure.flops).
@@ -362,8 +327,7 @@ class TFTWorkload(Workload):
         return [self.optimizer]
 
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> TFTBatch:
-        """Draw ``context.batch_size`` windows from ``valid_starts`` (default: training) and split them, on the
-        device."""
+        """Draw windows from ``valid_starts`` (default: training) and split them, on the device."""
         valid_starts = self._train_starts if valid_starts is None else valid_starts
         starts = self.data.sample_starts(valid_starts, self.context.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.window_length)
