@@ -1,13 +1,8 @@
 """``gpubench compare A B``: does B train faster, slower or the same as A per sample?
 
-A and B are report.json files (or folders holding one) or MLflow run ids, whose report is downloaded from the tracking
-store. Each model measured in both is compared on its time per sample (epoch time over samples per epoch: epochs are
-auto-sized, so epoch times alone would read SAME); the statistics are :mod:`gpubench.stats.compare`'s, and everything
-reads "B against A" (a ratio below 1: B is faster).
-
-Identical code reads far apart at different host loads, so each model's interval is widened by the hosts' difference
-on the host share of its step (:mod:`gpubench.output.compare_host`); a verdict the widened interval does not keep
-reads HOST_DIFFERS."""
+A and B are report files or MLflow run ids. Models are compared on time per sample (epochs are auto-sized, so epoch
+times alone would read SAME), with :mod:`gpubench.stats.compare`'s statistics, "B against A". Intervals are widened
+by the hosts' difference (:mod:`gpubench.output.compare_host`); a verdict that does not survive reads HOST_DIFFERS."""
 
 import math
 import re
@@ -72,8 +67,7 @@ class PerSampleTimes:
 
 @dataclass(frozen=True)
 class ModelComparison:
-    """One model measured in both reports: its sample unit, each run's samples per epoch and B's times per sample
-    against A's (``result``, ms per sample)."""
+    """One model measured in both reports, with B's times per sample against A's (``result``, ms per sample)."""
 
     model: str
     sample_unit: str
@@ -145,8 +139,7 @@ class UnmatchedModel:
 
 
 def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
-    """A model's epochs as times per sample, if it has :data:`MIN_EPOCHS` finite positive epoch times and its samples
-    per epoch, else why not."""
+    """A model's epochs as times per sample when it has enough of them, else why not."""
     times = result.raw_epoch_times_ms
     error = f": {result.error}" if result.error else ""
     if len(times) < MIN_EPOCHS:
@@ -218,9 +211,7 @@ def compare_reports(
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[ModelComparison]:
-    """B against A on time per sample for every model both can compare, in A's order. ``threshold`` is the noise band
-    as a fraction of A's mean (0.05 = ±5%), ``confidence`` the interval's level; CompareError when either report has
-    no comparable model."""
+    """B against A per sample for every comparable model; ``threshold`` is the noise band (0.05 = ±5%)."""
     try:
         check_settings(threshold, confidence)
     except ValueError as exc:

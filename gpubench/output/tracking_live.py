@@ -1,10 +1,5 @@
-"""A live MLflow run: created RUNNING when a job (or a sweep) starts, fed while it runs, ended with its status.
-
-Params and start tags are logged at creation (a sweep's job names its parent from the start); epoch times and losses
-are buffered and sent in batches between epochs (single calls cost seconds on SQLite); at the end the
-:class:`~gpubench.output.tracking_record.RunRecord` adds the rest and the run ends FINISHED, FAILED or KILLED. Any
-tracking failure becomes one warning and stops logging for the job; the JSON report is written regardless. Everything
-sent is redacted first."""
+"""A live MLflow run: created RUNNING when a job (or sweep) starts, fed epochs in batches between epochs, ended with
+its status. Any tracking failure becomes one warning and stops logging; the JSON report is written regardless."""
 
 import json
 import math
@@ -37,7 +32,6 @@ _MAX_TAG_CHARS = 8000
 FLUSH_INTERVAL_S = 10.0
 #: MLflow's run statuses, as a job ends: every model measured, a model failed (or the job raised), interrupted.
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
-#: MLflow's tag on a dataset input that says what the run used it for.
 _DATASET_CONTEXT_TAG = "mlflow.data.context"
 
 T = TypeVar("T")
@@ -58,11 +52,7 @@ def _tag_value(value: Any) -> str:
 
 
 class LiveRun:
-    """One MLflow run, open while its job runs; never raises for tracking failures.
-
-    :meth:`start` creates it, :meth:`watch_system` starts system metrics, :meth:`on_epoch` buffers an epoch (sending
-    a batch every :data:`FLUSH_INTERVAL_S`), :meth:`end_model` sends a model's rest, :meth:`finish` logs the record
-    and ends the run; :meth:`new_messages` hands out warnings once."""
+    """One MLflow run, open while its job runs; never raises for tracking failures."""
 
     def __init__(
         self,
@@ -118,8 +108,7 @@ class LiveRun:
         return messages
 
     def watch_system(self, gpu_indices: Sequence[int] | None) -> None:
-        """Start sampling system metrics (CPU, memory, GPUs of NVML indices ``gpu_indices``) into the run when
-        ``tracking.system_metrics`` is on; readings go out with the epochs' batches."""
+        """Start sampling system metrics into the run when ``tracking.system_metrics`` is on."""
         if not (self.active and self.config.system_metrics) or self._sampler is not None:
             return
         try:
@@ -134,8 +123,7 @@ class LiveRun:
             self._messages.append(redact(f"no system metrics in the MLflow run ({type(exc).__name__}: {exc})."))
 
     def on_epoch(self, model: str, phase: str, number: int, seconds: float, loss: float | None) -> None:
-        """Buffer a measured epoch of ``model`` (time in s, mean loss) as ``<model>/epoch_time_ms`` and
-        ``<model>/epoch_loss``."""
+        """Buffer a measured epoch of ``model`` (time in s, mean loss)."""
         if not self.active or phase != "measured":
             return
         if self._model is not None and model != self._model:
@@ -166,8 +154,7 @@ class LiveRun:
             self._guard("streaming epoch metrics", self._send_metrics, pending)
 
     def finish(self, record: RunRecord, status: str) -> TrackingOutcome:
-        """Log ``record`` (tags, metrics, series, dataset, artifacts), rename the run ``record.run_name`` and end it
-        with ``status``."""
+        """Log ``record``, rename the run ``record.run_name`` and end it with ``status``."""
         if not self.config.enabled:
             return TrackingOutcome(run_id=None)
         self._stop_system_metrics()
@@ -264,15 +251,13 @@ class LiveRun:
 def log_run(
     config: TrackingConfig, record: RunRecord, *, kept: str = REPORT_KEPT, status: str = FINISHED
 ) -> TrackingOutcome:
-    """Log ``record`` as one MLflow run, created and ended at once with ``status``; a warning instead of raising on
-    failure."""
+    """Log ``record`` as one MLflow run with ``status``; a warning instead of raising on failure."""
     live = LiveRun.start(config, run_name=record.run_name, params=record.params, tags=record.tags, kept=kept)
     return live.finish(record, status)
 
 
 def nest_runs(config: TrackingConfig, parent_run_id: str, sweep_tag: str | None, run_ids: Sequence[str]) -> list[str]:
-    """Nest the runs ``run_ids`` of the parent's store, experiment and sweep ``sweep_tag`` under ``parent_run_id``;
-    return the ids that could not be. Raises on a store failure."""
+    """Nest ``run_ids`` of the sweep ``sweep_tag`` under ``parent_run_id``; return those that could not be."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 

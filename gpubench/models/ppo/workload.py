@@ -1,14 +1,9 @@
 """PPO with the clipped surrogate objective (Schulman et al. 2017) and GAE (Schulman et al. 2016), on the vectorised
 trading environment.
 
-One workload step is one minibatch update; the first step of each iteration also collects the rollout of ``num_envs ×
-num_steps`` environment steps, so ``steps_per_iteration`` is ``update_epochs × num_minibatches``. ``context.batch_size``
-is the minibatch size: a larger batch runs more environments in parallel, with horizon, epochs and minibatch count
-unchanged.
-
-The step is launch-bound on a GPU, so the rollout's loop over time only samples actions and steps the environment;
-values, log-probabilities and GAE are computed once over the whole rollout. ``reduce-overhead`` on CUDA captures the
-rollout and the minibatch update as two CUDA graphs."""
+One workload step is one minibatch update; each iteration's first step also collects the rollout.
+``context.batch_size`` is the minibatch size: a larger batch runs more environments in parallel. Launch-bound on a
+GPU, so the rollout loop only acts and steps; values and GAE are computed once over the rollout."""
 
 import itertools
 import math
@@ -33,11 +28,8 @@ def compute_gae(
     gamma: float,
     lam: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimates and returns for a rollout, both ``(num_steps, num_envs)``.
-
-    ``rewards``, ``values``, ``dones`` are ``(num_steps, num_envs)``, ``dones[t] = 1`` where an episode ended;
-    ``next_value`` ``(num_envs,)`` is the value after the last step; ``lam`` is GAE λ. ``returns = advantages +
-    values``."""
+    """GAE advantages and returns ``(num_steps, num_envs)`` from rewards, values and dones of that shape,
+    ``next_value`` and ``lam``."""
     not_done = 1.0 - dones.to(rewards.dtype)
     following_values = torch.cat([values[1:], next_value.unsqueeze(0)])
     # A_t = δ_t + γλ (1 − d_t) A_{t+1} is a linear recurrence: a Hillis-Steele scan solves it in ⌈log2 num_steps⌉ rounds
@@ -47,7 +39,6 @@ def compute_gae(
     num_steps = rewards.shape[0]
     span = 1
     while span < num_steps:
-        # The product is evaluated from the previous round's values before the in-place add writes.
         advantages[:-span].add_(decay[:-span] * advantages[span:])
         if 2 * span < num_steps:
             decay[:-span] = decay[:-span] * decay[span:]
@@ -65,8 +56,7 @@ def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_c
 
 @dataclass(frozen=True)
 class PPOLosses:
-    """One minibatch's loss and diagnostics, 0-d device tensors (``total`` carries the gradient); ``approx_kl`` is
-    ``mean((ρ − 1) − log ρ)``, ``clip_fraction`` the share of ratios outside ``1 ± clip_coef``."""
+    """One minibatch's loss and diagnostics (``approx_kl``, ``clip_fraction``) as 0-d device tensors."""
 
     total: torch.Tensor
     policy: torch.Tensor
@@ -78,11 +68,8 @@ class PPOLosses:
 
 @dataclass(frozen=True)
 class Rollout:
-    """Rollout storage, ``(num_steps, num_envs, ...)``, preallocated on the device and rewritten every iteration.
-
-    ``observation_buffer`` holds every observation the critic evaluates (acted on, next, final), so one forward
-    covers them. ``samples`` ``(T, N, 5)`` packs action, log-probability, value, advantage and return, so one indexed
-    read gathers a minibatch. ``minibatch_order`` holds each epoch's shuffle."""
+    """Rollout storage ``(num_steps, num_envs, ...)`` on the device, packed so one forward and one read serve each
+    use."""
 
     observation_buffer: torch.Tensor
     logits: torch.Tensor
@@ -186,8 +173,7 @@ class ActorCritic(nn.Module):
         return torch.log_softmax(self.actor(observation), dim=-1)
 
     def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log_policy, value)`` of ``observation`` in one call, so a DistributedDataParallel wrapper sees the
-        loss's whole forward."""
+        """``(log_policy, value)`` in one call, so a DistributedDataParallel wrapper sees the whole forward."""
         return self.log_policy(observation), self.value(observation)
 
 
@@ -201,8 +187,7 @@ def ppo_loss(
     returns: torch.Tensor,
     config: PPOConfig,
 ) -> PPOLosses:
-    """PPO loss on one minibatch: clipped surrogate − ``ent_coef`` × entropy + ``vf_coef`` × value loss; ``agent``
-    may be wrapped in DistributedDataParallel."""
+    """PPO loss on one minibatch: clipped surrogate − ``ent_coef`` × entropy + ``vf_coef`` × value loss."""
     log_policy, values = agent(observations)
     new_logprobs = log_policy.gather(1, actions.unsqueeze(1)).squeeze(1).float()
     entropy = -(log_policy.exp() * log_policy).sum(dim=1).float().mean()
@@ -283,9 +268,7 @@ class PPOWorkload(Workload):
         graphs = context.captures_steps
         self._collect = CudaGraphStep(self._collect_impl, context.generator) if graphs else self._collect_impl
         self._update = CudaGraphStep(self._update_impl, context.generator) if graphs else self._update_impl
-        #: Rollouts collected so far (iterations started).
         self.iteration = 0
-        #: Minibatch updates so far.
         self.updates_done = 0
         #: Loss and diagnostics of the latest minibatch update (overwritten by the next one).
         self.last_losses: PPOLosses | None = None
@@ -388,7 +371,6 @@ class PPOWorkload(Workload):
         torch.stack([step.observation for step in env_steps], out=rollout.observation_buffer[1 : num_steps + 1])
         torch.stack([step.final_observation for step in env_steps], out=rollout.final_observations)
         self._finish_rollout()
-        # Sorting uniform draws gives a random permutation per epoch, in one vectorised call.
         shuffle_keys = torch.rand(self.config.update_epochs, self.rollout_size, generator=generator, device=device)
         rollout.minibatch_order.copy_(shuffle_keys.argsort(dim=1))
         return ()
@@ -420,8 +402,7 @@ class PPOWorkload(Workload):
         rollout.samples.copy_(torch.stack([rollout.actions, logprobs, values, advantages, returns], dim=2))
 
     def _update_impl(self) -> tuple[torch.Tensor, ...]:
-        """One minibatch update; its loss, pre-clip gradient norm, value loss, approximate KL and clip fraction (0-d
-        tensors, stacked when captured)."""
+        """One minibatch update; its loss, gradient norm, value loss, KL and clip fraction (0-d tensors)."""
         with self.context.autocast():
             losses = self._minibatch_loss(self._minibatch_indices)
         grad_norm = self.context.optimize(losses.total, self.optimizer, self._parameters, self.config.max_grad_norm)

@@ -1,10 +1,8 @@
 """A vectorised trading environment: ``num_envs`` episodes stepped at once as tensor operations on the data's device.
 
-Each environment holds a position (−1, 0, +1) in one instrument and walks forward one bar per step through the
-training split. Observation: the last ``observation_window`` bars' features (no look-ahead) and a one-hot of the
-position. Action: 0 short, 1 flat, 2 long. Reward: ``position × log_return[t + 1] − transaction_cost × |position
-change|``. An episode terminates when its symbol's training data runs out and truncates after ``episode_length``
-steps; finished environments restart at once, flat, at a random bar."""
+Position −1, 0 or +1 (action 0, 1, 2); the observation is the last ``observation_window`` bars and the position;
+reward ``position × log_return[t + 1] − transaction_cost × |position change|``. Episodes terminate when the symbol's
+training data runs out, truncate after ``episode_length`` steps, and restart at once."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,9 +25,8 @@ def _identity(fn: _Fn) -> _Fn:
 
 @dataclass(frozen=True)
 class EnvStep:
-    """The outcome of one vectorised step, device tensors with the environment first: ``observation`` to act on next
-    (after any reset), ``reward`` in log-return units, ``terminated`` and ``truncated`` flags, and
-    ``final_observation``, the one reached before any reset (to bootstrap truncated episodes from)."""
+    """One vectorised step's device tensors: next ``observation``, ``reward``, flags and ``final_observation``
+    (before reset)."""
 
     observation: torch.Tensor
     reward: torch.Tensor
@@ -39,11 +36,8 @@ class EnvStep:
 
 
 class TradingEnv:
-    """``num_envs`` trading episodes on the training split of ``data``, stepped together on its device.
-
-    ``bar_index``, ``position`` and ``episode_step`` are updated in place, so a captured CUDA graph keeps reading the
-    live state; ``compile_fn`` wraps the deterministic part of the step. A step is launch-bound on a GPU, so it is
-    written in few tensor operations over tables built here."""
+    """``num_envs`` trading episodes on ``data``'s training split; state tensors are updated in place for CUDA
+    graphs."""
 
     def __init__(
         self,
@@ -62,8 +56,7 @@ class TradingEnv:
         device = data.device
         # A bar t is a start when its window and bar t + 1 (whose return it earns) lie in one symbol's training split.
         self._start_bars = data.window_starts(window + 1, "train") + (window - 1)
-        # is_last[t]: bar t + 1 does not continue bar t's symbol inside the training split, so an episode standing
-        # on bar t has run out of data.
+        # is_last[t]: an episode on bar t has run out of training data.
         same_symbol = data.symbol_id[1:] == data.symbol_id[:-1]
         is_last = torch.ones(data.n_bars, dtype=torch.bool, device=device)
         is_last[:-1] = ~(same_symbol & data.is_train[:-1] & data.is_train[1:])
@@ -94,8 +87,7 @@ class TradingEnv:
         return self.max_abs_reward / (1.0 - gamma)
 
     def observe(self, bar_index: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
-        """Observations ``(n, observation_size)`` at bars ``bar_index`` (inclusive) holding ``position`` (−1, 0 or
-        +1)."""
+        """Observations ``(n, observation_size)`` at bars ``bar_index`` (inclusive) holding ``position``."""
         return torch.cat([self._windows[bar_index], self._one_hots[position]], dim=-1)
 
     def reset(self, bar_index: torch.Tensor | None = None) -> torch.Tensor:
@@ -128,7 +120,6 @@ class TradingEnv:
         torch.where(done, reset_bars, next_bar, out=self.bar_index)
         torch.where(done, self._zeros, new_position, out=self.position)
         self.episode_step.masked_fill_(done, 0)
-        # One observe for both the observation the step reached and the one to act on next (after any reset).
         final_observation, observation = self.observe(
             torch.stack([next_bar, self.bar_index]), torch.stack([new_position, self.position])
         ).unbind(0)
@@ -136,8 +127,7 @@ class TradingEnv:
 
 
 class GreedyEvaluation:
-    """Greedy evaluation of ``act`` on ``num_envs`` episodes of its own, with its own generator (``seed``) and state,
-    so training's streams and episodes are undisturbed."""
+    """Greedy evaluation of ``act`` on episodes, generator and state of its own, leaving training undisturbed."""
 
     def __init__(self, config: TradingEnvConfig, data: FeatureTensors, num_envs: int, seed: int) -> None:
         generator = torch.Generator(device=data.device)
