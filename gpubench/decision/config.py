@@ -7,8 +7,7 @@ from pathlib import Path
 from gpubench.errors import require, require_choice, require_positive
 from gpubench.models import KNOWN_MODELS, MODELS
 
-#: The alternatives a what-if can measure (``tf32``: ``execution.matmul_precision=high``; ``knee``: the batch search's
-#: knee).
+#: What a what-if can measure (``tf32``: matmul precision high; ``knee``: the batch search's knee).
 WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "compile", "reduce-overhead", "knee")
 #: The variants that cost seconds; the compile modes cost a compilation each.
 DEFAULT_WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "knee")
@@ -18,11 +17,9 @@ DEFAULT_WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "knee")
 class TrainingPlanConfig:
     """The full training each model's time is extrapolated to, in samples.
 
-    Supervised models train ``passes[model]`` passes over ``trading_days × bars_per_day × symbols`` windows (default:
-    the seed's 360 days of one symbol, 50 passes); RL models ``env_steps[model]`` environment steps;
-    ``samples[model]``, when set, overrides both in the model's own unit (the plan of ``model=custom``). Recurring
-    costs: a validation pass every ``eval_every_steps`` updates (``eval_fraction`` of a pass, or ``eval_env_steps``
-    greedy steps for RL) and a checkpoint every ``checkpoint_every_steps``; null turns either off."""
+    Supervised: ``passes[model]`` passes over ``trading_days × bars_per_day × symbols`` windows; RL:
+    ``env_steps[model]``; ``samples[model]`` overrides both. A validation pass every ``eval_every_steps`` updates and
+    a checkpoint every ``checkpoint_every_steps`` (null: off)."""
 
     trading_days: int = 360
     bars_per_day: int = 390
@@ -62,21 +59,11 @@ class TrainingPlanConfig:
 
 @dataclass
 class DecisionConfig:
-    """The local-vs-cloud decision: thresholds on the upper bound of the training time, the plan, VRAM budgets and
-    prices.
+    """The local-vs-cloud decision: thresholds on the training time's upper bound, the plan, VRAM budgets and prices.
 
-    ``memory_budget_mb``: each model's VRAM target (MiB). ``cloud_card`` is the rented catalog card, ``cloud_gpus`` how
-    many train data-parallel (:mod:`gpubench.decision.scaling`). ``assumed_matmul_efficiency``: the fraction of peak
-    FLOP/s the projection assumes where none was measured.
-
-    ``what_if``: ``true`` every model, ``false`` none, null only the critical models on a GPU when the answer is not
-    LOCAL_GPU_VIABLE; each variant of ``what_if_variants`` runs ``what_if_epochs`` epochs of at least
-    ``what_if_epoch_seconds`` s.
-
-    Renting (:mod:`gpubench.decision.rent`): ``prices_dir`` (null: the shipped snapshot); ``electricity_usd_per_kwh``
-    with its source and date (default: a U.S. residential average, set your own); ``spot_interruptions_per_hour`` (λ,
-    an assumption) unless a provider has its own; a training over ``spot_max_hours_without_checkpoints`` without
-    checkpoints gets no spot row."""
+    ``cloud_gpus`` cards of ``cloud_card`` train data-parallel (:mod:`gpubench.decision.scaling`). ``what_if`` (null:
+    critical models on a GPU when the answer is not LOCAL_GPU_VIABLE) runs each of ``what_if_variants`` briefly. The
+    electricity price defaults to a U.S. residential average: set your own. Renting: :mod:`gpubench.decision.rent`."""
 
     local_max_hours: float = 24.0
     cloud_min_hours: float = 48.0

@@ -1,6 +1,5 @@
-"""Data-parallel scaling onto N cloud cards (``decision.cloud_gpus``): the scaling efficiency e(N) and each model's
-cloud time. The planned epochs take ``1 / (N × e(N))`` of one card's time; the fixed costs are kept (every rank pays
-its own warmup at once). Efficiencies are fractions; where they come from, in words, is :data:`SCALING_METHOD`."""
+"""Data-parallel scaling onto N cloud cards: the efficiency e(N) and each model's cloud time (epochs ÷ N e(N), fixed
+costs kept)."""
 
 import math
 from collections.abc import Sequence
@@ -9,8 +8,7 @@ from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimate
 from gpubench.results import DistributedScaling, ScalingEfficiency
 from gpubench.units import SECONDS_PER_HOUR
 
-#: Assumed where nothing measured one: Horovod's benchmark (Sergeev and Del Balso, 2018) and Li et al. (VLDB 2020)
-#: support 0.9 for compute-heavy networks.
+#: Assumed where nothing measured one: Horovod (2018) and Li et al. (VLDB 2020) support 0.9.
 ASSUMED_SCALING_EFFICIENCY = 0.9
 #: Wide on purpose: small, launch-bound models pay the all-reduce's latency more than VGG-16 (0.68).
 ASSUMED_SCALING_INTERVAL = (0.5, 1.0)
@@ -24,16 +22,14 @@ ASSUMED_SCALING_SOURCE = (
 
 
 def extrapolated_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
-    """The efficiency at ``gpus`` cards from ``efficiency`` at ``measured_world_size`` (m >= 2), the same loss per
-    doubling: e(N) = e(m)^(log2 N / log2 m), at most 1."""
+    """e(N) = e(m)^(log2 N / log2 m) from ``efficiency`` at ``measured_world_size`` m, at most 1."""
     if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
         raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
     return min(1.0, efficiency ** (math.log2(gpus) / math.log2(measured_world_size)))
 
 
 def linear_cost_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
-    """The efficiency at ``gpus`` cards if communication per step grows linearly with the cards (a latency-bound ring
-    all-reduce): e(N) = 1 / (1 + (1 / e(m) − 1)(N − 1) / (m − 1)); a superlinear measurement counts as linear."""
+    """e(N) if communication grows linearly with the cards: 1 / (1 + (1 / e(m) − 1)(N − 1) / (m − 1))."""
     if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
         raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
     cost = 1.0 / min(1.0, efficiency) - 1.0
@@ -78,12 +74,8 @@ def _assumed(gpus: int, distributed: DistributedScaling | None) -> ScalingEffici
 
 
 def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> ScalingEfficiency:
-    """The scaling efficiency at ``gpus`` cards and its interval, from ``distributed`` (None when ``distributed.nproc``
-    was 1).
-
-    One card: 1. Measured at ``gpus``: the measurement. Measured at another m: :func:`extrapolated_efficiency`, the
-    interval from :func:`linear_cost_efficiency` of the lower end to the upper end past m, or from the lower end to 1
-    below m. Nothing usable (or CPU only): :data:`ASSUMED_SCALING_EFFICIENCY`, stated as an assumption."""
+    """The scaling efficiency at ``gpus`` cards and its interval: 1 for one card, else measured, extrapolated or
+    assumed."""
     if gpus == 1:
         return ScalingEfficiency(gpus, 1.0, (1.0, 1.0), "one card: no scaling", measured=False)
     if not _usable(distributed) or _on_cpu(distributed):
@@ -123,8 +115,7 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
 
 
 def scaled_time(estimate: TimeEstimate, scaling: ScalingEfficiency) -> TotalTime:
-    """One model's training (hours) on ``scaling.gpus`` cards from its one-card ``estimate``: F + E / (N e), upper F
-    + (E + M) / (N e_lo), lower F + max(0, E − M') / (N e_hi); one card leaves ``estimate`` unchanged."""
+    """One model's training (hours) on ``scaling.gpus`` cards: F + E / (N e), bounds at e_lo and e_hi."""
     if scaling.gpus == 1:
         return TotalTime(hours=estimate.hours, lower_hours=estimate.lower_hours, upper_hours=estimate.upper_hours)
     gpus, (low, high) = scaling.gpus, scaling.scaling_efficiency_interval

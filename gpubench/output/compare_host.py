@@ -1,10 +1,5 @@
-"""What two reports say about their hosts, for ``gpubench compare``: each host's load and probe readings, how much
-faster or slower B's host was, and each model's verdict with that difference divided out (the statistics are
-:mod:`gpubench.stats.host_compare`'s).
-
-The load is ``run.host``'s 1-minute load on the available CPUs with the run's own threads (torch's intra-op threads
-on a CPU run, one on a GPU run); the probe readings are every round's ``host_probe.python_loop_ms``; a model's host
-share is 1 on the CPU, else from its step split (launches and host work over the step), the larger of A's and B's. A
+"""What two reports say about their hosts, for ``gpubench compare``: each host's load and probe readings, how B's
+host compared, and each model's verdict with that difference divided out (:mod:`gpubench.stats.host_compare`). A
 report without them reads "not recorded"."""
 
 import math
@@ -26,8 +21,7 @@ from gpubench.stats.host_compare import (
 
 @dataclass(frozen=True)
 class HostSummary:
-    """One report's host: the 1-minute load, the available and total CPUs, the run's own runnable threads, and every
-    probe's Python-loop reading (ms); None and empty where not recorded."""
+    """One report's host: 1-minute load, CPUs, the run's own threads and every probe reading (ms)."""
 
     load_1m: float | None
     available_cpus: int | None
@@ -89,8 +83,7 @@ def host_summary(report: RunReport) -> HostSummary:
 
 @dataclass(frozen=True)
 class HostDifference:
-    """How B's host compared with A's: ``load_factor`` (B's fair-share slowdown over A's), ``probe`` (the probes'
-    ratio B/A with its interval) and the host factor range ``[host_low, host_high]``, holding 1."""
+    """B's host against A's: load factor, probe ratio with its interval, and host factor range holding 1."""
 
     a: HostSummary
     b: HostSummary
@@ -167,9 +160,7 @@ def host_share(report_a: RunReport, report_b: RunReport, model: str) -> tuple[fl
 
 @dataclass(frozen=True)
 class HostCorrection:
-    """One model's ratio interval with the host factor divided out: ``host_share`` (0-1) of its step is host work
-    (``share_basis`` says why); ``verdict`` is the measured one where the correction keeps it, else
-    :data:`HOST_DIFFERS`."""
+    """One model's ratio interval with the host factor divided out, and the verdict that survives."""
 
     host_share: float
     share_basis: str
@@ -185,8 +176,7 @@ def correct_for_host(
     difference: HostDifference,
     share: tuple[float, str],
 ) -> HostCorrection:
-    """The verdict ``measured_verdict`` once the host factor range of ``difference`` is divided out of a step with
-    host share ``share``."""
+    """``measured_verdict`` once ``difference``'s host range is divided out of host share ``share``."""
     interval = host_corrected_interval(*ratio_interval, difference.host_low, difference.host_high, share[0])
     corrected = verdict(interval, threshold)
     # A wider interval decides nothing new; a decisive verdict it does not keep is the host's as much as the code's.

@@ -1,5 +1,4 @@
-"""The sections of the HTML report page, each a function of the typed report returning an HTML fragment. Every text
-from the report, config or user goes through :func:`text` (redacted, then escaped), so it cannot change the page."""
+"""The HTML report page's sections; every outside text goes through :func:`text` (redacted, then escaped)."""
 
 import html
 from collections.abc import Iterable, Sequence
@@ -113,8 +112,7 @@ def _estimate_line(recommendation: Recommendation) -> str | None:
 
 
 def verdict_section(report: RunReport) -> str:
-    """The answer: the decision or why there is none, its reasoning, estimate and bounds, thresholds, missing
-    critical models, actions and plans."""
+    """The answer: the decision or why none, its reasoning, bounds, thresholds, actions and plans."""
     recommendation = report.recommendation
     if recommendation is None:
         reason = (
@@ -194,8 +192,7 @@ def _summary_row(name: str, result: ModelResult) -> list[str]:
 
 
 def summary_section(report: RunReport) -> str:
-    """Per model: status, epochs, mean epoch time (ms) with intervals, CV, throughput, batch, peak reserved memory
-    (MB) and health; then health reasons, data-parallel runs, errors and warnings."""
+    """Per model: status, epochs, epoch time (ms) with intervals, throughput, batch, memory (MB) and health."""
     if not report.models:
         return '<section id="summary"><h2>Models</h2><p>No model was measured.</p></section>'
     levels = [r.statistics.confidence_level for r in report.models.values() if r.statistics]
@@ -235,8 +232,7 @@ def _cost_cells(row: CostRow, source_number: int) -> list[str]:
 
 
 def cost_section(report: RunReport) -> str:
-    """Every row of the cost table (cheapest first), the local option and the price snapshot's date and age; a
-    sentence when there is no table."""
+    """Every row of the cost table, the local option and the price snapshot's age."""
     recommendation = report.recommendation
     if recommendation is None or not recommendation.cost_table:
         why = "no recommendation yet" if recommendation is None else "no priced option (see the notes)"
@@ -308,8 +304,7 @@ def what_if_section(report: RunReport) -> str:
 
 
 def host_section(report: RunReport) -> str:
-    """The host: CPUs, load and threads at the start, the noisy-host sentence, and per model the rounds with their
-    host probe readings."""
+    """The host at the start, the noisy-host sentence, and each model's rounds with probe readings."""
     parts = ['<section id="host"><h2>Host</h2>']
     host = report.run.host
     hardware = report.hardware

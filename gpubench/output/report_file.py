@@ -1,5 +1,4 @@
-"""The report file: written atomically after every model, read back as a typed :class:`RunReport`; and the atomic
-writers the sweep summaries and the HTML page use too."""
+"""The report file, written atomically after every model and read back as a :class:`RunReport`; atomic writers."""
 
 import functools
 import json
@@ -46,8 +45,7 @@ def _umask() -> int:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically through a flushed temp file in the same folder, created if
-    missing; the file gets the usual new-file permissions (0666 less the umask)."""
+    """Write ``text`` (UTF-8) to ``path`` atomically, with the usual new-file permissions."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -69,8 +67,7 @@ def write_json_atomic(path: Path, content: Any) -> None:
 
 
 class ReportWriter:
-    """Writes the report to ``path`` atomically; the constructor checks the folder is writable before any model is
-    measured."""
+    """Writes the report atomically; the constructor checks the folder is writable before any model runs."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser()
@@ -98,8 +95,7 @@ class ReportWriter:
 
 
 def read_report(path: Path) -> RunReport:
-    """The report in the JSON file at ``path``; :class:`ReportReadError` when it is unreadable, not JSON, or not a
-    report this version reads."""
+    """The report at ``path``; :class:`ReportReadError` when unreadable, not JSON, or not a report."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -116,8 +112,7 @@ def read_report(path: Path) -> RunReport:
 
 
 def _number_problem(value: Any, *, whole: bool = False, positive: bool = True) -> bool:
-    """Whether ``value`` is not a finite number above 0 (at least 0 unless ``positive``; whole when ``whole``);
-    booleans are not numbers."""
+    """Whether ``value`` is not a finite number above 0 (or at least 0; whole when ``whole``); bools are not."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return True
     if whole and value != int(value):
@@ -126,8 +121,7 @@ def _number_problem(value: Any, *, whole: bool = False, positive: bool = True) -
 
 
 def measured_values_problem(result: ModelResult) -> str | None:
-    """What is wrong with the measured values of a model's section that readers compute with, or None; the schema
-    checks kinds, not ranges, so a hand-edited report is refused by name here."""
+    """What is wrong with a model's measured values (the schema checks kinds, not ranges), or None."""
     for key, times, positive in (
         ("raw_epoch_times_ms", result.raw_epoch_times_ms, True),
         ("warmup_epoch_times_ms", result.warmup_epoch_times_ms, False),

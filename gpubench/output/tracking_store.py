@@ -1,6 +1,5 @@
-"""The MLflow store a job logs to: a client bound to it, its experiment (tagged for model training), its HTTP retry
-bounds, and the warnings its failures become. Every access holds :func:`~gpubench.output.sqlite_store.store_lock`;
-every warning passes through :func:`gpubench.output.redact.redact`; mlflow is imported only inside functions."""
+"""The MLflow store a job logs to: a bound client, its experiment, HTTP retry bounds and the warnings failures
+become."""
 
 import logging
 import os
@@ -51,8 +50,7 @@ class TrackingOutcome:
 
 
 def bound_http_retries() -> None:
-    """Set :data:`HTTP_RETRY_DEFAULTS` in this process's environment where the user has not set them, so an
-    unreachable server fails in seconds; child processes inherit them."""
+    """Set :data:`HTTP_RETRY_DEFAULTS` in the environment where unset, so an unreachable server fails in seconds."""
     for name, value in HTTP_RETRY_DEFAULTS.items():
         os.environ.setdefault(name, value)
 
@@ -67,8 +65,7 @@ def quiet_store_logs() -> None:
 
 
 def store_identity(uri: str) -> str:
-    """The store a URI names, comparable across processes and free of credentials: a SQLite database's absolute path,
-    else the redacted URI."""
+    """The store a URI names, without credentials: a SQLite database's absolute path, else the redacted URI."""
     database = sqlite_database(uri)
     if database is not None:
         return SQLITE_PREFIX + str(database.expanduser().absolute())
@@ -85,8 +82,7 @@ def damaged_store_error(database: Path, state: SqliteStoreState, exc: Exception)
 
 
 def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
-    """The MLflow UI's page of the run on the server at ``uri`` (None for a local store), without credentials, in the
-    model-training view."""
+    """The MLflow UI's page of the run on the server at ``uri``, without credentials; None for a local store."""
     parts = urlsplit(uri)
     if parts.scheme not in ("http", "https"):
         return None
@@ -96,16 +92,14 @@ def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
 
 
 def artifact_location(config: TrackingConfig) -> str | None:
-    """Where a new experiment keeps its artifacts: ``tracking.artifact_location`` locally, None (the server's store)
-    for a server."""
+    """A new experiment's artifact location: ``tracking.artifact_location`` locally, None for a server."""
     if urlsplit(config.uri).scheme in _SERVER_SCHEMES:
         return None
     return Path(config.artifact_location).expanduser().resolve().as_uri()
 
 
 def _experiment_id(client: Any, config: TrackingConfig) -> str:
-    """The id of the experiment ``tracking.experiment``, created and tagged for model training when new (an untagged
-    one is tagged)."""
+    """The id of ``tracking.experiment``, created when new, tagged for model training."""
     experiment = client.get_experiment_by_name(config.experiment)
     if experiment is None:
         return client.create_experiment(
@@ -119,8 +113,7 @@ def _experiment_id(client: Any, config: TrackingConfig) -> str:
 
 
 def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
-    """A client bound to the store, the experiment's id and a notice when the store was repaired; call it holding
-    :func:`~gpubench.output.sqlite_store.store_lock`."""
+    """A bound client, the experiment's id and any repair notice; call it holding the store lock."""
     from mlflow.tracking import MlflowClient
 
     quiet_store_logs()
@@ -142,8 +135,7 @@ def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
 
 
 def reason(exc: BaseException) -> str:
-    """Why ``exc`` happened, in one phrase: the root network error of a failed request, else the message shortened at
-    a word."""
+    """Why ``exc`` happened, in one phrase: a failed request's root network error, else its message shortened."""
     if isinstance(exc, TrackingError):
         return str(exc)
     root: BaseException = exc

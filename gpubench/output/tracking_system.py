@@ -1,10 +1,5 @@
-"""System metrics of a job's MLflow run (``system/...``): CPU, memory and the job's GPU, sampled on a thread every
-``tracking.system_metrics_interval_s`` seconds.
-
-MLflow's collectors take the readings, but gpubench schedules them itself: MLflow's thread writes each sample to the
-store during the timed epochs, while here the points wait in memory and go out between epochs
-(:meth:`gpubench.output.tracking_live.LiveRun.flush`; ``benchmarks/system_metrics_overhead.py`` measures both). Only
-the benchmark's device is sampled, and a job shorter than one interval still gets a point."""
+"""System metrics of a job's MLflow run (``system/...``): CPU, memory and the job's GPU, read by MLflow's collectors
+on a thread of gpubench's own, whose points go out between epochs rather than during the timed ones."""
 
 import logging
 import threading
@@ -46,8 +41,8 @@ def _gpu_collector(gpu_indices: Sequence[int] | None) -> Any | None:
 
 
 class SystemMetricsSampler:
-    """Takes a reading every ``interval_s`` seconds on a daemon thread, kept until :meth:`take`; a failure stops
-    sampling and is kept in :attr:`failure`, never reaching the benchmark."""
+    """Reads every ``interval_s`` seconds on a daemon thread until :meth:`take`; failures stop it, kept in
+    :attr:`failure`."""
 
     def __init__(self, collectors: Sequence[Any], interval_s: float, clock: Callable[[], float] = time.time) -> None:
         self._collectors = list(collectors)
@@ -62,8 +57,7 @@ class SystemMetricsSampler:
 
     @classmethod
     def start(cls, interval_s: float, gpu_indices: Sequence[int] | None) -> "SystemMetricsSampler":
-        """Start sampling the CPU, memory and the GPUs of NVML indices ``gpu_indices`` (``[]``: none; None: all);
-        ImportError without psutil."""
+        """Start sampling CPU, memory and NVML GPUs ``gpu_indices`` (None: all); ImportError without psutil."""
         # MLflow says at INFO, on the terminal, when it finds no GPU: by design on a CPU job, not the user's concern.
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
         from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
@@ -77,8 +71,7 @@ class SystemMetricsSampler:
         return sampler
 
     def _loop(self) -> None:
-        # psutil measures CPU use between two calls of one thread: the first call is a baseline, and the last point is
-        # taken here too.
+        # psutil measures CPU between two calls of one thread: every reading is taken here.
         if not self._guarded(self._baseline):
             return
         while not self._stop.wait(self._interval_s):
