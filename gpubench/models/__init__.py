@@ -1,6 +1,5 @@
-"""The model registry: every workload gpubench can time. A model is a folder ``gpubench/models/<name>/``
-(``config.py``, ``workload.py``), a ``conf/model/<name>.yaml`` and an entry in :data:`MODELS`. Workloads (and torch)
-are imported only when built."""
+"""The model registry: every workload gpubench can time (a folder per model, a YAML file and an entry in
+:data:`MODELS`)."""
 
 import importlib
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One registered model: ``workload`` as ``module:Class``; ``memory_budget_mb`` its VRAM target (MiB, or None);
-    its plan as ``plan_passes`` (supervised) or ``plan_env_steps`` (RL); ``seed_model`` when ``model=all`` runs it."""
+    """One registered model: its workload ``module:Class``, VRAM budget (MiB), plan and whether ``model=all`` runs
+    it."""
 
     name: str
     config: type
@@ -42,7 +41,6 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("custom", CustomConfig, "gpubench.models.custom.workload:CustomWorkload", None, seed_model=False),
 )
 
-#: Names of every registered model.
 KNOWN_MODELS: tuple[str, ...] = tuple(spec.name for spec in MODELS)
 #: The set ``model=all`` runs: the four seed models.
 SEED_MODELS: tuple[str, ...] = tuple(spec.name for spec in MODELS if spec.seed_model)

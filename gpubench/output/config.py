@@ -10,9 +10,8 @@ SYSTEM_METRICS_INTERVAL_S = 10.0
 
 @dataclass
 class TrackingConfig:
-    """MLflow tracking; the default SQLite store lives in ``mlruns/``. ``system_metrics`` samples CPU, memory and the
-    job's GPU into the run every ``system_metrics_interval_s`` seconds (:mod:`gpubench.output.tracking_system`); a
-    shorter interval costs the timed epochs more."""
+    """MLflow tracking (default store in ``mlruns/``); ``system_metrics`` samples every ``system_metrics_interval_s``
+    s."""
 
     enabled: bool = True
     uri: str = "sqlite:///mlruns/mlflow.db"
@@ -32,7 +31,6 @@ class TrackingConfig:
 
 @dataclass
 class SweepConfig:
-    """How a multirun treats jobs it ran before: with ``resume``, a job whose folder already holds a complete report
-    of the same overrides is skipped (give the earlier ``hydra.sweep.dir``)."""
+    """How a multirun treats earlier jobs: ``resume`` skips one whose folder holds a complete report."""
 
     resume: bool = False

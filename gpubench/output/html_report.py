@@ -1,8 +1,5 @@
-"""report.html: the run on one page, written beside report.json and logged with it to MLflow.
-
-One self-contained file that works offline: inline style, embedded plots, no script, and a Content-Security-Policy
-that loads nothing from the network. Plots are inline SVG with text kept as text, or a PNG where that is smaller
-(``benchmarks/html_page_size.py`` measures the page)."""
+"""report.html: the run on one self-contained offline page (inline style and plots, no script, a CSP that loads
+nothing)."""
 
 import base64
 import io
@@ -97,8 +94,7 @@ footer { max-width: 1180px; margin: 30px auto; padding: 0 20px; color: var(--mut
 
 @dataclass(frozen=True)
 class PagePlot:
-    """One plot ready for the page: its file stem, model (None for the cost plot), subject, format and markup (inline
-    ``<svg>`` or base64 ``<img>``)."""
+    """One plot ready for the page: file stem, model, subject, format and markup (``<svg>`` or ``<img>``)."""
 
     stem: str
     model: str | None
@@ -113,8 +109,7 @@ class PagePlot:
 
 
 def page_path(report_path: Path) -> Path:
-    """Where the page of the report at ``report_path`` goes: beside it, ``.json`` replaced by ``.html`` (``*.html``
-    gets ``*.html.html``)."""
+    """Where the page of the report at ``report_path`` goes: beside it, named ``*.html``."""
     if report_path.suffix.lower() == ".html":
         return report_path.with_name(report_path.name + ".html")
     return report_path.with_suffix(".html")
@@ -139,8 +134,7 @@ def png_markup(figure: "Figure", label: str) -> str:
 
 
 def draw_page_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] | None = None) -> list[PagePlot]:
-    """Every plot the report has data for, as the page embeds it: inline SVG, or PNG where the SVG is over
-    :data:`SVG_MAX_BYTES` and the PNG smaller."""
+    """Every plot the report has data for: inline SVG, or PNG where the SVG is large and the PNG smaller."""
     drawn = []
     # Text as text, not glyph outlines: half the size, and the labels can be searched and copied.
     with report_figures.plot_style(**{"svg.fonttype": "none"}):
@@ -205,8 +199,7 @@ def render_page(
     config_name: str = CONFIG_FILE_NAME,
     plots_note: str | None = None,
 ) -> str:
-    """The whole page of ``report`` as one HTML document with ``plots`` embedded, the config text under
-    ``config_name`` (None: unreadable), and ``plots_note`` in place of absent plots."""
+    """The whole page of ``report`` as one HTML document, with ``plots``, config text and ``plots_note``."""
     sections = [
         status_banner(report),
         verdict_section(report),
@@ -238,8 +231,7 @@ def write_page(
     plots_note: str | None = None,
     config_path: Path | None = None,
 ) -> Path:
-    """Write the page of the report at ``report_path`` beside it atomically and return its path; ``plots`` None gives
-    a page without them yet, ``config_path`` defaults to :data:`CONFIG_FILE_NAME` beside the report."""
+    """Write the page of the report at ``report_path`` beside it atomically; return its path."""
     config = config_path if config_path is not None else report_path.parent / CONFIG_FILE_NAME
     try:
         config_text = config.read_text(encoding="utf-8")

@@ -1,6 +1,4 @@
-"""Credentials out of everything gpubench writes or prints: :func:`redact` masks a URL's password (or password-less
-user info) and the values of query parameters named like secrets (``token``, ``api_key``, ...). The configured value
-is used as given; only stored or shown copies are redacted."""
+"""Credentials out of everything gpubench writes or prints: URL passwords and secret-named query values masked."""
 
 import logging
 import re
@@ -51,8 +49,7 @@ def _redact_record(record: logging.LogRecord) -> logging.LogRecord:
 
 
 def install_log_redaction() -> None:
-    """Redact every log record of this process as it is created, once, by wrapping the log record factory (handlers'
-    filters would miss Hydra's reconfigured handlers and child loggers)."""
+    """Redact every log record as it is created, by wrapping the log record factory (once)."""
     factory = logging.getLogRecordFactory()
     if getattr(factory, "gpubench_redacts", False):
         return

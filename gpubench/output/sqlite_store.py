@@ -1,6 +1,4 @@
-"""A SQLite MLflow store's file: its path in a ``sqlite:///`` URI, the cross-process lock on it, what it holds, and
-the repair of one left half-created. Two processes creating a store at once break it, so every access holds
-:func:`store_lock` (``filelock``, so Windows too). No mlflow here."""
+"""A SQLite MLflow store's file: its path, the cross-process lock every access holds, its state, and its repair."""
 
 import sqlite3
 from collections.abc import Iterator
@@ -32,8 +30,7 @@ def sqlite_database(uri: str) -> Path | None:
 
 @contextmanager
 def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive OS lock on ``<database>.lock`` beside a SQLite store (nothing for other stores);
-    :class:`TrackingError` after ``timeout_s`` seconds. Not reentrant."""
+    """Hold an exclusive OS lock beside a SQLite store; :class:`TrackingError` after ``timeout_s`` s. Not reentrant."""
     database = sqlite_database(uri)
     if database is None:
         yield
@@ -55,8 +52,7 @@ def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator
 
 @dataclass(frozen=True)
 class SqliteStoreState:
-    """What a SQLite store holds: its tables, leftover ``_alembic_tmp_*`` tables, MLflow's schema revision and its
-    number of runs."""
+    """A SQLite store's tables, leftover ``_alembic_tmp_*`` tables, schema revision and run count."""
 
     tables: frozenset[str]
     leftover_tables: tuple[str, ...]
@@ -65,8 +61,7 @@ class SqliteStoreState:
 
 
 def read_sqlite_state(database: Path) -> SqliteStoreState | None:
-    """The state of the store at ``database``, None when the file is absent or empty; :class:`TrackingError` when it
-    is not SQLite."""
+    """The store's state at ``database``, None when absent or empty; :class:`TrackingError` if not SQLite."""
     if not database.is_file() or database.stat().st_size == 0:
         return None
     try:
@@ -89,9 +84,7 @@ def read_sqlite_state(database: Path) -> SqliteStoreState | None:
 
 
 def repair_sqlite_store(database: Path) -> str | None:
-    """Make a half-created store usable, holding :func:`store_lock`; a notice when it acted. A store with
-    ``_alembic_tmp_*`` tables and no runs is renamed ``<name>.damaged-<UTC time>`` and made anew; one with runs is
-    left as it is."""
+    """Move aside a half-created store that holds no runs, holding :func:`store_lock`; a notice when it acted."""
     state = read_sqlite_state(database)
     if state is None or not state.leftover_tables or state.run_count:
         return None

@@ -8,11 +8,9 @@ from gpubench.models.custom.factory import FACTORY_FORM, FACTORY_KEY, load_facto
 
 @dataclass
 class CustomConfig:
-    """The user's training as a factory, ``module.path:function``: ``build(batch_size, device)`` returns a callable that
-    runs one optimizer update and returns its loss tensor, None or ``(loss, grad_norm)``.
+    """The user's training as a factory ``module.path:function``: ``build(batch_size, device)`` returns a step callable.
 
-    The model is timed at ``batch_size`` (or the largest that fits below it). ``samples_per_step`` is what a step
-    consumes at ``batch_size`` in ``sample_unit``s (default: ``batch_size``) and scales with the batch."""
+    The model is timed at ``batch_size``; ``samples_per_step`` (in ``sample_unit``) scales with the batch."""
 
     factory: str | None = None
     batch_size: int = 64
@@ -33,8 +31,7 @@ class CustomConfig:
             load_factory(self.factory)
 
     def check_runnable(self, precision: str, compile_mode: str) -> None:
-        """Check that a factory is set and the execution settings the build function owns (precision, compilation)
-        are left at their defaults."""
+        """Check a factory is set and precision and compilation are left at their defaults."""
         require(self.factory is not None, FACTORY_KEY, self.factory, f"set when model=custom: {FACTORY_FORM}")
         require(
             precision == "fp32",

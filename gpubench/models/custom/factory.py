@@ -1,6 +1,4 @@
-"""Finding the user's ``build`` function from ``workloads.custom.factory`` (``module.path:function``), with the
-current folder on the import path (the console script does not add it). Every error is a ConfigError naming the key;
-no torch here."""
+"""Finding the user's ``build`` function from ``workloads.custom.factory``, the current folder on the import path."""
 
 import importlib
 import inspect
@@ -49,8 +47,7 @@ def _import_module(spec: str, module_name: str) -> Any:
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
-    """The ``build`` function ``spec`` names, checked to be importable and callable as ``build(batch_size, device)``;
-    ConfigError otherwise."""
+    """The ``build`` function ``spec`` names, importable and callable as ``build(batch_size, device)``."""
     if not _FACTORY_FORM.match(spec):
         raise factory_error(spec, "it is not of the form module.path:function")
     module_name, attribute_path = spec.split(":")

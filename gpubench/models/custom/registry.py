@@ -1,6 +1,4 @@
-"""In-process build functions: :func:`gpubench.benchmark` registers a callable here and passes
-``gpubench.models.custom.registry:<name>`` as the factory, so the config stays a string; the name resolves as a
-module attribute (PEP 562)."""
+"""In-process build functions for :func:`gpubench.benchmark`, named as a factory string (PEP 562 attributes)."""
 
 import itertools
 import re

@@ -1,7 +1,4 @@
-"""The user's own training step as a workload: ``build(batch_size, device)`` from ``workloads.custom.factory``.
-
-``step`` returns a loss tensor, a ``(loss, grad_norm)`` pair or None, which decides what the stability monitor checks
-(None: nothing, ``NOT_CHECKED``). ``loss.item()`` is refused: it would synchronise every timed step."""
+"""The user's own training step as a workload; its step returns a loss tensor, ``(loss, grad_norm)`` or None."""
 
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -16,8 +13,7 @@ from gpubench.workload import ExecutionContext, StepResult, Workload
 
 
 def _candidates(step: Callable[..., Any]) -> Iterable[Any]:
-    """Objects a step callable holds directly: itself, a bound method's object, closure variables, a callable
-    object's attributes."""
+    """Objects a step callable holds directly: itself, its bound object, closure variables, attributes."""
     yield step
     owner = getattr(step, "__self__", None)
     if owner is not None:
@@ -33,8 +29,7 @@ def _candidates(step: Callable[..., Any]) -> Iterable[Any]:
 
 
 def reachable_modules(step: Callable[..., Any]) -> list[nn.Module]:
-    """The ``nn.Module``\\ s a step callable holds directly, each once (for the parameter count); modules held
-    elsewhere are not found."""
+    """The ``nn.Module``\\ s a step callable holds directly, each once (for the parameter count)."""
     found: dict[int, nn.Module] = {}
     for candidate in _candidates(step):
         if isinstance(candidate, nn.Module):
@@ -52,8 +47,7 @@ def reachable_optimizers(step: Callable[..., Any]) -> list[torch.optim.Optimizer
 
 
 class CustomWorkload(Workload):
-    """One optimizer update of the user's training. Under ``distributed.nproc`` > 1 the user wraps the network in
-    DistributedDataParallel themselves."""
+    """One optimizer update of the user's training (the user wraps it in DDP under ``distributed.nproc`` > 1)."""
 
     name = "custom"
     # The user's batch is part of their recipe: time it, not the largest that fits.

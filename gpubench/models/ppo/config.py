@@ -8,11 +8,7 @@ from gpubench.models.trading_env.config import TradingEnvConfig
 
 @dataclass
 class PPOConfig:
-    """PPO (Schulman et al. 2017), clipped surrogate with GAE.
-
-    The batch size is the minibatch size in environment steps; the workload runs ``batch size × num_minibatches /
-    num_steps`` environments, so the configured :attr:`batch_size` reproduces ``env.num_envs``. The defaults'
-    update-to-data ratio (320 updates per 2,048 environment steps) is Stable-Baselines3's PPO default."""
+    """PPO (Schulman et al. 2017); the batch size is the minibatch, and ``env.num_envs`` follows from it."""
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     num_steps: int = 32
