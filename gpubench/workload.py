@@ -1,8 +1,5 @@
-"""The workload contract: one training step (one optimizer update, with whatever sampling or environment work it needs),
-its samples, evaluation and checkpoint state, whichever model it is.
-
-``train_step`` must not synchronise the device: it returns 0-d device tensors, so the runner synchronises only at the
-edges of a timed block. :class:`CudaGraphStep` and :class:`OpCounter` serve the launch-bound RL workloads."""
+"""The workload contract: one training step, its samples, evaluation and checkpoint state, whichever model it is.
+``train_step`` never synchronises the device, so the runner synchronises only at a timed block's edges."""
 
 import contextlib
 from abc import ABC, abstractmethod
@@ -24,12 +21,8 @@ _Fn = TypeVar("_Fn", bound=Callable)
 
 @dataclass(frozen=True)
 class RLSignals:
-    """A reinforcement-learning update's health signals beside its loss (0-d device tensors, not written again).
-
-    ``critic_loss`` (named by ``critic_loss_name``) and its ``critic_loss_ceiling``, the largest it can be while
-    predictions and targets stay within ``±max |reward| / (1 − γ)``; PPO's ``approx_kl`` and ``clip_fraction`` (None
-    for DQN); ``value_abs_max``, the largest predicted |value|, and ``return_bound``, that same ``max |reward| / (1 −
-    γ)``."""
+    """An RL update's health signals beside its loss: critic loss and its ceiling, PPO's KL and clip fraction, and
+    the largest |value| against ``return_bound`` = ``max |reward| / (1 − γ)``."""
 
     critic_loss: torch.Tensor
     critic_loss_name: str
@@ -42,12 +35,8 @@ class RLSignals:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one training step reports, as device tensors the workload will not write again (reading them is a sync
-    point).
-
-    ``loss`` is None only for a step that cannot see its loss; ``rl`` carries an RL update's signals.
-    ``reference_loss`` is the loss of a fixed naive forecast on the same batch (or None): batches differ in
-    difficulty, so the stability monitor judges the loss trend relative to it."""
+    """One step's device tensors, not written again; ``reference_loss`` (a naive forecast's loss on the same batch)
+    lets the stability monitor judge the loss trend across batches of different difficulty."""
 
     loss: torch.Tensor | None
     grad_norm: torch.Tensor | None
@@ -57,12 +46,10 @@ class StepResult:
 
 @dataclass
 class ExecutionContext:
-    """Device, batch size, precision and compilation shared by every workload.
+    """Device, batch size, precision (``fp32``/``bf16``/``fp16``) and ``compile_mode`` shared by every workload.
 
-    ``precision``: ``fp32``, ``bf16`` or ``fp16`` (autocast; fp16 adds a gradient scaler). ``compile_mode``:
-    ``false``, ``true`` or ``reduce-overhead``. ``usable_vram_mb``: the VRAM the workload may use (None on the CPU).
-    ``data_parallel``: one rank of a multi-process run, whose networks go through :meth:`parallel`. ``gradient_sync``
-    False (a batch-search trial) runs no collective, so a rank that runs out of memory blocks no other."""
+    ``usable_vram_mb``: VRAM the workload may use (None on the CPU). ``data_parallel``: one rank of a multi-process
+    run. ``gradient_sync`` False (a batch-search trial) runs no collective, so an out-of-memory rank blocks no other."""
 
     device: torch.device
     batch_size: int
@@ -82,9 +69,8 @@ class ExecutionContext:
         self._no_sync = contextlib.ExitStack()
 
     def parallel(self, module: nn.Module) -> nn.Module:
-        """``module`` wrapped in DistributedDataParallel when ``data_parallel``, else ``module``; call the result for
-        the forward whose loss is backpropagated. Without ``gradient_sync`` the wrapper skips its initial broadcast
-        and stays in ``no_sync``."""
+        """``module`` wrapped in DistributedDataParallel when ``data_parallel`` (no broadcast, ``no_sync`` without
+        ``gradient_sync``)."""
         if not self.data_parallel:
             return module
         from torch.nn.parallel import DistributedDataParallel
@@ -111,13 +97,11 @@ class ExecutionContext:
 
     @property
     def captures_steps(self) -> bool:
-        """Whether workloads that capture their own steps (:class:`CudaGraphStep`) replay CUDA graphs:
-        ``reduce-overhead`` on CUDA."""
+        """Whether self-capturing workloads replay CUDA graphs: ``reduce-overhead`` on CUDA."""
         return self.compile_mode == "reduce-overhead" and self.device.type == "cuda"
 
     def compile_step_piece(self, fn: _Fn) -> _Fn:
-        """Compile one pure tensor function of a step; in default mode when :attr:`captures_steps`, since
-        ``reduce-overhead``'s own CUDA graphs cannot nest inside a whole-step capture."""
+        """Compile a pure step function; default mode under whole-step capture, where CUDA-graph trees cannot nest."""
         if self.captures_steps:
             return torch.compile(fn)
         return self.compile(fn)
@@ -139,8 +123,7 @@ class ExecutionContext:
         parameters: Iterable[nn.Parameter],
         max_grad_norm: float | None,
     ) -> torch.Tensor:
-        """Backward, optional gradient-norm clipping and optimizer step; returns the pre-clip gradient norm (unscaled
-        under fp16) on the device."""
+        """Backward, optional clipping and optimizer step; the pre-clip gradient norm (true units) on the device."""
         params = [p for p in parameters if p.requires_grad]
         optimizer.zero_grad(set_to_none=True)
         self.grad_scaler.scale(loss).backward()
@@ -155,10 +138,8 @@ class ExecutionContext:
 class CudaGraphStep:
     """A tensor-only step function captured into one CUDA graph on its first call, then replayed.
 
-    ``fn`` returns a tuple of tensors, updates its state in place, keeps fixed shapes and never synchronises. The
-    first call runs ``warmup_calls`` real steps on a side stream (capture needs optimizer state and workspaces to
-    exist), then captures. ``generator`` is registered so replays draw fresh random numbers; outputs are returned as
-    clones."""
+    ``fn`` updates its state in place, keeps fixed shapes and never synchronises; ``warmup_calls`` real steps run
+    first on a side stream. Outputs are returned as clones."""
 
     def __init__(
         self, fn: Callable[[], tuple[torch.Tensor, ...]], generator: torch.Generator, warmup_calls: int = 3
@@ -214,8 +195,7 @@ def _storage_key(tensor: torch.Tensor) -> int:
 
 
 def tensor_bytes(tensors: Iterable[object]) -> int:
-    """Bytes of the tensors among ``tensors``, each storage once at the largest view of it, so an in-place output is
-    not counted twice."""
+    """Bytes of the tensors among ``tensors``, each storage once at its largest view."""
     sizes: dict[int, int] = {}
     for value in tensors:
         if isinstance(value, torch.Tensor):
@@ -231,16 +211,12 @@ _GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "take"}
 class OpCounter(TorchDispatchMode):
     """Counts the kernel-launching tensor operations run while active, and the bytes they move.
 
-    On a GPU each counted operation is about one kernel launch, the cost that bounds tiny networks' steps, so the
-    count tracks eager speed even when measured on the CPU. Bytes are every counted kernel's inputs and outputs
-    (:func:`tensor_bytes`), an upper bound on DRAM traffic; a gather reads only as much of its source as it writes.
-    It slows what it counts."""
+    On a GPU each is about one launch, the cost bounding tiny networks' steps, so the count tracks eager speed even
+    on the CPU; bytes are an upper bound on DRAM traffic."""
 
     def __init__(self) -> None:
         super().__init__()
-        #: Operations counted so far.
         self.count = 0
-        #: Bytes of the counted operations' tensor inputs and outputs so far.
         self.bytes = 0
 
     def __torch_dispatch__(
@@ -281,8 +257,7 @@ class Workload(ABC):
 
     @property
     def updates_per_step(self) -> float:
-        """Gradient updates one :meth:`train_step` makes (1 unless a step bundles several, as DQN's
-        ``gradient_steps``)."""
+        """Gradient updates one :meth:`train_step` makes (DQN bundles ``gradient_steps``)."""
         return 1.0
 
     @property
@@ -291,8 +266,7 @@ class Workload(ABC):
         return self.samples_per_step
 
     def evaluate(self) -> torch.Tensor | None:
-        """One piece of a validation pass over :attr:`eval_samples_per_call` samples, its loss as a device tensor, or
-        None when the workload has no evaluation."""
+        """One piece of a validation pass, its loss as a device tensor; None without evaluation."""
         return None
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
@@ -312,8 +286,7 @@ class Workload(ABC):
 
     @property
     def steps_per_iteration(self) -> int:
-        """Steps over which the step cost repeats (PPO: a rollout plus its minibatch updates); a benchmark epoch is a
-        whole number of them."""
+        """Steps over which the step cost repeats (PPO: rollout plus updates); epochs hold whole iterations."""
         return 1
 
     @property

@@ -13,12 +13,8 @@ PUBLISHER_MODES: tuple[str, ...] = ("aggregate", "separate")
 
 @dataclass
 class DataConfig:
-    """Where market data comes from and how it becomes features.
-
-    ``source``: ``synthetic`` (DBN files generated into ``cache_dir``), ``dbn`` or ``parquet`` (read from ``path``).
-    ``feature_count``: columns per bar (nine base features, then window statistics). ``publishers``: ``aggregate``
-    combines several exchanges' bars of one instrument and minute into one, ``separate`` keeps one series per
-    publisher (``SYMBOL@PUBLISHER``). ``symbols``: selected from every source (null: all, or the synthetic four)."""
+    """Where market data comes from (``synthetic``, ``dbn``, ``parquet``) and how it becomes features; ``publishers``
+    says whether several exchanges' bars of one instrument are combined or kept apart."""
 
     source: str = "synthetic"
     path: str | None = None

@@ -1,13 +1,8 @@
-"""DBN files: the OHLCV bar reader (through ``databento``), with per-file validation, and the OHLCV writer the synthetic
-generator uses (through ``databento_dbn``).
+"""DBN files: the OHLCV bar reader (``databento``) and the writer the synthetic generator uses (``databento_dbn``).
 
-Files without records (Databento writes them for a window without trades) are set aside, and are an error only when no
-file holds bars. Bars are keyed by (symbol, publisher, time): multi-venue datasets hold one bar per exchange, combined
-as ``data.publishers`` says (:func:`combine_publishers`).
-
-The reader checks each file itself (every zstd frame complete, whole records, record headers and values) because
-``databento.DBNStore`` silently returns the records before a cut in a truncated file. ``databento`` is imported only
-inside functions, so importing gpubench does not pay for it."""
+Bars are keyed by (symbol, publisher, time); files without records are set aside. The reader checks every file itself
+(complete zstd frames, whole records, headers and values) because ``databento.DBNStore`` silently returns a truncated
+file's records. Both libraries are imported inside functions only."""
 
 import datetime as dt
 import io
@@ -118,11 +113,7 @@ def _read_up_to(stream: IO[bytes], size: int) -> bytes:
 
 
 def read_dbn_bars(paths: str | Path | Sequence[str | Path], *, publishers: str = "aggregate") -> pa.Table:
-    """Decode and validate OHLCV DBN files into one bar table (:data:`BAR_SCHEMA`), sorted by symbol, then time.
-
-    ``paths`` is a list of files or one path string (:func:`resolve_dbn_paths`); instrument ids become symbols
-    through each file's mappings (an unmapped id keeps its number). Raises DataError naming the file for a bad file,
-    the files when none holds a record, and both files for a duplicate bar."""
+    """Decode and validate OHLCV DBN files into one bar table sorted by symbol, then time; DataError naming the file."""
     files = resolve_dbn_paths(paths) if isinstance(paths, str | Path) else [Path(p) for p in paths]
     tables = [_read_dbn_file(path) for path in files]
     if files and not any(table.num_rows for table in tables):
@@ -325,12 +316,10 @@ def publisher_name(publisher_id: int) -> str:
 
 
 def combine_publishers(bars: pa.Table, mode: str) -> pa.Table:
-    """A :data:`BAR_SCHEMA` table from DBN bars keyed by (symbol, publisher, time), as ``data.publishers`` (``mode``)
-    says.
+    """A :data:`BAR_SCHEMA` table from bars keyed by (symbol, publisher, time), per ``mode``.
 
-    ``aggregate``: one bar per symbol and time (highest high, lowest low, summed volume, volume-weighted open and
-    close). ``separate``: one series per publisher, named ``SYMBOL@PUBLISHER``. A table without the
-    :data:`PUBLISHER_COLUMN` is returned as is. Raises DataError for an unknown ``mode``."""
+    ``aggregate``: one bar per symbol and time (extreme high and low, summed volume, volume-weighted open and close);
+    ``separate``: one series per publisher, ``SYMBOL@PUBLISHER``. DataError for an unknown ``mode``."""
     if mode not in PUBLISHER_MODES:
         raise DataError(f"data.publishers={mode!r} is not valid: it must be one of {', '.join(PUBLISHER_MODES)}.")
     if PUBLISHER_COLUMN not in bars.column_names:

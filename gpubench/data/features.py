@@ -1,11 +1,7 @@
-"""Features of every bar, normalised on the training split only, as float32 tensors on the benchmark device
-(:class:`~gpubench.data.tensors.FeatureTensors`).
+"""Features of every bar as float32 tensors on the benchmark device, standardised on the training split only.
 
-Nine base features per bar (:func:`feature_names`): one-bar log return (the forecasting target), log range, body, log
-volume, rolling volatility, and time of day and day of week as sine/cosine pairs (known in advance). With
-``feature_count`` above nine, :data:`WINDOW_FEATURES` over trailing windows of 2, 3, ... bars follow until the count
-is reached. Each column is standardised with the training rows' mean and standard deviation, so nothing of the
-validation period leaks into the scaling."""
+Nine base features (:func:`feature_names`: returns, range, body, volume, volatility, calendar), then
+:data:`WINDOW_FEATURES` over trailing windows of 2, 3, ... bars up to ``feature_count`` columns."""
 
 import math
 from dataclasses import dataclass

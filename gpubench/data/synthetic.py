@@ -1,10 +1,8 @@
 """Synthetic market: one-minute OHLCV bars of several symbols, written as DBN files like a Databento download.
 
-Per symbol: minute log returns with a U-shaped intraday volatility profile, a daily log-AR(1) regime and GARCH(1,1)
-clustering of Student-t shocks that mix a shared market factor; overnight gaps; high and low drawn from a Brownian
-bridge between open and close, on a 0.01 tick grid; log-normal volume rising with variance and shock size. Sessions
-are 09:30-16:00 New York on weekdays, one ``.dbn.zst`` file per session, in a folder keyed by the parameters and
-completed by a ``manifest.json`` written last."""
+Returns with intraday and daily volatility profiles, GARCH(1,1) clustering and a shared market factor;
+Brownian-bridge highs and lows on a tick grid; volume rising with volatility. One file per 09:30-16:00 New York
+session, in a folder completed by its ``manifest.json``."""
 
 import datetime as dt
 import hashlib

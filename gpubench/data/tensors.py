@@ -9,12 +9,8 @@ from gpubench.errors import ConfigError
 
 @dataclass(frozen=True)
 class FeatureTensors:
-    """Normalised features and raw returns of every bar, on one device, symbol after symbol in time order.
-
-    ``values`` (n_bars, n_features) float32, normalised on the training split; ``log_return`` (n_bars,) raw one-bar
-    log return (0 at a symbol's first bar), for rewards; ``symbol_id`` indexes ``symbols``; ``is_train`` marks each
-    symbol's first ``train_fraction`` of bars; ``target_column`` is the forecasting target; ``known_future_columns``
-    are the calendar features."""
+    """Normalised ``values`` (n_bars, n_features), raw ``log_return`` (for rewards), ``symbol_id`` and ``is_train``
+    of every bar, symbol after symbol in time order, on one device."""
 
     values: torch.Tensor
     log_return: torch.Tensor

@@ -1,9 +1,7 @@
-"""Mamba-2 forecaster (Dao & Gu 2024, "Transformers are SSMs").
+"""Mamba-2 forecaster (Dao & Gu 2024, "Transformers are SSMs") of the next ``horizon`` normalised returns.
 
-The SSD recurrence of one head, ``h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T``, ``y_t = h_t C_t``:
-:func:`ssd_sequential` runs it step by step (the reference), :func:`ssd_chunked` by the paper's block decomposition
-in batched matmuls with no Python loop over time. The model is an input projection, ``n_layers`` pre-norm Mamba-2
-blocks, an RMSNorm and a linear head on the last position predicting the next ``horizon`` normalised returns."""
+The SSD recurrence ``h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T``, ``y_t = h_t C_t`` runs step by step in
+:func:`ssd_sequential` (the reference) and by chunks in batched matmuls in :func:`ssd_chunked`."""
 
 import functools
 import math
@@ -39,11 +37,10 @@ ESTIMATE_ERROR_ALLOWANCE = 2.0
 def ssd_sequential(
     x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
 ) -> torch.Tensor:
-    """The SSD recurrence one step at a time, from a zero state (the reference for :func:`ssd_chunked`).
+    """The SSD recurrence step by step from a zero state, without the D skip (the reference).
 
-    Shapes: ``x`` (batch, seqlen, nheads, headdim); ``dt`` (batch, seqlen, nheads), positive; ``A`` (nheads,),
-    negative; ``B`` and ``C`` (batch, seqlen, ngroups, d_state), head ``i`` using group ``i // (nheads // ngroups)``.
-    Returns ``y`` shaped like ``x``, without the D skip."""
+    ``x`` (batch, seqlen, nheads, headdim); ``dt`` (batch, seqlen, nheads) > 0; ``A`` (nheads,) < 0; ``B``, ``C``
+    (batch, seqlen, ngroups, d_state). Returns ``y`` shaped like ``x``."""
     batch, seqlen, nheads, headdim = x.shape
     heads_per_group = nheads // B.shape[2]
     B_heads = B.repeat_interleave(heads_per_group, dim=2)
@@ -59,8 +56,7 @@ def ssd_sequential(
 
 
 def _segment_sum(log_decay: torch.Tensor) -> torch.Tensor:
-    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, ``-inf`` above the diagonal: ``exp`` of it
-    is the causal decay matrix. Summed directly per column, not as differences of a running sum, to avoid
+    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, else ``-inf``; summed directly, no
     cancellation."""
     length = log_decay.shape[-1]
     index = torch.arange(length, device=log_decay.device)
@@ -78,8 +74,8 @@ def ssd_chunked(
     C: torch.Tensor,
     chunk_size: int,
 ) -> torch.Tensor:
-    """The SSD scan by chunks of ``chunk_size`` steps: same arguments and result as :func:`ssd_sequential`. A ragged
-    tail is padded with ``dt = 0`` steps, which change no output."""
+    """The SSD scan by chunks of ``chunk_size`` steps, as :func:`ssd_sequential`; a ragged tail gets ``dt = 0``
+    padding."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, d_state = B.shape[2], B.shape[3]
     heads_per_group = nheads // ngroups
@@ -136,8 +132,7 @@ def ssd_chunked(
 
 
 class Mamba2Mixer(nn.Module):
-    """The Mamba-2 block's causal sequence mixer, ``(batch, seqlen, d_model)`` in and out: projections, causal conv,
-    SSD scan, D skip, gated RMSNorm, output projection."""
+    """The Mamba-2 block's causal sequence mixer, ``(batch, seqlen, d_model)`` in and out."""
 
     def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
         super().__init__()
@@ -192,8 +187,7 @@ class Mamba2Mixer(nn.Module):
         C = C.unflatten(-1, (self.ngroups, self.d_state))
         if not self.recompute:
             return self.out_proj(self.mix(x, dt, B, C, z))
-        # Checkpointing recomputes the scan's large intermediates in backward; the scan is deterministic, so no RNG
-        # state is restored.
+        # Recomputes the scan's large intermediates in backward; the scan is deterministic (no RNG restore).
         mixed = torch.utils.checkpoint.checkpoint(
             self.mix, x, dt, B, C, z, use_reentrant=False, preserve_rng_state=False
         )
@@ -213,8 +207,7 @@ class Mamba2Layer(nn.Module):
 
 
 class Mamba2Forecaster(nn.Module):
-    """Bar features ``(batch, seq_len, n_features)`` -> the next ``horizon`` normalised returns ``(batch, horizon)``;
-    ``scan`` defaults to :func:`ssd_chunked`."""
+    """Bar features ``(batch, seq_len, n_features)`` -> the next ``horizon`` returns; ``scan`` defaults to chunked."""
 
     def __init__(self, n_features: int, config: Mamba2Config, scan: SSDScan | None = None) -> None:
         super().__init__()
@@ -234,8 +227,7 @@ class Mamba2Forecaster(nn.Module):
 
 
 def zero_forecast_loss(target: torch.Tensor) -> torch.Tensor:
-    """The MSE of forecasting 0 for every target (the batch targets' mean square): the loss of knowing nothing, the
-    stability monitor's reference."""
+    """The MSE of forecasting 0 (the targets' mean square): the stability monitor's reference loss."""
     return target.detach().float().square().mean()
 
 
@@ -291,12 +283,10 @@ class Mamba2Workload(Workload):
         return float(self.context.batch_size)
 
     def estimated_memory_mb_without_recompute(self) -> float:
-        """The step's memory (MB) at the context's batch without recomputing the scan: one window's saved activations
-        times the batch, plus parameters, gradients and AdamW's two moments."""
+        """The step's memory (MB) without scan recompute: saved activations × batch, plus weights and AdamW state."""
         parameters = list(self.model.parameters())
         parameter_storages = {p.untyped_storage().data_ptr() for p in parameters}
-        # Storages kept alive so addresses are not reused; the hook returns nothing, since returning the tensor would
-        # make a cycle through autograd's C++ graph that leaks the activations.
+        # Kept alive so addresses are not reused; returning the tensor would leak activations through a C++ cycle.
         saved: dict[int, torch.UntypedStorage] = {}
 
         def pack(tensor: torch.Tensor) -> None:
@@ -321,8 +311,7 @@ class Mamba2Workload(Workload):
         ) / BYTES_PER_MB
 
     def _decide_recompute(self) -> tuple[bool, str, float | None]:
-        """Whether to recompute the scan in backward, why, and the estimated memory (MB) without it (None where not
-        estimated); ``auto`` recomputes only when the estimate, with its allowance, exceeds the usable VRAM."""
+        """Whether to recompute the scan, why, and the memory estimate (MB) without it (None where not estimated)."""
         setting = self.config.recompute_scan
         if setting != "auto":
             return setting == "true", f"workloads.mamba2.recompute_scan={setting}", None
