@@ -1,8 +1,5 @@
-"""Errors a user can act on.
-
-Every error raised for bad input is a :class:`GpubenchError`: the entry point prints its message as one paragraph
-and exits non-zero, without a traceback. Messages name the offending key, file or value and say what is valid.
-"""
+"""Errors a user can act on: the entry point prints a :class:`GpubenchError`'s message, which names the key, file or
+value, and exits non-zero without a traceback."""
 
 from typing import Any
 

@@ -1,7 +1,4 @@
-"""The bar table every source produces (:data:`BAR_SCHEMA`), and the checks that make one from several files:
-each file's values, time order and the duplicates between files (:func:`finish_bar_table`). Nothing here knows a
-file format; the DBN reader (:mod:`gpubench.data.dbn`) and the Parquet reader (:mod:`gpubench.data.cache`) both
-end here."""
+"""The bar table every source produces (:data:`BAR_SCHEMA`), and the checks that make one from several files."""
 
 import datetime as dt
 from collections.abc import Callable, Sequence
@@ -12,13 +9,11 @@ import pyarrow.compute as pc
 
 from gpubench.errors import DataError
 
-#: The column the DBN reader keeps beside the bar columns until publishers are combined
-#: (:func:`gpubench.data.dbn.combine_publishers`).
+#: The DBN reader's publisher column, kept until :func:`gpubench.data.dbn.combine_publishers`.
 PUBLISHER_COLUMN = "publisher_id"
 #: The columns of a bar table, in order.
 BAR_COLUMNS: tuple[str, ...] = ("ts_event", "symbol", "open", "high", "low", "close", "volume")
-#: A bar table: ts_event is the bar's start in nanoseconds since the UNIX epoch (UTC); prices are in the
-#: instrument's quote currency; volume is the traded quantity in the bar (float, so fractional sizes fit).
+#: ts_event: bar start in UTC nanoseconds; prices in quote currency; volume as float.
 BAR_SCHEMA = pa.schema(
     [
         pa.field("ts_event", pa.int64()),
@@ -41,13 +36,9 @@ def finish_bar_table(
 ) -> pa.Table:
     """Check each source's bars, concatenate them, and sort by symbol (and publisher, when known) then time.
 
-    Each table must have :data:`BAR_SCHEMA`, optionally followed by the :data:`PUBLISHER_COLUMN` (DBN bars carry it;
-    then every table has it, and it is kept in the result); ``sources`` names the file each came from, and
-    ``publisher_name`` a publisher id, for error messages (the DBN reader passes Databento's names). With
-    ``require_sorted`` a source's bars must already be in non-decreasing time (as DBN files are). Raises DataError
-    for missing values, non-positive or non-finite prices, low above open/close or high below them, negative volume,
-    out-of-order time, and two bars of one symbol (and one publisher) at one time, naming both sources.
-    """
+    ``tables`` have :data:`BAR_SCHEMA`, optionally with :data:`PUBLISHER_COLUMN`; ``sources`` and ``publisher_name``
+    name files and publishers in messages. With ``require_sorted`` each source must already be in time order. Raises
+    DataError for bad values, out-of-order time and duplicate bars, naming the sources."""
     if not tables:
         raise DataError("No bar files were given to read; data.path must name at least one file.")
     for table, source in zip(tables, sources, strict=True):

@@ -1,12 +1,6 @@
-"""Parquet cache of decoded bars, keyed by the content of the source files; and the ``data=parquet`` reader.
-
-Decoding and validating DBN files costs time on every run; the decoded bar table (see :data:`BAR_SCHEMA`) is
-therefore stored once as Parquet under ``<cache_dir>/bars/<key>.parquet``. The key is a BLAKE2b hash of the bytes
-of every source file plus the reader version, so editing, replacing or truncating a file gives a new key (a
-cache miss), while renaming or moving files does not. Every file this module writes is written to a temporary
-name beside its destination and renamed into place, so an interrupted run never leaves a half-written file under
-the final name.
-"""
+"""Parquet cache of decoded bars, keyed by a BLAKE2b hash of the source files' bytes and the reader version (renaming
+a file keeps the key, editing it does not); and the ``data=parquet`` reader. Every file is written under a temporary
+name and renamed into place."""
 
 import contextlib
 import hashlib
@@ -33,11 +27,8 @@ _HASH_BLOCK_BYTES = 1 << 20
 
 @contextlib.contextmanager
 def atomic_path(destination: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``destination``; rename it onto ``destination`` when the block succeeds.
-
-    The temporary file lives in the destination's folder so the final ``os.replace`` is an atomic rename on one
-    file system. If the block raises, the temporary file is removed and ``destination`` is left untouched.
-    """
+    """Yield a temporary path beside ``destination`` (one file system, so the rename is atomic); rename it onto
+    ``destination`` when the block succeeds, remove it when it raises."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary_name = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent)
     os.close(handle)
@@ -63,11 +54,7 @@ def file_digest(path: Path) -> str:
 
 
 def content_hash(paths: Sequence[Path], *, version: str) -> str:
-    """Hash of the contents of ``paths`` (as a set: order and names do not matter) and a reader ``version``.
-
-    Returns 32 hex characters. Two calls agree exactly when the same set of file contents is read by the same
-    reader version.
-    """
+    """32 hex characters hashing the contents of ``paths`` (as a set) and a reader ``version``."""
     combined = hashlib.blake2b(digest_size=16)
     combined.update(f"gpubench-bars-v{version}".encode())
     for digest in sorted(file_digest(path) for path in paths):
@@ -109,7 +96,7 @@ def _write_cache_file(path: Path, table: pa.Table) -> None:
     """Store ``table`` as Parquet at ``path`` atomically; a cache that cannot be written only costs speed."""
     try:
         with atomic_path(path) as temporary:
-            # LZ4 decompresses about twice as fast as the default Snappy here; the cache is read far more than written.
+            # LZ4 decompresses faster than Snappy; the cache is read far more than written.
             pq.write_table(table, temporary, compression="lz4")
     except OSError as exc:
         logger.warning("Cannot write the bar cache %s (%s); the next run will decode the files again.", path, exc)
@@ -122,11 +109,8 @@ def load_cached_bars(
     *,
     version: str = READER_VERSION,
 ) -> CachedBars:
-    """The bars of ``paths``: from the Parquet cache when their content was decoded before, else ``decode(paths)``.
-
-    ``version`` names the reader and any setting that changes its output for the same bytes (it is part of the
-    key). After a miss the decoded table is stored under ``cache_dir`` for the next run.
-    """
+    """The bars of ``paths`` from the Parquet cache, else ``decode(paths)``, stored for the next run; ``version`` is
+    part of the key."""
     key = content_hash(paths, version=version)
     cache_file = cache_file_for(cache_dir, key)
     table = _read_cache_file(cache_file)
@@ -143,12 +127,8 @@ def resolve_parquet_paths(path: str | Path) -> list[Path]:
 
 
 def read_parquet_bars(paths: Sequence[Path]) -> pa.Table:
-    """Bars from Parquet files that hold the bar columns (``data=parquet``), checked like decoded DBN bars.
-
-    Each file needs the columns ts_event (integer nanoseconds since the UNIX epoch, UTC, or a timestamp
-    column), symbol (string), open, high, low, close and volume (numbers); other columns are ignored. Rows may
-    come in any order; the result is sorted by symbol, then time.
-    """
+    """Bars from Parquet files with the bar columns (ts_event in UTC nanoseconds or a timestamp), checked like DBN
+    bars and sorted by symbol, then time."""
     tables: list[pa.Table] = []
     for path in paths:
         try:

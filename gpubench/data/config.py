@@ -13,23 +13,8 @@ PUBLISHER_MODES: tuple[str, ...] = ("aggregate", "separate")
 
 @dataclass
 class DataConfig:
-    """Where market data comes from and how it becomes features.
-
-    ``synthetic`` generates DBN files (one per trading day) into ``cache_dir`` and reads them back like a user's
-    download; ``dbn`` reads ``path`` (a folder or glob of ``.dbn``/``.dbn.zst`` files); ``parquet`` reads ``path``
-    (a Parquet file or folder of them with the bar columns). ``feature_count`` columns are built per bar: the nine
-    base features, and beyond them window statistics (``gpubench/data/features.py``; the seed's TFT-225 has 225).
-
-    ``publishers`` says what happens when DBN files hold bars of one instrument and minute from several publishers
-    (OPRA options, consolidated US equities: each exchange reports its own bar). ``aggregate`` (the default)
-    combines them into one bar per instrument and time, the consolidated bar a user of one ticker expects: high
-    is the highest high, low the lowest low, volume the sum, open and close the volume-weighted means of the
-    publishers' opens and closes. ``separate`` keeps each publisher's bars as a series of its own, named
-    ``SYMBOL@PUBLISHER`` (e.g. ``AAPL@XNAS.ITCH.XNAS``). Data from a single publisher reads the same either way.
-
-    ``symbols`` selects symbols from every source: the synthetic market generates them (null: its four,
-    :data:`SYNTHETIC_SYMBOLS`), DBN and Parquet bars are filtered to them (null: all).
-    """
+    """Where market data comes from (``synthetic``, ``dbn``, ``parquet``) and how it becomes features; ``publishers``
+    says whether several exchanges' bars of one instrument are combined or kept apart."""
 
     source: str = "synthetic"
     path: str | None = None

@@ -1,36 +1,8 @@
-"""DBN files: the OHLCV bar reader (through ``databento``) with per-file validation, and the OHLCV writer the
-synthetic generator uses (through ``databento_dbn``).
+"""DBN files: the OHLCV bar reader (``databento``) and the writer the synthetic generator uses (``databento_dbn``).
 
-The reader turns ``.dbn`` / ``.dbn.zst`` files of DBN versions 1, 2 and 3 into one table with the bar columns of
-:data:`BAR_SCHEMA`, all symbols, sorted by symbol and then time. Supported schemas are :data:`SUPPORTED_SCHEMAS`;
-anything else is a :class:`DataError` that names the file.
-
-Two things real downloads contain that a single-venue sample does not:
-
-* **Files without records.** Databento writes a file with metadata and no records for a request whose window holds
-  no trades (a holiday, a weekend day of a daily split, a symbol that did not trade; its own ``test_data.ohlcv-1d``
-  samples are such files). Such a file is valid but carries no bars: :func:`select_dbn_files` sets it aside (the
-  loader names it in a warning and in the report's provenance) and only when *no* file holds bars is it an error,
-  naming the files.
-* **Several publishers.** In multi-venue datasets (OPRA options, consolidated US equities) every exchange reports
-  its own bar for the same instrument and minute, told apart only by ``publisher_id``. Bars are therefore keyed by
-  (symbol, publisher, time): only the same publisher's bar twice is a duplicate (overlapping files). How the
-  publishers' bars become series is ``data.publishers`` (:func:`combine_publishers`): ``aggregate`` merges them
-  into one consolidated bar, ``separate`` keeps one series per publisher.
-
-Why the reader checks files itself rather than trusting ``databento.DBNStore``: measured with databento 0.88 and
-zstandard 0.25, a ``.dbn.zst`` file cut inside its first compressed block fails with the misleading "unable to
-determine encoding"; cut later, ``DBNStore.to_ndarray`` returns the records before the cut and only emits a
-``BentoWarning``; cut inside the final 4-byte zstd checksum it returns every record with no warning at all. So the
-reader decompresses each file frame by frame and requires every zstd frame to reach its end marker (and its
-checksum to match), requires the decoded records to fill a whole number of fixed-size records, and checks the
-record headers (type and length) and values (positive prices, low <= open, close <= high, time order) before
-accepting a file. One case no format check can catch: an uncompressed ``.dbn`` file cut exactly at a record
-boundary is a valid, shorter file.
-
-``databento`` and ``databento_dbn`` are imported inside the functions that use them, so importing gpubench does
-not pay for them; this is the only module that imports either.
-"""
+Bars are keyed by (symbol, publisher, time); files without records are set aside. The reader checks every file itself
+(complete zstd frames, whole records, headers and values) because ``databento.DBNStore`` silently returns a truncated
+file's records. Both libraries are imported inside functions only."""
 
 import datetime as dt
 import io
@@ -79,12 +51,8 @@ class DbnFiles:
 
 
 def select_dbn_files(files: Sequence[Path]) -> DbnFiles:
-    """Sort ``files`` into those with records and those without; raise DataError when none holds a record.
-
-    A file without records must still be a valid OHLCV DBN file (it is read in full, which costs little: it is
-    only metadata); a damaged one raises DataError naming it. Files with records are only looked at as far as
-    their first record here, so this stays cheap when the bars later come from the Parquet cache.
-    """
+    """Sort ``files`` into those with records and those without; raise DataError when none holds a record or a file
+    is damaged. Files with records are read only up to their first record."""
     without_bars = [path for path in files if _may_hold_no_records(path) and _read_dbn_file(path).num_rows == 0]
     skipped = set(without_bars)
     with_bars = [path for path in files if path not in skipped]
@@ -106,11 +74,8 @@ def _no_bars_error(paths: Sequence[Path]) -> DataError:
 
 
 def _may_hold_no_records(path: Path) -> bool:
-    """False when ``path`` certainly has bytes past its DBN header (so at least part of a record); else True.
-
-    Only the file's beginning is decompressed. True is a "maybe": the file may also be damaged or not DBN at all,
-    which the full read that follows reports by name.
-    """
+    """False when ``path`` certainly has bytes past its DBN header; True is only a "maybe" (the full read reports
+    damage)."""
     import zstandard
 
     try:
@@ -148,16 +113,7 @@ def _read_up_to(stream: IO[bytes], size: int) -> bytes:
 
 
 def read_dbn_bars(paths: str | Path | Sequence[str | Path], *, publishers: str = "aggregate") -> pa.Table:
-    """Decode and validate OHLCV DBN files into one bar table (:data:`BAR_SCHEMA`), sorted by symbol, then time.
-
-    ``paths`` is a list of files, or one path string resolved by :func:`resolve_dbn_paths`. Instrument ids are
-    turned into symbols through each file's symbol mappings, the way ``databento`` maps them for a Databento
-    download; an id without a mapping keeps its number as its symbol. Bars of one instrument and time from
-    several publishers are combined as ``publishers`` says (see :func:`combine_publishers`). Files without
-    records add no bars. Raises DataError naming the file for an empty (0-byte), garbage, truncated, corrupted
-    or non-OHLCV file, naming the files when none holds a record, and naming both files for a bar that two files
-    hold (the same publisher's bar of the same instrument and time).
-    """
+    """Decode and validate OHLCV DBN files into one bar table sorted by symbol, then time; DataError naming the file."""
     files = resolve_dbn_paths(paths) if isinstance(paths, str | Path) else [Path(p) for p in paths]
     tables = [_read_dbn_file(path) for path in files]
     if files and not any(table.num_rows for table in tables):
@@ -205,8 +161,7 @@ def _read_dbn_file(path: Path) -> pa.Table:
             f"The DBN file {path} is truncated: its {body_bytes} bytes of records are not a whole number of "
             f"{record_bytes}-byte OHLCV records (the last one is cut). Download the file again."
         )
-    # The records are viewed in place rather than through DBNStore.to_ndarray: databento 0.88 has no struct for
-    # ohlcv-eod there, and the OHLCV record has one 56-byte layout in DBN versions 1, 2 and 3 alike.
+    # Viewed in place: databento has no ohlcv-eod struct for to_ndarray, and the record layout is the same in DBN 1-3.
     records = np.frombuffer(payload, dtype=databento_dbn.OHLCVMsg._dtypes, offset=header_bytes)
     # Early Databento files mark OHLCV records with the cadence-less "deprecated" type; both are the same layout.
     valid_rtypes = (
@@ -218,10 +173,7 @@ def _read_dbn_file(path: Path) -> pa.Table:
 
 
 def _dbn_payload(path: Path) -> tuple[bytes, int]:
-    """The uncompressed DBN bytes of ``path`` and the length of their header (prefix plus metadata).
-
-    Every zstd frame is decompressed and must be complete; the header must be there in full.
-    """
+    """The uncompressed DBN bytes of ``path`` and the length of their header; every zstd frame must be complete."""
     import zstandard
 
     try:
@@ -243,8 +195,7 @@ def _dbn_payload(path: Path) -> tuple[bytes, int]:
                     "Download it again."
                 ) from exc
             if not decompressor.eof:
-                # A frame that stops before its end marker (and checksum) means the file was cut short;
-                # databento would silently decode whatever records came before the cut.
+                # A frame without its end marker means a truncated file.
                 raise DataError(
                     f"The DBN file {path} is truncated: its zstd stream ends inside a frame, before the frame's "
                     f"end marker ({len(data)} bytes on disk). Download the file again."
@@ -365,20 +316,10 @@ def publisher_name(publisher_id: int) -> str:
 
 
 def combine_publishers(bars: pa.Table, mode: str) -> pa.Table:
-    """A :data:`BAR_SCHEMA` table from DBN bars keyed by (symbol, publisher, time), as ``data.publishers`` says.
+    """A :data:`BAR_SCHEMA` table from bars keyed by (symbol, publisher, time), per ``mode``.
 
-    ``bars`` is :func:`finish_bar_table`'s output with the :data:`PUBLISHER_COLUMN`; a table without it is
-    returned as it is. With one publisher in the data, both modes only drop the column. With several:
-
-    * ``aggregate``: one bar per symbol and time. High is the highest high and low the lowest low of the
-      publishers' bars, volume their sum; open and close are the volume-weighted means of their opens and closes
-      (plain means when every bar has zero volume). Every publisher's open lies within its own low and high, so a
-      weighted mean lies within the combined low and high; it is clipped there only against rounding.
-    * ``separate``: each publisher's bars are a series of their own, its symbol ``SYMBOL@PUBLISHER`` with the
-      publisher's Databento name (:func:`publisher_name`).
-
-    The result is sorted by symbol, then time. Raises DataError for an unknown ``mode``.
-    """
+    ``aggregate``: one bar per symbol and time (extreme high and low, summed volume, volume-weighted open and close);
+    ``separate``: one series per publisher, ``SYMBOL@PUBLISHER``. DataError for an unknown ``mode``."""
     if mode not in PUBLISHER_MODES:
         raise DataError(f"data.publishers={mode!r} is not valid: it must be one of {', '.join(PUBLISHER_MODES)}.")
     if PUBLISHER_COLUMN not in bars.column_names:
@@ -440,11 +381,8 @@ def _volume_weighted_mean(prices: np.ndarray, volume: np.ndarray, starts: np.nda
 
 @dataclass(frozen=True)
 class OhlcvRecords:
-    """OHLCV bars as DBN stores them, one entry per record in file order (time, then instrument).
-
-    Prices are int64 fixed-point in units of 1e-9 of the quote currency; ``ts_event_ns`` is the bar's start in
-    nanoseconds since the UNIX epoch (UTC); ``volume`` is the traded quantity.
-    """
+    """OHLCV bars as DBN stores them, in file order: int64 prices in units of 1e-9, ``ts_event_ns`` in UTC
+    nanoseconds."""
 
     ts_event_ns: np.ndarray
     instrument_id: np.ndarray
@@ -500,12 +438,8 @@ def write_ohlcv_dbn(
     end_ns: int,
     schema: str = "ohlcv-1m",
 ) -> None:
-    """Write a zstd-compressed DBN file of OHLCV ``records`` the way a Databento download looks.
-
-    The metadata names ``dataset`` and ``schema``, the query window [``start_ns``, ``end_ns``) in UTC
-    nanoseconds, the requested raw ``symbols`` and, for each, its instrument id (``instrument_ids``, same order)
-    as a symbol mapping over the UTC dates of that window, so readers resolve ids to symbols.
-    """
+    """Write a zstd-compressed DBN file of OHLCV ``records`` with Databento-style metadata: ``dataset``, ``schema``,
+    the window [``start_ns``, ``end_ns``) in UTC nanoseconds and one symbol mapping per ``symbols`` entry."""
     import databento_dbn
 
     first_date = _utc_date(start_ns)
@@ -524,8 +458,7 @@ def write_ohlcv_dbn(
         symbols=list(symbols),
         mappings=mappings,
     )
-    # Encoded in memory, then written by Python: a write the transcoder made itself would fail (a full disk) as
-    # databento_dbn.DBNError, which hides the OSError, its errno and the path. A session file is tens of kilobytes.
+    # Encoded in memory so that a failed write raises OSError with its path, not databento_dbn.DBNError.
     encoded = io.BytesIO()
     transcoder = databento_dbn.Transcoder(encoded, databento_dbn.Encoding.DBN, databento_dbn.Compression.ZSTD)
     transcoder.write(bytes(metadata) + encode_ohlcv_records(records, schema))

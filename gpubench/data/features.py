@@ -1,33 +1,7 @@
-"""Features of every bar: returns, ranges, volume, rolling volatility and calendar position, normalised on the
-training split only, as float32 tensors on the benchmark device (:class:`~gpubench.data.tensors.FeatureTensors`).
+"""Features of every bar as float32 tensors on the benchmark device, standardised on the training split only.
 
-Per symbol, in time order, each bar gets:
-
-* ``log_return``: ``log(close_t / close_{t-1})``; 0 for the symbol's first bar (the forecasting target).
-* ``log_range``: ``log(high / low)``, the bar's range.
-* ``body``: ``(close - open) / open``.
-* ``log_volume``: ``log(1 + volume)`` (the 1 keeps bars without trades finite).
-* ``rolling_volatility``: sample standard deviation of ``log_return`` over the last ``volatility_window`` bars
-  of the symbol including this one; with fewer bars at the symbol's start it uses those there are, and is 0 for
-  the first bar.
-* ``tod_sin``, ``tod_cos``: time of day as the angle ``2 pi m / 1440`` of ``m`` minutes since the 09:30 New York
-  session open (wrapped to a day, so pre- and post-market bars of 24-hour data stay distinct).
-* ``dow_sin``, ``dow_cos``: day of the week (Monday 0) in New York as the angle ``2 pi d / 7``.
-
-With ``feature_count`` above the nine (``data.feature_count``; the seed's TFT-225 has 225), statistics of the
-bars over trailing windows of w = 2, 3, 4, ... bars follow, five per window, until the count is reached (225:
-windows 2 to 45, the last one cut short), each over the symbol's last ``w`` bars including this one, or those
-there are at the symbol's start:
-
-* ``log_return_{w}``: ``log(close_t / close_{t-w})``, the return over the window (0 for the first bar);
-* ``volatility_{w}``: sample standard deviation of ``log_return`` over the window;
-* ``range_mean_{w}``: mean of ``log_range`` over the window;
-* ``log_volume_mean_{w}``, ``log_volume_std_{w}``: mean and sample standard deviation of ``log_volume``.
-
-The calendar columns are known in advance (``known_future_columns``). Every column is then standardised with
-the mean and standard deviation of the training rows (the first ``train_fraction`` of each symbol's bars), so
-nothing of the validation period leaks into the scaling; a column constant in training is only centred.
-"""
+Nine base features (:func:`feature_names`: returns, range, body, volume, volatility, calendar), then
+:data:`WINDOW_FEATURES` over trailing windows of 2, 3, ... bars up to ``feature_count`` columns."""
 
 import math
 from dataclasses import dataclass
@@ -68,11 +42,8 @@ _CONSTANT_RELATIVE_STD = 1e-12
 
 @dataclass(frozen=True)
 class RawFeatures:
-    """Unnormalised features in float64, rows grouped by symbol (in ``symbols`` order) and in time order.
-
-    ``values`` is (n_bars, len(names)); ``position`` is each bar's index within its symbol; ``names`` are the
-    columns' names (:func:`feature_names`).
-    """
+    """Unnormalised float64 features, ``values`` (n_bars, len(names)), rows grouped by symbol in time order;
+    ``position`` is each bar's index within its symbol."""
 
     values: np.ndarray
     symbol_id: np.ndarray
@@ -82,8 +53,7 @@ class RawFeatures:
 
 
 def feature_names(count: int) -> tuple[str, ...]:
-    """The names of the first ``count`` feature columns: the nine base features, then the window statistics
-    ``{statistic}_{w}`` for w = 2, 3, ... (see the module docstring). Raises ValueError below nine."""
+    """The names of the first ``count`` feature columns (nine base, then ``{statistic}_{w}``); ValueError below nine."""
     if count < len(FEATURE_NAMES):
         raise ValueError(f"at least the {len(FEATURE_NAMES)} base features are built, not {count}")
     names = list(FEATURE_NAMES)
@@ -113,11 +83,8 @@ def _symbol_layout(symbol_column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
 
 
 def rolling_std(values: np.ndarray, position: np.ndarray, window: int) -> np.ndarray:
-    """Sample standard deviation over the last ``window`` rows of each group, including the current row.
-
-    Groups are contiguous runs of rows; ``position`` is each row's index within its group. Rows with fewer than
-    ``window`` predecessors in their group use those there are; a group's first row gets 0.
-    """
+    """Sample standard deviation over the last ``window`` rows of each group (rows with ``position`` in it), fewer at
+    a group's start; 0 for its first row."""
     rows = np.arange(len(values))
     first = rows - np.minimum(position, window - 1)
     count = (rows - first + 1).astype(np.float64)
@@ -132,8 +99,7 @@ def rolling_std(values: np.ndarray, position: np.ndarray, window: int) -> np.nda
 
 
 def rolling_mean(values: np.ndarray, position: np.ndarray, window: int) -> np.ndarray:
-    """Mean over the last ``window`` rows of each group, including the current row (groups as in
-    :func:`rolling_std`; rows with fewer predecessors use those there are)."""
+    """Mean over the last ``window`` rows of each group, fewer at a group's start (as :func:`rolling_std`)."""
     rows = np.arange(len(values))
     first = rows - np.minimum(position, window - 1)
     sums = np.concatenate([[0.0], np.cumsum(values)])
@@ -141,8 +107,7 @@ def rolling_mean(values: np.ndarray, position: np.ndarray, window: int) -> np.nd
 
 
 def window_return(log_close: np.ndarray, position: np.ndarray, window: int) -> np.ndarray:
-    """``log(close_t / close_{t-window})`` within each group: back to the group's first row where it holds fewer
-    than ``window`` earlier rows (0 at that first row)."""
+    """``log(close_t / close_{t-window})`` within each group, back to the group's first row at most (0 there)."""
     rows = np.arange(len(log_close))
     return log_close - log_close[rows - np.minimum(position, window)]
 
@@ -162,8 +127,7 @@ def window_statistics(
 
 
 def raw_features(bars: pa.Table, *, volatility_window: int, feature_count: int = len(FEATURE_NAMES)) -> RawFeatures:
-    """The unnormalised features of every bar (see the module docstring), grouped by symbol in time order: the
-    first ``feature_count`` columns of :func:`feature_names`."""
+    """The unnormalised features of every bar, grouped by symbol in time order: the first ``feature_count`` columns."""
     table = _sorted_bars(bars)
     symbol_id, position, symbols = _symbol_layout(table.column("symbol"))
     open_, high, low, close = (table.column(name).to_numpy() for name in ("open", "high", "low", "close"))
@@ -231,8 +195,7 @@ def fit_standardisation(values: np.ndarray, is_train: np.ndarray) -> tuple[np.nd
     train = values[is_train]
     mean = train.mean(axis=0)
     std = train.std(axis=0)
-    # A column constant in training comes out of np.std as rounding noise (~1e-17) rather than 0; dividing by
-    # that would blow the column up, so such a column is only centred.
+    # np.std of a constant column is rounding noise, not 0: such a column is only centred.
     constant = std <= _CONSTANT_RELATIVE_STD * np.maximum(1.0, np.abs(mean))
     return mean, np.where(constant, 1.0, std)
 
@@ -245,12 +208,8 @@ def build_features(
     device: torch.device | str,
     feature_count: int = len(FEATURE_NAMES),
 ) -> FeatureTensors:
-    """Feature tensors of a bar table on ``device``: float32 values of ``feature_count`` columns standardised on
-    the training split.
-
-    Raises DataError when the table is empty or a symbol has fewer bars than
-    :func:`minimum_bars_per_symbol` requires.
-    """
+    """Feature tensors of a bar table on ``device``, standardised on the training split; DataError when the table is
+    empty or a symbol is shorter than :func:`minimum_bars_per_symbol`."""
     raw = raw_features(bars, volatility_window=volatility_window, feature_count=feature_count)
     bars_per_symbol = np.bincount(raw.symbol_id)
     needed = minimum_bars_per_symbol(train_fraction, volatility_window)

@@ -1,19 +1,6 @@
-"""Market data for a run: bars from the configured source, and the feature tensors built from them.
-
-``data=synthetic`` generates (or reuses) DBN files under ``data.cache_dir`` and then reads them exactly like a
-user's download, so every default run exercises the DBN reader and the Parquet cache. ``data=dbn`` reads
-``data.path`` through the same reader and cache; ``data=parquet`` reads Parquet bars from ``data.path`` directly.
-``data.days``, ``data.start_date`` and ``data.seed`` shape the synthetic market only. ``data.symbols`` selects the
-symbols of every source: the synthetic market generates those (its default four when null), and DBN and Parquet
-bars are filtered to them (every symbol when null; ``AAPL`` also keeps the per-publisher series ``AAPL@...`` of
-``data.publishers=separate``). A filter that matches nothing in the files is a DataError naming the symbols they
-hold.
-
-DBN files without records (valid files holding only metadata, which Databento writes for a window without trades)
-are skipped with a warning and listed in the provenance's ``empty_files``; when no file holds bars, that is a
-DataError naming the files. ``data.publishers`` chooses how bars of one instrument from several publishers become
-series (``gpubench.data.dbn.combine_publishers``); it is part of the Parquet cache key.
-"""
+"""Market data for a run: bars from the configured source (``data=synthetic``, ``dbn`` or ``parquet``), and the
+feature tensors built from them. Synthetic data is written as DBN files and read back through the same reader and
+cache as a user's download."""
 
 import functools
 import logging
@@ -46,11 +33,8 @@ def _required_path(data_cfg: DataConfig) -> str:
 
 
 def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
-    """The bar table (``gpubench.data.bars.BAR_SCHEMA``, sorted by symbol then time) for ``data_cfg``.
-
-    Raises DataError for an unknown source, a missing path, a folder without data files, or a bad file (named in
-    the message).
-    """
+    """The bar table (:data:`~gpubench.data.bars.BAR_SCHEMA`, sorted by symbol then time) for ``data_cfg``; DataError
+    for a bad source, path or file."""
     started_s = time.perf_counter()
     if data_cfg.source not in DATA_SOURCES:
         raise DataError(f"data.source={data_cfg.source!r} is not valid: it must be one of {', '.join(DATA_SOURCES)}.")
@@ -112,9 +96,8 @@ def load_bars(data_cfg: DataConfig) -> tuple[pa.Table, DataProvenance]:
 
 
 def select_symbols(table: pa.Table, symbols: Sequence[str], location: str) -> pa.Table:
-    """The bars of ``table`` whose symbol is one of ``symbols`` (``data.symbols``), or a per-publisher series of one
-    (``AAPL@XNAS.ITCH.XNAS`` for ``AAPL``). Raises DataError naming the symbols the data holds when none matches;
-    logs a warning naming those of ``symbols`` that match nothing when some do."""
+    """The bars of ``table`` whose symbol is in ``symbols`` or is a per-publisher series of one (``AAPL@...``);
+    DataError naming the data's symbols when none matches."""
     held = sorted(pc.unique(table.column("symbol")).to_pylist())
     wanted = set(symbols)
     kept = [symbol for symbol in held if symbol in wanted or symbol.split("@", 1)[0] in wanted]

@@ -1,29 +1,8 @@
-"""Synthetic market: one-minute OHLCV bars of several symbols, written as real DBN files like a Databento download.
+"""Synthetic market: one-minute OHLCV bars of several symbols, written as DBN files like a Databento download.
 
-The model, per symbol (all parameters drawn from the seed):
-
-* **Returns.** Minute log returns ``r_t = sigma_min * s(m_t) * d(day) * e_t``: ``s`` is a U-shaped intraday
-  volatility profile over the 390 minutes of the session (high at the open, lower at midday, up again into the
-  close); ``d`` a daily volatility regime (log-AR(1) across days, mean square 1); ``e_t = sqrt(h_t) z_t`` a
-  GARCH(1,1) process with unit unconditional variance, which gives volatility clustering within and across
-  days. Innovations ``z_t`` are Student-t (5 degrees of freedom, scaled to unit variance) for fat tails and mix
-  a market factor shared by all symbols with an idiosyncratic part, so symbols co-move.
-* **Overnight.** Each session after the first opens with a gap drawn with the overnight share of the daily
-  variance.
-* **OHLC.** Open is the previous bar's close (or the gapped price at the session open), close is open times
-  ``exp(r_t)``; high and low are drawn exactly from the maximum and minimum of a Brownian bridge between open
-  and close with the bar's volatility, so low <= open, close <= high. Prices are rounded to a 0.01 tick grid
-  (rounding is monotone, so the ordering survives) and never fall below one tick.
-* **Volume.** Log-normal around a U-shaped intraday volume profile (heaviest at the open and into the closing
-  auction), rising with the GARCH variance and with the size of the bar's shock, so volume correlates with
-  ``|r_t|``.
-
-Sessions are 09:30-16:00 America/New_York (390 bars), on weekdays from ``start_date`` (exchange holidays are not
-modelled). Each session is one ``<dataset>-<YYYYMMDD>.ohlcv-1m.dbn.zst`` file holding all symbols, with
-Databento-style metadata (dataset ``GPUB.SYNTH``, raw-symbol to instrument-id mappings), in a folder under the
-cache directory keyed by the generator's parameters and version. A ``manifest.json``, written last, marks the
-folder complete; every file is written under a temporary name and renamed into place.
-"""
+Returns with intraday and daily volatility profiles, GARCH(1,1) clustering and a shared market factor;
+Brownian-bridge highs and lows on a tick grid; volume rising with volatility. One file per 09:30-16:00 New York
+session, in a folder completed by its ``manifest.json``."""
 
 import datetime as dt
 import hashlib
@@ -68,9 +47,6 @@ _VOLUME_SHOCK_LOADING = 0.3
 _VOLUME_NOISE_STD = 0.4
 
 
-# --------------------------------------------------------------------------------------------------- calendar
-
-
 def parse_start_date(text: str | dt.date) -> dt.date:
     """``data.start_date`` as a date; DataError when it is not an ISO date such as ``2024-01-02``."""
     if isinstance(text, dt.date):
@@ -96,9 +72,6 @@ def session_open_ns(day: dt.date) -> int:
     """09:30 New York time on ``day`` in nanoseconds since the UNIX epoch (UTC), daylight saving included."""
     opening = dt.datetime.combine(day, SESSION_OPEN_LOCAL, tzinfo=EXCHANGE_TIMEZONE)
     return int(opening.timestamp()) * 1_000_000_000
-
-
-# --------------------------------------------------------------------------------------------------- profiles
 
 
 def intraday_volatility_profile() -> np.ndarray:
@@ -127,15 +100,9 @@ def intraday_volume_profile() -> np.ndarray:
     return profile / profile.mean()
 
 
-# --------------------------------------------------------------------------------------------------- simulation
-
-
 def garch_variance(shocks: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-    """Conditional variances ``h_t`` of a GARCH(1,1) with unit unconditional variance driven by ``shocks`` z_t.
-
-    ``h_{t+1} = omega + alpha * e_t**2 + beta * h_t`` with ``e_t = sqrt(h_t) * z_t`` and
-    ``omega = 1 - alpha - beta``, starting from ``h_0 = 1``. Needs ``alpha + beta < 1``.
-    """
+    """Conditional variances ``h_t`` of a GARCH(1,1) with unit unconditional variance driven by ``shocks``, from
+    ``h_0 = 1``; needs ``alpha + beta < 1``."""
     omega = 1.0 - alpha - beta
     variances: list[float] = []
     variance = 1.0
@@ -166,11 +133,8 @@ def _daily_regime(rng: np.random.Generator, days: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SyntheticMarket:
-    """Simulated bars of every symbol on a shared one-minute session grid.
-
-    ``ts_event_ns`` (n_bars,) is each bar's start in UTC nanoseconds; prices (n_symbols, n_bars) are int64
-    counts of :data:`TICK_SIZE`; ``volume`` (n_symbols, n_bars) is int64 shares.
-    """
+    """Simulated bars on a shared one-minute grid: ``ts_event_ns`` (n_bars,) in UTC nanoseconds; prices (n_symbols,
+    n_bars) in int64 ticks; ``volume`` in shares."""
 
     symbols: tuple[str, ...]
     days: tuple[dt.date, ...]
@@ -259,8 +223,7 @@ def simulate_market(symbols: Sequence[str], days: int, start_date: str | dt.date
 
         log_close = log_price0 + np.cumsum(gap + log_return)
         log_open = log_close - log_return
-        # Extremes of a Brownian bridge from a to b with variance v: P(max > m) = exp(-2 (m - a)(m - b) / v),
-        # inverted exactly with an exponential draw; the minimum mirrors it.
+        # Extremes of a Brownian bridge, inverted exactly from an exponential draw.
         spread = (log_close - log_open) ** 2
         log_high = 0.5 * (log_open + log_close + np.sqrt(spread + 2.0 * bar_vol**2 * rng.exponential(size=n_bars)))
         log_low = 0.5 * (log_open + log_close - np.sqrt(spread + 2.0 * bar_vol**2 * rng.exponential(size=n_bars)))
@@ -286,9 +249,6 @@ def simulate_market(symbols: Sequence[str], days: int, start_date: str | dt.date
         close_ticks=np.stack(prices["close"]),
         volume=np.stack(volumes),
     )
-
-
-# --------------------------------------------------------------------------------------------------- files
 
 
 @dataclass(frozen=True)
@@ -350,11 +310,8 @@ def _complete_files(folder: Path, parameters: dict[str, object]) -> tuple[Path, 
 def generate_synthetic_dbn(
     cache_dir: Path, *, symbols: Sequence[str], days: int, start_date: str | dt.date, seed: int
 ) -> SyntheticDataset:
-    """Write (or reuse) the synthetic market's DBN files under ``cache_dir``; see the module docstring.
-
-    A folder whose manifest lists every session file with its size is reused as is. Raises DataError when the
-    cache directory cannot be written.
-    """
+    """Write (or reuse, when its manifest is complete) the synthetic market's DBN files under ``cache_dir``;
+    DataError when it cannot be written."""
     names = _check_symbols(symbols)
     start = parse_start_date(start_date)
     parameters = _parameters(names, days, start, seed)

@@ -7,32 +7,19 @@ from pathlib import Path
 from gpubench.errors import require, require_choice, require_positive
 from gpubench.models import KNOWN_MODELS, MODELS
 
-#: The alternatives a what-if can measure: bf16 autocast, tf32 matmuls (``execution.matmul_precision=high``),
-#: ``torch.compile`` in its default and ``reduce-overhead`` modes, and the knee of the batch search's throughput curve.
+#: What a what-if can measure (``tf32``: matmul precision high; ``knee``: the batch search's knee).
 WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "compile", "reduce-overhead", "knee")
-#: The variants measured by default: those that cost seconds. The compile modes cost a compilation each (tens of
-#: seconds a model on an H200), which would more than double the default four-model run; they are one key away.
+#: The variants that cost seconds; the compile modes cost a compilation each.
 DEFAULT_WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "knee")
 
 
 @dataclass
 class TrainingPlanConfig:
-    """The full training each model's time is extrapolated to, in samples (see ``gpubench/decision/``).
+    """The full training each model's time is extrapolated to, in samples.
 
-    Supervised models (sample unit ``window``) train ``passes[model]`` passes over a dataset of
-    ``trading_days × bars_per_day × symbols`` windows (one window ends at every one-minute bar). The default is the
-    seed's dataset: 360 trading days of 390 one-minute bars (a US equity session) of one symbol, 50 passes.
-    RL models (unit ``env_step``) train ``env_steps[model]`` environment steps. The defaults are each model's entry
-    in :data:`gpubench.models.MODELS`. ``samples[model]``, for any model, is its full training in the model's own
-    sample unit and takes precedence over the two above when set (null by default): the plan of the user's
-    ``model=custom``, or a plan stated directly.
-
-    Recurring costs, measured and added to the plan: a validation pass every ``eval_every_steps`` gradient updates
-    (a supervised pass covers ``eval_fraction`` of one pass's windows: 0.25 is the validation fifth of an 80/20
-    split against its training four fifths; an RL evaluation is ``eval_env_steps`` greedy environment steps, five
-    episodes of the default 1,024 steps as Stable-Baselines3's EvalCallback runs five), and a checkpoint of model
-    and optimizer every ``checkpoint_every_steps`` updates. Null turns either off.
-    """
+    Supervised: ``passes[model]`` passes over ``trading_days × bars_per_day × symbols`` windows; RL:
+    ``env_steps[model]``; ``samples[model]`` overrides both. A validation pass every ``eval_every_steps`` updates and
+    a checkpoint every ``checkpoint_every_steps`` (null: off)."""
 
     trading_days: int = 360
     bars_per_day: int = 390
@@ -72,46 +59,15 @@ class TrainingPlanConfig:
 
 @dataclass
 class DecisionConfig:
-    """The local-vs-cloud decision: thresholds on the upper bound of the estimated training time, the training
-    plan, VRAM budgets, and the prices the cost analysis uses (see ``gpubench/decision/``).
+    """The local-vs-cloud decision: thresholds on the training time's upper bound, the plan, VRAM budgets and prices.
 
-    ``memory_budget_mb`` holds each model's VRAM target (MiB); the defaults sum to 3.3 GiB for the four seed models,
-    under 85% of a 4 GiB card. ``local_hardware_cost_usd`` (null: no amortisation) is spread over
-    ``amortisation_months``. ``cloud_card`` names the catalog card (``gpubench/conf/hardware/``) rented in the
-    cloud; its ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it.
-    ``cloud_gpus`` (an integer >= 1) is how many cards of each catalog card the cloud side rents for one training:
-    its projected time is the one-card time's epochs divided by ``cloud_gpus`` × the data-parallel scaling
-    efficiency (measured by ``distributed.nproc``, else stated as an assumption, see
-    :mod:`gpubench.decision.scaling`), and its cost is ``cloud_gpus`` × the hourly price × those hours. The local
-    card stays one card: the decision rule on the local time does not depend on it.
-    ``assumed_matmul_efficiency`` is the fraction of a card's peak FLOP/s its matmuls reach, used by the projection
-    only where the benchmark could not measure it (a source device that is not a catalog card).
-
-    ``what_if`` measures successfully measured models again briefly in each of ``what_if_variants``: ``true`` every
-    model, ``false`` none, null (the default) on a GPU only the critical models and only when the main measurements'
-    answer is not LOCAL_GPU_VIABLE (a faster variant cannot change a local answer; see
-    ``gpubench.bench.what_if.what_if_models``), never on the CPU. The variants (:data:`DEFAULT_WHAT_IF_VARIANTS`, any of
-    :data:`WHAT_IF_VARIANTS`, e.g. ``decision.what_if_variants=[bf16,tf32,compile,reduce-overhead,knee]``; a variant
-    equal to the main run is skipped) run after the main measurements: ``what_if_epochs`` epochs of at least
-    ``what_if_epoch_seconds`` s after one warmup epoch, at the main run's batch (the knee variant at the knee), so the
-    recommended actions quote measured figures. The default, 10 epochs of 0.1 s, costs each variant a few seconds
-    beside its compilation.
-
-    Renting (the cost table, :mod:`gpubench.decision.rent`): ``prices_dir`` is a price snapshot folder (null: the
-    one shipped in ``gpubench/prices/catalog``); ``electricity_source`` and ``electricity_date`` (ISO, or null) say
-    where ``electricity_usd_per_kwh`` comes from, shown beside the local cost in the report and the terminal. The
-    default 0.1883 USD/kWh is the U.S. average residential retail price of April 2026 (EIA Electric Power Monthly, as
-    its source names): a national average, not your tariff, so set all three to your own. Spot rows take
-    ``spot_interruptions_per_hour`` (λ, per hour; 0.1 = one interruption per 10 h on average, an assumption, see
-    ``spot_interruptions_source``) unless ``spot_interruptions_per_hour_by_provider`` names the provider; a
-    training whose upper bound exceeds ``spot_max_hours_without_checkpoints`` (h) and whose plan has no
-    checkpoints (``plan.checkpoint_every_steps`` null, or no measured checkpoint) gets no spot row.
-    """
+    ``cloud_gpus`` cards of ``cloud_card`` train data-parallel (:mod:`gpubench.decision.scaling`). ``what_if`` (null:
+    critical models on a GPU when the answer is not LOCAL_GPU_VIABLE) runs each of ``what_if_variants`` briefly. The
+    electricity price defaults to a U.S. residential average: set your own. Renting: :mod:`gpubench.decision.rent`."""
 
     local_max_hours: float = 24.0
     cloud_min_hours: float = 48.0
-    #: The models whose combined time decides; empty: the models the job runs (the seed's dqn + ppo for the full
-    #: four-model run), filled in when the job's config is built (``BenchmarkConfig``).
+    #: The models whose combined time decides; empty: the models the job runs.
     critical_models: list[str] = field(default_factory=list)
     plan: TrainingPlanConfig = field(default_factory=TrainingPlanConfig)
     memory_budget_mb: dict[str, float] = field(
@@ -131,8 +87,7 @@ class DecisionConfig:
     what_if_variants: list[str] = field(default_factory=lambda: list(DEFAULT_WHAT_IF_VARIANTS))
     what_if_epochs: int = 10
     what_if_epoch_seconds: float = 0.1
-    #: The default tariff's source: EIA's national residential average (a home workstation is the usual local
-    #: machine) for the latest month the source transcribed; the date is the day that page was updated.
+    #: The default tariff's source (a home workstation is the usual local machine).
     electricity_source: str = (
         "U.S. average residential retail price, April 2026, 18.83 cents/kWh (EIA Electric Power Monthly, as "
         "transcribed by https://energyfactbook.com/): a national average, not your tariff; set "

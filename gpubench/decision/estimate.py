@@ -1,11 +1,4 @@
-"""Full-training time on the measured device: the plan in samples, one model's estimate and its prediction bounds,
-several models trained one after another, and the checkpoint interval a bound implies.
-
-Pure arithmetic on a model's typed result (:class:`gpubench.results.ModelResult`): times in the unit their name
-says (ms, seconds, hours). How it is done, in words, is :data:`ESTIMATE_METHOD` and
-:data:`UPPER_BOUND_METHOD`; the decision rule on the bounds is
-:mod:`gpubench.decision.rule`.
-"""
+"""Full-training time on the measured device: one model's estimate and bounds, several in sequence, checkpoints."""
 
 import math
 from collections.abc import Mapping, Sequence
@@ -23,10 +16,7 @@ _CHECKPOINT_MAX_HOURS = 4.0
 
 
 def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -> tuple[float, str]:
-    """The full training of ``name`` in samples of ``sample_unit``, and the sentence it comes from.
-
-    Raises ValueError when the plan has no entry for the model (or the unit is unknown).
-    """
+    """The full training of ``name`` in ``sample_unit`` samples, and its sentence; ValueError without a plan."""
     if plan.samples.get(name) is not None:
         samples = float(plan.samples[name])
         return samples, f"{samples:,.0f} {sample_unit or 'sample'}s (decision.plan.samples.{name})"
@@ -47,8 +37,7 @@ def plan_samples(name: str, sample_unit: str | None, plan: TrainingPlanConfig) -
 
 @dataclass(frozen=True)
 class RecurringPlan:
-    """The plan's recurring costs: ``eval_passes`` validation passes of ``eval_pass_seconds`` each and
-    ``checkpoints`` saves of ``checkpoint_seconds`` each (0 and None where off or not measured)."""
+    """The plan's validation passes and checkpoints with their costs (s; 0 and None where off or unmeasured)."""
 
     eval_passes: int = 0
     eval_pass_seconds: float | None = None
@@ -62,8 +51,7 @@ class RecurringPlan:
 
 
 def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> float | None:
-    """Samples one validation pass covers: ``eval_fraction`` of a pass's windows (supervised), ``eval_env_steps``
-    environment steps (RL); None for another unit (nothing says what its validation pass is)."""
+    """Samples one validation pass covers (supervised or RL), or None for another unit."""
     if sample_unit == "window":
         return plan.windows_per_pass * plan.eval_fraction
     if sample_unit == "env_step":
@@ -72,12 +60,7 @@ def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> floa
 
 
 def recurring_plan(result: ModelResult, plan_updates: float, plan: TrainingPlanConfig) -> RecurringPlan:
-    """How many evaluations and checkpoints ``plan_updates`` gradient updates hold, and what each costs (s).
-
-    A training of U updates validates ``floor(U / eval_every_steps)`` times and checkpoints
-    ``floor(U / checkpoint_every_steps)`` times. One validation pass of P samples costs
-    ``P / samples_per_call × ms_per_call`` of the measured evaluation; one checkpoint the measured save.
-    """
+    """How many evaluations and checkpoints ``plan_updates`` updates hold, and what each costs (s)."""
     evaluation, checkpoint = result.evaluation, result.checkpoint
     eval_passes, eval_pass_s = 0, None
     pass_samples = eval_pass_samples(result.sample_unit, plan)
@@ -92,10 +75,7 @@ def recurring_plan(result: ModelResult, plan_updates: float, plan: TrainingPlanC
 
 
 def batch_what_ifs(result: ModelResult, plan_samples: float) -> list[BatchWhatIf]:
-    """The plan's hours at every batch the search measured (its throughput curve): plan samples ÷ the short
-    trial's samples/s, steps only. Labels mark the knee and the largest fitting batch. None where the batch is the
-    algorithm's own (an RL minibatch: at PPO's minibatch 4,096 the same environment steps would make 64 times fewer
-    updates, another training), as the measured what-ifs leave out its knee."""
+    """The plan's hours at every batch the search measured (steps only); None where the batch is the algorithm's own."""
     search = result.batch_search
     if search is None or search.batch_is_hyperparameter:
         return []
@@ -114,20 +94,14 @@ def batch_what_ifs(result: ModelResult, plan_samples: float) -> list[BatchWhatIf
 
 
 def total_time_margin_ms(halfwidth_ms: float, measured_epochs: int, planned_epochs: float) -> float:
-    """Prediction margin (ms) on the total time of ``planned_epochs`` future epochs: ``h × sqrt(N (N + n))``.
-
-    ``halfwidth_ms`` (h) is the half-width of the decision interval of the mean epoch time over ``measured_epochs``
-    (n) epochs. Var(total − N·mean) = N²·se² + N·n·se² with se = h/q, so q·sd = h·sqrt(N (N + n)).
-    """
+    """Prediction margin (ms) on ``planned_epochs`` (N) epochs: ``h × sqrt(N (N + n))``, n = ``measured_epochs``."""
     if measured_epochs < 1 or planned_epochs < 0 or halfwidth_ms < 0:
         raise ValueError(f"need n >= 1, N >= 0, h >= 0; got n={measured_epochs}, N={planned_epochs}, h={halfwidth_ms}")
     return halfwidth_ms * math.sqrt(planned_epochs * (planned_epochs + measured_epochs))
 
 
 def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: int) -> float:
-    """The decision interval's half-width (ms) after ``epochs`` epochs, from ``halfwidth_ms`` measured over
-    ``measured_epochs``: ``h × sqrt(n / n')``, the long-run variance n·(h/q)² held at its measured value and the
-    quantile q kept (conservative: a longer run's quantile has more degrees of freedom, so it is smaller)."""
+    """The half-width (ms) after ``epochs`` epochs, ``h × sqrt(n / n')``, variance and quantile held."""
     if measured_epochs < 1 or epochs < 1:
         raise ValueError(f"need n >= 1 and n' >= 1; got n={measured_epochs}, n'={epochs}")
     return halfwidth_ms * math.sqrt(measured_epochs / epochs)
@@ -136,11 +110,7 @@ def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: in
 def halfwidth_after_rounds_ms(
     halfwidth_ms: float, rounds: RoundStatistics, more_epochs: int, confidence_level: float
 ) -> float:
-    """The half-width (ms) of the two-level interval after ``more_epochs`` more epochs in rounds of the last
-    round's size (a part round counts whole), from the measured ``halfwidth_ms``: that times
-    :func:`gpubench.stats.rounds.halfwidth_ratio_after`, the interval's own variance and degrees-of-freedom model
-    (the round means' correlation at the rounds' closest measured gap) with its scale held. Never more than the
-    measured half-width."""
+    """The two-level half-width (ms) after ``more_epochs`` more epochs in rounds, at most the measured one."""
     from gpubench.stats.rounds import halfwidth_ratio_after
 
     per_round = rounds.epochs_per_round[-1]
@@ -158,8 +128,7 @@ def halfwidth_after_rounds_ms(
 
 
 def drift_ms_per_epoch(epoch_times_ms: Sequence[float]) -> float:
-    """How far the epoch times moved during the measurement (ms): |mean of the last third − mean of the first
-    third|, a third being ⌊n/3⌋ epochs (at least one)."""
+    """How far the epoch times moved during the measurement (ms): |mean of the last third − mean of the first third|."""
     if not epoch_times_ms:
         raise ValueError("no epoch times")
     third = max(1, len(epoch_times_ms) // 3)
@@ -183,29 +152,9 @@ def _drift_flags(result: ModelResult) -> tuple[str, ...]:
 class TimeEstimate:
     """One model's full-training time on the measured device.
 
-    ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan; ``mean_epoch_ms`` and
-    ``halfwidth_ms`` are the mean epoch time and the half-width of its decision interval over ``measured_epochs``
-    (n) epochs; ``step_ms`` is the mean optimizer step and ``samples_per_second`` the throughput, both as the
-    model's result derives them; ``one_off_seconds`` is the calibration and warmup time. ``drift_flags`` says
-    what was flagged during the measured epochs (a drift, throttled epochs), and ``drift_ms_per_epoch`` is
-    :func:`drift_ms_per_epoch` of them. ``plan_steps`` workload steps make ``plan_updates`` gradient updates;
-    ``recurring`` holds the evaluations and checkpoints they imply, measured costs added like the one-off ones
-    (``fixed_seconds``): a fixed count of measured operations, outside the epoch-to-epoch variance the margin
-    covers.
-
-    The margin on the total (seconds) is the prediction margin :func:`total_time_margin_ms`, plus, when something
-    was flagged, the drift carried to the whole plan (``drift_ms_per_epoch × N``: the simplest defensible size, a
-    level shift as large as the one seen during measurement persisting for the whole training). No floor: the
-    half-width comes from the run's own rounds (within and between them, :mod:`gpubench.stats.rounds`), so a
-    noisy host widens it by what it measured and a quiet one does not. The bounds are the estimate ± that margin,
-    the lower one never below the one-off costs (the epochs cannot take less than no time).
-
-    A projected estimate (:func:`gpubench.decision.projection.project_estimate`: the model's time on another card)
-    has ``projection_margin_fraction`` > 0: that fraction of the planned epochs' time is added to the margin above,
-    the projection's own uncertainty beside the measurement's, and ``projection_lower_margin_fraction`` of it to
-    the margin below (a projection's interval is not symmetric: a step projected with relative error e lies
-    between the point ÷ (1 + e) and ÷ (1 − e)).
-    """
+    ``planned_epochs`` (N) make the plan; the margin (s) is :func:`total_time_margin_ms` plus ``drift_ms_per_epoch ×
+    N`` when a drift or throttling was flagged, plus a projection's own fractions. The lower bound never falls below
+    the fixed costs."""
 
     model: str
     sample_unit: str
@@ -223,8 +172,7 @@ class TimeEstimate:
     one_off_seconds: float
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
-    #: The two variance levels when the epochs were measured in rounds (the margin after more rounds is planned
-    #: from them); None for one block.
+    #: The two variance levels of epochs measured in rounds; None for one block.
     rounds: RoundStatistics | None = None
     projection_margin_fraction: float = 0.0
     projection_lower_margin_fraction: float = 0.0
@@ -233,8 +181,7 @@ class TimeEstimate:
     updates_per_env_step: float | None = None
     recurring: RecurringPlan = RecurringPlan()
     what_ifs: tuple[BatchWhatIf, ...] = ()
-    #: How far below and above ``one_off_seconds`` a fresh training's one-off costs may lie (s): the range of the
-    #: first-time cost at the timed batch (:func:`first_time_cost`), the rest of the one-off being measured steps.
+    #: Range of a fresh training's one-off costs around ``one_off_seconds`` (s).
     one_off_spread_seconds: tuple[float, float] = (0.0, 0.0)
 
     @property
@@ -258,9 +205,7 @@ class TimeEstimate:
         return self.planned_epochs * self.mean_epoch_ms / MS_PER_S
 
     def statistical_margin_seconds(self, measured_epochs: int | None = None) -> float:
-        """The prediction margin (s) from the measured variance, as measured or, given ``measured_epochs`` (n'), as
-        it would be after n' epochs with the measured variance held: for epochs measured in rounds, more rounds of
-        the last round's size (:func:`halfwidth_after_rounds_ms`), else :func:`halfwidth_at_epochs_ms`."""
+        """The margin (s) from the measured variance, or after ``measured_epochs`` with it held."""
         epochs = self.measured_epochs if measured_epochs is None else measured_epochs
         if self.rounds is not None and epochs != self.measured_epochs:
             halfwidth_ms = halfwidth_after_rounds_ms(
@@ -278,9 +223,7 @@ class TimeEstimate:
     def margin_seconds_at(
         self, measured_epochs: int | None = None, *, widened: bool = True, below: bool = False
     ) -> float:
-        """The margin (s) on the total, above it (``below``: under it): statistical margin (after
-        ``measured_epochs`` when given) plus the drift's when ``widened``, plus a projection's own margin on that
-        side."""
+        """The margin (s) above (``below``: under) the total: statistical, drift when ``widened``, projection."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
         projection = self.projection_lower_margin_fraction if below else self.projection_margin_fraction
         return measured + projection * self.epochs_seconds
@@ -306,8 +249,7 @@ class TimeEstimate:
 
     @property
     def lower_hours(self) -> float:
-        """The lower bound (h): the estimate less the margin, never below the fixed costs (the one-off costs at the
-        low end of their range)."""
+        """The lower bound (h): the estimate less the margin, never below the fixed costs at their low end."""
         return (self.fixed_lower_seconds + max(0.0, self.epochs_seconds - self.lower_margin_seconds)) / SECONDS_PER_HOUR
 
     @property
@@ -320,7 +262,6 @@ class TimeEstimate:
     ) -> ModelEstimate:
         """The estimate as the report's per-model record, with the step's split and the training's energy (kWh)."""
         return ModelEstimate(
-            # Only a model whose status is ok gets an estimate (estimate_training_time refuses the others).
             status="ok",
             estimated=True,
             decided_on=decided_on,
@@ -362,14 +303,7 @@ class TimeEstimate:
 
 @dataclass(frozen=True)
 class FirstTimeCost:
-    """What the job's process paid once at the timed batch (s), and the range of what a fresh training's first build
-    pays (s): see :func:`first_time_cost`.
-
-    ``seconds`` (F) is added to the one-off costs. ``first_build_seconds`` is what the estimate counts for a fresh
-    training's first build over the steady speed: the measured run's first step over the step time (inside the
-    calibration already) plus F. ``observations_s`` are what each timed build at the batch paid over the steady
-    speed, in the order measured; ``lower_seconds`` / ``upper_seconds`` the least and the most of them, widened to
-    take in ``first_build_seconds``. No level is claimed: it is the span of the run's own observations."""
+    """The process's one-time cost at the timed batch (``seconds``) and the range of a fresh first build's cost (s)."""
 
     seconds: float
     first_build_seconds: float
@@ -384,27 +318,10 @@ class FirstTimeCost:
 
 
 def first_time_cost(result: ModelResult) -> FirstTimeCost:
-    """What the job's process paid once at the timed batch before its measured run, which a fresh training pays in
-    its first step (s): cuDNN's autotuning of each new convolution shape, kernels compiled on first use.
+    """What the process paid once at the timed batch (autotuning, first-use compilation), in s, and its range.
 
-    The point F: the batch search ran that batch first, and its earliest trial at the timed size less the same steps
-    at the speed of the fastest later trial at that size is what the process paid once (each trial builds the model
-    anew, so the later ones differ from it only by what the process had already done). 0 without two such trials.
-    A ResNet-50 at batch 256 with autotuning on the H200: the first verify trial 8.26 s, the next two 1.63 s
-    (20 steps each), so 6.6 s; the measured run's own first step (82 ms) had none of it, and a fresh training of
-    47 s took 5 s more than predicted without it.
-
-    The range, from the same run's measurements (never a constant factor). A fresh training's first build pays,
-    over the steady speed, what any build pays plus the first-time costs, by an amount that varies between
-    processes (the ResNet-50's fresh trainings paid 4.6 and 5.4 s against the benchmark's 6.6 s). The run timed
-    several builds at the batch, each an observation of that cost: every batch-search trial at the timed size (its
-    seconds less its steps at the measured epochs' step time) and the measured run's first step (``first_step_ms``
-    less the step time). The process's first build at the size paid the most (the first-time costs included), a
-    build in the warmed process the least; the range is [least, most], widened to take in what the estimate counts
-    (``first_build_seconds``). Not covered: a fresh process paying more than the benchmark's first build at the
-    size (libraries the benchmark's process had loaded before that build are loaded in the fresh training's first
-    step). With fewer than two timed builds, the range is the point.
-    """
+    F: the earliest batch-search trial at the timed size less the same steps at the fastest later trial's speed. The
+    range spans every timed build at that size (benchmarks/results/2026-12-02-h200-session7.md)."""
     search = result.batch_search
     step_ms = result.step_time_ms
     observations: list[float] = []
@@ -433,15 +350,13 @@ def first_time_cost(result: ModelResult) -> FirstTimeCost:
 
 
 def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanConfig) -> TimeEstimate:
-    """Extrapolate one model's measured result to its planned training. Raises ValueError (saying why) when the
-    model was not measured successfully or has no plan."""
+    """Extrapolate one model's result to its planned training; ValueError when unmeasured or unplanned."""
     if result.status != "ok":
         raise ValueError(f"status {result.status}" + (f": {result.error}" if result.error else ""))
     stats, samples_per_epoch, step_ms = result.statistics, result.samples_per_epoch, result.step_time_ms
     throughput, steps_per_epoch = result.samples_per_second, result.steps_per_epoch
     if stats is None or samples_per_epoch is None or step_ms is None or throughput is None or not steps_per_epoch:
         raise ValueError("no epoch-time statistics (fewer than two measured epochs)")
-    # plan_samples accepts only a plan it has: past it, the samples are counted in the result's unit.
     samples, basis = plan_samples(name, result.sample_unit, plan)
     calibration_s = result.calibration_seconds
     if calibration_s is None:
@@ -488,16 +403,7 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
 
 
 def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> tuple[float, float]:
-    """The bounds (s) on ONE new training of ``estimate``'s planned epochs, in a fresh process at another time: what
-    ``gpubench.validate`` checks a real training against.
-
-    For epochs measured in rounds, the prediction interval of that training's mean epoch time
-    (:func:`gpubench.stats.rounds.new_run_interval`): the mean's own error, a host level of its own (the rounds'
-    σ̂_a², as large as a round's although a longer training may average it out: conservative) and its epochs'
-    variance; times the planned epochs, plus the fixed costs with the one-off costs at either end of their range
-    (:func:`first_time_cost`), plus a flagged drift's part above. The decision's
-    bounds on a training of hours are about the long-run mean instead (:meth:`TimeEstimate.margin_seconds_at`),
-    from the same components. Measured in one block, the estimate's own bounds."""
+    """The bounds (s) on one new training in a fresh process, what ``gpubench validate`` checks."""
     stats = result.statistics
     if stats is None or stats.rounds is None or len(stats.rounds.epochs_per_round) < 2:
         return estimate.lower_hours * SECONDS_PER_HOUR, estimate.upper_hours * SECONDS_PER_HOUR
@@ -508,7 +414,7 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
     gaps = stats.rounds.gaps_epochs
     records = result.rounds or []
     if gaps is None and len(records) == len(rounds_ms):
-        # A report from before the gaps were stored: its round records still say when each round started.
+        # A report without stored gaps: derive them from the round records.
         gaps = round_gaps_epochs(
             [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
         )
@@ -536,18 +442,8 @@ def combine_estimates(
     measured_epochs: Mapping[str, int] | None = None,
     widened: bool = True,
 ) -> TotalTime:
-    """The total of training ``estimates``' models one after another: times add, and so do the margins.
-
-    Adding the margins is the conservative combination: the models are measured one after another on one device,
-    so their errors can share a cause (the card's clocks, the host's load); the sum is the margin of perfectly
-    correlated errors and never smaller than the margin under any correlation (for normal errors, the standard
-    deviation of a sum is at most the sum of the standard deviations), where the quadrature sum would assume
-    independence. Each model's lower bound is cut at its one-off costs before summing (a model's time is never
-    less than those, so the cut keeps the level); each model's one-off costs enter the bounds at either end of their
-    range (:func:`first_time_cost`). ``time_ratios`` scale each model's epoch time and margin (a
-    projection); ``measured_epochs`` (by model) gives the margins as they would be after that many epochs
-    (:meth:`TimeEstimate.margin_seconds_at`); ``widened`` false leaves the drift's part out.
-    """
+    """The total of training ``estimates``' models in sequence: times add, and so do margins (errors may share a
+    cause)."""
     ratios = time_ratios or [1.0] * len(estimates)
     epochs = measured_epochs or {}
     seconds = lower_s = margin_s = 0.0
@@ -567,8 +463,7 @@ def combine_estimates(
 
 
 def checkpoint_interval_hours(upper_hours: float) -> float | None:
-    """Hours between checkpoints for a run bounded by ``upper_hours``: a tenth of the run (a crash loses at most
-    ~10%), rounded down to a quarter hour, within [0.25, 4] h; None for a run shorter than a quarter hour."""
+    """Hours between checkpoints: a tenth of ``upper_hours``, in quarter hours within [0.25, 4]; None below 0.25."""
     if upper_hours < _CHECKPOINT_MIN_HOURS:
         return None
     interval = min(_CHECKPOINT_MAX_HOURS, upper_hours * CHECKPOINT_RUN_FRACTION)

@@ -1,13 +1,5 @@
-"""Data-parallel scaling onto N cloud cards (``decision.cloud_gpus``): the scaling efficiency each model's cloud time
-is computed with, and that time.
-
-N cards training data-parallel (DistributedDataParallel, each rank its own batch, or for RL its own environments)
-process N × e(N) times one card's samples per second, e(N) being the scaling efficiency (1.0 is linear). The
-planned epochs therefore take ``1 / (N × e(N))`` of one card's time; the fixed costs (calibration, warmup,
-evaluations, checkpoints) are kept, since every rank pays its own compilation and warmup at once and rank 0 saves
-the checkpoints. Where e(N) comes from, in words, is :data:`SCALING_METHOD` (written into
-the report); efficiencies are fractions, times in seconds and hours. Pure arithmetic on typed records.
-"""
+"""Data-parallel scaling onto N cloud cards: the efficiency e(N) and each model's cloud time (epochs ÷ N e(N), fixed
+costs kept)."""
 
 import math
 from collections.abc import Sequence
@@ -16,19 +8,11 @@ from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimate
 from gpubench.results import DistributedScaling, ScalingEfficiency
 from gpubench.units import SECONDS_PER_HOUR
 
-#: The efficiency assumed where nothing on this machine measured one: Horovod's benchmark (docs/benchmarks.rst of
-#: horovod/horovod; Sergeev and Del Balso, 2018) reports, on 128 servers of 4 Pascal GPUs over 25 Gbit/s RoCE,
-#: "90% scaling efficiency for both Inception V3 and ResNet-101, and 68% scaling efficiency for VGG-16"; Li et al.,
-#: "PyTorch Distributed: Experiences on Accelerating Data Parallel Training" (VLDB 2020), report that DDP "attains
-#: near-linear scalability using 256 GPUs" when configured appropriately. 0.9 is the figure both support for
-#: compute-heavy networks.
+#: Assumed where nothing measured one: Horovod (2018) and Li et al. (VLDB 2020) support 0.9.
 ASSUMED_SCALING_EFFICIENCY = 0.9
-#: The assumed efficiency's interval, wide on purpose: its lower end is below the worst published figure above
-#: (VGG-16's 0.68, communication-heavy) because gpubench's models are small and often launch-bound, where the
-#: all-reduce's fixed latency is a larger share of the step; its upper end is linear scaling.
+#: Wide on purpose: small, launch-bound models pay the all-reduce's latency more than VGG-16 (0.68).
 ASSUMED_SCALING_INTERVAL = (0.5, 1.0)
-#: The least lower end an efficiency interval is given: a noisy measurement's interval reaching 0 would make the
-#: upper bound of the time infinite.
+#: Lowest lower end of an efficiency interval, so the time's upper bound stays finite.
 EFFICIENCY_FLOOR = 0.01
 ASSUMED_SCALING_SOURCE = (
     f"assumed: {ASSUMED_SCALING_EFFICIENCY:g} (interval {ASSUMED_SCALING_INTERVAL[0]:g}-"
@@ -38,19 +22,14 @@ ASSUMED_SCALING_SOURCE = (
 
 
 def extrapolated_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
-    """The efficiency at ``gpus`` cards from ``efficiency`` measured at ``measured_world_size`` (m >= 2) processes,
-    the same loss per doubling of cards: e(N) = e(m)^(log2 N / log2 m), at most 1 (superlinear scaling measured
-    at m, a cache effect or noise, is not carried further). e(1) = 1; e(m) is the measurement."""
+    """e(N) = e(m)^(log2 N / log2 m) from ``efficiency`` at ``measured_world_size`` m, at most 1."""
     if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
         raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
     return min(1.0, efficiency ** (math.log2(gpus) / math.log2(measured_world_size)))
 
 
 def linear_cost_efficiency(efficiency: float, measured_world_size: int, gpus: int) -> float:
-    """The efficiency at ``gpus`` cards if the communication's cost per step grows linearly with the card count (a
-    latency-bound ring all-reduce, 2 (N − 1) steps): one step takes 1 + c (N − 1) of one card's, c fitted to the
-    measured ``efficiency`` at m processes, e(N) = 1 / (1 + (1 / e(m) − 1)(N − 1) / (m − 1)). A superlinear
-    measurement counts as linear (c = 0)."""
+    """e(N) if communication grows linearly with the cards: 1 / (1 + (1 / e(m) − 1)(N − 1) / (m − 1))."""
     if measured_world_size < 2 or gpus < 1 or efficiency <= 0:
         raise ValueError(f"need m >= 2, N >= 1 and e > 0; got m={measured_world_size}, N={gpus}, e={efficiency}")
     cost = 1.0 / min(1.0, efficiency) - 1.0
@@ -69,8 +48,7 @@ def _usable(distributed: DistributedScaling | None) -> bool:
 
 
 def _on_cpu(distributed: DistributedScaling) -> bool:
-    """Whether the distributed run was CPU processes over gloo: its all-reduce (shared memory between processes
-    that also share the host's cores) says nothing of NCCL's between cloud GPUs."""
+    """Whether the distributed run was CPU processes over gloo, which says nothing of NCCL between cloud GPUs."""
     return distributed.backend == "gloo"
 
 
@@ -96,17 +74,8 @@ def _assumed(gpus: int, distributed: DistributedScaling | None) -> ScalingEffici
 
 
 def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> ScalingEfficiency:
-    """The scaling efficiency at ``gpus`` cards for a model whose distributed measurement is ``distributed``
-    (None when ``distributed.nproc`` was 1).
-
-    One card: 1 exactly. Measured at m = ``gpus`` processes (status ok): the measurement and its interval.
-    Measured at another m: :func:`extrapolated_efficiency`, its interval resting on efficiency not rising with
-    the card count: past m from the measured lower end carried by :func:`linear_cost_efficiency` (the
-    communication's cost growing linearly with the cards, faster than the per-doubling point assumes) to the
-    measured upper end (at most 1: no further loss past m); below m from the measured lower end to 1. Nothing
-    usable measured, or measured only on CPU processes (gloo): :data:`ASSUMED_SCALING_EFFICIENCY` in
-    :data:`ASSUMED_SCALING_INTERVAL`, stated as an assumption with its source (and the CPU's figure beside it).
-    """
+    """The scaling efficiency at ``gpus`` cards and its interval: 1 for one card, else measured, extrapolated or
+    assumed."""
     if gpus == 1:
         return ScalingEfficiency(gpus, 1.0, (1.0, 1.0), "one card: no scaling", measured=False)
     if not _usable(distributed) or _on_cpu(distributed):
@@ -146,12 +115,7 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
 
 
 def scaled_time(estimate: TimeEstimate, scaling: ScalingEfficiency) -> TotalTime:
-    """One model's training (hours) on ``scaling.gpus`` data-parallel cards from its one-card ``estimate``.
-
-    With N cards, efficiency e and its interval [e_lo, e_hi], the epochs E, their margins M above and M' below and
-    the fixed costs F (seconds): hours = F + E / (N e); upper = F + (E + M) / (N e_lo); lower = F + max(0, E − M')
-    / (N e_hi). One card is ``estimate``'s own figures, unchanged.
-    """
+    """One model's training (hours) on ``scaling.gpus`` cards: F + E / (N e), bounds at e_lo and e_hi."""
     if scaling.gpus == 1:
         return TotalTime(hours=estimate.hours, lower_hours=estimate.lower_hours, upper_hours=estimate.upper_hours)
     gpus, (low, high) = scaling.gpus, scaling.scaling_efficiency_interval
@@ -164,8 +128,7 @@ def scaled_time(estimate: TimeEstimate, scaling: ScalingEfficiency) -> TotalTime
 
 
 def scaled_total(estimates: Sequence[TimeEstimate], scalings: Sequence[ScalingEfficiency]) -> TotalTime:
-    """Several models trained one after another on N cards: their :func:`scaled_time` figures add, bounds too
-    (as :func:`gpubench.decision.estimate.combine_estimates` adds one card's); on one card its figures, unchanged."""
+    """Several models in sequence on N cards: their :func:`scaled_time` figures and bounds add."""
     if all(scaling.gpus == 1 for scaling in scalings):
         return combine_estimates(estimates)
     times = [scaled_time(estimate, scaling) for estimate, scaling in zip(estimates, scalings, strict=True)]
@@ -176,8 +139,7 @@ def scaled_total(estimates: Sequence[TimeEstimate], scalings: Sequence[ScalingEf
     )
 
 
-#: Where the scaling efficiency comes from and the cloud time on N cards, in words: the report's
-#: ``recommendation.method.scaling``.
+#: The report's ``recommendation.method.scaling``.
 SCALING_METHOD = (
     "Cloud time on N = decision.cloud_gpus cards training data-parallel (DistributedDataParallel: each card its "
     "own batch, for RL its own environments, gradients all-reduced every step): per model, the planned epochs' "

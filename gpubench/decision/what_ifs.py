@@ -1,9 +1,5 @@
-"""The measured what-ifs' predicted training (:class:`gpubench.results.WhatIfEstimate`): each alternative a model
-was measured in briefly after its main measurement (``decision.what_if``), extrapolated to the plan exactly as the
-main measurement is (:func:`gpubench.decision.estimate.estimate_training_time`, same statistics and bounds), and,
-when the answer is about an emulated card, projected onto it as the main measurement is. Pure arithmetic on the
-report's typed records.
-"""
+"""The measured what-ifs' predicted training (:class:`gpubench.results.WhatIfEstimate`): each alternative
+extrapolated to the plan as the main measurement is and, for an emulated card, projected onto it."""
 
 from dataclasses import replace
 
@@ -30,9 +26,8 @@ def _on_answer_card(
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> TimeEstimate | str:
-    """The what-if's estimate projected onto the emulated ``card``, at the what-if's own matmul precision and the
-    precisions its step computed in (:func:`~gpubench.decision.projection.compute_precisions`: the what-if run's
-    record, else its precision; its compute part scales by those peaks); the reason as a string when it cannot be."""
+    """The what-if's estimate projected onto the emulated ``card`` at the what-if's own precisions, or the reason it
+    cannot be."""
     result = what_if.result
     precision = compute_precisions(result, what_if.precision)
     run = replace(report.run, precision=what_if.precision, matmul_precision=what_if.matmul_precision)
@@ -61,8 +56,7 @@ def what_if_estimates(
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> list[WhatIfEstimate]:
-    """Every measured what-if of the report beside its model's main estimate ``main`` (on the answer's card: the
-    ``emulated_card``'s projection when there is one, else the measured device)."""
+    """Every measured what-if of the report beside its model's main estimate ``main``, on the answer's card."""
     rows = []
     for name, what_ifs in report.what_ifs.items():
         reference = main.get(name)

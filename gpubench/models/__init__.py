@@ -1,14 +1,5 @@
-"""The model registry: every workload gpubench can time, in one place.
-
-A model is one folder, ``gpubench/models/<name>/``, holding ``config.py`` (its ``workloads.<name>`` dataclass) and
-``workload.py`` (its training step), plus one YAML file, ``gpubench/conf/model/<name>.yaml``, and one entry in
-:data:`MODELS` below. The entry also states the model's defaults that live elsewhere in the config: its VRAM budget
-(``decision.memory_budget_mb.<name>``) and its training plan (``decision.plan.passes.<name>`` for a supervised model,
-``decision.plan.env_steps.<name>`` for an RL one; ``decision.plan.samples.<name>`` for any model, the user's own
-``custom`` one included, in its own sample unit).
-
-Importing this package imports the config dataclasses only; a workload (and torch) is imported when it is built.
-"""
+"""The model registry: every workload gpubench can time (a folder per model, a YAML file and an entry in
+:data:`MODELS`)."""
 
 import importlib
 from dataclasses import dataclass
@@ -27,14 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One registered model.
-
-    ``workload`` is ``module:Class`` of its :class:`~gpubench.workload.Workload`, imported only when it runs.
-    ``memory_budget_mb`` is its VRAM target (MiB; None: no budget). A supervised model trains ``plan_passes``
-    passes over the dataset; an RL model ``plan_env_steps`` environment steps (at most one of the two is set; the
-    user's ``custom`` model has neither, its plan is ``decision.plan.samples.custom``). ``seed_model``: part
-    of ``model=all``, the seed system's four models.
-    """
+    """One registered model: its workload ``module:Class``, VRAM budget (MiB), plan and whether ``model=all`` runs
+    it."""
 
     name: str
     config: type
@@ -45,8 +30,7 @@ class ModelSpec:
     seed_model: bool = True
 
 
-#: Every model, in the order ``model=all`` runs them. 10M environment steps is CleanRL's default budget for DQN and
-#: PPO; 50 passes over the seed's dataset is its supervised plan.
+#: Every model, in the order ``model=all`` runs them (10M env steps is CleanRL's DQN and PPO budget).
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("mlp", MLPConfig, "gpubench.models.mlp.workload:MLPWorkload", 256.0, plan_passes=50.0, seed_model=False),
     ModelSpec("dqn", DQNConfig, "gpubench.models.dqn.workload:DQNWorkload", 512.0, plan_env_steps=1e7),
@@ -57,7 +41,6 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("custom", CustomConfig, "gpubench.models.custom.workload:CustomWorkload", None, seed_model=False),
 )
 
-#: Names of every registered model.
 KNOWN_MODELS: tuple[str, ...] = tuple(spec.name for spec in MODELS)
 #: The set ``model=all`` runs: the four seed models.
 SEED_MODELS: tuple[str, ...] = tuple(spec.name for spec in MODELS if spec.seed_model)

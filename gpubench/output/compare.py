@@ -1,30 +1,8 @@
-"""``gpubench compare A B``'s comparison and its table: does B train faster, slower or the same as A per sample?
+"""``gpubench compare A B``: does B train faster, slower or the same as A per sample?
 
-A and B are report.json files (or folders holding one) or MLflow run ids (32 hex characters), whose report.json
-artifact is downloaded from the tracking store (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else
-``sqlite:///mlruns/mlflow.db``). Every model measured in both reports is compared on its **time per sample**: each
-measured epoch's time (milliseconds, warmup excluded) divided by the samples that epoch consumed (steps per epoch ×
-samples per step, ``ModelResult.samples_per_epoch``). Epochs are auto-sized to about ``epoch.min_seconds``, so a B
-twice as fast per step runs twice the steps in an epoch of the same length: its epoch times alone would read SAME.
-Models measured in only one report, with fewer than :data:`~gpubench.stats.compare.MIN_EPOCHS` epoch times or no
-recorded samples per epoch in either, or whose sample unit differs between A and B (an ``env_step`` is not a
-``window``), are listed as not compared, with the reason.
-
-Everything reads "B against A": the ratio is B's mean time per sample over A's, so below 1 B trains faster. The
-statistics (Fieller's ratio interval on overlapping-batch-means long-run variances, the verdict FASTER / SLOWER /
-SAME / AMBIGUOUS, the epochs that would decide, the long-run t test's p-value) are :mod:`gpubench.stats.compare`'s;
-this module loads the reports, pairs their models, explains each verdict in a sentence and renders the table
-(terminal and markdown).
-
-**The host.** Identical code on one host reads 2x apart at different loads, so compare prints each report's host
-(the 1-minute load on its CPUs, the host probe's median and range over every round) and compares them
-(:mod:`gpubench.output.compare_host`). Where the loads or the probes say B's host was faster or slower, each
-model's interval is widened by that host factor on the host share of its step, and a FASTER, SLOWER or SAME that
-the widened interval does not keep reads HOST_DIFFERS with the reason; a verdict it keeps stands, with the widened
-interval beside it. Widening rather than a bare refusal keeps the verdicts that are beyond what the hosts explain
-(B three times as fast on a host at most twice as fast), and the widening comes from the two reports' own loads,
-probe readings and step splits (:mod:`gpubench.stats.host_compare` says how), not from a tolerance.
-"""
+A and B are report files or MLflow run ids. Models are compared on time per sample (epochs are auto-sized, so epoch
+times alone would read SAME), with :mod:`gpubench.stats.compare`'s statistics, "B against A". Intervals are widened
+by the hosts' difference (:mod:`gpubench.output.compare_host`); a verdict that does not survive reads HOST_DIFFERS."""
 
 import math
 import re
@@ -80,8 +58,7 @@ class CompareError(GpubenchError):
 
 @dataclass(frozen=True)
 class PerSampleTimes:
-    """One model's measured epochs in one report as times per sample: ``times_ms[i]`` is epoch i's time (ms)
-    divided by ``samples_per_epoch``, in ms per ``sample_unit``."""
+    """One model's measured epochs in one report as times per sample (ms per ``sample_unit``)."""
 
     times_ms: np.ndarray
     samples_per_epoch: float
@@ -90,8 +67,7 @@ class PerSampleTimes:
 
 @dataclass(frozen=True)
 class ModelComparison:
-    """One model measured in both reports: its name, its sample unit, each run's samples per epoch and B's times per
-    sample against A's (``result``: means in ms per sample)."""
+    """One model measured in both reports, with B's times per sample against A's (``result``, ms per sample)."""
 
     model: str
     sample_unit: str
@@ -109,8 +85,7 @@ class ModelComparison:
 
     @property
     def explanation(self) -> str:
-        """Why this verdict, in B-against-A terms (plus the epoch sizes where they differ, and the host where the
-        hosts differ)."""
+        """Why this verdict, in B-against-A terms."""
         host = (
             host_explanation(self.model, self.result.verdict, self.host, self.host_difference, self.result.threshold)
             if self.host and self.host_difference
@@ -157,19 +132,14 @@ class ModelComparison:
 
 @dataclass(frozen=True)
 class UnmatchedModel:
-    """A model that could not be compared, and why (only in one report, too few epoch times or no samples per epoch
-    in one, or different sample units)."""
+    """A model that could not be compared, and why."""
 
     model: str
     reason: str
 
 
-# --------------------------------------------------------------------------------------------------- reports
-
-
 def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
-    """A model's measured epochs as times per sample, if it has :data:`MIN_EPOCHS` finite positive epoch times and
-    records its samples per epoch, else why not."""
+    """A model's epochs as times per sample when it has enough of them, else why not."""
     times = result.raw_epoch_times_ms
     error = f": {result.error}" if result.error else ""
     if len(times) < MIN_EPOCHS:
@@ -184,10 +154,7 @@ def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
 
 
 def per_sample_times(report: RunReport) -> dict[str, PerSampleTimes]:
-    """Per model that can be compared: its measured epochs as times per sample, in report order.
-
-    Raises CompareError when the report has no such model, since then there is nothing to compare.
-    """
+    """Per comparable model, its epochs as times per sample, in report order; CompareError when there is none."""
     measured = {
         name: times
         for name, result in report.models.items()
@@ -205,8 +172,7 @@ def per_sample_times(report: RunReport) -> dict[str, PerSampleTimes]:
 def _pair_models(
     report_a: RunReport, report_b: RunReport, sources: tuple[str, str]
 ) -> tuple[list[tuple[str, PerSampleTimes, PerSampleTimes]], list[UnmatchedModel]]:
-    """The models both reports can compare, with their times per sample, and the others with the reason; A's
-    models first, then those only in B."""
+    """The models both reports can compare, and the others with the reason; A's models first."""
     source_a, source_b = sources
     models_a, models_b = report_a.models, report_b.models
     paired, unmatched = [], []
@@ -245,12 +211,7 @@ def compare_reports(
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[ModelComparison]:
-    """B against A on time per sample for every model both reports can compare (see the module docstring), in A's
-    model order.
-
-    ``threshold`` is the noise band as a fraction of A's mean time per sample (0.05 = ±5%); ``confidence`` the level
-    of the ratio interval. Raises CompareError when either report has no model that could be compared at all.
-    """
+    """B against A per sample for every comparable model; ``threshold`` is the noise band (0.05 = ±5%)."""
     try:
         check_settings(threshold, confidence)
     except ValueError as exc:
@@ -296,14 +257,8 @@ def compare_reports(
 def unmatched_models(
     report_a: RunReport, report_b: RunReport, sources: tuple[str, str] = DEFAULT_SOURCES
 ) -> list[UnmatchedModel]:
-    """Models in either report that :func:`compare_reports` leaves out, with the reason, A's models first.
-
-    ``sources`` name A and B in the reasons (the command passes the arguments, so a refusal names the file).
-    """
+    """Models in either report that :func:`compare_reports` leaves out, with the reason; ``sources`` name A and B."""
     return _pair_models(report_a, report_b, sources)[1]
-
-
-# --------------------------------------------------------------------------------------------------- rendering
 
 
 def _format_interval(interval: tuple[float, float]) -> str:
@@ -389,8 +344,7 @@ def render_markdown(
     confidence: float,
     hosts: HostDifference | None = None,
 ) -> str:
-    """The comparison as a markdown section: what A and B are and their hosts (``hosts``, where given), the method,
-    one table row per model, notes."""
+    """The comparison as a markdown section: A and B, their hosts, the method, one row per model, notes."""
     columns = _columns(confidence)
     lines = [
         "## gpubench compare: B against A",

@@ -1,25 +1,6 @@
-"""What two reports say about their hosts, for ``python -m gpubench.compare``: each host's load and probe readings,
-how much faster or slower B's host was than A's, and each model's verdict with that difference divided out.
-
-The statistics (the fair-share slowdown of a load, the probes' Hodges-Lehmann ratio interval, the corrected ratio
-interval and why a verdict that does not survive it reads HOST_DIFFERS) are :mod:`gpubench.stats.host_compare`'s.
-This module reads them from the reports:
-
-* the load from ``run.host``: ``load_average_1m`` on ``available_cpus``, with the run's own threads: torch's
-  intra-op threads on a CPU run (they are the training), one on a GPU run (the Python thread that feeds the
-  device; torch's CPU threads sleep there);
-* the probe readings from ``rounds[*].host_probe.python_loop_ms`` of every model, pooled (the host is one host
-  for all of them);
-* the share of a model's step that is host work, ``s``: 1 on a CPU run, where the device is the host. On a GPU, from
-  ``recommendation.per_model[model].step_split``: launches plus host work over the step where the split separates
-  host work from memory traffic (``host_ms`` recorded), else everything but the compute (``other_ms``, which holds
-  both); 1 where the report has no split or no FLOP count. The larger of A's and B's, so neither run's host
-  sensitivity is understated. The split is additive: where host work hides under device work (an asynchronous
-  GPU queue), a large host slowdown shows once the host part outgrows the device part, which the share understates.
-
-Reports written before the host was recorded have no ``run.host`` and no rounds: their load and probe read "not
-recorded", and a pair where either lacks one is compared without it.
-"""
+"""What two reports say about their hosts, for ``gpubench compare``: each host's load and probe readings, how B's
+host compared, and each model's verdict with that difference divided out (:mod:`gpubench.stats.host_compare`). A
+report without them reads "not recorded"."""
 
 import math
 from dataclasses import dataclass
@@ -40,9 +21,7 @@ from gpubench.stats.host_compare import (
 
 @dataclass(frozen=True)
 class HostSummary:
-    """One report's host: the 1-minute load at the start, the CPUs available (``cpu_count`` in all), the run's own
-    runnable threads (see the module docstring), and every host probe's Python-loop reading (ms), rounds of every
-    model in report order; None and empty where the report has none."""
+    """One report's host: 1-minute load, CPUs, the run's own threads and every probe reading (ms)."""
 
     load_1m: float | None
     available_cpus: int | None
@@ -104,9 +83,7 @@ def host_summary(report: RunReport) -> HostSummary:
 
 @dataclass(frozen=True)
 class HostDifference:
-    """How B's host compared with A's: ``load_factor`` is B's fair-share slowdown over A's (None unless both loads
-    were recorded), ``probe`` the probes' ratio B/A with its interval (None unless both recorded probes), and
-    ``[host_low, host_high]`` the host factor range (B's host time over A's, holding 1)."""
+    """B's host against A's: load factor, probe ratio with its interval, and host factor range holding 1."""
 
     a: HostSummary
     b: HostSummary
@@ -183,10 +160,7 @@ def host_share(report_a: RunReport, report_b: RunReport, model: str) -> tuple[fl
 
 @dataclass(frozen=True)
 class HostCorrection:
-    """One model's ratio interval with the hosts' difference divided out: ``host_share`` (0-1) of its step is host
-    work (``share_basis`` says why), ``interval`` is the ratio of B's code over A's with any host factor in the
-    range divided out, ``corrected_verdict`` that interval's verdict; ``verdict`` is the comparison's verdict (the
-    measured one where the correction keeps it, :data:`HOST_DIFFERS` where it does not)."""
+    """One model's ratio interval with the host factor divided out, and the verdict that survives."""
 
     host_share: float
     share_basis: str
@@ -202,12 +176,10 @@ def correct_for_host(
     difference: HostDifference,
     share: tuple[float, str],
 ) -> HostCorrection:
-    """The verdict ``measured_verdict`` (from ``ratio_interval`` at noise ``threshold``) once the host factor range
-    of ``difference`` is divided out of a step with host share ``share`` (see :mod:`gpubench.stats.host_compare`)."""
+    """``measured_verdict`` once ``difference``'s host range is divided out of host share ``share``."""
     interval = host_corrected_interval(*ratio_interval, difference.host_low, difference.host_high, share[0])
     corrected = verdict(interval, threshold)
-    # AMBIGUOUS stays AMBIGUOUS (a wider interval decides nothing new); a decisive verdict the correction does not
-    # keep is the host's as much as the code's.
+    # A wider interval decides nothing new; a decisive verdict it does not keep is the host's as much as the code's.
     kept = corrected == measured_verdict or measured_verdict == AMBIGUOUS
     return HostCorrection(share[0], share[1], interval, corrected, measured_verdict if kept else HOST_DIFFERS)
 

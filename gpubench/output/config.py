@@ -10,14 +10,8 @@ SYSTEM_METRICS_INTERVAL_S = 10.0
 
 @dataclass
 class TrackingConfig:
-    """MLflow tracking. The default SQLite store lives in ``mlruns/`` beside the artifacts.
-
-    ``system_metrics`` (on by default) samples the CPU, memory and, on a GPU, the job's GPU (use, memory, power)
-    into the job's run, every ``system_metrics_interval_s`` seconds (10: MLflow's own default), on a thread of its
-    own: each sample takes the GIL briefly and writes one batch, so a shorter interval gives denser charts at a
-    proportionally higher cost to the timed epochs (``benchmarks/system_metrics_overhead.py`` measures it; see
-    ``gpubench/output/tracking_system.py``). A job shorter than one interval still gets a sample, taken as it ends.
-    """
+    """MLflow tracking (default store in ``mlruns/``); ``system_metrics`` samples every ``system_metrics_interval_s``
+    s."""
 
     enabled: bool = True
     uri: str = "sqlite:///mlruns/mlflow.db"
@@ -37,8 +31,6 @@ class TrackingConfig:
 
 @dataclass
 class SweepConfig:
-    """How a multirun treats jobs it ran before. ``resume``: a job whose folder already holds a complete report
-    (status ``complete``, no failed model) of the same overrides is skipped, and the summary reads that report;
-    give the earlier sweep's folder as ``hydra.sweep.dir`` (the default folder is new at every launch)."""
+    """How a multirun treats earlier jobs: ``resume`` skips one whose folder holds a complete report."""
 
     resume: bool = False

@@ -1,19 +1,5 @@
-"""report.html: the run on one page, to read and to send, written beside report.json and logged with it to MLflow.
-
-The page holds the verdict with its reasoning, the per-model summary table, the cost table (every row, the local
-option and the price snapshot), the plots, the host notes, the hardware, data and run, and the resolved config
-(sections: :mod:`gpubench.output.html_sections`). It is one self-contained file that works offline: the style is
-inline, the plots are embedded, there is no script, and its Content-Security-Policy forbids the browser to load
-anything from anywhere (no CDN, font or image from the network).
-
-Plots are the figures of :mod:`gpubench.output.plots`, embedded as inline SVG with the text kept as text
-(``svg.fonttype: none``): for the seventeen plots of the H200's default four-model run, 0.54 MB against 1.96 MB as
-base64 PNG, a 0.58 MB page (``python benchmarks/html_page_size.py``). A plot whose SVG is large (a VRAM timeline of
-100,000 samples: 200 KB) is drawn as a PNG too, and the smaller of the two is embedded (80 KB).
-
-:func:`render_page` is pure (a report, its plots and its config text in, the HTML out); :func:`write_page` draws
-the plots (or not: the page written after every model has none yet) and writes the file atomically.
-"""
+"""report.html: the run on one self-contained offline page (inline style and plots, no script, a CSP that loads
+nothing)."""
 
 import base64
 import io
@@ -108,9 +94,7 @@ footer { max-width: 1180px; margin: 30px auto; padding: 0 20px; color: var(--mut
 
 @dataclass(frozen=True)
 class PagePlot:
-    """One plot ready for the page: its file stem (``mlp_epoch_times``), the model it shows (None for the cost
-    plot), what it shows (``epoch times``), the format chosen and its markup (an inline ``<svg>``, or an ``<img>``
-    holding the PNG as base64)."""
+    """One plot ready for the page: file stem, model, subject, format and markup (``<svg>`` or ``<img>``)."""
 
     stem: str
     model: str | None
@@ -125,8 +109,7 @@ class PagePlot:
 
 
 def page_path(report_path: Path) -> Path:
-    """Where the page of the report at ``report_path`` goes: beside it, under its name with ``.html``
-    (``report.json`` -> ``report.html``); a report named ``*.html`` gets ``*.html.html`` rather than overwritten."""
+    """Where the page of the report at ``report_path`` goes: beside it, named ``*.html``."""
     if report_path.suffix.lower() == ".html":
         return report_path.with_name(report_path.name + ".html")
     return report_path.with_suffix(".html")
@@ -151,9 +134,7 @@ def png_markup(figure: "Figure", label: str) -> str:
 
 
 def draw_page_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] | None = None) -> list[PagePlot]:
-    """Every plot the report has data for, as the page embeds it: inline SVG, or a PNG where the SVG is over
-    :data:`SVG_MAX_BYTES` and the PNG is smaller. ``memory_timelines`` as for
-    :func:`gpubench.output.plots.report_plots`."""
+    """Every plot the report has data for: inline SVG, or PNG where the SVG is large and the PNG smaller."""
     drawn = []
     # Text as text, not glyph outlines: half the size, and the labels can be searched and copied.
     with report_figures.plot_style(**{"svg.fonttype": "none"}):
@@ -218,9 +199,7 @@ def render_page(
     config_name: str = CONFIG_FILE_NAME,
     plots_note: str | None = None,
 ) -> str:
-    """The whole page of ``report`` as one HTML document: ``plots`` (from :func:`draw_page_plots`) embedded, the
-    resolved config's text shown under ``config_name`` (None: it could not be read), and ``plots_note`` said in
-    place of the plots' absence when given (they were not drawn yet, or drawing failed)."""
+    """The whole page of ``report`` as one HTML document, with ``plots``, config text and ``plots_note``."""
     sections = [
         status_banner(report),
         verdict_section(report),
@@ -252,12 +231,7 @@ def write_page(
     plots_note: str | None = None,
     config_path: Path | None = None,
 ) -> Path:
-    """Write the page of the report at ``report_path`` beside it (:func:`page_path`), atomically; return its path.
-
-    ``plots``: the drawn plots (:func:`draw_page_plots`), or None for a page without them yet, which says so
-    (``plots_note``, or a sentence that they are drawn when the run ends). ``config_path``: the resolved config
-    shown (default: :data:`CONFIG_FILE_NAME` beside the report); one that cannot be read is said so on the page.
-    """
+    """Write the page of the report at ``report_path`` beside it atomically; return its path."""
     config = config_path if config_path is not None else report_path.parent / CONFIG_FILE_NAME
     try:
         config_text = config.read_text(encoding="utf-8")

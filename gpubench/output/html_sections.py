@@ -1,12 +1,4 @@
-"""The sections of the HTML report page (:mod:`gpubench.output.html_report`), each a function of the typed report
-that returns an HTML fragment: the status banner, the verdict with its reasoning, the per-model summary table, the
-cost table with the local option and the price snapshot, the what-ifs, the host notes, the hardware, data and run,
-and the resolved config.
-
-Every piece of text that comes from the report, the config or the user (a model name, a path, an error, an
-override) goes through :func:`text`, which redacts credentials and escapes it for HTML: a name such as
-``<script>`` reads as itself and cannot change the page. Numbers keep their units in the column headers.
-"""
+"""The HTML report page's sections; every outside text goes through :func:`text` (redacted, then escaped)."""
 
 import html
 from collections.abc import Iterable, Sequence
@@ -67,8 +59,7 @@ def _with_bounds(value: str, lower: str, upper: str) -> str:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[bool], caption: str = "") -> str:
-    """A table of cells already escaped (``rows``); ``numeric`` right-aligns a column and keeps it on one line.
-    Headers are escaped here."""
+    """A table of escaped cells ``rows`` (headers escaped here); ``numeric`` right-aligns a column on one line."""
     align = [' class="num"' if num else "" for num in numeric]
     head = "".join(f"<th{css}>{text(h)}</th>" for h, css in zip(headers, align, strict=True))
     body = "".join(
@@ -91,12 +82,8 @@ def _facts(pairs: Iterable[tuple[str, str | None]]) -> str:
     return f"<dl>{entries}</dl>" if entries else ""
 
 
-# --------------------------------------------------------------------------------------------------- status
-
-
 def status_banner(report: RunReport) -> str:
-    """A banner for a report that is not complete: what stopped it, how many models it holds, and that the verdict
-    (if any) comes from those alone; empty for a complete report."""
+    """A banner for an incomplete report: what stopped it and how many models it holds; empty for a complete one."""
     if report.status == "complete":
         return ""
     reason = _PARTIAL_STATUS.get(report.status, f"the run's status is {report.status}")
@@ -113,9 +100,6 @@ def status_banner(report: RunReport) -> str:
     return f'<section class="banner partial" id="status"><strong>{status}</strong>{paragraphs}</section>'
 
 
-# --------------------------------------------------------------------------------------------------- verdict
-
-
 def _estimate_line(recommendation: Recommendation) -> str | None:
     hours = recommendation.estimated_full_training_hours
     if hours is None:
@@ -128,9 +112,7 @@ def _estimate_line(recommendation: Recommendation) -> str | None:
 
 
 def verdict_section(report: RunReport) -> str:
-    """The answer: the decision (or why there is none), the reasoning, the estimate with its bounds, what it was
-    decided on and against which thresholds, the epochs that would settle a straddling interval, the missing
-    critical models, the recommended actions and each model's plan."""
+    """The answer: the decision or why none, its reasoning, bounds, thresholds, actions and plans."""
     recommendation = report.recommendation
     if recommendation is None:
         reason = (
@@ -183,9 +165,6 @@ def verdict_section(report: RunReport) -> str:
     return "".join(parts)
 
 
-# --------------------------------------------------------------------------------------------------- summary
-
-
 def _interval(interval: tuple[float, float] | None) -> str:
     return f"{interval[0]:,.1f}–{interval[1]:,.1f}" if interval else "-"
 
@@ -213,9 +192,7 @@ def _summary_row(name: str, result: ModelResult) -> list[str]:
 
 
 def summary_section(report: RunReport) -> str:
-    """Per model: status, measured epochs, mean epoch time (ms) with its t and decision intervals, CV, throughput,
-    batch, peak reserved memory (MB) and health; then why a model is not healthy, the data-parallel runs, and each
-    model's error and warnings."""
+    """Per model: status, epochs, epoch time (ms) with intervals, throughput, batch, memory (MB) and health."""
     if not report.models:
         return '<section id="summary"><h2>Models</h2><p>No model was measured.</p></section>'
     levels = [r.statistics.confidence_level for r in report.models.values() if r.statistics]
@@ -229,9 +206,6 @@ def summary_section(report: RunReport) -> str:
     notes += [f"{name}: {result.error}" for name, result in report.models.items() if result.error]
     notes += [f"{name}: {warning}" for name, result in report.models.items() for warning in result.warnings]
     return f'<section id="summary"><h2>Models</h2>{_table(headers, rows, numeric)}{_list(notes, "notes")}</section>'
-
-
-# --------------------------------------------------------------------------------------------------- cost
 
 
 def _cost_cells(row: CostRow, source_number: int) -> list[str]:
@@ -258,8 +232,7 @@ def _cost_cells(row: CostRow, source_number: int) -> list[str]:
 
 
 def cost_section(report: RunReport) -> str:
-    """Every row of the cost table (GPU x provider x on-demand/spot, cheapest first), the local option, the price
-    snapshot's date, age and staleness, and what the table left out; a sentence when there is no table."""
+    """Every row of the cost table, the local option and the price snapshot's age."""
     recommendation = report.recommendation
     if recommendation is None or not recommendation.cost_table:
         why = "no recommendation yet" if recommendation is None else "no priced option (see the notes)"
@@ -271,7 +244,7 @@ def cost_section(report: RunReport) -> str:
         parts.append(f"<p>{text(line)}</p>")
     headers = ["GPU", "provider", "kind", "instance · location", "fits", "hours", "USD", "USD/h", "price of", "note"]
     numeric = [False, False, False, False, False, True, True, True, False, False]
-    # A handful of sources price every row: each is named once, below the table, and a row points to its number.
+    # Each source is named once below the table; a row points to its number.
     sources = list(dict.fromkeys(row.price_source for row in recommendation.cost_table))
     rows = [_cost_cells(row, sources.index(row.price_source) + 1) for row in recommendation.cost_table]
     caption = f"{len(rows)} priced options, cheapest expected cost first (bounds beneath each figure)"
@@ -330,12 +303,8 @@ def what_if_section(report: RunReport) -> str:
     return f'<section id="what-ifs"><h2>What-ifs</h2>{_table(headers, rows, numeric)}</section>'
 
 
-# --------------------------------------------------------------------------------------------------- host
-
-
 def host_section(report: RunReport) -> str:
-    """The host: its CPUs, load and threads when the run started, the recommendation's sentence on a noisy host,
-    and per model the rounds with the host probe read before each and the between-round share of the bound."""
+    """The host at the start, the noisy-host sentence, and each model's rounds with probe readings."""
     parts = ['<section id="host"><h2>Host</h2>']
     host = report.run.host
     hardware = report.hardware
@@ -408,9 +377,6 @@ def _rounds_table(name: str, result: ModelResult) -> str:
             f"tracks {result.gpu_wait_explained_share:.0%} of it"
         )
     return _table(headers, rows, numeric, caption)
-
-
-# --------------------------------------------------------------------------------------------------- run
 
 
 def run_section(report: RunReport) -> str:

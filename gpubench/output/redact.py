@@ -1,12 +1,4 @@
-"""Credentials out of everything gpubench writes or prints: one function, :func:`redact`, used for the report, the
-resolved config, the files Hydra saves, MLflow params and tags, the sweep summaries and every console line.
-
-A tracking URI such as ``http://alice:SECRETPW42@host:5000`` or ``https://host/?token=...`` carries a secret that
-MLflow needs to connect, so the configured value is used as given; only the copies that are stored or shown are
-redacted. Redacted: the password of a URL's user info (``alice:***@``; user info without a password, such as a
-bare token, becomes ``***@``), and the values of query parameters whose names say they hold a secret (``token``,
-``password``, ``api_key``, signatures, ...). Text without a URL is returned unchanged.
-"""
+"""Credentials out of everything gpubench writes or prints: URL passwords and secret-named query values masked."""
 
 import logging
 import re
@@ -15,10 +7,7 @@ from typing import Any
 #: What a redacted secret is replaced with.
 MASK = "***"
 
-# scheme://userinfo@ — the user info stops at the first '/', '@' or whitespace (a password's own '@' or '/' must be
-# percent-encoded in a URL); quotes and backticks end it too, so a URL inside a repr, a YAML string or a message that
-# names it in backticks is found, and the closing quote or backtick kept. Hydra writes a sweep's
-# override values with ':' and '=' escaped (``http\://alice\:pw@host``), so a backslash may precede them.
+# User info ends at '/', '@', whitespace, a quote or a backtick; Hydra escapes ':' with a backslash in overrides.
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*\\*://)(?P<userinfo>[^/@\s'\"`]+)@")
 _SECRET_QUERY = re.compile(
     r"(?P<name>[?&;](?:[\w.\-]*?(?:token|password|passwd|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|"
@@ -60,11 +49,7 @@ def _redact_record(record: logging.LogRecord) -> logging.LogRecord:
 
 
 def install_log_redaction() -> None:
-    """Redact every log record of this process as it is created, once: wraps the log record factory.
-
-    Not a filter on handlers: Hydra's launchers reconfigure logging (new handlers) just before they log each job's
-    overrides (``#0 : tracking.uri=http://user:password@host``), and a logger's filters miss its children's records.
-    """
+    """Redact every log record as it is created, by wrapping the log record factory (once)."""
     factory = logging.getLogRecordFactory()
     if getattr(factory, "gpubench_redacts", False):
         return

@@ -1,10 +1,4 @@
-"""The report file: written atomically after every model, read back as a typed :class:`RunReport`; and the atomic
-writers the sweep's job summaries and the HTML page use too.
-
-The report's schema lives in :mod:`gpubench.results`; this module only serialises a report (its ``to_dict()``)
-so that a reader (a sweep summary, ``gpubench.compare``, a user's ``cat``) always sees a complete file, and
-reads one back with ``RunReport.from_dict``.
-"""
+"""The report file, written atomically after every model and read back as a :class:`RunReport`; atomic writers."""
 
 import functools
 import json
@@ -23,8 +17,7 @@ REPORT_FILE_NAME = "report.json"
 
 
 class ReportReadError(GpubenchError):
-    """A report file cannot be read, is not JSON, or is not a gpubench report; ``reason`` says which, after the
-    path."""
+    """A report file cannot be read, is not JSON, or is not a gpubench report; ``reason`` says which."""
 
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"{path} {reason}")
@@ -52,12 +45,7 @@ def _umask() -> int:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path``: a reader sees the old file or the new one, never half of it.
-
-    The text goes to a temp file in the same folder (a rename across file systems is not atomic), is flushed to
-    disk, then renamed over ``path``; the folder is created if missing. The file gets the permissions any new
-    file would (0666 less the umask), not the temp file's private 0600.
-    """
+    """Write ``text`` (UTF-8) to ``path`` atomically, with the usual new-file permissions."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -73,18 +61,13 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, content: Any) -> None:
-    """Write ``content`` as strict JSON (NaN/Inf as null) to ``path`` atomically (:func:`write_text_atomic`).
-    Credentials in any string of it (a tracking URI among the overrides) are redacted."""
+    """Write ``content`` as strict JSON (NaN/Inf as null), credentials redacted, to ``path`` atomically."""
     text = json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False)
     write_text_atomic(path, text + "\n")
 
 
 class ReportWriter:
-    """Writes the report to ``path`` atomically: a reader sees the previous complete version or the new one.
-
-    The constructor checks that the folder can be created and written, so a bad ``output`` fails before any
-    model is measured rather than after.
-    """
+    """Writes the report atomically; the constructor checks the folder is writable before any model runs."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser()
@@ -101,8 +84,7 @@ class ReportWriter:
             raise OutputError(f"`output` = {str(path)!r} is a folder; give a file path such as {path}/report.json.")
 
     def write(self, report: RunReport) -> None:
-        """Replace the file at ``path`` with ``report``; an OSError (a full disk, a folder gone) is an
-        :class:`OutputError` naming the path. The previous version of the file, if any, is left as it was."""
+        """Replace the file at ``path`` with ``report``; an OSError becomes an :class:`OutputError` naming the path."""
         try:
             write_json_atomic(self.path, report.to_dict())
         except OSError as exc:
@@ -113,8 +95,7 @@ class ReportWriter:
 
 
 def read_report(path: Path) -> RunReport:
-    """The report in the JSON file at ``path``; raises :class:`ReportReadError` when it is missing or unreadable,
-    not JSON, or not a report this version of gpubench reads."""
+    """The report at ``path``; :class:`ReportReadError` when unreadable, not JSON, or not a report."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -125,15 +106,13 @@ def read_report(path: Path) -> RunReport:
         raise ReportReadError(path, "is not a gpubench report (a JSON object)")
     try:
         return RunReport.from_dict(content)
-    # The schema refuses unknown and missing keys by name (ReportFormatError); a value of the wrong shape, such as
-    # a list where an object belongs, fails inside the codec or a record's constructor instead.
+    # Unknown or missing keys raise ReportFormatError; a value of the wrong shape fails in the codec.
     except (ReportFormatError, TypeError, AttributeError) as exc:
         raise ReportReadError(path, f"is not a gpubench report ({exc})") from exc
 
 
 def _number_problem(value: Any, *, whole: bool = False, positive: bool = True) -> bool:
-    """Whether ``value`` is not a finite number (a whole one when ``whole``) above 0 (at least 0 unless
-    ``positive``). Booleans are not numbers here, though Python counts them as ints."""
+    """Whether ``value`` is not a finite number above 0 (or at least 0; whole when ``whole``); bools are not."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return True
     if whole and value != int(value):
@@ -142,13 +121,7 @@ def _number_problem(value: Any, *, whole: bool = False, positive: bool = True) -
 
 
 def measured_values_problem(result: ModelResult) -> str | None:
-    """What is wrong with the measured values of a model's section that readers compute with (its epoch times,
-    steps, samples, batch, one-off costs and mean epoch time), or None when each is a number in its range.
-
-    The schema checks a report's shapes and kinds (a list is a list, a number a number) but not their ranges: a
-    hand-edited or foreign report may hold a negative step count, or an infinite time, and a reader must refuse it
-    by name rather than compute with it.
-    """
+    """What is wrong with a model's measured values (the schema checks kinds, not ranges), or None."""
     for key, times, positive in (
         ("raw_epoch_times_ms", result.raw_epoch_times_ms, True),
         ("warmup_epoch_times_ms", result.warmup_epoch_times_ms, False),

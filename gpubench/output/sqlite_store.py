@@ -1,12 +1,4 @@
-"""A SQLite MLflow store's file: its path in a ``sqlite:///`` URI, the lock that serialises its use across processes,
-what it holds, and the repair of one left half-created (see :mod:`gpubench.output.tracking_store`, which uses these).
-
-MLflow creates and migrates a new SQLite store on first use, and two processes doing so at once break it (one loses
-its run, or leftover ``_alembic_tmp_*`` tables stop every later run). Every access to a SQLite store therefore holds
-an exclusive lock on ``<database>.lock`` beside the database file (:func:`store_lock`), taken through ``filelock``:
-``flock`` on Linux and macOS, ``msvcrt.locking`` on Windows, so a Windows user's store is guarded too. No mlflow
-here: sqlite3 reads the file.
-"""
+"""A SQLite MLflow store's file: its path, the cross-process lock every access holds, its state, and its repair."""
 
 import sqlite3
 from collections.abc import Iterator
@@ -38,12 +30,7 @@ def sqlite_database(uri: str) -> Path | None:
 
 @contextmanager
 def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive lock on ``<database>.lock`` beside a SQLite store's file (nothing for other stores).
-
-    Raises :class:`TrackingError` when another process holds it for longer than ``timeout_s`` seconds. The lock is
-    the operating system's: it is released when its holder exits, however it exits. Not reentrant: a holder must not
-    take it again (the second acquisition would wait for the first).
-    """
+    """Hold an exclusive OS lock beside a SQLite store; :class:`TrackingError` after ``timeout_s`` s. Not reentrant."""
     database = sqlite_database(uri)
     if database is None:
         yield
@@ -65,8 +52,7 @@ def store_lock(uri: str, *, timeout_s: float = STORE_LOCK_TIMEOUT_S) -> Iterator
 
 @dataclass(frozen=True)
 class SqliteStoreState:
-    """What a SQLite store's file holds: its tables, leftover ``_alembic_tmp_*`` tables (from an interrupted schema
-    migration), the schema revision MLflow recorded, and its number of runs."""
+    """A SQLite store's tables, leftover ``_alembic_tmp_*`` tables, schema revision and run count."""
 
     tables: frozenset[str]
     leftover_tables: tuple[str, ...]
@@ -75,10 +61,7 @@ class SqliteStoreState:
 
 
 def read_sqlite_state(database: Path) -> SqliteStoreState | None:
-    """The state of the store at ``database``, None when the file does not exist or is empty (MLflow creates it).
-
-    Raises :class:`TrackingError` when the file is not a readable SQLite database.
-    """
+    """The store's state at ``database``, None when absent or empty; :class:`TrackingError` if not SQLite."""
     if not database.is_file() or database.stat().st_size == 0:
         return None
     try:
@@ -101,14 +84,7 @@ def read_sqlite_state(database: Path) -> SqliteStoreState | None:
 
 
 def repair_sqlite_store(database: Path) -> str | None:
-    """Make a half-created store usable; call it holding :func:`store_lock`. Returns a notice when it acted.
-
-    Leftover ``_alembic_tmp_*`` tables mean a schema migration was interrupted (two processes created the store at
-    once, or one was killed): MLflow then fails on every later run ("table _alembic_tmp_... already exists"). A
-    store with such tables and no runs has nothing to lose: it is renamed to ``<name>.damaged-<UTC time>`` (kept,
-    not deleted) and MLflow creates a new one. A store that holds runs is left as it is; should MLflow then fail
-    on it, :func:`gpubench.output.tracking_store.damaged_store_error` explains the fix.
-    """
+    """Move aside a half-created store that holds no runs, holding :func:`store_lock`; a notice when it acted."""
     state = read_sqlite_state(database)
     if state is None or not state.leftover_tables or state.run_count:
         return None

@@ -1,21 +1,5 @@
-"""A live MLflow run: created RUNNING when a job (or a sweep) starts, fed while it runs, ended with its status.
-
-One run per job (:class:`LiveRun`): created with status RUNNING when the job starts, the config's params and the
-start tags (a sweep's job names its parent run from the start, so the UI nests it while it runs); system metrics are
-sampled from when the device is chosen (:meth:`LiveRun.watch_system`); each measured epoch's time and loss are
-buffered as the epoch completes and sent in one ``log_batch`` per model, or every :data:`FLUSH_INTERVAL_S` seconds
-during a long model (never a call per value: on SQLite 1000 single calls cost seconds, one batch a tenth of a
-second); when the job ends, the :class:`~gpubench.output.tracking_record.RunRecord` built from the report adds the
-tags, the description, the summary and recommendation metrics, the series not streamed, the dataset input and the
-artifacts, the run gets its final name (with the verdict), and it is ended FINISHED, FAILED (a model failed, or the
-job raised) or KILLED (interrupted). A sweep's parent run is a LiveRun too, without system metrics; :func:`nest_runs`
-nests a job's run that was created without its parent (a resumed job).
-
-Tracking never costs a measurement: any failure while logging (unreachable server, bad URI, damaged or locked
-store) becomes one warning, logging stops for the rest of the job (a dead server would otherwise cost its timeout
-on every batch), and the JSON report is written regardless. Params, tags and names pass through
-:func:`gpubench.output.redact.redact` before they are sent.
-"""
+"""A live MLflow run: created RUNNING when a job (or sweep) starts, fed epochs in batches between epochs, ended with
+its status. Any tracking failure becomes one warning and stops logging; the JSON report is written regardless."""
 
 import json
 import math
@@ -48,7 +32,6 @@ _MAX_TAG_CHARS = 8000
 FLUSH_INTERVAL_S = 10.0
 #: MLflow's run statuses, as a job ends: every model measured, a model failed (or the job raised), interrupted.
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
-#: MLflow's tag on a dataset input that says what the run used it for.
 _DATASET_CONTEXT_TAG = "mlflow.data.context"
 
 T = TypeVar("T")
@@ -69,15 +52,7 @@ def _tag_value(value: Any) -> str:
 
 
 class LiveRun:
-    """One MLflow run, open while its job runs (see the module docstring); never raises for tracking failures.
-
-    :meth:`start` creates the run; :meth:`watch_system` starts its system metrics; :meth:`on_epoch` is the
-    measurement loop's per-epoch hook (it buffers, and sends a batch when :data:`FLUSH_INTERVAL_S` has passed:
-    between epochs, outside their timed blocks); :meth:`end_model` sends a model's remaining epochs when it ends;
-    :meth:`finish` logs the job's record and ends the run. After a batch step-down (GPU) the streamed series holds
-    every measured epoch of every attempt in order, the report's ``raw_epoch_times_ms`` the final attempt's. The
-    first failure ends logging; :meth:`new_messages` hands out that warning (and any store repair notice) once.
-    """
+    """One MLflow run, open while its job runs; never raises for tracking failures."""
 
     def __init__(
         self,
@@ -116,8 +91,7 @@ class LiveRun:
         clock: Callable[[], float] = time.monotonic,
         kept: str = REPORT_KEPT,
     ) -> "LiveRun":
-        """Create the run (status RUNNING) with ``params`` and ``tags``, both redacted; a disabled config or a
-        failure gives a run that logs nothing (the failure is in :meth:`new_messages`)."""
+        """Create the run (RUNNING) with redacted ``params`` and ``tags``; disabled or failed, the run logs nothing."""
         live = cls(config, flush_interval_s=flush_interval_s, clock=clock, kept=kept)
         if config.enabled:
             live._guard("creating the run", live._create, run_name, params, tags)
@@ -134,10 +108,7 @@ class LiveRun:
         return messages
 
     def watch_system(self, gpu_indices: Sequence[int] | None) -> None:
-        """Start sampling system metrics into the run, when ``tracking.system_metrics`` is on: the CPU, memory and
-        the GPUs with NVML indices ``gpu_indices`` (``[]`` on the CPU, None for every GPU), every
-        ``tracking.system_metrics_interval_s`` seconds (see :mod:`gpubench.output.tracking_system`); the readings go
-        out with the epochs' batches (:meth:`flush`), between epochs."""
+        """Start sampling system metrics into the run when ``tracking.system_metrics`` is on."""
         if not (self.active and self.config.system_metrics) or self._sampler is not None:
             return
         try:
@@ -152,8 +123,7 @@ class LiveRun:
             self._messages.append(redact(f"no system metrics in the MLflow run ({type(exc).__name__}: {exc})."))
 
     def on_epoch(self, model: str, phase: str, number: int, seconds: float, loss: float | None) -> None:
-        """Buffer a measured epoch of ``model`` (its time in s, its mean loss) as ``<model>/epoch_time_ms`` and
-        ``<model>/epoch_loss`` at the next step of that model; warmup epochs are not streamed."""
+        """Buffer a measured epoch of ``model`` (time in s, mean loss)."""
         if not self.active or phase != "measured":
             return
         if self._model is not None and model != self._model:
@@ -175,8 +145,7 @@ class LiveRun:
         self.flush()
 
     def flush(self) -> None:
-        """Send the buffered epochs, and the system metrics read since the last batch, now (one ``log_batch`` per
-        1000)."""
+        """Send the buffered epochs and system metrics now (one ``log_batch`` per 1000 entries)."""
         pending, self._pending = self._pending, []
         if self._sampler is not None:
             pending += self._sampler.take()
@@ -185,9 +154,7 @@ class LiveRun:
             self._guard("streaming epoch metrics", self._send_metrics, pending)
 
     def finish(self, record: RunRecord, status: str) -> TrackingOutcome:
-        """Log ``record``'s tags, metrics, the series not streamed, its dataset and artifacts, rename the run
-        ``record.run_name`` and end it with ``status`` (:data:`FINISHED`, :data:`FAILED` or :data:`KILLED`);
-        ``record.params`` were logged at the start. The outcome's warning joins the messages not handed out yet."""
+        """Log ``record``, rename the run ``record.run_name`` and end it with ``status``."""
         if not self.config.enabled:
             return TrackingOutcome(run_id=None)
         self._stop_system_metrics()
@@ -284,16 +251,13 @@ class LiveRun:
 def log_run(
     config: TrackingConfig, record: RunRecord, *, kept: str = REPORT_KEPT, status: str = FINISHED
 ) -> TrackingOutcome:
-    """Log ``record`` as one MLflow run, created and ended at once with ``status``; never raises for tracking
-    failures (returns a warning instead, which says that ``kept`` was kept regardless)."""
+    """Log ``record`` as one MLflow run with ``status``; a warning instead of raising on failure."""
     live = LiveRun.start(config, run_name=record.run_name, params=record.params, tags=record.tags, kept=kept)
     return live.finish(record, status)
 
 
 def nest_runs(config: TrackingConfig, parent_run_id: str, sweep_tag: str | None, run_ids: Sequence[str]) -> list[str]:
-    """Nest the runs ``run_ids`` under ``parent_run_id`` (tag :data:`PARENT_RUN_TAG`), each that is in the
-    parent's store and experiment, carries the sweep tag ``sweep_tag`` and is not nested under it yet; return the ids
-    of those that could not be (not found, or of another experiment or sweep). Raises on a store failure."""
+    """Nest ``run_ids`` of the sweep ``sweep_tag`` under ``parent_run_id``; return those that could not be."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 

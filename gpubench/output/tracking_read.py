@@ -1,5 +1,4 @@
-"""Reading a logged run back: the report.json artifact of an MLflow run, for ``gpubench.compare``. mlflow is imported
-only inside :func:`load_run_report`."""
+"""Reading a logged run back: the report.json artifact of an MLflow run, for ``gpubench compare``."""
 
 import tempfile
 from pathlib import Path
@@ -23,11 +22,8 @@ def _check_store_exists(tracking_uri: str) -> None:
 
 
 def load_run_report(run_id: str, tracking_uri: str) -> RunReport:
-    """The report.json artifact of the MLflow run ``run_id`` in the store at ``tracking_uri``.
-
-    Raises :class:`TrackingError` when the store does not exist (a SQLite file is not created by reading), the
-    run is not in it, it has no report.json, or that file is not a gpubench report.
-    """
+    """The report.json artifact of the MLflow run ``run_id`` in the store at ``tracking_uri``; :class:`TrackingError`
+    when the store, run or report is missing or not a gpubench report."""
     _check_store_exists(tracking_uri)
     quiet_store_logs()
     from mlflow.artifacts import download_artifacts

@@ -1,25 +1,5 @@
-"""The MLflow store a job logs to: a client bound to it, its experiment (marked for model training), its HTTP retry
-bounds, and the warnings its failures become. The SQLite file itself (lock, state, repair) is
-:mod:`gpubench.output.sqlite_store`'s; mlflow is imported here only inside functions.
-
-* **Concurrent jobs on one SQLite store.** Every access holds :func:`~gpubench.output.sqlite_store.store_lock`: the
-  first process creates and migrates the store, the others wait and then find it ready. A store found half-created
-  (leftover ``_alembic_tmp_*`` tables) that holds no runs is moved aside and created anew; one that holds runs is
-  reported with the tables and the fix (:func:`damaged_store_error`).
-* **Unreachable servers.** MLflow retries an HTTP request 7 times with exponential backoff (about 4 minutes on a
-  closed port). Unless the user set them, :func:`bound_http_retries` sets MLflow's own environment variables for
-  this process: :data:`HTTP_RETRY_DEFAULTS` (2 retries, backoff factor 1 s, 5 s timeout), so a refused connection
-  fails in seconds.
-* **Credentials.** The configured URI is used as given (MLflow needs its credentials); every warning passes through
-  :func:`gpubench.output.redact.redact`. MLflow's own "View run ... at: <URI>" lines would carry the URI's credentials:
-  they are switched off, and gpubench shows its own link (:func:`run_link`), without them.
-* **Artifacts.** With a local store (SQLite, file) the experiment's artifacts go to ``tracking.artifact_location``;
-  with a tracking server the server's artifact store holds them (no ``file:`` path of the submitting machine).
-* **The experiment's kind.** gpubench's experiments are tagged for model training (:data:`EXPERIMENT_KIND_TAG`)
-  when created, and an existing one without the tag is tagged when first used. MLflow 3.17's UI itself follows a
-  global GenAI / Model training switch, GenAI by default: gpubench's links open the model-training view
-  (:data:`UI_WORKFLOW`).
-"""
+"""The MLflow store a job logs to: a bound client, its experiment, HTTP retry bounds and the warnings failures
+become."""
 
 import logging
 import os
@@ -55,8 +35,7 @@ HTTP_RETRY_DEFAULTS = {
 }
 #: MLflow's switch for the "View run ... at: <tracking URI>/#/..." lines it prints when a run on a server ends.
 _SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
-#: The MLflow UI's query parameter for its model-training view: MLflow 3.17's UI follows a global GenAI / Model
-#: training switch (GenAI unless the browser chose otherwise), not the experiment's kind tag, so a link says which.
+#: The MLflow UI's model-training view: the UI follows a global switch, not the experiment's tag.
 UI_WORKFLOW = "workflowType=machine_learning"
 #: What a job's tracking warning says is kept regardless.
 REPORT_KEPT = "the JSON report is still written"
@@ -71,29 +50,22 @@ class TrackingOutcome:
 
 
 def bound_http_retries() -> None:
-    """Set :data:`HTTP_RETRY_DEFAULTS` in this process's environment, each only where the user has not set it.
-
-    MLflow reads these variables at every request, so they apply from the next request on; child processes started
-    later (a sweep's workers) inherit them, which is what they need too.
-    """
+    """Set :data:`HTTP_RETRY_DEFAULTS` in the environment where unset, so an unreachable server fails in seconds."""
     for name, value in HTTP_RETRY_DEFAULTS.items():
         os.environ.setdefault(name, value)
 
 
 def quiet_store_logs() -> None:
-    """Silence MLflow's SQLite schema set-up and migrations, logged at INFO, SQLAlchemy's warnings about MLflow's own
-    deprecated loader options, and urllib3's retry warnings: none is the user's concern."""
+    """Silence MLflow's schema migrations, SQLAlchemy's deprecation warnings and urllib3's retry warnings."""
     for logger_name in ("alembic", "mlflow.store.db.utils"):
         logging.getLogger(logger_name).setLevel(logging.WARNING)
-    # urllib3 logs each retry of an unreachable server at WARNING (on stdout, through Hydra's console handler); the
-    # one tracking warning says what failed.
+    # The one tracking warning says what failed; urllib3's retries would print on the console.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module=r"mlflow\.store\..*")
 
 
 def store_identity(uri: str) -> str:
-    """The store a URI names, comparable across processes and free of credentials: a SQLite URI by its database's
-    absolute path (a relative path is relative to the working folder), any other URI redacted."""
+    """The store a URI names, without credentials: a SQLite database's absolute path, else the redacted URI."""
     database = sqlite_database(uri)
     if database is not None:
         return SQLITE_PREFIX + str(database.expanduser().absolute())
@@ -110,8 +82,7 @@ def damaged_store_error(database: Path, state: SqliteStoreState, exc: Exception)
 
 
 def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
-    """The MLflow UI's page of the run on the tracking server at ``uri`` (None for a local store), without the URI's
-    user info and query string, where credentials travel, in the UI's model-training view (:data:`UI_WORKFLOW`)."""
+    """The MLflow UI's page of the run on the server at ``uri``, without credentials; None for a local store."""
     parts = urlsplit(uri)
     if parts.scheme not in ("http", "https"):
         return None
@@ -121,16 +92,14 @@ def run_link(uri: str, experiment_id: str, run_id: str) -> str | None:
 
 
 def artifact_location(config: TrackingConfig) -> str | None:
-    """Where a new experiment keeps its artifacts: ``tracking.artifact_location`` for a local store, None (the
-    server's artifact store) for a tracking server."""
+    """A new experiment's artifact location: ``tracking.artifact_location`` locally, None for a server."""
     if urlsplit(config.uri).scheme in _SERVER_SCHEMES:
         return None
     return Path(config.artifact_location).expanduser().resolve().as_uri()
 
 
 def _experiment_id(client: Any, config: TrackingConfig) -> str:
-    """The id of the experiment ``tracking.experiment``, created (tagged for model training) when new; an existing
-    one without a kind gets the tag."""
+    """The id of ``tracking.experiment``, created when new, tagged for model training."""
     experiment = client.get_experiment_by_name(config.experiment)
     if experiment is None:
         return client.create_experiment(
@@ -144,8 +113,7 @@ def _experiment_id(client: Any, config: TrackingConfig) -> str:
 
 
 def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
-    """A client bound to the store, the experiment's id (created if new) and a notice when the store was repaired;
-    call it holding :func:`~gpubench.output.sqlite_store.store_lock`."""
+    """A bound client, the experiment's id and any repair notice; call it holding the store lock."""
     from mlflow.tracking import MlflowClient
 
     quiet_store_logs()
@@ -155,8 +123,7 @@ def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
     database = sqlite_database(config.uri)
     notice = repair_sqlite_store(database) if database is not None else None
     state = read_sqlite_state(database) if database is not None else None
-    # A client bound to the URI, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in os.environ,
-    # which every later job and child process would inherit as its default store.
+    # Not mlflow.set_tracking_uri, which sets MLFLOW_TRACKING_URI for every later job and child process.
     try:
         client = MlflowClient(tracking_uri=config.uri)
         experiment_id = _experiment_id(client, config)
@@ -168,9 +135,7 @@ def open_store(config: TrackingConfig) -> tuple[Any, str, str | None]:
 
 
 def reason(exc: BaseException) -> str:
-    """Why ``exc`` happened, in one complete phrase: the network error at the root of a failed request (MLflow's
-    own message repeats the whole URL and urllib3's retry story), else the exception's message shortened at a
-    word."""
+    """Why ``exc`` happened, in one phrase: a failed request's root network error, else its message shortened."""
     if isinstance(exc, TrackingError):
         return str(exc)
     root: BaseException = exc
@@ -185,8 +150,7 @@ def reason(exc: BaseException) -> str:
 
 
 def tracking_warning(config: TrackingConfig, action: str, exc: BaseException, kept: str = REPORT_KEPT) -> str:
-    """The one warning a tracking failure becomes: the store, what failed while ``action``, and that ``kept`` was
-    kept regardless."""
+    """The one warning a tracking failure becomes: the store, what failed while ``action``, and what was ``kept``."""
     return redact(
         f"MLflow tracking at {config.uri!r} failed while {action} ({reason(exc)}); nothing more is logged to MLflow "
         f"for this job, and {kept}. Fix tracking.uri or run with tracking.enabled=false."

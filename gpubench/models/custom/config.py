@@ -8,16 +8,9 @@ from gpubench.models.custom.factory import FACTORY_FORM, FACTORY_KEY, load_facto
 
 @dataclass
 class CustomConfig:
-    """The user's training, as a factory: ``build(batch_size, device)`` returns a callable that runs one optimizer
-    update and returns its loss tensor (or None, or a ``(loss, grad_norm)`` pair).
+    """The user's training as a factory ``module.path:function``: ``build(batch_size, device)`` returns a step callable.
 
-    ``factory`` is ``module.path:function``; it is imported and its signature checked when the config is checked,
-    so a bad value stops the run in a second. ``batch_size`` is the recipe's batch: the model is timed at it (or at
-    the largest that fits, if smaller). ``samples_per_step`` is what one step consumes at ``batch_size``, in
-    ``sample_unit``s (default: ``batch_size``; e.g. batch × sequence length for tokens); at another batch size (a
-    search trial, a smaller batch that fits) it scales with the batch. The full training is
-    ``decision.plan.samples.custom`` samples.
-    """
+    The model is timed at ``batch_size``; ``samples_per_step`` (in ``sample_unit``) scales with the batch."""
 
     factory: str | None = None
     batch_size: int = 64
@@ -38,8 +31,7 @@ class CustomConfig:
             load_factory(self.factory)
 
     def check_runnable(self, precision: str, compile_mode: str) -> None:
-        """Checks that hold when ``model=custom`` runs: a factory is set, and the execution settings the build
-        function owns (precision, compilation) are left at their defaults rather than silently not applied."""
+        """Check a factory is set and precision and compilation are left at their defaults."""
         require(self.factory is not None, FACTORY_KEY, self.factory, f"set when model=custom: {FACTORY_FORM}")
         require(
             precision == "fp32",

@@ -1,11 +1,4 @@
-"""Finding the user's ``build`` function from ``workloads.custom.factory`` (``module.path:function``).
-
-The module is imported by name, with the current folder on the import path (a user runs ``python -m gpubench
-model=custom workloads.custom.factory=mytrain:build`` next to ``mytrain.py``; the ``gpubench`` console script does
-not put the current folder on ``sys.path`` the way ``python -m`` does, and Hydra does not change the folder:
-``hydra.job.chdir`` is false). Every way the value can be wrong is a :class:`~gpubench.errors.ConfigError` naming
-the key. No torch here: the config check imports this module.
-"""
+"""Finding the user's ``build`` function from ``workloads.custom.factory``, the current folder on the import path."""
 
 import importlib
 import inspect
@@ -36,8 +29,7 @@ def factory_error(spec: str, problem: str) -> ConfigError:
 
 
 def _ensure_cwd_importable() -> None:
-    """Put the current folder on the import path if it is not there (appended: it must not shadow installed
-    packages)."""
+    """Append the current folder to the import path (appended, so it shadows no installed package)."""
     cwd = os.getcwd()
     if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
         sys.path.append(cwd)
@@ -55,8 +47,7 @@ def _import_module(spec: str, module_name: str) -> Any:
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
-    """The ``build`` function ``spec`` names, checked: importable, callable, and callable as
-    ``build(batch_size, device)``. Raises ConfigError naming ``workloads.custom.factory`` otherwise."""
+    """The ``build`` function ``spec`` names, importable and callable as ``build(batch_size, device)``."""
     if not _FACTORY_FORM.match(spec):
         raise factory_error(spec, "it is not of the form module.path:function")
     module_name, attribute_path = spec.split(":")

@@ -1,12 +1,4 @@
-"""In-process build functions: how :func:`gpubench.benchmark` hands a Python callable to the ``custom`` workload.
-
-The workload finds its build function by name, ``workloads.custom.factory=module:function``, so that the config
-(a string, printable, sweepable, stored in the report) is the same whether the run started on the command line or
-in a notebook. :func:`gpubench.benchmark` registers the callable here under a generated name and passes
-``gpubench.models.custom.registry:<name>``; this module answers that name as an attribute (PEP 562), and the
-callable is unregistered when the run ends. A report of such a run names the registry entry; ``workload.build``
-in the report names the callable itself (``module.qualname``).
-"""
+"""In-process build functions for :func:`gpubench.benchmark`, named as a factory string (PEP 562 attributes)."""
 
 import itertools
 import re

@@ -1,17 +1,4 @@
-"""The user's own training step as a workload: ``build(batch_size, device)`` from ``workloads.custom.factory``.
-
-The build function is the user's code: it makes the model, optimizer and data at the batch size gpubench asks
-for, on the device gpubench chose, and returns ``step``, a callable that runs one optimizer update. It goes through
-the same batch search, measurement, memory profiling and stability checks as the built-in models; gpubench's
-feature tensors are not used (the user's data is the user's).
-
-What ``step`` returns decides what the stability monitor sees: a loss tensor (checked for NaN/Inf, and its
-per-epoch mean gives the loss trend), a ``(loss, grad_norm)`` pair (the gradient norm is checked too: exploding,
-vanishing, NaN/Inf; ``torch.nn.utils.clip_grad_norm_`` returns it for free), or None (nothing is checked: the
-report says so, and ``stability`` is ``NOT_CHECKED``). The optimizer is the user's, so gpubench cannot compute a
-gradient norm itself without adding work to the step it times. Returning ``loss.item()`` instead of the tensor is
-refused: it synchronises the device every step, which gpubench must not impose on the timed steps.
-"""
+"""The user's own training step as a workload; its step returns a loss tensor, ``(loss, grad_norm)`` or None."""
 
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -26,8 +13,7 @@ from gpubench.workload import ExecutionContext, StepResult, Workload
 
 
 def _candidates(step: Callable[..., Any]) -> Iterable[Any]:
-    """Objects a step callable holds directly: itself, the object of a bound method, its closure's variables, the
-    attributes of a callable object."""
+    """Objects a step callable holds directly: itself, its bound object, closure variables, attributes."""
     yield step
     owner = getattr(step, "__self__", None)
     if owner is not None:
@@ -43,9 +29,7 @@ def _candidates(step: Callable[..., Any]) -> Iterable[Any]:
 
 
 def reachable_modules(step: Callable[..., Any]) -> list[nn.Module]:
-    """The ``nn.Module``\\ s a step callable holds directly (closure variables, a bound method's object, a callable
-    object's attributes), each once: what the report's parameter count covers. Modules kept elsewhere (globals,
-    nested containers) are not found; the count is then None."""
+    """The ``nn.Module``\\ s a step callable holds directly, each once (for the parameter count)."""
     found: dict[int, nn.Module] = {}
     for candidate in _candidates(step):
         if isinstance(candidate, nn.Module):
@@ -54,8 +38,7 @@ def reachable_modules(step: Callable[..., Any]) -> list[nn.Module]:
 
 
 def reachable_optimizers(step: Callable[..., Any]) -> list[torch.optim.Optimizer]:
-    """The optimizers a step callable holds directly, found where :func:`reachable_modules` looks, each once: what
-    a checkpoint saves and the memory split counts as optimizer state."""
+    """The optimizers a step callable holds directly, each once (for checkpoints and the memory split)."""
     found: dict[int, torch.optim.Optimizer] = {}
     for candidate in _candidates(step):
         if isinstance(candidate, torch.optim.Optimizer):
@@ -64,16 +47,10 @@ def reachable_optimizers(step: Callable[..., Any]) -> list[torch.optim.Optimizer
 
 
 class CustomWorkload(Workload):
-    """One optimizer update of the user's training, as ``build(batch_size, device)`` returned it.
-
-    Under ``distributed.nproc`` > 1 ``build`` is called on every rank after the process group exists, and the
-    network inside the user's step is out of gpubench's reach: the user wraps it in DistributedDataParallel
-    themselves when ``torch.distributed.is_initialized()`` (else each rank trains alone, and the scaling measured
-    has no gradient communication in it)."""
+    """One optimizer update of the user's training (the user wraps it in DDP under ``distributed.nproc`` > 1)."""
 
     name = "custom"
-    # The user's batch is part of their recipe (its learning rate, its schedule): time it, not the largest batch
-    # that fits (which would time a training nobody runs), and add no gradient accumulation.
+    # The user's batch is part of their recipe: time it, not the largest that fits.
     batch_size_is_hyperparameter = True
 
     def __init__(self, config: CustomConfig, data: FeatureTensors, context: ExecutionContext) -> None:
@@ -89,8 +66,7 @@ class CustomWorkload(Workload):
         except torch.OutOfMemoryError:
             # The batch does not fit: the batch search and the report classify that, it is not a bad factory.
             raise
-        # SystemExit too: a build that parses the command line (argparse) or calls sys.exit would otherwise end
-        # gpubench silently, with exit status 0 and the report left at `running`.
+        # SystemExit too: a build calling sys.exit would otherwise end gpubench with status 0.
         except (Exception, SystemExit) as exc:
             raise factory_error(config.factory, f"{call} raised {type(exc).__name__}: {exc}") from exc
         if not callable(step):

@@ -8,14 +8,8 @@ from gpubench.models.trading_env.config import TradingEnvConfig
 
 @dataclass
 class DQNConfig:
-    """DQN (Mnih et al. 2015) with Double DQN (van Hasselt et al. 2016) on by default.
-
-    The update-to-data ratio, ``gradient_steps / (env.num_envs × train_freq)`` gradient updates per environment
-    step, is the public recipe's 0.25: one update every 4 environment steps in Mnih et al. 2015 ("update
-    frequency 4") and in Stable-Baselines3's DQN defaults (``train_freq=4, gradient_steps=1``, one environment;
-    stable_baselines3/dqn/dqn.py). With 64 environments a vectorised step brings 64 transitions, so 16 gradient
-    steps follow each.
-    """
+    """DQN (Mnih et al. 2015) with Double DQN on by default; the defaults' update-to-data ratio is the public
+    recipe's 0.25 gradient updates per environment step."""
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     batch_size: int = 256
@@ -33,8 +27,7 @@ class DQNConfig:
     train_freq: int = 1
     gradient_steps: int = 16
     max_grad_norm: float = 10.0
-    #: ``indices``: the replay buffer stores environment states (bar, position) and rebuilds observations from the
-    #: feature tensor when sampling (megabytes); ``observations``: it stores copies of both observations.
+    #: ``indices``: store environment states and rebuild observations when sampling; ``observations``: store copies.
     replay_storage: str = "indices"
 
     def __post_init__(self) -> None:

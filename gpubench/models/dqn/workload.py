@@ -1,44 +1,8 @@
 """DQN (Mnih et al. 2015) with Double DQN targets (van Hasselt et al. 2016), on the vectorised trading environment.
 
-One workload step is one training iteration: ``train_freq`` vectorised environment steps (each one action per
-environment, ε-greedy from the online Q-network, stored in the replay buffer) followed by ``gradient_steps``
-gradient steps on replay minibatches of ``context.batch_size`` transitions. With the defaults (``train_freq`` 1,
-``gradient_steps`` 1) a step is one env step across all environments plus one gradient step, so
-``samples_per_step`` is ``num_envs × train_freq`` environment steps.
-
-Training details:
-
-* Q-network: MLP (``hidden_sizes``, ReLU) from the observation to one value per action.
-* Replay buffer: a preallocated circular tensor on the device, one row per transition. Each transition stores the
-  observation the step reached *before* any auto-reset (``EnvStep.final_observation``) and whether the episode
-  terminated: targets bootstrap through truncated episodes (a time limit) but not through terminated ones (the
-  data ran out). ``replay_storage: indices`` (the default) stores the environment state instead of the
-  observations, the bar index and position, from which the environment rebuilds both observations when a batch
-  is sampled (:class:`IndexReplayBuffer`: 56 bytes a transition, against ``8 × observation_size + 12`` for
-  ``observations``, :class:`ReplayBuffer`; 100,000 transitions of 64 bars × 9 features are 5.3 MiB instead of
-  443 MiB).
-* Target: ``r + γ (1 − terminated) Q_target(s', a*)`` with ``a*`` the online network's argmax (Double DQN) or the
-  target network's own (``double_dqn: false``). Huber loss (δ = 1), gradient-norm clipping, Adam.
-* Target network: every ``target_update_interval`` gradient steps, ``θ⁻ ← τ θ + (1 − τ) θ⁻`` (τ = 1: a hard copy).
-  When one workload step makes several gradient steps, the update is applied after the step's last one.
-* Exploration: ε falls linearly from ``exploration_initial`` to ``exploration_final`` over ``exploration_steps``
-  environment transitions (summed over environments), then stays.
-
-Benchmarking choice: the constructor fills the buffer with ``learning_starts`` transitions of the uniform random
-policy (ε = 1, as at the start of training), so every timed step includes its gradient steps; those prefill
-transitions count towards the ε schedule. Step counters are Python integers (deterministic), never read from the
-device.
-
-Execution modes (``execution.compile``): ``false`` runs eagerly; ``true`` compiles the action selection, the
-environment transition and the TD loss with ``torch.compile``; ``reduce-overhead`` on CUDA does the same and
-captures the whole step in one CUDA graph (:class:`~gpubench.workload.CudaGraphStep`). On the CPU
-``reduce-overhead`` is ``true``.
-
-The step is launch-bound on a GPU (some ninety tiny kernels, each costing more to launch than to run), so the
-eager path is written in few tensor operations: the replay buffer reads and writes whole rows and the environment
-reads observations from precomputed tables.
-``tests/test_dqn.py`` pins the operation count.
-"""
+One step is ``train_freq`` ε-greedy environment steps into the replay buffer, then ``gradient_steps`` gradient steps;
+the buffer is prefilled with ``learning_starts`` random transitions so every timed step trains. Launch-bound on a
+GPU, so written in few tensor operations."""
 
 import copy
 import itertools
@@ -65,8 +29,7 @@ class QNetwork(nn.Module):
         self.head = nn.Linear(widths[-1], num_actions)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        # The layers' functions are called directly, not through each module's __call__: the same arithmetic
-        # without the per-module hook handling, which on a launch-bound step costs about as much as the kernel.
+        # Called directly, not through __call__: a launch-bound step pays for the hook handling.
         hidden = observation
         for layer in self.hidden:
             hidden = torch.relu(F.linear(hidden, layer.weight, layer.bias))
@@ -75,9 +38,7 @@ class QNetwork(nn.Module):
 
 @dataclass(frozen=True)
 class ReplayBatch:
-    """A minibatch of ``n`` transitions, as views of the gathered rows where possible: observations ``(n, obs)``,
-    actions ``(n,)`` int64, rewards ``(n,)``, next observations ``(n, obs)``, terminated flags ``(n,)`` as 0.0 / 1.0.
-    """
+    """A minibatch of ``n`` transitions (observations, int64 actions, rewards, next observations, 0/1 flags)."""
 
     observations: torch.Tensor
     actions: torch.Tensor
@@ -87,9 +48,7 @@ class ReplayBatch:
 
 
 class _RingStorage:
-    """What both replay buffers share: ``capacity`` rows of ``transitions`` on the device, written in a ring, with
-    the count of transitions ``added`` kept as a 0-d device tensor (so adding and sampling never read the device
-    from the host, and a captured CUDA graph keeps advancing it on replay)."""
+    """``capacity`` rows written in a ring on the device, counted by the 0-d device tensor ``added``."""
 
     capacity: int
     transitions: torch.Tensor
@@ -112,20 +71,13 @@ class _RingStorage:
 
 
 class ReplayBuffer(_RingStorage):
-    """Circular buffer of ``capacity`` transitions, one row each of a preallocated tensor on ``device``.
-
-    A row is ``[observation, next observation, action, reward, terminated]`` in float32 (actions 0..2 and the 0/1
-    flag are exact), so adding transitions is one concatenation and one indexed write, and sampling one indexed
-    read: the step is launch-bound, and five separate columns cost five kernels each way. The count of transitions
-    added is a device tensor, so adding and sampling never read the device from the host and a captured CUDA graph
-    keeps advancing it on replay.
-    """
+    """Circular buffer of ``capacity`` transitions, one float32 row each, written and read in one indexed op."""
 
     def __init__(self, capacity: int, observation_size: int, device: torch.device) -> None:
         self.capacity = capacity
         self.observation_size = observation_size
         self.transitions = torch.zeros(capacity, 2 * observation_size + 3, device=device)
-        #: Transitions added since the start (0-d int64); the cursor and the fill level derive from it.
+        #: Transitions added (0-d int64).
         self.added = torch.zeros((), dtype=torch.int64, device=device)
         # Slot offsets 0, 1, ... made once: an add takes its first n instead of building an arange each time.
         self._offsets = torch.arange(capacity, device=device)
@@ -162,7 +114,6 @@ class ReplayBuffer(_RingStorage):
         """Write ``n`` transitions (``n <= capacity``) at the cursor, overwriting the oldest once full."""
         n = observations.shape[0]
         slots = (self.added + self._offsets[:n]) % self.capacity
-        # torch.cat promotes the int64 actions and bool flags to the rows' float32.
         rows = torch.cat(
             [observations, next_observations, actions.unsqueeze(1), rewards.unsqueeze(1), terminated.unsqueeze(1)],
             dim=1,
@@ -172,8 +123,7 @@ class ReplayBuffer(_RingStorage):
 
     def sample_indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """``batch_size`` slots drawn uniformly with replacement from the filled ones (the buffer must not be empty)."""
-        # A draw from a wide integer range reduced modulo the fill level keeps the bound on the device; the modulo
-        # bias is size / 2**62, nil at any buffer size.
+        # Modulo the fill level keeps the bound on the device; the bias, size / 2**62, is nil.
         wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.added.device)
         return wide % self.size
 
@@ -190,16 +140,7 @@ class ReplayBuffer(_RingStorage):
 
 
 class IndexReplayBuffer(_RingStorage):
-    """Circular buffer of ``capacity`` transitions stored as environment states, not observations.
-
-    A row is ``[bar, next bar, position, next position, action, reward, terminated]`` in float64 (bar indices are
-    exact up to 2**53). The next state is bar + 1 holding the action's position, what the environment's step
-    reached before any reset (``EnvStep.final_observation``). :meth:`batch` rebuilds both observations with one
-    :meth:`TradingEnv.observe` from the feature tensor, so a sample holds exactly what :class:`ReplayBuffer` would
-    have stored: 56 bytes a transition whatever the observation's size. The layout keeps each group of columns
-    adjacent, so that sampling is a handful of operations (the step is launch-bound on a GPU). Same device-side
-    counter and sampling as :class:`ReplayBuffer`.
-    """
+    """Circular buffer of transitions stored as float64 environment states; :meth:`batch` rebuilds observations."""
 
     def __init__(self, capacity: int, env: TradingEnv, device: torch.device) -> None:
         self.capacity = capacity
@@ -216,8 +157,7 @@ class IndexReplayBuffer(_RingStorage):
     def add_states(
         self, states: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor
     ) -> None:
-        """Write ``n`` transitions: ``states`` ``(2, n)`` int64 holds the bar indices and positions the actions
-        were chosen in."""
+        """Write ``n`` transitions chosen in ``states`` ``(2, n)`` (bars and positions)."""
         bars, positions = states
         n = bars.shape[0]
         slots = (self.added + self._offsets[:n]) % self.capacity
@@ -265,12 +205,7 @@ def dqn_targets(
     gamma: float,
     double_dqn: bool,
 ) -> torch.Tensor:
-    """TD targets ``r + γ (1 − terminated) Q_target(s', a*)`` from both networks' action values at ``s'``.
-
-    ``a*`` is ``argmax_a Q_online(s', a)`` for Double DQN (the online network chooses, the target network
-    evaluates, which curbs the max operator's overestimation), else ``argmax_a Q_target(s', a)``. The targets
-    carry no gradient when ``next_q_target`` does not: ``argmax`` is not differentiable.
-    """
+    """TD targets ``r + γ (1 − terminated) Q_target(s', a*)``, ``a*`` the online argmax for Double DQN."""
     chooser = next_q_online if double_dqn else next_q_target
     next_values = next_q_target.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1).float()
     return torch.addcmul(rewards, 1.0 - terminated, next_values, value=gamma)
@@ -310,12 +245,10 @@ class DQNWorkload(Workload):
         )
         self.q_network = QNetwork(self.env.observation_size, config.hidden_sizes).to(device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
-        # The online network's training forward (DistributedDataParallel under distributed.nproc > 1, else the
-        # network itself); action selection and the Double-DQN argmax run without gradients on the plain network.
+        # Training forward, DDP-wrapped under distributed.nproc > 1; acting and the argmax use the plain network.
         self._trained_q = context.parallel(self.q_network)
         self._parameters = list(self.q_network.parameters())
-        # Fused Adam: one kernel for all parameters, its step count on the device. `capturable` admits it into a
-        # CUDA graph capture.
+        # Fused and `capturable`, so it can run inside a CUDA graph capture.
         self.optimizer = torch.optim.Adam(
             self._parameters, lr=config.learning_rate, fused=True, capturable=context.captures_steps
         )
@@ -337,8 +270,6 @@ class DQNWorkload(Workload):
             self.collect()
             self.env_steps += self.env.num_envs
         self._epsilon.fill_(self.epsilon)
-        # The TD error of a Q-network whose values and targets stay within the returns the rewards allow is at most
-        # twice that bound; the Huber loss of that error is the largest TD loss of a sane critic.
         #: The largest |discounted return| any policy can reach: an accurate Q-value lies within ± this.
         self.return_bound = self.env.discounted_return_bound(config.gamma)
         largest_td_error = 2.0 * self.return_bound
@@ -370,8 +301,7 @@ class DQNWorkload(Workload):
         return float(self.env.num_envs)
 
     def evaluate(self) -> torch.Tensor:
-        """One greedy step (ε = 0) in every evaluation environment; the mean reward (the evaluation environments are
-        built on the first call)."""
+        """One greedy step (ε = 0) in every evaluation environment; the mean reward."""
         if self._evaluation is None:
             self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
         return self._evaluation.step(lambda observation: self.q_network(observation).argmax(dim=1))
@@ -406,9 +336,8 @@ class DQNWorkload(Workload):
             update_target(self.target_network, self.q_network, self.config.tau)
         # A fill with a host scalar: queued like any kernel, no sync; a captured graph reads the new value.
         self._epsilon.fill_(self.epsilon)
-        # The loss is the TD loss, so it is also the critic's health signal: no extra kernel. The Q-values' size
-        # against the return bound is the other (a diverging Q-network's TD loss can stay small: values far past
-        # any return still satisfy r + γ Q' ≈ Q).
+        # The TD loss is the critic's health signal; Q-values against the return bound catch divergence the TD loss
+        # misses.
         signals = RLSignals(
             critic_loss=loss,
             critic_loss_name="TD loss",
@@ -423,13 +352,11 @@ class DQNWorkload(Workload):
             self.collect()
         for _ in range(self.config.gradient_steps):
             loss, grad_norm, q_taken = self.gradient_step()
-        # Like the loss, the Q-values' largest |value| is the step's last update's: one kernel a step, not one per
-        # gradient step (the step is launch-bound on a GPU).
+        # The last gradient step's only: one kernel a step.
         return loss, grad_norm, torch.linalg.vector_norm(q_taken, ord=math.inf)
 
     def gradient_step(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One gradient step on a replay minibatch; returns the loss, the pre-clip gradient norm and the online
-        network's Q-values of the minibatch's taken actions ``(batch,)``, all detached device tensors."""
+        """One gradient step; the loss, pre-clip gradient norm and taken actions' Q-values (detached)."""
         indices = self.replay.sample_indices(self.batch_size, self.context.generator)
         with self.context.autocast():
             loss, q_taken = self._td_loss(indices)

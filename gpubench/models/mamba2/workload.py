@@ -1,21 +1,7 @@
-"""Mamba-2 forecaster (Dao & Gu 2024, "Transformers are SSMs: ... Structured State Space Duality").
+"""Mamba-2 forecaster (Dao & Gu 2024, "Transformers are SSMs") of the next ``horizon`` normalised returns.
 
-The selective state space model of one head, with a scalar decay per step (the SSD restriction of Mamba-2), is
-
-    h_t = exp(dt_t * A) * h_{t-1} + dt_t * x_t B_t^T        (h: headdim x d_state)
-    y_t = h_t C_t
-
-:func:`ssd_sequential` runs that recurrence step by step (the plain reference). :func:`ssd_chunked` computes the
-same outputs with the paper's block decomposition of the semiseparable matrix: within each chunk the quadratic
-(attention-like) form ``(C B^T ∘ L) X`` with the causal decay matrix ``L``; across chunks a recurrence over
-per-chunk states, written as one small matmul with a decay matrix over chunks; then the states entering each chunk
-turned into outputs. Everything is batched matmuls and elementwise ops, with no Python loop over time or chunks, so
-it runs fast in eager mode and compiles into one graph.
-
-The model: an input projection from bar features to ``d_model``, ``n_layers`` pre-norm residual Mamba-2 blocks, a
-final RMSNorm and a linear head reading the last position, predicting the next ``horizon`` normalised returns.
-:class:`Mamba2Workload` trains it with AdamW on MSE over windows sampled from the training split.
-"""
+The SSD recurrence ``h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T``, ``y_t = h_t C_t`` runs step by step in
+:func:`ssd_sequential` (the reference) and by chunks in batched matmuls in :func:`ssd_chunked`."""
 
 import functools
 import math
@@ -43,33 +29,18 @@ A_INIT_MAX = 16.0
 #: RMSNorm epsilon, added to the mean square.
 RMS_EPS = 1e-5
 
-#: How much more than :meth:`Mamba2Workload.estimated_memory_mb_without_recompute` a step may really take. The
-#: estimate counts the saved activations, weights, gradients and AdamW state, not the backward's transient tensors
-#: or the allocator's fragmentation. On the H200 under the RTX 3050 Ti's cap the scan was kept at batch 32 although
-#: the allowance then in force (1/0.6) put the estimate under the usable 3,420 MB, and the step grew to 3,120 MB
-#: over 20 steps against a 3,078 MB limit: the peak was over 1.5x the estimate. Twice the estimate covers that.
+#: Peak over :meth:`Mamba2Workload.estimated_memory_mb_without_recompute` (transients, fragmentation); see
+#: benchmarks/results/2026-12-01-h200-session4.md.
 ESTIMATE_ERROR_ALLOWANCE = 2.0
-
-
-# --------------------------------------------------------------------------------------------------- SSD scans
 
 
 def ssd_sequential(
     x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
 ) -> torch.Tensor:
-    """The SSD recurrence one step at a time (the reference :func:`ssd_chunked` is checked against).
+    """The SSD recurrence step by step from a zero state, without the D skip (the reference).
 
-    Args:
-        x: ``(batch, seqlen, nheads, headdim)`` inputs.
-        dt: ``(batch, seqlen, nheads)`` step sizes, already positive (after softplus).
-        A: ``(nheads,)`` negative decay rates; the state decays by ``exp(dt * A)`` per step.
-        B: ``(batch, seqlen, ngroups, d_state)`` input matrices; head ``i`` uses group ``i // (nheads // ngroups)``.
-        C: ``(batch, seqlen, ngroups, d_state)`` output matrices, grouped like ``B``.
-
-    Returns:
-        ``(batch, seqlen, nheads, headdim)`` outputs ``y_t = h_t C_t`` (without the D skip term), from a zero
-        initial state.
-    """
+    ``x`` (batch, seqlen, nheads, headdim); ``dt`` (batch, seqlen, nheads) > 0; ``A`` (nheads,) < 0; ``B``, ``C``
+    (batch, seqlen, ngroups, d_state). Returns ``y`` shaped like ``x``."""
     batch, seqlen, nheads, headdim = x.shape
     heads_per_group = nheads // B.shape[2]
     B_heads = B.repeat_interleave(heads_per_group, dim=2)
@@ -85,13 +56,8 @@ def ssd_sequential(
 
 
 def _segment_sum(log_decay: torch.Tensor) -> torch.Tensor:
-    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, and ``-inf`` above the diagonal.
-
-    ``exp`` of it is the causal decay matrix ``L[i, j] = prod_{j<k<=i} exp(dt_k A)``. The sums are accumulated
-    directly (a masked cumulative sum down each column) rather than as differences of one running sum, so no
-    precision is lost to cancellation when the running sum is large; masking to ``-inf`` before ``exp`` means no
-    positive exponent is ever taken.
-    """
+    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, else ``-inf``; summed directly, no
+    cancellation."""
     length = log_decay.shape[-1]
     index = torch.arange(length, device=log_decay.device)
     strictly_below = index[:, None] > index[None, :]
@@ -108,11 +74,8 @@ def ssd_chunked(
     C: torch.Tensor,
     chunk_size: int,
 ) -> torch.Tensor:
-    """The SSD scan by chunks (state space duality): same arguments and result as :func:`ssd_sequential`.
-
-    ``chunk_size`` is in time steps; a chunk longer than the sequence is cut to the sequence, and a sequence that
-    is not a multiple of the chunk is padded with ``dt = 0`` steps (decay 1, no input), which change no output.
-    """
+    """The SSD scan by chunks of ``chunk_size`` steps, as :func:`ssd_sequential`; a ragged tail gets ``dt = 0``
+    padding."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, d_state = B.shape[2], B.shape[3]
     heads_per_group = nheads // ngroups
@@ -134,8 +97,7 @@ def ssd_chunked(
     # 1. Within each chunk: y_l = sum_{s<=l} L[l, s] (C_l . B_s) X_s, the quadratic (attention-like) form.
     decay = torch.exp(_segment_sum(log_decay))  # (b, c, h, l, s)
     scores_by_group = C_chunks @ B_chunks.transpose(-1, -2)  # (b, c, g, l, s), shared by the group's heads
-    # Broadcasting the group's scores over its heads (instead of repeating B and C per head) keeps the largest
-    # tensor of the scan at (b, c, h, l, s).
+    # Broadcast over heads, not repeated, to keep the largest tensor at (b, c, h, l, s).
     scores = (decay.unflatten(2, (ngroups, heads_per_group)) * scores_by_group[:, :, :, None]).flatten(2, 3)
     y_within = scores @ X.transpose(2, 3)  # (b, c, h, l, p)
 
@@ -144,9 +106,7 @@ def ssd_chunked(
     X_to_end = (X * decay_to_end[..., None]).unflatten(3, (ngroups, heads_per_group)).flatten(4, 5)
     chunk_states = B_chunks.transpose(-1, -2) @ X_to_end.transpose(2, 3)  # (b, c, g, n, hg*p)
 
-    # 3. Across chunks: the state entering chunk z is the state leaving chunk z-1, i.e. every earlier chunk's
-    # contribution decayed through the chunks in between. A matmul with the decay matrix over chunks does the
-    # (short) recurrence at once; the first chunk starts from the zero state.
+    # 3. Across chunks: one matmul with the decay matrix over chunks gives each chunk's entering state.
     log_decay_cumsum = log_decay.cumsum(dim=-1)  # (b, c, h, l): from the chunk's start to l inclusive
     chunk_log_decay = log_decay_cumsum[..., -1].transpose(1, 2)  # (b, h, c): over a whole chunk
     states_by_head = (
@@ -171,15 +131,8 @@ def ssd_chunked(
     return y.flatten(1, 2)[:, :seqlen]
 
 
-# --------------------------------------------------------------------------------------------------- model
-
-
 class Mamba2Mixer(nn.Module):
-    """The Mamba-2 block's sequence mixer: ``(batch, seqlen, d_model) -> (batch, seqlen, d_model)``, causal.
-
-    One input projection yields z (gate), x, B, C (through a depthwise causal conv + SiLU) and dt; the SSD scan
-    mixes along time; a per-head D skip, gated RMSNorm of ``y * SiLU(z)`` and an output projection follow.
-    """
+    """The Mamba-2 block's causal sequence mixer, ``(batch, seqlen, d_model)`` in and out."""
 
     def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
         super().__init__()
@@ -201,8 +154,7 @@ class Mamba2Mixer(nn.Module):
             groups=self.conv_channels,
             padding=config.d_conv - 1,
         )
-        # dt_bias = softplus^-1(dt) for dt log-uniform in [DT_INIT_MIN, DT_INIT_MAX], so the initial step sizes
-        # span slow and fast time scales across heads.
+        # dt log-uniform in [DT_INIT_MIN, DT_INIT_MAX]: heads span slow and fast time scales.
         dt_init = torch.exp(
             torch.rand(self.nheads) * (math.log(DT_INIT_MAX) - math.log(DT_INIT_MIN)) + math.log(DT_INIT_MIN)
         )
@@ -213,11 +165,7 @@ class Mamba2Mixer(nn.Module):
         self.out_proj = nn.Linear(self.d_inner, config.d_model, bias=False)
 
     def causal_conv(self, xBC: torch.Tensor) -> torch.Tensor:
-        """Depthwise causal convolution + SiLU over time: ``(batch, seqlen, channels)`` in and out.
-
-        Padding ``d_conv - 1`` on both sides and keeping the first ``seqlen`` outputs makes output t see inputs
-        t - d_conv + 1 .. t only.
-        """
+        """Depthwise causal convolution + SiLU over time: ``(batch, seqlen, channels)`` in and out."""
         seqlen = xBC.shape[1]
         # Back to time-major memory: x, B and C then slice into views the scan's batched matmuls use uncopied.
         return F.silu(self.conv(xBC.transpose(1, 2))[..., :seqlen]).transpose(1, 2).contiguous()
@@ -239,10 +187,7 @@ class Mamba2Mixer(nn.Module):
         C = C.unflatten(-1, (self.ngroups, self.d_state))
         if not self.recompute:
             return self.out_proj(self.mix(x, dt, B, C, z))
-        # Activation checkpointing: backward keeps only mix's inputs (views of the in_proj and conv outputs,
-        # which stay saved anyway) and recomputes the scan's (b, c, h, l, s) decay and score tensors, the
-        # dt-scaled and decayed copies of x, the chunk states and the gate's intermediates, instead of holding
-        # them from forward to backward. The scan is deterministic, so no RNG state needs restoring.
+        # Recomputes the scan's large intermediates in backward; the scan is deterministic (no RNG restore).
         mixed = torch.utils.checkpoint.checkpoint(
             self.mix, x, dt, B, C, z, use_reentrant=False, preserve_rng_state=False
         )
@@ -262,10 +207,7 @@ class Mamba2Layer(nn.Module):
 
 
 class Mamba2Forecaster(nn.Module):
-    """Bar features ``(batch, seq_len, n_features)`` -> the next ``horizon`` normalised returns ``(batch, horizon)``.
-
-    ``scan`` defaults to :func:`ssd_chunked` with ``config.chunk_size``; benchmarks pass a reference scan.
-    """
+    """Bar features ``(batch, seq_len, n_features)`` -> the next ``horizon`` returns; ``scan`` defaults to chunked."""
 
     def __init__(self, n_features: int, config: Mamba2Config, scan: SSDScan | None = None) -> None:
         super().__init__()
@@ -284,23 +226,13 @@ class Mamba2Forecaster(nn.Module):
         return self.head(self.final_norm(hidden[:, -1]))
 
 
-# --------------------------------------------------------------------------------------------------- workload
-
-
 def zero_forecast_loss(target: torch.Tensor) -> torch.Tensor:
-    """The MSE of forecasting 0 for every target (the batch targets' mean square): the reference the stability
-    monitor reads the loss trend against. Normalised returns have mean about 0 and are close to unforecastable, so
-    this is the loss of knowing nothing; how large it is varies with the volatility of the windows drawn, and the
-    loss's ratio to it does not (:class:`~gpubench.workload.StepResult`)."""
+    """The MSE of forecasting 0 (the targets' mean square): the stability monitor's reference loss."""
     return target.detach().float().square().mean()
 
 
 class Mamba2Workload(Workload):
-    """One AdamW step of the Mamba-2 forecaster on a batch of windows from the training split.
-
-    A window is ``seq_len + horizon`` consecutive bars of one symbol: the features of the first ``seq_len`` are
-    the input, the target column (normalised return) of the last ``horizon`` is the target.
-    """
+    """One AdamW step of the Mamba-2 forecaster on a batch of training windows of ``seq_len + horizon`` bars."""
 
     name = "mamba2"
     sample_unit = "window"
@@ -351,16 +283,10 @@ class Mamba2Workload(Workload):
         return float(self.context.batch_size)
 
     def estimated_memory_mb_without_recompute(self) -> float:
-        """The step's memory (MB) without recomputing the scan, at the context's batch: what autograd saves from
-        one window's forward (batch 1, recompute off; the bytes of every saved tensor's storage once, parameters
-        excluded) times the batch, plus the parameters, their gradients and AdamW's two moments (4 x fp32)."""
+        """The step's memory (MB) without scan recompute: saved activations × batch, plus weights and AdamW state."""
         parameters = list(self.model.parameters())
         parameter_storages = {p.untyped_storage().data_ptr() for p in parameters}
-        # Saved storages by address, alive until this returns so that no address is reused (and merged) within the
-        # forward. The hook keeps them here and gives autograd nothing: the graph is never run backward, and a pack
-        # hook that returned the tensor would tie a saved output to its own grad_fn, a cycle through autograd's C++
-        # graph that Python's collector cannot see, so every estimate leaked the forward's activations (670 MB per
-        # Mamba-2 build on the H200, which the later models' and the what-ifs' peaks then carried).
+        # Kept alive so addresses are not reused; returning the tensor would leak activations through a C++ cycle.
         saved: dict[int, torch.UntypedStorage] = {}
 
         def pack(tensor: torch.Tensor) -> None:
@@ -385,10 +311,7 @@ class Mamba2Workload(Workload):
         ) / BYTES_PER_MB
 
     def _decide_recompute(self) -> tuple[bool, str, float | None]:
-        """Whether to recompute the scan in backward, why, and the estimated memory (MB) without it (None where
-        not estimated): ``workloads.mamba2.recompute_scan`` true/false as set; ``auto`` recomputes only when
-        :meth:`estimated_memory_mb_without_recompute`, allowed its error, exceeds the usable VRAM (none on the CPU: no
-        recompute)."""
+        """Whether to recompute the scan, why, and the memory estimate (MB) without it (None where not estimated)."""
         setting = self.config.recompute_scan
         if setting != "auto":
             return setting == "true", f"workloads.mamba2.recompute_scan={setting}", None
@@ -415,8 +338,7 @@ class Mamba2Workload(Workload):
 
     def train_step(self) -> StepResult:
         if self.context.compile_mode == "reduce-overhead":
-            # CUDA-graph trees must know a new iteration starts, or they would keep the previous step's
-            # graph outputs alive and refuse to overwrite them.
+            # Else CUDA-graph trees keep the previous step's outputs alive.
             torch.compiler.cudagraph_mark_step_begin()
         starts = self.data.sample_starts(self.train_starts, self.context.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.window_bars)
@@ -428,8 +350,7 @@ class Mamba2Workload(Workload):
         return StepResult(loss=loss.detach().clone(), grad_norm=grad_norm, reference_loss=zero_forecast_loss(target))
 
     def evaluate(self) -> torch.Tensor:
-        """The mean squared error on one batch of validation windows, without gradients (eager: a compiled step's
-        graphs are built for training)."""
+        """The mean squared error on one batch of validation windows, without gradients, in eager mode."""
         starts = self.data.sample_starts(self._eval_starts, self.context.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.window_bars)
         with torch.no_grad(), self.context.autocast():

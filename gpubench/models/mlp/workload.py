@@ -1,9 +1,5 @@
-"""MLP forecaster: a flattened window of bar features -> the next bar's normalised return.
-
-The smallest real workload: it exercises the data windows, the runner, timing and reporting end to end, and is
-the smoke test for everything else. One step = sample a batch of training windows on the device, forward, MSE
-loss, backward, gradient clipping, AdamW update.
-"""
+"""MLP forecaster: a flattened window of bar features -> the next bar's normalised return; the smallest workload, the
+end-to-end smoke test."""
 
 import torch
 from torch import nn
@@ -69,8 +65,8 @@ class MLPWorkload(Workload):
         return [self.optimizer]
 
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A batch of ``(batch, window, n_features)`` inputs and ``(batch,)`` next-bar normalised returns, from
-        ``valid_starts`` (default: the training windows)."""
+        """``(batch, window, n_features)`` inputs and ``(batch,)`` next-bar normalised returns from ``valid_starts``
+        (default: training)."""
         valid_starts = self._train_starts if valid_starts is None else valid_starts
         starts = self.data.sample_starts(valid_starts, self.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.config.window + 1)

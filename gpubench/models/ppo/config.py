@@ -8,19 +8,7 @@ from gpubench.models.trading_env.config import TradingEnvConfig
 
 @dataclass
 class PPOConfig:
-    """PPO (Schulman et al. 2017), clipped surrogate with GAE.
-
-    The batch size is the minibatch size in environment steps. The workload keeps ``num_steps``,
-    ``update_epochs`` and ``num_minibatches`` and runs ``batch size × num_minibatches / num_steps`` environments in
-    parallel, so a batch size chosen by the runner (the batch-size search) scales the number of environments; the
-    configured one (:attr:`batch_size`) reproduces ``env.num_envs``.
-
-    The update-to-data ratio, ``update_epochs × num_minibatches / (env.num_envs × num_steps)`` minibatch updates
-    per environment step, is Stable-Baselines3's PPO default (``n_steps=2048, batch_size=64, n_epochs=10`` on one
-    environment, stable_baselines3/ppo/ppo.py; also CleanRL's ppo_continuous_action.py and the PPO paper's MuJoCo
-    settings, 2,048-step rollouts, minibatch 64, 10 epochs): 320 updates per 2,048 environment steps, 0.15625. Here
-    64 environments × 32 steps make the 2,048-step rollout, and 32 minibatches of 64 over 10 epochs the 320 updates.
-    """
+    """PPO (Schulman et al. 2017); the batch size is the minibatch, and ``env.num_envs`` follows from it."""
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     num_steps: int = 32

@@ -1,45 +1,9 @@
-"""PPO with the clipped surrogate objective (Schulman et al. 2017) and GAE (Schulman et al. 2016), on the
-vectorised trading environment.
+"""PPO with the clipped surrogate objective (Schulman et al. 2017) and GAE (Schulman et al. 2016), on the vectorised
+trading environment.
 
-One iteration collects a rollout of ``num_envs × num_steps`` environment steps with the current policy, computes
-GAE advantages, then makes ``update_epochs × num_minibatches`` minibatch updates over it (a fresh shuffle each
-epoch). One workload step is **one minibatch update**; the rollout is collected by the first step of each
-iteration, so its time is counted in the iteration it feeds, and ``samples_per_step`` is
-``num_envs × num_steps / (update_epochs × num_minibatches)`` environment steps. One step in
-``update_epochs × num_minibatches`` thus costs a rollout more than the others: the workload declares that count as
-its ``steps_per_iteration``, and benchmark epochs are whole iterations from an iteration boundary, each holding the
-same number of rollouts (:mod:`gpubench.measure.timing`).
-
-Batch size: ``context.batch_size`` is the minibatch size. The rollout is ``batch_size × num_minibatches``
-environment steps, so the number of parallel environments is ``batch_size × num_minibatches / num_steps``
-(rounded down, at least 1; ``describe()`` reports the minibatch actually used). A larger batch therefore means more
-environments in parallel, with the horizon, epochs and minibatch count unchanged — how a GPU-resident PPO scales.
-
-Training details (as in the paper and its reference implementation):
-
-* separate actor and critic MLPs (``hidden_sizes``, Tanh), orthogonal initialisation with gain √2, 0.01 for the
-  policy head (a near-uniform initial policy) and 1 for the value head, zero biases;
-* actions sampled from the softmax policy by the Gumbel-max trick, with the workload's generator on the device;
-* truncated episodes (time limit) are bootstrapped by adding ``γ V(final observation)`` to the last reward, and
-  every episode end (terminated or truncated) stops GAE from bootstrapping into the next, reset, episode;
-* GAE computed by a log-depth scan over time (equal to the backward loop; ``tests/test_ppo.py`` checks it);
-* advantages normalised per minibatch; clipped surrogate; optionally clipped value loss; entropy bonus;
-  gradient-norm clipping; one Adam (ε = 1e-5) over both networks, its learning rate annealed linearly to 0 over
-  ``total_timesteps``.
-
-Speed: the step is launch-bound on a GPU (tiny networks, a few hundred kernels per update), so the eager path is
-written in few tensor operations. Inside the rollout's loop over time a step only samples actions from the actor
-and steps the environment; everything that does not feed the next step — the critic's values (of the observations
-acted on, of the final observations of truncated episodes, of the observation after the last step), the
-log-probabilities of the actions taken, GAE — is computed once over the whole rollout afterwards. Each minibatch is
-gathered with two indexed reads (observations, and the per-sample scalars packed in one tensor).
-``tests/test_ppo.py`` pins the operation count.
-
-Execution modes (``execution.compile``): ``false`` eager; ``true`` compiles the policy step, the environment
-transition, the end of the rollout and the minibatch loss with ``torch.compile``; ``reduce-overhead`` on CUDA also
-captures the rollout (with GAE and the shuffles) and the minibatch update as two CUDA graphs. On the CPU
-``reduce-overhead`` is ``true``.
-"""
+One workload step is one minibatch update; each iteration's first step also collects the rollout.
+``context.batch_size`` is the minibatch size: a larger batch runs more environments in parallel. Launch-bound on a
+GPU, so the rollout loop only acts and steps; values and GAE are computed once over the rollout."""
 
 import itertools
 import math
@@ -64,29 +28,17 @@ def compute_gae(
     gamma: float,
     lam: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimates and returns for a rollout, vectorised over environments.
-
-    Args:
-        rewards, values, dones: ``(num_steps, num_envs)``; ``dones[t] = 1`` when the episode ended at step ``t``,
-            so nothing is bootstrapped past it.
-        next_value: ``(num_envs,)`` value of the state after the last step.
-        gamma: discount factor; lam: GAE λ (0: one-step TD error, 1: Monte-Carlo return minus the value).
-
-    Returns:
-        ``(advantages, returns)``, both ``(num_steps, num_envs)``, with ``returns = advantages + values``.
-    """
+    """GAE advantages and returns ``(num_steps, num_envs)`` from rewards, values and dones of that shape,
+    ``next_value`` and ``lam``."""
     not_done = 1.0 - dones.to(rewards.dtype)
     following_values = torch.cat([values[1:], next_value.unsqueeze(0)])
-    # TD errors δ_t = r_t + γ (1 − d_t) V_{t+1} − V_t, then A_t = δ_t + γλ (1 − d_t) A_{t+1}: a linear recurrence,
-    # solved by a scan (Hillis & Steele 1986) in ⌈log2 num_steps⌉ rounds of whole-rollout operations rather than
-    # num_steps rounds of per-step ones, each a kernel launch on a GPU. After the round with span s, advantages[t]
-    # sums the discounted δ of steps t .. t + 2s − 1 and decay[t] is the product of the 2s factors γλ (1 − d).
+    # A_t = δ_t + γλ (1 − d_t) A_{t+1} is a linear recurrence: a Hillis-Steele scan solves it in ⌈log2 num_steps⌉ rounds
+    # of whole-rollout operations instead of one launch per step.
     advantages = torch.addcmul(rewards - values, following_values, not_done, value=gamma)
     decay = (gamma * lam) * not_done
     num_steps = rewards.shape[0]
     span = 1
     while span < num_steps:
-        # The product is evaluated from the previous round's values before the in-place add writes.
         advantages[:-span].add_(decay[:-span] * advantages[span:])
         if 2 * span < num_steps:
             decay[:-span] = decay[:-span] * decay[span:]
@@ -95,24 +47,16 @@ def compute_gae(
 
 
 def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float) -> torch.Tensor:
-    """PPO's policy loss ``−mean(min(ρ A, clip(ρ, 1 − ε, 1 + ε) A))`` for probability ratios ``ρ = π_new / π_old``.
-
-    Its gradient is zero for samples whose ratio is already past the clip in the advantage's direction.
-    """
+    """PPO's policy loss ``−mean(min(ρ A, clip(ρ, 1 − ε, 1 + ε) A))`` for probability ratios ``ρ = π_new / π_old``."""
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages
-    # torch.where rather than torch.minimum: the same values and gradients (where the two terms tie, both carry
-    # the same gradient), and a backward pass of two kernels instead of ten.
+    # torch.where, not torch.minimum: same values and gradients, a cheaper backward.
     return -torch.where(unclipped < clipped, unclipped, clipped).mean()
 
 
 @dataclass(frozen=True)
 class PPOLosses:
-    """One minibatch's loss and diagnostics, as 0-d device tensors (``total`` carries the gradient).
-
-    ``approx_kl`` is the estimator ``mean((ρ − 1) − log ρ)`` of KL(old ‖ new) (zero exactly when every ratio is 1);
-    ``clip_fraction`` the share of samples whose ratio lies outside ``1 ± clip_coef``.
-    """
+    """One minibatch's loss and diagnostics (``approx_kl``, ``clip_fraction``) as 0-d device tensors."""
 
     total: torch.Tensor
     policy: torch.Tensor
@@ -124,19 +68,8 @@ class PPOLosses:
 
 @dataclass(frozen=True)
 class Rollout:
-    """Rollout storage, ``(num_steps, num_envs, ...)``, preallocated on the device and rewritten every iteration.
-
-    ``observation_buffer`` ``(2 num_steps + 1, num_envs, obs)`` holds every observation the critic evaluates, so
-    one forward pass covers them all: the ``observations`` acted on (rows ``0 .. T − 1``), the
-    ``next_observation`` after the last step (row ``T``, where the next rollout starts) and the
-    ``final_observations`` each step reached before any reset (rows ``T + 1 ..``). ``logits`` are the actor's
-    outputs at each step. ``samples`` ``(T, N, 5)`` packs what a minibatch needs per sample — the action taken (as
-    float, exact), its log-probability, the value, the advantage and the return — so one indexed read gathers them;
-    ``logprobs``, ``values``, ``advantages`` and ``returns`` are its columns. ``rewards`` include the truncation
-    bootstrap; ``terminated`` and ``truncated`` are the environment's flags, ``dones`` 1.0 where an episode ended
-    (either way); ``minibatch_order``
-    ``(update_epochs, num_steps × num_envs)`` holds each epoch's shuffle of the flattened rollout.
-    """
+    """Rollout storage ``(num_steps, num_envs, ...)`` on the device, packed so one forward and one read serve each
+    use."""
 
     observation_buffer: torch.Tensor
     logits: torch.Tensor
@@ -217,8 +150,7 @@ class TanhMLP(nn.Module):
         self.head = _layer(widths[-1], out_features, head_gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The layers' functions are called directly, not through each module's __call__: the same arithmetic
-        # without the per-module hook handling, which on a launch-bound step costs about as much as the kernel.
+        # Called directly, not through __call__: a launch-bound step pays for the hook handling.
         for layer in self.hidden:
             x = torch.tanh(F.linear(x, layer.weight, layer.bias))
         return F.linear(x, self.head.weight, self.head.bias)
@@ -241,8 +173,7 @@ class ActorCritic(nn.Module):
         return torch.log_softmax(self.actor(observation), dim=-1)
 
     def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log_policy, value)`` of ``observation``: both heads in one call, so that a DistributedDataParallel
-        wrapper (which hooks ``forward`` only) sees the whole loss's forward pass."""
+        """``(log_policy, value)`` in one call, so a DistributedDataParallel wrapper sees the whole forward."""
         return self.log_policy(observation), self.value(observation)
 
 
@@ -256,8 +187,7 @@ def ppo_loss(
     returns: torch.Tensor,
     config: PPOConfig,
 ) -> PPOLosses:
-    """PPO loss on one minibatch: clipped surrogate − ``ent_coef`` × entropy + ``vf_coef`` × value loss. ``agent``
-    is an :class:`ActorCritic` or its DistributedDataParallel wrapper (called for both heads at once)."""
+    """PPO loss on one minibatch: clipped surrogate − ``ent_coef`` × entropy + ``vf_coef`` × value loss."""
     log_policy, values = agent(observations)
     new_logprobs = log_policy.gather(1, actions.unsqueeze(1)).squeeze(1).float()
     entropy = -(log_policy.exp() * log_policy).sum(dim=1).float().mean()
@@ -270,8 +200,7 @@ def ppo_loss(
     if config.clip_value_loss:
         clipped_values = old_values + torch.clamp(new_values - old_values, -config.clip_coef, config.clip_coef)
         unclipped_error, clipped_error = (new_values - returns) ** 2, (clipped_values - returns) ** 2
-        # The larger error, by torch.where rather than torch.maximum for a cheaper backward pass (it differs from
-        # maximum's only on exact ties between different errors, which have probability zero).
+        # torch.where, not torch.maximum, for a cheaper backward (they differ only on exact ties).
         value_loss = 0.5 * torch.where(unclipped_error > clipped_error, unclipped_error, clipped_error).mean()
     else:
         value_loss = 0.5 * ((new_values - returns) ** 2).mean()
@@ -315,12 +244,10 @@ class PPOWorkload(Workload):
         device = context.device
         self.env = TradingEnv(config.env, data, num_envs, context.generator, compile_fn=context.compile_step_piece)
         self.agent = ActorCritic(self.env.observation_size, config.hidden_sizes).to(device)
-        # The minibatch loss's forward (DistributedDataParallel under distributed.nproc > 1, else the agent itself);
-        # the rollout acts with the plain agent, without gradients.
+        # The minibatch loss's forward (DDP-wrapped under distributed.nproc > 1); the rollout uses the plain agent.
         self._trained_agent = context.parallel(self.agent)
         self._parameters = list(self.agent.parameters())
-        # Fused Adam (one kernel for all parameters) with the learning rate as a device tensor: annealing rewrites
-        # it in place, which a captured CUDA graph then reads. `capturable` admits it into a capture.
+        # The learning rate is a device tensor that annealing rewrites in place, so a captured CUDA graph reads it.
         self.optimizer = torch.optim.Adam(
             self._parameters,
             lr=torch.tensor(config.learning_rate, device=device),
@@ -332,8 +259,7 @@ class PPOWorkload(Workload):
             config.num_steps, num_envs, self.env.observation_size, config.update_epochs, device
         )
         self.rollout.next_observation.copy_(self.env.reset())
-        # Each update's slice of the shuffles, as views made once; the update reads its indices from one fixed
-        # tensor, which a captured CUDA graph then reads too.
+        # Views made once, so a captured CUDA graph reads fixed tensors.
         self._minibatch_slices = [order.split(self.minibatch_size) for order in self.rollout.minibatch_order.unbind(0)]
         self._minibatch_indices = torch.zeros(self.minibatch_size, dtype=torch.int64, device=device)
         self._policy_step = context.compile_step_piece(self._policy_step_impl)
@@ -342,14 +268,11 @@ class PPOWorkload(Workload):
         graphs = context.captures_steps
         self._collect = CudaGraphStep(self._collect_impl, context.generator) if graphs else self._collect_impl
         self._update = CudaGraphStep(self._update_impl, context.generator) if graphs else self._update_impl
-        #: Rollouts collected so far (iterations started).
         self.iteration = 0
-        #: Minibatch updates so far.
         self.updates_done = 0
         #: Loss and diagnostics of the latest minibatch update (overwritten by the next one).
         self.last_losses: PPOLosses | None = None
-        # A critic whose values and returns stay within the discounted returns the rewards allow errs by at most
-        # twice that bound: 0.5 (2 B)² is the largest value loss of a sane critic.
+        # A sane critic errs by at most twice the return bound B: 0.5 (2 B)².
         self.value_loss_ceiling = 2.0 * self.env.discounted_return_bound(config.gamma) ** 2
 
     @property
@@ -376,8 +299,7 @@ class PPOWorkload(Workload):
         return float(self.env.num_envs)
 
     def evaluate(self) -> torch.Tensor:
-        """One step of the greedy policy (the most probable action) in every evaluation environment; the mean
-        reward (the evaluation environments are built on the first call)."""
+        """One greedy step in every evaluation environment; the mean reward."""
         if self._evaluation is None:
             self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
         return self._evaluation.step(lambda observation: self.agent.log_policy(observation).argmax(dim=1))
@@ -428,12 +350,10 @@ class PPOWorkload(Workload):
         rollout, generator, device = self.rollout, self.context.generator, self.context.device
         num_steps, num_envs = self.config.num_steps, self.env.num_envs
         rollout.observations[0].copy_(rollout.next_observation)
-        # The whole rollout's Gumbel noise −log(−log U) in one draw; argmax(logits + noise) is a draw from the
-        # softmax policy (the Gumbel-max trick), so sampling never leaves the device.
+        # Gumbel-max: argmax(logits + noise) samples the softmax policy on the device.
         uniform = torch.rand(num_steps, num_envs, NUM_ACTIONS, generator=generator, device=device)
         gumbel_noise = -torch.log(-torch.log(uniform))
-        # The loop keeps each step's outputs and stacks them into the rollout afterwards: one copy per field and
-        # rollout instead of one per field and step.
+        # Stacked afterwards: one copy per field and rollout, not per step.
         observation = rollout.observations[0]
         logits_steps, action_steps, env_steps = [], [], []
         for noise in gumbel_noise.unbind(0):
@@ -451,7 +371,6 @@ class PPOWorkload(Workload):
         torch.stack([step.observation for step in env_steps], out=rollout.observation_buffer[1 : num_steps + 1])
         torch.stack([step.final_observation for step in env_steps], out=rollout.final_observations)
         self._finish_rollout()
-        # Sorting uniform draws gives a random permutation per epoch, in one vectorised call.
         shuffle_keys = torch.rand(self.config.update_epochs, self.rollout_size, generator=generator, device=device)
         rollout.minibatch_order.copy_(shuffle_keys.argsort(dim=1))
         return ()
@@ -459,8 +378,7 @@ class PPOWorkload(Workload):
     def _policy_step_impl(
         self, observation: torch.Tensor, gumbel_noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # The noise comes in as a tensor because torch.compile cannot trace a call that takes a torch.Generator.
-        # argmax(logits + noise) equals argmax(log π + noise): log π differs from the logits by a per-row constant.
+        # A tensor, since torch.compile cannot trace a torch.Generator; log π and logits differ by a per-row constant.
         with torch.no_grad(), self.context.autocast():
             logits = self.agent.actor(observation)
         return logits, (logits.float() + gumbel_noise).argmax(dim=1)
@@ -484,17 +402,14 @@ class PPOWorkload(Workload):
         rollout.samples.copy_(torch.stack([rollout.actions, logprobs, values, advantages, returns], dim=2))
 
     def _update_impl(self) -> tuple[torch.Tensor, ...]:
-        """One minibatch update; returns its loss, pre-clip gradient norm, value loss, approximate KL and clip
-        fraction (0-d tensors), stacked into one tensor when the update is captured as a CUDA graph."""
+        """One minibatch update; its loss, gradient norm, value loss, KL and clip fraction (0-d tensors)."""
         with self.context.autocast():
             losses = self._minibatch_loss(self._minibatch_indices)
         grad_norm = self.context.optimize(losses.total, self.optimizer, self._parameters, self.config.max_grad_norm)
-        # Under a CUDA graph this assignment runs once, at capture; the tensors it keeps are the graph's outputs,
-        # which every replay overwrites, so it still names the latest update's figures.
+        # Under a CUDA graph this runs once, at capture; replays overwrite the tensors it keeps.
         self.last_losses = replace(losses, total=losses.total.detach())
         figures = (self.last_losses.total, grad_norm, losses.value, losses.approx_kl, losses.clip_fraction)
-        # A replayed graph clones each output, a launch apiece: one stacked output costs one clone. Eagerly the five
-        # are fresh tensors already, and stacking them would cost a launch.
+        # A replayed graph clones each output: one stacked output costs one clone.
         if self.context.captures_steps:
             return (torch.stack([figure.float() for figure in figures]),)
         return figures

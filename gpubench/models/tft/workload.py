@@ -1,25 +1,7 @@
 """Temporal Fusion Transformer (Lim et al. 2021) forecasting returns over several bars, and its workload.
 
-The model follows the paper's figure 2 from the inputs up; equation numbers refer to the paper:
-
-1. inputs to the hidden size: one learned linear map per real variable, an embedding for the symbol (the static
-   covariate);
-2. variable selection networks (eqs. 6-8) for the static, past (encoder: every feature) and known-future
-   (decoder: calendar features) inputs, each variable through its own gated residual network (GRN, eqs. 2-4);
-3. static covariate encoders: four GRNs turning the selected static embedding into the context vectors for
-   variable selection (c_s), static enrichment (c_e) and the LSTM's initial state (c_h, c_c);
-4. an LSTM encoder-decoder seeded with (c_h, c_c), then a gated skip connection with layer norm (eq. 17);
-5. static enrichment with c_e (eq. 18), interpretable multi-head attention under a causal mask (eqs. 13-16),
-   another gated skip (eq. 19), the position-wise GRN (eq. 20) and a gated skip over the whole block (eq. 22);
-6. one linear output per quantile (eq. 23), trained with the quantile (pinball) loss (eq. 24).
-
-Speed comes from doing per-variable and per-head work as single batched operations: every variable's GRN is one
-grouped GRN whose linear layers are batched matrix products over a ``(n_variables, in, out)`` weight; the heads
-of the attention share one matrix product; the LSTMs are ``nn.LSTM`` (cuDNN on a GPU); only the decoder positions,
-the ones forecast, query the attention (their outputs equal those of full self-attention sliced to the decoder).
-
-Shapes: B batch, k encoder bars, τ decoder bars, T = k + τ, V variables, d hidden size, H heads, Q quantiles.
-"""
+Follows the paper's figure 2 (equation numbers are the paper's), with per-variable and per-head work batched. Shapes:
+B batch, k encoder bars, τ decoder bars, T = k + τ, V variables, d hidden size, H heads, Q quantiles."""
 
 import math
 from typing import NamedTuple
@@ -37,14 +19,8 @@ from gpubench.workload import ExecutionContext, StepResult, Workload
 _STATIC_CONTEXTS = ("selection", "enrichment", "state_h", "state_c")
 
 
-# --------------------------------------------------------------------------------------------------- grouped layers
-
-
 class GroupedLinear(nn.Module):
-    """``n_groups`` independent linear maps applied at once: ``(..., n_groups, in) -> (..., n_groups, out)``.
-
-    Group ``g`` computes ``x[..., g, :] @ weight[g] + bias[g]``; all groups run as one batched matrix product.
-    """
+    """``n_groups`` independent linear maps as one batched matmul: ``(..., n_groups, in) -> (..., n_groups, out)``."""
 
     def __init__(self, n_groups: int, in_features: int, out_features: int) -> None:
         super().__init__()
@@ -86,16 +62,8 @@ def _layer_norm(size: int, n_groups: int | None) -> nn.Module:
     return nn.LayerNorm(size) if n_groups is None else GroupedLayerNorm(n_groups, size)
 
 
-# --------------------------------------------------------------------------------------------------- gating
-
-
 class GLU(nn.Module):
-    """Gated linear unit (eq. 5): ``GLU(γ) = σ(W₄γ + b₄) ⊙ (W₅γ + b₅)``, with dropout applied to γ first.
-
-    One linear layer produces both halves: output features ``[0, out)`` are the value ``W₅γ + b₅`` and
-    ``[out, 2·out)`` the gate ``W₄γ + b₄``, the layout ``F.glu`` expects. With ``n_groups`` the input is
-    ``(..., n_groups, input_size)`` and each group has its own weights.
-    """
+    """Gated linear unit (eq. 5) with input dropout, value and gate from one linear layer (``F.glu``'s layout)."""
 
     def __init__(self, input_size: int, output_size: int, dropout: float = 0.0, n_groups: int | None = None) -> None:
         super().__init__()
@@ -107,11 +75,7 @@ class GLU(nn.Module):
 
 
 class GateAddNorm(nn.Module):
-    """Gated skip connection ``LayerNorm(residual + GLU(x))``.
-
-    It closes every GRN (eq. 2) and follows the LSTM (eq. 17), the attention (eq. 19) and the position-wise GRN
-    (eq. 22): the gate lets the network suppress a layer it does not need.
-    """
+    """Gated skip connection ``LayerNorm(residual + GLU(x))`` (eqs. 2, 17, 19, 22)."""
 
     def __init__(self, input_size: int, output_size: int, dropout: float = 0.0, n_groups: int | None = None) -> None:
         super().__init__()
@@ -123,15 +87,7 @@ class GateAddNorm(nn.Module):
 
 
 class GRN(nn.Module):
-    """Gated residual network (eqs. 2-4) with optional context::
-
-        η₂ = ELU(W₂a + W₃c + b₂),   η₁ = W₁η₂ + b₁,   GRN(a, c) = LayerNorm(skip(a) + GLU(η₁))
-
-    ``skip`` is the identity when input and output sizes match, else a linear projection. With ``n_groups`` the
-    input is ``(..., n_groups, input_size)`` and each group (variable) has its own weights, computed together.
-    The context ``c`` must broadcast against the input's leading dimensions (e.g. ``(B, 1, c)`` for a
-    ``(B, T, a)`` input); it enters through ``W₃`` only, which has no bias.
-    """
+    """Gated residual network (eqs. 2-4) with optional context ``c``, per group with ``n_groups``."""
 
     def __init__(
         self,
@@ -160,14 +116,8 @@ class GRN(nn.Module):
         return self.gate_add_norm(hidden, residual)
 
 
-# --------------------------------------------------------------------------------------------------- inputs
-
-
 class RealEmbedding(nn.Module):
-    """Each real input variable to the hidden size by its own linear map (section 4.1): ``ξ⁽ʲ⁾ = x⁽ʲ⁾w⁽ʲ⁾ + b⁽ʲ⁾``.
-
-    ``(..., V)`` -> ``(..., V, d)``.
-    """
+    """Each real input variable to the hidden size by its own linear map: ``(..., V)`` -> ``(..., V, d)``."""
 
     def __init__(self, n_variables: int, hidden_size: int) -> None:
         super().__init__()
@@ -180,12 +130,7 @@ class RealEmbedding(nn.Module):
 
 
 class VariableSelection(nn.Module):
-    """Variable selection network (eqs. 6-8), vectorised across variables.
-
-    Selection weights ``v = Softmax(GRN_v(Ξ, c_s))`` come from the flattened embeddings of all variables ``Ξ``
-    (``V·d`` wide) and the static context; each variable's embedding goes through its own ``GRN_ξ⁽ʲ⁾``; the
-    output is ``Σⱼ vⱼ ξ̃⁽ʲ⁾``. The V per-variable GRNs are one grouped GRN, so there is no loop over variables.
-    """
+    """Variable selection network (eqs. 6-8), one grouped GRN across variables."""
 
     def __init__(self, n_variables: int, hidden_size: int, dropout: float = 0.0, context_size: int | None = None):
         super().__init__()
@@ -200,26 +145,13 @@ class VariableSelection(nn.Module):
         return selected, weights
 
 
-# --------------------------------------------------------------------------------------------------- attention
-
-
 def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
-    """Boolean ``(n_queries, n_keys)`` mask, True where a query may attend, for queries at the last positions.
-
-    Query ``i`` sits at position ``n_keys - n_queries + i`` of the key sequence and may attend to keys at that
-    position and before; with ``n_queries == n_keys`` this is the usual lower-triangular mask.
-    """
+    """Boolean ``(n_queries, n_keys)`` mask, True where a query (at the last ``n_queries`` positions) may attend."""
     return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
 
 
 class InterpretableMultiHeadAttention(nn.Module):
-    """Interpretable multi-head attention (eqs. 13-16): per-head queries and keys, one value projection shared.
-
-    ``H̃ = (1/H) Σₕ Softmax(Q W_Q⁽ʰ⁾ (K W_K⁽ʰ⁾)ᵀ / √d_attn) V W_V`` and the output is ``H̃ W_H``, with
-    ``d_attn = d / H``. Because ``V W_V`` is shared, averaging the heads' outputs equals applying the
-    head-averaged attention to ``V W_V`` once, which is what is computed; that averaged attention is the
-    interpretable pattern the paper analyses and is returned with the output.
-    """
+    """Interpretable multi-head attention (eqs. 13-16): per-head queries and keys, one shared value."""
 
     def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -237,11 +169,7 @@ class InterpretableMultiHeadAttention(nn.Module):
     def forward(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend from ``query`` ``(B, Tq, d)`` to ``key``/``value`` ``(B, Tk, d)``.
-
-        ``mask`` is a boolean ``(Tq, Tk)`` tensor, True where attending is allowed. Returns the output
-        ``(B, Tq, d)`` and the head-averaged attention ``(B, Tq, Tk)`` (rows sum to 1 without dropout).
-        """
+        """Attend ``query`` to ``key``/``value`` under ``mask``; the output and head-averaged attention."""
         heads = (self.num_heads, self.head_size)
         queries = self.query_projection(query).unflatten(-1, heads).transpose(1, 2)
         keys = self.key_projection(key).unflatten(-1, heads).transpose(1, 2)
@@ -251,9 +179,6 @@ class InterpretableMultiHeadAttention(nn.Module):
         attention = self.dropout(torch.softmax(scores, dim=-1)).mean(dim=1)
         output = self.output_projection(attention @ self.value_projection(value))
         return output, attention
-
-
-# --------------------------------------------------------------------------------------------------- model
 
 
 class TFTOutput(NamedTuple):
@@ -270,27 +195,13 @@ class TFTOutput(NamedTuple):
 
 
 def quantile_loss(prediction: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
-    """Quantile (pinball) loss (eq. 24): summed over quantiles, averaged over every other element.
-
-    ``QL(y, ŷ, q) = q·(y − ŷ)₊ + (1 − q)·(ŷ − y)₊``. ``prediction`` is ``(..., Q)``, ``target`` ``(...)``,
-    ``quantiles`` ``(Q,)`` levels in (0, 1); returns a 0-d tensor in the target's units.
-    """
+    """Pinball loss (eq. 24), summed over ``quantiles`` and averaged over the rest: 0-d, in the target's units."""
     error = target.unsqueeze(-1) - prediction
     return torch.maximum(quantiles * error, (quantiles - 1.0) * error).sum(dim=-1).mean()
 
 
 class TemporalFusionTransformer(nn.Module):
-    """The Temporal Fusion Transformer of Lim et al. (2021), figure 2, for one static categorical covariate.
-
-    Args:
-        n_encoder_inputs: real inputs observed over the past (encoder) window.
-        n_decoder_inputs: real inputs known over the forecast (decoder) horizon.
-        n_static_categories: categories of the static covariate (here: symbols).
-        hidden_size: d, the width of every layer.
-        num_heads: attention heads; ``hidden_size`` must be a multiple.
-        n_quantiles: forecast quantiles per decoder step.
-        dropout: dropout rate before every gate and on the attention weights.
-    """
+    """The TFT (figure 2) for one static categorical covariate; ``hidden_size`` a multiple of ``num_heads``."""
 
     def __init__(
         self,
@@ -307,12 +218,10 @@ class TemporalFusionTransformer(nn.Module):
         self.static_embedding = nn.Embedding(n_static_categories, d)
         self.encoder_embedding = RealEmbedding(n_encoder_inputs, d)
         self.decoder_embedding = RealEmbedding(n_decoder_inputs, d)
-        # With the symbol as the only static covariate its selection weight is always 1; the network is the
-        # paper's all the same, so another static covariate needs no change here.
+        # With one static covariate its selection weight is always 1; kept so another needs no change.
         self.static_selection = VariableSelection(1, d, dropout)
         self.encoder_selection = VariableSelection(n_encoder_inputs, d, dropout, context_size=d)
         self.decoder_selection = VariableSelection(n_decoder_inputs, d, dropout, context_size=d)
-        # The four static covariate encoders share a shape, so they run as one grouped GRN.
         self.static_encoders = GRN(d, d, d, dropout, n_groups=len(_STATIC_CONTEXTS))
         self.encoder_lstm = nn.LSTM(d, d, batch_first=True)
         self.decoder_lstm = nn.LSTM(d, d, batch_first=True)
@@ -327,8 +236,7 @@ class TemporalFusionTransformer(nn.Module):
     def forward(
         self, encoder_inputs: torch.Tensor, decoder_inputs: torch.Tensor, static_ids: torch.Tensor
     ) -> TFTOutput:
-        """Forecast from past inputs ``(B, k, V_encoder)``, known-future inputs ``(B, τ, V_decoder)`` and the static
-        category ``(B,)`` (int64)."""
+        """Forecast from past ``(B, k, V_enc)``, known-future ``(B, τ, V_dec)`` and static ``(B,)`` inputs."""
         encoder_length = encoder_inputs.shape[1]
         total_length = encoder_length + decoder_inputs.shape[1]
 
@@ -336,7 +244,6 @@ class TemporalFusionTransformer(nn.Module):
         contexts = self.static_encoders(static.unsqueeze(-2).expand(-1, len(_STATIC_CONTEXTS), -1))
         context_selection, context_enrichment, state_h, state_c = contexts.unbind(dim=-2)
 
-        # The static contexts are per sequence; a length-1 time axis broadcasts them over every position.
         selection_context = context_selection.unsqueeze(1)
         past, encoder_weights = self.encoder_selection(self.encoder_embedding(encoder_inputs), selection_context)
         future, decoder_weights = self.decoder_selection(self.decoder_embedding(decoder_inputs), selection_context)
@@ -357,9 +264,6 @@ class TemporalFusionTransformer(nn.Module):
         return TFTOutput(self.quantile_head(fused), encoder_weights, decoder_weights, attention)
 
 
-# --------------------------------------------------------------------------------------------------- workload
-
-
 class TFTBatch(NamedTuple):
     """One training batch of windows, split into what the model may see and what it must forecast."""
 
@@ -376,11 +280,7 @@ class TFTBatch(NamedTuple):
 
 
 class TFTWorkload(Workload):
-    """Multi-horizon quantile forecasting of the normalised return with a Temporal Fusion Transformer.
-
-    A sample is one window of ``encoder_length + decoder_length`` bars from the training split of one symbol;
-    one step is one Adam update with gradient-norm clipping on ``context.batch_size`` windows.
-    """
+    """One clipped Adam update of a quantile TFT on ``context.batch_size`` training windows."""
 
     name = "tft"
     sample_unit = "window"
@@ -414,11 +314,9 @@ class TFTWorkload(Workload):
             dropout=config.dropout,
         ).to(context.device)
         self.model.train()
-        # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
         self._forward = context.compile(context.parallel(self.model))
         self._quantiles = torch.tensor(config.quantiles, dtype=torch.float32, device=context.device)
-        # Fused on every device: one kernel for all parameters, and the same operations on the CPU as on a GPU, so
-        # a CPU run counts the launches a GPU would make (gpubench.measure.flops).
+        # Fused everywhere, so a CPU run counts the launches a GPU would make (gpubench.measure.flops).
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate, fused=True)
 
     @property
@@ -429,8 +327,7 @@ class TFTWorkload(Workload):
         return [self.optimizer]
 
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> TFTBatch:
-        """Draw ``context.batch_size`` windows from ``valid_starts`` (default: the training windows) and split
-        them; stays on the device (no sync)."""
+        """Draw windows from ``valid_starts`` (default: training) and split them, on the device."""
         valid_starts = self._train_starts if valid_starts is None else valid_starts
         starts = self.data.sample_starts(valid_starts, self.context.batch_size, self.context.generator)
         windows = self.data.gather(starts, self.window_length)
