@@ -260,8 +260,8 @@ def test_a_batch_search_where_nothing_fits_is_an_oom_result(
     decision = choose_batch_size(nothing_fits, BatchConfig(policy="max", min_size=32, max_size=64), None)
     monkeypatch.setattr(model_run, "choose_batch", lambda name, context: decision)
     result = run_model("mlp", cpu_context).result
-    assert result.status == "oom" and result.error == decision.message
-    assert result.batch_search == decision.record() and result.batch_size is None
+    assert result.status == "oom" and result.error == decision.record.message
+    assert result.batch_search == decision.record and result.batch_size is None
 
 
 def test_the_measured_run_times_one_evaluation_and_one_checkpoint(cpu_context: ModelRunContext) -> None:

@@ -439,7 +439,7 @@ def _search_record(name: str, decision: BatchDecision | None) -> BatchSearchResu
     algorithm's own."""
     if decision is None:
         return None
-    return replace(decision.record(), batch_is_hyperparameter=workload_class(name).batch_size_is_hyperparameter)
+    return replace(decision.record, batch_is_hyperparameter=workload_class(name).batch_size_is_hyperparameter)
 
 
 def _result(
@@ -596,14 +596,15 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
     try:
         decision = choose_batch(name, context)
         configured = getattr(cfg.workloads, name).batch_size
-        if decision is not None and decision.batch_size is None:
+        if decision is not None and decision.record.batch_size is None:
             return ModelRun(
-                ModelResult(status="oom", error=decision.message, batch_search=_search_record(name, decision)), None
+                ModelResult(status="oom", error=decision.record.message, batch_search=_search_record(name, decision)),
+                None,
             )
         batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
         # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
         # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
-        chosen_by_search = decision is not None and decision.policy != "configured"
+        chosen_by_search = decision is not None and decision.record.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
             logger.info("model %s: measuring at batch %d (%s)", name, batch.batch_size, batch.policy or "configured")

@@ -28,7 +28,7 @@ process the agreement is the identity (:func:`same_trial`).
 import gc
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -117,65 +117,16 @@ class BatchSearch:
 
 @dataclass(frozen=True)
 class BatchDecision:
-    """The batch size a model is timed at, and the evidence for it (the search's working object; the report holds
-    its :meth:`record`).
+    """The batch size a model is timed at: ``record``, the report's record of the decision and its evidence
+    (:class:`~gpubench.results.BatchSearchResult`), beside ``search``, the search's working object."""
 
-    ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
-    why). ``largest_fitting_size`` is the search's answer; ``policy`` (``configured``, ``knee`` or ``max``) picked
-    the size to time from it (``configured_size`` is the recipe's), and ``batch_size`` is that size once it passed
-    re-verification (a smaller one that did, if it failed). ``throughput_curve`` holds (size, samples/s) of every
-    successful search trial, by size; ``knee_size`` is its knee (see :func:`knee_batch_size`).
-    ``peak_reserved_mb`` is the highest peak reserved memory measured at ``batch_size``; ``peak_limit_mb`` is
-    ``batch.headroom`` × usable VRAM (None when the usable VRAM is unknown). Search trials ran ``search_steps``
-    training steps each, verification trials ``verify_steps``.
-    """
-
-    status: Literal["ok", "oom"]
-    batch_size: int | None
-    largest_fitting_size: int | None
-    gradient_accumulation_steps: int | None
-    effective_batch_size: int | None
-    target_effective_batch_size: int
-    knee_size: int | None
-    throughput_curve: list[tuple[int, float]]
-    peak_reserved_mb: float | None
-    peak_limit_mb: float | None
-    verify_repeats: int
-    verify_steps: int
-    message: str
+    record: BatchSearchResult
     search: BatchSearch
-    verification: list[BatchTrial] = field(default_factory=list)
-    policy: str = "max"
-    configured_size: int | None = None
 
-    def record(self) -> BatchSearchResult:
-        """The report's record of this decision; ``trials`` lists search then verification trials."""
-        return BatchSearchResult(
-            status=self.status,
-            batch_size=self.batch_size,
-            largest_fitting_size=self.largest_fitting_size,
-            gradient_accumulation_steps=self.gradient_accumulation_steps,
-            effective_batch_size=self.effective_batch_size,
-            target_effective_batch_size=self.target_effective_batch_size,
-            knee_size=self.knee_size,
-            knee_fraction=KNEE_FRACTION,
-            throughput_curve=[
-                ThroughputPoint(size=size, samples_per_s=samples_per_s) for size, samples_per_s in self.throughput_curve
-            ],
-            peak_reserved_mb=self.peak_reserved_mb,
-            peak_limit_mb=self.peak_limit_mb,
-            search_min_size=self.search.min_size,
-            search_max_size=self.search.max_size,
-            search_steps=self.search.steps,
-            verify_repeats=self.verify_repeats,
-            verify_steps=self.verify_steps,
-            message=self.message,
-            trials=[*self.search.trials, *self.verification],
-            policy=self.policy,
-            configured_size=self.configured_size,
-            time_limited=self.search.time_limited,
-            trial_max_seconds=self.search.trial_max_seconds,
-        )
+    @property
+    def verification(self) -> list[BatchTrial]:
+        """The re-verification trials, in the order they ran."""
+        return [trial for trial in self.record.trials if trial.phase == "verify"]
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -479,29 +430,45 @@ def choose_batch_size(
         agree=agree,
     )
 
-    def oom_decision(message: str, verification: list[BatchTrial]) -> BatchDecision:
-        return BatchDecision(
-            status="oom",
-            batch_size=None,
+    def decision(
+        status: Literal["ok", "oom"],
+        message: str,
+        verification: list[BatchTrial],
+        chosen: int | None = None,
+        accumulation: int | None = None,
+        knee: int | None = None,
+        curve: list[tuple[int, float]] | None = None,
+        peak_mb: float | None = None,
+    ) -> BatchDecision:
+        """The decision timing ``chosen`` with ``accumulation`` steps (None: nothing fits), its evidence."""
+        record = BatchSearchResult(
+            status=status,
+            batch_size=chosen,
             largest_fitting_size=search.best_size,
-            gradient_accumulation_steps=None,
-            effective_batch_size=None,
+            gradient_accumulation_steps=accumulation,
+            effective_batch_size=None if chosen is None or accumulation is None else accumulation * chosen,
             target_effective_batch_size=batch_cfg.target_effective,
-            knee_size=None,
-            throughput_curve=[],
-            peak_reserved_mb=None,
+            knee_size=knee,
+            knee_fraction=KNEE_FRACTION,
+            throughput_curve=[ThroughputPoint(size=size, samples_per_s=rate) for size, rate in curve or []],
+            peak_reserved_mb=peak_mb,
             peak_limit_mb=peak_limit_mb,
+            search_min_size=search.min_size,
+            search_max_size=search.max_size,
+            search_steps=search.steps,
             verify_repeats=verify_repeats,
             verify_steps=verify_steps,
             message=message,
-            search=search,
-            verification=verification,
+            trials=[*search.trials, *verification],
             policy=policy,
             configured_size=configured_size,
+            time_limited=search.time_limited,
+            trial_max_seconds=search.trial_max_seconds,
         )
+        return BatchDecision(record=record, search=search)
 
     if search.best_size is None:
-        return oom_decision(_min_size_failure(search, usable_vram_mb, batch_cfg.headroom), [])
+        return decision("oom", _min_size_failure(search, usable_vram_mb, batch_cfg.headroom), [])
 
     curve = sorted((t.size, t.samples_per_s) for t in search.trials if t.ok and t.samples_per_s is not None)
     knee = knee_batch_size(curve)
@@ -523,7 +490,8 @@ def choose_batch_size(
             chosen = candidate
             break
     if chosen is None:
-        return oom_decision(
+        return decision(
+            "oom",
             f"no batch size passed {verify_repeats} re-runs of {verify_steps} steps: {target} ({reason}) and every "
             "smaller size that fit during the search failed on a re-run (memory use is not reproducible).",
             verification,
@@ -554,25 +522,7 @@ def choose_batch_size(
         )
     if knee is not None:
         message += f"; throughput knee at {knee}"
-    return BatchDecision(
-        status="ok",
-        batch_size=chosen,
-        largest_fitting_size=search.best_size,
-        gradient_accumulation_steps=accumulation,
-        effective_batch_size=accumulation * chosen,
-        target_effective_batch_size=batch_cfg.target_effective,
-        knee_size=knee,
-        throughput_curve=curve,
-        peak_reserved_mb=max(peaks) if peaks else None,
-        peak_limit_mb=peak_limit_mb,
-        verify_repeats=verify_repeats,
-        verify_steps=verify_steps,
-        message=message,
-        search=search,
-        verification=verification,
-        policy=policy,
-        configured_size=configured_size,
-    )
+    return decision("ok", message, verification, chosen, accumulation, knee, curve, max(peaks) if peaks else None)
 
 
 @dataclass(frozen=True)
@@ -595,11 +545,11 @@ def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, 
     """The batch a model is timed at: the decision's (a successful search, whose ``policy`` chose and verified it),
     or without a search the ``configured`` batch capped by ``max_size`` (``batch.max_size``)."""
     if decision is not None:
-        assert decision.batch_size is not None
+        assert decision.record.batch_size is not None
         return TimedBatch(
-            batch_size=decision.batch_size,
-            gradient_accumulation_steps=decision.gradient_accumulation_steps or 1,
-            policy=f"timed at {decision.message}",
+            batch_size=decision.record.batch_size,
+            gradient_accumulation_steps=decision.record.gradient_accumulation_steps or 1,
+            policy=f"timed at {decision.record.message}",
         )
     notes = []
     size = configured
