@@ -12,13 +12,14 @@ from conftest import make_learnable_features, trending_features
 from gpubench.data.config import DataConfig
 from gpubench.data.loader import load_features
 from gpubench.errors import ConfigError
-from gpubench.measure.config import StabilityConfig
 from gpubench.measure.flops import count_step, count_step_flops
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import size_epoch
 from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.ppo.workload import PPOWorkload, clipped_surrogate_loss, compute_gae
 from gpubench.models.trading_env.config import TradingEnvConfig
+from gpubench.stats.config import StabilityConfig
+from gpubench.stats.stability import stability_verdict
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")

@@ -53,7 +53,7 @@ from gpubench.measure.flops import StepCounts, count_step
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
 from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
 from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
@@ -72,6 +72,7 @@ from gpubench.results import (
 )
 from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION, DECISION_CANNOT_SETTLE, DECISION_SETTLED
 from gpubench.stats.epoch_times import summarize_epoch_times
+from gpubench.stats.stability import stability_verdict
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
 

@@ -89,59 +89,6 @@ class EpochConfig:
 
 
 @dataclass
-class StabilityConfig:
-    """Gradient and loss health checks, and the reinforcement-learning ones.
-
-    Every model: NaN/Inf, gradient norms above ``grad_norm_exploding`` or below ``grad_norm_vanishing``, and an
-    epoch whose largest gradient norm is ``grad_norm_growth_factor`` times the largest of the run's first measured
-    epochs (the first quarter, at least one: a scale-free explosion test, two orders of magnitude, where the later
-    epochs of healthy quick CPU runs of all five models stayed within 1.5 times it, and DQN's at a learning rate of
-    10, where they spiked, reached 3e4 to 7e4 times; ``grad_norm_exploding`` is in the loss's own units, which
-    differ by model). Supervised
-    models: a loss rising by more than ``loss_trend_rel_slope`` of its mean per epoch (and significantly). RL
-    models, whose loss trend is no health signal: the critic's loss (PPO's value loss, DQN's TD loss) above
-    ``critic_loss_ceiling_factor`` times the largest a critic within the rewards' return range can have, or grown
-    ``critic_loss_growth_factor`` times over an earlier epoch to above that ceiling; PPO epochs whose updates' mean
-    approximate KL exceeds ``max_approx_kl`` (five times the 0.02 of a policy whose every probability ratio sits on
-    the edge of the default 0.2 clip; healthy default runs stay near 0.005) or whose mean clip fraction exceeds
-    ``max_clip_fraction`` (more than half the samples pushed past the clip; healthy quick runs: 0.01 to 0.16).
-    Epoch means, not single updates: one minibatch of 64 samples can clip 45% of them in a healthy run. DQN: an
-    epoch whose updates' largest |Q| averages beyond the discounted return bound ``max |reward| / (1 − γ)``, which
-    no accurate value can pass (van Hasselt et al. 2018's "soft divergence"); no key, the bound is the run's own.
-    """
-
-    enabled: bool = True
-    grad_norm_exploding: float = 1000.0
-    grad_norm_vanishing: float = 1e-7
-    grad_norm_growth_factor: float = 100.0
-    loss_trend_rel_slope: float = 0.01
-    critic_loss_ceiling_factor: float = 10.0
-    critic_loss_growth_factor: float = 10.0
-    max_approx_kl: float = 0.1
-    max_clip_fraction: float = 0.5
-
-    def __post_init__(self) -> None:
-        require_positive("stability.grad_norm_exploding", self.grad_norm_exploding)
-        require_positive("stability.grad_norm_vanishing", self.grad_norm_vanishing)
-        require(
-            self.grad_norm_growth_factor > 1,
-            "stability.grad_norm_growth_factor",
-            self.grad_norm_growth_factor,
-            "a factor above 1",
-        )
-        require_positive("stability.loss_trend_rel_slope", self.loss_trend_rel_slope)
-        require_positive("stability.critic_loss_ceiling_factor", self.critic_loss_ceiling_factor)
-        require(
-            self.critic_loss_growth_factor > 1,
-            "stability.critic_loss_growth_factor",
-            self.critic_loss_growth_factor,
-            "a factor above 1",
-        )
-        require_positive("stability.max_approx_kl", self.max_approx_kl)
-        require(0 < self.max_clip_fraction <= 1, "stability.max_clip_fraction", self.max_clip_fraction, "in (0, 1]")
-
-
-@dataclass
 class MemoryConfig:
     """VRAM sampling and leak detection.
 

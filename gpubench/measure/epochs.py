@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from gpubench.measure.config import EpochConfig
-from gpubench.measure.stability import EpochHealth, StabilityMonitor
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
 from gpubench.stats.config import (
     FIXED_EPOCHS,
@@ -28,6 +28,7 @@ from gpubench.stats.config import (
     StatisticsConfig,
 )
 from gpubench.stats.intervals import MIN_EPOCHS, two_stage_required_epochs
+from gpubench.stats.stability import EpochHealth
 from gpubench.units import MS_PER_S
 from gpubench.workload import Workload
 
