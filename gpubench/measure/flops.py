@@ -108,8 +108,3 @@ def count_step(workload: Workload) -> StepCounts:
         if total > 0
         else None,
     )
-
-
-def count_step_flops(workload: Workload) -> float | None:
-    """Floating-point operations of one training step (:func:`count_step`'s ``flops``)."""
-    return count_step(workload).flops
