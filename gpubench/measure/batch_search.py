@@ -1,28 +1,13 @@
 """Batch-size search: the largest batch that trains without running out of device memory, and the policy on top.
 
-The search calls ``try_batch(size, steps)``, a callable the caller builds around a workload. One call must run
-``steps`` real training steps at that batch size (forward, backward and optimizer step; ``steps`` is at least two,
-so optimizer state exists) and return what it measured: either the peak *reserved* device memory in MB as a plain
-number, or a :class:`TrialResult` with that peak and the training throughput in samples/s (the throughput curve
-and its knee need the latter). It raises on failure; only out-of-memory failures (:func:`is_oom`) are treated as
-"does not fit", anything else propagates at once.
-
-A ``try_batch`` that measures correctly builds its workload inside the call (so a failed trial's model, optimizer
-state and activations die with the trial), calls ``torch.cuda.reset_peak_memory_stats()`` before the steps,
-synchronises after them, and reports ``torch.cuda.max_memory_reserved() / 2**20``. The finder frees the device
-cache between trials (:func:`release_device_memory`), so each trial's reserved peak starts from a clean cache.
-
-The search runs short trials (:data:`SEARCH_STEPS`), bounded in time: once one trial's steps take longer than
-``batch.trial_max_seconds``, it stops doubling (on a 141 GB card the largest batch that fits can take seconds a
-step). ``batch.policy`` then picks the batch that is timed (the configured one, the throughput knee, or the largest
-that fits), and only that batch is re-verified over longer trials (:data:`VERIFY_STEPS`), because the caching
-allocator keeps splitting and caching blocks for many steps: a few steps show the working set, not the fragmented
-steady state the measured epochs will reach.
-
-Under data parallelism (``distributed.nproc`` > 1) every rank runs the same search, and each trial's outcome goes
-through an agreement (:data:`TrialAgreement`) before the search acts on it: the ranks then take the same branch at
-every trial (an OOM on any rank fails the trial on all of them), so none waits in a trial the others skipped. In one
-process the agreement is the identity (:func:`same_trial`).
+The search calls ``try_batch(size, steps)``: it runs ``steps`` (>= 2, so optimizer state exists) real training
+steps at that size, building its workload inside the call so a failed trial's memory dies with it, and returns the
+peak *reserved* memory in MB or a :class:`TrialResult` (peak, samples/s, s). Only out-of-memory errors
+(:func:`is_oom`) mean "does not fit"; anything else propagates. Short search trials (:data:`SEARCH_STEPS`) stop
+once one exceeds ``batch.trial_max_seconds``; ``batch.policy`` picks the timed batch, which alone is re-verified over
+:data:`VERIFY_STEPS` steps, because allocator fragmentation grows for many steps past what a short trial shows.
+Under data parallelism each trial's outcome passes through an agreement (:data:`TrialAgreement`) so every rank
+takes the same branch; in one process it is the identity (:func:`same_trial`).
 """
 
 import gc
@@ -55,9 +40,8 @@ _OOM_MESSAGE_MARKERS: tuple[str, ...] = (
 KNEE_FRACTION = 0.9
 #: Training steps per search trial: two or more, so the optimizer state exists when memory is read.
 SEARCH_STEPS = 3
-#: Training steps per re-verification trial. On the H200 under a 4 GiB cap, mamba2's reserved peak after 3 steps
-#: was 3,602 MB but reached 4,086 MB during the measured epochs: fragmentation grows for many steps before the
-#: allocator's cache settles, so the size the benchmark will train at is checked over a longer run.
+#: Training steps per re-verification trial: fragmentation grows for many steps before the allocator's cache
+#: settles, so the size the benchmark trains at is checked over a longer run than a search trial.
 VERIFY_STEPS = 20
 
 TrialPhase = Literal["search", "verify"]
@@ -130,16 +114,9 @@ class BatchDecision:
 
 
 def is_oom(exc: BaseException) -> bool:
-    """True when ``exc`` means a device allocation failed (the batch does not fit), False for any other error.
-
-    OOM: ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError`` is the same class), and RuntimeErrors whose
-    message shows an allocation failure: "CUDA out of memory", "CUDA error: out of memory",
-    ``CUBLAS_STATUS_ALLOC_FAILED``, ``CUDNN_STATUS_ALLOC_FAILED`` (cuDNN 8) and
-    ``CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED`` (cuDNN 9). An error explicitly raised *from* an OOM
-    (``raise ... from oom``, as compilers wrapping a failure do) is OOM too. Everything else is not: illegal
-    memory accesses and other CUDA errors (which can leave the CUDA context unusable), shape errors,
-    ``CUDNN_STATUS_NOT_SUPPORTED``, and host-memory failures.
-    """
+    """True when ``exc`` (or the exception it was explicitly raised from) means a device allocation failed:
+    ``torch.OutOfMemoryError`` or a RuntimeError carrying one of :data:`_OOM_MESSAGE_MARKERS`. Illegal memory
+    accesses, other CUDA errors, shape errors and host-memory failures are not."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -155,11 +132,8 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def release_device_memory() -> None:
-    """Free unreachable objects, then return the caching allocator's unused blocks to the driver.
-
-    Only when CUDA is already initialised: this never creates a CUDA context, and on the CPU there is no cache to
-    return (a full ``gc.collect`` costs about 0.15 s there, paid between every trial and measurement for nothing).
-    """
+    """Free unreachable objects, then return the caching allocator's unused blocks to the driver; nothing unless
+    CUDA is initialised (it never creates a context, and a ``gc.collect`` on the CPU buys nothing)."""
     if not torch.cuda.is_initialized():
         return
     # Collect first: reference cycles (frames, closures, autograd graphs) can still hold tensors, and
@@ -231,23 +205,12 @@ def find_max_batch_size(
 ) -> BatchSearch:
     """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds, trying ``steps`` steps.
 
-    Assumes memory grows with size (if a size fails, every larger size fails, and if one fits, every smaller one
-    does). Doubles from ``min_size`` until a trial fails or ``max_size`` succeeded (the last step tries
-    ``max_size`` itself instead of passing it), then bisects between the last success and the first failure down
-    to adjacent integers. The first trial is ``2·min_size``, not ``min_size``: by the same assumption its success
-    implies ``min_size`` fits; only when it fails is ``min_size`` tried, then the bisection between the two. That
-    saves one trial on every search that gets past ``2·min_size``, which keeps the default range (32 to 4,096)
-    within issue 5's 2·log2(max/min) + 4 = 18 trials (19 when starting at ``min_size``). Trials: at most
-    ``ceil(log2(max/min))`` doubling plus ``ceil(log2(max - min))`` bisection steps, plus one for ``min_size``. A
-    trial fails when ``try_batch`` raises an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, when its peak
-    reserved memory (MB) exceeds that limit. Any other exception is re-raised immediately. ``best_size`` is None
-    when ``min_size`` fails.
-
-    With ``trial_max_seconds`` set, a successful trial whose steps took longer than that (s) ends the search there
-    (``time_limited``): larger sizes would only be slower, and the search exists to report what fits, not to spend
-    minutes per model proving it. ``best_size`` is then the largest size that fit so far.
-
-    Every trial's outcome passes through ``agree`` before the search reads it (see the module docstring).
+    Assumes memory grows with size. Doubles from ``2·min_size`` (its success implies ``min_size`` fits) until a
+    trial fails or ``max_size`` succeeds, then bisects between the last success and the first failure. A trial fails
+    on an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, a peak reserved memory (MB) above it; any other
+    exception is re-raised. With ``trial_max_seconds`` set, a successful trial slower than that (s) ends the search
+    (``time_limited``; ``best_size`` is then a lower bound). ``best_size`` is None when ``min_size`` fails. Every
+    outcome passes through ``agree``.
     """
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
@@ -308,12 +271,8 @@ def find_max_batch_size(
 
 
 def knee_batch_size(throughput_curve: list[tuple[int, float]], fraction: float = KNEE_FRACTION) -> int | None:
-    """Smallest batch size whose throughput reaches ``fraction`` of the best observed samples/s.
-
-    Past the knee, larger batches buy little speed but cost memory and change optimisation; it is reported
-    beside the largest size. The curve is sampled where the search tried (doubling, then dense near the top),
-    so the knee is the smallest *sampled* size that qualifies. None for an empty curve.
-    """
+    """Smallest *sampled* batch size whose throughput reaches ``fraction`` of the best samples/s (None for an empty
+    curve): past it, larger batches buy little speed but cost memory and change optimisation."""
     if not throughput_curve:
         return None
     best_samples_per_s = max(samples_per_s for _, samples_per_s in throughput_curve)
@@ -348,16 +307,10 @@ def _failure_phrase(trial: BatchTrial) -> str:
 def policy_target(
     policy: str, search: BatchSearch, knee_size: int | None, configured_size: int | None
 ) -> tuple[int, str]:
-    """The batch ``policy`` times, from the ``search`` (its largest fitting size, and the trials that failed) and
-    the throughput ``knee_size``, and the sentence saying why (sizes in samples).
-
-    ``configured``: the recipe's ``configured_size``, capped by the search's ``max_size`` (``batch.max_size`` caps
-    every timed batch), and stepped down to the largest size that fit only when a trial at or below it failed (ran
-    out of memory, or exceeded the headroom). A search that stopped on its trial time limit knows only a lower bound
-    of what fits: a configured batch above that bound is timed as configured (its re-verification then shows whether
-    it fits). ``knee``: the knee (the largest fitting size when no trial measured throughput). ``max``: the largest
-    that fits.
-    """
+    """The batch ``policy`` times and the sentence saying why (sizes in samples). ``configured``: the recipe's
+    ``configured_size`` capped by ``batch.max_size``, stepped down to the largest size that fit only when a trial at
+    or below it failed (a time-limited search's bound does not step it down). ``knee``: the knee (the largest
+    fitting size without throughput). ``max``: the largest that fits."""
     best_size = search.best_size
     if best_size is None:
         raise ValueError("policy_target needs a search that found a fitting size")
@@ -395,21 +348,12 @@ def choose_batch_size(
     verify_steps: int = VERIFY_STEPS,
     agree: TrialAgreement = same_trial,
 ) -> BatchDecision:
-    """Search the largest batch that fits under the headroom, pick the batch ``policy`` times, re-verify it.
-
-    A trial whose peak reserved memory exceeds ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when
-    ``usable_vram_mb`` is None) counts as a failure. The search runs trials of ``search_steps`` training steps,
-    stopping once one takes longer than ``batch.trial_max_seconds``. ``policy`` (default ``batch.policy``) picks the
-    size to time (:func:`policy_target`; ``configured`` needs ``configured_size``); that size is then run
-    ``verify_repeats`` more times for ``verify_steps`` steps each, long enough for the allocator's fragmentation to
-    reach its steady state. If any run fails, the next smaller size that succeeded in the search is verified
-    instead, and so on. Only the timed size is verified: verifying a largest batch nobody times would cost the
-    longest trials of the search (1.6 s a step for mamba2 at 2,015 on an H200).
-    Gradient-accumulation steps reach ``batch.target_effective`` for a size the search chose (``knee``, ``max``);
-    the configured batch is the recipe's own effective batch (1 step). When ``batch.min_size`` does not fit (or
-    nothing passes verification) the decision has status ``oom`` and a message saying why; the caller marks that
-    model ``oom`` and moves on. Every trial, search and verification, passes through ``agree`` (the module
-    docstring).
+    """Search the largest batch that fits under ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when None),
+    pick the batch ``policy`` times (:func:`policy_target`), and re-verify it ``verify_repeats`` times over
+    ``verify_steps`` steps, stepping down to the next smaller size that fit in the search while one fails. Only the
+    timed size is verified: the largest batch's trials are the search's longest. Accumulation steps reach
+    ``batch.target_effective`` for a size the search chose; the configured batch keeps 1. Status ``oom`` (with the
+    reason in the message) when ``batch.min_size`` does not fit or nothing passes verification.
     """
     policy = batch_cfg.policy if policy is None else policy
     if verify_repeats < 0:
@@ -563,12 +507,8 @@ def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, 
 
 @dataclass(frozen=True)
 class HeadroomCheck:
-    """The measured run's peak reserved device memory against the headroom limit (both MB).
-
-    The batch search keeps its trials under ``batch.headroom`` × usable VRAM, but the measured epochs run far more
-    steps than any trial, and allocator fragmentation can keep growing; this checks the policy held for the run
-    whose numbers are reported.
-    """
+    """The measured run's peak reserved device memory against the headroom limit (both MB): the measured epochs
+    run far more steps than any trial, and fragmentation can keep growing."""
 
     peak_reserved_mb: float
     peak_limit_mb: float
