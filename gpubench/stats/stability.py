@@ -1,17 +1,13 @@
 """Training health's verdict from per-epoch records: NaN/Inf, gradient norms, the loss trend and the RL signals.
 
-:func:`stability_verdict` turns the per-epoch records (:class:`EpochHealth`, read from the device by
-:class:`gpubench.measure.stability.StabilityMonitor`) into the report's ``stability`` and ``loss_trend``. The loss
-trend is read from each epoch's loss relative to the workload's reference forecast on the same batches where the
-steps report one (:attr:`~gpubench.workload.StepResult.reference_loss`): an epoch's mean loss over randomly sampled
-batches mostly measures how hard those batches' targets were (benchmarks/results/2026-12-03-mamba2-loss-trend.md),
-so a line fitted through it reads the data's draws. Health is judged per model kind: for supervised training an
-INCREASING loss trend is a symptom, but not for reinforcement learning, whose loss is a surrogate (PPO's clipped
-objective normally rises toward zero) or a TD loss (which rises while values bootstrap up from zero). There the
-signals that mean trouble are judged instead: the critic's loss blowing up past what any critic within the
-rewards' return range can reach, or growing toward it, DQN's Q-values averaging past that range (soft divergence),
-and PPO's approximate KL and clip fraction beyond their bounds. For every model a gradient norm that grows far past
-the run's first measured epochs' is an explosion, whatever the norm's scale (:func:`grad_norm_growth`).
+:func:`stability_verdict` turns :class:`EpochHealth` records (read by
+:class:`gpubench.measure.stability.StabilityMonitor`) into the report's ``stability`` and ``loss_trend``. The trend
+is read from the loss relative to the workload's reference forecast on the same batches where steps report one
+(a mean loss over random batches mostly measures those batches' difficulty:
+benchmarks/results/2026-12-03-mamba2-loss-trend.md). An INCREASING trend is a symptom for supervised models only;
+an RL loss is a surrogate or a TD loss, so RL health is judged on the critic's loss, values past the return bound,
+and PPO's approximate KL and clip fraction. For every model a gradient norm growing far past the run's first epochs'
+is an explosion (:func:`grad_norm_growth`).
 """
 
 import math
@@ -31,15 +27,9 @@ Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
 
 @dataclass(frozen=True)
 class EpochRLHealth:
-    """One epoch's reinforcement-learning signals (:class:`~gpubench.workload.RLSignals`), when its steps reported
-    them and the checks are enabled.
-
-    ``steps`` counts the steps that reported them. ``mean_critic_loss`` is the mean finite critic loss,
-    ``critic_loss_ceiling`` the largest ceiling the steps reported. ``mean_approx_kl`` / ``mean_clip_fraction``
-    are the means of the finite per-update figures and ``max_*`` the largest; all None where no step reported a
-    finite one (DQN reports no KL or clip fraction). ``mean_value_abs_max`` is the mean over the updates of each
-    one's largest |value| (DQN's |Q|), ``max_value_abs`` the largest of all, and ``return_bound`` the largest
-    |discounted return| the steps reported; None where no step reported them (PPO).
+    """One epoch's RL signals (:class:`~gpubench.workload.RLSignals`) when its steps reported them: means and maxima
+    of the finite critic loss, approximate KL, clip fraction and largest |value| per update (None where no step
+    reported one), the largest critic-loss ceiling and |discounted return| bound reported, over ``steps`` steps.
     """
 
     steps: int
@@ -59,14 +49,9 @@ class EpochRLHealth:
 class EpochHealth:
     """One benchmark epoch's health, read from the device once at the epoch's end.
 
-    ``mean_loss`` is the mean of the finite losses (None when no step had one). ``loss_steps`` and ``grad_steps``
-    count the steps that reported a loss and a gradient norm; ``mean_grad_norm`` and ``max_grad_norm`` are over the
-    finite ones (None when there were none). The other count fields are None when the checks are disabled
-    (``checked`` false): only ``steps``, ``loss_steps``, ``mean_loss`` and ``mean_relative_loss`` are measured then.
-    ``mean_relative_loss`` is the sum of the losses of the steps that reported a reference loss over the sum of
-    their reference losses (steps where either is NaN/Inf left out), None when no step reported one or the references
-    sum to zero. A ratio of sums rather than a mean of ratios: one batch whose reference is near zero (targets all
-    near zero) would otherwise dominate the epoch.
+    Means and maxima are over the finite values (None without any); the count fields are None when the checks are
+    disabled (``checked`` false). ``mean_relative_loss`` is Σ loss / Σ reference loss over the steps that reported a
+    reference (a ratio of sums, so one batch with a near-zero reference cannot dominate), None without one.
     """
 
     steps: int
@@ -90,12 +75,8 @@ class EpochHealth:
 
 
 def loss_rel_slope_per_epoch(epoch_losses: Sequence[float]) -> float:
-    """Least-squares slope of loss against epoch index, divided by the mean absolute loss (fraction per epoch).
-
-    For losses of one sign the denominator is |mean loss|; using the mean of |loss| keeps the ratio meaningful
-    for losses that cross zero (a policy-gradient objective can). All-zero losses have slope 0. Needs at least
-    two finite values.
-    """
+    """Least-squares slope of loss against epoch index over the mean |loss| (fraction per epoch; meaningful for
+    losses that cross zero), 0 for all-zero losses. Needs at least two finite values."""
     losses = np.asarray(epoch_losses, dtype=float)
     if losses.size < 2 or not np.all(np.isfinite(losses)):
         raise ValueError(f"need at least two finite epoch losses, got {list(epoch_losses)}")
@@ -117,14 +98,9 @@ def loss_slope_p_value(epoch_losses: Sequence[float]) -> float | None:
 
 
 def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> LossTrend:
-    """DECREASING / STABLE / INCREASING from :func:`loss_rel_slope_per_epoch` compared with ±threshold.
-
-    ``rel_slope_threshold`` is a fraction per epoch (0.01: the fitted line moves 1% of the mean loss per
-    epoch). A trend needs both a slope strictly beyond it and a slope that is significant
-    (:func:`loss_slope_p_value` < :data:`TREND_SIGNIFICANCE`): per-epoch losses of RL and minibatch training are
-    noisy, and a line fitted through noise alone would otherwise be called a trend (and INCREASING makes a model
-    UNSTABLE). With two epochs there is no test and the magnitude alone decides.
-    """
+    """DECREASING / STABLE / INCREASING: :func:`loss_rel_slope_per_epoch` beyond ±``rel_slope_threshold`` (fraction
+    per epoch) and significant (:func:`loss_slope_p_value` < :data:`TREND_SIGNIFICANCE`), so a line through noise is
+    no trend. With two epochs the magnitude alone decides."""
     rel_slope = loss_rel_slope_per_epoch(epoch_losses)
     p_value = loss_slope_p_value(epoch_losses)
     if p_value is not None and p_value >= TREND_SIGNIFICANCE:
@@ -180,13 +156,9 @@ def baseline_epoch_count(epochs: int) -> int:
 
 
 def grad_norm_growth(epoch_max_grad_norms: Sequence[float | None], factor: float) -> GradNormGrowth | None:
-    """The later epoch whose largest gradient norm rose most over the baseline (the largest finite norm of the
-    first :func:`baseline_epoch_count` epochs), when it rose more than ``factor`` times; None otherwise, and when
-    the baseline epochs have no positive norm or no epoch follows them.
-
-    The reference is the run's own: gradient norms scale with the loss's units and the model's size, so an
-    absolute threshold (``stability.grad_norm_exploding``) suits one model and misses or flags another.
-    """
+    """The later epoch whose largest gradient norm rose most, more than ``factor`` times, over the largest of the
+    first :func:`baseline_epoch_count` epochs; None otherwise. The run's own reference: norms scale with the loss's
+    units and the model's size."""
     count = baseline_epoch_count(len(epoch_max_grad_norms))
     baseline = [norm for norm in epoch_max_grad_norms[:count] if norm is not None and math.isfinite(norm)]
     if not baseline or max(baseline) <= 0:
@@ -264,10 +236,8 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
                 f"{name} growth: {low:.3g} in epoch {growth[0]} to {high:.3g} in epoch {growth[1]} "
                 f"({high / low:.0f}x, past the sane ceiling {ceiling:.3g})"
             )
-    # Soft divergence (van Hasselt et al. 2018, "Deep Reinforcement Learning and the Deadly Triad"): values past the
-    # largest return any policy can reach. A diverging Q-network can keep a small TD loss (values far past any return
-    # still satisfy r + γ Q' ≈ Q), so the TD loss alone misses it. Epoch means of each update's largest |value|,
-    # not single updates, and a bound from the run's own rewards: no constant to tune.
+    # Soft divergence (van Hasselt et al. 2018): a diverging Q-network can keep a small TD loss, so values past the
+    # largest return the rewards allow are checked too (epoch means, a bound from the run's own rewards).
     if reports_values and return_bound is not None and return_bound > 0:
         beyond = [mean for mean in value_maxima if mean is not None and mean > return_bound]
         if beyond:
