@@ -15,18 +15,10 @@ MEMORY_SAMPLERS: tuple[str, ...] = ("process", "thread")
 class BatchConfig:
     """Batch-size search bounds and policy. ``search: null`` means: search on a GPU, not on the CPU.
 
-    ``policy`` chooses the batch that is timed: ``configured`` (the recipe's batch, ``workloads.<model>.batch_size``),
-    ``knee`` (the smallest searched batch within 90% of the best throughput) or ``max`` (the largest that fits). The
-    search reports all three either way. ``max_size`` caps every timed batch, the configured one too. Where the batch
-    is part of the algorithm (RL), the configured batch is timed whatever the policy.
-
-    ``trial_max_seconds`` bounds the search in time: once one search trial's steps take longer than this (s), the
-    search stops doubling, and the largest batch reported is the largest it reached (a lower bound of what fits).
-
-    ``verify_steps`` is the length of each re-verification trial of the winner (search trials are 3 steps): long
-    enough for the caching allocator to reach its fragmented steady state, so the chosen batch still fits later.
-    ``max_step_downs`` is how many times a searched batch whose measured epochs still exceeded the headroom is
-    stepped down and measured again (0: keep it, with a warning).
+    ``policy`` picks the timed batch: ``configured`` (``workloads.<model>.batch_size``; always for RL), ``knee``
+    (smallest within 90% of the best throughput) or ``max``. ``max_size`` caps every timed batch.
+    ``trial_max_seconds`` (s) stops the search's doubling. ``verify_steps``: each re-verification trial's length.
+    ``max_step_downs``: how often a searched batch whose measured epochs exceeded the headroom is stepped down.
     """
 
     search: bool | None = None
@@ -58,13 +50,9 @@ class BatchConfig:
 
 @dataclass
 class EpochConfig:
-    """A benchmark epoch is a timing block of ``steps`` optimizer steps (``auto``: sized to ``min_seconds``).
-
-    The default 0.5 s with 20 epochs spends the measured time of 10 epochs of 1 s on twice the epochs: the decision
-    interval's width falls with the epoch count (at lag-1 correlation 0.5 its median half-width is about ±4.6% of
-    the mean at 20 epochs against ±9.9% at 10, ``benchmarks/statistics_coverage.py``), while half a second still
-    holds hundreds of steps of the seed models, so the one synchronisation per epoch stays negligible.
-    """
+    """A benchmark epoch is a timing block of ``steps`` optimizer steps (``auto``: sized to ``min_seconds``). Shorter
+    epochs give more of them in the same time, which narrows the decision interval; half a second still holds
+    hundreds of steps, so the one synchronisation per epoch stays negligible."""
 
     steps: str = "auto"
     min_seconds: float = 0.5
@@ -90,12 +78,8 @@ class EpochConfig:
 
 @dataclass
 class MemoryConfig:
-    """VRAM sampling and leak detection.
-
-    NVML is sampled every ``sample_interval_ms`` ms by a ``sampler`` that is a child ``process`` (it shares no GIL
-    with training: as a ``thread`` it cost a launch-bound loop about 1.2% of its time on an H200) or a ``thread``
-    of the benchmark process. A leak is flagged above ``leak_threshold_mb_per_epoch`` MB of growth per epoch.
-    """
+    """VRAM sampling and leak detection: NVML sampled every ``sample_interval_ms`` ms by a child ``process`` (no GIL
+    shared with training) or a ``thread``; a leak above ``leak_threshold_mb_per_epoch`` MB of growth per epoch."""
 
     sample_interval_ms: float = 10.0
     leak_threshold_mb_per_epoch: float = 5.0
