@@ -24,7 +24,7 @@ class BatchTrial(Record):
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
-    #: Wall time of the trial's steps (s); None in reports written before it was recorded.
+    #: Wall time of the trial's steps (s); None where not recorded.
     seconds: float | None = None
 
     @property

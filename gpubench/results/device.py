@@ -43,7 +43,7 @@ class EnergySummary(Record):
 @dataclass(frozen=True)
 class ExecutionSettings(Record):
     """How the workload ran: autocast precision (fp32, bf16, fp16), compilation mode and the fp32 matmul precision
-    (None in reports written before it was a key: PyTorch's default, ``highest``)."""
+    (None where not recorded: PyTorch's default, ``highest``)."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("matmul_precision",)
 

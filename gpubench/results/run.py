@@ -194,7 +194,7 @@ class RunInfo(Record):
 
     @property
     def fp32_matmul_precision(self) -> str:
-        """``execution.matmul_precision``: ``highest`` (PyTorch's default) in reports written before the key."""
+        """``execution.matmul_precision``: ``highest`` (PyTorch's default) where not recorded."""
         return self.matmul_precision or "highest"
 
     @property

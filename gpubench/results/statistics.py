@@ -73,7 +73,7 @@ class EpochTimeStatistics(Record):
     drift_slope_ms_per_epoch: float | None = None
     drift_shift_ms: float | None = None
     drift_method: str | None = None
-    #: Only in reports written before 2026-12, whose drift test was Kendall's tau of time against epoch index.
+    #: Kendall's tau of time against epoch index, read from reports whose drift test it was.
     drift_kendall_tau: float | None = None
     #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
     #: the report) for a fixed count.
