@@ -163,9 +163,7 @@ def _run_trial(
     except Exception as exc:
         if not is_oom(exc):
             raise
-        # Keep only the text. The exception's traceback references the failed trial's frames and through them
-        # its tensors; they become unreachable when this block ends and Python deletes `exc`, so the memory is
-        # released below, outside the block.
+        # Keep only the text: the traceback holds the failed trial's frames and tensors until `exc` is deleted.
         oom_error = _first_line(exc)
     release_device_memory()
     if oom_error is not None:
@@ -532,13 +530,9 @@ class HeadroomCheck:
 
 
 def step_down_size(current: int, peak_reserved_mb: float, peak_limit_mb: float, min_size: int) -> int | None:
-    """The smaller batch to measure again at after a measured run at ``current`` broke the headroom policy.
-
-    Reserved memory grows roughly in proportion to the batch, so the new size is
-    ``floor(current × peak_limit_mb / peak_reserved_mb)`` (both MB), but at least one smaller than ``current`` and
-    never below ``min_size``. None (keep ``current``) when the peak is within the limit or ``current`` is already
-    ``min_size``.
-    """
+    """The smaller batch to measure again at after a run at ``current`` broke the headroom:
+    ``floor(current × peak_limit_mb / peak_reserved_mb)`` (reserved memory grows about in proportion), at least one
+    smaller, never below ``min_size``; None (keep ``current``) within the limit or at ``min_size``."""
     if peak_reserved_mb <= peak_limit_mb or current <= min_size:
         return None
     proportional = math.floor(current * peak_limit_mb / peak_reserved_mb)

@@ -384,10 +384,8 @@ class TorchCudaAllocator:
         torch.cuda.reset_peak_memory_stats(self.device)
 
     def snapshot(self) -> AllocatorSnapshot:
-        # One read of the allocator's statistics, as the nested dict torch builds in C++. torch's own getters
-        # (max_memory_allocated, max_memory_reserved, memory_allocated) each build this dict and then flatten and
-        # sort its ~130 entries in Python (memory_stats()), so reading the fields from one dict costs a fraction of
-        # four getter calls. Host-side bookkeeping: reading it does not synchronise the device.
+        # One read of the allocator's statistics dict: torch's getters each build and flatten it, so one dict costs
+        # a fraction of four getter calls (host-side bookkeeping, no device synchronisation).
         stats = torch.cuda.memory_stats_as_nested_dict(self.device)
         return AllocatorSnapshot(
             peak_allocated_bytes=_all_pools(stats, "allocated_bytes", "peak"),

@@ -1,12 +1,9 @@
 """Training health on the device: NaN/Inf losses and gradients, gradient norms and the RL signals, per step.
 
-:class:`StabilityMonitor` watches every training step without a device-to-host synchronisation: each step's loss
-and gradient norm (0-d device tensors from :class:`~gpubench.workload.StepResult`) are kept by reference, with no
-kernel at all, and every ``chunk_steps`` steps they are stacked and reduced into device-side totals (a dozen
-kernels per chunk). The host reads the totals once per benchmark epoch into an
-:class:`~gpubench.stats.stability.EpochHealth`; :func:`gpubench.stats.stability.stability_verdict` judges them.
-Accumulating each check per step instead would cost about twenty tiny kernel launches per step, which would time a
-launch-bound workload by its launches.
+:class:`StabilityMonitor` keeps each step's 0-d loss and gradient-norm tensors by reference (no kernel) and every
+``chunk_steps`` steps reduces them into device-side totals (a dozen kernels a chunk), which the host reads once per
+epoch into an :class:`~gpubench.stats.stability.EpochHealth`: per-step checks would cost a launch-bound workload
+about twenty kernel launches a step.
 """
 
 import torch
@@ -48,23 +45,16 @@ _N_MAXIMA = 4
 
 
 def _held(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` as the monitor keeps it. A held tensor that requires grad would keep the step's autograd graph
-    alive; only those are detached (a detach builds a new tensor on the host, and workloads mostly return detached
-    results)."""
+    """``tensor`` as the monitor keeps it: detached only if it requires grad (it would keep the autograd graph)."""
     return tensor.detach() if tensor.requires_grad else tensor
 
 
 class StabilityMonitor:
     """Accumulates step health on the device; :meth:`end_epoch` reads it with a single synchronisation.
 
-    With ``cfg.enabled`` the monitor counts non-finite losses and gradient norms, gradient norms above
-    ``cfg.grad_norm_exploding`` (finite ones) and below ``cfg.grad_norm_vanishing``, and tracks the mean and
-    maximum finite gradient norm, and for steps that report :class:`~gpubench.workload.RLSignals` the mean
-    critic loss and the mean and largest approximate KL and clip fraction. With checks disabled it ignores gradient
-    norms and RL signals and reports only the step count
-    and the mean finite loss (the runner still needs the per-epoch loss). Either way :meth:`observe` launches no
-    kernel and never synchronises: it keeps the step's tensors, which the workload must not write afterwards
-    (:class:`~gpubench.workload.StepResult`).
+    With ``cfg.enabled``: non-finite, exploding and vanishing gradient-norm counts, finite norm mean and maximum,
+    and the RL signals; disabled, only the step count and the mean finite loss. :meth:`observe` launches no kernel
+    and never synchronises: it keeps the step's tensors, which the workload must not write afterwards.
     """
 
     def __init__(
