@@ -642,6 +642,21 @@ def test_a_peak_the_batch_search_accepted_is_safe_and_without_a_headroom_it_is_n
     assert row.status == total.status == "no headroom recorded"
 
 
+def test_a_report_without_a_memory_split_reads_the_headroom_off_its_batch_search():
+    # 3,686.4 MB = 0.9 × the 4,096 MB usable: the limit the search ran under gives the headroom back.
+    search = batch_search(512, largest_fitting_size=1024, knee_size=256, peak_limit_mb=3686.4)
+    rows = memory_budget(
+        report(
+            {
+                "dqn": dqn(1000.0, batch_search=search, peak_reserved_mb=0.89 * 4096),
+                "ppo": ppo(1000.0, batch_search=search, peak_reserved_mb=0.93 * 4096),
+            }
+        ),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
+    )
+    assert [row.status for row in rows] == ["safe", "marginal", "risk"]
+
+
 # --------------------------------------------------------------------------------------------------- actions
 
 

@@ -50,16 +50,23 @@ def budget_row(
     )
 
 
-def _headroom(result: ModelResult) -> float | None:
-    """The ``batch.headroom`` the model's batch search ran under, None where the report did not record it."""
-    return None if result.memory_split is None else result.memory_split.headroom
+def _headroom(result: ModelResult, usable_vram_mb: float | None) -> float | None:
+    """The ``batch.headroom`` the model's batch search ran under: its memory split's, else its search's peak limit
+    over the usable VRAM; None where the report records neither."""
+    if result.memory_split is not None and result.memory_split.headroom is not None:
+        return result.memory_split.headroom
+    search = result.batch_search
+    if search is not None and search.peak_limit_mb is not None and usable_vram_mb:
+        return search.peak_limit_mb / usable_vram_mb
+    return None
 
 
 def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBudgetRow]:
     """The VRAM budget table: a row per model in the report, then a ``total`` row; none without models. A model
     whose report records no headroom is judged by the run's (one ``batch.headroom`` per run)."""
     card_mb = report.hardware.card_memory_mb
-    recorded = [h for h in map(_headroom, report.models.values()) if h is not None]
+    headrooms = {name: _headroom(result, report.hardware.usable_vram_mb) for name, result in report.models.items()}
+    recorded = [h for h in headrooms.values() if h is not None]
     run_headroom = min(recorded) if recorded else None
     rows = [
         budget_row(
@@ -67,7 +74,7 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
             decision.memory_budget_mb.get(name),
             result.peak_reserved_mb,
             card_mb,
-            _headroom(result) or run_headroom,
+            headrooms[name] or run_headroom,
         )
         for name, result in report.models.items()
     ]
