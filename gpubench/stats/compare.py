@@ -115,8 +115,7 @@ def fieller_bounds(
     confidence_level: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ratio, low, high, df) of Fieller's interval for ``mean_b / mean_a``, elementwise over arrays of means (ms),
-    variances of the means (ms²) and their degrees of freedom (see the module docstring); ``low = -inf`` and
-    ``high = inf`` where unbounded. The vectorised core of :func:`fieller_interval`, for simulations."""
+    variances of the means (ms²) and degrees of freedom; ends ±inf where unbounded (:func:`fieller_interval`'s core)."""
     mean_a, mean_b = np.asarray(mean_a_ms, dtype=float), np.asarray(mean_b_ms, dtype=float)
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     ratio = mean_b / mean_a
@@ -155,9 +154,8 @@ def difference_p_values(
     variance_of_mean_b_ms2: ArrayLike,
     dof_b: ArrayLike,
 ) -> np.ndarray:
-    """Two-sided p-values of the t test of equal means, ``t = (mean_b − mean_a) / √(v_a + v_b)`` on Satterthwaite's
-    degrees of freedom, elementwise over arrays; NaN where neither mean varies (0 / 0). The vectorised core of
-    :func:`difference_p_value`."""
+    """Two-sided p-values of the long-run t test of equal means, elementwise over arrays; NaN where neither mean
+    varies (:func:`difference_p_value`'s core)."""
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     variance = var_a + var_b
     dof = _satterthwaite_dof(var_a, dof_a, var_b, dof_b)
@@ -223,11 +221,8 @@ def compare_mean_times(
     times_a_ms: ArrayLike, times_b_ms: ArrayLike, *, threshold: float, confidence_level: float
 ) -> MeanTimeComparison:
     """B's times (ms, in measurement order) against A's: the ratio of means with its Fieller interval at
-    ``confidence_level`` on long-run variances, the long-run t test's p-value and the verdict with noise threshold
-    ``threshold`` (a fraction of A's mean: 0.05 = ±5%).
-
-    Raises ValueError for fewer than :data:`MIN_EPOCHS` times on either side, times that are not finite and
-    positive, or settings outside (0, 1).
+    ``confidence_level``, the long-run t test's p-value and the verdict with noise ``threshold`` (a fraction of A's
+    mean). ValueError under :data:`MIN_EPOCHS` times a side, for non-positive times or settings outside (0, 1).
     """
     check_settings(threshold, confidence_level)
     a_ms = np.asarray(times_a_ms, dtype=float)

@@ -199,9 +199,8 @@ def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
 def round_means_design(
     counts: Sequence[int], gaps_epochs: Sequence[float] | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The round means' regression for the mean of all epochs: design 1 (R × 1), estimator the weights
-    w_i = n_i / N (1 × R), and the round means' correlation under AR(1) epochs at :data:`DRIFT_AR1_BOUND` carried
-    through ``gaps_epochs`` (None: back to back), :func:`~gpubench.stats.correlated.round_means_correlation`."""
+    """The round means' regression for the mean of all epochs: design 1 (R × 1), weights w_i = n_i / N, and the
+    round means' correlation (:func:`~gpubench.stats.correlated.round_means_correlation`)."""
     r = len(counts)
     gaps = [0.0] * (r - 1) if gaps_epochs is None else list(gaps_epochs)
     weights = np.array(counts, dtype=float) / sum(counts)
