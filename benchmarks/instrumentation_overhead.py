@@ -53,9 +53,10 @@ from gpubench.hardware.config import HardwareConfig
 from gpubench.hardware.identity import open_nvml_device
 from gpubench.hardware.monitor import DeviceMonitor
 from gpubench.hardware.nvml import PROCESS_MEMORY_EVERY_N_READINGS, NvmlDevice
-from gpubench.measure.config import MemoryConfig, StabilityConfig
+from gpubench.measure.config import MemoryConfig
 from gpubench.measure.memory import MemoryProfiler
 from gpubench.measure.stability import StabilityMonitor
+from gpubench.stats.config import StabilityConfig
 from gpubench.stats.epoch_times import median_interval
 from gpubench.workload import StepResult
 

@@ -8,7 +8,7 @@ targets with a large mean square, so an epoch's mean loss carries how hard its b
 composed config: the default synthetic data, ``seed``) for ``--epochs`` epochs of ``--steps`` steps and prints a
 table per epoch: the mean loss; the zero forecast's loss on the same batches (the step's ``reference_loss``, the
 targets' mean square); their ratio (sum over sum, as the stability monitor reads it); the loss on 256 fixed training
-and 256 fixed validation windows (no gradient). Then each series' loss trend as :func:`gpubench.measure.stability.
+and 256 fixed validation windows (no gradient). Then each series' loss trend as :func:`gpubench.stats.stability.
 loss_trend` reads it over the measured epochs (after ``--warmup``).
 
 ``--zero-forecast-runs N`` prints instead how a model that learns nothing reads: over N seeded streams of
@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _context import model_run_context
 
 from gpubench.bench.model_run import build_workload
-from gpubench.measure.stability import loss_rel_slope_per_epoch, loss_slope_p_value, loss_trend
 from gpubench.models.mamba2.workload import Mamba2Workload
+from gpubench.stats.stability import loss_rel_slope_per_epoch, loss_slope_p_value, loss_trend
 
 #: The report's threshold (``stability.loss_trend_rel_slope``).
 REL_SLOPE_THRESHOLD = 0.01

@@ -34,10 +34,10 @@ from gpubench.data.config import DataConfig
 from gpubench.decision.config import DecisionConfig
 from gpubench.errors import ConfigError, require, require_choice
 from gpubench.hardware.config import HardwareConfig
-from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig, StabilityConfig
+from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig
 from gpubench.models import KNOWN_MODELS, MODELS, SEED_MODELS
 from gpubench.output.config import SweepConfig, TrackingConfig
-from gpubench.stats.config import StatisticsConfig
+from gpubench.stats.config import StabilityConfig, StatisticsConfig
 
 __all__ = [
     "CONF_DIR",

@@ -282,11 +282,11 @@ def test_headroom_rejects_a_size_whose_peak_reserved_exceeds_it() -> None:
     # Never OOMs, but peak = 100 + 10 * size MB; 0.9 * 10000 MB allows sizes up to 890.
     oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=100.0)
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=10000.0)
-    assert decision.status == "ok"
-    assert decision.peak_limit_mb == pytest.approx(9000.0)
-    assert decision.largest_fitting_size == 890
-    assert decision.batch_size == 890
-    assert decision.peak_reserved_mb == pytest.approx(9000.0)
+    assert decision.record.status == "ok"
+    assert decision.record.peak_limit_mb == pytest.approx(9000.0)
+    assert decision.record.largest_fitting_size == 890
+    assert decision.record.batch_size == 890
+    assert decision.record.peak_reserved_mb == pytest.approx(9000.0)
     over = next(t for t in decision.search.trials if t.size == 891)
     assert over.status == "over_headroom"
     assert over.peak_reserved_mb == pytest.approx(9010.0)
@@ -296,14 +296,14 @@ def test_headroom_rejects_a_size_whose_peak_reserved_exceeds_it() -> None:
 def test_without_usable_vram_there_is_no_headroom_limit() -> None:
     oracle = OOMOracle(limit=10**9, mb_per_sample=10.0)
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
-    assert decision.batch_size == 4096
-    assert decision.peak_limit_mb is None
+    assert decision.record.batch_size == 4096
+    assert decision.record.peak_limit_mb is None
 
 
 def test_winner_is_verified_the_requested_number_of_times() -> None:
     oracle = OOMOracle(limit=1000)
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
-    assert decision.batch_size == 1000
+    assert decision.record.batch_size == 1000
     assert [(t.size, t.status, t.phase) for t in decision.verification] == [(1000, "ok", "verify")] * 3
     assert oracle.calls[-3:] == [1000, 1000, 1000]
     assert len(oracle.calls) == len(decision.search.trials) + 3
@@ -324,9 +324,9 @@ def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_s
     assert steps_by_phase == {"search": {SEARCH_STEPS}, "verify": {VERIFY_STEPS}}
     assert {t.steps for t in decision.search.trials} == {SEARCH_STEPS}
     assert [t.steps for t in decision.verification] == [VERIFY_STEPS] * 3
-    report = decision.record().to_dict()
+    report = decision.record.to_dict()
     assert (report["search_steps"], report["verify_steps"]) == (SEARCH_STEPS, VERIFY_STEPS)
-    assert "verified 3x over 20 steps" in decision.message
+    assert "verified 3x over 20 steps" in decision.record.message
 
     custom = choose_batch_size(
         OOMOracle(limit=100), BatchConfig(policy="max", min_size=32, max_size=128), None, search_steps=2, verify_steps=7
@@ -352,11 +352,11 @@ def test_verification_over_more_steps_catches_fragmentation_the_short_search_mis
     # passes.
     oracle = Fragmenting(limit=10**9, mb_per_sample=8.0, base_mb=100.0)
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=4096.0)
-    assert decision.largest_fitting_size == 448
-    assert decision.status == "ok"
-    assert decision.batch_size == 256
-    assert decision.peak_reserved_mb == pytest.approx(100 + 12.25 * 256)
-    assert decision.peak_reserved_mb <= decision.peak_limit_mb
+    assert decision.record.largest_fitting_size == 448
+    assert decision.record.status == "ok"
+    assert decision.record.batch_size == 256
+    assert decision.record.peak_reserved_mb == pytest.approx(100 + 12.25 * 256)
+    assert decision.record.peak_reserved_mb <= decision.record.peak_limit_mb
     assert [(t.size, t.status) for t in decision.verification] == [
         (448, "over_headroom"),
         (256, "ok"),
@@ -364,7 +364,7 @@ def test_verification_over_more_steps_catches_fragmentation_the_short_search_mis
         (256, "ok"),
     ]
     assert "stepped down to 256: on re-verification 448 exceeded the headroom limit (peak reserved 5,588 MB)" in (
-        decision.message
+        decision.record.message
     )
 
 
@@ -480,30 +480,30 @@ def test_verification_failure_steps_down_to_the_next_smaller_successful_size() -
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=None)
     next_smaller = max(t.size for t in decision.search.trials if t.ok and t.size < 1000)
     assert next_smaller == 992  # bisection between 512 and 1024 passes 768, 896, 960, 992, then 1000
-    assert decision.status == "ok"
-    assert decision.largest_fitting_size == 1000
-    assert decision.batch_size == 992
+    assert decision.record.status == "ok"
+    assert decision.record.largest_fitting_size == 1000
+    assert decision.record.batch_size == 992
     assert [(t.size, t.status) for t in decision.verification] == [(1000, "oom"), (992, "ok"), (992, "ok"), (992, "ok")]
-    assert "stepped down to 992: on re-verification 1000 ran out of memory" in decision.message
+    assert "stepped down to 992: on re-verification 1000 ran out of memory" in decision.record.message
 
 
 def test_min_size_oom_gives_an_oom_decision_with_a_clear_message() -> None:
     decision = choose_batch_size(
         OOMOracle(limit=10), BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=4096.0
     )
-    assert decision.status == "oom"
-    assert decision.batch_size is None
-    assert decision.gradient_accumulation_steps is None
+    assert decision.record.status == "oom"
+    assert decision.record.batch_size is None
+    assert decision.record.gradient_accumulation_steps is None
     assert [t.size for t in decision.search.trials] == [64, 32]
     assert decision.verification == []
-    assert decision.message.startswith("`batch.min_size`=32 does not fit: out of memory (CUDA out of memory.")
+    assert decision.record.message.startswith("`batch.min_size`=32 does not fit: out of memory (CUDA out of memory.")
 
 
 def test_min_size_over_headroom_gives_an_oom_decision_naming_the_limit() -> None:
     oracle = OOMOracle(limit=10**9, mb_per_sample=100.0, base_mb=0.0)
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=2000.0)
-    assert decision.status == "oom"
-    assert decision.message == (
+    assert decision.record.status == "oom"
+    assert decision.record.message == (
         "`batch.min_size`=32 does not fit: peak reserved 3200 MB exceeds `batch.headroom` 0.9 × 2000 MB usable = "
         "1800 MB. Lower `batch.min_size` or use a larger GPU."
     )
@@ -517,10 +517,10 @@ def test_nothing_passing_verification_is_an_oom_decision() -> None:
             return super().__call__(size, steps)
 
     decision = choose_batch_size(FailsEveryRerun(limit=100), BatchConfig(policy="max", min_size=32, max_size=128), None)
-    assert decision.status == "oom"
-    assert decision.largest_fitting_size == 100
-    assert decision.batch_size is None
-    assert "no batch size passed 3 re-runs" in decision.message
+    assert decision.record.status == "oom"
+    assert decision.record.largest_fitting_size == 100
+    assert decision.record.batch_size is None
+    assert "no batch size passed 3 re-runs" in decision.record.message
     # One failed re-run per size that fit in the search, largest first, then min_size (never run in the search,
     # so its first re-run is its first call here, which fits; the second fails).
     assert [t.size for t in decision.verification] == [100, 96, 64, 32, 32]
@@ -539,10 +539,10 @@ def test_decision_accumulation_and_effective_batch() -> None:
     decision = choose_batch_size(
         OOMOracle(limit=200), BatchConfig(policy="max", target_effective=1000), None, verify_repeats=1
     )
-    assert decision.batch_size == 200
-    assert decision.gradient_accumulation_steps == 5
-    assert decision.effective_batch_size == 1000
-    assert decision.target_effective_batch_size == 1000
+    assert decision.record.batch_size == 200
+    assert decision.record.gradient_accumulation_steps == 5
+    assert decision.record.effective_batch_size == 1000
+    assert decision.record.target_effective_batch_size == 1000
 
 
 def test_knee_is_the_smallest_size_reaching_ninety_percent_of_the_best_throughput() -> None:
@@ -564,12 +564,17 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
 
     decision = choose_batch_size(Saturating(limit=1000), BatchConfig(policy="max", min_size=32, max_size=4096), None)
     ok_sizes = sorted(t.size for t in decision.search.trials if t.ok)
-    assert [size for size, _ in decision.throughput_curve] == ok_sizes
-    assert decision.throughput_curve[:4] == [(64, 640.0), (128, 1280.0), (256, 2560.0), (512, 4000.0)]
+    assert [point.size for point in decision.record.throughput_curve] == ok_sizes
+    assert [(p.size, p.samples_per_s) for p in decision.record.throughput_curve[:4]] == [
+        (64, 640.0),
+        (128, 1280.0),
+        (256, 2560.0),
+        (512, 4000.0),
+    ]
     # 90% of 4000 is 3600: 256 reaches 2560, the next sampled size 512 reaches 4000.
-    assert decision.knee_size == 512
-    assert decision.batch_size == 1000
-    record = decision.record()
+    assert decision.record.knee_size == 512
+    assert decision.record.batch_size == 1000
+    record = decision.record
     assert BatchSearchResult.from_dict(record.to_dict()) == record
     report = record.to_dict()
     assert report["knee_size"] == 512
@@ -583,14 +588,14 @@ def test_decision_reports_throughput_curve_and_knee_beside_the_largest_size() ->
 def test_throughput_curve_excludes_failed_over_headroom_and_unmeasured_trials() -> None:
     oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=0.0)
     decision = choose_batch_size(oracle, BatchConfig(policy="max", min_size=32, max_size=4096), usable_vram_mb=1000.0)
-    assert decision.batch_size == 90
-    assert max(size for size, _ in decision.throughput_curve) == 90
+    assert decision.record.batch_size == 90
+    assert max(point.size for point in decision.record.throughput_curve) == 90
     plain = choose_batch_size(
         lambda size, steps: float(size), BatchConfig(policy="max", min_size=32, max_size=64), None
     )
-    assert plain.throughput_curve == []
-    assert plain.knee_size is None
-    assert plain.batch_size == 64
+    assert plain.record.throughput_curve == []
+    assert plain.record.knee_size is None
+    assert plain.record.batch_size == 64
 
 
 def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
@@ -622,38 +627,42 @@ class SlowOracle(OOMOracle):
 def test_configured_policy_times_the_recipe_batch_and_still_reports_what_fits() -> None:
     oracle = SlowOracle(limit=1000, seconds_per_sample=0.0)
     decision = choose_batch_size(oracle, BatchConfig(min_size=32, max_size=4096), None, configured_size=64)
-    assert decision.policy == "configured"
-    assert (decision.batch_size, decision.gradient_accumulation_steps) == (64, 1)
-    assert decision.largest_fitting_size == 1000
-    assert decision.knee_size == 512  # 90% of 4,000 samples/s first reached at 512
+    assert decision.record.policy == "configured"
+    assert (decision.record.batch_size, decision.record.gradient_accumulation_steps) == (64, 1)
+    assert decision.record.largest_fitting_size == 1000
+    assert decision.record.knee_size == 512  # 90% of 4,000 samples/s first reached at 512
     # Only the timed batch is re-verified, not the largest that fits.
     assert {t.size for t in decision.verification} == {64}
-    assert "the configured batch 64 (batch.policy=configured)" in decision.message
-    record = decision.record()
+    assert "the configured batch 64 (batch.policy=configured)" in decision.record.message
+    record = decision.record
     assert (record.policy, record.configured_size, record.time_limited) == ("configured", 64, False)
     assert BatchSearchResult.from_dict(record.to_dict()) == record
 
 
 def test_knee_and_max_policies_time_the_knee_and_the_largest_with_accumulation() -> None:
     knee = choose_batch_size(SlowOracle(1000, 0.0), BatchConfig(policy="knee", target_effective=2048), None)
-    assert (knee.batch_size, knee.gradient_accumulation_steps, knee.effective_batch_size) == (512, 4, 2048)
+    assert (knee.record.batch_size, knee.record.gradient_accumulation_steps, knee.record.effective_batch_size) == (
+        512,
+        4,
+        2048,
+    )
     largest = choose_batch_size(SlowOracle(1000, 0.0), BatchConfig(policy="max", target_effective=2048), None)
-    assert (largest.batch_size, largest.gradient_accumulation_steps) == (1000, 3)  # ceil(2048 / 1000)
+    assert (largest.record.batch_size, largest.record.gradient_accumulation_steps) == (1000, 3)  # ceil(2048 / 1000)
 
 
 def test_max_size_caps_every_timed_batch_the_configured_one_too() -> None:
     capped = choose_batch_size(SlowOracle(10**6, 0.0), BatchConfig(max_size=256), None, configured_size=1024)
-    assert capped.batch_size == 256
-    assert "the configured batch 1024 capped by `batch.max_size` to 256" in capped.message
+    assert capped.record.batch_size == 256
+    assert "the configured batch 1024 capped by `batch.max_size` to 256" in capped.record.message
     # The README's sweep over batch limits with batch.policy=max: each limit times the largest batch under it.
     for limit in (256, 1024, 4096):
         swept = choose_batch_size(SlowOracle(10**6, 0.0), BatchConfig(policy="max", max_size=limit), None)
-        assert swept.batch_size == limit
+        assert swept.record.batch_size == limit
     # A configured batch that does not fit is capped by the largest that does.
     small_card = choose_batch_size(SlowOracle(100, 0.0), BatchConfig(), None, configured_size=1024)
-    assert small_card.batch_size == 100
+    assert small_card.record.batch_size == 100
     assert "the configured batch 1024 stepped down to 100, the largest that fit: 101 ran out of memory" in (
-        small_card.message
+        small_card.record.message
     )
 
 
@@ -665,10 +674,10 @@ def test_search_stops_doubling_once_a_trial_takes_longer_than_the_time_bound() -
     )
     assert [t.size for t in decision.search.trials] == [64, 128, 256, 512, 1024]
     assert decision.search.time_limited
-    assert decision.largest_fitting_size == decision.batch_size == 1024
-    assert "the search: fits at least up to 1024 (the search stopped" in decision.message
-    assert decision.record().time_limited is True
-    assert decision.record().trials[0].seconds == pytest.approx(0.192)
+    assert decision.record.largest_fitting_size == decision.record.batch_size == 1024
+    assert "the search: fits at least up to 1024 (the search stopped" in decision.record.message
+    assert decision.record.time_limited is True
+    assert decision.record.trials[0].seconds == pytest.approx(0.192)
 
 
 def test_time_bound_also_ends_the_bisection() -> None:
@@ -689,9 +698,9 @@ def test_a_configured_batch_that_fails_verification_falls_back_to_a_smaller_sear
             return super().__call__(size, steps)
 
     decision = choose_batch_size(FailsRerunsAbove(1000), BatchConfig(), None, configured_size=200)
-    assert decision.batch_size == 64
+    assert decision.record.batch_size == 64
     assert [t.size for t in decision.verification if not t.ok] == [200, 128]
-    assert "stepped down to 64: on re-verification 200 ran out of memory" in decision.message
+    assert "stepped down to 64: on re-verification 200 ran out of memory" in decision.record.message
 
 
 def test_without_a_search_the_configured_batch_is_timed_capped_by_max_size() -> None:
@@ -709,7 +718,7 @@ def test_rl_batches_follow_the_configured_policy_whatever_batch_policy_says() ->
     searched = choose_batch_size(SlowOracle(10**6, 0.0), BatchConfig(), None, configured_size=256)
     timed = timed_batch(256, searched, 4096, "configured")
     assert (timed.batch_size, timed.gradient_accumulation_steps) == (256, 1)
-    assert timed.policy == f"timed at {searched.message}"
+    assert timed.policy == f"timed at {searched.record.message}"
 
 
 def test_policy_is_a_checked_key() -> None:
@@ -738,12 +747,12 @@ def test_a_search_stopped_on_time_never_caps_the_configured_batch() -> None:
     oracle = SlowFirstStepOracle(limit=10**6, first_step_s=3.3)
     decision = choose_batch_size(oracle, BatchConfig(trial_max_seconds=2.0), None, configured_size=256)
     assert [t.size for t in decision.search.trials] == [64]
-    assert decision.search.time_limited and decision.largest_fitting_size == 64
-    assert decision.batch_size == 256
+    assert decision.search.time_limited and decision.record.largest_fitting_size == 64
+    assert decision.record.batch_size == 256
     assert {t.size for t in decision.verification} == {256}
-    assert decision.message.startswith("batch size 256: the configured batch 256 (batch.policy=configured)")
-    assert "the search: fits at least up to 64 (the search stopped" in decision.message
-    assert "stepped down" not in decision.message
+    assert decision.record.message.startswith("batch size 256: the configured batch 256 (batch.policy=configured)")
+    assert "the search: fits at least up to 64 (the search stopped" in decision.record.message
+    assert "stepped down" not in decision.record.message
 
 
 def test_only_a_real_out_of_memory_steps_a_configured_batch_down_after_a_search_stopped_on_time() -> None:
@@ -751,9 +760,9 @@ def test_only_a_real_out_of_memory_steps_a_configured_batch_down_after_a_search_
     # the batch steps down to the largest size known to fit, saying why.
     oracle = SlowFirstStepOracle(limit=200, first_step_s=3.3)
     decision = choose_batch_size(oracle, BatchConfig(trial_max_seconds=2.0), None, configured_size=256)
-    assert decision.batch_size == 64
+    assert decision.record.batch_size == 64
     assert [(t.size, t.status) for t in decision.verification][:2] == [(256, "oom"), (64, "ok")]
-    assert "stepped down to 64: on re-verification 256 ran out of memory" in decision.message
+    assert "stepped down to 64: on re-verification 256 ran out of memory" in decision.record.message
 
 
 def test_a_failure_seen_before_the_time_limit_still_caps_the_configured_batch() -> None:
@@ -763,7 +772,7 @@ def test_a_failure_seen_before_the_time_limit_still_caps_the_configured_batch() 
     oracle = SlowOracle(limit=1000, seconds_per_sample=1e-3)
     config = BatchConfig(trial_max_seconds=2.0)
     above = choose_batch_size(oracle, config, None, configured_size=2048, verify_repeats=1, verify_steps=3)
-    assert above.search.time_limited and above.batch_size == 768
-    assert "stepped down to 768, the largest that fit: 1024 ran out of memory" in above.message
+    assert above.search.time_limited and above.record.batch_size == 768
+    assert "stepped down to 768, the largest that fit: 1024 ran out of memory" in above.record.message
     between = choose_batch_size(oracle, config, None, configured_size=900, verify_repeats=1, verify_steps=3)
-    assert between.batch_size == 900
+    assert between.record.batch_size == 900

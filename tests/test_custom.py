@@ -17,13 +17,14 @@ from gpubench.bench.api import benchmark, factory_name, override_value
 from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import plan_samples
 from gpubench.errors import ConfigError
-from gpubench.measure.config import StabilityConfig
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.models.custom import registry
 from gpubench.models.custom.config import CustomConfig
 from gpubench.models.custom.factory import load_factory
 from gpubench.models.custom.workload import CustomWorkload
 from gpubench.results import RunReport
+from gpubench.stats.config import StabilityConfig
+from gpubench.stats.stability import stability_verdict
 from gpubench.workload import ExecutionContext
 
 KEY = "`workloads.custom.factory`"

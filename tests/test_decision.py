@@ -33,6 +33,7 @@ from gpubench.results import (
     GRAY_ZONE,
     LOCAL_GPU_VIABLE,
     MemoryProfile,
+    MemorySplit,
     MissingModel,
     ModelResult,
     Recommendation,
@@ -588,31 +589,72 @@ def test_a_new_recommendation_round_trips_through_json():
 # --------------------------------------------------------------------------------------------------- memory
 
 
+def with_headroom(result: ModelResult, headroom: float) -> ModelResult:
+    """``result`` with a memory split recording the ``batch.headroom`` its batch search ran under."""
+    split = MemorySplit(parameters_mb=0.0, gradients_mb=0.0, optimizer_state_mb=0.0, headroom=headroom)
+    return replace(result, memory_split=split)
+
+
 @pytest.mark.parametrize(
-    ("fraction", "status"),
-    [(0.8499, "safe"), (0.85, "marginal"), (0.93, "marginal"), (0.9301, "risk"), (None, "not measured")],
+    ("fraction", "headroom", "status"),
+    [
+        (0.89, 0.9, "safe"),  # a peak the batch search accepted
+        (0.9, 0.9, "safe"),
+        (0.9001, 0.9, "marginal"),
+        (0.95, 0.9, "marginal"),
+        (0.9501, 0.9, "risk"),
+        (0.8, 0.8, "safe"),
+        (0.85, 0.8, "marginal"),
+        (0.9001, 0.8, "risk"),
+        (None, 0.9, "not measured"),
+        (0.5, None, "no headroom recorded"),
+    ],
 )
-def test_headroom_status_boundaries(fraction, status):
-    assert headroom_status(fraction) == status
+def test_headroom_status_derives_from_the_batch_headroom(fraction, headroom, status):
+    assert headroom_status(fraction, headroom) == status
 
 
 def test_memory_budget_table_on_a_4gb_card():
     models = {
         "dqn": dqn(1000.0, peak_reserved_mb=400.0),
-        "ppo": ppo(1000.0, peak_reserved_mb=3600.0),
+        "ppo": with_headroom(ppo(1000.0, peak_reserved_mb=3600.0), 0.85),
         "tft": tft(500.0, peak_reserved_mb=3900.0),
     }
     rows = {row.model: row for row in memory_budget(report(models), DecisionConfig(critical_models=["dqn", "ppo"]))}
-    assert rows["dqn"].status == "safe"
+    assert rows["dqn"].status == "safe"  # judged by the run's headroom, 0.85, which ppo's split recorded
     assert rows["dqn"].within_budget is True
     assert rows["dqn"].budget_used_fraction == pytest.approx(400 / 512)
     assert rows["ppo"].fraction_of_card == pytest.approx(3600 / 4096)  # 87.9%
     assert rows["ppo"].status == "marginal"
     assert rows["ppo"].within_budget is False
-    assert rows["tft"].status == "risk"  # 95.2%
+    assert rows["tft"].status == "risk"  # 95.2%, above (1 + 0.85) / 2
     assert rows["total"].peak_reserved_mb == 7900.0
     assert rows["total"].budget_mb == 512 + 512 + 1024
     assert rows["total"].status == "risk"
+
+
+def test_a_peak_the_batch_search_accepted_is_safe_and_without_a_headroom_it_is_not_judged():
+    accepted = {"dqn": with_headroom(dqn(1000.0, peak_reserved_mb=0.89 * 4096), 0.9)}
+    (row, _total) = memory_budget(report(accepted), DecisionConfig(critical_models=["dqn"]))
+    assert row.status == "safe"
+    unrecorded = {"dqn": dqn(1000.0, peak_reserved_mb=0.89 * 4096)}
+    (row, total) = memory_budget(report(unrecorded), DecisionConfig(critical_models=["dqn"]))
+    assert row.status == total.status == "no headroom recorded"
+
+
+def test_a_report_without_a_memory_split_reads_the_headroom_off_its_batch_search():
+    # 3,686.4 MB = 0.9 × the 4,096 MB usable: the limit the search ran under gives the headroom back.
+    search = batch_search(512, largest_fitting_size=1024, knee_size=256, peak_limit_mb=3686.4)
+    rows = memory_budget(
+        report(
+            {
+                "dqn": dqn(1000.0, batch_search=search, peak_reserved_mb=0.89 * 4096),
+                "ppo": ppo(1000.0, batch_search=search, peak_reserved_mb=0.93 * 4096),
+            }
+        ),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
+    )
+    assert [row.status for row in rows] == ["safe", "marginal", "risk"]
 
 
 # --------------------------------------------------------------------------------------------------- actions
@@ -626,7 +668,7 @@ def test_checkpoint_interval(upper_hours, interval):
 def test_actions_name_batch_throttling_memory_and_checkpoints():
     search = batch_search(512, largest_fitting_size=1024, knee_size=256, peak_limit_mb=3686.4)
     models = {
-        "dqn": dqn(4000.0, batch_search=search, throttled_epochs=3, peak_reserved_mb=3600.0),
+        "dqn": with_headroom(dqn(4000.0, batch_search=search, throttled_epochs=3, peak_reserved_mb=3800.0), 0.9),
         "ppo": ppo(4000.0, peak_reserved_mb=300.0),
     }
     actions = build_recommendation(
@@ -636,7 +678,7 @@ def test_actions_name_batch_throttling_memory_and_checkpoints():
     assert "dqn: train with batch 512 x 1 gradient accumulation step(s) = effective 512" in text
     assert "largest fitting 1024 under 3,686 MB; throughput reaches 90% of its best at 256" in text
     assert "dqn: 3 of 10 measured epochs were throttled (thermal)" in text
-    assert "dqn: peak 3,600 MB is 88% of the 4,096 MB card (marginal)" in text
+    assert "dqn: peak 3,800 MB is 93% of the 4,096 MB card (marginal)" in text
     # Upper bound 28.6 h: a checkpoint every 2.75 h (a tenth, rounded down to a quarter hour); dqn's step is 40 ms,
     # so 247,500 steps.
     assert "Checkpoint every 2.75 h (dqn every 247,500 steps, ppo every 123,750 steps)" in text

@@ -19,7 +19,7 @@ from gpubench.bench.model_run import ModelRunContext, WorkloadFacts, run_model
 from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.estimate import TotalTime, estimate_training_time
 from gpubench.decision.rule import SETTLE_MAX_EPOCHS, epochs_to_settle_decision, interval_settled
-from gpubench.measure.config import EpochConfig, StabilityConfig
+from gpubench.measure.config import EpochConfig
 from gpubench.measure.epochs import (
     Measurement,
     SecondStagePlan,
@@ -27,7 +27,13 @@ from gpubench.measure.epochs import (
 )
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing
-from gpubench.stats.config import DECISION_CANNOT_SETTLE, DECISION_SETTLED, MAX_EPOCHS_REACHED, StatisticsConfig
+from gpubench.stats.config import (
+    DECISION_CANNOT_SETTLE,
+    DECISION_SETTLED,
+    MAX_EPOCHS_REACHED,
+    StabilityConfig,
+    StatisticsConfig,
+)
 from gpubench.stats.intervals import MIN_EPOCHS
 from gpubench.workload import StepResult, Workload
 

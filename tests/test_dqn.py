@@ -8,8 +8,7 @@ from conftest import make_learnable_features, trending_features
 
 from gpubench.data.config import DataConfig
 from gpubench.data.loader import load_features
-from gpubench.measure.config import StabilityConfig
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.models.dqn.config import DQNConfig
 from gpubench.models.dqn.workload import (
     DQNWorkload,
@@ -21,6 +20,8 @@ from gpubench.models.dqn.workload import (
     update_target,
 )
 from gpubench.models.trading_env.config import TradingEnvConfig
+from gpubench.stats.config import StabilityConfig
+from gpubench.stats.stability import stability_verdict
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")

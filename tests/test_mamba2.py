@@ -11,8 +11,7 @@ import torch
 from conftest import make_learnable_features
 
 from gpubench.errors import ConfigError
-from gpubench.measure.config import StabilityConfig
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import (
     DT_INIT_MAX,
@@ -24,6 +23,8 @@ from gpubench.models.mamba2.workload import (
     ssd_chunked,
     ssd_sequential,
 )
+from gpubench.stats.config import StabilityConfig
+from gpubench.stats.stability import stability_verdict
 from gpubench.workload import ExecutionContext
 
 TINY = Mamba2Config(

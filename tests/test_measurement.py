@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from gpubench.measure.config import EpochConfig, StabilityConfig
+from gpubench.measure.config import EpochConfig
 from gpubench.measure.epochs import measure_workload, precision_stage
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
-from gpubench.stats.config import StatisticsConfig
+from gpubench.stats.config import StabilityConfig, StatisticsConfig
 from gpubench.stats.intervals import MIN_EPOCHS, two_stage_epochs, two_stage_required_epochs
 from gpubench.workload import StepResult, Workload
 

@@ -14,7 +14,7 @@ from gpubench.bench import model_run
 from gpubench.bench.model_run import ModelRunContext, build_workload, run_model
 from gpubench.measure.batch_search import choose_batch_size
 from gpubench.measure.config import BatchConfig
-from gpubench.measure.flops import count_step_flops
+from gpubench.measure.flops import count_step
 from gpubench.results import MemoryProfile, ModelResult
 
 #: ``python -m gpubench experiment=quick tracking.enabled=false`` on the CPU, written by main at 1092cdc.
@@ -149,7 +149,7 @@ def test_searched_batch_over_the_headroom_in_the_measured_run_is_stepped_down(
 ) -> None:
     # Fragmentation over the measured epochs: 10.5 MB per sample against a limit of 0.9 × 1,000 MB = 900 MB.
     # Batch 100 peaks at 1,050 MB -> floor(100 × 900 / 1,050) = 85, which peaks at 892.5 MB.
-    flops_at_85 = count_step_flops(build_workload("mlp", cpu_context, 85))
+    flops_at_85 = count_step(build_workload("mlp", cpu_context, 85)).flops
     search_fits_up_to(monkeypatch, 100)
     gpu = FragmentingGpu(monkeypatch, lambda batch: 10.5 * batch)
     section = run_model("mlp", cpu_context).result.to_dict()
@@ -260,8 +260,8 @@ def test_a_batch_search_where_nothing_fits_is_an_oom_result(
     decision = choose_batch_size(nothing_fits, BatchConfig(policy="max", min_size=32, max_size=64), None)
     monkeypatch.setattr(model_run, "choose_batch", lambda name, context: decision)
     result = run_model("mlp", cpu_context).result
-    assert result.status == "oom" and result.error == decision.message
-    assert result.batch_search == decision.record() and result.batch_size is None
+    assert result.status == "oom" and result.error == decision.record.message
+    assert result.batch_search == decision.record and result.batch_size is None
 
 
 def test_the_measured_run_times_one_evaluation_and_one_checkpoint(cpu_context: ModelRunContext) -> None:

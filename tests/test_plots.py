@@ -45,7 +45,7 @@ PIXELS = (round(plots.FIGURE_SIZE_IN[1] * plots.DPI), round(plots.FIGURE_SIZE_IN
 
 def as_batch_search(decision: BatchDecision) -> BatchSearchResult:
     """The batch chooser's decision as the report's batch search record."""
-    return decision.record()
+    return decision.record
 
 
 def recommendation_for(report: RunReport) -> Recommendation:

@@ -12,13 +12,14 @@ from conftest import make_learnable_features, trending_features
 from gpubench.data.config import DataConfig
 from gpubench.data.loader import load_features
 from gpubench.errors import ConfigError
-from gpubench.measure.config import StabilityConfig
-from gpubench.measure.flops import count_step, count_step_flops
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.flops import count_step
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import size_epoch
 from gpubench.models.ppo.config import PPOConfig
 from gpubench.models.ppo.workload import PPOWorkload, clipped_surrogate_loss, compute_gae
 from gpubench.models.trading_env.config import TradingEnvConfig
+from gpubench.stats.config import StabilityConfig
+from gpubench.stats.stability import stability_verdict
 from gpubench.workload import ExecutionContext, OpCounter
 
 TENSOR_FIELDS = ("values", "log_return", "symbol_id", "is_train")
@@ -191,7 +192,7 @@ def test_sized_epochs_start_with_a_rollout_and_hold_whole_iterations() -> None:
     # step: the first step (position 1), 4 steps to finish its iteration, one 6-step probe (0.3 s, over a quarter
     # of 1 s), then epochs of 1 s / 50 ms = 20 steps rounded up to 4 iterations.
     workload = PPOWorkload(small_config(update_epochs=3, num_minibatches=2), make_learnable_features(), cpu_context())
-    count_step_flops(workload)
+    count_step(workload)
     block_starts = []
 
     def time_steps(count: int) -> float:

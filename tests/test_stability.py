@@ -10,11 +10,12 @@ import torch
 from scipy import stats
 
 from gpubench.errors import ConfigError
-from gpubench.measure.config import StabilityConfig
-from gpubench.measure.stability import (
+from gpubench.measure.stability import StabilityMonitor
+from gpubench.results import StabilityReport
+from gpubench.stats.config import StabilityConfig
+from gpubench.stats.stability import (
     EpochHealth,
     GradNormGrowth,
-    StabilityMonitor,
     baseline_epoch_count,
     grad_norm_growth,
     loss_rel_slope_per_epoch,
@@ -22,7 +23,6 @@ from gpubench.measure.stability import (
     loss_trend,
     stability_verdict,
 )
-from gpubench.results import StabilityReport
 from gpubench.workload import OpCounter, RLSignals, StepResult
 
 NAN, INF = float("nan"), float("inf")

@@ -28,12 +28,13 @@ from gpubench.bench.model_run import ModelInterrupted, ModelRun, ModelRunContext
 from gpubench.hardware.host import probe_host_speed
 from gpubench.hardware.monitor import DeviceMonitor, energy_summary
 from gpubench.measure.epochs import INTERRUPTED, Measurement, MeasurementInterrupted, measure_workload
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.output import console
 from gpubench.results import DeviceEpoch, HostProbe, MeasuredRound, ModelResult
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.stats.host import explained_share, gpu_wait_share
 from gpubench.stats.rounds import round_gaps_epochs
+from gpubench.stats.stability import stability_verdict
 from gpubench.workload import Workload
 
 logger = logging.getLogger(__name__)

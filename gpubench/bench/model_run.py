@@ -53,7 +53,7 @@ from gpubench.measure.flops import StepCounts, count_step
 from gpubench.measure.memory import MemoryProfiler, TorchCudaAllocator
 from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
 from gpubench.measure.recurring import measure_checkpoint, measure_evaluation
-from gpubench.measure.stability import StabilityMonitor, stability_verdict
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
@@ -72,6 +72,7 @@ from gpubench.results import (
 )
 from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION, DECISION_CANNOT_SETTLE, DECISION_SETTLED
 from gpubench.stats.epoch_times import summarize_epoch_times
+from gpubench.stats.stability import stability_verdict
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
 
@@ -439,7 +440,7 @@ def _search_record(name: str, decision: BatchDecision | None) -> BatchSearchResu
     algorithm's own."""
     if decision is None:
         return None
-    return replace(decision.record(), batch_is_hyperparameter=workload_class(name).batch_size_is_hyperparameter)
+    return replace(decision.record, batch_is_hyperparameter=workload_class(name).batch_size_is_hyperparameter)
 
 
 def _result(
@@ -596,14 +597,15 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
     try:
         decision = choose_batch(name, context)
         configured = getattr(cfg.workloads, name).batch_size
-        if decision is not None and decision.batch_size is None:
+        if decision is not None and decision.record.batch_size is None:
             return ModelRun(
-                ModelResult(status="oom", error=decision.message, batch_search=_search_record(name, decision)), None
+                ModelResult(status="oom", error=decision.record.message, batch_search=_search_record(name, decision)),
+                None,
             )
         batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
         # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
         # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
-        chosen_by_search = decision is not None and decision.policy != "configured"
+        chosen_by_search = decision is not None and decision.record.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
             logger.info("model %s: measuring at batch %d (%s)", name, batch.batch_size, batch.policy or "configured")

@@ -125,16 +125,18 @@ def _measure_rank(spec: WorkerSpec, context, rank: int) -> _RankOutcome:
     batch_size, warnings, search = spec.batch_size, [], None
     if spec.search:
         decision = choose_batch(spec.model, context)
-        search = None if decision is None else decision.record()
-        if decision is not None and decision.batch_size is None:
-            raise torch.OutOfMemoryError(f"the batch search under DDP found no batch that fits: {decision.message}")
-        fitting = None if decision is None else decision.largest_fitting_size
+        search = None if decision is None else decision.record
+        if decision is not None and decision.record.batch_size is None:
+            raise torch.OutOfMemoryError(
+                f"the batch search under DDP found no batch that fits: {decision.record.message}"
+            )
+        fitting = None if decision is None else decision.record.largest_fitting_size
         if decision is not None and fitting is not None and fitting < batch_size:
             warnings.append(
                 f"the 1-process batch {batch_size} does not fit a rank under DDP (the agreed search's largest "
-                f"fitting batch is {fitting}): each rank is timed at {decision.batch_size}"
+                f"fitting batch is {fitting}): each rank is timed at {decision.record.batch_size}"
             )
-            batch_size = decision.batch_size
+            batch_size = decision.record.batch_size
     workload = build_workload(spec.model, context, batch_size)
     allocator = TorchCudaAllocator(device) if device.type == "cuda" else None
     if allocator is not None:

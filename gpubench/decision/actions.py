@@ -188,7 +188,7 @@ def _memory_actions(rows: list[MemoryBudgetRow]) -> list[str]:
             actions.append(
                 f"{row.model}: peak {row.peak_reserved_mb:,.0f} MB is {row.fraction_of_card:.0%} of the "
                 f"{row.card_mb:,.0f} MB card ({row.status}): fragmentation or a longer sequence can run out of "
-                "memory mid-run; lower the batch (raise gradient accumulation) or use bf16 to keep below 85%."
+                "memory mid-run; lower the batch (raise accumulation) or use bf16 to stay under batch.headroom."
             )
         if row.within_budget is False:
             actions.append(

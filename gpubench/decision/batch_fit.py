@@ -1,20 +1,11 @@
 """What fits where: the largest batch predicted to fit a card, from a model's memory split.
 
-The batch search on the measured card keeps a trial's peak reserved memory under ``batch.headroom`` × the usable
-VRAM, the usable VRAM being the card's memory less what the process holds outside torch's allocator (the CUDA
-context, kernels, library handles: :mod:`gpubench.hardware.vram`). A card of the catalog loses the same overhead,
-so its limit is ``headroom × (card VRAM − overhead)``.
-
-The largest batch under that limit is read off the peaks the search measured (:class:`~gpubench.results.MemorySplit`
-keeps them): between two trials, the peak is interpolated linearly; below the smallest and above the largest, it
-follows the split's line slope (the activations per sample) from the nearest trial. On an exact line
-``peak(B) = fixed + per_sample × B`` this is ``floor((limit − fixed) / per_sample)``; on a real one it uses the
-measurements nearest the limit rather than the line's intercept. The line fitted through every trial is dominated by
-the largest sizes and can miss the small ones by more than a card's room: TFT's trials on the H200 (session 7, 64 to
-4,096 windows) lay up to 1.7 GB off their line, whose intercept then put the RTX 3050 Ti's largest batch at 127
-against the 158 its own capped search measured (session 6); interpolating between the trials at 128 and 256 gave 150.
-The peaks are made monotone first (a running maximum), as the batch finder assumes they are. Sizes in MB (MiB),
-batches in samples. Pure arithmetic on typed records.
+The batch search keeps a trial's peak reserved memory under ``batch.headroom`` × the usable VRAM (the card's memory
+less what the process holds outside torch's allocator, :mod:`gpubench.hardware.vram`); a catalog card loses the same
+overhead, so its limit is ``headroom × (card VRAM − overhead)``. The largest batch under it is read off the search's
+peaks (:class:`~gpubench.results.MemorySplit`), made monotone, interpolated between trials and extended by the
+line's per-sample slope beyond them: the line's intercept can miss small batches by more than a card's room. Sizes
+in MB (MiB), batches in samples.
 """
 
 import math

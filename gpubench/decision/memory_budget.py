@@ -1,37 +1,42 @@
 """The VRAM budget: each model's measured peak reserved memory against its budget and the card, and their total.
 
-Sizes in MB (MiB, as the report's ``*_mb`` figures). How it is judged, in words, is
-:data:`MEMORY_METHOD`.
+Sizes in MB (MiB, as the report's ``*_mb`` figures). How it is judged, in words, is :data:`MEMORY_METHOD`.
 """
 
 from gpubench.decision.config import DecisionConfig
-from gpubench.results import MemoryBudgetRow, RunReport
+from gpubench.results import MemoryBudgetRow, ModelResult, RunReport
 
-#: VRAM headroom statuses (the seed's Tier-2 report): peak below 85% of the card is safe, 85-93% marginal, above
-#: 93% a risk: allocator fragmentation and library workspaces can take the last few percent at any moment.
-SAFE_MAX_FRACTION = 0.85
-MARGINAL_MAX_FRACTION = 0.93
+#: Statuses by the peak's fraction of the card against ``batch.headroom`` (the fraction the batch search keeps
+#: peaks under, recorded in each model's memory split): at or under it safe, over it by up to half the room left
+#: marginal, beyond that a risk: allocator fragmentation and library workspaces can take the last few percent.
 HEADROOM_SAFE = "safe"
 HEADROOM_MARGINAL = "marginal"
 HEADROOM_RISK = "risk"
 NOT_MEASURED = "not measured"
+NO_HEADROOM = "no headroom recorded"
 #: The name of the row that sums the models' peaks.
 TOTAL_ROW = "total"
 
 
-def headroom_status(fraction_of_card: float | None) -> str:
-    """``safe`` (< 85% of the card), ``marginal`` (85-93%, both included), ``risk`` (> 93%), or ``not measured``."""
+def headroom_status(fraction_of_card: float | None, headroom: float | None) -> str:
+    """``safe`` (fraction ≤ ``headroom``), ``marginal`` (up to ``(1 + headroom) / 2``), ``risk`` (above), ``not
+    measured`` without a fraction, ``no headroom recorded`` without a headroom."""
     if fraction_of_card is None:
         return NOT_MEASURED
-    if fraction_of_card < SAFE_MAX_FRACTION:
+    if headroom is None:
+        return NO_HEADROOM
+    if fraction_of_card <= headroom:
         return HEADROOM_SAFE
-    if fraction_of_card <= MARGINAL_MAX_FRACTION:
+    if fraction_of_card <= (1.0 + headroom) / 2:
         return HEADROOM_MARGINAL
     return HEADROOM_RISK
 
 
-def budget_row(model: str, budget_mb: float | None, peak_mb: float | None, card_mb: float | None) -> MemoryBudgetRow:
-    """One row: a peak of ``peak_mb`` against ``budget_mb`` and a card of ``card_mb`` (None where unknown)."""
+def budget_row(
+    model: str, budget_mb: float | None, peak_mb: float | None, card_mb: float | None, headroom: float | None
+) -> MemoryBudgetRow:
+    """One row: a peak of ``peak_mb`` against ``budget_mb`` and a card of ``card_mb`` (None where unknown), its
+    status against ``headroom`` (a fraction of the card)."""
     fraction = peak_mb / card_mb if peak_mb is not None and card_mb else None
     return MemoryBudgetRow(
         model=model,
@@ -41,15 +46,36 @@ def budget_row(model: str, budget_mb: float | None, peak_mb: float | None, card_
         budget_used_fraction=None if peak_mb is None or not budget_mb else peak_mb / budget_mb,
         card_mb=card_mb,
         fraction_of_card=fraction,
-        status=headroom_status(fraction),
+        status=headroom_status(fraction, headroom),
     )
 
 
+def _headroom(result: ModelResult, usable_vram_mb: float | None) -> float | None:
+    """The ``batch.headroom`` the model's batch search ran under: its memory split's, else its search's peak limit
+    over the usable VRAM; None where the report records neither."""
+    if result.memory_split is not None and result.memory_split.headroom is not None:
+        return result.memory_split.headroom
+    search = result.batch_search
+    if search is not None and search.peak_limit_mb is not None and usable_vram_mb:
+        return search.peak_limit_mb / usable_vram_mb
+    return None
+
+
 def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBudgetRow]:
-    """The VRAM budget table: a row per model in the report, then a ``total`` row; none without models."""
+    """The VRAM budget table: a row per model in the report, then a ``total`` row; none without models. A model
+    whose report records no headroom is judged by the run's (one ``batch.headroom`` per run)."""
     card_mb = report.hardware.card_memory_mb
+    headrooms = {name: _headroom(result, report.hardware.usable_vram_mb) for name, result in report.models.items()}
+    recorded = [h for h in headrooms.values() if h is not None]
+    run_headroom = min(recorded) if recorded else None
     rows = [
-        budget_row(name, decision.memory_budget_mb.get(name), result.peak_reserved_mb, card_mb)
+        budget_row(
+            name,
+            decision.memory_budget_mb.get(name),
+            result.peak_reserved_mb,
+            card_mb,
+            headrooms[name] or run_headroom,
+        )
         for name, result in report.models.items()
     ]
     if not rows:
@@ -58,13 +84,14 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
     budgets = [row.budget_mb for row in rows]
     total_peak_mb = None if None in peaks else sum(peaks)
     total_budget_mb = None if None in budgets else sum(budgets)
-    return [*rows, budget_row(TOTAL_ROW, total_budget_mb, total_peak_mb, card_mb)]
+    return [*rows, budget_row(TOTAL_ROW, total_budget_mb, total_peak_mb, card_mb, run_headroom)]
 
 
 #: How the VRAM budget is judged, in words: the report's ``recommendation.method.memory_budget``.
 MEMORY_METHOD = (
     "Per model: the measured peak reserved VRAM (torch caching allocator) against decision.memory_budget_mb[model] "
-    "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card: safe < 85%, "
-    "marginal 85-93%, risk > 93%; 'not measured' on the CPU. The total row sums the peaks: what the card would need "
-    "to hold the models at once (they are benchmarked, and can be trained, one after another)."
+    "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card against "
+    "batch.headroom h (the batch search's limit): safe <= h, marginal up to (1 + h) / 2, risk above; 'not measured' "
+    "on the CPU. The total row sums the peaks: what the card would need to hold the models at once (they are "
+    "benchmarked, and can be trained, one after another)."
 )

@@ -20,7 +20,7 @@ from gpubench.units import MS_PER_S
 _CPU_BURN_IN_MAX_SECONDS = 1.0
 _CPU_BURN_IN_MATRIX_SIZE = 256
 # Matmuls between two synchronisations: enough that the sync and the clock read are a negligible part of an
-# iteration (a 4096x4096 fp32 matmul is about 2 ms on an H200).
+# iteration (a 4096x4096 fp32 matmul takes milliseconds on a data-centre GPU).
 _BURN_IN_MATMULS_PER_ITERATION = 10
 #: Floating-point operations in one TFLOP.
 _FLOPS_PER_TFLOP = 1e12
@@ -53,13 +53,9 @@ def burn_in(
     clock: Callable[[], float] = time.perf_counter,
     sampler: Callable[[], DeviceSample] | None = None,
 ) -> WarmupStats:
-    """Multiply matrices until the device has settled, then report how it settled.
-
-    An iteration is a block of matmuls between two device synchronisations. The burn-in stops once it has run
-    ``min_seconds`` and the last ``window`` iteration times and SM clocks each lie within ``tolerance`` (relative
-    spread, max minus min over the median) — or after ``max_seconds`` (then ``stabilised`` is False). On the CPU
-    it is capped at a second and a small matrix, and judged by time alone. ``clock`` (seconds) and
-    ``sampler`` are injectable for tests.
+    """Multiply matrices, a block between two synchronisations per iteration, until the device has settled: after
+    ``min_seconds``, once the last ``window`` iteration times and SM clocks each spread (max − min over median) within
+    ``tolerance``, or at ``max_seconds`` (``stabilised`` False). On the CPU a second at most, judged by time alone.
     """
     if device.type != "cuda":
         max_seconds = min(max_seconds, _CPU_BURN_IN_MAX_SECONDS)

@@ -1,10 +1,8 @@
 """The host the benchmark runs on: its CPUs, how loaded it is, and how many threads torch uses.
 
-On the CPU, torch's intra-op threads compete with every other process for the cores: on a loaded 2-core machine
-the same MLP step took 38-86 ms with torch's default threads and 1.1 ms with one, so a CPU result is only as good
-as the thread count it was measured with. :func:`choose_cpu_threads` makes that choice explicit
-(``hardware.cpu_threads``), :func:`host_load` records it with the load it met, and :func:`busy_host_warning`
-says when the load alone makes the timings unreliable.
+On the CPU torch's intra-op threads compete with every other process, so a CPU result is only as good as its
+thread count: :func:`choose_cpu_threads` makes it explicit, :func:`host_load` records it with the load, and
+:func:`busy_host_warning` says when the load alone makes timings unreliable.
 """
 
 import logging
@@ -90,8 +88,8 @@ def busy_host_warning(host: HostLoad) -> str | None:
     )
 
 
-#: The host probe's fixed work: a pure-Python loop of this many additions (about 6-12 ms on the H200's host, whose
-#: speed switched between those two levels within seconds), and this many small matrix products on one thread.
+#: The host probe's fixed work: a pure-Python loop of this many additions (several ms), and this many small matrix
+#: products on one thread.
 _PROBE_LOOP_ADDITIONS = 200_000
 _PROBE_MATMULS = 300
 _PROBE_MATRIX_SIZE = 64

@@ -1,10 +1,6 @@
-"""Torch's CUDA device found in NVML: its identity from torch, its NVML index, and readers of its state.
-
-Torch counts the devices CUDA_VISIBLE_DEVICES leaves visible, NVML counts all of them, so the two indices differ
-whenever that variable reorders or hides devices: the device is matched by UUID, then by PCI location, never by
-position. The NVML queries themselves live in :mod:`gpubench.hardware.nvml`; this module adds what needs torch.
-Everything degrades instead of failing: without NVML, or when the device is not found, the lookups return None
-and the readers read nothing.
+"""Torch's CUDA device found in NVML (:func:`nvml_index_for`), its identity from torch, and readers of its state;
+the NVML queries themselves live in :mod:`gpubench.hardware.nvml`. Without NVML, or when the device is not found,
+the lookups return None and the readers read nothing.
 """
 
 from collections.abc import Callable
@@ -17,10 +13,8 @@ from gpubench.hardware.nvml import DeviceSample, MemoryReading, Nvml, NvmlDevice
 
 @dataclass(frozen=True)
 class CudaIdentity:
-    """What torch knows about one of its CUDA devices: enough to describe it and to find it in NVML.
-
-    ``pci_location`` is (domain, bus, device) as integers, so "0000:19:00.0" and "00000000:19:00.0" compare equal.
-    """
+    """What torch knows about one of its CUDA devices; ``pci_location`` is (domain, bus, device) as integers, so
+    "0000:19:00.0" and "00000000:19:00.0" compare equal."""
 
     torch_index: int
     name: str

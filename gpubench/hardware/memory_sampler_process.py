@@ -1,24 +1,10 @@
-"""The NVML memory sampler as a child process, so that sampling shares no GIL with training.
+"""The NVML memory sampler as a child process, so that sampling shares no GIL with training (a sampler thread costs
+a launch-bound loop several times its own read time in GIL hand-offs).
 
-:class:`gpubench.measure.memory.ProcessMemorySampler` runs it as::
-
-    python -m gpubench.hardware.memory_sampler_process --nvml-index I --pid P --interval-ms X --output PATH
-
-Every ``X`` ms it reads NVML device ``I``'s used memory and, on one reading in
-:data:`gpubench.hardware.nvml.PROCESS_MEMORY_EVERY_N_READINGS`, process ``P``'s memory, and appends one
-:data:`RECORD` to ``PATH``: ``time.perf_counter()`` in seconds, device-used MB, process MB (NaN where not read). It
-stops on SIGTERM (after finishing the record in hand; exit 0) or when its parent dies (an orphan also removes
-``PATH``, which no one will read). When NVML cannot be opened, or a read raises, it writes one line to stderr and
-exits 1.
-
-Why a process: a sampler thread inside the training process cost a launch-bound training loop 1.2% of its time
-on the H200, about eight times its own 16 µs per 10 ms of host work. Most of the cost was the GIL changing hands:
-every NVML ctypes call and every wake-up releases and re-takes it, and so does every torch op of the training
-thread. A process has a GIL of its own.
-
-This module imports neither torch nor :mod:`gpubench.measure.memory` (which does), so the child starts in tens of ms.
-``--reader module:function`` replaces NVML (tests): the function takes (nvml_index, pid) and returns a
-zero-argument function returning a :class:`gpubench.hardware.nvml.MemoryReading`.
+Run as ``python -m gpubench.hardware.memory_sampler_process --nvml-index I --pid P --interval-ms X --output PATH``:
+every ``X`` ms it appends one :data:`RECORD` (``perf_counter`` s, device-used MB, process MB or NaN) to ``PATH``.
+It stops on SIGTERM (exit 0) or when its parent dies (removing ``PATH``); an NVML failure is one stderr line and
+exit 1. It imports no torch, so it starts in tens of ms. ``--reader module:function`` replaces NVML in tests.
 """
 
 import argparse
@@ -44,11 +30,8 @@ ReaderFactory = Callable[[int, int], Callable[[], MemoryReading]]
 
 
 def next_deadline_s(deadline_s: float, now_s: float, interval_s: float) -> float:
-    """The first slot of the grid ``deadline_s + k·interval_s`` (k >= 1) that lies after ``now_s``, in seconds.
-
-    Slots are absolute, so the sampling rate does not drift by the cost of each read or by the sleep's own
-    lateness; a read that overran skips the slots it missed instead of firing them back to back.
-    """
+    """The first slot of the grid ``deadline_s + k·interval_s`` (k >= 1) after ``now_s`` (s): absolute slots, so the
+    rate does not drift, and a read that overran skips the slots it missed."""
     deadline_s += interval_s
     if deadline_s <= now_s:
         deadline_s += math.floor((now_s - deadline_s) / interval_s + 1.0) * interval_s
@@ -56,11 +39,8 @@ def next_deadline_s(deadline_s: float, now_s: float, interval_s: float) -> float
 
 
 def nvml_reader(nvml_index: int, pid: int) -> Callable[[], MemoryReading]:
-    """A zero-argument function reading NVML device ``nvml_index``'s used memory and process ``pid``'s, in MB.
-
-    RuntimeError when NVML cannot be initialised or has no device at that index: unlike the benchmark process,
-    which carries on without telemetry, a sampler that cannot read must say so.
-    """
+    """A zero-argument function reading NVML device ``nvml_index``'s used memory and process ``pid``'s, in MB;
+    RuntimeError when NVML cannot be initialised or has no such device (a sampler that cannot read must say so)."""
     nvml = Nvml()
     if not nvml.available:
         raise RuntimeError(nvml.notice)

@@ -30,10 +30,8 @@ THERMAL_STOP = "thermal_stop"
 
 
 def temperature_status(temperature_c: float | None, cfg: HardwareConfig) -> str:
-    """``ok``, ``warm`` (≥ warn), ``hot`` (≥ throttle) or ``stop`` (≥ stop) from the configured °C thresholds.
-
-    ``stop`` means: stop benchmarking this model. ``not measured`` when the temperature is unknown.
-    """
+    """``ok``, ``warm`` (≥ warn), ``hot`` (≥ throttle) or ``stop`` (≥ stop: stop benchmarking this model) from the
+    configured °C thresholds; ``not measured`` when the temperature is unknown."""
     if temperature_c is None:
         return NOT_MEASURED
     if temperature_c >= cfg.temperature_stop_c:
@@ -48,10 +46,8 @@ def temperature_status(temperature_c: float | None, cfg: HardwareConfig) -> str:
 def throttle_verdict(
     sm_clock_mhz: float | None, reference_sm_clock_mhz: float | None, reasons: list[str] | None
 ) -> tuple[bool | None, str | None]:
-    """Whether an epoch was throttled, and why: a thermal/power reason, or the SM clock under 75% of reference.
-
-    Returns (None, None) when neither the clock nor the reasons could be read.
-    """
+    """Whether an epoch was throttled, and why: a thermal/power reason, or the SM clock under 75% of reference;
+    (None, None) when neither could be read."""
     causes = [reason for reason in reasons or () if reason in THERMAL_POWER_REASONS]
     if (
         sm_clock_mhz is not None
@@ -74,12 +70,8 @@ def _no_energy_counter() -> int | None:
 
 class DeviceMonitor:
     """Per-epoch watch of temperature, SM clock, power, throttling and energy; an epoch observer.
-
-    ``reference_sm_clock_mhz`` is the sustained maximum the throttle flag compares against: the burn-in's peak
-    clock, or the card's maximum SM clock when there was no burn-in. ``sampler`` (the full reading at an epoch's
-    end), ``energy_reader`` (the energy counter in mJ at an epoch's start; by default taken from ``sampler``'s
-    reading when only ``sampler`` is given) and ``clock`` (seconds) are injectable for tests; by default the device
-    is read through NVML.
+    ``reference_sm_clock_mhz``: the burn-in's peak clock, else the card's maximum, for the throttle flag.
+    ``sampler``, ``energy_reader`` (mJ) and ``clock`` (s) replace NVML and the clock in tests.
     """
 
     def __init__(

@@ -1,13 +1,8 @@
 """NVML without torch: the library session, one GPU's queries, and its memory readings.
 
-Both the benchmark process (through :mod:`gpubench.hardware.identity`, which maps torch's devices onto NVML's) and the
-memory sampler's child process (:mod:`gpubench.hardware.memory_sampler_process`, which must start fast and share nothing
-with training) read the GPU through this module, so it imports neither torch nor anything that does. ``pynvml``
-(from nvidia-ml-py) is imported lazily, on first use, and initialised once per process: importing gpubench never
-needs it. Every query degrades instead of failing: what NVML cannot read is None.
-
-Units, also carried in the names: MB are MiB (2**20 bytes, as nvidia-smi and torch print them), temperatures °C,
-clocks MHz, power W, energy mJ.
+Imported by the benchmark process and by the memory sampler's child process, so it imports no torch; ``pynvml`` is
+imported lazily and initialised once per process. Every query degrades to None instead of failing. Units: MB are
+MiB, temperatures °C, clocks MHz, power W, energy mJ.
 """
 
 import importlib
@@ -44,11 +39,8 @@ def decode_throttle_reasons(mask: int | None) -> list[str] | None:
 
 
 class Nvml:
-    """An initialised NVML library, or the reason it is unavailable. Queries return None instead of raising.
-
-    ``library`` is the ``pynvml`` module or an object with the same functions (a fake in tests); by default
-    ``pynvml`` is imported here, so importing gpubench never needs it.
-    """
+    """An initialised NVML library (``library``: ``pynvml`` or a fake with its functions), or the reason it is
+    unavailable. Queries return None instead of raising."""
 
     def __init__(self, library: Any | None = None) -> None:
         self.notice: str | None = None
@@ -68,10 +60,7 @@ class Nvml:
         return self._library is not None
 
     def query(self, function: str, *args: Any) -> Any | None:
-        """``pynvml.<function>(*args)``, or None when NVML is unavailable, the call fails or does not exist.
-
-        A function missing from an older nvidia-ml-py (AttributeError) is treated like an unsupported query.
-        """
+        """``pynvml.<function>(*args)``, or None when NVML is unavailable, the call fails or does not exist."""
         if self._library is None:
             return None
         try:
@@ -111,13 +100,9 @@ class DeviceSample:
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Memory in use on the GPU as NVML sees it, in MB.
-
-    ``device_used_mb`` counts every process on the card plus the driver's reservations; ``process_used_mb`` is
-    the sampled process's share (its CUDA context, PyTorch's reserved memory and library workspaces), None where
-    NVML cannot attribute memory to that process (e.g. a container whose PID namespace hides it) or where it was
-    not asked for.
-    """
+    """Memory in use on the GPU as NVML sees it, in MB: ``device_used_mb`` every process plus the driver's
+    reservations, ``process_used_mb`` the sampled process's share (None where NVML cannot attribute it or it was not
+    asked for)."""
 
     device_used_mb: float | None
     process_used_mb: float | None
@@ -214,13 +199,9 @@ class NvmlDevice:
         )
 
     def memory_reading(self, pid: int | None = None) -> MemoryReading:
-        """Device-used memory now (MB); process ``pid``'s memory (MB) on every ``PROCESS_MEMORY_EVERY_N_READINGS``-th
-        call only. ``pid`` defaults to this process; the sampler's child process passes its parent's.
-
-        The per-process query lists every process on the card and is the costlier of the two (tens of µs on an
-        H200, with Python objects built per process), so at the sampler's default 10 ms the process series has
-        100 ms resolution: the other readings carry None for it. The first call reads both.
-        """
+        """Device-used memory now (MB); process ``pid``'s memory (MB, default this process) on the first call and
+        every ``PROCESS_MEMORY_EVERY_N_READINGS``-th only: that query lists every process on the card and costs
+        more."""
         readings, self._memory_readings = self._memory_readings, self._memory_readings + 1
         process_mb = None
         if readings % PROCESS_MEMORY_EVERY_N_READINGS == 0:

@@ -49,12 +49,8 @@ def probe(
     nvml: Nvml | None = None,
     identity: CudaIdentity | None = None,
 ) -> HardwareReport:
-    """Describe ``device`` from torch and NVML, with ``vram_budget`` (from
-    :func:`gpubench.hardware.vram.apply_vram_limit`) as its budget fields; on the CPU, describe the processor and
-    leave the GPU fields None. The burn-in's ``warmup_stats`` are not part of the probe (None here).
-
-    ``nvml`` and ``identity`` replace the process's NVML session and torch's device properties (for tests).
-    """
+    """Describe ``device`` from torch and NVML with ``vram_budget``'s fields; on the CPU the processor, the GPU fields
+    None. ``nvml`` and ``identity`` replace NVML and torch's device properties in tests."""
     cpu_name = _cpu_name()
     if device.type != "cuda":
         return HardwareReport(

@@ -15,12 +15,9 @@ CPU_NOTICE = "no CUDA device found; benchmarking on the CPU"
 
 
 def resolve_device(hw: HardwareConfig, *, cuda_available: bool | None = None) -> tuple[torch.device, str | None]:
-    """The device to benchmark on, and a one-line notice when the choice is not what the user might expect.
-
-    ``auto`` picks ``cuda:0`` when CUDA is available and the CPU otherwise (with a notice); ``cpu`` picks the
-    CPU; a catalog card needs a CUDA GPU, because it emulates that card's VRAM by capping the allocator there.
-    ``cuda_available`` overrides ``torch.cuda.is_available()`` (for tests).
-    """
+    """The device to benchmark on, and a one-line notice when the choice may surprise: ``auto`` is ``cuda:0`` when
+    CUDA is available, else the CPU; a catalog card needs a CUDA GPU (it caps the allocator there).
+    ``cuda_available`` overrides ``torch.cuda.is_available()`` in tests."""
     has_cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
     if hw.name == "cpu":
         return torch.device("cpu"), None

@@ -20,14 +20,10 @@ _CONTEXT_MATMUL_SIZE = 256
 
 @dataclass(frozen=True)
 class VramBudget:
-    """The device memory a benchmark may use, in MB.
-
-    ``vram_limit_mb`` is the card being emulated (``hardware.vram_limit_gb``) or, without a limit, the whole card.
-    ``non_allocator_overhead_mb`` is what the process holds outside torch's caching allocator (the CUDA context,
-    loaded kernels, library handles): a real card of that size loses it too. ``usable_vram_mb`` is the rest, what
-    the allocator is capped at. ``overhead_source`` says how the overhead was read: ``nvml_process`` (NVML's memory
-    for this process) or ``device_used`` (``cudaMemGetInfo``'s used memory, which also counts other processes on
-    the card, so it can only overstate the overhead).
+    """The device memory a benchmark may use, in MB: ``vram_limit_mb`` (the emulated card, else the whole card),
+    ``non_allocator_overhead_mb`` held outside torch's caching allocator (a real card loses it too),
+    ``usable_vram_mb`` the rest (the allocator's cap), and ``overhead_source``: ``nvml_process`` or ``device_used``
+    (which also counts other processes, so can only overstate the overhead).
     """
 
     vram_limit_mb: float
@@ -39,12 +35,8 @@ class VramBudget:
 def non_allocator_overhead_mb(
     reserved_bytes: int, process_used_mb: float | None, free_bytes: int, total_bytes: int
 ) -> tuple[float, str]:
-    """Device memory (MB) this process holds outside torch's caching allocator, and where the figure came from.
-
-    ``process_used_mb`` is NVML's memory for this process (None when NVML cannot attribute it); otherwise the
-    card's used memory ``total_bytes - free_bytes`` (``cudaMemGetInfo``) stands in for it. Either way torch's
-    ``reserved_bytes`` is subtracted. Never negative: the readings are not atomic and NVML rounds.
-    """
+    """Device memory (MB) this process holds outside torch's caching allocator, and where the figure came from: NVML's
+    memory for this process, else the card's used memory, less torch's ``reserved_bytes``; never negative."""
     if process_used_mb is not None:
         used_mb, source = process_used_mb, "nvml_process"
     else:
@@ -53,11 +45,8 @@ def non_allocator_overhead_mb(
 
 
 def allocator_fraction(limit_mb: float, overhead_mb: float, total_mb: float) -> float:
-    """The fraction of the card (``total_mb``) to cap torch's allocator at, so that the allocator plus the
-    non-allocator overhead fit in ``limit_mb``: ``(limit_mb - overhead_mb) / total_mb``.
-
-    ConfigError when the limit is larger than the card, or when the overhead alone fills it.
-    """
+    """The fraction of the card (``total_mb``) to cap torch's allocator at: ``(limit_mb - overhead_mb) / total_mb``.
+    ConfigError when the limit is larger than the card, or when the overhead alone fills it."""
     if limit_mb > total_mb:
         raise ConfigError(
             f"`hardware.vram_limit_gb` = {limit_mb / MB_PER_GB!r} is not valid: it must be at most "
@@ -89,14 +78,9 @@ def _measure_non_allocator_overhead(device: torch.device) -> tuple[float, str]:
 
 
 def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget | None:
-    """Cap the caching allocator so that it plus the non-allocator overhead fit in ``limit_gb`` GiB; return the
-    budget (MB), or None on the CPU.
-
-    The overhead (CUDA context, kernels, library handles) is measured after a first matmul and subtracted, since a
-    real card of ``limit_gb`` loses it too. Kernels loaded later (lazy module loading, compiled graphs) add to it
-    uncapped. Without a limit the cap is reset to the whole card, so the call decides the state whatever ran before
-    it in this process; the usable VRAM is then the card less the overhead. ConfigError when the limit is larger
-    than the card or the overhead fills it.
+    """Cap the caching allocator so that it plus the non-allocator overhead (measured after a first matmul) fit in
+    ``limit_gb`` GiB; without a limit reset the cap to the whole card. Returns the budget (MB), None on the CPU.
+    Kernels loaded later add to the overhead uncapped. ConfigError when the limit cannot be met.
     """
     if device.type != "cuda":
         return None

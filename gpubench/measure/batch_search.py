@@ -1,34 +1,19 @@
 """Batch-size search: the largest batch that trains without running out of device memory, and the policy on top.
 
-The search calls ``try_batch(size, steps)``, a callable the caller builds around a workload. One call must run
-``steps`` real training steps at that batch size (forward, backward and optimizer step; ``steps`` is at least two,
-so optimizer state exists) and return what it measured: either the peak *reserved* device memory in MB as a plain
-number, or a :class:`TrialResult` with that peak and the training throughput in samples/s (the throughput curve
-and its knee need the latter). It raises on failure; only out-of-memory failures (:func:`is_oom`) are treated as
-"does not fit", anything else propagates at once.
-
-A ``try_batch`` that measures correctly builds its workload inside the call (so a failed trial's model, optimizer
-state and activations die with the trial), calls ``torch.cuda.reset_peak_memory_stats()`` before the steps,
-synchronises after them, and reports ``torch.cuda.max_memory_reserved() / 2**20``. The finder frees the device
-cache between trials (:func:`release_device_memory`), so each trial's reserved peak starts from a clean cache.
-
-The search runs short trials (:data:`SEARCH_STEPS`), bounded in time: once one trial's steps take longer than
-``batch.trial_max_seconds``, it stops doubling (on a 141 GB card the largest batch that fits can take seconds a
-step). ``batch.policy`` then picks the batch that is timed (the configured one, the throughput knee, or the largest
-that fits), and only that batch is re-verified over longer trials (:data:`VERIFY_STEPS`), because the caching
-allocator keeps splitting and caching blocks for many steps: a few steps show the working set, not the fragmented
-steady state the measured epochs will reach.
-
-Under data parallelism (``distributed.nproc`` > 1) every rank runs the same search, and each trial's outcome goes
-through an agreement (:data:`TrialAgreement`) before the search acts on it: the ranks then take the same branch at
-every trial (an OOM on any rank fails the trial on all of them), so none waits in a trial the others skipped. In one
-process the agreement is the identity (:func:`same_trial`).
+The search calls ``try_batch(size, steps)``: it runs ``steps`` (>= 2, so optimizer state exists) real training
+steps at that size, building its workload inside the call so a failed trial's memory dies with it, and returns the
+peak *reserved* memory in MB or a :class:`TrialResult` (peak, samples/s, s). Only out-of-memory errors
+(:func:`is_oom`) mean "does not fit"; anything else propagates. Short search trials (:data:`SEARCH_STEPS`) stop
+once one exceeds ``batch.trial_max_seconds``; ``batch.policy`` picks the timed batch, which alone is re-verified over
+:data:`VERIFY_STEPS` steps, because allocator fragmentation grows for many steps past what a short trial shows.
+Under data parallelism each trial's outcome passes through an agreement (:data:`TrialAgreement`) so every rank
+takes the same branch; in one process it is the identity (:func:`same_trial`).
 """
 
 import gc
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -55,9 +40,8 @@ _OOM_MESSAGE_MARKERS: tuple[str, ...] = (
 KNEE_FRACTION = 0.9
 #: Training steps per search trial: two or more, so the optimizer state exists when memory is read.
 SEARCH_STEPS = 3
-#: Training steps per re-verification trial. On the H200 under a 4 GiB cap, mamba2's reserved peak after 3 steps
-#: was 3,602 MB but reached 4,086 MB during the measured epochs: fragmentation grows for many steps before the
-#: allocator's cache settles, so the size the benchmark will train at is checked over a longer run.
+#: Training steps per re-verification trial: fragmentation grows for many steps before the allocator's cache
+#: settles, so the size the benchmark trains at is checked over a longer run than a search trial.
 VERIFY_STEPS = 20
 
 TrialPhase = Literal["search", "verify"]
@@ -117,78 +101,22 @@ class BatchSearch:
 
 @dataclass(frozen=True)
 class BatchDecision:
-    """The batch size a model is timed at, and the evidence for it (the search's working object; the report holds
-    its :meth:`record`).
+    """The batch size a model is timed at: ``record``, the report's record of the decision and its evidence
+    (:class:`~gpubench.results.BatchSearchResult`), beside ``search``, the search's working object."""
 
-    ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
-    why). ``largest_fitting_size`` is the search's answer; ``policy`` (``configured``, ``knee`` or ``max``) picked
-    the size to time from it (``configured_size`` is the recipe's), and ``batch_size`` is that size once it passed
-    re-verification (a smaller one that did, if it failed). ``throughput_curve`` holds (size, samples/s) of every
-    successful search trial, by size; ``knee_size`` is its knee (see :func:`knee_batch_size`).
-    ``peak_reserved_mb`` is the highest peak reserved memory measured at ``batch_size``; ``peak_limit_mb`` is
-    ``batch.headroom`` × usable VRAM (None when the usable VRAM is unknown). Search trials ran ``search_steps``
-    training steps each, verification trials ``verify_steps``.
-    """
-
-    status: Literal["ok", "oom"]
-    batch_size: int | None
-    largest_fitting_size: int | None
-    gradient_accumulation_steps: int | None
-    effective_batch_size: int | None
-    target_effective_batch_size: int
-    knee_size: int | None
-    throughput_curve: list[tuple[int, float]]
-    peak_reserved_mb: float | None
-    peak_limit_mb: float | None
-    verify_repeats: int
-    verify_steps: int
-    message: str
+    record: BatchSearchResult
     search: BatchSearch
-    verification: list[BatchTrial] = field(default_factory=list)
-    policy: str = "max"
-    configured_size: int | None = None
 
-    def record(self) -> BatchSearchResult:
-        """The report's record of this decision; ``trials`` lists search then verification trials."""
-        return BatchSearchResult(
-            status=self.status,
-            batch_size=self.batch_size,
-            largest_fitting_size=self.largest_fitting_size,
-            gradient_accumulation_steps=self.gradient_accumulation_steps,
-            effective_batch_size=self.effective_batch_size,
-            target_effective_batch_size=self.target_effective_batch_size,
-            knee_size=self.knee_size,
-            knee_fraction=KNEE_FRACTION,
-            throughput_curve=[
-                ThroughputPoint(size=size, samples_per_s=samples_per_s) for size, samples_per_s in self.throughput_curve
-            ],
-            peak_reserved_mb=self.peak_reserved_mb,
-            peak_limit_mb=self.peak_limit_mb,
-            search_min_size=self.search.min_size,
-            search_max_size=self.search.max_size,
-            search_steps=self.search.steps,
-            verify_repeats=self.verify_repeats,
-            verify_steps=self.verify_steps,
-            message=self.message,
-            trials=[*self.search.trials, *self.verification],
-            policy=self.policy,
-            configured_size=self.configured_size,
-            time_limited=self.search.time_limited,
-            trial_max_seconds=self.search.trial_max_seconds,
-        )
+    @property
+    def verification(self) -> list[BatchTrial]:
+        """The re-verification trials, in the order they ran."""
+        return [trial for trial in self.record.trials if trial.phase == "verify"]
 
 
 def is_oom(exc: BaseException) -> bool:
-    """True when ``exc`` means a device allocation failed (the batch does not fit), False for any other error.
-
-    OOM: ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError`` is the same class), and RuntimeErrors whose
-    message shows an allocation failure: "CUDA out of memory", "CUDA error: out of memory",
-    ``CUBLAS_STATUS_ALLOC_FAILED``, ``CUDNN_STATUS_ALLOC_FAILED`` (cuDNN 8) and
-    ``CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED`` (cuDNN 9). An error explicitly raised *from* an OOM
-    (``raise ... from oom``, as compilers wrapping a failure do) is OOM too. Everything else is not: illegal
-    memory accesses and other CUDA errors (which can leave the CUDA context unusable), shape errors,
-    ``CUDNN_STATUS_NOT_SUPPORTED``, and host-memory failures.
-    """
+    """True when ``exc`` (or the exception it was explicitly raised from) means a device allocation failed:
+    ``torch.OutOfMemoryError`` or a RuntimeError carrying one of :data:`_OOM_MESSAGE_MARKERS`. Illegal memory
+    accesses, other CUDA errors, shape errors and host-memory failures are not."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -204,11 +132,8 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def release_device_memory() -> None:
-    """Free unreachable objects, then return the caching allocator's unused blocks to the driver.
-
-    Only when CUDA is already initialised: this never creates a CUDA context, and on the CPU there is no cache to
-    return (a full ``gc.collect`` costs about 0.15 s there, paid between every trial and measurement for nothing).
-    """
+    """Free unreachable objects, then return the caching allocator's unused blocks to the driver; nothing unless
+    CUDA is initialised (it never creates a context, and a ``gc.collect`` on the CPU buys nothing)."""
     if not torch.cuda.is_initialized():
         return
     # Collect first: reference cycles (frames, closures, autograd graphs) can still hold tensors, and
@@ -238,9 +163,7 @@ def _run_trial(
     except Exception as exc:
         if not is_oom(exc):
             raise
-        # Keep only the text. The exception's traceback references the failed trial's frames and through them
-        # its tensors; they become unreachable when this block ends and Python deletes `exc`, so the memory is
-        # released below, outside the block.
+        # Keep only the text: the traceback holds the failed trial's frames and tensors until `exc` is deleted.
         oom_error = _first_line(exc)
     release_device_memory()
     if oom_error is not None:
@@ -280,23 +203,12 @@ def find_max_batch_size(
 ) -> BatchSearch:
     """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds, trying ``steps`` steps.
 
-    Assumes memory grows with size (if a size fails, every larger size fails, and if one fits, every smaller one
-    does). Doubles from ``min_size`` until a trial fails or ``max_size`` succeeded (the last step tries
-    ``max_size`` itself instead of passing it), then bisects between the last success and the first failure down
-    to adjacent integers. The first trial is ``2·min_size``, not ``min_size``: by the same assumption its success
-    implies ``min_size`` fits; only when it fails is ``min_size`` tried, then the bisection between the two. That
-    saves one trial on every search that gets past ``2·min_size``, which keeps the default range (32 to 4,096)
-    within issue 5's 2·log2(max/min) + 4 = 18 trials (19 when starting at ``min_size``). Trials: at most
-    ``ceil(log2(max/min))`` doubling plus ``ceil(log2(max - min))`` bisection steps, plus one for ``min_size``. A
-    trial fails when ``try_batch`` raises an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, when its peak
-    reserved memory (MB) exceeds that limit. Any other exception is re-raised immediately. ``best_size`` is None
-    when ``min_size`` fails.
-
-    With ``trial_max_seconds`` set, a successful trial whose steps took longer than that (s) ends the search there
-    (``time_limited``): larger sizes would only be slower, and the search exists to report what fits, not to spend
-    minutes per model proving it. ``best_size`` is then the largest size that fit so far.
-
-    Every trial's outcome passes through ``agree`` before the search reads it (see the module docstring).
+    Assumes memory grows with size. Doubles from ``2·min_size`` (its success implies ``min_size`` fits) until a
+    trial fails or ``max_size`` succeeds, then bisects between the last success and the first failure. A trial fails
+    on an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, a peak reserved memory (MB) above it; any other
+    exception is re-raised. With ``trial_max_seconds`` set, a successful trial slower than that (s) ends the search
+    (``time_limited``; ``best_size`` is then a lower bound). ``best_size`` is None when ``min_size`` fails. Every
+    outcome passes through ``agree``.
     """
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
@@ -392,12 +304,8 @@ def _interpolated_size(trials: list[BatchTrial], peak_limit_mb: float | None) ->
 
 
 def knee_batch_size(throughput_curve: list[tuple[int, float]], fraction: float = KNEE_FRACTION) -> int | None:
-    """Smallest batch size whose throughput reaches ``fraction`` of the best observed samples/s.
-
-    Past the knee, larger batches buy little speed but cost memory and change optimisation; it is reported
-    beside the largest size. The curve is sampled where the search tried (doubling, then dense near the top),
-    so the knee is the smallest *sampled* size that qualifies. None for an empty curve.
-    """
+    """Smallest *sampled* batch size whose throughput reaches ``fraction`` of the best samples/s (None for an empty
+    curve): past it, larger batches buy little speed but cost memory and change optimisation."""
     if not throughput_curve:
         return None
     best_samples_per_s = max(samples_per_s for _, samples_per_s in throughput_curve)
@@ -432,16 +340,10 @@ def _failure_phrase(trial: BatchTrial) -> str:
 def policy_target(
     policy: str, search: BatchSearch, knee_size: int | None, configured_size: int | None
 ) -> tuple[int, str]:
-    """The batch ``policy`` times, from the ``search`` (its largest fitting size, and the trials that failed) and
-    the throughput ``knee_size``, and the sentence saying why (sizes in samples).
-
-    ``configured``: the recipe's ``configured_size``, capped by the search's ``max_size`` (``batch.max_size`` caps
-    every timed batch), and stepped down to the largest size that fit only when a trial at or below it failed (ran
-    out of memory, or exceeded the headroom). A search that stopped on its trial time limit knows only a lower bound
-    of what fits: a configured batch above that bound is timed as configured (its re-verification then shows whether
-    it fits). ``knee``: the knee (the largest fitting size when no trial measured throughput). ``max``: the largest
-    that fits.
-    """
+    """The batch ``policy`` times and the sentence saying why (sizes in samples). ``configured``: the recipe's
+    ``configured_size`` capped by ``batch.max_size``, stepped down to the largest size that fit only when a trial at
+    or below it failed (a time-limited search's bound does not step it down). ``knee``: the knee (the largest
+    fitting size without throughput). ``max``: the largest that fits."""
     best_size = search.best_size
     if best_size is None:
         raise ValueError("policy_target needs a search that found a fitting size")
@@ -479,21 +381,12 @@ def choose_batch_size(
     verify_steps: int = VERIFY_STEPS,
     agree: TrialAgreement = same_trial,
 ) -> BatchDecision:
-    """Search the largest batch that fits under the headroom, pick the batch ``policy`` times, re-verify it.
-
-    A trial whose peak reserved memory exceeds ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when
-    ``usable_vram_mb`` is None) counts as a failure. The search runs trials of ``search_steps`` training steps,
-    stopping once one takes longer than ``batch.trial_max_seconds``. ``policy`` (default ``batch.policy``) picks the
-    size to time (:func:`policy_target`; ``configured`` needs ``configured_size``); that size is then run
-    ``verify_repeats`` more times for ``verify_steps`` steps each, long enough for the allocator's fragmentation to
-    reach its steady state. If any run fails, the next smaller size that succeeded in the search is verified
-    instead, and so on. Only the timed size is verified: verifying a largest batch nobody times would cost the
-    longest trials of the search (1.6 s a step for mamba2 at 2,015 on an H200).
-    Gradient-accumulation steps reach ``batch.target_effective`` for a size the search chose (``knee``, ``max``);
-    the configured batch is the recipe's own effective batch (1 step). When ``batch.min_size`` does not fit (or
-    nothing passes verification) the decision has status ``oom`` and a message saying why; the caller marks that
-    model ``oom`` and moves on. Every trial, search and verification, passes through ``agree`` (the module
-    docstring).
+    """Search the largest batch that fits under ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when None),
+    pick the batch ``policy`` times (:func:`policy_target`), and re-verify it ``verify_repeats`` times over
+    ``verify_steps`` steps, stepping down to the next smaller size that fit in the search while one fails. Only the
+    timed size is verified: the largest batch's trials are the search's longest. Accumulation steps reach
+    ``batch.target_effective`` for a size the search chose; the configured batch keeps 1. Status ``oom`` (with the
+    reason in the message) when ``batch.min_size`` does not fit or nothing passes verification.
     """
     policy = batch_cfg.policy if policy is None else policy
     if verify_repeats < 0:
@@ -514,29 +407,45 @@ def choose_batch_size(
         agree=agree,
     )
 
-    def oom_decision(message: str, verification: list[BatchTrial]) -> BatchDecision:
-        return BatchDecision(
-            status="oom",
-            batch_size=None,
+    def decision(
+        status: Literal["ok", "oom"],
+        message: str,
+        verification: list[BatchTrial],
+        chosen: int | None = None,
+        accumulation: int | None = None,
+        knee: int | None = None,
+        curve: list[tuple[int, float]] | None = None,
+        peak_mb: float | None = None,
+    ) -> BatchDecision:
+        """The decision timing ``chosen`` with ``accumulation`` steps (None: nothing fits), its evidence."""
+        record = BatchSearchResult(
+            status=status,
+            batch_size=chosen,
             largest_fitting_size=search.best_size,
-            gradient_accumulation_steps=None,
-            effective_batch_size=None,
+            gradient_accumulation_steps=accumulation,
+            effective_batch_size=None if chosen is None or accumulation is None else accumulation * chosen,
             target_effective_batch_size=batch_cfg.target_effective,
-            knee_size=None,
-            throughput_curve=[],
-            peak_reserved_mb=None,
+            knee_size=knee,
+            knee_fraction=KNEE_FRACTION,
+            throughput_curve=[ThroughputPoint(size=size, samples_per_s=rate) for size, rate in curve or []],
+            peak_reserved_mb=peak_mb,
             peak_limit_mb=peak_limit_mb,
+            search_min_size=search.min_size,
+            search_max_size=search.max_size,
+            search_steps=search.steps,
             verify_repeats=verify_repeats,
             verify_steps=verify_steps,
             message=message,
-            search=search,
-            verification=verification,
+            trials=[*search.trials, *verification],
             policy=policy,
             configured_size=configured_size,
+            time_limited=search.time_limited,
+            trial_max_seconds=search.trial_max_seconds,
         )
+        return BatchDecision(record=record, search=search)
 
     if search.best_size is None:
-        return oom_decision(_min_size_failure(search, usable_vram_mb, batch_cfg.headroom), [])
+        return decision("oom", _min_size_failure(search, usable_vram_mb, batch_cfg.headroom), [])
 
     curve = sorted((t.size, t.samples_per_s) for t in search.trials if t.ok and t.samples_per_s is not None)
     knee = knee_batch_size(curve)
@@ -558,7 +467,8 @@ def choose_batch_size(
             chosen = candidate
             break
     if chosen is None:
-        return oom_decision(
+        return decision(
+            "oom",
             f"no batch size passed {verify_repeats} re-runs of {verify_steps} steps: {target} ({reason}) and every "
             "smaller size that fit during the search failed on a re-run (memory use is not reproducible).",
             verification,
@@ -589,25 +499,7 @@ def choose_batch_size(
         )
     if knee is not None:
         message += f"; throughput knee at {knee}"
-    return BatchDecision(
-        status="ok",
-        batch_size=chosen,
-        largest_fitting_size=search.best_size,
-        gradient_accumulation_steps=accumulation,
-        effective_batch_size=accumulation * chosen,
-        target_effective_batch_size=batch_cfg.target_effective,
-        knee_size=knee,
-        throughput_curve=curve,
-        peak_reserved_mb=max(peaks) if peaks else None,
-        peak_limit_mb=peak_limit_mb,
-        verify_repeats=verify_repeats,
-        verify_steps=verify_steps,
-        message=message,
-        search=search,
-        verification=verification,
-        policy=policy,
-        configured_size=configured_size,
-    )
+    return decision("ok", message, verification, chosen, accumulation, knee, curve, max(peaks) if peaks else None)
 
 
 @dataclass(frozen=True)
@@ -630,11 +522,11 @@ def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, 
     """The batch a model is timed at: the decision's (a successful search, whose ``policy`` chose and verified it),
     or without a search the ``configured`` batch capped by ``max_size`` (``batch.max_size``)."""
     if decision is not None:
-        assert decision.batch_size is not None
+        assert decision.record.batch_size is not None
         return TimedBatch(
-            batch_size=decision.batch_size,
-            gradient_accumulation_steps=decision.gradient_accumulation_steps or 1,
-            policy=f"timed at {decision.message}",
+            batch_size=decision.record.batch_size,
+            gradient_accumulation_steps=decision.record.gradient_accumulation_steps or 1,
+            policy=f"timed at {decision.record.message}",
         )
     notes = []
     size = configured
@@ -648,12 +540,8 @@ def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, 
 
 @dataclass(frozen=True)
 class HeadroomCheck:
-    """The measured run's peak reserved device memory against the headroom limit (both MB).
-
-    The batch search keeps its trials under ``batch.headroom`` × usable VRAM, but the measured epochs run far more
-    steps than any trial, and allocator fragmentation can keep growing; this checks the policy held for the run
-    whose numbers are reported.
-    """
+    """The measured run's peak reserved device memory against the headroom limit (both MB): the measured epochs
+    run far more steps than any trial, and fragmentation can keep growing."""
 
     peak_reserved_mb: float
     peak_limit_mb: float
@@ -677,13 +565,9 @@ class HeadroomCheck:
 
 
 def step_down_size(current: int, peak_reserved_mb: float, peak_limit_mb: float, min_size: int) -> int | None:
-    """The smaller batch to measure again at after a measured run at ``current`` broke the headroom policy.
-
-    Reserved memory grows roughly in proportion to the batch, so the new size is
-    ``floor(current × peak_limit_mb / peak_reserved_mb)`` (both MB), but at least one smaller than ``current`` and
-    never below ``min_size``. None (keep ``current``) when the peak is within the limit or ``current`` is already
-    ``min_size``.
-    """
+    """The smaller batch to measure again at after a run at ``current`` broke the headroom:
+    ``floor(current × peak_limit_mb / peak_reserved_mb)`` (reserved memory grows about in proportion), at least one
+    smaller, never below ``min_size``; None (keep ``current``) within the limit or at ``min_size``."""
     if peak_reserved_mb <= peak_limit_mb or current <= min_size:
         return None
     proportional = math.floor(current * peak_limit_mb / peak_reserved_mb)

@@ -15,18 +15,10 @@ MEMORY_SAMPLERS: tuple[str, ...] = ("process", "thread")
 class BatchConfig:
     """Batch-size search bounds and policy. ``search: null`` means: search on a GPU, not on the CPU.
 
-    ``policy`` chooses the batch that is timed: ``configured`` (the recipe's batch, ``workloads.<model>.batch_size``),
-    ``knee`` (the smallest searched batch within 90% of the best throughput) or ``max`` (the largest that fits). The
-    search reports all three either way. ``max_size`` caps every timed batch, the configured one too. Where the batch
-    is part of the algorithm (RL), the configured batch is timed whatever the policy.
-
-    ``trial_max_seconds`` bounds the search in time: once one search trial's steps take longer than this (s), the
-    search stops doubling, and the largest batch reported is the largest it reached (a lower bound of what fits).
-
-    ``verify_steps`` is the length of each re-verification trial of the winner (search trials are 3 steps): long
-    enough for the caching allocator to reach its fragmented steady state, so the chosen batch still fits later.
-    ``max_step_downs`` is how many times a searched batch whose measured epochs still exceeded the headroom is
-    stepped down and measured again (0: keep it, with a warning).
+    ``policy`` picks the timed batch: ``configured`` (``workloads.<model>.batch_size``; always for RL), ``knee``
+    (smallest within 90% of the best throughput) or ``max``. ``max_size`` caps every timed batch.
+    ``trial_max_seconds`` (s) stops the search's doubling. ``verify_steps``: each re-verification trial's length.
+    ``max_step_downs``: how often a searched batch whose measured epochs exceeded the headroom is stepped down.
     """
 
     search: bool | None = None
@@ -58,13 +50,9 @@ class BatchConfig:
 
 @dataclass
 class EpochConfig:
-    """A benchmark epoch is a timing block of ``steps`` optimizer steps (``auto``: sized to ``min_seconds``).
-
-    The default 0.5 s with 20 epochs spends the measured time of 10 epochs of 1 s on twice the epochs: the decision
-    interval's width falls with the epoch count (at lag-1 correlation 0.5 its median half-width is about ±4.6% of
-    the mean at 20 epochs against ±9.9% at 10, ``benchmarks/statistics_coverage.py``), while half a second still
-    holds hundreds of steps of the seed models, so the one synchronisation per epoch stays negligible.
-    """
+    """A benchmark epoch is a timing block of ``steps`` optimizer steps (``auto``: sized to ``min_seconds``). Shorter
+    epochs give more of them in the same time, which narrows the decision interval; half a second still holds
+    hundreds of steps, so the one synchronisation per epoch stays negligible."""
 
     steps: str = "auto"
     min_seconds: float = 0.5
@@ -89,66 +77,9 @@ class EpochConfig:
 
 
 @dataclass
-class StabilityConfig:
-    """Gradient and loss health checks, and the reinforcement-learning ones.
-
-    Every model: NaN/Inf, gradient norms above ``grad_norm_exploding`` or below ``grad_norm_vanishing``, and an
-    epoch whose largest gradient norm is ``grad_norm_growth_factor`` times the largest of the run's first measured
-    epochs (the first quarter, at least one: a scale-free explosion test, two orders of magnitude, where the later
-    epochs of healthy quick CPU runs of all five models stayed within 1.5 times it, and DQN's at a learning rate of
-    10, where they spiked, reached 3e4 to 7e4 times; ``grad_norm_exploding`` is in the loss's own units, which
-    differ by model). Supervised
-    models: a loss rising by more than ``loss_trend_rel_slope`` of its mean per epoch (and significantly). RL
-    models, whose loss trend is no health signal: the critic's loss (PPO's value loss, DQN's TD loss) above
-    ``critic_loss_ceiling_factor`` times the largest a critic within the rewards' return range can have, or grown
-    ``critic_loss_growth_factor`` times over an earlier epoch to above that ceiling; PPO epochs whose updates' mean
-    approximate KL exceeds ``max_approx_kl`` (five times the 0.02 of a policy whose every probability ratio sits on
-    the edge of the default 0.2 clip; healthy default runs stay near 0.005) or whose mean clip fraction exceeds
-    ``max_clip_fraction`` (more than half the samples pushed past the clip; healthy quick runs: 0.01 to 0.16).
-    Epoch means, not single updates: one minibatch of 64 samples can clip 45% of them in a healthy run. DQN: an
-    epoch whose updates' largest |Q| averages beyond the discounted return bound ``max |reward| / (1 − γ)``, which
-    no accurate value can pass (van Hasselt et al. 2018's "soft divergence"); no key, the bound is the run's own.
-    """
-
-    enabled: bool = True
-    grad_norm_exploding: float = 1000.0
-    grad_norm_vanishing: float = 1e-7
-    grad_norm_growth_factor: float = 100.0
-    loss_trend_rel_slope: float = 0.01
-    critic_loss_ceiling_factor: float = 10.0
-    critic_loss_growth_factor: float = 10.0
-    max_approx_kl: float = 0.1
-    max_clip_fraction: float = 0.5
-
-    def __post_init__(self) -> None:
-        require_positive("stability.grad_norm_exploding", self.grad_norm_exploding)
-        require_positive("stability.grad_norm_vanishing", self.grad_norm_vanishing)
-        require(
-            self.grad_norm_growth_factor > 1,
-            "stability.grad_norm_growth_factor",
-            self.grad_norm_growth_factor,
-            "a factor above 1",
-        )
-        require_positive("stability.loss_trend_rel_slope", self.loss_trend_rel_slope)
-        require_positive("stability.critic_loss_ceiling_factor", self.critic_loss_ceiling_factor)
-        require(
-            self.critic_loss_growth_factor > 1,
-            "stability.critic_loss_growth_factor",
-            self.critic_loss_growth_factor,
-            "a factor above 1",
-        )
-        require_positive("stability.max_approx_kl", self.max_approx_kl)
-        require(0 < self.max_clip_fraction <= 1, "stability.max_clip_fraction", self.max_clip_fraction, "in (0, 1]")
-
-
-@dataclass
 class MemoryConfig:
-    """VRAM sampling and leak detection.
-
-    NVML is sampled every ``sample_interval_ms`` ms by a ``sampler`` that is a child ``process`` (it shares no GIL
-    with training: as a ``thread`` it cost a launch-bound loop about 1.2% of its time on an H200) or a ``thread``
-    of the benchmark process. A leak is flagged above ``leak_threshold_mb_per_epoch`` MB of growth per epoch.
-    """
+    """VRAM sampling and leak detection: NVML sampled every ``sample_interval_ms`` ms by a child ``process`` (no GIL
+    shared with training) or a ``thread``; a leak above ``leak_threshold_mb_per_epoch`` MB of growth per epoch."""
 
     sample_interval_ms: float = 10.0
     leak_threshold_mb_per_epoch: float = 5.0

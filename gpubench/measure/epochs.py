@@ -1,17 +1,10 @@
 """One workload's timed run: size the epoch, warm up, then measure epochs until the stopping rule says so.
 
-Every epoch is one synchronised block of ``steps_per_epoch`` training steps (see :mod:`gpubench.measure.timing`). After
-each block, and outside it, the stability monitor is read (one host sync per epoch) and the epoch observers
-(the memory profiler, the device monitor) record their per-epoch figures, which they keep and hand out themselves.
-The loop stops after ``epochs`` measured epochs, or — given a :class:`SecondStage` — by a two-stage rule in the
-manner of Stein (1945): a first stage of ``epochs`` epochs (at least :data:`~gpubench.stats.intervals.MIN_EPOCHS`)
-fixes the long-run variance, and with it the total the second stage asks for (the count that reaches the precision
-target, :func:`gpubench.stats.intervals.two_stage_required_epochs`, or the count that settles the recommendation),
-never more than ``max_epochs``; the run measures to that total and stops. Fixing the total from the first stage,
-rather than stopping when the interval first looks narrow, keeps the interval's level.
-It stops early when training diverges (a NaN/Inf loss or gradient) or an observer asks to stop (the card is too
-hot). An interrupt (Ctrl-C, SIGTERM, SIGHUP: see :mod:`gpubench.signals`) during an epoch raises
-:class:`MeasurementInterrupted`, which carries the epochs completed before it; the epoch in progress is dropped.
+Every epoch is one synchronised block of ``steps_per_epoch`` steps (:mod:`gpubench.measure.timing`); after it the
+stability monitor and the epoch observers are read. The loop stops after ``epochs`` epochs, or with a
+:class:`SecondStage` by Stein's two-stage rule: the first stage fixes the total (at most ``max_epochs``), which
+keeps the interval's level, unlike stopping once it looks narrow. It stops early on divergence or when an observer
+asks; an interrupt raises :class:`MeasurementInterrupted` with the completed epochs.
 """
 
 from collections.abc import Callable, Sequence
@@ -19,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from gpubench.measure.config import EpochConfig
-from gpubench.measure.stability import EpochHealth, StabilityMonitor
+from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
 from gpubench.stats.config import (
     FIXED_EPOCHS,
@@ -28,6 +21,7 @@ from gpubench.stats.config import (
     StatisticsConfig,
 )
 from gpubench.stats.intervals import MIN_EPOCHS, two_stage_required_epochs
+from gpubench.stats.stability import EpochHealth
 from gpubench.units import MS_PER_S
 from gpubench.workload import Workload
 
@@ -77,14 +71,10 @@ ProgressCallback = Callable[[str, int, int, float, float | None], None]
 class Measurement:
     """What the timed run of one workload produced, epoch by epoch, in the order run.
 
-    ``epoch_times_ms`` and ``epoch_losses`` are the measured epochs only (warmup excluded); ``health`` holds the
-    measured epochs' health, preceded by the diverged warmup epoch when a warmup epoch diverged. ``stop_reason`` is
-    ``epochs`` (the fixed count), ``precision_target_met`` / ``decision_settled`` (an adaptive run measured to the
-    total its second stage asked for, within ``max_epochs``), ``decision_cannot_settle`` (no count would settle the
-    recommendation, so the run stopped after its first stage), ``max_epochs_reached`` (the total asked for was
-    beyond ``max_epochs``, so the run stopped there, short of the goal), ``diverged``, or an observer's reason.
-    ``first_stage_epochs`` is the length of an adaptive run's first stage once it completed (the decision interval
-    is then the two-stage one), else None.
+    ``epoch_times_ms`` and ``epoch_losses`` cover the measured epochs; ``health`` also a diverged warmup epoch.
+    ``stop_reason``: ``epochs``, ``precision_target_met`` / ``decision_settled``, ``decision_cannot_settle``,
+    ``max_epochs_reached``, ``diverged``, or an observer's reason. ``first_stage_epochs``: an adaptive run's first
+    stage, else None.
     """
 
     sizing: EpochSizing

@@ -1,21 +1,11 @@
 """VRAM profiler: an NVML sampler in the background, torch's allocator statistics per epoch, and a leak slope.
 
-Peak memory is reported three ways, because they count different things and users need to know which is which:
-
-* ``peak_allocated_mb`` — bytes held by live tensors at the worst moment (torch's ``max_memory_allocated``).
-  What the model really needs.
-* ``peak_reserved_mb`` — bytes torch's caching allocator held from the driver at the worst moment (allocated plus
-  cached free blocks; ``max_memory_reserved``). What must fit under a VRAM cap.
-* ``peak_nvml_device_used_mb`` — memory in use on the whole card as NVML sees it: every process, the CUDA
-  context (hundreds of MB) and library workspaces outside torch's allocator. What ``nvidia-smi`` shows.
-* ``peak_nvml_process_mb`` — NVML's figure for this process alone (context + reserved + workspaces); None where
-  NVML cannot attribute memory to the process (often inside containers).
-
-The NVML figures come from samples every ``interval_ms``, so a spike shorter than that can be missed; torch's
-peaks are exact. By default a child process takes the samples (:class:`ProcessMemorySampler`), so that sampling
-does not contend with training for the GIL; :class:`MemorySampler` takes them on a thread instead. MB are MiB
-(2**20 bytes). :class:`MemoryProfiler` is an epoch observer of the measurement loop; it returns the report's
-:class:`~gpubench.results.MemoryProfile` and hands out the sampler's timeline for the VRAM plot.
+Peaks (MB = MiB): ``peak_allocated_mb`` (live tensors, ``max_memory_allocated``: what the model needs),
+``peak_reserved_mb`` (the caching allocator's hold, ``max_memory_reserved``: what must fit under a VRAM cap),
+``peak_nvml_device_used_mb`` (the whole card as NVML sees it, context and other processes included: what
+``nvidia-smi`` shows) and ``peak_nvml_process_mb`` (this process per NVML; None where NVML cannot attribute memory).
+NVML figures are sampled every ``interval_ms`` (a shorter spike can be missed), by default in a child process
+(:class:`ProcessMemorySampler`) so sampling does not contend with training for the GIL; torch's peaks are exact.
 """
 
 import io
@@ -52,12 +42,8 @@ def leak_estimate(
     confidence_level: float = 0.95,
     threshold_mb_per_epoch: float = 5.0,
 ) -> LeakEstimate:
-    """Fit allocated MB at each epoch's end against the epoch number and decide whether memory leaks.
-
-    The interval is slope ± t(1 − α/2, n − 2) × standard error of the slope (:mod:`gpubench.stats.regression`; a
-    flat series, what a clean training loop produces, has a zero-width interval at 0). Needs at least 3 epochs (an
-    interval needs one residual degree of freedom); raises ValueError otherwise.
-    """
+    """Fit allocated MB at each epoch's end against the epoch number: slope ± t(1 − α/2, n − 2) × its standard
+    error (a flat series has a zero-width interval at 0). ValueError under 3 epochs."""
     n = len(allocated_mb_at_epoch_end)
     if n < 3:
         raise ValueError(f"a leak slope needs at least 3 epochs, got {n}")
@@ -85,13 +71,9 @@ def _nan_max(values: array) -> float | None:
 
 
 class MemorySampler:
-    """Reads GPU memory every ``interval_ms`` on a daemon thread, between :meth:`start` and :meth:`stop`.
-
-    ``read`` returns one :class:`MemoryReading` (by default :func:`gpubench.hardware.identity.memory_reader` builds one
-    over NVML; tests pass a fake). Use as a context manager. An error raised by ``read`` stops the thread and is
-    re-raised by :meth:`stop`, so a broken sampler is not mistaken for an idle one. ``clock`` (seconds) and
-    ``wait`` (wait up to that many seconds, True when asked to stop) replace ``time.perf_counter`` and the stop
-    event's wait in tests.
+    """Reads GPU memory every ``interval_ms`` on a daemon thread, between :meth:`start` and :meth:`stop`; a context
+    manager. ``read`` returns one :class:`MemoryReading`; an error it raises stops the thread and is re-raised by
+    :meth:`stop`. ``clock`` (s) and ``wait`` replace ``time.perf_counter`` and the stop event's wait in tests.
     """
 
     def __init__(
@@ -220,20 +202,12 @@ def _child_environment() -> dict[str, str]:
 
 
 class ProcessMemorySampler:
-    """Reads GPU memory every ``interval_ms`` in a child process, between :meth:`start` and :meth:`stop`.
+    """Reads GPU memory every ``interval_ms`` in a child process (:mod:`gpubench.hardware.memory_sampler_process`),
+    with :class:`MemorySampler`'s interface and units (s on this process's ``perf_counter``, MB, NaN where not read).
 
-    The interface is :class:`MemorySampler`'s, and so are the units (seconds on this process's
-    ``time.perf_counter`` scale, MB, NaN where not read); only where the reads run differs. The child
-    (:mod:`gpubench.hardware.memory_sampler_process`) reads NVML device ``nvml_index`` and process ``pid``'s memory and
-    appends fixed-size records to a temporary file; this side reads the complete records written since it last
-    looked whenever it is asked (``len``, :meth:`timeline`, :meth:`peaks_mb`), keeps them, and deletes the file at
-    :meth:`stop`. Samples accumulate across :meth:`start`/:meth:`stop` cycles, as with the thread.
-
-    :meth:`start` returns once the first sample exists, so epochs only begin once sampling has; a child that exits
-    or stays silent for 10 s is a RuntimeError carrying its stderr, and so is a child that stopped on its own
-    (a failed read) by the time :meth:`stop` asks it to. ``reader`` (``module:function``, see the child's module)
-    replaces NVML for tests; the child imports it from its own ``sys.path``, which ``PYTHONPATH`` sets, not this
-    process's ``sys.path``.
+    The child appends fixed-size records to a temporary file this side reads on demand and deletes at :meth:`stop`.
+    :meth:`start` returns once the first sample exists; a child that exits, stays silent for 10 s or stopped on its
+    own is a RuntimeError carrying its stderr. ``reader`` (``module:function``) replaces NVML in tests.
     """
 
     def __init__(self, nvml_index: int, pid: int, *, interval_ms: float = 10.0, reader: str | None = None) -> None:
@@ -317,11 +291,8 @@ class ProcessMemorySampler:
             raise RuntimeError(f"the memory sampler's read failed (exit status {returncode}): {stderr}")
 
     def _finish(self, *, kill: bool = False) -> tuple[int, str, bool]:
-        """End the child (SIGTERM, or SIGKILL when ``kill``), read what it wrote, close and delete the file.
-
-        Returns its exit status, its stderr, and whether it was still running (so was stopped by this call). A child
-        that outlives SIGTERM by 5 s more than one interval is killed.
-        """
+        """End the child (SIGTERM, or SIGKILL when ``kill``; killed if it outlives SIGTERM by 5 s more than one
+        interval), read what it wrote, delete the file; returns its exit status, stderr and whether it was running."""
         process, self._process = self._process, None
         assert process is not None
         running = process.poll() is None
@@ -403,12 +374,8 @@ class Allocator(Protocol):
 
 
 class TorchCudaAllocator:
-    """Torch's CUDA caching allocator on one device.
-
-    Its statistics are this process's own bookkeeping, read on the host, not a query of the device: they are a
-    measurement and stay here with the profiler, while device queries (properties, memory info, the memory cap) live
-    in :mod:`gpubench.hardware`.
-    """
+    """Torch's CUDA caching allocator on one device: this process's own bookkeeping, read on the host (a
+    measurement, so it lives here; device queries live in :mod:`gpubench.hardware`)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -417,10 +384,8 @@ class TorchCudaAllocator:
         torch.cuda.reset_peak_memory_stats(self.device)
 
     def snapshot(self) -> AllocatorSnapshot:
-        # One read of the allocator's statistics, as the nested dict torch builds in C++. torch's own getters
-        # (max_memory_allocated, max_memory_reserved, memory_allocated) each build this dict and then flatten and
-        # sort its ~130 entries in Python (memory_stats()), so reading the fields from one dict costs a fraction of
-        # four getter calls. Host-side bookkeeping: reading it does not synchronise the device.
+        # One read of the allocator's statistics dict: torch's getters each build and flatten it, so one dict costs
+        # a fraction of four getter calls (host-side bookkeeping, no device synchronisation).
         stats = torch.cuda.memory_stats_as_nested_dict(self.device)
         return AllocatorSnapshot(
             peak_allocated_bytes=_all_pools(stats, "allocated_bytes", "peak"),
@@ -474,13 +439,9 @@ def _nvml_sampler(device: torch.device, kind: str, interval_ms: float) -> Memory
 class MemoryProfiler:
     """Per-model memory profile: allocator statistics at epoch edges plus the NVML sampler in the background.
 
-    An epoch observer of the measurement loop (:mod:`gpubench.measure.epochs`). Use as a context manager around
-    the model's epochs (it runs the sampler), calling :meth:`start_epoch` and :meth:`end_epoch` at each epoch's
-    edges, then :meth:`result` for the profile and :meth:`timeline` for the sampler's samples. On the CPU it
-    measures nothing. ``sampler`` (``memory.sampler``) says where NVML is read on a GPU: ``process``
-    (:class:`ProcessMemorySampler`, the default) or ``thread`` (:class:`MemorySampler`). ``allocator`` and ``reader``
-    replace torch's allocator and NVML (for tests); a ``reader`` is sampled on a thread. By default they are chosen
-    from ``device``.
+    A context manager around the model's epochs, an epoch observer (:meth:`start_epoch`, :meth:`end_epoch`), then
+    :meth:`result` and :meth:`timeline`. Measures nothing on the CPU. ``sampler``: ``process`` or ``thread``;
+    ``allocator`` and ``reader`` replace torch's allocator and NVML in tests.
     """
 
     def __init__(
@@ -564,11 +525,8 @@ class MemoryProfiler:
         return self.sampler.timeline() if self.sampler is not None else None
 
     def result(self) -> MemoryProfile:
-        """The profile over every epoch recorded so far (the NVML peaks cover the whole sampled run).
-
-        The headroom fields are left None: they compare this profile with the VRAM budget, which the profiler does
-        not know (see :func:`gpubench.measure.batch_search.check_headroom`).
-        """
+        """The profile over every epoch recorded so far; the headroom fields are left None (the profiler does not
+        know the VRAM budget: :func:`gpubench.measure.batch_search.check_headroom`)."""
         if self.allocator is None:
             return MemoryProfile(measured=False, notes=["GPU memory not measured on the CPU"])
         notes: list[str] = []

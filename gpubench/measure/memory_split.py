@@ -1,23 +1,11 @@
 """Where a model's peak device memory goes: parameters, gradients, optimizer state, activations per sample, and a
-fixed remainder (:class:`~gpubench.results.MemorySplit`).
+fixed remainder (:class:`~gpubench.results.MemorySplit`). Sizes in MB (MiB).
 
-Two independent sources, so that each checks the other:
-
-* **Accounting** (:func:`state_bytes`): numel × element size of the tensors the training keeps between steps, read
-  from the real workload after its measured steps: its trained networks' parameters (each once, so tied weights
-  count once), a gradient of the same size and dtype for every trainable one, and every optimizer-state tensor on
-  its parameter's device (Adam: two fp32 moments per parameter; SGD without momentum: none).
-* **The fit** (:func:`fit_peak_line`): the batch search measured the peak reserved memory of every trial it ran at
-  a batch size; a least-squares line ``peak(B) = fixed + per_sample × B`` through the search-phase trials gives the
-  activations per sample (its slope: the saved activations, the batch's inputs and the step's temporaries, all of
-  which scale with the batch) and a fixed part (the intercept). Only the search phase's trials are fitted: they ran
-  the same few steps, while the verification's longer runs let the allocator fragment further (its peaks sit above
-  the line), and the search's peaks are what the batch finder compares with its limit.
-
-The fixed part less the accounted state is the remainder: data on the device (the market data, a replay buffer), a
-target network, library workspaces and the caching allocator's rounding. The line evaluated at the timed batch is
-compared with the measured run's peak (the gap), a check out of sample: the measured epochs are not among the
-trials. Sizes in MB (MiB).
+Two independent sources check each other: accounting (:func:`state_bytes`: numel × element size of what training
+keeps between steps) and a least-squares line ``peak(B) = fixed + per_sample × B`` through the search-phase trials'
+peaks (:func:`fit_peak_line`; verification trials run longer and fragment further). The fixed part less the state
+is the remainder (device data, target networks, workspaces, allocator rounding); the line at the timed batch is
+compared with the measured run's peak, out of sample.
 """
 
 import math
@@ -32,8 +20,7 @@ from gpubench.results import BatchTrial, MemorySplit
 from gpubench.units import BYTES_PER_MB
 
 #: A line whose largest residual exceeds this fraction of the largest peak fitted is named in the split's notes: the
-#: memory per sample then changes with the batch. On the H200 (session 7) Mamba-2's trials, whose scan is recomputed
-#: once a batch would not fit (``recompute_scan=auto``), lay up to 32% off their line; TFT's 2%, GPT-2's 0.06%.
+#: memory per sample then changes with the batch (a scan recomputed once a batch would not fit).
 LINE_MISFIT_FRACTION = 0.1
 
 
@@ -52,13 +39,9 @@ def _tensor_bytes(tensor: torch.Tensor) -> int:
 
 
 def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.Optimizer]) -> StateBytes:
-    """Count the parameters of ``modules`` (each parameter once across all of them), a gradient for each one that
-    requires a gradient, and every tensor in the ``optimizers``' state that lives on the device of the parameter it
-    belongs to, each storage once.
-
-    A state tensor on another device is not device memory: ``torch.optim.Adam`` keeps its step counter on the CPU
-    unless it is fused or capturable. On a CPU run every state tensor is on the parameters' device and counts.
-    """
+    """Count the parameters of ``modules`` (each once), a gradient for each trainable one, and every optimizer-state
+    tensor on its parameter's device, each storage once (a state tensor elsewhere, like Adam's CPU step counter, is
+    no device memory)."""
     parameters: dict[int, nn.Parameter] = {}
     for module in modules:
         for parameter in module.parameters():
@@ -81,11 +64,8 @@ def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.O
 
 @dataclass(frozen=True)
 class PeakLine:
-    """The least-squares line ``peak(B) = fixed_mb + per_sample_mb × B`` through (batch size, peak MB) points.
-
-    ``residual_rms_mb`` is the residual standard error, sqrt(SSR / (n − 2)) (None with two points: a line through
-    two points has no residual to judge it by), ``residual_max_mb`` the largest absolute residual.
-    """
+    """The least-squares line ``peak(B) = fixed_mb + per_sample_mb × B`` through (batch size, peak MB) points, its
+    residual standard error (None with two points) and largest absolute residual."""
 
     fixed_mb: float
     per_sample_mb: float

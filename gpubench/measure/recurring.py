@@ -1,12 +1,6 @@
-"""The recurring costs of a real training beside its steps: one evaluation call and one checkpoint, measured.
-
-A training validates every ``decision.plan.eval_every_steps`` updates and saves a checkpoint (model and optimizer
-state) every ``decision.plan.checkpoint_every_steps``; the plan adds both (``gpubench/decision/estimate.py``).
-Here they are measured on the workload the epochs timed: :func:`measure_evaluation` times calls of
-:meth:`~gpubench.workload.Workload.evaluate` (one warmup call, then a block sized to at least
-``min_seconds``), :func:`measure_checkpoint` times ``torch.save`` of
-:meth:`~gpubench.workload.Workload.checkpoint_state` into a temporary folder (one warmup save, then ``repeats``).
-"""
+"""The recurring costs of a real training beside its steps, measured on the timed workload: one evaluation call
+(:func:`measure_evaluation`) and one checkpoint save (:func:`measure_checkpoint`), which the plan adds at
+``decision.plan.eval_every_steps`` and ``checkpoint_every_steps``."""
 
 import tempfile
 from pathlib import Path
@@ -33,11 +27,8 @@ def measure_evaluation(
     min_seconds: float = EVAL_MIN_SECONDS,
     max_calls: int = EVAL_MAX_CALLS,
 ) -> EvaluationCost | None:
-    """Milliseconds per :meth:`~gpubench.workload.Workload.evaluate` call; None when the workload has no evaluation.
-
-    After one warmup call, blocks of 1, 2, 4, ... calls are timed until one lasts ``min_seconds`` or reaches
-    ``max_calls``; the last block's time per call is the answer.
-    """
+    """Milliseconds per :meth:`~gpubench.workload.Workload.evaluate` call (None without one): after a warmup call,
+    blocks of 1, 2, 4, ... calls until one lasts ``min_seconds`` or reaches ``max_calls``."""
     if workload.evaluate() is None:
         return None
     calls = 1
@@ -54,12 +45,8 @@ def measure_evaluation(
 
 
 def measure_checkpoint(workload: Workload, timer: BlockTimer, *, repeats: int = CHECKPOINT_REPEATS) -> CheckpointCost:
-    """Milliseconds per checkpoint: ``torch.save`` of the modules' and optimizers' state into a temporary folder
-    (the mean of ``repeats`` saves after a warmup one), and the file's size in MB.
-
-    The device-to-host copy is part of the save (``torch.save`` copies device tensors to the host); the time ends
-    when the file is written to the operating system, as a training's own save does (no fsync).
-    """
+    """Milliseconds per checkpoint (``torch.save`` of modules and optimizers into a temporary folder, device-to-host
+    copy included, no fsync; the mean of ``repeats`` after a warmup save) and the file's size in MB."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     with tempfile.TemporaryDirectory(prefix="gpubench-checkpoint-") as folder:

@@ -1,17 +1,11 @@
 """Timing of step blocks with device synchronisation at the block edges only, and sizing of benchmark epochs.
 
-The host clock is read after synchronising the device, before and after a block of training steps, so the block
-time covers every kernel the steps launched and none launched before. Nothing inside the block synchronises: CUDA
-kernels queue asynchronously, as in a real training loop. The clock and the synchronisation are injected, so the
-logic has exact known-answer tests on the CPU with a fake clock.
-
-Epochs hold whole iterations. A workload whose cost repeats over ``steps_per_iteration`` steps (PPO: the first
-minibatch update of an iteration also collects the rollout) declares it
-(:attr:`gpubench.workload.Workload.steps_per_iteration`). The sizing keeps this invariant: after the first step
-(timed alone) and one block that finishes that step's iteration, every block the benchmark times — each
-calibration probe, each warmup and measured epoch — starts at an iteration boundary and is a whole number of
-iterations, so every epoch holds the same number of rollouts and its time does not swing with where they fall.
-With ``steps_per_iteration`` 1 (every other workload) there is no finishing block and no rounding.
+The host clock is read after synchronising the device before and after a block of steps, and nothing inside the
+block synchronises (kernels queue as in a real training loop). Clock and synchronisation are injected, so the logic
+has known-answer tests with a fake clock. Epochs hold whole iterations of
+:attr:`gpubench.workload.Workload.steps_per_iteration` steps (PPO: one step of each iteration also collects the
+rollout): after the first step and one block finishing its iteration, every timed block starts at an iteration
+boundary, so every epoch holds the same number of rollouts.
 """
 
 import math
@@ -30,13 +24,8 @@ _MAX_PROBE_GROWTH = 8
 
 
 class BlockTimer:
-    """Times a block of work between two device synchronisations.
-
-    Args:
-        synchronize: waits until the device has finished all queued work (``torch.cuda.synchronize`` on a GPU,
-            a no-op on the CPU).
-        clock: monotonic clock in seconds (``time.perf_counter`` by default; a fake in tests).
-    """
+    """Times a block of work between two device synchronisations: ``synchronize`` waits for queued work (a no-op on
+    the CPU), ``clock`` is monotonic seconds (a fake in tests)."""
 
     def __init__(self, synchronize: Callable[[], None], clock: Clock = time.perf_counter) -> None:
         self._synchronize = synchronize
@@ -54,16 +43,9 @@ class BlockTimer:
 
 @dataclass(frozen=True)
 class EpochSizing:
-    """How many steps make one benchmark epoch, and the probes that decided it.
-
-    Attributes:
-        steps_per_epoch: steps in every warmup and measured epoch of this model.
-        first_step_s: wall seconds of the very first step (compilation, autotuning, allocation: one-off costs).
-        probe_steps / probe_seconds: the calibration blocks after the first step, in order. When the first step
-            leaves its iteration unfinished, the first block finishes it (it has no rollout, so the epoch is never
-            sized from it); every later block is whole iterations.
-        automatic: True when sized to ``min_seconds``, False when fixed by ``epoch.steps``.
-    """
+    """How many steps make one benchmark epoch (``steps_per_epoch``), the first step's wall seconds
+    (``first_step_s``: one-off costs), the calibration blocks after it (``probe_steps`` / ``probe_seconds``; a first
+    block may only finish the first step's iteration) and whether it was sized to ``min_seconds`` (``automatic``)."""
 
     steps_per_epoch: int
     first_step_s: float
@@ -102,18 +84,13 @@ def size_epoch(
     steps_per_iteration: int = 1,
     steps_into_iteration: int = 0,
 ) -> EpochSizing:
-    """Decide the steps per benchmark epoch, a whole number of the workload's iterations.
+    """The steps per benchmark epoch, a whole number of the workload's iterations.
 
-    ``time_steps(n)`` runs ``n`` training steps as one synchronised block and returns its wall seconds. The first
-    step is timed alone (its one-off costs are reported, not folded into the epoch). The workload is
-    ``steps_into_iteration`` steps into an iteration of ``steps_per_iteration`` steps when this is called (not 0
-    when something ran a step before, as the FLOP count does in eager mode); when the first step leaves that
-    iteration unfinished, one block of the steps it lacks follows, so every later block starts at an iteration
-    boundary. With ``fixed_steps`` that count is used, rounded up to whole iterations (``epoch.steps=100`` for a
-    PPO of 16-step iterations: epochs of 112 steps; the report's ``steps_per_epoch`` says so). Otherwise blocks of
-    whole iterations grow geometrically until one lasts at least a quarter of ``min_seconds``; its per-step time
-    gives the smallest whole number of iterations whose block should last ``min_seconds``, capped at ``max_steps``
-    rounded down to whole iterations (one iteration at the least).
+    ``time_steps(n)`` runs ``n`` steps as one synchronised block and returns its wall seconds. The first step is
+    timed alone; if it leaves its iteration (``steps_into_iteration`` of ``steps_per_iteration``) unfinished, one
+    block finishes it. ``fixed_steps`` is rounded up to whole iterations; otherwise blocks grow geometrically until
+    one lasts a quarter of ``min_seconds``, and its per-step time sizes the epoch to ``min_seconds``, capped at
+    ``max_steps`` (at least one iteration).
     """
     first_step_s = time_steps(1)
     probe_steps: list[int] = []
@@ -157,13 +134,8 @@ def size_epoch(
 def resize_after_warmup(
     steps_per_epoch: int, last_warmup_s: float, min_seconds: float, max_steps: int, steps_per_iteration: int = 1
 ) -> int:
-    """Grow the epoch when the last warmup epoch came out shorter than ``min_seconds`` (the model sped up).
-
-    Returns the step count unchanged when the warmup epoch already lasted ``min_seconds``; the epoch is never
-    shrunk, so a cold calibration can only make measured epochs longer than needed, not too short. A grown epoch
-    is whole iterations of ``steps_per_iteration`` steps, capped as :func:`size_epoch` caps it, so the measured
-    epochs still start at iteration boundaries.
-    """
+    """Grow the epoch (never shrink it) when the last warmup epoch came out shorter than ``min_seconds``: whole
+    iterations, capped as :func:`size_epoch` caps it."""
     if last_warmup_s >= min_seconds or last_warmup_s <= 0:
         return steps_per_epoch
     wanted_steps = math.ceil(steps_per_epoch * min_seconds / last_warmup_s)

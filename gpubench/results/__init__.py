@@ -1,20 +1,9 @@
 """The report's schema as typed records: the only module that knows the report's keys.
 
-Every section of ``report.json`` is a dataclass in this package, a module per section (the shared codec is
-:mod:`gpubench.results.codec`), and every key is a field name (or a figure derived from fields, listed in
-``_DERIVED`` and computed in one place). Producers (``measure/``, ``hardware/``, ``stats/``,
-``decision/``) build these records; consumers (``decision/``, ``output/``) read their attributes. A renamed field
-therefore fails loudly: :meth:`Record.from_dict` rejects a key it does not know, and a reader naming a field that
-does not exist fails at the attribute.
-
-The seed tool's keys are kept exactly (``timestamp``, ``benchmark_version``, ``hardware{...}``, per model
-``mean_epoch_time_ms``, ``confidence_interval_ms``, ``p95_latency_ms``, ``p99_latency_ms``,
-``coefficient_of_variation``, ``memory_usage_mb``, ``batch_size``, ``gradient_accumulation_steps``, ``stability``,
-``loss_trend``, ``raw_epoch_times_ms``, and ``recommendation{decision, reasoning, estimated_full_training_hours,
-estimated_full_training_days, cost_analysis, recommended_actions}``); every timing figure is computed over exactly
-``raw_epoch_times_ms``.
-
-Pure Python: nothing here imports torch, numpy arrays are turned into plain values on the way in.
+Every section of ``report.json`` is a dataclass here (codec: :mod:`gpubench.results.codec`) and every key a field
+name or a figure listed in ``_DERIVED``, so a renamed field fails loudly: :meth:`Record.from_dict` rejects an unknown
+key and a reader fails at the attribute. The seed tool's keys are kept exactly, and every timing figure is computed
+over exactly ``raw_epoch_times_ms``. Pure Python: no torch.
 """
 
 from gpubench.results.batch_search import BatchSearchResult, BatchStepDown, BatchTrial, ThroughputPoint

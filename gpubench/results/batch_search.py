@@ -24,7 +24,7 @@ class BatchTrial(Record):
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
-    #: Wall time of the trial's steps (s); None in reports written before it was recorded.
+    #: Wall time of the trial's steps (s); None where not recorded.
     seconds: float | None = None
 
     @property
@@ -44,17 +44,11 @@ class ThroughputPoint(Record):
 class BatchSearchResult(Record):
     """The batch search's answer and the evidence for it (sizes in samples, memory in MB).
 
-    ``status`` is ``ok`` or ``oom`` (not even ``batch.min_size`` fits; ``batch_size`` is None and ``message`` says
-    why). ``largest_fitting_size`` is the search's answer; ``batch_size`` the largest size that also passed
-    re-verification (it can be smaller). ``throughput_curve`` holds the successful search trials up to
-    ``batch_size``, by size; ``knee_size`` is its knee (the smallest size within ``knee_fraction`` of the best
-    throughput). ``peak_limit_mb`` is ``batch.headroom`` × usable VRAM. ``trials`` lists search then verification
-    trials in the order they ran. ``policy`` (``batch.policy``) chose ``batch_size`` from the search's answer,
-    ``configured_size`` being the recipe's batch; ``time_limited``: the search stopped once a trial took longer than
-    ``trial_max_seconds`` (s), so ``largest_fitting_size`` is a lower bound. Reports written before the policy
-    existed timed the largest fitting size (``max``). ``batch_is_hyperparameter``: the batch is the algorithm's own
-    (an RL replay or PPO minibatch, or the user's), so the throughput curve says what fits and how fast, but a plan
-    at another batch would be another training, and no batch what-if is priced from it.
+    ``status`` ``oom``: not even ``batch.min_size`` fits (``message`` says why). ``largest_fitting_size`` is the
+    search's answer, ``batch_size`` the size ``policy`` chose that passed re-verification. ``knee_size``: the
+    smallest size within ``knee_fraction`` of the best throughput. ``peak_limit_mb`` = ``batch.headroom`` × usable
+    VRAM. ``time_limited``: ``largest_fitting_size`` is a lower bound. ``batch_is_hyperparameter``: the batch is the
+    algorithm's own, so no batch what-if is priced from the curve.
     """
 
     status: Literal["ok", "oom"]

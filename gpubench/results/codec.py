@@ -29,10 +29,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _is_optional(hint: Any) -> bool:
-    return get_origin(hint) in (Union, types.UnionType) and type(None) in get_args(hint)
-
-
 def _build(hint: Any, value: Any, where: str) -> Any:
     """``value`` read from JSON, shaped as the type ``hint`` says (records, lists, tuples, dicts, optionals)."""
     if value is None:

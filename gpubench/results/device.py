@@ -11,12 +11,9 @@ from gpubench.results.codec import Record
 
 @dataclass(frozen=True)
 class DeviceEpoch(Record):
-    """The device during one epoch (``phase`` warmup or measured, ``epoch`` counted from 1 within the phase).
-
-    Temperature (°C), SM clock (MHz), power (W) and throttle reasons are read at the epoch's end; ``energy_j`` is
-    NVML's energy counter's increase over the epoch and ``mean_power_w`` that energy over the epoch's wall time.
-    Every figure is None (``temperature_status`` ``not measured``) on the CPU.
-    """
+    """The device during one epoch (``phase`` warmup or measured, ``epoch`` from 1): temperature (°C), SM clock (MHz),
+    power (W) and throttle reasons at its end, ``energy_j`` over it and ``mean_power_w`` = energy / wall time; all
+    None on the CPU."""
 
     phase: Literal["warmup", "measured"]
     epoch: int
@@ -43,7 +40,7 @@ class EnergySummary(Record):
 @dataclass(frozen=True)
 class ExecutionSettings(Record):
     """How the workload ran: autocast precision (fp32, bf16, fp16), compilation mode and the fp32 matmul precision
-    (None in reports written before it was a key: PyTorch's default, ``highest``)."""
+    (None where not recorded: PyTorch's default, ``highest``)."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("matmul_precision",)
 
@@ -54,10 +51,8 @@ class ExecutionSettings(Record):
 
 @dataclass(frozen=True)
 class Throughput(Record):
-    """Samples per second (higher is better) with the images of the time intervals (``unit`` names the sample).
-
-    An end is None where the time interval reaches down to zero: throughput is unbounded there.
-    """
+    """Samples per second with the images of the time intervals (``unit`` names the sample); an end is None where
+    the time interval reaches zero."""
 
     mean: float | None
     confidence_interval: tuple[float | None, float | None]

@@ -78,19 +78,11 @@ class MemoryTimeline:
 
 @dataclass(frozen=True)
 class MemorySplit(Record):
-    """Where a model's peak device memory goes (MB): the trained networks' parameters, their gradients and the
-    optimizers' state by accounting (numel × element size of each tensor, read from the real workload after its
-    measured steps), and the activations per sample with a fixed part from a least-squares line
-    ``peak(B) = fixed_mb + activations_mb_per_sample × B`` through the peak reserved memory of the batch search's
-    trials (``fit_sizes``, ``fit_peaks_mb``: the search-phase trials that measured a peak, each of the same few
-    steps). ``remainder_mb`` is the fixed part less the accounted state: data and buffers on the device (the
-    market data, a replay buffer, a target network), library workspaces and the caching allocator's rounding.
-    ``fit_residual_rms_mb`` is the fit's residual standard error (n − 2 degrees of freedom; None with two
-    points), ``fit_residual_max_mb`` its largest absolute residual. ``predicted_peak_mb`` is the line at the timed
-    ``batch_size``, ``measured_peak_mb`` the measured run's peak reserved memory there and ``gap_mb`` the
-    difference (measured − predicted; out of sample: the measured epochs are no trial). ``headroom`` is the
-    ``batch.headroom`` the search kept peaks under, which the largest batch predicted for another card uses too.
-    The fit's fields are None without a batch search (the CPU); ``notes`` says why."""
+    """Where a model's peak device memory goes (MB): parameters, gradients and optimizer state by accounting, and
+    activations per sample with a fixed part from the line ``peak(B) = fixed_mb + activations_mb_per_sample × B``
+    through the search-phase trials' peaks (``fit_sizes``, ``fit_peaks_mb``). ``remainder_mb``: the fixed part less
+    the state. ``gap_mb``: measured − predicted peak at the timed ``batch_size`` (out of sample). ``headroom``: the
+    ``batch.headroom`` the search ran under. The fit's fields are None without a search; ``notes`` says why."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("notes",)
 

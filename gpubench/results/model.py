@@ -32,20 +32,14 @@ def _samples_per_second(samples_per_epoch: float, time_ms: float) -> float | Non
 
 @dataclass(frozen=True)
 class DistributedScaling(Record):
-    """The model measured data-parallel (``distributed.nproc`` > 1): ``world_size`` processes launched by torchrun,
-    each training its own batch of ``batch_size_per_rank`` under DistributedDataParallel (``backend``: nccl on GPUs,
-    gloo on the CPU), every rank timing the same ``steps_per_epoch``.
+    """The model measured data-parallel: ``world_size`` torchrun processes, each training ``batch_size_per_rank``
+    under DistributedDataParallel (``backend``), timing the same ``steps_per_epoch``.
 
-    ``raw_epoch_times_ms`` are the global epochs: per epoch, the slowest rank's time (the gradient all-reduce makes
-    every step wait for the slowest rank, so a global epoch ends with it); ``per_rank_epoch_times_ms[r]`` are rank
-    r's own. ``statistics`` summarises ``raw_epoch_times_ms`` as a model's do. Throughputs are in the workload's
-    sample unit per second (``sample_unit``). ``scaling_efficiency`` is the global throughput over ``world_size`` ×
-    ``single_process_samples_per_second`` (the same job's 1-process measurement of the same model at the same batch):
-    1.0 is linear scaling; ``scaling_efficiency_interval`` is its interval at the job's confidence level, by
-    ``scaling_efficiency_method`` (see :mod:`gpubench.stats.scaling`). ``status`` and ``error`` as a model's:
-    an out-of-memory, failed or interrupted distributed run leaves the 1-process result untouched. ``warnings``
-    say where the run differs from the 1-process one (a smaller batch per rank when the agreed search found the
-    1-process batch does not fit under DDP).
+    ``raw_epoch_times_ms`` are per epoch the slowest rank's (the all-reduce waits for it);
+    ``per_rank_epoch_times_ms[r]`` rank r's own. Throughputs in ``sample_unit`` per second.
+    ``scaling_efficiency``: global throughput over ``world_size`` × the 1-process throughput at the same batch (1.0:
+    linear), with its interval by ``scaling_efficiency_method`` (:mod:`gpubench.stats.scaling`). A failed run leaves
+    the 1-process result untouched; ``warnings`` say where the run differs from it.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error", "warnings")
@@ -87,13 +81,10 @@ class HostProbe(Record):
 
 @dataclass(frozen=True)
 class MeasuredRound(Record):
-    """One round of a model's measured epochs: ``epochs`` consecutive epochs timed after a warmed start.
-
-    ``index`` counts the job's rounds from 1 across every model (rounds are interleaved round-robin, so a model's
-    rounds are spread over the job's measuring time); ``started_s`` is when the round began, in seconds since the
-    job's first round; ``mean_epoch_ms`` is the mean of its epochs. ``host_probe`` is the host's speed read just
-    before the round; ``sm_clock_mhz``, ``power_w`` (means over the round's epochs) and ``throttled`` (any epoch
-    throttled) come from the device monitor, None where it has no reading (the CPU)."""
+    """One round of a model's measured epochs: ``epochs`` consecutive epochs after a warmed start. ``index`` counts
+    the job's rounds from 1 across every model; ``started_s``: seconds since the job's first round. ``host_probe``
+    is read just before the round; ``sm_clock_mhz``, ``power_w`` (means) and ``throttled`` come from the device
+    monitor (None on the CPU)."""
 
     index: int
     epochs: int
@@ -193,17 +184,13 @@ class ModelResult(Record):
     #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
     #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
     host_probe_explained_share: float | None = None
-    #: How much of the spread of the round means the card's waiting on its host explains: R² of the round means on
-    #: the rounds' board power where the slower rounds drew less power at one clock, unthrottled (0 where the power
-    #: did not fall as they slowed; None on the CPU, with fewer than three rounds, or where the clock moved or a
-    #: round throttled): :func:`gpubench.stats.host.gpu_wait_share`.
+    #: R² of the round means on the rounds' board power where the slower rounds drew less power at one clock
+    #: (:func:`gpubench.stats.host.gpu_wait_share`; None on the CPU or where the clock moved or a round throttled).
     gpu_wait_explained_share: float | None = None
-    #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None where not
-    #: split: a report written before the split existed).
+    #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None: not split).
     memory_split: MemorySplit | None = None
-    #: ``flops_per_step`` by the precision the counted operations ran in (``fp32``, ``bf16``, ``fp16``; another
-    #: dtype by torch's name), as the dispatcher saw their operands: the projection takes each card's peak for
-    #: these, whatever ``execution.precision`` says (a user's model may autocast itself). None where not counted.
+    #: ``flops_per_step`` by the precision the counted operations ran in, which the projection takes each card's
+    #: peak for. None where not counted.
     flops_by_precision: dict[str, float] | None = None
 
     @property
@@ -251,11 +238,8 @@ class ModelResult(Record):
 
     @property
     def samples_per_second(self) -> Throughput | None:
-        """Throughput from the mean epoch time and its intervals.
-
-        The interval on throughput maps the time interval's ends through ``samples_per_epoch / t``, which is
-        monotone, so the coverage carries over exactly.
-        """
+        """Throughput from the mean epoch time and its intervals (``samples_per_epoch / t`` is monotone, so the
+        coverage carries over)."""
         samples_per_epoch = self.samples_per_epoch
         if self.statistics is None or samples_per_epoch is None:
             return None

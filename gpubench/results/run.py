@@ -49,14 +49,9 @@ _DEVICE_FIELDS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class HardwareReport(Record):
-    """What the benchmark ran on (the report's ``hardware`` object).
-
-    ``measured_on`` is ``cuda`` or ``cpu``. ``cuda_version`` is the CUDA runtime torch was built with;
-    ``cuda_driver_version`` the newest CUDA the driver supports (NVML). The CPU fields describe the host in both
-    cases (RL environments run there). The VRAM budget (MB): ``vram_limit_mb`` is the emulated card (or the whole
-    card), ``non_allocator_overhead_mb`` what the process holds outside torch's allocator, ``usable_vram_mb`` the
-    rest, which the allocator is capped at; all None on the CPU.
-    """
+    """What the benchmark ran on (the report's ``hardware`` object): ``measured_on`` ``cuda`` or ``cpu``; CUDA
+    runtime and driver versions; the host's CPUs; the VRAM budget (MB, None on the CPU: ``vram_limit_mb``,
+    ``non_allocator_overhead_mb``, ``usable_vram_mb``)."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("not_measured",)
 
@@ -157,11 +152,9 @@ def preset_choice(choices: dict[str, str]) -> str | None:
 
 @dataclass(frozen=True)
 class RunInfo(Record):
-    """The job: device, models, epochs, execution mode, the hardware settings, what Hydra overrode and chose, where
-    it wrote, versions and the gpubench commit; ``mlflow_run_id`` once the run is logged; ``host`` the host's load
-    and thread settings (None in reports written before they were recorded). Derived: ``preset``, the
-    ``experiment`` preset chosen, and ``preset_note``, what its numbers stand for (``quick``: a smoke test), both
-    written only when there is one."""
+    """The job: device, models, epochs, execution mode, hardware settings, Hydra's overrides and choices, output,
+    versions and commit; ``mlflow_run_id`` once logged; ``host`` its load and threads. Derived: ``preset`` and
+    ``preset_note`` (what its numbers stand for), written only when there is one."""
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
     _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
@@ -201,7 +194,7 @@ class RunInfo(Record):
 
     @property
     def fp32_matmul_precision(self) -> str:
-        """``execution.matmul_precision``: ``highest`` (PyTorch's default) in reports written before the key."""
+        """``execution.matmul_precision``: ``highest`` (PyTorch's default) where not recorded."""
         return self.matmul_precision or "highest"
 
     @property

@@ -10,20 +10,12 @@ from gpubench.results.codec import Record
 
 @dataclass(frozen=True)
 class RLHealth(Record):
-    """The health signals of a reinforcement-learning model, whose loss trend is not one (PPO's clipped surrogate
-    normally rises toward zero; a DQN's TD loss rises while its values bootstrap up).
+    """The health signals of a reinforcement-learning model, whose loss trend is not one.
 
-    ``critic_loss_name`` names the critic's loss (``value loss`` for PPO, ``TD loss`` for DQN);
-    ``epoch_mean_critic_losses`` its mean per measured epoch (None where no step had a finite one);
-    ``critic_loss_ceiling`` the largest that loss can be for a critic whose predictions and targets stay within the
-    discounted returns the rewards allow (``±max |reward| / (1 − γ)``). The critic has blown up above
-    ``critic_loss_ceiling_factor`` times the ceiling, or when an epoch's mean rose ``critic_loss_growth_factor``
-    times over an earlier one to above the ceiling. PPO only (None for DQN): the per-epoch means of the updates'
-    approximate KL and clip fraction, judged against ``approx_kl_bound`` and ``clip_fraction_bound``, and the
-    largest single update's. ``steps`` counts the updates that reported these signals. DQN only (None for PPO):
-    ``epoch_mean_value_abs_maxima``, per epoch the mean over its updates of each one's largest |Q(s, a)|, judged
-    against ``return_bound`` (``max |reward| / (1 − γ)``: no return, hence no accurate value, lies beyond it), and
-    ``max_value_abs``, the largest |Q| of any update.
+    The critic's loss (``critic_loss_name``) per epoch against ``critic_loss_ceiling``, the largest within the
+    return range ``±max |reward| / (1 − γ)``: blown up above ``critic_loss_ceiling_factor`` × it, or grown
+    ``critic_loss_growth_factor`` times to above it. PPO only: approximate KL and clip fraction per epoch against
+    their bounds. DQN only: each epoch's mean largest |Q| against ``return_bound``. ``steps``: the updates counted.
     """
 
     critic_loss_name: str
@@ -49,21 +41,11 @@ class RLHealth(Record):
 class StabilityReport(Record):
     """A model's training health over its epochs.
 
-    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm was seen; ``diverged`` is true), UNSTABLE
-    (exploding or vanishing gradient norms; an INCREASING loss trend where the loss trend is judged; for RL a
-    critic-loss blow-up or growth, or PPO's approximate KL or clip fraction beyond their bounds), STABLE, or
-    NOT_CHECKED (``stability.enabled=false``, or steps that reported neither a loss nor a gradient norm: a
-    ``model=custom`` step may return no loss). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the
-    mean loss per epoch) use the epochs with a finite mean loss and are None with fewer than two;
-    :attr:`loss_trend_judged` is False for RL, whose loss trend is reported but says nothing about health (``rl``
-    holds the signals that do). Totals are step counts, None when not checked; ``first_nonfinite_epoch`` is the 0-based
-    index of the first epoch with a NaN/Inf. ``epoch_max_grad_norms`` is each epoch's largest finite gradient norm
-    (None where it had none); an epoch's above ``grad_norm_growth_factor`` times the largest of the run's first
-    measured epochs is a gradient-norm explosion (None where not checked). ``epoch_relative_losses`` is each epoch's
-    loss relative to the workload's reference forecast on the same batches (the sum of the step losses over the sum
-    of the reference losses; :class:`~gpubench.workload.StepResult`), None where the steps report no reference: where
-    present, ``loss_trend``, ``loss_rel_slope_per_epoch`` and ``loss_slope_p_value`` are read from it, not from
-    ``epoch_mean_losses``, whose epoch-to-epoch changes are mostly the sampled batches'.
+    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm), UNSTABLE (exploding, vanishing or growing gradient
+    norms, an INCREASING loss trend where judged, or an RL signal out of bounds), STABLE, or NOT_CHECKED (disabled,
+    or no loss nor gradient norm reported). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean
+    per epoch) are read from ``epoch_relative_losses`` where present, else ``epoch_mean_losses``; None under two
+    epochs. :attr:`loss_trend_judged` is False for RL. Totals are step counts, None when not checked.
     """
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]

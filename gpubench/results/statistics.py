@@ -12,17 +12,10 @@ from gpubench.results.codec import Record
 class RoundStatistics(Record):
     """The two variance levels of epochs measured in replicated rounds (:mod:`gpubench.stats.rounds`); ms and ms².
 
-    ``epochs_per_round`` and ``round_means_ms`` in measurement order. ``within_variance_ms2`` is the within level's
-    long-run variance per epoch, estimated as ``within_method`` says (``overlapping_batch_means_pooled`` when every
-    round has enough epochs for it, else ``anova_within``, the within-round mean square, which cannot see
-    autocorrelation inside a round, whose part then shows as between); ``between_variance_ms2`` the host level's
-    variance σ̂_a², what the round means spread beyond the within level (truncated at 0); ``between_share`` the
-    fraction of the mean's variance from the between level and ``dominant`` (``between`` | ``within``) the level
-    contributing more. ``between_p_value`` is the ANOVA F test of σ_a² = 0 (it takes epochs within a round as
-    independent). ``degrees_of_freedom``: the decision interval's, Satterthwaite's under the round means'
-    correlation (R − 1 with the rounds far apart; reports before 2026-12-03: R − 1). ``gaps_epochs``: the time
-    between consecutive rounds in the model's epochs that the interval counted; None (reports before 2026-12-03)
-    is read as back to back.
+    ``within_variance_ms2``: the long-run variance per epoch by ``within_method``; ``between_variance_ms2``: the host
+    level σ̂_a² (truncated at 0); ``between_share``: its fraction of the mean's variance. ``between_p_value``: the
+    ANOVA F test of σ_a² = 0. ``degrees_of_freedom``: the decision interval's. ``gaps_epochs``: the gaps between
+    rounds in model epochs; None is read as back to back.
     """
 
     epochs_per_round: tuple[int, ...]
@@ -41,19 +34,11 @@ class RoundStatistics(Record):
 class EpochTimeStatistics(Record):
     """Summary of one model's measured epoch times; every ``*_ms`` figure is in milliseconds.
 
-    ``mean_ms``, ``confidence_interval_ms`` (plain Student-t on all ``n`` epochs), ``coefficient_of_variation``
-    and ``p95_ms``/``p99_ms`` are the seed tool's legacy figures, computed over exactly the epochs given.
-    ``decision_interval_ms`` is the autocorrelation-aware interval for the mean that decisions use, by
-    ``decision_interval_method`` (see :mod:`gpubench.stats.epoch_times`); ``effective_sample_size`` is n·s²/σ̂²∞ for
-    the long-run variance σ̂²∞ that interval uses. Outliers (``outlier_indices``, positions in the input) are
-    flagged only; they stay in every estimate. ``lag1_autocorrelation`` is the plain sample estimate;
-    ``lag1_autocorrelation_adjusted`` is the bias-corrected, clipped value, reported only.
-
-    Drift (:func:`gpubench.stats.rounds.drift_test`): ``drift_slope_ms_per_epoch`` the fitted slope,
-    ``drift_shift_ms`` the level change it implies across the measured epochs (slope × (n − 1)), ``drift_p_value``
-    its two-sided p-value by ``drift_method``, ``drift_detected`` when p < 1 − ``confidence_level``. Reports written
-    before 2026-12 carry Kendall's tau (``drift_kendall_tau``) instead of the slope, shift and method.
-    ``rounds``: the two variance levels when the epochs were measured in two rounds or more.
+    ``mean_ms``, ``confidence_interval_ms`` (plain Student-t), ``coefficient_of_variation`` and ``p95_ms``/``p99_ms``
+    are the seed's figures. ``decision_interval_ms`` is the autocorrelation-aware interval decisions use, by
+    ``decision_interval_method``; ``effective_sample_size`` = n·s²/σ̂²∞. Outliers are flagged, never dropped. Drift
+    (:func:`gpubench.stats.rounds.drift_test`): slope, ``drift_shift_ms`` = slope × (n − 1), p-value and
+    ``drift_detected``; ``drift_kendall_tau`` is read from older reports. ``rounds``: the two variance levels.
     """
 
     n: int
@@ -88,7 +73,7 @@ class EpochTimeStatistics(Record):
     drift_slope_ms_per_epoch: float | None = None
     drift_shift_ms: float | None = None
     drift_method: str | None = None
-    #: Only in reports written before 2026-12, whose drift test was Kendall's tau of time against epoch index.
+    #: Kendall's tau of time against epoch index, read from reports whose drift test it was.
     drift_kendall_tau: float | None = None
     #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
     #: the report) for a fixed count.

@@ -12,17 +12,10 @@ from gpubench.results.model import HostProbe
 class ValidationCheck(Record):
     """One real training of one model checked against the report's prediction of it (``python -m gpubench.validate``).
 
-    The training, in a fresh process, runs every step the benchmark ran for the model with the measured epochs
-    multiplied by ``factor``: ``steps`` optimizer steps in all (calibration, warmup and ``epochs`` epochs of
-    ``steps_per_epoch``), in a plain loop timed by its own clock from the first step to the last. ``predicted_s``
-    is the report's estimate of that training and ``lower_s``/``upper_s`` its bounds; ``actual_s`` the wall time
-    measured; ``error_pct`` = 100 × (actual − predicted) / predicted; ``inside_bound`` whether lower ≤ actual ≤
-    upper. With ``--repeats R`` each model trains R times, ``repeat`` 1 to R, each its own check. ``status`` is
-    ``ok`` (it trained), ``failed`` (with ``error``) or ``skipped`` (the report holds nothing of the model to check,
-    ``error`` says why; ``repeat`` is then None). ``host_probe_before`` / ``host_probe_after``: the host's speed
-    (the rounds' fixed probe) read in the training's process just before and just after its timed region, so that
-    a miss can be set beside the host states the report's rounds saw; None where not read (older files, a failed
-    training).
+    The training runs every step the benchmark ran for the model, measured epochs × ``factor`` (``steps`` in all),
+    timed from first step to last: ``actual_s`` against ``predicted_s`` and its bounds, ``error_pct`` = 100 ×
+    (actual − predicted) / predicted. ``status``: ``ok``, ``failed`` or ``skipped`` (``error`` says why).
+    ``host_probe_before`` / ``host_probe_after``: the host probe around the timed region (None where not read).
     """
 
     model: str
@@ -47,11 +40,8 @@ class ValidationCheck(Record):
 @dataclass(frozen=True)
 class ValidationReport(Record):
     """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on
-    ``device``. ``factor`` is ``--factor`` (each training K × the measured work), or None when ``minutes`` (``--minutes
-    M``) chose each model's factor for a training of about M minutes; ``repeats`` trainings per model, interleaved
-    across the models. ``status``: ``running`` while trainings remain, ``complete``, or ``interrupted`` (a signal
-    stopped it; ``checks`` holds the trainings finished before it). ``checks`` has a row per training and one per
-    model that could not be checked, in the order they ran."""
+    ``device``; ``factor`` (None when ``minutes`` chose each model's), ``repeats`` per model, interleaved;
+    ``status`` ``running``, ``complete`` or ``interrupted``; a row per training or unchecked model, in order."""
 
     report_path: str
     device: str

@@ -10,10 +10,8 @@ from gpubench.results.model import ModelResult
 
 @dataclass(frozen=True)
 class WhatIf(Record):
-    """One alternative a model was measured in briefly after its main measurement (``decision.what_if``): the
-    ``variant`` name (bf16, tf32, compile, reduce-overhead, knee), what it changes in words, the execution and batch
-    it ran with, its short measurement's length (epochs of at least ``epoch_min_seconds`` s) and the model's
-    section from that measurement, with the same statistics as the main one."""
+    """One alternative (``variant``: bf16, tf32, compile, reduce-overhead, knee) measured briefly after the model's
+    main measurement, with its execution, batch, length (epochs of ``epoch_min_seconds`` s) and model section."""
 
     variant: str
     description: str

@@ -1,56 +1,14 @@
 """Is run B's mean time per unit of work shorter, longer or the same as run A's, beyond the noise? Pure numpy/scipy.
 
-Everything reads "B against A": the ratio is ``mean time of B / mean time of A`` (dimensionless), so a ratio below 1
-means B is faster and above 1 that it is slower. Inputs are one model's measured times in each run, in measurement
-order, in milliseconds: the compare command passes per-sample times (epoch time / samples per epoch), because
-epochs are auto-sized to a fixed duration and a faster B simply gets more steps per epoch.
+The ratio is B / A (below 1: B faster), on per-sample times (ms) in measurement order. Each mean's variance is the
+long-run one, overlapping batch means (:func:`gpubench.stats.intervals.long_run_variance`), v = σ̂²∞ / n. The ratio
+interval is Fieller's (1954): the R solving (mean_B − R mean_A)² ≤ t²(df) · (v_B + R² v_A), df Satterthwaite's at
+the estimated ratio; unbounded when A's mean is not distinguishable from zero.
 
-**Long-run variance.** Consecutive epochs share thermal state, clocks and caches, so the iid variance of a run's
-times understates the variance of its mean. Each run's mean gets the long-run variance that the decision interval
-uses, overlapping batch means (:func:`gpubench.stats.intervals.long_run_variance`, Meketon & Schmeiser 1984):
-``Var(mean) ≈ σ̂²∞ / n`` with ``ν = 1.5 (n/m − 1)`` degrees of freedom for batches of ``m`` epochs.
-
-**Ratio interval.** Fieller's interval for the ratio of two independent means (Fieller 1954, "Some problems in
-interval estimation", J. Roy. Statist. Soc. B 16): the set of ratios R for which ``mean_B − R · mean_A = 0`` is not
-rejected by a t test, i.e. the R solving
-
-    (mean_B − R mean_A)²  ≤  t²(df) · (v_B + R² v_A),      v = σ̂²∞ / n  (the long-run variance of each mean),
-
-whose ends are ``(mean_A mean_B ∓ t √(mean_A² v_B + mean_B² v_A − t² v_A v_B)) / (mean_A² − t² v_A)``. The degrees of
-freedom are Satterthwaite's (1946, "An approximate distribution of estimates of variance components", Biometrics
-Bulletin 2) for the variance ``v_B + R² v_A`` built from two estimates with ν_B and ν_A degrees of freedom,
-evaluated at the estimated ratio:
-
-    df  =  (v_B + R² v_A)² / (v_B² / ν_B + R⁴ v_A² / ν_A).
-
-Unlike a delta-method interval it needs no small-noise approximation and is asymmetric where the ratio's
-distribution is; it is unbounded when A's mean itself is not distinguishable from zero (then the verdict is
-AMBIGUOUS).
-
-**Verdict** of B against A with noise threshold ``d`` (default 0.05) and the interval ``[low, high]``:
-
-* FASTER    -- ``high < 1 − d``: B's mean time is shorter by more than ``d``, with the stated confidence;
-* SLOWER    -- ``low > 1 + d``: B's mean time is longer by more than ``d``;
-* SAME      -- ``1 − d ≤ low`` and ``high ≤ 1 + d``: any difference is within the noise threshold
-  (an equivalence claim, like two one-sided tests at level ``(1 − confidence) / 2`` each);
-* AMBIGUOUS -- anything else: the interval reaches across ``1 − d`` or ``1 + d``, so these epochs cannot tell.
-  A noisy run compared with itself is AMBIGUOUS too: identical data do not show that a rerun lands within ``d``.
-  For AMBIGUOUS the comparison says how many epochs per run would decide, if means and long-run variances stayed as
-  measured.
-
-The verdict rests on the interval only. One p-value is reported for "any difference at all": the two-sided t test
-of ``mean_B = mean_A`` with the same long-run standard errors, ``t = (mean_B − mean_A) / √(v_A + v_B)`` on
-Satterthwaite's ``(v_A + v_B)² / (v_A² / ν_A + v_B² / ν_B)`` degrees of freedom (Welch's test with batch-means
-variances). Tests that treat epochs as independent (Welch, Mann-Whitney, Yuen) are not reported: on AR(1) epochs
-with lag-1 correlation 0.5 they reject identical processes 20-26% of the time at α = 0.05.
-
-On seeded AR(1) epochs at a coefficient of variation of 5% and 20 epochs a run (``benchmarks/statistics_coverage.py``,
-2,000 pairs a cell), identical processes read FASTER or SLOWER in none of the pairs for lag-1 correlation ρ ≤ 0.5,
-and a true ratio on the ±5% edge reads FASTER in 1.3% / 2.1% / 3.7% of pairs at ρ = 0 / 0.3 / 0.5 (nominal 2.5%); the
-long-run t test rejects identical processes 3.4% / 4.4% / 6.2% of the time at α = 0.05 (iid Welch: 5% / 14% / 26%).
-A true 10% speed-up reads FASTER in 77% / 55% / 46% of pairs. That is short of 80%, and at ρ = 0.5 an interval that
-knew each mean's true variance would reach only 54%: 20 correlated epochs do not resolve 10% against a 5%
-threshold at this level. With 60 epochs a run ρ = 0.5 reaches 87%.
+Verdict with threshold ``d``: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME if the interval lies
+within ``[1 − d, 1 + d]`` (an equivalence claim), else AMBIGUOUS, with the epochs per run that would decide. The
+p-value reported is the long-run t test of equal means; tests that take epochs as independent reject identical
+AR(1) processes far too often. Coverage: ``benchmarks/statistics_coverage.py``.
 """
 
 from dataclasses import dataclass
@@ -114,12 +72,8 @@ class RatioInterval:
 @dataclass(frozen=True)
 class MeanTimeComparison:
     """B's times against A's; ``a`` and ``b`` carry each run's mean (ms) and long-run variance, ratios are B / A.
-
-    ``ratio_b_over_a`` below 1 means B is faster. ``p_value`` is the two-sided long-run-variance t test of equal
-    means, NaN when neither run's times vary. ``epochs_to_decide`` is set for AMBIGUOUS only: the epochs per run that
-    would make the verdict decisive if the means and long-run variances stayed as measured (None when no count up to
-    100,000 would, e.g. when the ratio sits on a threshold edge). ``identical_measurements`` is true when B's times
-    are exactly A's (a report compared with itself): SAME by definition.
+    ``p_value`` is NaN when neither run's times vary; ``epochs_to_decide`` (AMBIGUOUS only) is None when no count up
+    to 100,000 would decide; ``identical_measurements``: B's times are A's, SAME by definition.
     """
 
     a: LongRunMean
@@ -161,8 +115,7 @@ def fieller_bounds(
     confidence_level: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ratio, low, high, df) of Fieller's interval for ``mean_b / mean_a``, elementwise over arrays of means (ms),
-    variances of the means (ms²) and their degrees of freedom (see the module docstring); ``low = -inf`` and
-    ``high = inf`` where unbounded. The vectorised core of :func:`fieller_interval`, for simulations."""
+    variances of the means (ms²) and degrees of freedom; ends ±inf where unbounded (:func:`fieller_interval`'s core)."""
     mean_a, mean_b = np.asarray(mean_a_ms, dtype=float), np.asarray(mean_b_ms, dtype=float)
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     ratio = mean_b / mean_a
@@ -201,9 +154,8 @@ def difference_p_values(
     variance_of_mean_b_ms2: ArrayLike,
     dof_b: ArrayLike,
 ) -> np.ndarray:
-    """Two-sided p-values of the t test of equal means, ``t = (mean_b − mean_a) / √(v_a + v_b)`` on Satterthwaite's
-    degrees of freedom, elementwise over arrays; NaN where neither mean varies (0 / 0). The vectorised core of
-    :func:`difference_p_value`."""
+    """Two-sided p-values of the long-run t test of equal means, elementwise over arrays; NaN where neither mean
+    varies (:func:`difference_p_value`'s core)."""
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     variance = var_a + var_b
     dof = _satterthwaite_dof(var_a, dof_a, var_b, dof_b)
@@ -269,11 +221,8 @@ def compare_mean_times(
     times_a_ms: ArrayLike, times_b_ms: ArrayLike, *, threshold: float, confidence_level: float
 ) -> MeanTimeComparison:
     """B's times (ms, in measurement order) against A's: the ratio of means with its Fieller interval at
-    ``confidence_level`` on long-run variances, the long-run t test's p-value and the verdict with noise threshold
-    ``threshold`` (a fraction of A's mean: 0.05 = ±5%).
-
-    Raises ValueError for fewer than :data:`MIN_EPOCHS` times on either side, times that are not finite and
-    positive, or settings outside (0, 1).
+    ``confidence_level``, the long-run t test's p-value and the verdict with noise ``threshold`` (a fraction of A's
+    mean). ValueError under :data:`MIN_EPOCHS` times a side, for non-positive times or settings outside (0, 1).
     """
     check_settings(threshold, confidence_level)
     a_ms = np.asarray(times_a_ms, dtype=float)

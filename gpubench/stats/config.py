@@ -1,4 +1,4 @@
-"""The ``statistics`` group: how epoch times are summarised."""
+"""The ``statistics`` group (how epoch times are summarised) and the ``stability`` group (training-health checks)."""
 
 from dataclasses import dataclass
 
@@ -7,8 +7,7 @@ from gpubench.errors import require, require_choice, require_positive, require_p
 # The interval's limits live here, not in intervals.py, so that composing a config does not import scipy.
 #: Fewest epochs a batch mean may average (shorter batches are strongly correlated with their neighbours).
 MIN_BATCH_EPOCHS = 5
-#: Fewest epochs an interval is computed from: two batches' worth. With fewer, OBM's degrees of freedom
-#: 1.5 (n/m − 1) fall below 1.5 (0.3 at six epochs: a t quantile of 6,600) and the interval means nothing.
+#: Fewest epochs an interval is computed from: two batches' worth (fewer leave OBM under 1.5 degrees of freedom).
 MIN_EPOCHS = 2 * MIN_BATCH_EPOCHS
 OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
 #: How many epochs a model is measured over: ``off`` a fixed ``epochs``; ``precision`` Stein's two-stage rule to
@@ -17,9 +16,7 @@ ADAPTIVE_OFF = "off"
 ADAPTIVE_PRECISION = "precision"
 ADAPTIVE_DECISION = "decision"
 ADAPTIVE_MODES: tuple[str, ...] = (ADAPTIVE_OFF, ADAPTIVE_PRECISION, ADAPTIVE_DECISION)
-#: Why a model's measuring stopped (``ModelResult.stop_reason``): the fixed count, or an adaptive rule's outcome —
-#: its goal met, no count under ``max_epochs`` could meet it, the count it asked for was past ``max_epochs``, or the
-#: job's ``max_round_seconds`` was spent.
+#: Why a model's measuring stopped (``ModelResult.stop_reason``): the fixed count, or an adaptive rule's outcome.
 FIXED_EPOCHS = "epochs"
 PRECISION_TARGET_MET = "precision_target_met"
 DECISION_SETTLED = "decision_settled"
@@ -34,12 +31,10 @@ _ADAPTIVE_BOOLEANS = {"true": ADAPTIVE_PRECISION, "false": ADAPTIVE_OFF}
 class StatisticsConfig:
     """How epoch times are summarised; see ``gpubench/stats/`` for the formulas.
 
-    ``adaptive``: ``off`` measures ``epochs`` epochs. ``precision`` and ``decision`` measure by Stein's two-stage
-    rule (``gpubench/measure/epochs.py``): a first stage of ``epochs`` epochs (at least the decision interval's
-    minimum) fixes the total, at most ``max_epochs``, that brings the decision interval within
-    ``target_rel_halfwidth`` of the mean (``precision``) or that settles the recommendation — the critical total's
-    prediction interval wholly on one side of each threshold (``decision``). ``true`` and ``false`` are read as
-    ``precision`` and ``off``.
+    ``adaptive``: ``off`` measures ``epochs`` epochs; ``precision`` and ``decision`` run Stein's two-stage rule from
+    a first stage of ``epochs`` epochs to the total (at most ``max_epochs``) that brings the decision interval within
+    ``target_rel_halfwidth`` of the mean (``precision``) or settles the recommendation (``decision``). ``true`` and
+    ``false`` read as ``precision`` and ``off``.
     """
 
     confidence_level: float = 0.95
@@ -48,10 +43,9 @@ class StatisticsConfig:
     target_rel_halfwidth: float = 0.02
     adaptive: str = ADAPTIVE_OFF
     max_epochs: int = 50
-    #: The measured epochs of each model come in this many rounds, interleaved round-robin across the models (see
-    #: ``gpubench/model_rounds.py``); 1 measures each model in one block, as versions before rounds did. Five rounds
-    #: of four beat four of five at 20 epochs (t on 4 degrees of freedom against 3): a dead band of 2.1-3.7 h against
-    #: 2.3-4.5 h at the same coverage (``benchmarks/results/2026-12-02-two-level-coverage.md``).
+    #: The measured epochs of each model come in this many rounds, interleaved round-robin across the models (1: one
+    #: block); more rounds give the two-level interval more degrees of freedom
+    #: (benchmarks/results/2026-12-02-two-level-coverage.md).
     rounds: int = 5
     #: An adaptive run adds rounds until its goal or ``max_epochs``, or until the job has spent this many seconds
     #: measuring rounds (null: no time limit).
@@ -83,3 +77,47 @@ class StatisticsConfig:
     def is_adaptive(self) -> bool:
         """Whether the epoch count is set by a two-stage rule (``precision`` or ``decision``)."""
         return self.adaptive != ADAPTIVE_OFF
+
+
+@dataclass
+class StabilityConfig:
+    """Gradient and loss health checks, and the reinforcement-learning ones.
+
+    Every model: NaN/Inf, gradient norms above ``grad_norm_exploding`` or below ``grad_norm_vanishing`` (in the
+    loss's own units), and an epoch whose largest norm is ``grad_norm_growth_factor`` times the largest of the run's
+    first quarter (scale-free). Supervised: a significant loss rise above ``loss_trend_rel_slope`` of its mean per
+    epoch. RL: the critic's loss above ``critic_loss_ceiling_factor`` × the largest a critic within the rewards'
+    return range can have, or grown ``critic_loss_growth_factor`` times to above it; PPO epochs whose mean
+    approximate KL exceeds ``max_approx_kl`` or mean clip fraction ``max_clip_fraction``; DQN epochs whose largest
+    |Q| averages beyond ``max |reward| / (1 − γ)``.
+    """
+
+    enabled: bool = True
+    grad_norm_exploding: float = 1000.0
+    grad_norm_vanishing: float = 1e-7
+    grad_norm_growth_factor: float = 100.0
+    loss_trend_rel_slope: float = 0.01
+    critic_loss_ceiling_factor: float = 10.0
+    critic_loss_growth_factor: float = 10.0
+    max_approx_kl: float = 0.1
+    max_clip_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        require_positive("stability.grad_norm_exploding", self.grad_norm_exploding)
+        require_positive("stability.grad_norm_vanishing", self.grad_norm_vanishing)
+        require(
+            self.grad_norm_growth_factor > 1,
+            "stability.grad_norm_growth_factor",
+            self.grad_norm_growth_factor,
+            "a factor above 1",
+        )
+        require_positive("stability.loss_trend_rel_slope", self.loss_trend_rel_slope)
+        require_positive("stability.critic_loss_ceiling_factor", self.critic_loss_ceiling_factor)
+        require(
+            self.critic_loss_growth_factor > 1,
+            "stability.critic_loss_growth_factor",
+            self.critic_loss_growth_factor,
+            "a factor above 1",
+        )
+        require_positive("stability.max_approx_kl", self.max_approx_kl)
+        require(0 < self.max_clip_fraction <= 1, "stability.max_clip_fraction", self.max_clip_fraction, "in (0, 1]")

@@ -1,12 +1,7 @@
 """Linear estimates under a bounded AR(1) correlation: the correlation of a model's epochs and of its round means on
-its timeline, and the variance and degrees of freedom of a linear estimate under that correlation up to a scale.
-
-A model's epochs are an AR(1) process at ρ per epoch that runs on while the model waits: its rounds sit on a
-timeline, ``gaps_epochs`` apart (in the model's epochs; 0: the next round starts at once, ``math.inf``: the rounds
-are independent). Its round means then correlate, the more the shorter the gaps. Both the drift test's slope and the
-two-level interval's mean (:mod:`gpubench.stats.rounds`) are linear estimates from those means, and both take their
-variance from :func:`correlated_estimate` under :func:`round_means_correlation` at ρ = the bound the stored H200
-reports call for. Pure numpy: nothing here imports torch.
+its timeline (rounds ``gaps_epochs`` apart in model epochs; 0: back to back, ``math.inf``: independent), and the
+variance and degrees of freedom of a linear estimate under it up to a scale (the drift slope and the two-level mean
+of :mod:`gpubench.stats.rounds`). Pure numpy.
 """
 
 import math
@@ -108,14 +103,9 @@ def variance_shape(design: np.ndarray, estimator: np.ndarray, correlation: np.nd
 def correlated_estimate(
     y: np.ndarray, design: np.ndarray, estimator: np.ndarray, correlation: np.ndarray
 ) -> CorrelatedEstimate:
-    """The linear estimate ℓ'y of the last coefficient of y = Xβ + ε, ε with covariance σ² C (C = ``correlation``,
-    known; σ² not), and its variance: ``estimator`` L is a left inverse of ``design`` X (L X = I; ℓ its last row),
-    OLS's pseudo-inverse or, for the mean of all epochs from round means, the weights n_i / N.
-
-    With the residuals r = M y, M = I − X L and B = M'M: E[r'r] = σ² tr(BC), so σ̂² = r'r / tr(BC) is unbiased and
-    Var(ℓ'y) = σ̂² ℓ'Cℓ. r'r is a quadratic form in normal variables, its variance 2σ⁴ tr((BC)²); a scaled χ² with
-    the same two moments has tr(BC)² / tr((BC)²) degrees of freedom (Satterthwaite). With C = I and OLS these are
-    the textbook variance and n − p degrees of freedom; with C a multiple of I, the same."""
+    """The linear estimate ℓ'y of the last coefficient of y = Xβ + ε, ε ~ σ² C (C = ``correlation`` known, σ² not),
+    with ``estimator`` L a left inverse of ``design`` X: σ̂² = r'r / tr(BC) (r = M y, M = I − X L, B = M'M),
+    Var(ℓ'y) = σ̂² ℓ'Cℓ, on Satterthwaite's tr(BC)² / tr((BC)²) degrees of freedom (n − p for C = I and OLS)."""
     l_c_l, trace, dof = variance_shape(design, estimator, correlation)
     residuals = y - design @ (estimator @ y)
     scale = float(residuals @ residuals) / trace
@@ -123,13 +113,8 @@ def correlated_estimate(
 
 
 def balanced_mean_shape(rounds: int, epochs_per_round: int, gap_epochs: float, rho: float) -> tuple[float, float]:
-    """(w'Cw, degrees of freedom) of the mean of ``rounds`` round means of ``epochs_per_round`` epochs each,
-    ``gap_epochs`` apart, under :func:`round_means_correlation` (w = 1/R): what :func:`variance_shape` gives on that
-    design, in O(R) instead of O(R²), for planning many rounds ahead.
-
-    Balanced and evenly spaced, C is Toeplitz: t₀ the variance of a round's mean and t_k = κ λ^(k−1) for rounds k
-    apart (κ = ρ^(g+1) G(m)² / m², λ = ρ^(m+g)). With M = I − J/R: w'Cw = 1'C1 / R², tr(MC) = R t₀ − 1'C1 / R and
-    tr((MC)²) = tr(C²) − 2 |C1|² / R + (1'C1)² / R², each a sum over the R diagonals or rows."""
+    """(w'Cw, degrees of freedom) of the mean of ``rounds`` balanced round means ``gap_epochs`` apart under
+    :func:`round_means_correlation`, in O(R) (C is Toeplitz there), for planning many rounds ahead."""
     _check_rho(rho)
     if rounds < 2 or epochs_per_round < 1 or not gap_epochs >= 0:
         raise ValueError(

@@ -1,20 +1,10 @@
-"""Statistics of measured epoch times (milliseconds): the seed's figures, kept, plus robust and honest ones.
+"""Statistics of measured epoch times (ms, in measurement order, warmup removed). Pure numpy/scipy.
 
-Benchmark epochs are not independent draws: consecutive epochs share thermal state, clocks and caches, so their
-times correlate, and a stall is real time the training run will also pay. This module therefore
-
-* keeps the seed tool's figures exactly (mean, sample standard deviation, the plain Student-t interval on all
-  epochs, the coefficient of variation with its gate, P95/P99 by Hyndman-Fan type 7 = numpy ``linear``);
-* flags outliers by a robust rule but keeps them in every estimate (a stall is part of the cost);
-* adds the median with a distribution-free order-statistic interval;
-* adds the interval for the mean that decisions use, overlapping batch means (:mod:`gpubench.stats.intervals`),
-  after adaptive two-stage measuring the two-stage interval, or for epochs measured in replicated rounds the
-  two-level interval (:mod:`gpubench.stats.rounds`), and says how many epochs would reach a relative precision
-  target;
-* checks for drift with a test that knows autocorrelation (:func:`gpubench.stats.rounds.drift_test`).
-
-Every input is a 1-D sequence of epoch times in milliseconds, in the order they were measured (warmup already
-removed). Pure numpy/scipy: nothing here imports torch.
+Epochs correlate and a stall is real time the training pays too, so: the seed's figures are kept exactly (mean,
+sample sd, plain t interval, CV gate, P95/P99 by numpy ``linear``); outliers are flagged but kept in every estimate;
+the median gets a distribution-free interval; the decision interval is overlapping batch means, the two-stage
+interval or the two-level one for rounds (:mod:`gpubench.stats.intervals`, :mod:`gpubench.stats.rounds`); drift
+uses a test that knows autocorrelation (:func:`gpubench.stats.rounds.drift_test`).
 """
 
 import math
@@ -39,8 +29,7 @@ _MODIFIED_Z_THRESHOLD = 3.5
 _MEAN_ABSOLUTE_DEVIATION_SCALE = 1.253314
 _SIGMA_RULE_THRESHOLD = 3.0
 _TUKEY_FENCE_IQRS = 1.5
-#: The adjusted lag-1 autocorrelation is clipped to [0, this], as in the reports written before it stopped feeding
-#: the interval (rho = 1 made the effective-sample-size correction of those reports infinite).
+#: The adjusted lag-1 autocorrelation is clipped to [0, this] (rho = 1 would make an effective sample size infinite).
 _MAX_AUTOCORRELATION = 0.99
 #: P95/P99 are "reliable" once a distribution-free interval for them at this confidence exists.
 _PERCENTILE_RELIABILITY_CONFIDENCE = 0.95
@@ -80,17 +69,11 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def flag_outliers(times_ms: ArrayLike, rule: str) -> np.ndarray:
-    """Positions (ascending int array) of the epochs that ``rule`` flags as outliers. Flagging only: callers keep
-    the flagged epochs in every estimate, because a stall is time the real training run pays too.
-
-    * ``mad``: modified z-score 0.6745·|x − median| / MAD > 3.5 (Iglewicz & Hoaglin). When MAD is 0 (more than
-      half the epochs equal the median) the scale falls back to the mean absolute deviation about the median
-      times 1.253314 (= sqrt(pi/2), which like MAD/0.6745 estimates sigma for normal data), so a lone slow epoch
-      among identical ones is still flagged; when that is 0 too, every epoch is identical and none is flagged.
-    * ``sigma``: the seed's legacy rule |x − mean| > 3·s (s with ddof=1). It cannot flag anything at n <= 10,
-      see :func:`sigma_rule_can_flag`.
-    * ``iqr``: outside Tukey's fences [Q1 − 1.5·IQR, Q3 + 1.5·IQR], quartiles by numpy ``linear``.
-    * ``none``: nothing.
+    """Positions (ascending int array) of the epochs that ``rule`` flags as outliers (flagging only: a stall is
+    time the real training pays too). ``mad``: modified z-score 0.6745·|x − median| / MAD > 3.5 (Iglewicz &
+    Hoaglin), the scale falling back to 1.253314 × the mean absolute deviation when MAD is 0; ``sigma``: the seed's
+    |x − mean| > 3·s (never flags at n <= 10, :func:`sigma_rule_can_flag`); ``iqr``: outside Tukey's fences;
+    ``none``: nothing.
     """
     values = _epoch_times(times_ms)
     if rule == "none":
@@ -118,21 +101,14 @@ def flag_outliers(times_ms: ArrayLike, rule: str) -> np.ndarray:
 
 
 def sigma_rule_can_flag(n: int) -> bool:
-    """Whether |x − mean| > 3·s (s with ddof=1) can hold for any sample of ``n`` values.
-
-    Why n <= 10 cannot: shift so the mean is 0 and let one value be a. The other n−1 values sum to −a, and their
-    sum of squares is smallest when they are all −a/(n−1), giving sum of squares >= a² + a²/(n−1) = a²·n/(n−1).
-    So s² = (sum of squares)/(n−1) >= a²·n/(n−1)², i.e. |a|/s <= (n−1)/sqrt(n) (Shiffler 1988), with equality
-    at that configuration. (n−1)/sqrt(n) is 9/sqrt(10) ≈ 2.85 at n = 10 and 10/sqrt(11) ≈ 3.02 at n = 11.
-    """
+    """Whether |x − mean| > 3·s (s with ddof=1) can hold for any sample of ``n`` values: |a|/s <= (n−1)/sqrt(n)
+    (Shiffler 1988), which is 2.85 at n = 10 and 3.02 at n = 11."""
     return (n - 1) / math.sqrt(n) > _SIGMA_RULE_THRESHOLD
 
 
 def t_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float]:
-    """The seed's plain Student-t interval (ms) for the mean: mean ± t_{n−1}·s/sqrt(n), s with ddof=1.
-
-    Assumes independent epochs, which they are not; kept as the legacy ``confidence_interval_ms`` figure.
-    """
+    """The seed's plain Student-t interval (ms) for the mean, mean ± t_{n−1}·s/sqrt(n): it assumes independent
+    epochs; kept as the legacy ``confidence_interval_ms``."""
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
     n = values.size
@@ -148,24 +124,15 @@ def percentiles(times_ms: ArrayLike, percents: Sequence[float]) -> np.ndarray:
 
 def percentile_min_epochs(percent: float, confidence_level: float = _PERCENTILE_RELIABILITY_CONFIDENCE) -> int:
     """Fewest epochs for which a distribution-free, equal-tailed ``confidence_level`` interval for the
-    ``percent``-th percentile exists.
-
-    The upper end must be an order statistic, at best the sample maximum, which lies above the true p-quantile
-    with probability 1 − p^n; equal tails need that to be at least 1 − (1 − level)/2. So n = ceil(log((1 −
-    level)/2) / log p): 72 for P95 and 368 for P99 at 95%. Below that the reported percentile is an
-    interpolation near the top of the sample, not a bound one can trust.
-    """
+    ``percent``-th percentile exists: n = ceil(log((1 − level)/2) / log p) (72 for P95, 368 for P99 at 95%)."""
     p = percent / 100.0
     return math.ceil(math.log((1.0 - confidence_level) / 2.0) / math.log(p))
 
 
 def median_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float, float]:
-    """Distribution-free interval (ms) for the median: (x_(k), x_(n−k+1), coverage), order statistics 1-based.
-
-    The number of epochs below the true median is Binomial(n, 1/2) whatever the distribution, so
-    P(x_(k) <= median <= x_(n−k+1)) = 1 − 2·P(B <= k−1). The narrowest symmetric pair whose coverage is at least
-    ``confidence_level`` is chosen; when even (min, max) falls short (n <= 5 at 95%), (min, max) is returned with
-    its actual coverage, which is then below the level.
+    """Distribution-free interval (ms) for the median: (x_(k), x_(n−k+1), coverage), the narrowest symmetric pair of
+    order statistics covering ``confidence_level`` by the Binomial(n, 1/2) count below the median; (min, max) with
+    its lower coverage when none does (n <= 5 at 95%).
     """
     values = np.sort(_epoch_times(times_ms))
     _check_level(confidence_level)
@@ -193,13 +160,8 @@ def lag1_autocorrelation(times_ms: ArrayLike) -> float:
 
 
 def adjusted_autocorrelation(times_ms: ArrayLike) -> float:
-    """The lag-1 autocorrelation, bias-corrected, then clipped to [0, 0.99]: a reported figure (the decision
-    interval estimates the dependence by overlapping batch means, not from it).
-
-    r1 is biased low in short series: for AR(1) data E[r1] ≈ ρ − (1 + 4ρ)/n (Marriott & Pope 1954). Solving for
-    ρ gives ρ̂ = (n·r1 + 1)/(n − 4), used from n = 5 on (below, r1 as is). At ten epochs its standard deviation is
-    near 0.45, which is why no interval is built on it.
-    """
+    """The lag-1 autocorrelation bias-corrected for AR(1) data, ρ̂ = (n·r1 + 1)/(n − 4) from n = 5 (Marriott & Pope
+    1954), clipped to [0, 0.99]: a reported figure only (too noisy at ten epochs to build an interval on)."""
     values = _epoch_times(times_ms)
     n = values.size
     r1 = lag1_autocorrelation(values)
@@ -229,11 +191,9 @@ _MAX_PLANNED_ROUNDS = 10_000
 def _rounds_required_epochs(
     interval: two_level.TwoLevelInterval, target_rel_halfwidth: float, confidence_level: float
 ) -> int:
-    """Epochs (R' rounds of the measured round length) from which on the two-level interval would be within the
-    target of the mean, its scale held (:func:`~gpubench.stats.rounds.halfwidth_after`: the interval's own
-    correlation and degrees-of-freedom model, the rounds as far apart as the closest measured); never fewer than
-    measured. The half-width falls with R' (the quantile and the variance both fall), so the first R' that meets
-    the target is the answer; beyond :data:`_MAX_PLANNED_ROUNDS` rounds the cap's epochs are returned."""
+    """Epochs (R' rounds of the measured round length) from which the two-level interval would be within the target
+    of the mean, its scale held (:func:`~gpubench.stats.rounds.halfwidth_after`); never fewer than measured, the cap's
+    epochs beyond :data:`_MAX_PLANNED_ROUNDS` rounds."""
     epochs_per_round = max(1, round(sum(interval.epochs_per_round) / interval.rounds))
     target_ms = target_rel_halfwidth * interval.mean_ms
     low, high = interval.rounds, _MAX_PLANNED_ROUNDS
@@ -289,19 +249,10 @@ def _decision_figures(
     epochs_per_round: Sequence[int] | None,
     gaps_epochs: Sequence[float] | None,
 ) -> _DecisionFigures:
-    """The decision interval of ``values`` and its figures, by the method the run allows:
-
-    * epochs measured in two rounds or more (``epochs_per_round``, ``gaps_epochs`` apart), the two-level interval
-      (:func:`~gpubench.stats.rounds.two_level_interval`), and the epochs, in rounds of the measured length, that
-      would bring it within the target (:func:`~gpubench.stats.rounds.halfwidth_after`);
-    * after adaptive two-stage measuring (``first_stage_epochs`` given), the two-stage interval on the first
-      stage's long-run variance (:func:`~gpubench.stats.intervals.two_stage_interval`), and the total epochs the
-      two-stage rule asks for (:func:`~gpubench.stats.intervals.two_stage_required_epochs`);
-    * from :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs on, overlapping batch means
-      (:func:`~gpubench.stats.intervals.decision_interval`) and :func:`~gpubench.stats.intervals.precision_epochs`
-      of its long-run variance;
-    * below, the plain t interval (cut at zero), with the sample variance standing in for the long-run one (it
-      takes the epochs as independent, so its epoch count is optimistic under correlation).
+    """The decision interval of ``values`` and its figures, by the method the run allows: the two-level interval
+    for two rounds or more, the two-stage interval after adaptive measuring (``first_stage_epochs``), overlapping
+    batch means from :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs, else the plain t interval cut at zero
+    (its epoch count optimistic under correlation); each with the epochs that would reach the target.
     """
     mean_ms = float(values.mean())
     if epochs_per_round is not None and len(epochs_per_round) >= 2:
@@ -348,23 +299,10 @@ def summarize_epoch_times(
 ) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 
-    ``first_stage_epochs`` is the length of the first stage of an adaptive two-stage run (the epochs the rule
-    planned the rest from); given, the decision interval is the two-stage one, else overlapping batch means.
-    ``rounds`` is the number of epochs in each replicated round, in order, summing to n: with two rounds or more
-    the decision interval is the two-level one (:func:`gpubench.stats.rounds.two_level_interval`) and the result's
-    ``rounds`` holds the two variance levels; that interval and the drift test both count
-    ``round_gaps_epochs``, the time between the rounds in the model's epochs
-    (:func:`gpubench.stats.rounds.round_gaps_epochs`; None: back to back, the widest). Every other figure is
-    computed over all epochs as they come. The
-    effective sample size is n·s²/σ̂²∞ (capped at n; n when σ̂²∞ is 0), σ̂²∞ the long-run variance the interval
-    uses; ``required_epochs`` is a planning figure (see :func:`_decision_figures`).
-
-    Raises ValueError for fewer than 2 epochs, non-finite or non-positive times, a level outside (0, 1), an
-    unknown outlier rule, non-positive thresholds, or a first stage outside [``intervals.MIN_EPOCHS``, n]. Works
-    from 2 epochs on; below :data:`gpubench.stats.intervals.MIN_EPOCHS` the decision interval is the plain t
-    interval, with a warning that no decision will be made from it. Drift is flagged when the drift test's p-value
-    (:func:`gpubench.stats.rounds.drift_test`) < 1 − ``confidence_level``. ``rounds`` that do not sum to n, or
-    given with ``first_stage_epochs``, raise ValueError.
+    ``first_stage_epochs``: the first stage of an adaptive two-stage run; ``rounds``: epochs per replicated round
+    (summing to n), ``round_gaps_epochs`` the gaps between them (None: back to back). The effective sample size is
+    n·s²/σ̂²∞ (capped at n). Drift is flagged when the drift test's p < 1 − ``confidence_level``. ValueError for
+    fewer than 2 epochs, non-finite or non-positive times, bad settings, or inconsistent stages and rounds.
     """
     values = _epoch_times(times_ms)
     _check_level(confidence_level)

@@ -34,12 +34,9 @@ def gpu_wait_share(
     throttled: Sequence[bool],
 ) -> float | None:
     """How much of the spread of the round means (ms) the card's waiting on its host explains: R² of the round means
-    on the rounds' mean board power (W), where the slower rounds drew less power at one SM clock (MHz, within
-    :data:`STEADY_CLOCK_FRACTION`) and no round throttled. The card then ran its kernels at one speed and spent the
-    extra time idle, so the spread came from the host side (the process feeding it), whether or not the host probe,
-    read once before each round, saw it. 0 where the power did not fall as the rounds slowed; None where the clock
-    moved or a round throttled (the card's own speed changed, so the power says nothing about waiting), with fewer
-    than :data:`MIN_POINTS` rounds, or where the round means or the power did not vary."""
+    on the rounds' mean board power (W) where the slower rounds drew less power at one SM clock and none throttled
+    (the card then idled, so the spread came from the host). 0 where the power did not fall as rounds slowed; None
+    where the clock moved, a round throttled, or under :data:`MIN_POINTS` rounds or no variation."""
     if not len(round_means_ms) == len(power_w) == len(sm_clock_mhz) == len(throttled):
         raise ValueError("need one power, clock and throttle reading per round mean")
     if len(round_means_ms) < MIN_POINTS or any(throttled) or min(sm_clock_mhz) <= 0:

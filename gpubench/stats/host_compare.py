@@ -1,44 +1,15 @@
 """Could a difference in host speed explain a comparison's verdict? Pure numpy/scipy.
 
-``python -m gpubench.compare`` reads B's mean time per sample over A's (:mod:`gpubench.stats.compare`). Two runs of
-the same code on one host at different loads can differ by 2x (identical ``experiment=quick`` runs at recorded loads
-of 3.1 and 6.1 on 2 CPUs read "dqn FASTER, ratio 0.527"), so a verdict about the code has to allow for the host.
-This module measures how much faster or slower B's host was than A's, as a **host factor range** ``[h_low, h_high]``
-that always holds 1 (h = host time of B / host time of A; below 1, B's host was faster), from two readings that
-every report since 2026-12 carries:
+Two runs of the same code on one host at different loads can differ by 2x, so a verdict about the code allows for
+the host. The **host factor range** ``[h_low, h_high]`` (h = B's host time / A's; it always holds 1) comes from two
+readings of each report: the load (``run.host``: 1-minute load L on C CPUs with t torch threads, slowdown
+:func:`fair_share_slowdown` ``max(1, (L + t) / C)``, taken as a point) and the host probe (a fixed Python loop
+timed before every round: the Hodges-Lehmann ratio of B's over A's with the interval inverting the Mann-Whitney test,
+:func:`probe_ratio_interval`, counted only when it excludes 1).
 
-* **The load** (``run.host``): the 1-minute load average L (runnable processes) at the run's start on C available
-  CPUs, with the run's own t torch threads. Under the kernel's fair share, L + t runnable threads on C CPUs get
-  C / (L + t) of a CPU each once they outnumber the CPUs, so host work takes :func:`fair_share_slowdown`
-  ``max(1, (L + t) / C)`` times as long. The factor from the loads is B's slowdown over A's; it differs from 1 only
-  where at least one run's threads outnumbered its CPUs and the two loads differ. The load is one reading at the
-  start, so it is taken as a point, not as a measured interval.
-* **The host probe** (``rounds[*].host_probe.python_loop_ms``): a fixed Python loop timed before every round. The
-  factor from the probes is the Hodges-Lehmann ratio of B's readings over A's (the median of every pairwise ratio)
-  with the distribution-free confidence interval that inverts the Mann-Whitney test (:func:`probe_ratio_interval`;
-  Lehmann 1963, "Nonparametric confidence intervals for a shift parameter", Ann. Math. Statist. 34; Bauer 1972,
-  JASA 67). It counts only when that interval excludes 1: probes that differ less than their own spread explains
-  are equal hosts. Readings within a run are not independent (the H200's host switched between about 6.4 and
-  11.5 ms within seconds), so the interval is narrower than it should be and errs towards refusing.
-
-The range is the smallest interval holding 1, the load factor and the probe interval (where each counts).
-
-**From host to model.** A step that is a share ``s`` host work (Python, dispatch, kernel launches) and ``1 − s``
-device work takes ``(1 − s) + s·h`` times as long when the host takes ``h`` times as long (the step split's additive
-model); a step with less host work than ``s`` moves less. So the ratio of B's code over A's, the time ratio with the
-host divided out, lies in
-
-    [low / (1 − s + s·h_high),  high / (1 − s + s·h_low)]          (:func:`host_corrected_interval`)
-
-for the time ratio's interval ``[low, high]``. ``s`` is 1 on a CPU (the device is the host) and where nothing says
-otherwise; on a GPU it is the host part of the report's step split (see :mod:`gpubench.output.compare_host`).
-
-**Verdict.** Widening a ratio interval that is decisive (FASTER, SLOWER, SAME) can only make it AMBIGUOUS or keep
-its verdict. Where the corrected interval keeps the verdict, the difference is beyond what the host can explain and
-the verdict stands. Where it loses it, the comparison reads :data:`HOST_DIFFERS`: the measured difference is within
-what the hosts' difference explains, so it says nothing about the code. Equal hosts (range ``[1, 1]``) leave every
-verdict as it was, and a report compared with itself has equal hosts. Nothing here is a tuned constant: the loads,
-CPUs, threads, probe readings and step split come from the two reports, the level is the comparison's own.
+A step that is a share ``s`` host work takes ``(1 − s) + s·h`` times as long, so B's code over A's lies in
+``[low / (1 − s + s·h_high), high / (1 − s + s·h_low)]`` (:func:`host_corrected_interval`); ``s`` is 1 on a CPU.
+A decisive verdict the corrected interval loses reads :data:`HOST_DIFFERS`: within what the hosts explain.
 """
 
 import math
@@ -50,8 +21,8 @@ from scipy import stats as sps
 
 #: The verdict of a comparison whose decisive interval stops deciding once the hosts' difference is divided out.
 HOST_DIFFERS = "HOST_DIFFERS"
-#: The exact null distribution of the Mann-Whitney count costs ``m·n`` vector operations of length ``m·n``; past
-#: this many pairs of readings the normal approximation (with continuity correction) is within one order statistic.
+#: Past this many pairs of readings the normal approximation (with continuity correction) replaces the exact null
+#: distribution, whose cost grows as (m·n)²; it is then within one order statistic.
 _EXACT_MAX_PAIRS = 10_000
 
 
@@ -66,12 +37,8 @@ def fair_share_slowdown(load_1m: float, cpus: int, own_threads: int) -> float:
 
 
 def mann_whitney_null_cdf(m: int, n: int) -> np.ndarray:
-    """``cdf[u] = P(U <= u)`` for u = 0 … m·n, where U counts the pairs (x_i > y_j) of m x's and n y's drawn from one
-    continuous distribution (the Mann-Whitney statistic under the null hypothesis).
-
-    Exact: the largest of the m + n values is an x with probability m / (m + n), and then beats all n y's, so
-    ``P_{m,n}(u) = m/(m+n) · P_{m−1,n}(u − n) + n/(m+n) · P_{m,n−1}(u)``, every term a probability (no cancellation).
-    """
+    """``cdf[u] = P(U <= u)`` for u = 0 … m·n, U the Mann-Whitney count of pairs (x_i > y_j) under the null, by the
+    exact recursion ``P_{m,n}(u) = m/(m+n) · P_{m−1,n}(u − n) + n/(m+n) · P_{m,n−1}(u)``."""
     if m < 1 or n < 1:
         raise ValueError(f"need at least one value on each side, got {m} and {n}")
     size = m * n + 1
@@ -121,10 +88,8 @@ class ProbeRatio:
 
 
 def probe_ratio_interval(probes_a_ms: ArrayLike, probes_b_ms: ArrayLike, confidence_level: float) -> ProbeRatio:
-    """The Hodges-Lehmann ratio of ``probes_b_ms`` over ``probes_a_ms`` (positive readings, ms) with the interval that
-    inverts the two-sided Mann-Whitney test on the logarithms at ``confidence_level``: the set of shifts δ of log b
-    that the test does not reject, ``[D_(k), D_(mn+1−k)]`` of the sorted differences D = log b_j − log a_i, where
-    k − 1 is the most differences whose exclusion keeps ``P(U <= k − 1) <= (1 − level) / 2`` (Lehmann 1963)."""
+    """The Hodges-Lehmann ratio of ``probes_b_ms`` over ``probes_a_ms`` (positive, ms) with the interval inverting the
+    two-sided Mann-Whitney test on the logarithms at ``confidence_level`` (Lehmann 1963)."""
     a, b = np.asarray(probes_a_ms, dtype=float), np.asarray(probes_b_ms, dtype=float)
     if a.ndim != 1 or b.ndim != 1 or a.size == 0 or b.size == 0:
         raise ValueError(f"need a non-empty 1-D list of readings on each side, got shapes {a.shape} and {b.shape}")

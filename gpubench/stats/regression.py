@@ -1,12 +1,6 @@
 """Ordinary least-squares slope of a series against its index: the slope, its standard error, a Student-t interval
-and the two-sided p-value of "no trend".
-
-One fit serves every trend in gpubench (allocated memory across epochs for the leak check, the loss across epochs
-for the loss trend). The formulas are the textbook ones, written out because ``scipy.stats.linregress`` returns NaN
-for a perfectly flat series (its correlation is undefined), which is exactly what a clean training loop's memory
-produces: here a flat series has slope 0, standard error 0 and p-value 1.
-
-Pure numpy/scipy: nothing here imports torch.
+and the two-sided p-value of "no trend". Written out because ``scipy.stats.linregress`` returns NaN for a flat
+series, which is what a clean loop's memory produces: here it has slope 0, standard error 0 and p-value 1.
 """
 
 import math
@@ -19,11 +13,8 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class SlopeFit:
-    """The least-squares line through ``n`` points (x, y), in y-units per x-unit.
-
-    ``slope_stderr`` is the standard error of the slope, None with fewer than three points (an error needs one
-    residual degree of freedom).
-    """
+    """The least-squares line through ``n`` points (x, y), in y-units per x-unit; ``slope_stderr`` None with fewer
+    than three points."""
 
     slope: float
     slope_stderr: float | None
@@ -54,10 +45,7 @@ class SlopeFit:
 
 
 def fit_slope(y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray | None = None) -> SlopeFit:
-    """Fit ``y`` against ``x`` (by default the index 0, 1, ..., n − 1) by least squares.
-
-    Needs at least two points and an ``x`` that is not constant; raises ValueError otherwise.
-    """
+    """Fit ``y`` against ``x`` (default the index) by least squares; ValueError under two points or a constant x."""
     values = np.asarray(y, dtype=float)
     n = values.size
     if n < 2:

@@ -1,28 +1,10 @@
 """Replicated rounds: the mean epoch time's bound from two variance levels, a prediction for one new training, and a
 drift test that knows autocorrelation.
 
-Why rounds. The host's CPU speed moves between states on a timescale of a second to tens of seconds, inside one
-process, so identical trainings of a host-bound model differ by 16-24% on the H200's host. One block of epochs sees
-one or two host states; its within-run interval cannot see the rest. So each model is measured in R rounds of m
-epochs, interleaved across models, and its epoch times are modelled as a one-way random-effects layout
-(Kalibera & Jones 2013, "Rigorous benchmarking in reasonable time", ISMM):
-
-    y_ij = μ + a_i + e_ij,     a_i ~ N(0, σ_a²) the round's host level,  e_ij stationary within the round,
-
-with σ_e² the epoch-to-epoch variance and σ²∞ the within level's long-run variance (consecutive epochs correlate).
-
-* :func:`variance_components`: the classical ANOVA (method of moments) estimates of σ_a² and σ_e², the F test of
-  σ_a² = 0 and the intraclass correlation; unbalanced rounds allowed.
-* :func:`two_level_interval`: the interval for the long-run mean epoch time (what the training's total rests on),
-  the round means' correlation across short gaps counted (one model's rounds follow one another at once).
-* :func:`halfwidth_after`: its half-width after R' rounds of m' epochs, its scale held (for a stop rule).
-* :func:`new_run_interval`: a prediction interval for the mean epoch of one new, independent training (for
-  ``gpubench.validate``).
-* :func:`drift_test`: a slope test whose false-positive rate stays at its level on autocorrelated epochs, the
-  rounds' gaps (:func:`round_gaps_epochs`) counted.
-
-The evidence for each choice is ``benchmarks/statistics_coverage.py --two-level`` (seeded; its table is quoted in the
-docstrings). Pure numpy/scipy: nothing here imports torch.
+The host's speed moves between states within seconds, so one block of epochs sees one or two of them. Each model is
+measured in R rounds of m epochs and its epoch times modelled as a one-way random-effects layout (Kalibera & Jones
+2013, ISMM): y_ij = μ + a_i + e_ij, a_i ~ N(0, σ_a²) the round's host level, e_ij stationary within the round.
+Coverage evidence: ``benchmarks/statistics_coverage.py --two-level``. Pure numpy/scipy.
 """
 
 import math
@@ -42,20 +24,16 @@ from gpubench.stats.correlated import (
     round_means_correlation,
 )
 
-#: The two-level interval's method: Student-t on the round means, their variance and degrees of freedom under the
-#: correlation AR(1) epochs at ρ = DRIFT_AR1_BOUND carry through the gaps between rounds. (Reports written before
-#: 2026-12-03 carry ``round_means_t``: Student-t on the round means taken as independent, R − 1 df.)
+#: The two-level interval's method: Student-t on the round means, their correlation under AR(1) epochs at
+#: ρ = DRIFT_AR1_BOUND carried through the gaps between rounds.
 METHOD_ROUND_MEANS_AR1 = "round_means_t_ar1_bound"
-#: Drift, three rounds or more: OLS slope of the round means on the rounds' centre epochs, its variance under the
-#: round means' correlation when AR(1) epochs at ρ = DRIFT_AR1_BOUND run on through the gaps between rounds.
-#: (Reports of 2026-12-02 carry ``round_means_ols_slope``: the same slope, the round means taken as independent.)
+#: Drift, three rounds or more: OLS slope of the round means on the rounds' centre epochs, under that correlation.
 METHOD_DRIFT_ROUND_MEANS = "round_means_slope_ar1_bound"
 #: Drift, one or two rounds: OLS slope on the epoch index, its variance under AR(1) epochs at ρ = DRIFT_AR1_BOUND.
 METHOD_DRIFT_AR1_BOUND = "ols_slope_ar1_bound"
 #: Drift with too few epochs to estimate a slope's standard error.
 METHOD_DRIFT_TOO_FEW = "too_few_epochs"
-#: The strongest lag-1 autocorrelation of consecutive epochs the drift test is built for. The stored H200 reports
-#: show 0.35-0.70; at ρ = 0.8 its false-positive rate is at its level, below it under (see :func:`drift_test`).
+#: The strongest lag-1 autocorrelation of consecutive epochs the interval and the drift test are built for.
 DRIFT_AR1_BOUND = 0.8
 
 BETWEEN = "between"
@@ -102,15 +80,11 @@ def split_rounds(times_ms: Sequence[float], epochs_per_round: Sequence[int]) -> 
 
 @dataclass(frozen=True)
 class VarianceComponents:
-    """One-way random-effects ANOVA of epoch times (ms) in rounds, by the method of moments.
+    """One-way random-effects ANOVA of epoch times (ms) in rounds, by the method of moments (variances in ms²).
 
-    ``ms_between`` = Σ n_i (ȳ_i − ȳ)² / (R − 1) and ``ms_within`` = Σ Σ (y_ij − ȳ_i)² / (N − R) (ms²);
-    ``within_variance_ms2`` σ̂_e² = MS_within; ``between_variance_ms2`` σ̂_a² = (MS_between − MS_within) / n0,
-    truncated at 0, with n0 = (N − Σ n_i² / N) / (R − 1) (``effective_epochs_per_round``; m when balanced).
-    ``f_statistic`` = MS_between / MS_within and ``f_p_value`` its upper tail on (R − 1, N − R) degrees of freedom
-    (the test of σ_a² = 0; it takes the epochs within a round as independent, so autocorrelation within rounds
-    makes it reject too often). ``intraclass_correlation`` = σ̂_a² / (σ̂_a² + σ̂_e²). ``dominant`` says which level
-    contributes more to the variance of the grand mean, σ̂_a² Σ n_i² / N² against σ̂_e² / N.
+    σ̂_e² = MS_within; σ̂_a² = (MS_between − MS_within) / n0, truncated at 0, n0 the effective epochs per round.
+    The F test of σ_a² = 0 takes epochs within a round as independent (autocorrelation makes it reject too often).
+    ``dominant``: the level contributing more to the grand mean's variance.
     """
 
     rounds: int
@@ -129,12 +103,8 @@ class VarianceComponents:
 
 
 def variance_components(rounds_ms: Sequence[Sequence[float]]) -> VarianceComponents:
-    """The ANOVA variance components of epoch times (ms) measured in rounds; see :class:`VarianceComponents`.
-
-    Needs at least two rounds and one more epoch than rounds (a round of one epoch is allowed, but some round must
-    have two). All epochs equal within every round (MS_within = 0) gives F = inf and p = 0 when the round means
-    differ, F = 0 and p = 1 when they do not.
-    """
+    """The ANOVA variance components of epoch times (ms) in rounds: at least two rounds, one more epoch than rounds.
+    MS_within = 0 gives F = inf, p = 0 when the round means differ, else F = 0, p = 1."""
     rounds = _rounds(rounds_ms)
     r = len(rounds)
     counts = np.array([v.size for v in rounds], dtype=float)
@@ -181,17 +151,10 @@ def variance_components(rounds_ms: Sequence[Sequence[float]]) -> VarianceCompone
 class TwoLevelInterval:
     """The interval (ms) for the long-run mean epoch time from epochs measured in rounds.
 
-    ``mean_ms`` is the mean of all epochs; ``interval_ms`` = mean ± ``halfwidth_ms`` (the lower end cut at zero);
-    ``variance_of_mean_ms2`` the estimated variance of that mean, on ``degrees_of_freedom``. The split of that
-    variance: ``within_variance_ms2`` is the within level's long-run variance per epoch (σ̂²∞, ms²; its part of the
-    mean's variance is σ̂²∞ / N) and ``between_variance_ms2`` the host level's σ̂_a² (ms²), what the round means
-    spread beyond it, truncated at 0; ``between_share`` the fraction of ``variance_of_mean_ms2`` from the between
-    level and ``dominant`` the level that contributes more. ``within_method`` names how σ̂²∞ was estimated:
-    overlapping batch means pooled over the rounds when every round has
-    :data:`~gpubench.stats.config.MIN_EPOCHS` epochs, else the ANOVA within mean square (``anova_within``), which
-    cannot see autocorrelation inside a round: that part of the round means' spread is then counted as between.
-    ``gaps_epochs``: the time between consecutive rounds (model epochs) the interval counted, None for back to back
-    (and for one round).
+    ``interval_ms`` = ``mean_ms`` ± ``halfwidth_ms`` (lower end cut at zero). ``within_variance_ms2``: σ̂²∞ per epoch
+    (ms², by ``within_method``: OBM pooled over rounds, or the ANOVA within mean square for rounds under
+    MIN_EPOCHS); ``between_variance_ms2``: σ̂_a² (ms², truncated at 0); ``between_share``: the between level's
+    fraction of ``variance_of_mean_ms2``. ``gaps_epochs``: the gaps between rounds (model epochs), None back to back.
     """
 
     rounds: int
@@ -220,9 +183,8 @@ WITHIN_ANOVA = "anova_within"
 
 
 def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
-    """The within level's long-run variance per epoch (ms²), its degrees of freedom and how it was estimated:
-    OBM pooled over the rounds (each round centred on its own mean, weighted by its degrees of freedom) when every
-    round is long enough for OBM, else the ANOVA within mean square on N − R degrees of freedom."""
+    """The within level's long-run variance per epoch (ms²), its degrees of freedom and method: OBM pooled over the
+    rounds when each is long enough, else the ANOVA within mean square on N − R degrees of freedom."""
     if all(v.size >= MIN_EPOCHS for v in rounds):
         pieces = [intervals.long_run_variance(v) for v in rounds]
         dof = sum(d for _, d in pieces)
@@ -237,9 +199,8 @@ def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
 def round_means_design(
     counts: Sequence[int], gaps_epochs: Sequence[float] | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The round means' regression for the mean of all epochs: design 1 (R × 1), estimator the weights
-    w_i = n_i / N (1 × R), and the round means' correlation under AR(1) epochs at :data:`DRIFT_AR1_BOUND` carried
-    through ``gaps_epochs`` (None: back to back), :func:`~gpubench.stats.correlated.round_means_correlation`."""
+    """The round means' regression for the mean of all epochs: design 1 (R × 1), weights w_i = n_i / N, and the
+    round means' correlation (:func:`~gpubench.stats.correlated.round_means_correlation`)."""
     r = len(counts)
     gaps = [0.0] * (r - 1) if gaps_epochs is None else list(gaps_epochs)
     weights = np.array(counts, dtype=float) / sum(counts)
@@ -250,42 +211,13 @@ def two_level_interval(
     rounds_ms: Sequence[Sequence[float]], confidence_level: float, gaps_epochs: Sequence[float] | None = None
 ) -> TwoLevelInterval:
     """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the round means, their
-    correlation counted. ``gaps_epochs``: the time between consecutive rounds in the model's epochs
-    (:func:`round_gaps_epochs`); None: back to back, the case that correlates the rounds most.
+    correlation counted. ``gaps_epochs``: between consecutive rounds, model epochs (None: back to back).
 
-    With R >= 2 rounds: the mean of all epochs ȳ = Σ w_i ȳ_i (w_i = n_i / N). Its variance is the drift test's
-    algebra with an intercept only (:func:`~gpubench.stats.correlated.correlated_estimate`): the round means' errors
-    have covariance σ² C, C = A Σ A' with Σ the AR(1) correlation at ρ = :data:`DRIFT_AR1_BOUND` carried through
-    the model's gaps (A averages each round); σ̂² = RSS / tr(BC) (RSS = Σ (ȳ_i − ȳ)², B = M'M, M = I − 1w'),
-    V = σ̂² w'Cw, and ȳ ± t(ν) √V with Satterthwaite's ν = tr(BC)² / tr((BC)²).
-
-    Why. A model's AR(1) epochs run on across a short gap, so neighbouring round means correlate positively: their
-    spread is smaller, and the mean's variance larger, than for independent means. With one model (every
-    ``model=custom`` run) the later rounds follow one another at once, and Student-t on R − 1 degrees of freedom
-    (the interval of 2026-12-02, which took the means as independent) covered 0.784 at 5 x 4 and ρ = 0.8 (exact,
-    normal means). With the rounds far apart (the four-model round-robin, ~15 epochs between a model's rounds)
-    C ≈ c·I and this is that interval: equal to it for balanced rounds and infinite gaps.
-
-    The host level on top (a_i ~ N(0, σ_a²) per round, independent) keeps it conservative: it adds σ_a² tr(B) to
-    E[RSS] and σ_a² w'w to Var(ȳ), so the estimate's host part is σ_a² w'Cw tr(B) / tr(BC), at least σ_a² w'w
-    whenever C's off-diagonal correlations are positive (balanced: w'Cw tr(M) / tr(MC) >= w'w ⟺ 1'C1 >= tr(C)).
-    A true ρ under the bound is covered too, more widely than needed (the price of bounding ρ, not estimating it
-    from 4-epoch rounds). The half-width against the independent-means t interval, fixed by the design: 2.14 times
-    at 5 x 4 back to back, 1.29 at 4 epochs apart (two models), 1.02 at 15 (four models).
-    ``benchmarks/statistics_coverage.py --only-two-level --two-level-gaps 0 15`` (1000 ms × (1 + h_r + CV · AR(1)),
-    CV 5%, ρ 0 / 0.5 / 0.8, σ_h 0-10%, 2,000 runs a cell; ``benchmarks/results/2026-12-03-single-model-coverage.md``):
-    back to back it covers 0.961-0.998 at 5 x 4 and 4 x 5 and 0.951-0.966 at 2 x 10 (the total's bound, its upper
-    end at 97.5%, 0.979-0.998), where the independent-means t covered 0.784-0.959 (its upper end 0.886 at 5 x 4,
-    ρ = 0.8); 15 epochs apart 0.945-0.962 (upper 0.968-0.983), its half-width within 2% of that t's. The price back
-    to back, 5 x 4, σ_h = 0: a median half-width of ±6.2 / 8.4 / 8.4% at ρ = 0 / 0.5 / 0.8 against ±2.9 / 3.9 /
-    3.9%.
-
-    The variance split is reported, not used: σ̂²∞ within (OBM pooled over the rounds, or the ANOVA within mean
-    square for short rounds), σ̂_a² = (V − σ̂²∞ / N) / Σ w_i² between (truncated at 0), ``between_share``.
-
-    With one round it is :func:`gpubench.stats.intervals.decision_interval` on that round (needs
-    :data:`~gpubench.stats.config.MIN_EPOCHS` epochs), whose between level is invisible (``between_share`` 0).
-    Rounds of one epoch are refused (the within level needs two).
+    ȳ = Σ w_i ȳ_i (w_i = n_i / N); the round means' errors have covariance σ² C, C = A Σ A', Σ the AR(1)
+    correlation at ρ = :data:`DRIFT_AR1_BOUND` carried through the gaps (A averages each round); σ̂² = RSS / tr(BC),
+    V = σ̂² w'Cw, and ȳ ± t(ν) √V with Satterthwaite's ν = tr(BC)² / tr((BC)²). Neighbouring round means correlate
+    positively across short gaps, so independent-means t would undercover. One round: the decision interval on it.
+    Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
     """
     _check_level(confidence_level)
     rounds = _rounds(rounds_ms, min_epochs=2)
@@ -338,8 +270,7 @@ def two_level_interval(
 
 
 def planning_gap_epochs(gaps_epochs: Sequence[float] | None) -> float:
-    """The gap (model epochs) the planning puts between a model's rounds: the smallest it measured, the schedule
-    at its most correlated (0, back to back, when the gaps are unknown)."""
+    """The gap (model epochs) planned between a model's rounds: the smallest measured, 0 when unknown."""
     return min(gaps_epochs) if gaps_epochs else 0.0
 
 
@@ -353,13 +284,9 @@ def halfwidth_ratio_after(
     degrees_of_freedom: float | None = None,
 ) -> float:
     """How many times the measured half-width the two-level interval would have after ``rounds`` rounds of
-    ``round_epochs`` epochs, its scale σ̂² held: t(ν') √(w'C'w') / (t(ν) √(w'Cw)), both designs taken balanced
-    (the measured one as its R rounds of the mean round length) and evenly spaced at
-    :func:`planning_gap_epochs` of the measured ``gaps_epochs``, under the interval's own correlation model
-    (:func:`~gpubench.stats.correlated.balanced_mean_shape`, O(R)). ν' is that design's Satterthwaite degrees of
-    freedom unless ``degrees_of_freedom`` is given (a two-stage rule that keeps the first stage's variance keeps
-    its degrees of freedom). 1 at the measured design. Longer future rounds average more epochs under the AR(1)
-    bound but not more host levels: plan more rounds, not longer ones."""
+    ``round_epochs`` epochs, σ̂² held: t(ν') √(w'C'w') / (t(ν) √(w'Cw)), both designs balanced and evenly spaced at
+    :func:`planning_gap_epochs`. ν' is Satterthwaite's unless ``degrees_of_freedom`` is given (a two-stage rule
+    keeps the first stage's)."""
     _check_level(confidence_level)
     measured = len(epochs_per_round)
     if measured < 2 or rounds < 2 or round_epochs < 1:
@@ -388,9 +315,7 @@ def halfwidth_after(
     degrees_of_freedom: float | None = None,
 ) -> float:
     """The half-width (ms) the two-level ``interval`` would have after ``rounds`` rounds of ``epochs_per_round``
-    epochs: its measured half-width times :func:`halfwidth_ratio_after` (the same variance and degrees-of-freedom
-    model as the interval, the scale held; the measured half-width at the measured design). A planning figure:
-    more rounds estimate the scale anew. Needs an interval of at least two rounds."""
+    epochs (:func:`halfwidth_ratio_after` × the measured one). Needs at least two rounds."""
     ratio = halfwidth_ratio_after(
         interval.epochs_per_round,
         interval.gaps_epochs,
@@ -409,24 +334,12 @@ def new_run_interval(
     gaps_epochs: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """A prediction interval (ms) for the mean epoch time of one new, independent training of ``epochs`` epochs,
-    from rounds ``gaps_epochs`` apart (as in :func:`two_level_interval`; None: back to back).
+    from rounds ``gaps_epochs`` apart (None: back to back).
 
-    The new training has its own host level and its own epochs, so its mean differs from the measured grand mean
-    by the grand mean's error, a new a ~ N(0, σ_a²) and the mean of ``epochs`` epochs: variance
-    V + σ_a² + σ²∞ / e, V the two-level interval's (its rounds' correlation counted). The estimate is
-    V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)): the round means' spread V / Σ w_i² (s² when balanced)
-    stands for σ_a² plus a round's own epochs, so for a new training as long as a round (e = m, balanced, rounds
-    far apart) it is the classical s² (1 + 1/R) on R − 1 degrees of freedom, exact for normal round means, and for
-    a longer one conservative by at most σ̂²∞ (1/m − 1/e). Two readings that looked closer are not used: the
-    host level σ̂_a² = (V − σ̂²∞/N) / Σ w_i² truncated at 0 (4 x 5 rounds 15 epochs apart, a 5% host level, 80 new
-    epochs: the 8% of runs where it truncated covered 45%, against 70% with the spread;
-    ``benchmarks/new_run_truncation.py``), and the negative within part
-    kept (Satterthwaite's degrees of freedom for a difference fall to near 0: the H200 GPT LM's ±0.15% epochs got a
-    ±23% bound). The degrees of freedom are Satterthwaite's over the two parts, never more than V's: the round
-    means carry the host level. ``benchmarks/statistics_coverage.py --only-two-level --two-level-gaps 0 15``
-    (5 x 4, 4 x 5, 2 x 10; ρ 0 / 0.5 / 0.8; σ_h 0-10%; CV 5%; 4 x N new epochs; 2,000 runs a cell,
-    ``benchmarks/results/2026-12-03-single-model-coverage.md``) covers 0.950-1.000 in every cell (0.961-1.000 back
-    to back). The lower end is cut at zero. Needs at least two rounds (one round shows no host level).
+    Variance V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)), V the two-level interval's: the round means' spread
+    stands for σ_a² plus a round's epochs (balanced, e = m: the classical s² (1 + 1/R)). Degrees of freedom:
+    Satterthwaite's over the two parts, never more than V's. Needs two rounds. Coverage:
+    benchmarks/results/2026-12-03-single-model-coverage.md.
     """
     _check_level(confidence_level)
     if epochs < 1:
@@ -438,7 +351,7 @@ def new_run_interval(
     n_total = float(counts.sum())
     sum_w2 = float((counts / n_total) @ (counts / n_total))
     v, w = interval.variance_of_mean_ms2, interval.within_variance_ms2
-    # Neither σ̂_a² truncated at 0 nor the negative within part (e > m): the docstring says what each cost.
+    # Neither σ̂_a² truncated at 0 nor the negative within part: both undercover (the coverage page).
     pieces = (v * (1.0 + 1.0 / sum_w2), max(1.0 / epochs - 1.0 / (n_total * sum_w2), 0.0) * w)
     variance = sum(pieces)
     dofs = (interval.degrees_of_freedom, interval.within_degrees_of_freedom)
@@ -455,12 +368,8 @@ def new_run_interval(
 
 @dataclass(frozen=True)
 class DriftTest:
-    """A test for a linear trend in epoch times (ms) against the epoch index (the model's own epochs, in order).
-
-    ``slope_ms_per_epoch`` and ``slope_standard_error_ms`` (ms per epoch) on ``degrees_of_freedom``; ``p_value``
-    two-sided; ``detected`` when p < 1 − level; ``shift_ms`` = slope × (n − 1), the level change across the measured
-    epochs the slope implies. ``method`` is one of the ``METHOD_DRIFT_*`` names.
-    """
+    """A test for a linear trend in epoch times (ms) against the epoch index: slope and standard error (ms per
+    epoch), two-sided ``p_value``, ``detected`` when p < 1 − level, ``shift_ms`` = slope × (n − 1)."""
 
     slope_ms_per_epoch: float
     slope_standard_error_ms: float
@@ -472,11 +381,9 @@ class DriftTest:
 
 
 def ols_slope_test(y: np.ndarray, design: np.ndarray, covariance: np.ndarray) -> tuple[float, float, float, float]:
-    """OLS of ``y`` on ``design`` (whose last column is the regressor tested), with the slope's variance
-    under errors of correlation matrix ``covariance`` up to a scale σ²: ``correlated_estimate``
-    (:mod:`gpubench.stats.correlated`) with the pseudo-inverse, σ̂² = RSS / tr(MΣ) and Satterthwaite's degrees of
-    freedom tr(MΣ)² / tr((MΣ)²). With Σ = I these are the textbook OLS slope, standard error and n − p degrees of
-    freedom. Returns (slope, standard error, degrees of freedom, two-sided p-value)."""
+    """OLS of ``y`` on ``design`` (last column tested), the slope's variance under errors of correlation
+    ``covariance`` × σ²: σ̂² = RSS / tr(MΣ), Satterthwaite's degrees of freedom. Returns (slope, standard error,
+    degrees of freedom, two-sided p-value)."""
     fit = correlated_estimate(y, design, np.linalg.pinv(design), covariance)
     standard_error = math.sqrt(fit.variance)
     slope, dof = fit.estimate, fit.degrees_of_freedom
@@ -490,9 +397,7 @@ def ols_slope_test(y: np.ndarray, design: np.ndarray, covariance: np.ndarray) ->
 
 
 def round_gaps_epochs(started_s: Sequence[float], epochs: Sequence[int], mean_epoch_ms: Sequence[float]) -> list[float]:
-    """The time between consecutive rounds of one model, in that model's epochs: round i ends at
-    ``started_s[i]`` + ``epochs[i]`` × ``mean_epoch_ms[i]`` / 1000 (s), and the gap to round i + 1's start is divided
-    by the model's mean epoch over all rounds; negative gaps (clock rounding) count as 0. For :func:`drift_test`."""
+    """The gaps between consecutive rounds of one model, in that model's mean epochs (negative gaps count as 0)."""
     if not len(started_s) == len(epochs) == len(mean_epoch_ms):
         raise ValueError("started_s, epochs and mean_epoch_ms must have one value per round")
     total_ms = sum(e * m for e, m in zip(epochs, mean_epoch_ms, strict=True))
@@ -509,41 +414,13 @@ def drift_test(
     rounds: Sequence[int] | None = None,
     gaps_epochs: Sequence[float] | None = None,
 ) -> DriftTest:
-    """Test epoch times (ms, in measurement order) for a linear drift, keeping the false-positive rate at or under
-    1 − ``confidence_level`` on autocorrelated epochs. ``rounds``: epochs per round, in order, summing to n;
-    ``gaps_epochs``: the time between consecutive rounds in the model's epochs (:func:`round_gaps_epochs`; None:
-    the rounds followed one another at once, the case that correlates them most).
+    """Test epoch times (ms, in measurement order) for a linear drift, the false-positive rate at or under
+    1 − ``confidence_level`` on AR(1) epochs up to ρ = :data:`DRIFT_AR1_BOUND` (bounded, not estimated).
+    ``rounds``: epochs per round; ``gaps_epochs``: between rounds (:func:`round_gaps_epochs`; None: back to back).
 
-    The epochs' dependence is bounded, not estimated: an AR(1) process at ρ = :data:`DRIFT_AR1_BOUND` per epoch,
-    running on through the gaps between rounds (:func:`ar1_timeline_correlation`), plus, between rounds, any host
-    level. Σ below is that AR(1) correlation.
-
-    * Three rounds or more: the OLS slope of the round means on each round's centre epoch index, its standard error
-      and Satterthwaite degrees of freedom (:func:`ols_slope_test`) under the round means' correlation A Σ A'
-      (A averages each round). A host level per round adds independent noise to the means, which the test counts
-      as noise, not drift. Why not independent round means on R − 2 degrees of freedom (versions of 2026-12-02):
-      the AR(1) epochs carry across a short gap, so neighbouring round means correlate positively, the slope's
-      variance is larger and the residuals' smaller than that test assumes. Its exact false-positive rate at 5 x 4
-      with no host level (Imhof's integral over the test's null distribution,
-      ``benchmarks/results/2026-12-03-drift-false-positives.md``) is 0.052 at ρ = 0.8 with 15 other epochs between
-      rounds (the four-model schedule), but 0.076 / 0.154 at ρ = 0.5 / 0.8 with the rounds back to back (one
-      model: its later rounds follow one another at once). With the gaps counted it is 0.048-0.050 at 15 epochs
-      apart and 0.010-0.039 back to back (at or under the level: ρ = 0.8 and no host level is the worst case the
-      bound allows). The price is power where the rounds are back to back: a 10% ramp over 5 x 4 epochs at CV 5%
-      and ρ = 0.8 is flagged in 14% of runs against 39% by the test that takes the means as independent (at 15
-      epochs apart, 19% against 20%).
-    * One block (or two rounds, each with its own intercept): the OLS slope on the epoch index, its standard error
-      under Σ (:func:`ols_slope_test`). At that ρ its level is right, at
-      smaller ρ it is conservative. Estimating the dependence instead does not hold the level at n = 20: on
-      stationary AR(1) epochs at ρ = 0 / 0.5 / 0.8 (``benchmarks/statistics_coverage.py --two-level``, 2,000 runs)
-      Kendall's tau (the test this replaces) flags 4.6 / 18.8 / 45.6% of runs, Mann-Kendall with Hamed & Rao's
-      (1998) correction 9.4 / 21.2 / 39.5%, an OLS slope with a Bartlett HAC error at fixed-b critical values
-      (Kiefer & Vogelsang 2005, b = 1) 4.3 / 9.3 / 21.2%; this test 0.0 / 0.1 / 3.4%. The price is power: a 10%
-      ramp over 20 epochs at CV 5% is flagged in 0.2 / 4.4 / 20% of runs (at CV 2%: 52 / 65 / 82%), against
-      33 / 19 / 14% for the round means of 4 x 5 and 46 / 26 / 19% of 5 x 4 (rounds 15 epochs apart).
-    * Fewer than four epochs (or too few for the rounds' intercepts): no test (p = 1).
-
-    All epochs equal: slope 0, p = 1.
+    Three rounds or more: the slope of the round means on the rounds' centre epochs under their correlation A Σ A'.
+    Otherwise the slope on the epoch index under Σ, an intercept per round. Fewer than four epochs: no test (p = 1).
+    Evidence: benchmarks/results/2026-12-03-drift-false-positives.md.
     """
     _check_level(confidence_level)
     values = np.asarray(times_ms, dtype=float)

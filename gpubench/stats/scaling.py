@@ -1,24 +1,11 @@
-"""A data-parallel run's figures from what its ranks measured: the global epochs, throughputs and the scaling
-efficiency against the same job's 1-process measurement. Pure arithmetic over typed values (no torch).
+"""A data-parallel run's figures from what its ranks measured: the global epochs (each the slowest rank's, as the
+all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement.
 
-**Global epochs.** Every step ends in a gradient all-reduce, which waits for the slowest rank, so the ranks move in
-lock-step and a global epoch ends when the slowest rank's does: global epoch k is the maximum over ranks of their
-epoch k.
-
-**Throughput.** A rank's samples/s is its samples per epoch over the mean of its own epochs; the global samples/s is
-the samples of one epoch summed over the ranks over the mean global epoch.
-
-**Scaling efficiency** is the global throughput over ``world_size`` × the 1-process throughput. With ``S₁`` samples
-per epoch of the 1-process run and ``S_d`` per rank of the data-parallel one (the same under weak scaling: each rank
-its own batch of the 1-process size, the same steps per epoch) it is ``(mean t₁ / S₁) / (mean t_d / S_d)``: the
-ratio of the two runs' mean times per sample (per rank-sample for the data-parallel run). Its interval:
-
-* ``fieller_long_run`` (both runs with at least :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs): Fieller's
-  interval for that ratio of means with each run's overlapping-batch-means long-run variance, the ratio machinery
-  ``python -m gpubench.compare`` uses (:func:`gpubench.stats.compare.fieller_interval`);
-* ``t_interval_ratio`` (fewer epochs, at least two each): the ratio of the ends of each run's plain t interval at
-  level √c, so that both intervals hold together with probability c (the runs are independent): a conservative box;
-* None with fewer than two epochs on either side, or where an interval is unbounded.
+Scaling efficiency is the global throughput over ``world_size`` × the 1-process throughput, the ratio of the two
+runs' mean times per sample ``(mean t₁ / S₁) / (mean t_d / S_d)``. Its interval: ``fieller_long_run`` (both runs with
+:data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs; :func:`gpubench.stats.compare.fieller_interval`), else
+``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box), None with
+fewer than two epochs on a side or where unbounded.
 """
 
 import math

@@ -123,19 +123,19 @@ def test_policy_keeps_peak_reserved_under_the_headroom(capped_device: torch.devi
     batch_cfg = BatchConfig(policy="max", min_size=MIN_SIZE, max_size=MAX_SIZE, headroom=0.9, target_effective=512)
     decision = choose_batch_size(adam_mlp_trial(capped_device), batch_cfg, usable_vram_mb=CAP_MB, verify_repeats=2)
 
-    assert decision.status == "ok", decision.message
-    assert decision.batch_size is not None
-    assert decision.peak_limit_mb == pytest.approx(0.9 * CAP_MB)
-    assert decision.peak_reserved_mb <= 0.9 * CAP_MB
+    assert decision.record.status == "ok", decision.record.message
+    assert decision.record.batch_size is not None
+    assert decision.record.peak_limit_mb == pytest.approx(0.9 * CAP_MB)
+    assert decision.record.peak_reserved_mb <= 0.9 * CAP_MB
     assert all(trial.peak_reserved_mb <= 0.9 * CAP_MB for trial in decision.verification if trial.ok)
     status_by_size = {trial.size: trial.status for trial in decision.search.trials}
-    assert status_by_size[decision.largest_fitting_size + 1] in ("oom", "over_headroom")
+    assert status_by_size[decision.record.largest_fitting_size + 1] in ("oom", "over_headroom")
     assert [trial.status for trial in decision.verification[-2:]] == ["ok", "ok"]
     assert {trial.steps for trial in decision.search.trials} == {SEARCH_STEPS}
-    assert {trial.steps for trial in decision.verification} == {decision.verify_steps}
-    assert decision.gradient_accumulation_steps == 1
-    assert decision.knee_size is not None
-    assert decision.knee_size <= decision.batch_size
+    assert {trial.steps for trial in decision.verification} == {decision.record.verify_steps}
+    assert decision.record.gradient_accumulation_steps == 1
+    assert decision.record.knee_size is not None
+    assert decision.record.knee_size <= decision.record.batch_size
 
 
 def test_configured_policy_times_the_recipe_and_verifies_only_it(capped_device: torch.device) -> None:
@@ -143,9 +143,9 @@ def test_configured_policy_times_the_recipe_and_verifies_only_it(capped_device: 
     decision = choose_batch_size(
         adam_mlp_trial(capped_device), batch_cfg, usable_vram_mb=CAP_MB, configured_size=2048, verify_repeats=2
     )
-    assert decision.status == "ok", decision.message
-    assert decision.batch_size == 2048 and decision.gradient_accumulation_steps == 1
-    assert decision.largest_fitting_size > 2048
+    assert decision.record.status == "ok", decision.record.message
+    assert decision.record.batch_size == 2048 and decision.record.gradient_accumulation_steps == 1
+    assert decision.record.largest_fitting_size > 2048
     assert {trial.size for trial in decision.verification} == {2048}
 
 
