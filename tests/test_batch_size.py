@@ -776,3 +776,16 @@ def test_a_failure_seen_before_the_time_limit_still_caps_the_configured_batch() 
     assert "stepped down to 768, the largest that fit: 1024 ran out of memory" in above.record.message
     between = choose_batch_size(oracle, config, None, configured_size=900, verify_repeats=1, verify_steps=3)
     assert between.record.batch_size == 900
+
+
+def test_a_timed_batch_far_under_the_limit_is_not_re_verified_and_one_near_it_is() -> None:
+    # Peak = 100 + 10 * size MB under a 9,000 MB limit (0.9 x 10,000): size 64 peaks at 740 MB (8% of the limit),
+    # size 512 at 5,220 MB (58%).
+    oracle = OOMOracle(limit=10**9, mb_per_sample=10.0, base_mb=100.0)
+    config = BatchConfig(policy="configured", min_size=32, max_size=4096)
+    far = choose_batch_size(oracle, config, usable_vram_mb=10000.0, configured_size=64)
+    assert (far.record.batch_size, far.verification) == (64, [])
+    assert "not re-verified: its peak, 740 MB, is under 50% of the 9,000 MB limit" in far.record.message
+    near = choose_batch_size(oracle, config, usable_vram_mb=10000.0, configured_size=512)
+    assert [(t.size, t.status) for t in near.verification] == [(512, "ok")] * 3
+    assert "verified 3x over 20 steps" in near.record.message

@@ -44,6 +44,10 @@ SEARCH_STEPS = 3
 #: settles, so the size the benchmark trains at is checked over a longer run than a search trial.
 VERIFY_STEPS = 20
 
+#: A timed size whose search peak is at most this fraction of the headroom limit is not re-verified: the longer runs
+#: that verification adds only catch fragmentation, which grows a peak by a fraction, not by half the limit.
+UNVERIFIED_PEAK_FRACTION = 0.5
+
 TrialPhase = Literal["search", "verify"]
 
 
@@ -458,8 +462,18 @@ def choose_batch_size(
     fallbacks = {t.size for t in search.trials if t.ok and t.size < target}
     if batch_cfg.min_size < target:
         fallbacks.add(batch_cfg.min_size)
+    searched_peak_mb = max(
+        (t.peak_reserved_mb for t in search.trials if t.ok and t.size == target and t.peak_reserved_mb is not None),
+        default=None,
+    )
+    # Fragmentation grows a peak by a fraction over longer runs; a size far under the limit cannot reach it.
+    unverified = (
+        peak_limit_mb is not None
+        and searched_peak_mb is not None
+        and searched_peak_mb <= UNVERIFIED_PEAK_FRACTION * peak_limit_mb
+    )
     for candidate in [target, *sorted(fallbacks, reverse=True)]:
-        for _ in range(verify_repeats):
+        for _ in range(0 if unverified else verify_repeats):
             verification.append(_run_trial(try_batch, candidate, verify_steps, "verify", peak_limit_mb, agree))
             if not verification[-1].ok:
                 break
@@ -485,7 +499,13 @@ def choose_batch_size(
         # Only a trial that failed (out of memory, or over the headroom) steps the timed batch down.
         failed = next(t for t in verification if t.size == target and not t.ok)
         message += f", stepped down to {chosen}: on re-verification {_failure_phrase(failed)}"
-    message += f"; verified {verify_repeats}x over {verify_steps} steps"
+    if unverified:
+        message += (
+            f"; not re-verified: its peak, {searched_peak_mb:,.0f} MB, is under {UNVERIFIED_PEAK_FRACTION:.0%} of "
+            f"the {peak_limit_mb:,.0f} MB limit"
+        )
+    else:
+        message += f"; verified {verify_repeats}x over {verify_steps} steps"
     if accumulation > 1:
         message += (
             f"; {accumulation} accumulation step(s) give an effective batch of {accumulation * chosen} "
