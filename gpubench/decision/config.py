@@ -78,11 +78,11 @@ class DecisionConfig:
     ``memory_budget_mb`` holds each model's VRAM target (MiB); the defaults sum to 3.3 GiB for the four seed models,
     under 85% of a 4 GiB card. ``local_hardware_cost_usd`` (null: no amortisation) is spread over
     ``amortisation_months``. ``cloud_card`` names the catalog card (``gpubench/conf/hardware/``) rented in the
-    cloud; its ``hourly_price_usd`` is used unless ``cloud_hourly_price_usd`` overrides it.
+    cloud, priced at its cheapest dated row of the price snapshot's cost table.
     ``cloud_gpus`` (an integer >= 1) is how many cards of each catalog card the cloud side rents for one training:
     its projected time is the one-card time's epochs divided by ``cloud_gpus`` × the data-parallel scaling
     efficiency (measured by ``distributed.nproc``, else stated as an assumption, see
-    :mod:`gpubench.decision.scaling`), and its cost is ``cloud_gpus`` × the hourly price × those hours. The local
+    :mod:`gpubench.decision.scaling`), and its cost is the instance's dated price × those hours. The local
     card stays one card: the decision rule on the local time does not depend on it.
     ``assumed_matmul_efficiency`` is the fraction of a card's peak FLOP/s its matmuls reach, used by the projection
     only where the benchmark could not measure it (a source device that is not a catalog card).
@@ -124,7 +124,6 @@ class DecisionConfig:
     amortisation_months: int = 36
     trainings_per_month: float = 4.0
     cloud_card: str = "h100"
-    cloud_hourly_price_usd: float | None = None
     cloud_gpus: int = 1
     assumed_matmul_efficiency: float = 0.7
     what_if: bool | None = None
@@ -177,13 +176,6 @@ class DecisionConfig:
         require_positive("decision.amortisation_months", self.amortisation_months)
         require_positive("decision.trainings_per_month", self.trainings_per_month)
         require(bool(self.cloud_card), "decision.cloud_card", self.cloud_card, "a catalog card name such as h100")
-        if self.cloud_hourly_price_usd is not None:
-            require(
-                self.cloud_hourly_price_usd >= 0,
-                "decision.cloud_hourly_price_usd",
-                self.cloud_hourly_price_usd,
-                ">= 0 or null (the catalog card's price)",
-            )
         require(
             isinstance(self.cloud_gpus, int) and not isinstance(self.cloud_gpus, bool) and self.cloud_gpus >= 1,
             "decision.cloud_gpus",

@@ -19,7 +19,7 @@ from gpubench.decision.actions import NO_ESTIMATE_ACTIONS, recommended_actions
 from gpubench.decision.advice import Outcome, host_text, reasoning
 from gpubench.decision.card_table import projection_table
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.cost import COST_METHOD, CostInputs, cheapest_card, cost_analysis, training_energy_kwh
+from gpubench.decision.cost import COST_METHOD, CostInputs, cost_analysis, training_energy_kwh
 from gpubench.decision.estimate import (
     ESTIMATE_METHOD,
     UPPER_BOUND_METHOD,
@@ -49,11 +49,13 @@ from gpubench.prices import PriceSnapshot, PriceSnapshotError, load_snapshot
 from gpubench.results import (
     CardProjection,
     CostAnalysis,
+    CostRow,
     MissingModel,
     ModelEstimate,
     Recommendation,
     RunReport,
     StepSplit,
+    cheapest_rental,
     recommendation_method,
     recommendation_thresholds,
 )
@@ -79,12 +81,13 @@ def _cost(
     hours: float,
     per_model: dict[str, ModelEstimate],
     cloud_row: CardProjection | None,
-    projection: list[CardProjection],
+    table: list[CostRow],
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> CostAnalysis:
     """The cost of one training of the ``decided_on`` models, ``hours`` long here on one card, against
-    ``cloud_row`` (``decision.cloud_gpus`` cards), and the cheapest row of ``projection``."""
+    ``cloud_row`` (``decision.cloud_gpus`` cards) at its cheapest row of the cost ``table``, and the table's
+    cheapest row (:func:`gpubench.results.cheapest_rental`)."""
     energies = [per_model[name].energy_kwh for name in decided_on]
     bases = {per_model[name].energy_basis for name in decided_on}
     return cost_analysis(
@@ -94,13 +97,13 @@ def _cost(
             energy_basis=None if None in bases else "+".join(sorted(bases)),
             cloud_card=decision.cloud_card,
             cloud_hours=cloud_row.training_hours if cloud_row else None,
-            cloud_hourly_price_usd=cloud_row.hourly_price_usd if cloud_row else decision.cloud_hourly_price_usd,
             catalog_cards=tuple(catalog),
             cloud_gpus=decision.cloud_gpus,
             cloud_hours_lower=cloud_row.training_hours_lower if cloud_row else None,
             cloud_hours_upper=cloud_row.training_hours_upper if cloud_row else None,
             cloud_single_card_hours=cloud_row.single_card_training_hours if cloud_row else None,
-            cheapest=cheapest_card(projection),
+            cloud_rental=cheapest_rental(table, decision.cloud_card),
+            cheapest=cheapest_rental(table),
         ),
         decision,
     )
@@ -266,16 +269,17 @@ def build_recommendation(
     snapshot, table_notes = _prices(decision, prices)
     today = today or datetime.now(timezone.utc).date()
     table, more_notes = (
-        cost_table(projection, {name: per_model[name] for name in decided_on}, snapshot, decision, today)
+        cost_table(projection, {name: per_model[name] for name in decided_on}, snapshot, decision, today, catalog)
         if snapshot is not None and total is not None
         else ([], [])
     )
+    cloud_rental = cheapest_rental(table, decision.cloud_card)
     energies = [per_model[name].energy_kwh for name in decided_on]
     bases = {per_model[name].energy_basis for name in decided_on}
     host_note = host_text(report.models, decided_on)
     return Recommendation(
         decision=verdict.decision,
-        reasoning=" ".join(filter(None, [reasoning(outcome, cloud_row, decision, scalings), host_note])),
+        reasoning=" ".join(filter(None, [reasoning(outcome, cloud_row, decision, scalings, cloud_rental), host_note])),
         host_note=host_note,
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
@@ -288,7 +292,7 @@ def build_recommendation(
         measured_device=device,
         per_model=per_model,
         cost_analysis=(
-            _cost(decided_on, total.hours, per_model, cloud_row, projection, catalog, decision) if total else None
+            _cost(decided_on, total.hours, per_model, cloud_row, table, catalog, decision) if total else None
         ),
         projection=projection,
         memory_budget=budget_rows,
@@ -306,6 +310,7 @@ def build_recommendation(
                 decision,
                 what_ifs,
                 scalings,
+                table,
             )
         ),
         method=method_texts(source.basis),

@@ -22,8 +22,9 @@ from datetime import date
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.spot import daly_interval_hours, expected_wall_hours
-from gpubench.prices import PriceOffer, PriceSnapshot
-from gpubench.results import CardProjection, CostRow, LocalCost, ModelEstimate, PriceSnapshotInfo
+from gpubench.hardware.catalog import Card, gpu_cards
+from gpubench.prices import PriceOffer, PriceSnapshot, card_for
+from gpubench.results import ALL_GPUS_PAID, CardProjection, CostRow, LocalCost, ModelEstimate, PriceSnapshotInfo
 from gpubench.units import SECONDS_PER_HOUR
 
 
@@ -82,11 +83,14 @@ def spot_hours(training_hours: float, plan: SpotPlan, interruptions_per_hour: fl
     return SpotTime(wall, interval, wall * interruptions_per_hour)
 
 
-def cheapest_offers(offers: Sequence[PriceOffer], card: str, gpus: int) -> dict[tuple[str, bool], PriceOffer]:
-    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs."""
+def cheapest_offers(
+    offers: Sequence[PriceOffer], card: str, gpus: int, cards: Mapping[str, Mapping[int | None, str]] | None = None
+) -> dict[tuple[str, bool], PriceOffer]:
+    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs; an offer's card is
+    found in ``cards`` (:func:`gpubench.hardware.catalog.gpu_cards`; default: the shipped catalog's)."""
     best: dict[tuple[str, bool], PriceOffer] = {}
     for offer in offers:
-        if offer.card != card or offer.gpu_count < gpus:
+        if card_for(offer.gpu_name, offer.gpu_memory_gb, cards) != card or offer.gpu_count < gpus:
             continue
         key = (offer.provider, offer.spot)
         if key not in best or offer.price_usd_per_hour < best[key].price_usd_per_hour:
@@ -106,7 +110,7 @@ def _note(*parts: str | None) -> str | None:
 def _idle_note(offer: PriceOffer, gpus: int) -> str | None:
     """What an instance with more GPUs than the training uses costs it, in words; None when it uses them all."""
     if offer.gpu_count > gpus:
-        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: {ALL_GPUS_PAID}"
     return None
 
 
@@ -207,18 +211,21 @@ def cost_table(
     snapshot: PriceSnapshot,
     decision: DecisionConfig,
     today: date,
+    catalog: Mapping[str, Card] | None = None,
 ) -> tuple[list[CostRow], list[str]]:
     """The cost table's rows (sorted by expected cost, unpriced last) and the notes on what it left out: every
     catalog card of ``projection`` x every provider of ``snapshot`` selling it x on-demand/spot, for the
-    ``decided`` models' training; the snapshot's age judged on ``today``."""
+    ``decided`` models' training; the snapshot's age judged on ``today``. An offer's card is matched through
+    ``catalog``'s ``gpuhunt_names`` (default: the shipped catalog's)."""
     gpus = decision.cloud_gpus
+    cards = None if catalog is None else gpu_cards(catalog)
     stale = snapshot.staleness(today)
     plan = spot_plan(list(decided.values()), decision.plan.checkpoint_every_steps is not None)
     rows: list[CostRow] = []
     notes: list[str] = [stale] if stale else []
     refused_spot: list[str] = []
     for row in projection:
-        for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus).items()):
+        for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus, cards).items()):
             if not spot:
                 rows.append(_on_demand_row(row, offer, gpus, stale, list(decided)))
                 continue
@@ -238,7 +245,9 @@ def cost_table(
     cards = {row.card for row in projection}
     unpriced = sorted(cards - {row.gpu for row in rows})
     if unpriced:
-        notes.append(f"no price in the snapshot for {', '.join(unpriced)} (with at least {gpus} GPU(s) an instance)")
+        notes.append(
+            f"no dated price in the snapshot for {', '.join(unpriced)} (with at least {gpus} GPU(s) an instance)"
+        )
     for provider in sorted(snapshot.providers):
         entry = snapshot.providers[provider]
         if "not in this snapshot" in entry.spot or "no spot" in entry.spot:

@@ -39,7 +39,7 @@ from gpubench.output import console
 from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
 from gpubench.output.sweep_run import SweepRun
-from gpubench.results import ModelResult, RunReport
+from gpubench.results import ModelResult, RunReport, cheapest_rental
 
 #: The per-job summary, in each job's output folder.
 JOB_SUMMARY_FILE = "job_summary.json"
@@ -143,12 +143,9 @@ def _decision_figures(report: RunReport) -> dict[str, Any]:
     if recommendation is None:
         return dict.fromkeys(DECISION_COLUMNS)
     cost = recommendation.cost_analysis
-    fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
-    cheapest = fitting[0] if fitting else None
+    cheapest = cheapest_rental(recommendation.cost_table)
     return {
-        "cheapest_rental": None
-        if cheapest is None
-        else f"{cheapest.gpu} at {cheapest.provider} ({'spot' if cheapest.spot else 'on-demand'})",
+        "cheapest_rental": None if cheapest is None else cheapest.label,
         "cheapest_rental_usd": None if cheapest is None else cheapest.usd,
         "decision": recommendation.decision,
         "estimated_hours": recommendation.estimated_full_training_hours,

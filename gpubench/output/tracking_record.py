@@ -32,6 +32,7 @@ from gpubench.results import (
     LOCAL_GPU_VIABLE,
     DataProvenance,
     RunReport,
+    cheapest_rental,
     preset_choice,
 )
 
@@ -310,10 +311,11 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
     ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
     the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
     ``annual_savings_usd``), the cloud figures for ``decision.cloud_gpus`` cards (a param), and the cheapest
-    catalog option on as many cards (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). With a
-    cost table: the table artifact :data:`COST_TABLE_ARTIFACT` (every row, :data:`COST_TABLE_FIELDS`) and the
-    metric ``recommendation/cheapest_rental_usd`` (the cheapest row that fits). The file artifacts are the caller's
-    to add.
+    row that fits (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). With a cost table: the
+    table artifact :data:`COST_TABLE_ARTIFACT` (every row, :data:`COST_TABLE_FIELDS`), the metric
+    ``recommendation/cheapest_rental_usd`` and the tags ``gpubench.cheapest_rental`` (``l40s at runpod
+    (on-demand)``) and ``gpubench.cheapest_price_date``, all of the one row :func:`gpubench.results.cheapest_rental`
+    picks; every price is the dated snapshot's. The file artifacts are the caller's to add.
     """
     run = report.run
     tags = job_tags(run.models, report.benchmark_version, sweep=sweep)
@@ -385,8 +387,11 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
     if recommendation is not None and recommendation.cost_table:
         rows = recommendation.cost_table
         tables[COST_TABLE_ARTIFACT] = {name: [getattr(row, name) for row in rows] for name in COST_TABLE_FIELDS}
-        fitting = [row.usd for row in rows if row.usd is not None and row.fits_in_vram is not False]
-        metrics["recommendation/cheapest_rental_usd"] = fitting[0] if fitting else None
+        cheapest = cheapest_rental(rows)
+        metrics["recommendation/cheapest_rental_usd"] = None if cheapest is None else cheapest.usd
+        if cheapest is not None:
+            tags["gpubench.cheapest_rental"] = cheapest.label
+            tags["gpubench.cheapest_price_date"] = cheapest.price_date
     return RunRecord(
         run_name=run_name(report, sweep),
         tags=tags,

@@ -15,16 +15,17 @@ them. Pure Python: the shipped snapshot is read without gpuhunt, which only ``re
 import csv
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from gpubench.hardware.catalog import gpu_cards, load_catalog
+
 #: The shipped snapshot's folder.
 SNAPSHOT_DIR = Path(__file__).resolve().parent / "catalog"
 MANIFEST_NAME = "manifest.json"
-#: A snapshot older than this (days) is named in every cost line: prices move (AWS cut P4/P5 prices by up to 45% in
-#: June 2025; marketplace prices move daily).
+#: A snapshot older than this (days) is named in every cost line: prices move (marketplace prices daily).
 STALE_AFTER_DAYS = 90
 #: gpuhunt's v2 catalog columns, in order (its published format; ``provider`` is the file's name).
 CATALOG_FIELDS: tuple[str, ...] = (
@@ -44,20 +45,10 @@ CATALOG_FIELDS: tuple[str, ...] = (
     "provider_data",
 )
 
-#: Catalog GPU names (gpuhunt's spelling) onto gpubench catalog cards; a name whose cards differ by memory maps by
-#: its ``gpu_memory`` (GB). GPUs without a catalog card (GH200, H100 NVL, ...) stay in the snapshot but are not
-#: priced in the cost table, which needs a card's spec sheet to project the training onto.
-GPU_CARDS: dict[str, dict[int | None, str]] = {
-    "T4": {None: "t4"},
-    "L4": {None: "l4"},
-    "A10G": {None: "a10g"},
-    "A10": {None: "a10"},
-    "L40S": {None: "l40s"},
-    "A6000": {None: "rtx_a6000"},
-    "A100": {40: "a100_40gb", 80: "a100_80gb"},
-    "H100": {80: "h100"},
-    "H200": {141: "h200"},
-}
+#: Snapshot GPU names (gpuhunt's spelling) onto the shipped catalog's cards, by VRAM (GB), from each card file's
+#: ``gpuhunt_names`` (:func:`gpubench.hardware.catalog.gpu_cards`). GPUs without a card (GH200, H100 NVL) stay in
+#: the snapshot but are not priced in the cost table, which needs a card's spec sheet to project onto.
+GPU_CARDS: dict[str, dict[int | None, str]] = gpu_cards(load_catalog())
 
 
 class PriceSnapshotError(ValueError):
@@ -95,14 +86,18 @@ class PriceOffer:
         return card_for(self.gpu_name, self.gpu_memory_gb)
 
 
-def card_for(gpu_name: str, gpu_memory_gb: float | None) -> str | None:
-    """The catalog card of a GPU named ``gpu_name`` (gpuhunt's spelling) with ``gpu_memory_gb`` GB, or None."""
-    cards = GPU_CARDS.get(gpu_name)
-    if not cards:
-        return None
-    if None in cards:
-        return cards[None]
-    return cards.get(round(gpu_memory_gb)) if gpu_memory_gb is not None else None
+def card_for(
+    gpu_name: str, gpu_memory_gb: float | None, cards: Mapping[str, Mapping[int | None, str]] | None = None
+) -> str | None:
+    """The catalog card of a GPU named ``gpu_name`` (gpuhunt's spelling) with ``gpu_memory_gb`` GB in ``cards``
+    (:func:`gpubench.hardware.catalog.gpu_cards`; default :data:`GPU_CARDS`), or None. An offer without a stated
+    memory is the card only where one card has that name."""
+    by_memory = (GPU_CARDS if cards is None else cards).get(gpu_name) or {}
+    if None in by_memory:
+        return by_memory[None]
+    if gpu_memory_gb is None:
+        return next(iter(by_memory.values())) if len(by_memory) == 1 else None
+    return by_memory.get(round(gpu_memory_gb))
 
 
 @dataclass(frozen=True)
@@ -135,10 +130,6 @@ class PriceSnapshot:
     def age_days(self, today: date) -> int:
         """Days from the snapshot's date to ``today``."""
         return (today - self.snapshot_date).days
-
-    def oldest_price_date(self) -> date | None:
-        """The oldest price date among the offers (None without offers)."""
-        return min((offer.price_date for offer in self.offers), default=None)
 
     def staleness(self, today: date) -> str | None:
         """A sentence naming the snapshot when it is older than :data:`STALE_AFTER_DAYS` days on ``today``, else

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -11,14 +12,16 @@ from gpubench.results.codec import Record
 @dataclass(frozen=True)
 class CostAnalysis(Record):
     """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
-    and ``notes`` says why. The seed's keys come first.
+    and ``notes`` says why. The seed's keys come first. Every cloud price is a dated row of the cost table.
 
     The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` (``decision.cloud_gpus``): ``cloud_training_hours``
-    (with its bounds ``cloud_training_hours_lower``/``_upper``) is their projected time, ``cloud_hourly_price_usd``
-    one card's price, ``cloud_cost_usd_per_training`` = ``cloud_gpus`` × price × hours, and
-    ``cloud_single_card_training_hours`` one card's time (None, and left out, for one card). The local side is
-    always the one card measured. ``cheapest_card`` is the catalog card whose ``cloud_gpus`` cards cost least per
-    training among those the models fit on, with its hours and cost.
+    (with its bounds ``cloud_training_hours_lower``/``_upper``) is their projected time; the cloud card's cheapest
+    cost-table row that fits (``cloud_provider``, ``cloud_spot``, ``cloud_price_date``) gives
+    ``cloud_hourly_price_usd`` (the instance's) and ``cloud_cost_usd_per_training`` (the row's USD; None where the
+    snapshot has no dated price for the card). ``cloud_single_card_training_hours`` is one card's time (None, and
+    left out, for one card). The local side is always the one card measured. ``cheapest_card`` and its
+    ``cheapest_*`` figures are the whole table's cheapest row that fits (:func:`cheapest_rental`): its hours (the
+    row's expected wall hours), USD, provider, kind and price date.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -29,6 +32,12 @@ class CostAnalysis(Record):
         "cheapest_card",
         "cheapest_card_training_hours",
         "cheapest_card_cost_usd_per_training",
+        "cloud_provider",
+        "cloud_spot",
+        "cloud_price_date",
+        "cheapest_provider",
+        "cheapest_spot",
+        "cheapest_price_date",
     )
 
     local_gpu_monthly_cost_usd: float | None
@@ -59,11 +68,24 @@ class CostAnalysis(Record):
     cheapest_card: str | None = None
     cheapest_card_training_hours: float | None = None
     cheapest_card_cost_usd_per_training: float | None = None
+    cloud_provider: str | None = None
+    cloud_spot: bool | None = None
+    cloud_price_date: str | None = None
+    cheapest_provider: str | None = None
+    cheapest_spot: bool | None = None
+    cheapest_price_date: str | None = None
 
     @property
     def cloud_card_count(self) -> int:
         """The cloud cards priced: ``cloud_gpus``, or one in a report written before ``decision.cloud_gpus``."""
         return self.cloud_gpus or 1
+
+    @property
+    def cheapest_label(self) -> str | None:
+        """The cheapest row as one phrase, ``l40s at runpod (on-demand)``; None without one."""
+        if self.cheapest_card is None or self.cheapest_provider is None:
+            return None
+        return f"{self.cheapest_card} at {self.cheapest_provider} ({'spot' if self.cheapest_spot else 'on-demand'})"
 
 
 @dataclass(frozen=True)
@@ -121,6 +143,39 @@ class CostRow(Record):
     note: str | None = None
     #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
     fits_at_batch: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The row as one phrase: ``l40s at runpod (on-demand)``."""
+        return f"{self.gpu} at {self.provider} ({'spot' if self.spot else 'on-demand'})"
+
+    @property
+    def pays_every_gpu(self) -> bool:
+        """The row's USD covers the whole instance: it uses every GPU, or its ``note`` says all are paid."""
+        return self.gpu_count <= self.gpus_used or ALL_GPUS_PAID in (self.note or "")
+
+
+#: What a cost row's note says when its instance has more GPUs than the training uses.
+ALL_GPUS_PAID = "all are paid"
+
+
+def fitting_rentals(rows: Sequence[CostRow], card: str | None = None) -> list[CostRow]:
+    """The cost table's rows (of ``card`` when given) that are priced, fit the card's VRAM (``fits_in_vram`` not
+    false) and pay for their whole instance (:attr:`CostRow.pays_every_gpu`: a price of some GPUs of a bigger
+    instance is never offered), cheapest expected USD first."""
+    fitting = [
+        row
+        for row in rows
+        if row.usd is not None and row.fits_in_vram is not False and row.pays_every_gpu and card in (None, row.gpu)
+    ]
+    return sorted(fitting, key=lambda row: (row.usd, row.gpu, row.provider, row.spot))
+
+
+def cheapest_rental(rows: Sequence[CostRow], card: str | None = None) -> CostRow | None:
+    """The cheapest row of :func:`fitting_rentals`: the one row every cost figure, action, plot, metric and
+    summary names as the cheapest; None when no row qualifies."""
+    fitting = fitting_rentals(rows, card)
+    return fitting[0] if fitting else None
 
 
 @dataclass(frozen=True)

@@ -227,13 +227,13 @@ class ScalingEfficiency(Record):
 
 @dataclass(frozen=True)
 class CardProjection(Record):
-    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound, cost
-    (USD) and fit.
+    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound and fit;
+    no price (the cost table prices each card from the dated snapshot).
 
     With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
     epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
-    efficiency's interval), ``cost_usd_per_training`` is ``gpus`` × ``hourly_price_usd`` (one card's) × those
-    hours, and ``single_card_training_hours`` is one card's time (None, and left out, for one card). The models'
+    efficiency's interval), and ``single_card_training_hours`` is one card's time (None, and left out, for one
+    card). The models'
     ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
     ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
     CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above:
@@ -255,12 +255,10 @@ class CardProjection(Record):
     attainable_tflops: float | None
     memory_bandwidth_gbps: float | None
     vram_mb: float | None
-    hourly_price_usd: float | None
     training_hours: float | None
     training_hours_upper: float | None
     training_hours_if_memory_bound: float | None
     speedup_vs_measured: float | None
-    cost_usd_per_training: float | None
     fits_in_vram: bool | None
     models: dict[str, ProjectedModel] = field(default_factory=dict)
     training_hours_lower: float | None = None
