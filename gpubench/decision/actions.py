@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from gpubench.decision.advice import (
     Outcome,
     cards_text,
+    cheapest_text,
     drift_hours_text,
     hours_text,
     missing_text,
@@ -349,11 +350,7 @@ def recommended_actions(
     cheapest = cheapest_rental(cost_table or [])
     worth_renting = verdict.decision in (GRAY_ZONE, CLOUD_GPU_RECOMMENDED)
     if cheapest is not None and cheapest.hours is not None and worth_renting and cheapest.gpu != decision.cloud_card:
-        cards = cheapest.gpu if cheapest.gpus_used == 1 else f"{cheapest.gpus_used} × {cheapest.gpu}"
-        actions.append(
-            f"Cheapest rental that fits this plan: {cards}, "
-            f"{hours_text(cheapest.hours)} for {rental_text(cheapest)} per training."
-        )
+        actions.append(cheapest_text(cheapest))
     actions += _scaling_actions(outcome, scalings or {}, decision)
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}

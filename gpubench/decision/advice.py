@@ -241,6 +241,13 @@ def rental_text(row: CostRow | None) -> str:
     return f"${row.usd:,.2f} at {row.provider} ({kind}, price of {row.price_date}{whole})"
 
 
+def cheapest_text(row: CostRow) -> str:
+    """The cost table's cheapest row that fits, in words: ``Cheapest rental that fits this plan: l40s, 12.0 min for
+    $0.20 at runpod (on-demand, price of 2026-09-25).``"""
+    cards = row.gpu if row.gpus_used == 1 else f"{row.gpus_used} × {row.gpu}"
+    return f"Cheapest rental that fits this plan: {cards}, {hours_text(row.hours or 0.0)} for {rental_text(row)}."
+
+
 def _cloud_text(
     outcome: Outcome,
     cloud_row: CardProjection,
@@ -286,12 +293,13 @@ def reasoning(
     decision: DecisionConfig,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
     rental: CostRow | None = None,
+    cheapest: CostRow | None = None,
 ) -> str:
     """A few sentences with the numbers behind the decision, or behind there being none. A CPU run's starts by
     saying that its times are CPU times; an emulated card's says what was measured on which device and what was
     projected. The cloud row's sentence covers its ``gpus`` cards with each decided model's scaling efficiency
-    from ``scalings`` and its cost from ``rental``, its cheapest dated cost-table row that fits; the decision
-    itself is about the one local card."""
+    from ``scalings`` and its cost from ``rental``, its cheapest dated cost-table row that fits, then the whole
+    table's ``cheapest`` row where it is another card's; the decision itself is about the one local card."""
     parts = []
     if outcome.emulated:
         parts.append(_emulation_text(outcome))
@@ -324,6 +332,8 @@ def reasoning(
         )
     if total is not None and cloud_row and cloud_row.training_hours is not None:
         parts.append(_cloud_text(outcome, cloud_row, scalings, rental))
+    if total is not None and cheapest is not None and cheapest.gpu != decision.cloud_card:
+        parts.append(cheapest_text(cheapest))
     return " ".join(parts)
 
 

@@ -279,7 +279,12 @@ def build_recommendation(
     host_note = host_text(report.models, decided_on)
     return Recommendation(
         decision=verdict.decision,
-        reasoning=" ".join(filter(None, [reasoning(outcome, cloud_row, decision, scalings, cloud_rental), host_note])),
+        reasoning=" ".join(
+            filter(
+                None,
+                [reasoning(outcome, cloud_row, decision, scalings, cloud_rental, cheapest_rental(table)), host_note],
+            )
+        ),
         host_note=host_note,
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
