@@ -297,25 +297,16 @@ def dataset_record(data: DataProvenance, config: DataConfig | None) -> DatasetRe
 
 
 def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config: DataConfig | None = None) -> RunRecord:
-    """The MLflow view of a job's report (complete, or partial after an interrupt): its name and description, tags,
-    summary metrics, per-epoch series and dataset from ``report``; ``sweep`` for a job of a sweep, ``data_config``
-    (``data.*``) for the synthetic market's seed and shape. Params are logged when the run starts (:func:`job_params`).
+    """The MLflow view of a job's report (complete, or partial after an interrupt): name, description, tags,
+    summary metrics, per-epoch series and dataset; ``sweep`` for a job of a sweep, ``data_config`` for the synthetic
+    market's seed and shape. Params are logged when the run starts (:func:`job_params`).
 
-    Metrics per model (``<model>/...``): ``status_ok`` (1 or 0), the mean epoch time, p95, p99 and the t
-    interval's ends (ms), the CV, the decision interval's ends (ms), ``samples_per_second`` (the mean),
-    ``memory_usage_mb`` and ``batch_size``; after a data-parallel run (``distributed.nproc`` > 1) also
-    ``world_size``, ``distributed_status_ok``, ``global_samples_per_second``, ``scaling_efficiency`` and its
-    interval's ends (``scaling_efficiency_low`` / ``_high``). Series per model, one value per measured epoch:
-    ``epoch_time_ms``, ``epoch_loss`` and, where measured, ``epoch_peak_reserved_mb``. With a recommendation: the tags
-    ``gpubench.decision`` (``none`` when withheld) and ``gpubench.decision_basis``, and the metrics
-    ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
-    the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
-    ``annual_savings_usd``), the cloud figures for ``decision.cloud_gpus`` cards (a param), and the cheapest
-    row that fits (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). With a cost table: the
-    table artifact :data:`COST_TABLE_ARTIFACT` (every row, :data:`COST_TABLE_FIELDS`), the metric
-    ``recommendation/cheapest_rental_usd`` and the tags ``gpubench.cheapest_rental`` (``l40s at runpod
-    (on-demand)``) and ``gpubench.cheapest_price_date``, all of the one row :func:`gpubench.results.cheapest_rental`
-    picks; every price is the dated snapshot's. The file artifacts are the caller's to add.
+    Per model (``<model>/...``): status, epoch-time statistics (ms), throughput, memory, batch and, after a
+    data-parallel run, its scaling; series of epoch times, losses and peaks. With a recommendation: the decision
+    tags, the estimate and its bounds (h), the cost figures (USD) and the cost table's cheapest row that fits
+    (:func:`gpubench.results.cheapest_rental`) as ``cheapest_*`` metrics and the tags ``gpubench.cheapest_rental``
+    and ``gpubench.cheapest_price_date``; the table itself as :data:`COST_TABLE_ARTIFACT`. Every price is the dated
+    snapshot's.
     """
     run = report.run
     tags = job_tags(run.models, report.benchmark_version, sweep=sweep)

@@ -77,7 +77,7 @@ class CostAnalysis(Record):
 
     @property
     def cloud_card_count(self) -> int:
-        """The cloud cards priced: ``cloud_gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        """The cloud cards priced: ``cloud_gpus``, or one where it is not recorded."""
         return self.cloud_gpus or 1
 
     @property

@@ -90,18 +90,16 @@ class ModelEstimate(Record):
     ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
     ``estimated_hours_lower`` is the lower prediction bound at the same level, never below the one-off costs;
     ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
-    was flagged); both are None in reports written before they existed (and left out of the dict).
-    ``relative_margin_floor_applied`` is read from reports written while a 12% floor bounded the margin (before
-    2026-12-02), whether it did there; gpubench no longer writes it (bounds come from the measured rounds).
+    was flagged). ``relative_margin_floor_applied`` is only read, from reports whose margin had a 12% floor.
 
     The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
     ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.
     ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
     ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
-    is the plan's time at each batch the search measured. All are None (or empty) in older reports.
+    is the plan's time at each batch the search measured.
     ``one_off_lower_seconds`` / ``one_off_upper_seconds``: the range a fresh training's one-off costs lie in (the
     first-time cost at the timed batch bracketed by the run's observations, ``decision.estimate.first_time_cost``);
-    the bounds take the one-off costs at the matching end. None in older reports.
+    the bounds take the one-off costs at the matching end. Fields an older report lacks are None.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -232,12 +230,10 @@ class CardProjection(Record):
 
     With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
     epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
-    efficiency's interval), and ``single_card_training_hours`` is one card's time (None, and left out, for one
-    card). The models'
-    ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
+    efficiency's interval), and ``single_card_training_hours`` is one card's time (None for one card). The
+    models' ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
     ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
-    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above:
-    ``gpubench.decision.projection.interval_factors``; None in reports written before it).
+    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above).
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -269,7 +265,7 @@ class CardProjection(Record):
 
     @property
     def card_count(self) -> int:
-        """The cards this row rents: ``gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        """The cards this row rents: ``gpus``, or one where it is not recorded."""
         return self.gpus or 1
 
 
@@ -329,16 +325,13 @@ class Recommendation(Record):
     prediction bound of the total, never below the one-off costs. ``epochs_to_settle`` maps each critical model to
     the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
     value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
-    ``interval_straddles_threshold``. The three are None in reports written before they existed (and left out of
-    the dict). ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus`` is the cards each
-    cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and ``scaling`` the
-    scaling efficiency each estimated model's cloud time is computed with (empty, and left out, for one card);
-    every local figure is the one card measured. ``cloud_gpus`` and the new cost and projection fields are None
-    (and left out) in reports written before ``decision.cloud_gpus`` existed, which priced one card.
-    ``cost_table`` prices the training on every GPU type x provider x on-demand/spot of the price snapshot
-    (:class:`CostRow`, sorted by expected cost, unpriced rows last), ``cost_table_notes`` says what it left out and
-    why, ``local_cost`` is the local option beside it and ``price_snapshot`` the snapshot used; empty (and left
-    out) in reports written before the cost table existed.
+    ``interval_straddles_threshold``. ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus``
+    is the cards each cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and
+    ``scaling`` the scaling efficiency each estimated model's cloud time is computed with (empty for one card);
+    every local figure is the one card measured. ``cost_table`` prices the training on every GPU type x provider x
+    on-demand/spot of the price snapshot (:class:`CostRow`, sorted by expected cost, unpriced rows last),
+    ``cost_table_notes`` says what it left out and why, ``local_cost`` is the local option beside it and
+    ``price_snapshot`` the snapshot used. Fields an older report lacks are None or empty.
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
