@@ -1,15 +1,11 @@
 """``python -m gpubench.launch REPORT --target skypilot|dstack [--out FILE]``: a task file for the report's
 recommended rental, carrying the measured hours.
 
-The recommended choice is the cost table's cheapest priced row whose training fits in the card's VRAM
-(``recommendation.cost_table``); the task asks for any of the GPUs that fit, cheapest first (SkyPilot's
-``resources.ordered``, dstack's ``resources.gpu.name``), spot when the cheapest is spot. Its command re-runs the
-report's job there (``python -m gpubench`` with the report's overrides, less the machine-specific ones: a
-``model=custom`` job keeps its ``workloads.custom.factory``), from the working directory (the user's project). A
-comment states the projected hours and their bounds per GPU, and, for SkyPilot, a Python snippet hands them to
-``Task.set_time_estimator`` so SkyPilot's optimizer prices the real duration instead of its one-hour default.
-The files are plain YAML written without the tools; the tests parse them with ``sky.Task.from_yaml`` and dstack's
-configuration model. Bad input is one paragraph and exit code 2.
+The recommended choice is the cost table's cheapest row that fits (:func:`gpubench.results.cheapest_rental`, the
+row every other output names); the task asks for every GPU that fits, cheapest first, under the names its card
+file gives (``skypilot_name``, ``dstack_name``), spot when the cheapest is spot. Its command re-runs the report's
+job there, less the machine-specific overrides. A comment states the projected hours per GPU and, for SkyPilot, a
+snippet hands them to ``Task.set_time_estimator``. Bad input is one paragraph and exit code 2.
 """
 
 import argparse

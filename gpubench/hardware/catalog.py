@@ -1,10 +1,7 @@
 """The card catalog: each GPU's spec sheet (VRAM, peak TFLOP/s, memory bandwidth, board power) and its names in
 the price snapshot and the launchers, read from the Hydra configs under ``gpubench/conf/hardware/``, and the match
 of a device name onto a catalog card. Prices live in the dated snapshot (:mod:`gpubench.prices`), not here: a new
-card is one YAML file plus its snapshot rows.
-
-A card's spec is data, not a device: the projection and the cost analysis read it without touching a GPU, so
-nothing here imports torch or NVML.
+card is one YAML file plus its snapshot rows. Nothing here imports torch or NVML.
 """
 
 import re
@@ -27,8 +24,9 @@ _VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
 @dataclass(frozen=True)
 class Card:
     """One catalog card's spec sheet: VRAM (GB, binary), dense peak TFLOP/s in fp32, on the bf16 (T4: fp16)
-    tensor cores and on the tf32 tensor cores (None where the card has none: fp32 matmuls then run at the fp32
-    peak), memory bandwidth (GB/s), cloud price (USD per hour, None where it is not rented) and board power (W)."""
+    tensor cores and on the tf32 tensor cores (None where the card has none), memory bandwidth (GB/s) and board
+    power (W); its ``gpu_name`` spellings in the price snapshot (``gpuhunt_names``) and its SkyPilot and dstack
+    accelerator names (empty where it is not rented). No price: prices are the dated snapshot's."""
 
     name: str
     vram_gb: float | None

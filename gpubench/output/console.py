@@ -194,9 +194,8 @@ def memory_split_line(name: str, split: MemorySplit) -> str | None:
 
 def _fits_phrase(fits_at_batch: Mapping[str, int], largest_tried_batch: Mapping[str, int]) -> str:
     """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without. A
-    prediction above the largest batch the model's trials measured prints as ``≥`` that batch: its measured peak
-    is under the card's limit, and how much further the memory line reaches is an extrapolation (DQN's line on the
-    H200 put ten million transitions on every card)."""
+    prediction above the largest batch the model's trials measured prints as ``≥`` that batch: beyond it the
+    memory line is an extrapolation."""
     if not fits_at_batch:
         return ""
     shown = {}

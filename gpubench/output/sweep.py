@@ -67,9 +67,9 @@ MODEL_COLUMNS = (
     "stability",
     "model_error",
 )
-#: Per job, what the summary keeps of the recommendation: the decision, the estimated training hours with their
-#: lower and upper bounds (h), the cloud cost of one training (USD), and the cost table's cheapest rental that fits
-#: (``card at provider (spot|on-demand)``) with its cost (USD).
+#: Per job, what the summary keeps of the recommendation: the decision, the estimated hours with their bounds (h),
+#: the cloud card's cost of one training (USD) and the cost table's cheapest row that fits
+#: (:func:`gpubench.results.cheapest_rental`: ``card at provider (spot|on-demand)``) with its USD.
 DECISION_COLUMNS = (
     "decision",
     "estimated_hours",
@@ -361,7 +361,6 @@ def sweep_rows(jobs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             "mlflow_run_id": job.get("mlflow_run_id"),
             "output_dir": job.get("output_dir"),
         }
-        # Job summaries written before the decision columns existed have no recommendation: empty cells.
         decision = job.get("recommendation") or {}
         decision_cells = {column: decision.get(column) for column in DECISION_COLUMNS}
         models = job.get("models") or {"": dict.fromkeys(MODEL_COLUMNS)}
@@ -385,8 +384,8 @@ def _interval(low: Any, high: Any) -> str:
 
 
 def _hours(estimate: Any, low: Any, high: Any) -> str:
-    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``: reports
-    written before the lower bound existed); '–' without an estimate."""
+    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``); '–'
+    without an estimate."""
     if estimate is None:
         return "–"
     if low is not None and high is not None:

@@ -1,6 +1,6 @@
-"""The dated GPU price snapshot shipped with gpubench: offers per provider in gpuhunt's catalog format, a manifest
-with each provider's catalog version, source, snapshot date and sha256, and the map from a catalog GPU name onto a
-gpubench catalog card (:mod:`gpubench.hardware.catalog`).
+"""The dated GPU price snapshot shipped with gpubench, the only source of prices: offers per provider in gpuhunt's
+catalog format, a manifest with each provider's catalog version, source, snapshot date and sha256, and the map from
+a snapshot GPU name onto a catalog card (each card file's ``gpuhunt_names``).
 
 The files live in ``gpubench/prices/catalog/``: ``<provider>.csv`` with gpuhunt's v2 columns (``instance_name,
 location, price, cpu, memory, gpu_count, gpu_name, gpu_memory, spot, disk_size, gpu_vendor, flags, cpu_arch,
