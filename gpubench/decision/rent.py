@@ -1,19 +1,14 @@
-"""The cost table: the decided models' training priced on every GPU type x provider x on-demand/spot of the price
-snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local option
-beside it.
+"""The cost table: the decided models' training priced on every GPU type x provider x on-demand/spot of the dated
+price snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local
+option beside it.
 
-Each catalog card's projected training (:func:`gpubench.decision.card_table.projection_table`: hours on
-``decision.cloud_gpus`` cards with their bounds, and whether the measured peak fits) is priced at every provider
-that sells that GPU, on the cheapest instance of each kind (spot or on-demand) with at least ``cloud_gpus`` GPUs;
-the whole instance is paid. On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot`): the plan's own
-checkpoints are replaced by checkpoints every Daly interval for the provider's interruption rate, at the measured
-checkpoint cost, each interruption restarting at the measured one-off costs; USD = expected wall hours x spot
-price, the bounds computed the same way from the training's bounds. A training with no checkpoints in its plan
-whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot row (an interruption would
-restart it from the start), and ``notes`` says so. Each row carries, per decided model, the largest batch predicted
-to fit one card of its GPU (:mod:`gpubench.decision.batch_fit`, from the projection row). Money in USD, times in
-hours (seconds where the name says).
-Pure arithmetic on typed records.
+Each catalog card's projected training (hours on ``decision.cloud_gpus`` cards, and whether it fits) is priced at
+every provider selling that GPU (matched through the card file's ``gpuhunt_names``), on the cheapest instance of
+each kind with at least ``cloud_gpus`` GPUs; the whole instance is paid, and a row on a bigger instance says so.
+On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot`): checkpoints every Daly interval for the
+provider's interruption rate, restarts at the measured one-off costs; USD = expected wall hours x spot price. A
+plan without checkpoints whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot
+row. Money in USD, times in hours.
 """
 
 from collections.abc import Mapping, Sequence

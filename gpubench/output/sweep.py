@@ -1,21 +1,13 @@
 """Sweep summaries: a Hydra callback that records every job of a multirun and aggregates them when it ends.
 
-Per job (``on_job_start`` / ``on_job_end``, which run wherever the job runs: in this process for the basic
-launcher, in a worker process for joblib, on a cluster node for submitit) a small ``job_summary.json`` is written
-in the job's output folder: its number, overrides, status (and why it failed), and per model the mean epoch time,
-its intervals and status, taken from the job's report.
-
-After the sweep (``on_multirun_end``, always on the machine that launched it) everything is read back FROM FILES,
-never from memory, since the jobs may have run elsewhere: ``sweep_summary.csv`` and ``sweep_summary.md`` in the
-sweep folder hold one row per job and model, with each overridden key as a column. A job that failed, whose report
-is missing or incomplete, or whose process ended without Hydra's ``on_job_end`` (a job that exited or was killed)
-is a row marked ``failed`` with the reason, never a crash. When tracking is enabled the sweep's MLflow parent run
-(:mod:`gpubench.output.sweep_run`) is created as the sweep starts, each job's run is nested under it as the job
-starts, and it ends with the sweep, the summaries attached.
-
-When a job ends the process (``sys.exit`` in a job) or the sweeper re-raises a job's exception, Hydra never calls
-``on_multirun_end``; an exit handler then writes the summary of the jobs that ran, marked as ended early. A sweep
-with a failed job exits with status 1, like a single failed run.
+Each job writes ``job_summary.json`` in its output folder (``on_job_end``, wherever the launcher runs it): its
+number, overrides, status and per model the epoch-time figures, plus the recommendation's (its cheapest rental is
+:func:`gpubench.results.cheapest_rental`'s row). After the sweep (``on_multirun_end``, on the launching machine)
+everything is read back from files into ``sweep_summary.csv`` and ``sweep_summary.md``: one row per job and model,
+each overridden key a column; a job that failed, or ended without ``on_job_end``, is a ``failed`` row with the
+reason. With tracking, the sweep's MLflow parent run (:mod:`gpubench.output.sweep_run`) nests the jobs' runs. When
+Hydra skips ``on_multirun_end`` (a job exits the process), an exit handler writes the summary, marked as ended
+early. A sweep with a failed job exits with status 1.
 """
 
 import atexit
