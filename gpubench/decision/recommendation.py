@@ -1,14 +1,9 @@
 """The recommendation: the report's models, hardware and run in, the :class:`gpubench.results.Recommendation` out.
 
-:func:`build_recommendation` only puts the other ``decision`` modules together: the estimates
-(:mod:`~gpubench.decision.estimate`), the decision rule (:mod:`~gpubench.decision.rule`), the step splits and the
-projection onto the catalog cards (:mod:`~gpubench.decision.projection`), the energy and cost
-(:mod:`~gpubench.decision.cost`), the memory budget (:mod:`~gpubench.decision.memory_budget`), the measured
-what-ifs (:mod:`~gpubench.decision.what_ifs`) and the words (:mod:`~gpubench.decision.advice`,
-:mod:`~gpubench.decision.actions`). It is pure: typed records in, a typed record out, no torch.
-
-The answer is about the card the user asked about: the measured device, or, with ``hardware=<card>`` on a bigger
-GPU, that card (its memory measured under its cap, its time projected from the measured step).
+:func:`build_recommendation` only puts the other ``decision`` modules together (estimate, rule, projection, cost,
+rent, memory budget, what-ifs, and the words in advice and actions); pure, no torch. The answer is about the
+measured device, or, with ``hardware=<card>`` on a bigger GPU, that card. Every money figure is a row of the cost
+table, the cheapest one picked by :func:`gpubench.results.cheapest_rental`.
 """
 
 from dataclasses import replace
@@ -194,6 +189,11 @@ def build_recommendation(
     prices: PriceSnapshot | None = None,
     today: date | None = None,
 ) -> Recommendation:
+    """The recommendation from the report as written so far, the decision config and the card catalog
+    (:func:`gpubench.hardware.catalog.load_catalog`): the rule's decision on the critical models' bounds (None, with
+    the reason, when the measurements do not support one) and the figures behind it (see :mod:`gpubench.results`).
+    ``prices`` is the price snapshot (None: the configured or shipped one), ``today`` the day its age is judged on
+    (None: today, UTC).
     """The recommendation from the report as written so far (its models, hardware and run), the decision config
     and the card catalog (:func:`gpubench.hardware.catalog.load_catalog`).
 

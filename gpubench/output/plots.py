@@ -1,18 +1,11 @@
 """Plots of a report, saved as PNG files beside it: what a reader checks before trusting the numbers.
 
-Per model: the epoch-time distribution (every measured epoch in order, outliers highlighted, with the mean, the
-median, the Student-t interval and the decision interval marked), the loss curve, the VRAM timeline of the
-memory sampler (GPU only) and the batch-size trials (GPU only); for the whole report, the projected training
-time and cost on each catalog card when the recommendation has a projection. A plot whose data is absent (a CPU
-run has no VRAM timeline and no batch search; a failed model has no epochs) is skipped, not drawn empty.
-
-matplotlib is imported inside the functions so that importing gpubench (and ``--help``) does not pay for it.
-Figures are built with :class:`matplotlib.figure.Figure` on an Agg canvas rather than through pyplot: pyplot
-keeps every figure in a global registry until it is closed and may pick a GUI backend; a bare Figure is freed
-when it goes out of scope (nothing to close), needs no display, and is safe to draw from any thread. The
-``*_figure`` functions build one figure each; :func:`report_plots` yields every one the report has data for, which
-:func:`save_report_plots` saves as PNGs and the HTML page (:mod:`gpubench.output.html_report`) embeds, both under
-the shared style (:func:`plot_style`).
+Per model: the epoch times (outliers highlighted, mean, median and both intervals marked), the loss curve, the VRAM
+timeline and the batch-size trials (GPU only); for the report, the projected time on each catalog card and its
+cheapest dated rental (:func:`cost_bars`). A plot without data is skipped, not drawn empty. matplotlib is imported
+inside the functions; figures are bare :class:`matplotlib.figure.Figure` objects on an Agg canvas, not pyplot's (no
+global registry, no GUI backend, safe from any thread). :func:`report_plots` yields every figure the report has
+data for, which :func:`save_report_plots` saves and the HTML page embeds, under :func:`plot_style`.
 """
 
 import math

@@ -1,20 +1,11 @@
 """What a job logs to MLflow, built from its config and its report: params, tags, metrics, the run's name and
-description, and its data as a dataset input. No mlflow here: these are plain values that
-:mod:`gpubench.output.tracking_live` sends.
+description, and its data as a dataset input. No mlflow here: :mod:`gpubench.output.tracking_live` sends them.
 
-* **Params** are the knobs a person compares runs by: the flattened config (dotted keys) and the ``experiment``
-  preset (``quick``, ``none`` without one). Paths and locations (:func:`is_path_key`: the report, the data, the
-  caches, the store) are **tags**, so that they stay off the parallel-coordinates plot, where a path per run is
-  one useless axis.
-* **The run's name** says what a person looks for in the run list: what ran, on which card, and the verdict with
-  its hours (``tft · H200 · LOCAL 3.1 h``); a preset's smoke test says so instead of a verdict
-  (``quick · CPU · smoke test``). A job of a sweep adds the swept values (``· statistics.confidence_level=0.9``).
-  While the job runs its name ends ``running``; the final name is set when the verdict is known.
-* **The description** (``mlflow.note.content``, shown on the run's page) is the recommendation's reasoning and its
-  recommended actions, after the preset's note for a smoke test.
-* **The dataset input**: for files read (DBN, Parquet) the digest is the report's ``data.content_hash`` (BLAKE2b
-  over the files' contents and the reader version, :func:`gpubench.data.cache.content_hash`); for the synthetic
-  market it is a digest of its seed and shape (:func:`synthetic_digest`), which decide its bars.
+Params are the knobs runs are compared by (the flattened config and the ``experiment`` preset); paths and
+locations (:func:`is_path_key`) are tags, off the parallel-coordinates plot. The run's name is what ran, on which
+card, and the verdict (``tft · H200 · LOCAL 3.1 h``; a preset's ``smoke test`` instead), plus a sweep job's swept
+values. The description is the reasoning and the recommended actions. The dataset's digest is the report's
+``data.content_hash`` for files read, or the synthetic market's seed and shape (:func:`synthetic_digest`).
 """
 
 import hashlib

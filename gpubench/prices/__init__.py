@@ -1,15 +1,10 @@
 """The dated GPU price snapshot shipped with gpubench, the only source of prices: offers per provider in gpuhunt's
-catalog format, a manifest with each provider's catalog version, source, snapshot date and sha256, and the map from
-a snapshot GPU name onto a catalog card (each card file's ``gpuhunt_names``).
-
-The files live in ``gpubench/prices/catalog/``: ``<provider>.csv`` with gpuhunt's v2 columns (``instance_name,
-location, price, cpu, memory, gpu_count, gpu_name, gpu_memory, spot, disk_size, gpu_vendor, flags, cpu_arch,
-provider_data``), so ``GPUHUNT_CATALOG_DIR=gpubench/prices/catalog`` lets gpuhunt itself read them, and
-``manifest.json``. Every row's ``provider_data`` names the source the price was read from (``source``), the date
-that source observed it (``price_date``, ISO) and the figure as the source states it (``quoted``). Prices are USD
-per hour for the whole instance (``gpu_count`` GPUs); ``cpu`` 0 and ``memory`` 0 mean the source did not state
-them. Pure Python: the shipped snapshot is read without gpuhunt, which only ``refresh`` needs
-(:mod:`gpubench.prices.refresh`).
+catalog format (``gpubench/prices/catalog/<provider>.csv``, gpuhunt's v2 columns, so ``GPUHUNT_CATALOG_DIR`` lets
+gpuhunt read them) and ``manifest.json`` (each provider's version, source, file and sha256). Every row's
+``provider_data`` names its ``source``, the ``price_date`` that source observed it (ISO) and the figure as
+``quoted``. Prices are USD per hour for the whole instance (``gpu_count`` GPUs); ``cpu``/``memory`` 0: not stated.
+An offer's catalog card comes from each card file's ``gpuhunt_names``. Read without gpuhunt, which only
+:mod:`gpubench.prices.refresh` needs.
 """
 
 import csv

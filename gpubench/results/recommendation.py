@@ -83,6 +83,16 @@ class BatchWhatIf(Record):
 class ModelEstimate(Record):
     """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
 
+    ``planned_epochs`` epochs of ``samples_per_epoch`` samples make ``plan_samples``; ``mean_epoch_ms`` and
+    ``halfwidth_ms`` (the decision interval's) are over ``measured_epochs`` epochs; ``one_off_seconds`` is the
+    calibration and warmup, within ``one_off_lower_seconds``/``_upper_seconds`` for a fresh training.
+    ``estimated_hours`` with its prediction bounds ``estimated_hours_lower``/``_upper`` at ``upper_bound_level``,
+    ``drift_margin_hours`` the part added for flagged drift or throttling; ``energy_kwh`` (``energy_basis``: nvml
+    or board_power_w). The plan in steps (``plan_steps``, ``plan_updates``, ``updates_per_env_step`` for RL), its
+    ``eval_passes`` and ``checkpoints`` (``recurring_seconds`` in all three figures) and its time at each measured
+    batch (``batch_what_ifs``). ``relative_margin_floor_applied`` is only read, from old reports.
+    """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
+
     ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan of ``plan_samples``;
     ``mean_epoch_ms`` and ``halfwidth_ms`` are the mean epoch time and its decision interval's half-width over
     ``measured_epochs`` (n) epochs; ``one_off_seconds`` the calibration and warmup. ``estimated_hours`` and
