@@ -194,15 +194,6 @@ def build_recommendation(
     the reason, when the measurements do not support one) and the figures behind it (see :mod:`gpubench.results`).
     ``prices`` is the price snapshot (None: the configured or shipped one), ``today`` the day its age is judged on
     (None: today, UTC).
-    """The recommendation from the report as written so far (its models, hardware and run), the decision config
-    and the card catalog (:func:`gpubench.hardware.catalog.load_catalog`).
-
-    The decision is the rule's (:func:`gpubench.decision.rule.decide`): on the bounds of the critical models'
-    total, None (with the reason) when the measurements do not support one. The figures (estimate, bounds,
-    projection, cost) cover the critical models with an estimate, else every model with one, ``partial`` when a
-    critical model has none. Hours are the full planned training on the measured device; see
-    :mod:`gpubench.results` for every field. ``prices`` is the price snapshot of the cost table (None: the
-    configured or shipped one) and ``today`` the day its age is judged on (None: today, UTC).
     """
     source = source_throughput(report, catalog, decision.assumed_matmul_efficiency)
     emulated = answer_card(report, source, catalog)

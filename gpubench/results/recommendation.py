@@ -91,25 +91,6 @@ class ModelEstimate(Record):
     or board_power_w). The plan in steps (``plan_steps``, ``plan_updates``, ``updates_per_env_step`` for RL), its
     ``eval_passes`` and ``checkpoints`` (``recurring_seconds`` in all three figures) and its time at each measured
     batch (``batch_what_ifs``). ``relative_margin_floor_applied`` is only read, from old reports.
-    """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
-
-    ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan of ``plan_samples``;
-    ``mean_epoch_ms`` and ``halfwidth_ms`` are the mean epoch time and its decision interval's half-width over
-    ``measured_epochs`` (n) epochs; ``one_off_seconds`` the calibration and warmup. ``estimated_hours`` and
-    ``estimated_hours_upper`` (a prediction bound at ``upper_bound_level``) are the training's hours;
-    ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
-    ``estimated_hours_lower`` is the lower prediction bound at the same level, never below the one-off costs;
-    ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
-    was flagged). ``relative_margin_floor_applied`` is only read, from reports whose margin had a 12% floor.
-
-    The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
-    ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.
-    ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
-    ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
-    is the plan's time at each batch the search measured.
-    ``one_off_lower_seconds`` / ``one_off_upper_seconds``: the range a fresh training's one-off costs lie in (the
-    first-time cost at the timed batch bracketed by the run's observations, ``decision.estimate.first_time_cost``);
-    the bounds take the one-off costs at the matching end. Fields an older report lacks are None.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
