@@ -118,17 +118,10 @@ def report_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] 
 def save_report_plots(
     report: RunReport, out_dir: Path, memory_timelines: dict[str, MemoryTimeline] | None = None
 ) -> list[Path]:
-    """Draw every plot the report has data for into ``out_dir``; return the PNG paths written, in drawing order.
-
-    Args:
-        report: the run's report.
-        out_dir: folder for the PNGs (created if missing), normally the report's folder.
-        memory_timelines: per model name, the memory sampler's samples (:class:`MemoryTimeline`). None or a
-            missing model: no VRAM timeline for it.
-
-    Files: ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
-    ``cost_by_card.png``.
-    """
+    """Draw every plot the report has data for into ``out_dir`` (created if missing), with each model's VRAM
+    timeline from ``memory_timelines`` where given; return the PNG paths written, in drawing order:
+    ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
+    ``cost_by_card.png``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with plot_style():

@@ -85,18 +85,9 @@ class SweepJob:
 
 @dataclass
 class RunRecord:
-    """Everything one MLflow run logs.
-
-    Attributes:
-        run_name: shown in the MLflow UI's run list.
-        params: flattened config without paths, dotted keys -> values (stringified when sent).
-        tags: run tags (models, device, versions, git commit, sweep, paths, the decision, the description).
-        metrics: summary metrics, key -> value (NaN/None dropped).
-        series: per-epoch metrics, key -> values in epoch order (logged with step = epoch index from 0).
-        artifacts: files to attach (the report, the resolved config).
-        tables: table artifacts, file name -> columns (name -> values, one per row), shown as tables in the UI.
-        dataset: the data the run trained on, logged as its dataset input; None when unknown.
-    """
+    """Everything one MLflow run logs: its name, params (dotted config keys, no paths), tags, summary metrics
+    (None dropped), per-epoch series (step = epoch index), file artifacts, table artifacts (file name -> columns)
+    and the dataset it trained on (None when unknown)."""
 
     run_name: str
     params: dict[str, Any] = field(default_factory=dict)

@@ -90,19 +90,14 @@ class CostAnalysis(Record):
 
 @dataclass(frozen=True)
 class CostRow(Record):
-    """One rentable option in the cost table: the decided models' training on ``gpu`` (a catalog card) at
-    ``provider``, spot or on-demand, on the cheapest instance of that kind in the price snapshot.
+    """One rentable option in the cost table: the decided models' training on ``gpu`` at ``provider``, spot or
+    on-demand, on the cheapest instance of that kind in the dated price snapshot.
 
-    ``gpu_count`` is the instance's GPUs, ``gpus_used`` the cards the training runs on (``decision.cloud_gpus``);
-    the whole instance is paid. ``hours`` (with ``hours_lower``/``hours_upper``) is the expected wall time: the
-    projected training on the card (``training_hours``, from the measured device's projection, or the measurement
-    itself on the measured card) and, for spot, the interruptions, restarts and checkpoints on top
-    (:mod:`gpubench.decision.spot`). ``usd`` = ``hours`` × ``price_usd_per_hour`` (bounds alike).
-    ``fits_in_vram``: the measured peak fits the card's VRAM at the timed batch (None: unknown). ``price_date`` is
-    when ``price_source`` observed the price (ISO). Spot rows carry the interruption rate used and its source, the
-    checkpoint interval (work hours between checkpoints, Daly's; None without checkpoints), the checkpoint and
-    restart costs (s) and the expected interruptions. ``note`` names a stale price snapshot and what else a reader
-    of the row must know; None when nothing.
+    The instance has ``gpu_count`` GPUs, the training uses ``gpus_used``; the whole instance is paid
+    (``price_usd_per_hour`` is the instance's, and ``note`` says so when it holds more). ``hours`` and its bounds are
+    the expected wall time: the projected ``training_hours`` plus, for spot, interruptions, restarts and checkpoints
+    (:mod:`gpubench.decision.spot`, whose inputs spot rows carry); ``usd`` = ``hours`` x price (bounds alike).
+    ``price_date`` is when ``price_source`` observed the price (ISO); ``fits_in_vram`` None: unknown.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
