@@ -36,15 +36,11 @@ def training_energy_kwh(
 
 @dataclass(frozen=True)
 class CostInputs:
-    """What the cost analysis needs of one planned training (all the models decided on).
-
-    ``local_hours``: estimated time on the measured device (one card); ``local_energy_kwh``: its energy (None when
-    not measured) and ``energy_basis`` where it comes from; ``cloud_hours``: projected time on ``cloud_gpus``
-    cards of ``cloud_card`` (None when it cannot be projected), with its bounds ``cloud_hours_lower`` and
-    ``cloud_hours_upper`` and one card's time ``cloud_single_card_hours`` (None for one card); ``catalog_cards``:
-    the catalog's card names, which ``cloud_card`` should be one of; ``cloud_rental``: the cloud card's cheapest
-    cost-table row that fits and ``cheapest``: the whole table's (:func:`gpubench.results.cheapest_rental`), None
-    where the snapshot has no dated price.
+    """What the cost analysis needs of one planned training (the decided models): the local hours (one card) and
+    energy (None: not measured) with its basis; the projected hours on ``cloud_gpus`` cards of ``cloud_card`` (None:
+    not projected), their bounds and one card's hours; the catalog's card names; and the cost table's rows
+    (:func:`gpubench.results.cheapest_rental`): ``cloud_rental`` the cloud card's cheapest that fits, ``cheapest``
+    the whole table's, None without a dated price.
     """
 
     local_hours: float

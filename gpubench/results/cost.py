@@ -12,16 +12,13 @@ from gpubench.results.codec import Record
 @dataclass(frozen=True)
 class CostAnalysis(Record):
     """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
-    and ``notes`` says why. The seed's keys come first. Every cloud price is a dated row of the cost table.
+    and ``notes`` says why. The seed's keys come first.
 
-    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` (``decision.cloud_gpus``): ``cloud_training_hours``
-    (with its bounds ``cloud_training_hours_lower``/``_upper``) is their projected time; the cloud card's cheapest
-    cost-table row that fits (``cloud_provider``, ``cloud_spot``, ``cloud_price_date``) gives
-    ``cloud_hourly_price_usd`` (the instance's) and ``cloud_cost_usd_per_training`` (the row's USD; None where the
-    snapshot has no dated price for the card). ``cloud_single_card_training_hours`` is one card's time (None, and
-    left out, for one card). The local side is always the one card measured. ``cheapest_card`` and its
-    ``cheapest_*`` figures are the whole table's cheapest row that fits (:func:`cheapest_rental`): its hours (the
-    row's expected wall hours), USD, provider, kind and price date.
+    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` for ``cloud_training_hours`` (with bounds; one
+    card's time in ``cloud_single_card_training_hours``), priced at that card's cheapest cost-table row that fits
+    (``cloud_provider``, ``cloud_spot``, ``cloud_price_date``, the instance's ``cloud_hourly_price_usd``); no dated
+    price, no cloud cost. ``cheapest_*`` is the whole table's cheapest row that fits (:func:`cheapest_rental`): its
+    card, wall hours, USD, provider, kind and price date. The local side is the one card measured.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
