@@ -148,12 +148,13 @@ def assert_the_keys_main_wrote(written: dict) -> None:
     # host's (issue 14), issue 12's below, and the projection's, the matmul precision and Mamba-2's recompute choice
     # (issue 13).
     # Keys retired on purpose: Kendall's tau (the drift test is a slope now, which knows autocorrelation), the 12%
-    # floor's flag (no floor) and the projection rows' undated prices (prices are the dated snapshot's).
+    # floor's flag (no floor) and the undated card prices (prices are the dated snapshot's).
     retired = (
         "drift_kendall_tau",
         "relative_margin_floor_applied",
         "projection[].hourly_price_usd",
         "projection[].cost_usd_per_training",
+        "hardware_config.hourly_price_usd",
     )
     assert {key for key in main_keys if not key.endswith(retired)} <= key_paths(written)
     new_keys = {
@@ -222,6 +223,8 @@ def assert_the_keys_main_wrote(written: dict) -> None:
     # The cloud card's and the cheapest row's provenance in the cost analysis: both are dated cost-table rows.
     rent_keys |= {"cloud_provider", "cloud_spot", "cloud_price_date"}
     rent_keys |= {"cheapest_provider", "cheapest_spot", "cheapest_price_date"}
+    # A card file's names in the snapshot and the launchers, in the run's hardware config.
+    rent_keys |= {"gpuhunt_names", "skypilot_name", "dstack_name"}
     # Issue 21's rounds: each round's record and host probe, the two variance levels, the slope drift test; issue
     # 22's preset label, the RL health signals and a projection's slower cause; issue 23's run error.
     later_keys = {"rounds", "host_probe_explained_share", "drift_slope_ms_per_epoch", "drift_shift_ms"}
