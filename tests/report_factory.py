@@ -16,6 +16,7 @@ from gpubench.results import (
     BatchSearchResult,
     BatchTrial,
     CardProjection,
+    CostRow,
     DeviceEpoch,
     EnergySummary,
     HardwareReport,
@@ -239,11 +240,10 @@ def projection_row(
     *,
     lower: float | None = None,
     upper: float | None = None,
-    cost: float | None = None,
     fits: bool | None = None,
     measured_device: bool = False,
 ) -> CardProjection:
-    """A one-GPU row of the recommendation's projection with the hours (their bounds), cost and fit given; the card's
+    """A one-GPU row of the recommendation's projection with the hours (their bounds) and fit given; the card's
     figures unknown."""
     return CardProjection(
         card=card,
@@ -253,13 +253,49 @@ def projection_row(
         attainable_tflops=None,
         memory_bandwidth_gbps=None,
         vram_mb=None,
-        hourly_price_usd=None,
         training_hours=hours,
         training_hours_upper=upper,
         training_hours_if_memory_bound=None,
         speedup_vs_measured=None,
-        cost_usd_per_training=cost,
         fits_in_vram=fits,
         training_hours_lower=lower,
         gpus=1,
+    )
+
+
+def cost_row(
+    gpu: str,
+    usd: float | None,
+    *,
+    hours: float = 2.0,
+    provider: str = "runpod",
+    spot: bool = False,
+    fits: bool | None = True,
+    gpu_count: int = 1,
+    gpus_used: int = 1,
+    note: str | None = None,
+    price_date: str = "2026-10-29",
+) -> CostRow:
+    """A row of the cost table: ``usd`` for ``hours`` on ``gpu`` at ``provider`` (price = usd / hours per hour of the
+    instance), bounds at 0.75 and 1.25 of each."""
+    return CostRow(
+        gpu=gpu,
+        provider=provider,
+        spot=spot,
+        gpu_count=gpu_count,
+        gpus_used=gpus_used,
+        fits_in_vram=fits,
+        hours=hours,
+        hours_lower=0.75 * hours,
+        hours_upper=1.25 * hours,
+        usd=usd,
+        usd_lower=None if usd is None else 0.75 * usd,
+        usd_upper=None if usd is None else 1.25 * usd,
+        price_date=price_date,
+        price_usd_per_hour=(usd or 0.0) / hours,
+        price_source="https://example.org/prices",
+        instance=f"{gpu_count}x {gpu}",
+        location="",
+        training_hours=hours,
+        note=note,
     )

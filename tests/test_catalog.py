@@ -1,8 +1,10 @@
 """The card catalog: every card of conf/hardware/ read with its spec, and device names matched onto cards."""
 
 import pytest
+from omegaconf import OmegaConf
 
-from gpubench.hardware.catalog import Card, load_catalog, match_catalog_card
+from gpubench.conf import CONF_DIR
+from gpubench.hardware.catalog import Card, dstack_names, gpu_cards, load_catalog, match_catalog_card, skypilot_names
 
 CATALOG = load_catalog()
 
@@ -17,8 +19,33 @@ def test_load_catalog_reads_all_twelve_cards_with_interpolation_resolved():
         assert card.name == name
         assert card.vram_mb == card.vram_gb * 1024
         assert card.peak_fp32_tflops and card.peak_bf16_tflops and card.memory_bandwidth_gbps
-    assert CATALOG["h100"].hourly_price_usd == 2.9
-    assert CATALOG["rtx3050ti"].hourly_price_usd is None
+    assert CATALOG["h100"].skypilot_name == "H100" and CATALOG["rtx3050ti"].skypilot_name is None
+
+
+def test_no_card_file_carries_a_price():
+    # Prices come only from the dated snapshot (gpubench/prices/): an undated price in a card file would be a
+    # second source of money.
+    for path in sorted((CONF_DIR / "hardware").glob("*.yaml")):
+        keys = OmegaConf.to_container(OmegaConf.load(path)).keys()
+        priced = [key for key in keys if "price" in key or "usd" in key or "cost" in key]
+        assert not priced, f"{path.name} carries {priced}"
+
+
+def test_the_snapshot_and_launcher_names_come_from_the_card_files():
+    assert gpu_cards(CATALOG) == {
+        "T4": {16: "t4"},
+        "L4": {24: "l4"},
+        "A10G": {24: "a10g"},
+        "A10": {24: "a10"},
+        "L40S": {48: "l40s"},
+        "A6000": {48: "rtx_a6000"},
+        "A100": {40: "a100_40gb", 80: "a100_80gb"},
+        "H100": {80: "h100"},
+        "H200": {141: "h200"},
+    }
+    assert skypilot_names(CATALOG)["a100_80gb"] == "A100-80GB" and skypilot_names(CATALOG)["rtx_a6000"] == "RTXA6000"
+    assert dstack_names(CATALOG)["a100_40gb"] == ("A100", 40) and dstack_names(CATALOG)["h200"] == ("H200", 141)
+    assert set(skypilot_names(CATALOG)) == set(dstack_names(CATALOG)) == set(CATALOG) - {"rtx3050ti", "rtx3060"}
 
 
 def test_load_catalog_from_another_conf_dir(tmp_path):

@@ -147,9 +147,15 @@ def assert_the_keys_main_wrote(written: dict) -> None:
     # Every key main wrote is still written; the new ones are the decision rule's and validate's (issue 11), the
     # host's (issue 14), issue 12's below, and the projection's, the matmul precision and Mamba-2's recompute choice
     # (issue 13).
-    # Two keys were retired on purpose: Kendall's tau (the drift test is a slope now, which knows autocorrelation)
-    # and the 12% floor's flag (no floor).
-    retired = ("drift_kendall_tau", "relative_margin_floor_applied")
+    # Keys retired on purpose: Kendall's tau (the drift test is a slope now, which knows autocorrelation), the 12%
+    # floor's flag (no floor) and the undated card prices (prices are the dated snapshot's).
+    retired = (
+        "drift_kendall_tau",
+        "relative_margin_floor_applied",
+        "projection[].hourly_price_usd",
+        "projection[].cost_usd_per_training",
+        "hardware_config.hourly_price_usd",
+    )
     assert {key for key in main_keys if not key.endswith(retired)} <= key_paths(written)
     new_keys = {
         "calibration_steps",
@@ -214,6 +220,11 @@ def assert_the_keys_main_wrote(written: dict) -> None:
     # Issue 24's renting: the cost table (every GPU x provider x on-demand/spot, with its rows' fields), what it
     # left out, the local option and the price snapshot used.
     rent_keys = {"cost_table", "cost_table_notes", "local_cost", "price_snapshot"}
+    # The cloud card's and the cheapest row's provenance in the cost analysis: both are dated cost-table rows.
+    rent_keys |= {"cloud_provider", "cloud_spot", "cloud_price_date"}
+    rent_keys |= {"cheapest_provider", "cheapest_spot", "cheapest_price_date"}
+    # A card file's names in the snapshot and the launchers, in the run's hardware config.
+    rent_keys |= {"gpuhunt_names", "skypilot_name", "dstack_name"}
     # Issue 21's rounds: each round's record and host probe, the two variance levels, the slope drift test; issue
     # 22's preset label, the RL health signals and a projection's slower cause; issue 23's run error.
     later_keys = {"rounds", "host_probe_explained_share", "drift_slope_ms_per_epoch", "drift_shift_ms"}

@@ -29,7 +29,14 @@ from gpubench.errors import ConfigError
 from gpubench.hardware.catalog import load_catalog
 from gpubench.output import plots
 from gpubench.output.tracking import run_record
-from gpubench.results import DistributedScaling, ModelResult, RunReport, ScalingEfficiency
+from gpubench.results import (
+    ALL_GPUS_PAID,
+    DistributedScaling,
+    ModelResult,
+    RunReport,
+    ScalingEfficiency,
+    cheapest_rental,
+)
 
 CATALOG = load_catalog()
 BASE = ("hardware=cpu", "experiment=quick", "model=mlp", "tracking.enabled=false")
@@ -222,11 +229,6 @@ def test_four_cards_divide_each_model_by_four_times_its_measured_efficiency(meas
         assert row_four.models["dqn"].step_ms == row_one.models["dqn"].step_ms  # one card's step
         assert row_four.training_hours == pytest.approx(dqn_h / 3.6 + ppo_h / 3.2)
         assert row_four.single_card_training_hours == pytest.approx(row_one.training_hours)
-        if row_four.hourly_price_usd is None:  # a card without a rental price (a laptop card)
-            assert row_four.cost_usd_per_training is None
-        else:
-            price = row_four.hourly_price_usd
-            assert row_four.cost_usd_per_training == pytest.approx(4 * price * row_four.training_hours)
     # The local card stays one card: its estimate, bounds and decision do not move.
     assert four.decision == one.decision and four.decision_basis == one.decision_basis
     assert four.estimated_full_training_hours == one.estimated_full_training_hours
@@ -238,22 +240,24 @@ def test_the_cost_analysis_prices_four_cards_and_finds_the_cheapest(measured_rep
     four = build_recommendation(measured_report, DecisionConfig(cloud_gpus=4), CATALOG)
     cost, h100 = four.cost_analysis, four.card("h100")
     assert cost.cloud_gpus == 4 and cost.cloud_training_hours == h100.training_hours
-    assert cost.cloud_cost_usd_per_training == pytest.approx(4 * CATALOG["h100"].hourly_price_usd * h100.training_hours)
+    # Four cards come only in an instance of eight: its whole dated price is paid for the four cards' hours.
+    rental = cheapest_rental(four.cost_table, "h100")
+    assert rental.gpu_count == 8 and rental.gpus_used == 4 and ALL_GPUS_PAID in rental.note
+    assert rental.training_hours == h100.training_hours
+    assert rental.usd == pytest.approx(rental.hours * rental.price_usd_per_hour)
+    assert cost.cloud_cost_usd_per_training == rental.usd and cost.cloud_hourly_price_usd == rental.price_usd_per_hour
     assert (cost.cloud_training_hours_lower, cost.cloud_training_hours_upper) == (
         h100.training_hours_lower,
         h100.training_hours_upper,
     )
     assert cost.cloud_single_card_training_hours == h100.single_card_training_hours
-    priced = {
-        row.card: 4 * row.hourly_price_usd * row.training_hours
-        for row in four.projection
-        if row.hourly_price_usd is not None and row.training_hours is not None and row.fits_in_vram is not False
-    }
-    cheapest = min(priced, key=priced.get)
-    assert cost.cheapest_card == cheapest
-    assert cost.cheapest_card_cost_usd_per_training == pytest.approx(priced[cheapest])
+    cheapest = cheapest_rental(four.cost_table)
+    assert all(row.gpus_used == 4 and row.gpu_count >= 4 for row in four.cost_table)
+    assert cost.cheapest_label == cheapest.label
+    assert cost.cheapest_card_cost_usd_per_training == cheapest.usd
     metrics = run_record(replace(measured_report, recommendation=four))
-    assert metrics.metrics["recommendation/cheapest_cloud_cost_usd_per_training"] == pytest.approx(priced[cheapest])
+    assert metrics.metrics["recommendation/cheapest_cloud_cost_usd_per_training"] == cheapest.usd
+    assert metrics.tags["gpubench.cheapest_rental"] == cheapest.label
     assert metrics.metrics["recommendation/cheapest_cloud_hours"] == cost.cheapest_card_training_hours
     assert metrics.metrics["recommendation/cloud_cost_usd_per_training"] == cost.cloud_cost_usd_per_training
 
@@ -362,12 +366,11 @@ def test_the_cli_report_carries_the_eight_card_figures(eight_card_run):
         # One card's epochs E = single-card hours less the fixed costs; eight cards take F + E / (8 x 0.9).
         epochs_s = row.single_card_training_hours * 3600 - fixed_s
         assert row.training_hours == pytest.approx((fixed_s + epochs_s / 7.2) / 3600)
-        if row.hourly_price_usd is not None:
-            assert row.cost_usd_per_training == pytest.approx(8 * row.hourly_price_usd * row.training_hours)
     cost = recommendation.cost_analysis
     assert cost.cloud_gpus == 8 and cost.cloud_training_hours == recommendation.card("h100").training_hours
-    h100_price = CATALOG["h100"].hourly_price_usd
-    assert cost.cloud_cost_usd_per_training == pytest.approx(8 * h100_price * cost.cloud_training_hours)
+    rental = cheapest_rental(recommendation.cost_table, "h100")
+    assert rental.gpu_count == 8 and rental.training_hours == cost.cloud_training_hours
+    assert cost.cloud_cost_usd_per_training == rental.usd
     assert cost.local_training_hours == recommendation.estimated_full_training_hours  # one local card
     assert "Projected on 8 × h100 (scaling efficiency 0.90, assumed: 0.9" in recommendation.reasoning
     assert "The decision is about the one local card" in recommendation.reasoning

@@ -1,13 +1,16 @@
 """Cost analysis: local energy and amortisation against rented cloud hours, by hand."""
 
 import pytest
-from report_factory import gpu_hardware, model_section, noisy_epochs_ms, report
+from report_factory import cost_row, gpu_hardware, model_section, noisy_epochs_ms, report
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import CostInputs, cost_analysis
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.hardware.catalog import load_catalog
 from gpubench.results import ModelResult
+
+#: The cloud card's cheapest dated row: 2.5 h at $2.90 an hour.
+H100_ROW = cost_row("h100", 7.25, hours=2.5, provider="lambdalabs")
 
 
 def inputs(**overrides) -> CostInputs:
@@ -17,8 +20,9 @@ def inputs(**overrides) -> CostInputs:
         "energy_basis": "nvml",
         "cloud_card": "h100",
         "cloud_hours": 2.5,
-        "cloud_hourly_price_usd": 2.9,
         "catalog_cards": ("t4", "h100"),
+        "cloud_rental": H100_ROW,
+        "cheapest": H100_ROW,
     }
     return CostInputs(**{**values, **overrides})
 
@@ -32,8 +36,10 @@ def test_cost_arithmetic_by_hand():
     assert cost.local_energy_cost_usd_per_training == pytest.approx(0.34)
     assert cost.amortisation_usd_per_month == pytest.approx(50.0)
     assert cost.local_gpu_monthly_cost_usd == pytest.approx(4 * 0.34 + 50.0)
-    # Cloud: 2.5 h x $2.90 = $7.25 per training, 4 a month.
+    # Cloud: the dated row's 2.5 h x $2.90 = $7.25 per training, 4 a month.
     assert cost.cloud_cost_usd_per_training == pytest.approx(7.25)
+    assert cost.cloud_hourly_price_usd == pytest.approx(2.9) and cost.cloud_provider == "lambdalabs"
+    assert cost.cloud_price_date == "2026-10-29" and cost.cheapest_label == "h100 at lambdalabs (on-demand)"
     assert cost.cloud_gpu_monthly_cost_usd == pytest.approx(29.0)
     assert cost.cloud_speedup_factor == pytest.approx(4.0)
     assert cost.cloud_training_hours == 2.5
@@ -54,7 +60,8 @@ def test_without_amortisation_local_is_cheaper_from_the_first_training():
 
 def test_cloud_cheaper_than_local_energy_never_breaks_even():
     cost = cost_analysis(
-        inputs(cloud_hours=0.01, cloud_hourly_price_usd=1.0), DecisionConfig(critical_models=["dqn", "ppo"])
+        inputs(cloud_hours=0.01, cloud_rental=cost_row("h100", 0.01, hours=0.01)),
+        DecisionConfig(critical_models=["dqn", "ppo"]),
     )
     assert cost.break_even_trainings_per_month is None
     assert any("local never breaks even" in note for note in cost.notes)
@@ -68,6 +75,15 @@ def test_unmeasured_energy_leaves_local_cost_unknown():
     assert cost.annual_savings_usd is None
     assert cost.cloud_gpu_monthly_cost_usd == pytest.approx(29.0)  # the cloud side is still known
     assert any("not measured" in note for note in cost.notes)
+
+
+def test_a_cloud_card_without_a_dated_price_has_no_cloud_cost():
+    cost = cost_analysis(inputs(cloud_rental=None), DecisionConfig(critical_models=["dqn", "ppo"]))
+    assert cost.cloud_cost_usd_per_training is None and cost.cloud_hourly_price_usd is None
+    assert cost.cloud_gpu_monthly_cost_usd is None and cost.annual_savings_usd is None
+    assert any("h100: no dated price in the snapshot" in note for note in cost.notes)
+    # The cheapest row is still the table's.
+    assert cost.cheapest_card == "h100" and cost.cheapest_card_cost_usd_per_training == pytest.approx(7.25)
 
 
 def _rl_section(**kwargs) -> ModelResult:

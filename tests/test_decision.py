@@ -38,6 +38,7 @@ from gpubench.results import (
     ModelResult,
     Recommendation,
     RunReport,
+    cheapest_rental,
 )
 from gpubench.stats import decision_interval
 from gpubench.stats.intervals import MIN_BATCH_EPOCHS, MIN_EPOCHS
@@ -705,11 +706,14 @@ def test_cloud_actions_name_the_card_its_cost_and_the_cheapest_alternative():
     h100 = next(row for row in recommendation.projection if row.card == "h100")
     text = "\n".join(recommendation.recommended_actions)
     assert f"Rent h100: projected {h100.training_hours:.1f} h" in text
-    assert f"${h100.cost_usd_per_training:,.2f} per training" in text
-    priced = [row for row in recommendation.projection if row.cost_usd_per_training is not None]
-    cheapest = min(priced, key=lambda row: row.cost_usd_per_training)
-    assert cheapest.card != "h100"
-    assert f"Cheapest catalog card for this plan: {cheapest.card}" in text
+    # Both figures are dated rows of the cost table: the H100's cheapest and the whole table's cheapest.
+    rental = cheapest_rental(recommendation.cost_table, "h100")
+    kind = "spot" if rental.spot else "on-demand"
+    assert f"${rental.usd:,.2f} at {rental.provider} ({kind}, price of {rental.price_date}) per training" in text
+    cheapest = cheapest_rental(recommendation.cost_table)
+    assert cheapest.gpu != "h100"
+    assert f"Cheapest rental that fits this plan: {cheapest.gpu}, " in text
+    assert f"${cheapest.usd:,.2f} at {cheapest.provider}" in text
     assert "dqn: compute-bound in fp32; measure bf16 autocast" in text
     # Without measured what-ifs the advice says what to measure and how, never a guessed speed-up.
     assert "decision.what_if=true" in text

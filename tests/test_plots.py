@@ -15,7 +15,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from matplotlib.image import imread
-from report_factory import projection_row
+from report_factory import cost_row, projection_row
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.recommendation import build_recommendation
@@ -31,6 +31,7 @@ from gpubench.results import (
     Recommendation,
     RunInfo,
     RunReport,
+    cheapest_rental,
 )
 from gpubench.stats.epoch_times import summarize_epoch_times
 
@@ -141,9 +142,16 @@ RECOMMENDATION = recommendation(
     estimated_full_training_hours_upper=36.0,
     thresholds_hours=THRESHOLDS_HOURS,
     projection=[
-        projection_row("h100", 6.5, upper=7.0, cost=19.4),
-        projection_row("t4", 55.0, upper=61.0, cost=19.3),
-        projection_row("rtx3060", 80.2, upper=90.0, cost=None),
+        projection_row("h100", 6.5, upper=7.0),
+        projection_row("t4", 55.0, upper=61.0),
+        projection_row("rtx3060", 80.2, upper=90.0),
+    ],
+    # The plot's money is the cost table's: the h100's cheapest row that fits, a t4 row too big for its model
+    # (no dated price that fits), the rtx3060 unpriced.
+    cost_table=[
+        cost_row("h100", 19.4, hours=6.5, provider="lambdalabs"),
+        cost_row("h100", 25.0, hours=6.5, provider="aws"),
+        cost_row("t4", 19.3, hours=55.0, fits=False),
     ],
 )
 
@@ -256,7 +264,10 @@ def test_cost_plot_adds_the_measured_device_marks_thresholds_and_missing_prices(
     figure = plots.cost_figure(RECOMMENDATION)
     time_axes = figure.axes[0]
     texts = [text.get_text() for axes in figure.axes for text in axes.texts]
-    assert "n/a" in texts and "$19.40" in texts and "80.2 h" in texts and "30 h" in texts
+    assert "no dated price" in texts and "$19.40 lambdalabs (cheapest)" in texts and "80.2 h" in texts
+    assert "30 h" in texts and "$19.30" not in " ".join(texts)
+    bars = {bar.label: bar for bar in plots.cost_bars(RECOMMENDATION)}
+    assert bars["h100"].rental == cheapest_rental(RECOMMENDATION.cost_table) and bars["t4"].cost_usd is None
     # Fastest at the top (the highest y position); no catalog card is the measured one, so it gets its own row.
     labels = [label.get_text() for label in time_axes.get_yticklabels()]
     assert labels == ["rtx3060", "t4", "NVIDIA GeForce RTX 3050 Ti Laptop GPU (measured)", "h100"]
@@ -267,9 +278,10 @@ def test_cost_plot_adds_the_measured_device_marks_thresholds_and_missing_prices(
 def test_cost_plot_uses_minutes_for_short_runs_and_a_measured_catalog_card_is_not_repeated():
     short = recommendation(
         projection=[
-            projection_row("h100", 0.02, upper=0.025, cost=0.05, measured_device=True),
-            projection_row("t4", 0.1, upper=0.12, cost=0.03),
+            projection_row("h100", 0.02, upper=0.025, measured_device=True),
+            projection_row("t4", 0.1, upper=0.12),
         ],
+        cost_table=[cost_row("t4", 0.03, hours=0.1), cost_row("h100", 0.05, hours=0.02)],
         estimated_full_training_hours=0.02,
         thresholds_hours=THRESHOLDS_HOURS,
     )

@@ -28,7 +28,7 @@ from gpubench.decision.projection import (
 from gpubench.decision.recommendation import build_recommendation
 from gpubench.decision.scaling import scaled_time
 from gpubench.hardware.catalog import load_catalog
-from gpubench.results import ModelResult, RunReport, ScalingEfficiency
+from gpubench.results import ModelResult, RunReport, ScalingEfficiency, cheapest_rental
 
 CATALOG = load_catalog()
 # A T4 whose burn-in reached 6.48 of its 8.1 fp32 TFLOP/s: matmul efficiency 0.8.
@@ -164,24 +164,34 @@ def test_projection_table_from_a_t4():
     # 2 x 12,500 epochs of 1 s, all compute, scaled by 8.1/67 on an H100; the one-off costs (2 x 4.6 s) stay.
     h100_hours = (25_000 * 8.1 / 67.0 + 2 * 4.6) / 3600
     assert rows["h100"].training_hours == pytest.approx(h100_hours)
-    assert rows["h100"].cost_usd_per_training == pytest.approx(h100_hours * 2.9)
+    # The cloud card's money is its cheapest dated row of the cost table that fits, nothing else.
+    h100_rental = cheapest_rental(recommendation.cost_table, "h100")
+    assert h100_rental is not None and h100_rental.training_hours == pytest.approx(h100_hours)
+    assert recommendation.cost_analysis.cloud_cost_usd_per_training == h100_rental.usd
+    assert recommendation.cost_analysis.cloud_price_date == h100_rental.price_date
     # No time outside compute: whether the rest is launch- or memory-bound makes no difference.
     assert rows["h100"].training_hours_if_memory_bound == pytest.approx(h100_hours)
     assert rows["h100"].models["dqn"].speedup == pytest.approx(67.0 / 8.1)
     assert recommendation.cost_analysis.cloud_speedup_factor == pytest.approx(measured / h100_hours)
     assert rows["rtx3050ti"].fits_in_vram is False  # 6000 MB on a 4 GB card
     assert rows["a100_40gb"].fits_in_vram is True
-    assert rows["rtx3050ti"].cost_usd_per_training is None  # not rentable: no price
+    assert "rtx3050ti" not in {row.gpu for row in recommendation.cost_table}  # not rentable: no dated price
     assert recommendation.per_model["dqn"].step_split.bound == BOUND_COMPUTE
 
 
-def test_cloud_price_override_applies_to_the_cloud_card():
+def test_a_cloud_card_without_a_dated_price_says_so_instead_of_using_another_number():
     recommendation = build_recommendation(
-        t4_report(_rl_models(flops_per_step=2e11)), DecisionConfig(cloud_hourly_price_usd=1.0), CATALOG
+        t4_report(_rl_models(flops_per_step=2e11)),
+        DecisionConfig(critical_models=["dqn", "ppo"], cloud_card="rtx3060"),
+        CATALOG,
     )
-    h100 = next(row for row in recommendation.projection if row.card == "h100")
-    assert h100.hourly_price_usd == 1.0
-    assert recommendation.cost_analysis.cloud_cost_usd_per_training == pytest.approx(h100.training_hours)
+    cost = recommendation.cost_analysis
+    assert cost.cloud_training_hours is not None and cost.cloud_cost_usd_per_training is None
+    assert cost.cloud_hourly_price_usd is None and cost.cloud_provider is None
+    assert any("rtx3060: no dated price" in note for note in cost.notes)
+    assert "rtx3060" in recommendation.reasoning and "(no dated price)" in recommendation.reasoning
+    cheapest = cheapest_rental(recommendation.cost_table)
+    assert cost.cheapest_label == cheapest.label and cost.cheapest_card_cost_usd_per_training == cheapest.usd
 
 
 # ------------------------------------------------------------------------------------------ launches, intervals
@@ -278,22 +288,18 @@ def test_from_the_cpu_a_card_step_is_rebuilt_from_flops_and_launches():
     assert rows["h100"].training_hours_upper > 1.9 * rows["h100"].training_hours  # twice the epochs, plus fixed
 
 
-def test_from_the_cpu_the_t4_is_not_the_cheapest_for_a_compute_bound_step():
+def test_from_the_cpu_a_compute_bound_step_scales_with_the_fp32_peak_plus_launches():
     recommendation = build_recommendation(
         _cpu_counted_report(), DecisionConfig(critical_models=["dqn", "ppo"]), CATALOG
     )
     rows = {row.card: row for row in recommendation.projection}
-    # By hand, step ms at 0.7 x the fp32 peak plus 500 x 0.024 = 12 ms of launches, times the hourly price:
-    # T4 2e12/5.67e12 = 352.7 + 12 = 364.7 ms x $0.35 = 127.7; L4 2e12/21.21e12 = 94.3 + 12 = 106.3 ms x $0.80 = 85.0
-    # (the next, the H100: 54.6 ms x $2.90 = 158.5).
+    # By hand, step ms at 0.7 x the fp32 peak plus 500 x 0.024 = 12 ms of launches: T4 2e12/5.67e12 = 352.7 + 12 =
+    # 364.7 ms; L4 2e12/21.21e12 = 94.3 + 12 = 106.3 ms.
     t4_step, l4_step = 2e12 / (0.7 * 8.1e12) * 1e3 + 12.0, 2e12 / (0.7 * 30.3e12) * 1e3 + 12.0
     assert rows["t4"].models["dqn"].step_ms == pytest.approx(t4_step)
     assert rows["l4"].models["dqn"].step_ms == pytest.approx(l4_step)
-    priced = [row for row in rows.values() if row.cost_usd_per_training is not None]
-    assert min(priced, key=lambda row: row.cost_usd_per_training).card == "l4"
-    # The epochs dominate the cost (the one-off costs are seconds against hours): the ratio is the step x price one.
-    ratio = rows["t4"].cost_usd_per_training / rows["l4"].cost_usd_per_training
-    assert ratio == pytest.approx(t4_step * 0.35 / (l4_step * 0.8), rel=1e-3)
+    # The epochs dominate (the one-off costs are seconds against hours): the hours' ratio is the steps'.
+    assert rows["t4"].training_hours / rows["l4"].training_hours == pytest.approx(t4_step / l4_step, rel=1e-3)
 
 
 def test_a_card_projected_slower_than_the_cpu_says_why():

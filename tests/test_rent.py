@@ -2,6 +2,7 @@
 worked by hand, the spot refusal without checkpoints, the stale snapshot named on every row under a fake clock."""
 
 import math
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from gpubench.decision.config import DecisionConfig, TrainingPlanConfig
 from gpubench.decision.rent import cost_table, spot_hours, spot_plan
 from gpubench.decision.spot import daly_interval_hours, expected_wall_hours, young_interval_hours
 from gpubench.prices import PriceOffer, PriceSnapshot, ProviderManifest
-from gpubench.results import ModelEstimate
+from gpubench.results import ALL_GPUS_PAID, ModelEstimate, cheapest_rental
 
 SNAPSHOT_DAY = date(2026, 12, 2)
 
@@ -159,7 +160,36 @@ def test_rows_sort_by_expected_cost_with_unpriced_cards_noted() -> None:
         SNAPSHOT_DAY,
     )
     assert [(r.gpu, round(r.usd, 2)) for r in rows] == [("l40s", 1.58), ("h100", 2.69)]
-    assert any(note.startswith("no price in the snapshot for t4") for note in notes)
+    assert any(note.startswith("no dated price in the snapshot for t4") for note in notes)
+
+
+def test_a_bigger_instance_is_offered_for_one_gpu_only_with_all_its_gpus_paid() -> None:
+    rows, _ = cost_table(
+        [projection_row("h100", 1.0, lower=0.9, upper=1.2, fits=True)],
+        {"tft": estimate(36.0, 0, 1.0)},
+        snapshot(offer("aws", "H100", 80, 16.0, spot=False, gpus=8)),
+        DecisionConfig(),
+        SNAPSHOT_DAY,
+    )
+    (row,) = rows
+    # The whole 8-GPU instance's hour is paid for the one card's hour, and the row says so.
+    assert (row.gpu_count, row.gpus_used, row.usd) == (8, 1, pytest.approx(16.0))
+    assert row.note == f"the instance has 8 GPUs, the training uses 1: {ALL_GPUS_PAID}"
+    assert cheapest_rental(rows) == row
+    # A price of one GPU of a bigger instance, not labelled as the whole instance's, is never offered.
+    assert cheapest_rental([replace(row, note=None, usd=2.0)]) is None
+
+
+def test_offers_match_cards_through_the_card_files_memory() -> None:
+    # An H100 NVL (94 GB) or an H100 without a stated memory is no h100 of 80 GB: no row.
+    rows, notes = cost_table(
+        [projection_row("h100", 1.0, lower=0.9, upper=1.2, fits=True)],
+        {"tft": estimate(36.0, 0, 1.0)},
+        snapshot(offer("azure", "H100", 94, 7.0, spot=False)),
+        DecisionConfig(),
+        SNAPSHOT_DAY,
+    )
+    assert rows == [] and any(note.startswith("no dated price in the snapshot for h100") for note in notes)
 
 
 def test_spot_hours_of_an_empty_training_are_zero() -> None:

@@ -12,6 +12,7 @@ from gpubench.results import (
     Recommendation,
     ReportFormatError,
     RunReport,
+    cheapest_rental,
 )
 from gpubench.results.report import migrate
 
@@ -21,6 +22,8 @@ CPU_REPORT = FIXTURES / "report_main_1092cdc_cpu_quick.json"
 #: ``python -m gpubench hardware=rtx3050ti`` on the H200 (2026-11-29), written before ``steps`` and the headroom
 #: fields existed: it must still load.
 H200_REPORT = FIXTURES / "report_main_2026-11-29_h200_rtx3050ti.json"
+#: A report of the default job on the H200 written before schema 3, with a cost table.
+STORED_S10_REPORT = Path(__file__).parent.parent / "benchmarks/results/2026-12-03-h200-s10-default/report.json"
 
 
 def load(path: Path) -> dict:
@@ -32,8 +35,16 @@ def test_a_report_written_by_main_round_trips_to_the_same_json() -> None:
     report = RunReport.from_dict(written)
     # Plus what issue 22 derives from the run's choices: an experiment=quick report says it is a smoke test.
     preset = {"preset": "quick", "preset_note": "smoke test: tiny shapes, not your training"}
-    # And what migrate() upgrades: the schema version (this quiet run's reasoning holds no host sentence).
-    upgraded = {**written, "run": {**written["run"], **preset}, "report_schema_version": REPORT_SCHEMA_VERSION}
+    # And what migrate() upgrades: the schema version (this quiet run's reasoning holds no host sentence) and the
+    # projection rows' undated prices, dropped.
+    undated = ("hourly_price_usd", "cost_usd_per_training")
+    projection = [{k: v for k, v in row.items() if k not in undated} for row in written["recommendation"]["projection"]]
+    upgraded = {
+        **written,
+        "run": {**written["run"], **preset},
+        "report_schema_version": REPORT_SCHEMA_VERSION,
+        "recommendation": {**written["recommendation"], "projection": projection},
+    }
     assert json.loads(json.dumps(report.to_dict())) == upgraded
     assert RunReport.from_dict(report.to_dict()) == report
 
@@ -42,10 +53,24 @@ def test_migrate_gives_a_version_1_reports_host_sentence_a_key_of_its_own() -> N
     reasoning = "On NVIDIA H200, training dqn takes 3.3 h. The host's speed moved during the run (a loop took 6 ms)."
     old = {"report_schema_version": 1, "recommendation": {"reasoning": reasoning}}
     upgraded = migrate(old)
-    assert upgraded["report_schema_version"] == REPORT_SCHEMA_VERSION == 2
+    assert upgraded["report_schema_version"] == REPORT_SCHEMA_VERSION == 3
     assert upgraded["recommendation"]["host_note"] == "The host's speed moved during the run (a loop took 6 ms)."
     assert "host_note" not in migrate({"recommendation": {"reasoning": "On a CPU, 1 h."}})["recommendation"]
     assert old["recommendation"] == {"reasoning": reasoning}  # the input is left as it was
+
+
+def test_migrate_drops_undated_card_prices_and_takes_the_cheapest_from_the_cost_table() -> None:
+    stored = load(STORED_S10_REPORT)
+    assert stored["report_schema_version"] < 3
+    assert stored["recommendation"]["cost_analysis"]["cheapest_card"] == "t4"  # an undated catalog price
+    assert "hourly_price_usd" in stored["recommendation"]["projection"][0]
+    recommendation = RunReport.from_dict(stored).recommendation
+    cheapest = cheapest_rental(recommendation.cost_table)
+    cost = recommendation.cost_analysis
+    assert (cost.cheapest_card, cost.cheapest_provider, cost.cheapest_spot) == ("rtx_a6000", "verda", True)
+    assert cost.cheapest_label == cheapest.label and cost.cheapest_card_cost_usd_per_training == cheapest.usd
+    assert cost.cheapest_price_date == cheapest.price_date and cost.cheapest_card_training_hours == cheapest.hours
+    assert "hourly_price_usd" not in recommendation.to_dict()["projection"][0]
 
 
 def test_the_seed_keys_come_first_in_a_model_section() -> None:
@@ -126,6 +151,6 @@ def test_a_newer_schema_is_refused_with_the_version() -> None:
 
 def test_a_model_without_an_estimate_is_written_as_its_reason() -> None:
     written = {"status": "oom", "estimated": False, "reason": "status oom: not even batch 32 fits"}
-    recommendation = load(CPU_REPORT)["recommendation"]
+    recommendation = migrate(load(CPU_REPORT))["recommendation"]
     recommendation["per_model"]["tft"] = written
     assert Recommendation.from_dict(recommendation).to_dict()["per_model"]["tft"] == written

@@ -1,15 +1,11 @@
 """``python -m gpubench.launch REPORT --target skypilot|dstack [--out FILE]``: a task file for the report's
 recommended rental, carrying the measured hours.
 
-The recommended choice is the cost table's cheapest priced row whose training fits in the card's VRAM
-(``recommendation.cost_table``); the task asks for any of the GPUs that fit, cheapest first (SkyPilot's
-``resources.ordered``, dstack's ``resources.gpu.name``), spot when the cheapest is spot. Its command re-runs the
-report's job there (``python -m gpubench`` with the report's overrides, less the machine-specific ones: a
-``model=custom`` job keeps its ``workloads.custom.factory``), from the working directory (the user's project). A
-comment states the projected hours and their bounds per GPU, and, for SkyPilot, a Python snippet hands them to
-``Task.set_time_estimator`` so SkyPilot's optimizer prices the real duration instead of its one-hour default.
-The files are plain YAML written without the tools; the tests parse them with ``sky.Task.from_yaml`` and dstack's
-configuration model. Bad input is one paragraph and exit code 2.
+The recommended choice is the cost table's cheapest row that fits (:func:`gpubench.results.cheapest_rental`, the
+row every other output names); the task asks for every GPU that fits, cheapest first, under the names its card
+file gives (``skypilot_name``, ``dstack_name``), spot when the cheapest is spot. Its command re-runs the report's
+job there, less the machine-specific overrides. A comment states the projected hours per GPU and, for SkyPilot, a
+snippet hands them to ``Task.set_time_estimator``. Bad input is one paragraph and exit code 2.
 """
 
 import argparse
@@ -20,33 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from gpubench.results import CostRow, ReportFormatError, RunReport
+from gpubench.hardware.catalog import Card, dstack_names, load_catalog, skypilot_names
+from gpubench.results import CostRow, ReportFormatError, RunReport, cheapest_rental, fitting_rentals
 
-#: gpubench catalog cards onto the accelerator names SkyPilot and dstack (gpuhunt's names) use.
-SKYPILOT_NAMES: dict[str, str] = {
-    "t4": "T4",
-    "l4": "L4",
-    "a10g": "A10G",
-    "a10": "A10",
-    "l40s": "L40S",
-    "rtx_a6000": "RTXA6000",
-    "a100_40gb": "A100",
-    "a100_80gb": "A100-80GB",
-    "h100": "H100",
-    "h200": "H200",
-}
-DSTACK_NAMES: dict[str, tuple[str, int]] = {
-    "t4": ("T4", 16),
-    "l4": ("L4", 24),
-    "a10g": ("A10G", 24),
-    "a10": ("A10", 24),
-    "l40s": ("L40S", 48),
-    "rtx_a6000": ("A6000", 48),
-    "a100_40gb": ("A100", 40),
-    "a100_80gb": ("A100", 80),
-    "h100": ("H100", 80),
-    "h200": ("H200", 141),
-}
 #: Overrides that describe the machine the report was measured on, not the training: dropped from the command.
 _MACHINE_KEYS: tuple[str, ...] = ("output", "hardware", "hydra.", "tracking.uri", "distributed.")
 TARGETS: tuple[str, ...] = ("skypilot", "dstack")
@@ -58,11 +30,14 @@ class LaunchInputError(ValueError):
 
 @dataclass(frozen=True)
 class Choice:
-    """The rental the task asks for: the cheapest row that fits, and every GPU that fits, cheapest first (its
-    cheapest row of the same kind, spot or on-demand)."""
+    """The rental the task asks for: the cheapest row that fits (:func:`gpubench.results.cheapest_rental`), every
+    GPU that fits, cheapest first (its cheapest row of the same kind, spot or on-demand), and each GPU's SkyPilot
+    and dstack names."""
 
     best: CostRow
     rows: tuple[CostRow, ...]
+    skypilot: dict[str, str]
+    dstack: dict[str, tuple[str, int]]
 
     @property
     def spot(self) -> bool:
@@ -83,23 +58,24 @@ def read_report(path: Path) -> RunReport:
         raise LaunchInputError(f"{path} is not a gpubench report: {exc}") from None
 
 
-def choose(report: RunReport) -> Choice:
-    """The recommended rental of a report's cost table."""
+def choose(report: RunReport, catalog: dict[str, Card] | None = None) -> Choice:
+    """The recommended rental of a report's cost table, among the cards of ``catalog`` (default: the shipped one)
+    with a launcher name."""
+    catalog = load_catalog() if catalog is None else catalog
+    skypilot, dstack = skypilot_names(catalog), dstack_names(catalog)
     rec = report.recommendation
-    table = rec.cost_table if rec is not None else []
-    fitting = [
-        row for row in table if row.usd is not None and row.fits_in_vram is not False and row.gpu in SKYPILOT_NAMES
-    ]
-    if not fitting:
+    table = [row for row in (rec.cost_table if rec is not None else []) if row.gpu in skypilot and row.gpu in dstack]
+    best = cheapest_rental(table)
+    if best is None:
         raise LaunchInputError(
             "the report has no priced option that fits (recommendation.cost_table is empty or every row is "
             "unpriced or too small): run a complete gpubench job with this version, which writes the cost table"
         )
-    best = min(fitting, key=lambda row: row.usd or 0.0)
     per_gpu: dict[str, CostRow] = {}
-    for row in sorted((r for r in fitting if r.spot == best.spot), key=lambda r: r.usd or 0.0):
-        per_gpu.setdefault(row.gpu, row)
-    return Choice(best=best, rows=tuple(per_gpu.values()))
+    for row in fitting_rentals(table):
+        if row.spot == best.spot:
+            per_gpu.setdefault(row.gpu, row)
+    return Choice(best=best, rows=tuple(per_gpu.values()), skypilot=skypilot, dstack=dstack)
 
 
 def training_command(report: RunReport) -> str:
@@ -115,13 +91,14 @@ def _hours_comment(choice: Choice) -> list[str]:
         kind = "spot" if row.spot else "on-demand"
         lines.append(
             f"#   {row.gpu} at {row.provider} ({kind}): {row.hours:.3g} h [{row.hours_lower:.3g}, "
-            f"{row.hours_upper:.3g}], ${row.usd:,.2f} (price of {row.price_date})"
+            f"{row.hours_upper:.3g}], ${row.usd:,.2f} (price of {row.price_date}"
+            + (f"; an instance of {row.gpu_count} GPUs, all paid)" if row.gpu_count > row.gpus_used else ")")
         )
     return lines
 
 
 def _estimator_snippet(choice: Choice) -> list[str]:
-    hours = {SKYPILOT_NAMES[row.gpu]: round(row.training_hours or row.hours or 0.0, 4) for row in choice.rows}
+    hours = {choice.skypilot[row.gpu]: round(row.training_hours or row.hours or 0.0, 4) for row in choice.rows}
     return [
         "# To let SkyPilot's optimizer price the measured duration instead of its one-hour default:",
         "#   import sky",
@@ -142,7 +119,7 @@ def skypilot_task(report: RunReport, choice: Choice) -> str:
         "workdir": ".",
         "resources": {
             "use_spot": choice.spot,
-            "ordered": [{"accelerators": f"{SKYPILOT_NAMES[row.gpu]}:{gpus}"} for row in choice.rows],
+            "ordered": [{"accelerators": f"{choice.skypilot[row.gpu]}:{gpus}"} for row in choice.rows],
         },
         "setup": "pip install -e .",
         "run": training_command(report),
@@ -153,8 +130,8 @@ def skypilot_task(report: RunReport, choice: Choice) -> str:
 
 def dstack_task(report: RunReport, choice: Choice) -> str:
     """The dstack task configuration YAML (text) for ``choice``."""
-    names = list(dict.fromkeys(DSTACK_NAMES[row.gpu][0] for row in choice.rows))
-    memory_gb = min(DSTACK_NAMES[row.gpu][1] for row in choice.rows)
+    names = list(dict.fromkeys(choice.dstack[row.gpu][0] for row in choice.rows))
+    memory_gb = min(choice.dstack[row.gpu][1] for row in choice.rows)
     upper = max(row.hours_upper or 0.0 for row in choice.rows)
     task = {
         "type": "task",

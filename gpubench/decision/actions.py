@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from gpubench.decision.advice import (
     Outcome,
     cards_text,
+    cheapest_text,
     drift_hours_text,
     hours_text,
     missing_text,
     projection_uncertainty_text,
+    rental_text,
 )
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.cost import cheapest_card
 from gpubench.decision.estimate import CHECKPOINT_RUN_FRACTION, TimeEstimate, checkpoint_interval_hours
 from gpubench.decision.memory_budget import HEADROOM_MARGINAL, HEADROOM_RISK, TOTAL_ROW
 from gpubench.decision.projection import BOUND_COMPUTE, BOUND_OVERHEAD, compute_precisions
@@ -25,6 +26,7 @@ from gpubench.results import (
     GRAY_ZONE,
     LOCAL_GPU_VIABLE,
     CardProjection,
+    CostRow,
     HardwareReport,
     MemoryBudgetRow,
     ModelResult,
@@ -32,6 +34,7 @@ from gpubench.results import (
     ScalingEfficiency,
     StepSplit,
     WhatIfEstimate,
+    cheapest_rental,
 )
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
@@ -313,9 +316,11 @@ def recommended_actions(
     decision: DecisionConfig,
     what_ifs: list[WhatIfEstimate] | None = None,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
+    cost_table: list[CostRow] | None = None,
 ) -> list[str]:
     """Concrete next steps: what to measure (the missing models, more epochs, the scaling to several cards),
-    where to train, batch, precision, checkpoints, cooling, memory."""
+    where to train (its money from ``cost_table``'s dated rows: :func:`gpubench.results.cheapest_rental`), batch,
+    precision, checkpoints, cooling, memory."""
     actions: list[str] = []
     verdict, total = outcome.verdict, outcome.total
     actions += _measurement_actions(outcome, decision)
@@ -331,7 +336,7 @@ def recommended_actions(
             f"{decision.local_max_hours:g} h."
         )
     elif verdict.decision is not None and cloud_row and cloud_row.training_hours is not None:
-        price = cloud_row.cost_usd_per_training
+        rental = cheapest_rental(cost_table or [], decision.cloud_card)
         included = projection_uncertainty_text(cloud_row)
         if cloud_row.card_count > 1:
             included += " and the scaling efficiency's interval"
@@ -340,15 +345,12 @@ def recommended_actions(
             f"projected {hours_text(cloud_row.training_hours)} (upper {hours_text(cloud_row.training_hours_upper)}, "
             f"{included} included)"
             + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
-            + (f", ${price:,.2f} per training." if price is not None else ".")
+            + f", {rental_text(rental)} per training."
         )
-    cheapest = cheapest_card(projection)
+    cheapest = cheapest_rental(cost_table or [])
     worth_renting = verdict.decision in (GRAY_ZONE, CLOUD_GPU_RECOMMENDED)
-    if cheapest is not None and worth_renting and cheapest.card != decision.cloud_card:
-        actions.append(
-            f"Cheapest catalog card for this plan: {cards_text(cheapest)}, {hours_text(cheapest.training_hours)} "
-            f"for ${cheapest.cost_usd_per_training:,.2f} per training."
-        )
+    if cheapest is not None and cheapest.hours is not None and worth_renting and cheapest.gpu != decision.cloud_card:
+        actions.append(cheapest_text(cheapest))
     actions += _scaling_actions(outcome, scalings or {}, decision)
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}

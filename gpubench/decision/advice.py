@@ -31,6 +31,7 @@ from gpubench.results import (
     GRAY_ZONE,
     LOCAL_GPU_VIABLE,
     CardProjection,
+    CostRow,
     MissingModel,
     ModelResult,
     ScalingEfficiency,
@@ -226,10 +227,36 @@ def projection_uncertainty_text(row: CardProjection) -> str:
     return f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
 
 
-def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[str, ScalingEfficiency] | None) -> str:
-    """The cloud row's projected training: hours, bounds, cost, and on several cards their scaling efficiency."""
+#: What a card's cost reads as where the price snapshot has no row for it that fits.
+NO_DATED_PRICE = "no dated price"
+
+
+def rental_text(row: CostRow | None) -> str:
+    """A cost-table row's money in words, ``$12.34 at runpod (on-demand, price of 2026-10-29)``, with an instance
+    bigger than the training named as paid in full; :data:`NO_DATED_PRICE` without a row."""
+    if row is None or row.usd is None:
+        return NO_DATED_PRICE
+    whole = f"; an instance of {row.gpu_count} GPUs, all paid" if row.gpu_count > row.gpus_used else ""
+    kind = "spot" if row.spot else "on-demand"
+    return f"${row.usd:,.2f} at {row.provider} ({kind}, price of {row.price_date}{whole})"
+
+
+def cheapest_text(row: CostRow) -> str:
+    """The cost table's cheapest row that fits, in words: ``Cheapest rental that fits this plan: l40s, 12.0 min for
+    $0.20 at runpod (on-demand, price of 2026-09-25).``"""
+    cards = row.gpu if row.gpus_used == 1 else f"{row.gpus_used} × {row.gpu}"
+    return f"Cheapest rental that fits this plan: {cards}, {hours_text(row.hours or 0.0)} for {rental_text(row)}."
+
+
+def _cloud_text(
+    outcome: Outcome,
+    cloud_row: CardProjection,
+    scalings: Mapping[str, ScalingEfficiency] | None,
+    rental: CostRow | None,
+) -> str:
+    """The cloud row's projected training: hours, bounds, its cheapest dated rental that fits (``rental``), and
+    on several cards their scaling efficiency."""
     assert cloud_row.training_hours is not None
-    price = cloud_row.cost_usd_per_training
     several = cloud_row.card_count > 1
     widened = projection_uncertainty_text(cloud_row)
     if several:
@@ -243,10 +270,7 @@ def _cloud_text(outcome: Outcome, cloud_row: CardProjection, scalings: Mapping[s
     cards = cards_text(cloud_row)
     if several and scalings:
         cards += f" ({scaling_text(scalings, [e.model for e in outcome.decided])})"
-    cost = ""
-    if price is not None:
-        per_card = f": {cloud_row.card_count} × ${cloud_row.hourly_price_usd:,.2f}/h" if several else ""
-        cost = f" (${price:,.2f}{per_card})"
+    cost = f" ({rental_text(rental)})"
     single = ""
     if several and cloud_row.single_card_training_hours is not None:
         single = f" On one {cloud_row.card}: {hours_text(cloud_row.single_card_training_hours)}."
@@ -268,11 +292,14 @@ def reasoning(
     cloud_row: CardProjection | None,
     decision: DecisionConfig,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
+    rental: CostRow | None = None,
+    cheapest: CostRow | None = None,
 ) -> str:
     """A few sentences with the numbers behind the decision, or behind there being none. A CPU run's starts by
     saying that its times are CPU times; an emulated card's says what was measured on which device and what was
     projected. The cloud row's sentence covers its ``gpus`` cards with each decided model's scaling efficiency
-    from ``scalings``; the decision itself is about the one local card."""
+    from ``scalings`` and its cost from ``rental``, its cheapest dated cost-table row that fits, then the whole
+    table's ``cheapest`` row where it is another card's; the decision itself is about the one local card."""
     parts = []
     if outcome.emulated:
         parts.append(_emulation_text(outcome))
@@ -304,7 +331,9 @@ def reasoning(
             f"(bounds {hours_text(measured.lower_hours)} to {hours_text(measured.upper_hours)})."
         )
     if total is not None and cloud_row and cloud_row.training_hours is not None:
-        parts.append(_cloud_text(outcome, cloud_row, scalings))
+        parts.append(_cloud_text(outcome, cloud_row, scalings, rental))
+    if total is not None and cheapest is not None and cheapest.gpu != decision.cloud_card:
+        parts.append(cheapest_text(cheapest))
     return " ".join(parts)
 
 

@@ -1,6 +1,6 @@
 """The table of every catalog card's projected training (:func:`projection_table`): each estimated model's step
 projected onto the card (:mod:`gpubench.decision.projection`), its hours on ``decision.cloud_gpus`` cards, the
-decided models' total with its bounds and cost, whether they fit the card's VRAM, and the largest batch each is
+decided models' total with its bounds, whether they fit the card's VRAM, and the largest batch each is
 predicted to fit there (:mod:`gpubench.decision.batch_fit`)."""
 
 from collections.abc import Mapping
@@ -50,14 +50,14 @@ def projection_table(
     decision: DecisionConfig,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
 ) -> list[CardProjection]:
-    """A row per catalog card, priced for ``decision.cloud_gpus`` cards of it: each estimated model's projected
-    step (one card's, with its interval; from its entry of ``sources``, the measured device at the precisions it
-    computes in) and hours on those cards (with their bounds, the projection's error and the scaling efficiency's
-    interval included: :func:`gpubench.decision.scaling.scaled_time` with the model's entry in ``scalings``, one
-    card where None), and the ``decided_on`` models' total, its bounds, its cost (USD: cards × hourly price ×
-    hours) and whether they fit in the card's VRAM at their measured peak; each model's largest batch predicted to
-    fit the card from its memory split (:func:`gpubench.decision.batch_fit.fits_at_batch`). A row's precision and
-    peak are the decided models' (:func:`decided_precisions`)."""
+    """A row per catalog card, for ``decision.cloud_gpus`` cards of it: each estimated model's projected step
+    (one card's, with its interval; from its entry of ``sources``, the measured device at the precisions it computes
+    in) and hours on those cards (with their bounds, the projection's error and the scaling efficiency's interval
+    included: :func:`gpubench.decision.scaling.scaled_time` with the model's entry in ``scalings``, one card where
+    None), and the ``decided_on`` models' total, its bounds and whether they fit in the card's VRAM at their
+    measured peak (no price: :mod:`gpubench.decision.rent` prices the rows from the dated snapshot); each model's
+    largest batch predicted to fit the card from its memory split (:func:`gpubench.decision.batch_fit.fits_at_batch`).
+    A row's precision and peak are the decided models' (:func:`decided_precisions`)."""
     matmul_precision = report.run.fp32_matmul_precision
     decided = [name for name in decided_on if name in estimates]
     row_precision = decided_precisions(report, decided)
@@ -123,9 +123,6 @@ def projection_table(
             memory_bound_hours = scaled_total(memory_bound, decided_scalings).hours
         measured_hours = sum(estimates[name].hours for name in decided)
         fits_all = [models[name].fits_in_vram for name in decided]
-        price = card.hourly_price_usd
-        if card_name == decision.cloud_card and decision.cloud_hourly_price_usd is not None:
-            price = decision.cloud_hourly_price_usd
         rows.append(
             CardProjection(
                 card=card_name,
@@ -135,12 +132,10 @@ def projection_table(
                 attainable_tflops=row_target.attainable_tflops,
                 memory_bandwidth_gbps=card.memory_bandwidth_gbps,
                 vram_mb=card_mb,
-                hourly_price_usd=price,
                 training_hours=hours,
                 training_hours_upper=upper_hours,
                 training_hours_if_memory_bound=memory_bound_hours,
                 speedup_vs_measured=measured_hours / hours if hours else None,
-                cost_usd_per_training=hours * price * gpus if hours is not None and price is not None else None,
                 fits_in_vram=None if not fits_all or None in fits_all else all(fits_all),
                 models=models,
                 training_hours_lower=lower_hours,

@@ -61,9 +61,10 @@ class TrainingPlanConfig:
 class DecisionConfig:
     """The local-vs-cloud decision: thresholds on the training time's upper bound, the plan, VRAM budgets and prices.
 
-    ``cloud_gpus`` cards of ``cloud_card`` train data-parallel (:mod:`gpubench.decision.scaling`). ``what_if`` (null:
-    critical models on a GPU when the answer is not LOCAL_GPU_VIABLE) runs each of ``what_if_variants`` briefly. The
-    electricity price defaults to a U.S. residential average: set your own. Renting: :mod:`gpubench.decision.rent`."""
+    ``cloud_card`` is priced at its cheapest dated row of the price snapshot; ``cloud_gpus`` cards of it train
+    data-parallel (:mod:`gpubench.decision.scaling`). ``what_if`` (null: critical models on a GPU when the answer is
+    not LOCAL_GPU_VIABLE) runs each of ``what_if_variants`` briefly. The electricity price defaults to a U.S.
+    residential average: set your own. Renting: :mod:`gpubench.decision.rent`."""
 
     local_max_hours: float = 24.0
     cloud_min_hours: float = 48.0
@@ -80,7 +81,6 @@ class DecisionConfig:
     amortisation_months: int = 36
     trainings_per_month: float = 4.0
     cloud_card: str = "h100"
-    cloud_hourly_price_usd: float | None = None
     cloud_gpus: int = 1
     assumed_matmul_efficiency: float = 0.7
     what_if: bool | None = None
@@ -132,13 +132,6 @@ class DecisionConfig:
         require_positive("decision.amortisation_months", self.amortisation_months)
         require_positive("decision.trainings_per_month", self.trainings_per_month)
         require(bool(self.cloud_card), "decision.cloud_card", self.cloud_card, "a catalog card name such as h100")
-        if self.cloud_hourly_price_usd is not None:
-            require(
-                self.cloud_hourly_price_usd >= 0,
-                "decision.cloud_hourly_price_usd",
-                self.cloud_hourly_price_usd,
-                ">= 0 or null (the catalog card's price)",
-            )
         require(
             isinstance(self.cloud_gpus, int) and not isinstance(self.cloud_gpus, bool) and self.cloud_gpus >= 1,
             "decision.cloud_gpus",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate
 from gpubench.hardware.catalog import Card
-from gpubench.results import CardProjection, CostAnalysis, ModelResult
+from gpubench.results import CostAnalysis, CostRow, ModelResult
 from gpubench.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
 
 #: Where a training's energy comes from: NVML's energy counter over the measured epochs, or the catalog card's
@@ -36,15 +36,11 @@ def training_energy_kwh(
 
 @dataclass(frozen=True)
 class CostInputs:
-    """What the cost analysis needs of one planned training (all the models decided on).
-
-    ``local_hours``: estimated time on the measured device (one card); ``local_energy_kwh``: its energy (None when
-    not measured) and ``energy_basis`` where it comes from; ``cloud_hours``: projected time on ``cloud_gpus``
-    cards of ``cloud_card`` (None when it cannot be projected), with its bounds ``cloud_hours_lower`` and
-    ``cloud_hours_upper`` and one card's time ``cloud_single_card_hours`` (None for one card);
-    ``cloud_hourly_price_usd``: one card's price used (None when unknown); ``catalog_cards``: the catalog's card
-    names, which ``cloud_card`` should be one of; ``cheapest``: the projection row that costs least
-    (:func:`cheapest_card`), None when no row is priced.
+    """What the cost analysis needs of one planned training (the decided models): the local hours (one card) and
+    energy (None: not measured) with its basis; the projected hours on ``cloud_gpus`` cards of ``cloud_card`` (None:
+    not projected), their bounds and one card's hours; the catalog's card names; and the cost table's rows
+    (:func:`gpubench.results.cheapest_rental`): ``cloud_rental`` the cloud card's cheapest that fits, ``cheapest``
+    the whole table's, None without a dated price.
     """
 
     local_hours: float
@@ -52,20 +48,13 @@ class CostInputs:
     energy_basis: str | None
     cloud_card: str
     cloud_hours: float | None
-    cloud_hourly_price_usd: float | None
     catalog_cards: tuple[str, ...]
     cloud_gpus: int = 1
     cloud_hours_lower: float | None = None
     cloud_hours_upper: float | None = None
     cloud_single_card_hours: float | None = None
-    cheapest: CardProjection | None = None
-
-
-def cheapest_card(rows: list[CardProjection]) -> CardProjection | None:
-    """The projection row whose training costs least (its ``gpus`` cards × hourly price × hours) among the cards
-    the models fit on (or whose fit is unknown); None when no row is priced."""
-    priced = [row for row in rows if row.cost_usd_per_training is not None and row.fits_in_vram is not False]
-    return min(priced, key=lambda row: row.cost_usd_per_training or 0.0) if priced else None
+    cloud_rental: CostRow | None = None
+    cheapest: CostRow | None = None
 
 
 def _times(a: float | None, b: float | None) -> float | None:
@@ -91,16 +80,20 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
     if decision.local_hardware_cost_usd is None:
         notes.append("no hardware amortisation: set decision.local_hardware_cost_usd to include the card's price")
 
-    cloud_cost_usd = _times(_times(inputs.cloud_hours, inputs.cloud_hourly_price_usd), inputs.cloud_gpus)
+    rental = inputs.cloud_rental
+    cloud_cost_usd = None if rental is None or inputs.cloud_hours is None else rental.usd
     if inputs.cloud_hours is None:
         notes.append(f"the training could not be projected to {inputs.cloud_card}: cloud figures unknown")
-    elif inputs.cloud_hourly_price_usd is None:
-        notes.append(f"{inputs.cloud_card} has no hourly price: set decision.cloud_hourly_price_usd")
+    elif cloud_cost_usd is None:
+        notes.append(
+            f"{inputs.cloud_card}: no dated price in the snapshot for {inputs.cloud_gpus} GPU(s) that fit: cloud cost "
+            "unknown"
+        )
     cloud_monthly_usd = None if cloud_cost_usd is None else trainings * cloud_cost_usd
     if inputs.cloud_gpus > 1:
         notes.append(
-            f"the cloud side rents {inputs.cloud_gpus} x {inputs.cloud_card} (decision.cloud_gpus), priced "
-            f"{inputs.cloud_gpus} x the hourly price x their hours; the local side is the one card measured"
+            f"the cloud side rents {inputs.cloud_gpus} x {inputs.cloud_card} (decision.cloud_gpus), priced as "
+            "the instance that holds them for their hours; the local side is the one card measured"
         )
 
     speedup = inputs.local_hours / inputs.cloud_hours if inputs.cloud_hours else None
@@ -137,7 +130,7 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
         amortisation_months=decision.amortisation_months,
         amortisation_usd_per_month=amortisation_usd_per_month,
         cloud_card=inputs.cloud_card,
-        cloud_hourly_price_usd=inputs.cloud_hourly_price_usd,
+        cloud_hourly_price_usd=None if rental is None else rental.price_usd_per_hour,
         cloud_cost_usd_per_training=cloud_cost_usd,
         break_even_trainings_per_month=break_even_trainings,
         break_even_local_hours_per_month=_times(break_even_trainings, inputs.local_hours),
@@ -145,10 +138,16 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
         cloud_training_hours_lower=inputs.cloud_hours_lower,
         cloud_training_hours_upper=inputs.cloud_hours_upper,
         cloud_single_card_training_hours=inputs.cloud_single_card_hours,
-        cheapest_card=None if cheapest is None else cheapest.card,
-        cheapest_card_training_hours=None if cheapest is None else cheapest.training_hours,
-        cheapest_card_cost_usd_per_training=None if cheapest is None else cheapest.cost_usd_per_training,
+        cheapest_card=None if cheapest is None else cheapest.gpu,
+        cheapest_card_training_hours=None if cheapest is None else cheapest.hours,
+        cheapest_card_cost_usd_per_training=None if cheapest is None else cheapest.usd,
         notes=notes,
+        cloud_provider=None if rental is None else rental.provider,
+        cloud_spot=None if rental is None else rental.spot,
+        cloud_price_date=None if rental is None else rental.price_date,
+        cheapest_provider=None if cheapest is None else cheapest.provider,
+        cheapest_spot=None if cheapest is None else cheapest.spot,
+        cheapest_price_date=None if cheapest is None else cheapest.price_date,
     )
 
 
@@ -157,14 +156,13 @@ COST_METHOD = (
     "Per training (the plan of the models decided on): local energy kWh = sum over models of joules per sample "
     "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
     "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
-    "decision.electricity_usd_per_kwh. Cloud cost = projected hours on decision.cloud_card x its hourly price "
-    "(catalog, or decision.cloud_hourly_price_usd). Monthly: x decision.trainings_per_month, plus on the local side "
-    "decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x (cloud monthly - "
-    "local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / projected "
-    "cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
+    "decision.electricity_usd_per_kwh. Cloud cost = the USD of decision.cloud_card's cheapest cost-table row that "
+    "fits (a dated snapshot price; none where the snapshot has none). Monthly: x decision.trainings_per_month, plus "
+    "on the local side decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x "
+    "(cloud monthly - local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / "
+    "projected cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
     "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
     "month, that times the local hours per training. Point estimates of time are used, not the upper bounds. "
-    "The cloud side rents decision.cloud_gpus cards: its cost is cards x hourly price x their projected hours "
-    "(see scaling), for every catalog card; cheapest_card is the card whose cards cost least per training among "
-    "those the models fit on. The local side is always the one card measured."
+    "The cloud side rents decision.cloud_gpus cards (see scaling). cheapest_card is the cost table's cheapest row "
+    "that fits, the one row every cheapest figure names. The local side is always the one card measured."
 )

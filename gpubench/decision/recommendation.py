@@ -1,14 +1,9 @@
 """The recommendation: the report's models, hardware and run in, the :class:`gpubench.results.Recommendation` out.
 
-:func:`build_recommendation` only puts the other ``decision`` modules together: the estimates
-(:mod:`~gpubench.decision.estimate`), the decision rule (:mod:`~gpubench.decision.rule`), the step splits and the
-projection onto the catalog cards (:mod:`~gpubench.decision.projection`), the energy and cost
-(:mod:`~gpubench.decision.cost`), the memory budget (:mod:`~gpubench.decision.memory_budget`), the measured
-what-ifs (:mod:`~gpubench.decision.what_ifs`) and the words (:mod:`~gpubench.decision.advice`,
-:mod:`~gpubench.decision.actions`). It is pure: typed records in, a typed record out, no torch.
-
-The answer is about the card the user asked about: the measured device, or, with ``hardware=<card>`` on a bigger
-GPU, that card (its memory measured under its cap, its time projected from the measured step).
+:func:`build_recommendation` only puts the other ``decision`` modules together (estimate, rule, projection, cost,
+rent, memory budget, what-ifs, and the words in advice and actions); pure, no torch. The answer is about the
+measured device, or, with ``hardware=<card>`` on a bigger GPU, that card. Every money figure is a row of the cost
+table, the cheapest one picked by :func:`gpubench.results.cheapest_rental`.
 """
 
 from dataclasses import replace
@@ -19,7 +14,7 @@ from gpubench.decision.actions import NO_ESTIMATE_ACTIONS, recommended_actions
 from gpubench.decision.advice import Outcome, host_text, reasoning
 from gpubench.decision.card_table import projection_table
 from gpubench.decision.config import DecisionConfig
-from gpubench.decision.cost import COST_METHOD, CostInputs, cheapest_card, cost_analysis, training_energy_kwh
+from gpubench.decision.cost import COST_METHOD, CostInputs, cost_analysis, training_energy_kwh
 from gpubench.decision.estimate import (
     ESTIMATE_METHOD,
     UPPER_BOUND_METHOD,
@@ -49,11 +44,13 @@ from gpubench.prices import PriceSnapshot, PriceSnapshotError, load_snapshot
 from gpubench.results import (
     CardProjection,
     CostAnalysis,
+    CostRow,
     MissingModel,
     ModelEstimate,
     Recommendation,
     RunReport,
     StepSplit,
+    cheapest_rental,
     recommendation_method,
     recommendation_thresholds,
 )
@@ -79,12 +76,13 @@ def _cost(
     hours: float,
     per_model: dict[str, ModelEstimate],
     cloud_row: CardProjection | None,
-    projection: list[CardProjection],
+    table: list[CostRow],
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> CostAnalysis:
     """The cost of one training of the ``decided_on`` models, ``hours`` long here on one card, against
-    ``cloud_row`` (``decision.cloud_gpus`` cards), and the cheapest row of ``projection``."""
+    ``cloud_row`` (``decision.cloud_gpus`` cards) at its cheapest row of the cost ``table``, and the table's
+    cheapest row (:func:`gpubench.results.cheapest_rental`)."""
     energies = [per_model[name].energy_kwh for name in decided_on]
     bases = {per_model[name].energy_basis for name in decided_on}
     return cost_analysis(
@@ -94,13 +92,13 @@ def _cost(
             energy_basis=None if None in bases else "+".join(sorted(bases)),
             cloud_card=decision.cloud_card,
             cloud_hours=cloud_row.training_hours if cloud_row else None,
-            cloud_hourly_price_usd=cloud_row.hourly_price_usd if cloud_row else decision.cloud_hourly_price_usd,
             catalog_cards=tuple(catalog),
             cloud_gpus=decision.cloud_gpus,
             cloud_hours_lower=cloud_row.training_hours_lower if cloud_row else None,
             cloud_hours_upper=cloud_row.training_hours_upper if cloud_row else None,
             cloud_single_card_hours=cloud_row.single_card_training_hours if cloud_row else None,
-            cheapest=cheapest_card(projection),
+            cloud_rental=cheapest_rental(table, decision.cloud_card),
+            cheapest=cheapest_rental(table),
         ),
         decision,
     )
@@ -191,15 +189,11 @@ def build_recommendation(
     prices: PriceSnapshot | None = None,
     today: date | None = None,
 ) -> Recommendation:
-    """The recommendation from the report as written so far (its models, hardware and run), the decision config
-    and the card catalog (:func:`gpubench.hardware.catalog.load_catalog`).
-
-    The decision is the rule's (:func:`gpubench.decision.rule.decide`): on the bounds of the critical models'
-    total, None (with the reason) when the measurements do not support one. The figures (estimate, bounds,
-    projection, cost) cover the critical models with an estimate, else every model with one, ``partial`` when a
-    critical model has none. Hours are the full planned training on the measured device; see
-    :mod:`gpubench.results` for every field. ``prices`` is the price snapshot of the cost table (None: the
-    configured or shipped one) and ``today`` the day its age is judged on (None: today, UTC).
+    """The recommendation from the report as written so far, the decision config and the card catalog
+    (:func:`gpubench.hardware.catalog.load_catalog`): the rule's decision on the critical models' bounds (None, with
+    the reason, when the measurements do not support one) and the figures behind it (see :mod:`gpubench.results`).
+    ``prices`` is the price snapshot (None: the configured or shipped one), ``today`` the day its age is judged on
+    (None: today, UTC).
     """
     source = source_throughput(report, catalog, decision.assumed_matmul_efficiency)
     emulated = answer_card(report, source, catalog)
@@ -266,16 +260,22 @@ def build_recommendation(
     snapshot, table_notes = _prices(decision, prices)
     today = today or datetime.now(timezone.utc).date()
     table, more_notes = (
-        cost_table(projection, {name: per_model[name] for name in decided_on}, snapshot, decision, today)
+        cost_table(projection, {name: per_model[name] for name in decided_on}, snapshot, decision, today, catalog)
         if snapshot is not None and total is not None
         else ([], [])
     )
+    cloud_rental = cheapest_rental(table, decision.cloud_card)
     energies = [per_model[name].energy_kwh for name in decided_on]
     bases = {per_model[name].energy_basis for name in decided_on}
     host_note = host_text(report.models, decided_on)
     return Recommendation(
         decision=verdict.decision,
-        reasoning=" ".join(filter(None, [reasoning(outcome, cloud_row, decision, scalings), host_note])),
+        reasoning=" ".join(
+            filter(
+                None,
+                [reasoning(outcome, cloud_row, decision, scalings, cloud_rental, cheapest_rental(table)), host_note],
+            )
+        ),
         host_note=host_note,
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
@@ -288,7 +288,7 @@ def build_recommendation(
         measured_device=device,
         per_model=per_model,
         cost_analysis=(
-            _cost(decided_on, total.hours, per_model, cloud_row, projection, catalog, decision) if total else None
+            _cost(decided_on, total.hours, per_model, cloud_row, table, catalog, decision) if total else None
         ),
         projection=projection,
         memory_budget=budget_rows,
@@ -306,6 +306,7 @@ def build_recommendation(
                 decision,
                 what_ifs,
                 scalings,
+                table,
             )
         ),
         method=method_texts(source.basis),

@@ -1,19 +1,14 @@
-"""The cost table: the decided models' training priced on every GPU type x provider x on-demand/spot of the price
-snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local option
-beside it.
+"""The cost table: the decided models' training priced on every GPU type x provider x on-demand/spot of the dated
+price snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local
+option beside it.
 
-Each catalog card's projected training (:func:`gpubench.decision.card_table.projection_table`: hours on
-``decision.cloud_gpus`` cards with their bounds, and whether the measured peak fits) is priced at every provider
-that sells that GPU, on the cheapest instance of each kind (spot or on-demand) with at least ``cloud_gpus`` GPUs;
-the whole instance is paid. On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot`): the plan's own
-checkpoints are replaced by checkpoints every Daly interval for the provider's interruption rate, at the measured
-checkpoint cost, each interruption restarting at the measured one-off costs; USD = expected wall hours x spot
-price, the bounds computed the same way from the training's bounds. A training with no checkpoints in its plan
-whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot row (an interruption would
-restart it from the start), and ``notes`` says so. Each row carries, per decided model, the largest batch predicted
-to fit one card of its GPU (:mod:`gpubench.decision.batch_fit`, from the projection row). Money in USD, times in
-hours (seconds where the name says).
-Pure arithmetic on typed records.
+Each catalog card's projected training (hours on ``decision.cloud_gpus`` cards, and whether it fits) is priced at
+every provider selling that GPU (matched through the card file's ``gpuhunt_names``), on the cheapest instance of
+each kind with at least ``cloud_gpus`` GPUs; the whole instance is paid, and a row on a bigger instance says so.
+On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot`): checkpoints every Daly interval for the
+provider's interruption rate, restarts at the measured one-off costs; USD = expected wall hours x spot price. A
+plan without checkpoints whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot
+row. Money in USD, times in hours.
 """
 
 from collections.abc import Mapping, Sequence
@@ -22,8 +17,9 @@ from datetime import date
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.spot import daly_interval_hours, expected_wall_hours
-from gpubench.prices import PriceOffer, PriceSnapshot
-from gpubench.results import CardProjection, CostRow, LocalCost, ModelEstimate, PriceSnapshotInfo
+from gpubench.hardware.catalog import Card, gpu_cards
+from gpubench.prices import PriceOffer, PriceSnapshot, card_for
+from gpubench.results import ALL_GPUS_PAID, CardProjection, CostRow, LocalCost, ModelEstimate, PriceSnapshotInfo
 from gpubench.units import SECONDS_PER_HOUR
 
 
@@ -82,11 +78,14 @@ def spot_hours(training_hours: float, plan: SpotPlan, interruptions_per_hour: fl
     return SpotTime(wall, interval, wall * interruptions_per_hour)
 
 
-def cheapest_offers(offers: Sequence[PriceOffer], card: str, gpus: int) -> dict[tuple[str, bool], PriceOffer]:
-    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs."""
+def cheapest_offers(
+    offers: Sequence[PriceOffer], card: str, gpus: int, cards: Mapping[str, Mapping[int | None, str]] | None = None
+) -> dict[tuple[str, bool], PriceOffer]:
+    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs; an offer's card is
+    found in ``cards`` (:func:`gpubench.hardware.catalog.gpu_cards`; default: the shipped catalog's)."""
     best: dict[tuple[str, bool], PriceOffer] = {}
     for offer in offers:
-        if offer.card != card or offer.gpu_count < gpus:
+        if card_for(offer.gpu_name, offer.gpu_memory_gb, cards) != card or offer.gpu_count < gpus:
             continue
         key = (offer.provider, offer.spot)
         if key not in best or offer.price_usd_per_hour < best[key].price_usd_per_hour:
@@ -106,7 +105,7 @@ def _note(*parts: str | None) -> str | None:
 def _idle_note(offer: PriceOffer, gpus: int) -> str | None:
     """What an instance with more GPUs than the training uses costs it, in words; None when it uses them all."""
     if offer.gpu_count > gpus:
-        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: all are paid"
+        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: {ALL_GPUS_PAID}"
     return None
 
 
@@ -207,18 +206,21 @@ def cost_table(
     snapshot: PriceSnapshot,
     decision: DecisionConfig,
     today: date,
+    catalog: Mapping[str, Card] | None = None,
 ) -> tuple[list[CostRow], list[str]]:
     """The cost table's rows (sorted by expected cost, unpriced last) and the notes on what it left out: every
     catalog card of ``projection`` x every provider of ``snapshot`` selling it x on-demand/spot, for the
-    ``decided`` models' training; the snapshot's age judged on ``today``."""
+    ``decided`` models' training; the snapshot's age judged on ``today``. An offer's card is matched through
+    ``catalog``'s ``gpuhunt_names`` (default: the shipped catalog's)."""
     gpus = decision.cloud_gpus
+    cards = None if catalog is None else gpu_cards(catalog)
     stale = snapshot.staleness(today)
     plan = spot_plan(list(decided.values()), decision.plan.checkpoint_every_steps is not None)
     rows: list[CostRow] = []
     notes: list[str] = [stale] if stale else []
     refused_spot: list[str] = []
     for row in projection:
-        for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus).items()):
+        for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus, cards).items()):
             if not spot:
                 rows.append(_on_demand_row(row, offer, gpus, stale, list(decided)))
                 continue
@@ -238,7 +240,9 @@ def cost_table(
     cards = {row.card for row in projection}
     unpriced = sorted(cards - {row.gpu for row in rows})
     if unpriced:
-        notes.append(f"no price in the snapshot for {', '.join(unpriced)} (with at least {gpus} GPU(s) an instance)")
+        notes.append(
+            f"no dated price in the snapshot for {', '.join(unpriced)} (with at least {gpus} GPU(s) an instance)"
+        )
     for provider in sorted(snapshot.providers):
         entry = snapshot.providers[provider]
         if "not in this snapshot" in entry.spot or "no spot" in entry.spot:

@@ -1,8 +1,7 @@
-"""The card catalog: each GPU's spec sheet (VRAM, peak TFLOP/s, memory bandwidth, price, board power), read from
-the Hydra configs under ``gpubench/conf/hardware/``, and the match of a device name onto a catalog card.
-
-A card's spec is data, not a device: the projection and the cost analysis read it without touching a GPU, so
-nothing here imports torch or NVML.
+"""The card catalog: each GPU's spec sheet (VRAM, peak TFLOP/s, memory bandwidth, board power) and its names in
+the price snapshot and the launchers, read from the Hydra configs under ``gpubench/conf/hardware/``, and the match
+of a device name onto a catalog card. Prices live in the dated snapshot (:mod:`gpubench.prices`), not here: a new
+card is one YAML file plus its snapshot rows. Nothing here imports torch or NVML.
 """
 
 import re
@@ -25,8 +24,9 @@ _VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
 @dataclass(frozen=True)
 class Card:
     """One catalog card's spec sheet: VRAM (GB, binary), dense peak TFLOP/s in fp32, on the bf16 (T4: fp16)
-    tensor cores and on the tf32 tensor cores (None where the card has none: fp32 matmuls then run at the fp32
-    peak), memory bandwidth (GB/s), cloud price (USD per hour, None where it is not rented) and board power (W)."""
+    tensor cores and on the tf32 tensor cores (None where the card has none), memory bandwidth (GB/s) and board
+    power (W); its ``gpu_name`` spellings in the price snapshot (``gpuhunt_names``) and its SkyPilot and dstack
+    accelerator names (empty where it is not rented). No price: prices are the dated snapshot's."""
 
     name: str
     vram_gb: float | None
@@ -34,8 +34,10 @@ class Card:
     peak_bf16_tflops: float | None
     peak_tf32_tflops: float | None
     memory_bandwidth_gbps: float | None
-    hourly_price_usd: float | None
     board_power_w: float | None
+    gpuhunt_names: tuple[str, ...] = ()
+    skypilot_name: str | None = None
+    dstack_name: str | None = None
 
     @classmethod
     def from_config(cls, hardware: HardwareConfig) -> "Card":
@@ -47,8 +49,10 @@ class Card:
             peak_bf16_tflops=hardware.peak_bf16_tflops,
             peak_tf32_tflops=hardware.peak_tf32_tflops,
             memory_bandwidth_gbps=hardware.memory_bandwidth_gbps,
-            hourly_price_usd=hardware.hourly_price_usd,
             board_power_w=hardware.board_power_w,
+            gpuhunt_names=tuple(hardware.gpuhunt_names),
+            skypilot_name=hardware.skypilot_name,
+            dstack_name=hardware.dstack_name,
         )
 
     @property
@@ -101,6 +105,31 @@ def load_catalog(conf_dir: Path | None = None) -> dict[str, Card]:
         card = Card.from_config(HardwareConfig(**{str(key): value for key, value in values.items()}))
         catalog[card.name] = card
     return catalog
+
+
+def gpu_cards(catalog: Mapping[str, Card]) -> dict[str, dict[int | None, str]]:
+    """The snapshot's GPU names (gpuhunt's spelling) onto catalog cards by VRAM (GB, rounded; None for a card
+    without one): ``{"A100": {40: "a100_40gb", 80: "a100_80gb"}, "T4": {16: "t4"}}``, so an offer of another
+    memory size (an H100 NVL's 94 GB) is no catalog card."""
+    cards: dict[str, dict[int | None, str]] = {}
+    for card in catalog.values():
+        for gpu_name in card.gpuhunt_names:
+            cards.setdefault(gpu_name, {})[round(card.vram_gb) if card.vram_gb else None] = card.name
+    return cards
+
+
+def skypilot_names(catalog: Mapping[str, Card]) -> dict[str, str]:
+    """Catalog cards onto SkyPilot's accelerator names (cards without one left out)."""
+    return {name: card.skypilot_name for name, card in catalog.items() if card.skypilot_name}
+
+
+def dstack_names(catalog: Mapping[str, Card]) -> dict[str, tuple[str, int]]:
+    """Catalog cards onto dstack's GPU name and the least memory to ask for (GB: the card's VRAM)."""
+    return {
+        name: (card.dstack_name, round(card.vram_gb or 0))
+        for name, card in catalog.items()
+        if card.dstack_name and card.vram_gb
+    }
 
 
 def _name_pattern(part: str) -> str:

@@ -1,6 +1,6 @@
 """The ``hardware`` group: which device to benchmark on, the card it stands for, and the thermal limits."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpubench.errors import require, require_positive
 
@@ -11,7 +11,8 @@ class HardwareConfig:
 
     ``name`` is ``auto`` (CUDA when present, else CPU), ``cpu``, or a catalog card from ``gpubench/conf/hardware/``. A
     catalog card on a larger GPU caps usable VRAM at ``vram_limit_gb`` so the batch-size search finds that card's
-    limits; its peak throughput, bandwidth and price feed the projection and cost analysis.
+    limits; its peak throughput and bandwidth feed the projection. ``gpuhunt_names`` are the price snapshot's
+    ``gpu_name`` spellings of the card, ``skypilot_name`` and ``dstack_name`` the launchers' (empty: not rented).
     """
 
     name: str = "auto"
@@ -21,8 +22,10 @@ class HardwareConfig:
     peak_bf16_tflops: float | None = None
     peak_tf32_tflops: float | None = None
     memory_bandwidth_gbps: float | None = None
-    hourly_price_usd: float | None = None
     board_power_w: float | None = None
+    gpuhunt_names: list[str] = field(default_factory=list)
+    skypilot_name: str | None = None
+    dstack_name: str | None = None
     burn_in_max_seconds: float = 30.0
     temperature_warn_c: float = 70.0
     temperature_throttle_c: float = 80.0
@@ -47,8 +50,6 @@ class HardwareConfig:
         if self.cpu_threads is not None:
             require(self.cpu_threads >= 1, "hardware.cpu_threads", self.cpu_threads, "an integer >= 1, or null (auto)")
         require(self.burn_in_max_seconds >= 0, "hardware.burn_in_max_seconds", self.burn_in_max_seconds, ">= 0")
-        if self.hourly_price_usd is not None:
-            require(self.hourly_price_usd >= 0, "hardware.hourly_price_usd", self.hourly_price_usd, ">= 0")
         require(
             self.temperature_warn_c < self.temperature_throttle_c < self.temperature_stop_c,
             "hardware.temperature_warn_c/temperature_throttle_c/temperature_stop_c",

@@ -24,6 +24,7 @@ from gpubench.results import (
     ModelResult,
     Recommendation,
     RunReport,
+    fitting_rentals,
 )
 
 logger = logging.getLogger(__name__)
@@ -147,21 +148,24 @@ def _hours(hours: float) -> str:
 
 def cloud_line(cost: CostAnalysis | None) -> str | None:
     """On several cloud cards (``decision.cloud_gpus`` > 1), one line: the cards, their hours with bounds and the
-    cost of a training, one card's hours, and the cheapest catalog option; None for one card or without a
-    projection."""
+    cost of a training (its cheapest dated rental), one card's hours, and the cost table's cheapest row that fits;
+    None for one card or without a projection."""
     if cost is None or cost.cloud_card_count == 1 or cost.cloud_training_hours is None:
         return None
     line = f"Cloud: {cost.cloud_card_count} × {cost.cloud_card}: {_hours(cost.cloud_training_hours)}"
     if cost.cloud_training_hours_lower is not None and cost.cloud_training_hours_upper is not None:
         line += f" ({_hours(cost.cloud_training_hours_lower)} to {_hours(cost.cloud_training_hours_upper)})"
     if cost.cloud_cost_usd_per_training is not None:
-        line += f", ${cost.cloud_cost_usd_per_training:,.2f} per training"
+        line += f", ${cost.cloud_cost_usd_per_training:,.2f} per training at {cost.cloud_provider}"
+    else:
+        line += ", no dated price"
     if cost.cloud_single_card_training_hours is not None:
         line += f"; one card {_hours(cost.cloud_single_card_training_hours)}"
-    if cost.cheapest_card is not None and cost.cheapest_card_cost_usd_per_training is not None:
+    if cost.cheapest_label is not None and cost.cheapest_card_cost_usd_per_training is not None:
         line += (
-            f"; cheapest {cost.cloud_card_count} × {cost.cheapest_card}: {_hours(cost.cheapest_card_training_hours)}, "
-            f"${cost.cheapest_card_cost_usd_per_training:,.2f}"
+            f"; cheapest {cost.cloud_card_count} × {cost.cheapest_label}: "
+            f"{_hours(cost.cheapest_card_training_hours or 0.0)}, ${cost.cheapest_card_cost_usd_per_training:,.2f} "
+            f"(price of {cost.cheapest_price_date})"
         )
     return line
 
@@ -190,9 +194,8 @@ def memory_split_line(name: str, split: MemorySplit) -> str | None:
 
 def _fits_phrase(fits_at_batch: Mapping[str, int], largest_tried_batch: Mapping[str, int]) -> str:
     """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without. A
-    prediction above the largest batch the model's trials measured prints as ``≥`` that batch: its measured peak
-    is under the card's limit, and how much further the memory line reaches is an extrapolation (DQN's line on the
-    H200 put ten million transitions on every card)."""
+    prediction above the largest batch the model's trials measured prints as ``≥`` that batch: beyond it the
+    memory line is an extrapolation."""
     if not fits_at_batch:
         return ""
     shown = {}
@@ -218,11 +221,12 @@ def largest_tried_batches(report: RunReport) -> dict[str, int]:
 
 
 def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str, int] | None = None) -> list[str]:
-    """The cost table's cheapest rows that fit (fits_in_vram not false; at most :data:`RENT_ROWS_SHOWN`), each with
-    its hours and USD bounds, price date and the largest batch predicted to fit the card (``≥`` the model's
-    ``largest_tried_batch`` where predicted past it: :func:`_fits_phrase`), then the local option with its tariff's
-    date and source and a stale snapshot's warning; [] without a cost table."""
-    fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
+    """The cost table's cheapest rows that fit (:func:`gpubench.results.fitting_rentals`: the first is the
+    cheapest every other output names; at most :data:`RENT_ROWS_SHOWN`), each with its hours and USD bounds, price
+    date and the largest batch predicted to fit the card (``≥`` the model's ``largest_tried_batch`` where predicted
+    past it: :func:`_fits_phrase`), then the local option with its tariff's date and source and a stale snapshot's
+    warning; [] without a cost table."""
+    fitting = fitting_rentals(recommendation.cost_table)
     if not fitting:
         return []
     lines = [f"Cheapest rentals that fit ({len(fitting)} of {len(recommendation.cost_table)} priced options):"]

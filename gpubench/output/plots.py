@@ -1,18 +1,11 @@
 """Plots of a report, saved as PNG files beside it: what a reader checks before trusting the numbers.
 
-Per model: the epoch-time distribution (every measured epoch in order, outliers highlighted, with the mean, the
-median, the Student-t interval and the decision interval marked), the loss curve, the VRAM timeline of the
-memory sampler (GPU only) and the batch-size trials (GPU only); for the whole report, the projected training
-time and cost on each catalog card when the recommendation has a projection. A plot whose data is absent (a CPU
-run has no VRAM timeline and no batch search; a failed model has no epochs) is skipped, not drawn empty.
-
-matplotlib is imported inside the functions so that importing gpubench (and ``--help``) does not pay for it.
-Figures are built with :class:`matplotlib.figure.Figure` on an Agg canvas rather than through pyplot: pyplot
-keeps every figure in a global registry until it is closed and may pick a GUI backend; a bare Figure is freed
-when it goes out of scope (nothing to close), needs no display, and is safe to draw from any thread. The
-``*_figure`` functions build one figure each; :func:`report_plots` yields every one the report has data for, which
-:func:`save_report_plots` saves as PNGs and the HTML page (:mod:`gpubench.output.html_report`) embeds, both under
-the shared style (:func:`plot_style`).
+Per model: the epoch times (outliers highlighted, mean, median and both intervals marked), the loss curve, the VRAM
+timeline and the batch-size trials (GPU only); for the report, the projected time on each catalog card and its
+cheapest dated rental (:func:`cost_bars`). A plot without data is skipped, not drawn empty. matplotlib is imported
+inside the functions; figures are bare :class:`matplotlib.figure.Figure` objects on an Agg canvas, not pyplot's (no
+global registry, no GUI backend, safe from any thread). :func:`report_plots` yields every figure the report has
+data for, which :func:`save_report_plots` saves and the HTML page embeds, under :func:`plot_style`.
 """
 
 import math
@@ -25,7 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpubench.results import CardProjection, HardwareReport, MemoryTimeline, ModelResult, Recommendation, RunReport
+from gpubench.results import (
+    CardProjection,
+    CostRow,
+    HardwareReport,
+    MemoryTimeline,
+    ModelResult,
+    Recommendation,
+    RunReport,
+    cheapest_rental,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -116,17 +118,10 @@ def report_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] 
 def save_report_plots(
     report: RunReport, out_dir: Path, memory_timelines: dict[str, MemoryTimeline] | None = None
 ) -> list[Path]:
-    """Draw every plot the report has data for into ``out_dir``; return the PNG paths written, in drawing order.
-
-    Args:
-        report: the run's report.
-        out_dir: folder for the PNGs (created if missing), normally the report's folder.
-        memory_timelines: per model name, the memory sampler's samples (:class:`MemoryTimeline`). None or a
-            missing model: no VRAM timeline for it.
-
-    Files: ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
-    ``cost_by_card.png``.
-    """
+    """Draw every plot the report has data for into ``out_dir`` (created if missing), with each model's VRAM
+    timeline from ``memory_timelines`` where given; return the PNG paths written, in drawing order:
+    ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
+    ``cost_by_card.png``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with plot_style():
@@ -473,43 +468,51 @@ def _usd(value: float) -> str:
 
 
 @dataclass(frozen=True)
-class _CostBar:
-    """One row of the cost plot: a card's projected training time (hours) to its upper bound, and its cost (USD)."""
+class CostBar:
+    """One row of the cost plot: a card's projected training time (hours) to its upper bound, and its cheapest
+    cost-table row that fits (``rental``: the dated price behind ``cost_usd``; None where the snapshot has none)."""
 
     label: str
     hours: float
     upper_hours: float
-    cost_usd: float | None
+    rental: CostRow | None
     measured: bool
 
+    @property
+    def cost_usd(self) -> float | None:
+        """The rental's expected USD per training; None without a dated price."""
+        return None if self.rental is None else self.rental.usd
 
-def _card_bar(row: CardProjection) -> _CostBar | None:
+
+def _card_bar(row: CardProjection, cost_table: list[CostRow]) -> CostBar | None:
     if row.training_hours is None:
         return None
-    return _CostBar(
+    return CostBar(
         # Several cloud cards (decision.cloud_gpus): the bar is their time and cost, so its label counts them.
         label=(f"{row.card_count} × " if row.card_count > 1 else "")
         + (f"{row.card} (measured)" if row.measured_device else row.card),
         hours=row.training_hours,
         upper_hours=row.training_hours_upper if row.training_hours_upper is not None else row.training_hours,
-        cost_usd=row.cost_usd_per_training,
+        rental=cheapest_rental(cost_table, row.card),
         measured=row.measured_device,
     )
 
 
-def _cost_bars(recommendation: Recommendation) -> list[_CostBar]:
-    """The projection's rows with a time, plus the measured estimate as its own row when no catalog card is the
-    measured device (a CPU run, an unlisted GPU)."""
-    bars = [bar for row in recommendation.projection if (bar := _card_bar(row)) is not None]
+def cost_bars(recommendation: Recommendation) -> list[CostBar]:
+    """The cost plot's data: the projection's rows with a time, each priced at its card's cheapest cost-table row
+    that fits (:func:`gpubench.results.cheapest_rental`), plus the measured estimate as its own row when no catalog
+    card is the measured device (a CPU run, an unlisted GPU)."""
+    table = recommendation.cost_table
+    bars = [bar for row in recommendation.projection if (bar := _card_bar(row, table)) is not None]
     hours = recommendation.estimated_full_training_hours
     if hours is not None and not any(row.measured_device for row in recommendation.projection):
         upper = recommendation.estimated_full_training_hours_upper
         bars.append(
-            _CostBar(
+            CostBar(
                 label=f"{recommendation.measured_device or 'this machine'} (measured)",
                 hours=hours,
                 upper_hours=upper if upper is not None else hours,
-                cost_usd=None,
+                rental=None,
                 measured=True,
             )
         )
@@ -517,11 +520,10 @@ def _cost_bars(recommendation: Recommendation) -> list[_CostBar]:
 
 
 def cost_figure(recommendation: Recommendation) -> "Figure | None":
-    """Projected full-training time (estimate, with a bar to its upper bound) and cloud cost (USD) per catalog
-    card from the recommendation's projection, fastest card at the top. When no catalog card is the measured
-    device, the measured estimate is added as its own row. A missing cost reads "n/a"; None when no row has a
-    time."""
-    bars = sorted(_cost_bars(recommendation), key=lambda bar: bar.hours, reverse=True)
+    """Projected full-training time (estimate, with a bar to its upper bound) and cloud cost (USD, with its
+    provider) per catalog card from :func:`cost_bars`, fastest card at the top; the whole table's cheapest row is
+    marked. A card without a dated price reads "no dated price"; None when no row has a time."""
+    bars = sorted(cost_bars(recommendation), key=lambda bar: bar.hours, reverse=True)
     if not bars:
         return None
     unit, factor = _duration_unit([max(bar.hours, bar.upper_hours) for bar in bars])
@@ -559,11 +561,15 @@ def cost_figure(recommendation: Recommendation) -> "Figure | None":
     known = [c for c in costs if c is not None]
     cost_axes.barh(positions, [0.0 if c is None else c for c in costs], color=PROCESS_COLOUR, alpha=0.85)
     offset = 0.01 * max(known, default=1.0)
-    for position, cost in zip(positions, costs, strict=True):
-        text = "n/a" if cost is None else _usd(cost)
+    cheapest = cheapest_rental(recommendation.cost_table)
+    for position, bar in zip(positions, bars, strict=True):
+        cost = bar.cost_usd
+        text = "no dated price" if bar.rental is None or cost is None else f"{_usd(cost)} {bar.rental.provider}"
+        if cheapest is not None and bar.rental == cheapest:
+            text += " (cheapest)"
         cost_axes.text(offset if cost is None else cost + offset, position, text, va="center", fontsize=10)
-    cost_axes.set_xlim(0, 1.25 * max(known, default=1.0))
-    cost_axes.set_xlabel("projected cloud cost per training (USD)")
+    cost_axes.set_xlim(0, 1.6 * max(known, default=1.0))
+    cost_axes.set_xlabel("cheapest dated rental per training (USD)")
     for axes in (time_axes, cost_axes):
         axes.grid(axis="y", visible=False)
     decided_on = ", ".join(recommendation.decided_on)

@@ -1,21 +1,13 @@
 """Sweep summaries: a Hydra callback that records every job of a multirun and aggregates them when it ends.
 
-Per job (``on_job_start`` / ``on_job_end``, which run wherever the job runs: in this process for the basic
-launcher, in a worker process for joblib, on a cluster node for submitit) a small ``job_summary.json`` is written
-in the job's output folder: its number, overrides, status (and why it failed), and per model the mean epoch time,
-its intervals and status, taken from the job's report.
-
-After the sweep (``on_multirun_end``, always on the machine that launched it) everything is read back FROM FILES,
-never from memory, since the jobs may have run elsewhere: ``sweep_summary.csv`` and ``sweep_summary.md`` in the
-sweep folder hold one row per job and model, with each overridden key as a column. A job that failed, whose report
-is missing or incomplete, or whose process ended without Hydra's ``on_job_end`` (a job that exited or was killed)
-is a row marked ``failed`` with the reason, never a crash. When tracking is enabled the sweep's MLflow parent run
-(:mod:`gpubench.output.sweep_run`) is created as the sweep starts, each job's run is nested under it as the job
-starts, and it ends with the sweep, the summaries attached.
-
-When a job ends the process (``sys.exit`` in a job) or the sweeper re-raises a job's exception, Hydra never calls
-``on_multirun_end``; an exit handler then writes the summary of the jobs that ran, marked as ended early. A sweep
-with a failed job exits with status 1, like a single failed run.
+Each job writes ``job_summary.json`` in its output folder (``on_job_end``, wherever the launcher runs it): its
+number, overrides, status and per model the epoch-time figures, plus the recommendation's (its cheapest rental is
+:func:`gpubench.results.cheapest_rental`'s row). After the sweep (``on_multirun_end``, on the launching machine)
+everything is read back from files into ``sweep_summary.csv`` and ``sweep_summary.md``: one row per job and model,
+each overridden key a column; a job that failed, or ended without ``on_job_end``, is a ``failed`` row with the
+reason. With tracking, the sweep's MLflow parent run (:mod:`gpubench.output.sweep_run`) nests the jobs' runs. When
+Hydra skips ``on_multirun_end`` (a job exits the process), an exit handler writes the summary, marked as ended
+early. A sweep with a failed job exits with status 1.
 """
 
 import atexit
@@ -39,7 +31,7 @@ from gpubench.output import console
 from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
 from gpubench.output.sweep_run import SweepRun
-from gpubench.results import ModelResult, RunReport
+from gpubench.results import ModelResult, RunReport, cheapest_rental
 
 #: The per-job summary, in each job's output folder.
 JOB_SUMMARY_FILE = "job_summary.json"
@@ -67,9 +59,9 @@ MODEL_COLUMNS = (
     "stability",
     "model_error",
 )
-#: Per job, what the summary keeps of the recommendation: the decision, the estimated training hours with their
-#: lower and upper bounds (h), the cloud cost of one training (USD), and the cost table's cheapest rental that fits
-#: (``card at provider (spot|on-demand)``) with its cost (USD).
+#: Per job, what the summary keeps of the recommendation: the decision, the estimated hours with their bounds (h),
+#: the cloud card's cost of one training (USD) and the cost table's cheapest row that fits
+#: (:func:`gpubench.results.cheapest_rental`: ``card at provider (spot|on-demand)``) with its USD.
 DECISION_COLUMNS = (
     "decision",
     "estimated_hours",
@@ -143,12 +135,9 @@ def _decision_figures(report: RunReport) -> dict[str, Any]:
     if recommendation is None:
         return dict.fromkeys(DECISION_COLUMNS)
     cost = recommendation.cost_analysis
-    fitting = [row for row in recommendation.cost_table if row.usd is not None and row.fits_in_vram is not False]
-    cheapest = fitting[0] if fitting else None
+    cheapest = cheapest_rental(recommendation.cost_table)
     return {
-        "cheapest_rental": None
-        if cheapest is None
-        else f"{cheapest.gpu} at {cheapest.provider} ({'spot' if cheapest.spot else 'on-demand'})",
+        "cheapest_rental": None if cheapest is None else cheapest.label,
         "cheapest_rental_usd": None if cheapest is None else cheapest.usd,
         "decision": recommendation.decision,
         "estimated_hours": recommendation.estimated_full_training_hours,
@@ -364,7 +353,6 @@ def sweep_rows(jobs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             "mlflow_run_id": job.get("mlflow_run_id"),
             "output_dir": job.get("output_dir"),
         }
-        # Job summaries written before the decision columns existed have no recommendation: empty cells.
         decision = job.get("recommendation") or {}
         decision_cells = {column: decision.get(column) for column in DECISION_COLUMNS}
         models = job.get("models") or {"": dict.fromkeys(MODEL_COLUMNS)}
@@ -388,8 +376,8 @@ def _interval(low: Any, high: Any) -> str:
 
 
 def _hours(estimate: Any, low: Any, high: Any) -> str:
-    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``: reports
-    written before the lower bound existed); '–' without an estimate."""
+    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``); '–'
+    without an estimate."""
     if estimate is None:
         return "–"
     if low is not None and high is not None:

@@ -1,18 +1,11 @@
 """A sweep's MLflow parent run: created when the sweep starts, named in a file its jobs read, ended with the sweep.
 
-``on_multirun_start`` (:meth:`SweepRun.start`, on the machine that launches the sweep) creates the parent run
-RUNNING and writes :data:`PARENT_RUN_FILE` in the sweep folder: the run's id, the store and experiment it is in, and
-the keys the sweep varies. Each job, wherever the launcher runs it (this process for the basic launcher, a worker
-process for joblib, a node for submitit), reads that file as it starts (:func:`sweep_job`) and creates its own run
-with the tag ``mlflow.parentRunId``, so the MLflow UI shows the job nested while it runs, and a job killed midway
-stays nested. A file, not an environment variable: every launcher's jobs see the sweep folder (the summaries are
-read from it too), while a variable set in this process reaches only the workers started after it.
-
-When the sweep ends (:meth:`SweepRun.end`: ``on_multirun_end``, or the exit handler after an interrupt) the parent
-gets the summaries as artifacts, the summary table as its description, the job counts as metrics, a final name with
-the counts, and its status: KILLED when a signal interrupted the sweep, FAILED when a job failed or Hydra ended the
-sweep early, else FINISHED. A job's run that was created without the parent (a job of an earlier launch resumed by
-``sweep.resume``) is nested then.
+:meth:`SweepRun.start` (``on_multirun_start``) creates the parent RUNNING and writes :data:`PARENT_RUN_FILE` in the
+sweep folder (run id, store, experiment, swept keys); each job reads it as it starts (:func:`sweep_job`) and tags
+its own run ``mlflow.parentRunId``, so it is nested while it runs. A file, not an environment variable: every
+launcher's jobs see the sweep folder. :meth:`SweepRun.end` attaches the summaries, the job counts and the final
+status (KILLED on a signal, FAILED when a job failed or Hydra ended early, else FINISHED), and nests a resumed
+job's run created without the parent.
 """
 
 import json

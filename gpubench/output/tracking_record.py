@@ -1,20 +1,11 @@
 """What a job logs to MLflow, built from its config and its report: params, tags, metrics, the run's name and
-description, and its data as a dataset input. No mlflow here: these are plain values that
-:mod:`gpubench.output.tracking_live` sends.
+description, and its data as a dataset input. No mlflow here: :mod:`gpubench.output.tracking_live` sends them.
 
-* **Params** are the knobs a person compares runs by: the flattened config (dotted keys) and the ``experiment``
-  preset (``quick``, ``none`` without one). Paths and locations (:func:`is_path_key`: the report, the data, the
-  caches, the store) are **tags**, so that they stay off the parallel-coordinates plot, where a path per run is
-  one useless axis.
-* **The run's name** says what a person looks for in the run list: what ran, on which card, and the verdict with
-  its hours (``tft · H200 · LOCAL 3.1 h``); a preset's smoke test says so instead of a verdict
-  (``quick · CPU · smoke test``). A job of a sweep adds the swept values (``· statistics.confidence_level=0.9``).
-  While the job runs its name ends ``running``; the final name is set when the verdict is known.
-* **The description** (``mlflow.note.content``, shown on the run's page) is the recommendation's reasoning and its
-  recommended actions, after the preset's note for a smoke test.
-* **The dataset input**: for files read (DBN, Parquet) the digest is the report's ``data.content_hash`` (BLAKE2b
-  over the files' contents and the reader version, :func:`gpubench.data.cache.content_hash`); for the synthetic
-  market it is a digest of its seed and shape (:func:`synthetic_digest`), which decide its bars.
+Params are the knobs runs are compared by (the flattened config and the ``experiment`` preset); paths and
+locations (:func:`is_path_key`) are tags, off the parallel-coordinates plot. The run's name is what ran, on which
+card, and the verdict (``tft · H200 · LOCAL 3.1 h``; a preset's ``smoke test`` instead), plus a sweep job's swept
+values. The description is the reasoning and the recommended actions. The dataset's digest is the report's
+``data.content_hash`` for files read, or the synthetic market's seed and shape (:func:`synthetic_digest`).
 """
 
 import hashlib
@@ -32,6 +23,7 @@ from gpubench.results import (
     LOCAL_GPU_VIABLE,
     DataProvenance,
     RunReport,
+    cheapest_rental,
     preset_choice,
 )
 
@@ -93,18 +85,9 @@ class SweepJob:
 
 @dataclass
 class RunRecord:
-    """Everything one MLflow run logs.
-
-    Attributes:
-        run_name: shown in the MLflow UI's run list.
-        params: flattened config without paths, dotted keys -> values (stringified when sent).
-        tags: run tags (models, device, versions, git commit, sweep, paths, the decision, the description).
-        metrics: summary metrics, key -> value (NaN/None dropped).
-        series: per-epoch metrics, key -> values in epoch order (logged with step = epoch index from 0).
-        artifacts: files to attach (the report, the resolved config).
-        tables: table artifacts, file name -> columns (name -> values, one per row), shown as tables in the UI.
-        dataset: the data the run trained on, logged as its dataset input; None when unknown.
-    """
+    """Everything one MLflow run logs: its name, params (dotted config keys, no paths), tags, summary metrics
+    (None dropped), per-epoch series (step = epoch index), file artifacts, table artifacts (file name -> columns)
+    and the dataset it trained on (None when unknown)."""
 
     run_name: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -296,24 +279,16 @@ def dataset_record(data: DataProvenance, config: DataConfig | None) -> DatasetRe
 
 
 def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config: DataConfig | None = None) -> RunRecord:
-    """The MLflow view of a job's report (complete, or partial after an interrupt): its name and description, tags,
-    summary metrics, per-epoch series and dataset from ``report``; ``sweep`` for a job of a sweep, ``data_config``
-    (``data.*``) for the synthetic market's seed and shape. Params are logged when the run starts (:func:`job_params`).
+    """The MLflow view of a job's report (complete, or partial after an interrupt): name, description, tags,
+    summary metrics, per-epoch series and dataset; ``sweep`` for a job of a sweep, ``data_config`` for the synthetic
+    market's seed and shape. Params are logged when the run starts (:func:`job_params`).
 
-    Metrics per model (``<model>/...``): ``status_ok`` (1 or 0), the mean epoch time, p95, p99 and the t
-    interval's ends (ms), the CV, the decision interval's ends (ms), ``samples_per_second`` (the mean),
-    ``memory_usage_mb`` and ``batch_size``; after a data-parallel run (``distributed.nproc`` > 1) also
-    ``world_size``, ``distributed_status_ok``, ``global_samples_per_second``, ``scaling_efficiency`` and its
-    interval's ends (``scaling_efficiency_low`` / ``_high``). Series per model, one value per measured epoch:
-    ``epoch_time_ms``, ``epoch_loss`` and, where measured, ``epoch_peak_reserved_mb``. With a recommendation: the tags
-    ``gpubench.decision`` (``none`` when withheld) and ``gpubench.decision_basis``, and the metrics
-    ``recommendation/estimated_hours`` with its ``_lower`` and ``_upper`` bounds (h), ``cloud_training_hours`` and
-    the cost figures (``cloud_cost_usd_per_training``, ``local_energy_cost_usd_per_training``,
-    ``annual_savings_usd``), the cloud figures for ``decision.cloud_gpus`` cards (a param), and the cheapest
-    catalog option on as many cards (``cheapest_cloud_hours``, ``cheapest_cloud_cost_usd_per_training``). With a
-    cost table: the table artifact :data:`COST_TABLE_ARTIFACT` (every row, :data:`COST_TABLE_FIELDS`) and the
-    metric ``recommendation/cheapest_rental_usd`` (the cheapest row that fits). The file artifacts are the caller's
-    to add.
+    Per model (``<model>/...``): status, epoch-time statistics (ms), throughput, memory, batch and, after a
+    data-parallel run, its scaling; series of epoch times, losses and peaks. With a recommendation: the decision
+    tags, the estimate and its bounds (h), the cost figures (USD) and the cost table's cheapest row that fits
+    (:func:`gpubench.results.cheapest_rental`) as ``cheapest_*`` metrics and the tags ``gpubench.cheapest_rental``
+    and ``gpubench.cheapest_price_date``; the table itself as :data:`COST_TABLE_ARTIFACT`. Every price is the dated
+    snapshot's.
     """
     run = report.run
     tags = job_tags(run.models, report.benchmark_version, sweep=sweep)
@@ -385,8 +360,11 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
     if recommendation is not None and recommendation.cost_table:
         rows = recommendation.cost_table
         tables[COST_TABLE_ARTIFACT] = {name: [getattr(row, name) for row in rows] for name in COST_TABLE_FIELDS}
-        fitting = [row.usd for row in rows if row.usd is not None and row.fits_in_vram is not False]
-        metrics["recommendation/cheapest_rental_usd"] = fitting[0] if fitting else None
+        cheapest = cheapest_rental(rows)
+        metrics["recommendation/cheapest_rental_usd"] = None if cheapest is None else cheapest.usd
+        if cheapest is not None:
+            tags["gpubench.cheapest_rental"] = cheapest.label
+            tags["gpubench.cheapest_price_date"] = cheapest.price_date
     return RunRecord(
         run_name=run_name(report, sweep),
         tags=tags,

@@ -1,30 +1,26 @@
-"""The dated GPU price snapshot shipped with gpubench: offers per provider in gpuhunt's catalog format, a manifest
-with each provider's catalog version, source, snapshot date and sha256, and the map from a catalog GPU name onto a
-gpubench catalog card (:mod:`gpubench.hardware.catalog`).
-
-The files live in ``gpubench/prices/catalog/``: ``<provider>.csv`` with gpuhunt's v2 columns (``instance_name,
-location, price, cpu, memory, gpu_count, gpu_name, gpu_memory, spot, disk_size, gpu_vendor, flags, cpu_arch,
-provider_data``), so ``GPUHUNT_CATALOG_DIR=gpubench/prices/catalog`` lets gpuhunt itself read them, and
-``manifest.json``. Every row's ``provider_data`` names the source the price was read from (``source``), the date
-that source observed it (``price_date``, ISO) and the figure as the source states it (``quoted``). Prices are USD
-per hour for the whole instance (``gpu_count`` GPUs); ``cpu`` 0 and ``memory`` 0 mean the source did not state
-them. Pure Python: the shipped snapshot is read without gpuhunt, which only ``refresh`` needs
-(:mod:`gpubench.prices.refresh`).
+"""The dated GPU price snapshot shipped with gpubench, the only source of prices: offers per provider in gpuhunt's
+catalog format (``gpubench/prices/catalog/<provider>.csv``, gpuhunt's v2 columns, so ``GPUHUNT_CATALOG_DIR`` lets
+gpuhunt read them) and ``manifest.json`` (each provider's version, source, file and sha256). Every row's
+``provider_data`` names its ``source``, the ``price_date`` that source observed it (ISO) and the figure as
+``quoted``. Prices are USD per hour for the whole instance (``gpu_count`` GPUs); ``cpu``/``memory`` 0: not stated.
+An offer's catalog card comes from each card file's ``gpuhunt_names``. Read without gpuhunt, which only
+:mod:`gpubench.prices.refresh` needs.
 """
 
 import csv
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from gpubench.hardware.catalog import gpu_cards, load_catalog
+
 #: The shipped snapshot's folder.
 SNAPSHOT_DIR = Path(__file__).resolve().parent / "catalog"
 MANIFEST_NAME = "manifest.json"
-#: A snapshot older than this (days) is named in every cost line: prices move (AWS cut P4/P5 prices by up to 45% in
-#: June 2025; marketplace prices move daily).
+#: A snapshot older than this (days) is named in every cost line: prices move (marketplace prices daily).
 STALE_AFTER_DAYS = 90
 #: gpuhunt's v2 catalog columns, in order (its published format; ``provider`` is the file's name).
 CATALOG_FIELDS: tuple[str, ...] = (
@@ -44,20 +40,10 @@ CATALOG_FIELDS: tuple[str, ...] = (
     "provider_data",
 )
 
-#: Catalog GPU names (gpuhunt's spelling) onto gpubench catalog cards; a name whose cards differ by memory maps by
-#: its ``gpu_memory`` (GB). GPUs without a catalog card (GH200, H100 NVL, ...) stay in the snapshot but are not
-#: priced in the cost table, which needs a card's spec sheet to project the training onto.
-GPU_CARDS: dict[str, dict[int | None, str]] = {
-    "T4": {None: "t4"},
-    "L4": {None: "l4"},
-    "A10G": {None: "a10g"},
-    "A10": {None: "a10"},
-    "L40S": {None: "l40s"},
-    "A6000": {None: "rtx_a6000"},
-    "A100": {40: "a100_40gb", 80: "a100_80gb"},
-    "H100": {80: "h100"},
-    "H200": {141: "h200"},
-}
+#: Snapshot GPU names (gpuhunt's spelling) onto the shipped catalog's cards, by VRAM (GB), from each card file's
+#: ``gpuhunt_names`` (:func:`gpubench.hardware.catalog.gpu_cards`). GPUs without a card (GH200, H100 NVL) stay in
+#: the snapshot but are not priced in the cost table, which needs a card's spec sheet to project onto.
+GPU_CARDS: dict[str, dict[int | None, str]] = gpu_cards(load_catalog())
 
 
 class PriceSnapshotError(ValueError):
@@ -95,14 +81,18 @@ class PriceOffer:
         return card_for(self.gpu_name, self.gpu_memory_gb)
 
 
-def card_for(gpu_name: str, gpu_memory_gb: float | None) -> str | None:
-    """The catalog card of a GPU named ``gpu_name`` (gpuhunt's spelling) with ``gpu_memory_gb`` GB, or None."""
-    cards = GPU_CARDS.get(gpu_name)
-    if not cards:
-        return None
-    if None in cards:
-        return cards[None]
-    return cards.get(round(gpu_memory_gb)) if gpu_memory_gb is not None else None
+def card_for(
+    gpu_name: str, gpu_memory_gb: float | None, cards: Mapping[str, Mapping[int | None, str]] | None = None
+) -> str | None:
+    """The catalog card of a GPU named ``gpu_name`` (gpuhunt's spelling) with ``gpu_memory_gb`` GB in ``cards``
+    (:func:`gpubench.hardware.catalog.gpu_cards`; default :data:`GPU_CARDS`), or None. An offer without a stated
+    memory is the card only where one card has that name."""
+    by_memory = (GPU_CARDS if cards is None else cards).get(gpu_name) or {}
+    if None in by_memory:
+        return by_memory[None]
+    if gpu_memory_gb is None:
+        return next(iter(by_memory.values())) if len(by_memory) == 1 else None
+    return by_memory.get(round(gpu_memory_gb))
 
 
 @dataclass(frozen=True)
@@ -135,10 +125,6 @@ class PriceSnapshot:
     def age_days(self, today: date) -> int:
         """Days from the snapshot's date to ``today``."""
         return (today - self.snapshot_date).days
-
-    def oldest_price_date(self) -> date | None:
-        """The oldest price date among the offers (None without offers)."""
-        return min((offer.price_date for offer in self.offers), default=None)
 
     def staleness(self, today: date) -> str | None:
         """A sentence naming the snapshot when it is older than :data:`STALE_AFTER_DAYS` days on ``today``, else

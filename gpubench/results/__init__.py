@@ -8,7 +8,15 @@ over exactly ``raw_epoch_times_ms``. Pure Python: no torch.
 
 from gpubench.results.batch_search import BatchSearchResult, BatchStepDown, BatchTrial, ThroughputPoint
 from gpubench.results.codec import Record, ReportFormatError
-from gpubench.results.cost import CostAnalysis, CostRow, LocalCost, PriceSnapshotInfo
+from gpubench.results.cost import (
+    ALL_GPUS_PAID,
+    CostAnalysis,
+    CostRow,
+    LocalCost,
+    PriceSnapshotInfo,
+    cheapest_rental,
+    fitting_rentals,
+)
 from gpubench.results.device import (
     CheckpointCost,
     DeviceEpoch,
@@ -54,6 +62,7 @@ from gpubench.results.validation import ValidationCheck, ValidationReport
 from gpubench.results.what_if import WhatIf
 
 __all__ = [
+    "ALL_GPUS_PAID",
     "CLOUD_GPU_RECOMMENDED",
     "DECISION_BASES",
     "GRAY_ZONE",
@@ -112,6 +121,8 @@ __all__ = [
     "WarmupStats",
     "WhatIf",
     "WhatIfEstimate",
+    "cheapest_rental",
+    "fitting_rentals",
     "preset_choice",
     "recommendation_method",
     "recommendation_thresholds",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -13,12 +14,11 @@ class CostAnalysis(Record):
     """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
     and ``notes`` says why. The seed's keys come first.
 
-    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` (``decision.cloud_gpus``): ``cloud_training_hours``
-    (with its bounds ``cloud_training_hours_lower``/``_upper``) is their projected time, ``cloud_hourly_price_usd``
-    one card's price, ``cloud_cost_usd_per_training`` = ``cloud_gpus`` × price × hours, and
-    ``cloud_single_card_training_hours`` one card's time (None, and left out, for one card). The local side is
-    always the one card measured. ``cheapest_card`` is the catalog card whose ``cloud_gpus`` cards cost least per
-    training among those the models fit on, with its hours and cost.
+    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` for ``cloud_training_hours`` (with bounds; one
+    card's time in ``cloud_single_card_training_hours``), priced at that card's cheapest cost-table row that fits
+    (``cloud_provider``, ``cloud_spot``, ``cloud_price_date``, the instance's ``cloud_hourly_price_usd``); no dated
+    price, no cloud cost. ``cheapest_*`` is the whole table's cheapest row that fits (:func:`cheapest_rental`): its
+    card, wall hours, USD, provider, kind and price date. The local side is the one card measured.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -29,6 +29,12 @@ class CostAnalysis(Record):
         "cheapest_card",
         "cheapest_card_training_hours",
         "cheapest_card_cost_usd_per_training",
+        "cloud_provider",
+        "cloud_spot",
+        "cloud_price_date",
+        "cheapest_provider",
+        "cheapest_spot",
+        "cheapest_price_date",
     )
 
     local_gpu_monthly_cost_usd: float | None
@@ -59,28 +65,36 @@ class CostAnalysis(Record):
     cheapest_card: str | None = None
     cheapest_card_training_hours: float | None = None
     cheapest_card_cost_usd_per_training: float | None = None
+    cloud_provider: str | None = None
+    cloud_spot: bool | None = None
+    cloud_price_date: str | None = None
+    cheapest_provider: str | None = None
+    cheapest_spot: bool | None = None
+    cheapest_price_date: str | None = None
 
     @property
     def cloud_card_count(self) -> int:
-        """The cloud cards priced: ``cloud_gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        """The cloud cards priced: ``cloud_gpus``, or one where it is not recorded."""
         return self.cloud_gpus or 1
+
+    @property
+    def cheapest_label(self) -> str | None:
+        """The cheapest row as one phrase, ``l40s at runpod (on-demand)``; None without one."""
+        if self.cheapest_card is None or self.cheapest_provider is None:
+            return None
+        return f"{self.cheapest_card} at {self.cheapest_provider} ({'spot' if self.cheapest_spot else 'on-demand'})"
 
 
 @dataclass(frozen=True)
 class CostRow(Record):
-    """One rentable option in the cost table: the decided models' training on ``gpu`` (a catalog card) at
-    ``provider``, spot or on-demand, on the cheapest instance of that kind in the price snapshot.
+    """One rentable option in the cost table: the decided models' training on ``gpu`` at ``provider``, spot or
+    on-demand, on the cheapest instance of that kind in the dated price snapshot.
 
-    ``gpu_count`` is the instance's GPUs, ``gpus_used`` the cards the training runs on (``decision.cloud_gpus``);
-    the whole instance is paid. ``hours`` (with ``hours_lower``/``hours_upper``) is the expected wall time: the
-    projected training on the card (``training_hours``, from the measured device's projection, or the measurement
-    itself on the measured card) and, for spot, the interruptions, restarts and checkpoints on top
-    (:mod:`gpubench.decision.spot`). ``usd`` = ``hours`` × ``price_usd_per_hour`` (bounds alike).
-    ``fits_in_vram``: the measured peak fits the card's VRAM at the timed batch (None: unknown). ``price_date`` is
-    when ``price_source`` observed the price (ISO). Spot rows carry the interruption rate used and its source, the
-    checkpoint interval (work hours between checkpoints, Daly's; None without checkpoints), the checkpoint and
-    restart costs (s) and the expected interruptions. ``note`` names a stale price snapshot and what else a reader
-    of the row must know; None when nothing.
+    The instance has ``gpu_count`` GPUs, the training uses ``gpus_used``; the whole instance is paid
+    (``price_usd_per_hour`` is the instance's, and ``note`` says so when it holds more). ``hours`` and its bounds are
+    the expected wall time: the projected ``training_hours`` plus, for spot, interruptions, restarts and checkpoints
+    (:mod:`gpubench.decision.spot`, whose inputs spot rows carry); ``usd`` = ``hours`` x price (bounds alike).
+    ``price_date`` is when ``price_source`` observed the price (ISO); ``fits_in_vram`` None: unknown.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -121,6 +135,39 @@ class CostRow(Record):
     note: str | None = None
     #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
     fits_at_batch: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The row as one phrase: ``l40s at runpod (on-demand)``."""
+        return f"{self.gpu} at {self.provider} ({'spot' if self.spot else 'on-demand'})"
+
+    @property
+    def pays_every_gpu(self) -> bool:
+        """The row's USD covers the whole instance: it uses every GPU, or its ``note`` says all are paid."""
+        return self.gpu_count <= self.gpus_used or ALL_GPUS_PAID in (self.note or "")
+
+
+#: What a cost row's note says when its instance has more GPUs than the training uses.
+ALL_GPUS_PAID = "all are paid"
+
+
+def fitting_rentals(rows: Sequence[CostRow], card: str | None = None) -> list[CostRow]:
+    """The cost table's rows (of ``card`` when given) that are priced, fit the card's VRAM (``fits_in_vram`` not
+    false) and pay for their whole instance (:attr:`CostRow.pays_every_gpu`: a price of some GPUs of a bigger
+    instance is never offered), cheapest expected USD first."""
+    fitting = [
+        row
+        for row in rows
+        if row.usd is not None and row.fits_in_vram is not False and row.pays_every_gpu and card in (None, row.gpu)
+    ]
+    return sorted(fitting, key=lambda row: (row.usd, row.gpu, row.provider, row.spot))
+
+
+def cheapest_rental(rows: Sequence[CostRow], card: str | None = None) -> CostRow | None:
+    """The cheapest row of :func:`fitting_rentals`: the one row every cost figure, action, plot, metric and
+    summary names as the cheapest; None when no row qualifies."""
+    fitting = fitting_rentals(rows, card)
+    return fitting[0] if fitting else None
 
 
 @dataclass(frozen=True)

@@ -83,25 +83,14 @@ class BatchWhatIf(Record):
 class ModelEstimate(Record):
     """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
 
-    ``planned_epochs`` (N) benchmark epochs of ``samples_per_epoch`` samples make the plan of ``plan_samples``;
-    ``mean_epoch_ms`` and ``halfwidth_ms`` are the mean epoch time and its decision interval's half-width over
-    ``measured_epochs`` (n) epochs; ``one_off_seconds`` the calibration and warmup. ``estimated_hours`` and
-    ``estimated_hours_upper`` (a prediction bound at ``upper_bound_level``) are the training's hours;
-    ``energy_kwh`` its energy on the measured device (``energy_basis``: nvml or board_power_w).
-    ``estimated_hours_lower`` is the lower prediction bound at the same level, never below the one-off costs;
-    ``drift_margin_hours`` the part of the margin added for flagged drift or throttled epochs (None when neither
-    was flagged); both are None in reports written before they existed (and left out of the dict).
-    ``relative_margin_floor_applied`` is read from reports written while a 12% floor bounded the margin (before
-    2026-12-02), whether it did there; gpubench no longer writes it (bounds come from the measured rounds).
-
-    The plan in the team's terms: ``plan_steps`` optimizer steps of the workload (plan samples ÷ samples per step),
-    ``plan_updates`` gradient updates, ``updates_per_env_step`` (RL) their ratio to environment steps.
-    ``eval_passes`` validation passes of ``eval_pass_seconds`` each and ``checkpoints`` saves of
-    ``checkpoint_seconds`` each add ``recurring_seconds`` to the estimate (and to both bounds). ``batch_what_ifs``
-    is the plan's time at each batch the search measured. All are None (or empty) in older reports.
-    ``one_off_lower_seconds`` / ``one_off_upper_seconds``: the range a fresh training's one-off costs lie in (the
-    first-time cost at the timed batch bracketed by the run's observations, ``decision.estimate.first_time_cost``);
-    the bounds take the one-off costs at the matching end. None in older reports.
+    ``planned_epochs`` epochs of ``samples_per_epoch`` samples make ``plan_samples``; ``mean_epoch_ms`` and
+    ``halfwidth_ms`` (the decision interval's) are over ``measured_epochs`` epochs; ``one_off_seconds`` is the
+    calibration and warmup, within ``one_off_lower_seconds``/``_upper_seconds`` for a fresh training.
+    ``estimated_hours`` with its prediction bounds ``estimated_hours_lower``/``_upper`` at ``upper_bound_level``,
+    ``drift_margin_hours`` the part added for flagged drift or throttling; ``energy_kwh`` (``energy_basis``: nvml
+    or board_power_w). The plan in steps (``plan_steps``, ``plan_updates``, ``updates_per_env_step`` for RL), its
+    ``eval_passes`` and ``checkpoints`` (``recurring_seconds`` in all three figures) and its time at each measured
+    batch (``batch_what_ifs``). ``relative_margin_floor_applied`` is only read, from old reports.
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -227,17 +216,15 @@ class ScalingEfficiency(Record):
 
 @dataclass(frozen=True)
 class CardProjection(Record):
-    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound, cost
-    (USD) and fit.
+    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound and fit;
+    no price (the cost table prices each card from the dated snapshot).
 
     With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
     epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
-    efficiency's interval), ``cost_usd_per_training`` is ``gpus`` × ``hourly_price_usd`` (one card's) × those
-    hours, and ``single_card_training_hours`` is one card's time (None, and left out, for one card). The models'
-    ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
+    efficiency's interval), and ``single_card_training_hours`` is one card's time (None for one card). The
+    models' ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
     ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
-    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above:
-    ``gpubench.decision.projection.interval_factors``; None in reports written before it).
+    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above).
     """
 
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
@@ -255,12 +242,10 @@ class CardProjection(Record):
     attainable_tflops: float | None
     memory_bandwidth_gbps: float | None
     vram_mb: float | None
-    hourly_price_usd: float | None
     training_hours: float | None
     training_hours_upper: float | None
     training_hours_if_memory_bound: float | None
     speedup_vs_measured: float | None
-    cost_usd_per_training: float | None
     fits_in_vram: bool | None
     models: dict[str, ProjectedModel] = field(default_factory=dict)
     training_hours_lower: float | None = None
@@ -271,7 +256,7 @@ class CardProjection(Record):
 
     @property
     def card_count(self) -> int:
-        """The cards this row rents: ``gpus``, or one in a report written before ``decision.cloud_gpus``."""
+        """The cards this row rents: ``gpus``, or one where it is not recorded."""
         return self.gpus or 1
 
 
@@ -331,16 +316,13 @@ class Recommendation(Record):
     prediction bound of the total, never below the one-off costs. ``epochs_to_settle`` maps each critical model to
     the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
     value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
-    ``interval_straddles_threshold``. The three are None in reports written before they existed (and left out of
-    the dict). ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus`` is the cards each
-    cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and ``scaling`` the
-    scaling efficiency each estimated model's cloud time is computed with (empty, and left out, for one card);
-    every local figure is the one card measured. ``cloud_gpus`` and the new cost and projection fields are None
-    (and left out) in reports written before ``decision.cloud_gpus`` existed, which priced one card.
-    ``cost_table`` prices the training on every GPU type x provider x on-demand/spot of the price snapshot
-    (:class:`CostRow`, sorted by expected cost, unpriced rows last), ``cost_table_notes`` says what it left out and
-    why, ``local_cost`` is the local option beside it and ``price_snapshot`` the snapshot used; empty (and left
-    out) in reports written before the cost table existed.
+    ``interval_straddles_threshold``. ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus``
+    is the cards each cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and
+    ``scaling`` the scaling efficiency each estimated model's cloud time is computed with (empty for one card);
+    every local figure is the one card measured. ``cost_table`` prices the training on every GPU type x provider x
+    on-demand/spot of the price snapshot (:class:`CostRow`, sorted by expected cost, unpriced rows last),
+    ``cost_table_notes`` says what it left out and why, ``local_cost`` is the local option beside it and
+    ``price_snapshot`` the snapshot used. Fields an older report lacks are None or empty.
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)

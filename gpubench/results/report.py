@@ -9,13 +9,14 @@ from typing import Any, ClassVar, Literal
 
 from gpubench import __version__
 from gpubench.results.codec import Record, ReportFormatError
+from gpubench.results.cost import CostRow, cheapest_rental
 from gpubench.results.model import ModelResult
 from gpubench.results.recommendation import Recommendation
 from gpubench.results.run import DataProvenance, HardwareReport, RunInfo
 from gpubench.results.what_if import WhatIf
 
 #: Version of the report schema; bump it with a step in :func:`migrate` when a key is added or changes meaning.
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
 #: How version 1's reasoning starts its sentence about the host (version 2 stores it as ``host_note``).
 _HOST_SENTENCE_START = "The host's speed moved during the run"
 
@@ -24,7 +25,10 @@ def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` (a report dict of any earlier schema version) upgraded to :data:`REPORT_SCHEMA_VERSION`.
 
     1 -> 2: the recommendation's sentence about a noisy host, the tail of its reasoning, gets a key of its own
-    (``host_note``)."""
+    (``host_note``).
+    2 -> 3: prices come only from the dated snapshot: the projection rows lose their undated ``hourly_price_usd``
+    and ``cost_usd_per_training``, and the cost analysis's ``cheapest_*`` figures become the stored cost table's
+    cheapest row that fits (:func:`gpubench.results.cheapest_rental`), none without a table."""
     upgraded = dict(data)
     version = upgraded.get("report_schema_version") or 1
     if version < 2 and isinstance(upgraded.get("recommendation"), Mapping):
@@ -34,7 +38,33 @@ def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
         if start >= 0 and "host_note" not in recommendation:
             recommendation["host_note"] = reasoning[start:]
         upgraded["recommendation"] = recommendation
+    if version < 3 and isinstance(upgraded.get("recommendation"), Mapping):
+        upgraded["recommendation"] = _dated_prices_only(upgraded["recommendation"])
     upgraded["report_schema_version"] = REPORT_SCHEMA_VERSION
+    return upgraded
+
+
+def _dated_prices_only(recommendation: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-2 recommendation with its undated card prices dropped and its cheapest option taken from its
+    cost table (the 2 -> 3 step of :func:`migrate`)."""
+    upgraded = dict(recommendation)
+    undated = ("hourly_price_usd", "cost_usd_per_training")
+    upgraded["projection"] = [
+        {key: value for key, value in row.items() if key not in undated} for row in upgraded.get("projection") or []
+    ]
+    if isinstance(upgraded.get("cost_analysis"), Mapping):
+        rows = [CostRow.from_dict(row, where="cost_table") for row in upgraded.get("cost_table") or []]
+        cheapest = cheapest_rental(rows)
+        cost = dict(upgraded["cost_analysis"])
+        cost.update(
+            cheapest_card=None if cheapest is None else cheapest.gpu,
+            cheapest_card_training_hours=None if cheapest is None else cheapest.hours,
+            cheapest_card_cost_usd_per_training=None if cheapest is None else cheapest.usd,
+            cheapest_provider=None if cheapest is None else cheapest.provider,
+            cheapest_spot=None if cheapest is None else cheapest.spot,
+            cheapest_price_date=None if cheapest is None else cheapest.price_date,
+        )
+        upgraded["cost_analysis"] = cost
     return upgraded
 
 
