@@ -95,12 +95,11 @@ class DecisionConfig:
     )
     electricity_date: str | None = "2026-07-05"
     prices_dir: str | None = None
-    spot_interruptions_per_hour: float = 0.1
-    spot_interruptions_source: str = (
-        "an assumption (decision.spot_interruptions_per_hour), not a published rate: no dated per-hour interruption "
-        "rate for GPU spot capacity was found; set it, or decision.spot_interruptions_per_hour_by_provider, from your "
-        "provider's history"
-    )
+    #: None: spot lifetimes from the shipped preemption trace (gpubench/prices/spot_lifetimes.json); a number: your
+    #: own rate (per hour), lifetimes then exponential.
+    spot_interruptions_per_hour: float | None = None
+    #: The trace's instance family whose lifetimes a spot row takes (None: the trace's default, a one-GPU family).
+    spot_lifetimes_family: str | None = None
     spot_interruptions_per_hour_by_provider: dict[str, float] = field(default_factory=dict)
     spot_max_hours_without_checkpoints: float = 2.0
 
@@ -168,17 +167,24 @@ class DecisionConfig:
                 "a folder holding a price snapshot (manifest.json and <provider>.csv, as `python -m gpubench.prices "
                 "refresh --out DIR` writes), or null for the snapshot shipped with gpubench",
             )
-        require_positive("decision.spot_interruptions_per_hour", self.spot_interruptions_per_hour)
+        if self.spot_interruptions_per_hour is not None:
+            require_positive("decision.spot_interruptions_per_hour", self.spot_interruptions_per_hour)
         for provider, rate in self.spot_interruptions_per_hour_by_provider.items():
             require_positive(f"decision.spot_interruptions_per_hour_by_provider.{provider}", rate)
         require_positive("decision.spot_max_hours_without_checkpoints", self.spot_max_hours_without_checkpoints)
 
-    def spot_rate(self, provider: str) -> tuple[float, str]:
-        """The interruption rate (per hour) used for ``provider``'s spot capacity, and its source in words."""
+    def spot_rate(self, provider: str) -> tuple[float | None, str | None]:
+        """The interruption rate (per hour) set for ``provider``'s spot capacity and where it is set, or (None,
+        None): then the shipped trace's lifetimes apply."""
         if provider in self.spot_interruptions_per_hour_by_provider:
             rate = self.spot_interruptions_per_hour_by_provider[provider]
             return rate, f"decision.spot_interruptions_per_hour_by_provider.{provider} = {rate:g}"
-        return self.spot_interruptions_per_hour, self.spot_interruptions_source
+        if self.spot_interruptions_per_hour is not None:
+            return (
+                self.spot_interruptions_per_hour,
+                f"decision.spot_interruptions_per_hour = {self.spot_interruptions_per_hour:g}",
+            )
+        return None, None
 
 
 def _is_iso_date(text: str) -> bool:

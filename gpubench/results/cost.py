@@ -104,6 +104,8 @@ class CostRow(Record):
         "checkpoint_seconds",
         "restart_seconds",
         "expected_interruptions",
+        "hours_median",
+        "hours_p90",
         "note",
         "fits_at_batch",
     )
@@ -132,6 +134,9 @@ class CostRow(Record):
     checkpoint_seconds: float | None = None
     restart_seconds: float | None = None
     expected_interruptions: float | None = None
+    #: A spot row's median and 90th-percentile billed hours over the simulated trainings (``hours`` is their mean).
+    hours_median: float | None = None
+    hours_p90: float | None = None
     note: str | None = None
     #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
     fits_at_batch: dict[str, int] = field(default_factory=dict)
