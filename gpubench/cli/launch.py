@@ -1,11 +1,14 @@
-"""``python -m gpubench.launch REPORT --target skypilot|dstack [--out FILE]``: a task file for the report's
-recommended rental, carrying the measured hours.
+"""``gpubench launch REPORT --target skypilot|dstack [--run CMD] [--out FILE] [--force]``: a task file for the
+report's recommended rental, carrying the projected hours.
 
 The recommended choice is the cost table's cheapest row that fits (:func:`gpubench.results.cheapest_rental`, the
 row every other output names); the task asks for every GPU that fits, cheapest first, under the names its card
-file gives (``skypilot_name``, ``dstack_name``), spot when the cheapest is spot. Its command re-runs the report's
-job there, less the machine-specific overrides. A comment states the projected hours per GPU and, for SkyPilot, a
-snippet hands them to ``Task.set_time_estimator``. Bad input is one paragraph and exit code 2.
+file gives (``skypilot_name``, ``dstack_name``), spot when the cheapest is spot. By default the task measures
+there: it runs the report's own benchmark job (less the machine-specific overrides) and writes its report to
+:data:`MEASURED_REPORT`, which ``gpubench rent`` then reads beside the report given here; ``--run CMD`` makes it
+run your training instead. A comment states the projected hours per GPU and, for SkyPilot, a snippet hands them to
+``Task.set_time_estimator``. A smoke-test, interrupted or undecided report is refused unless ``--force``. Bad
+input is one paragraph and exit code 2.
 """
 
 import argparse
@@ -21,6 +24,8 @@ from gpubench.results import CostRow, ReportFormatError, RunReport, cheapest_ren
 
 #: Overrides that describe the machine the report was measured on, not the training: dropped from the command.
 _MACHINE_KEYS: tuple[str, ...] = ("output", "hardware", "hydra.", "tracking.uri", "distributed.")
+#: Where the measuring task writes the rented card's report, relative to the task's working folder.
+MEASURED_REPORT = "gpubench-measured/report.json"
 TARGETS: tuple[str, ...] = ("skypilot", "dstack")
 
 
@@ -78,11 +83,42 @@ def choose(report: RunReport, catalog: dict[str, Card] | None = None) -> Choice:
     return Choice(best=best, rows=tuple(per_gpu.values()), skypilot=skypilot, dstack=dstack)
 
 
+def refusal(report: RunReport) -> str | None:
+    """Why a task should not be written from ``report`` (a smoke test, an interrupted or failed run, no decision),
+    or None."""
+    if report.run.preset is not None:
+        return (
+            f"it is a {report.run.preset_note or report.run.preset} run (experiment={report.run.preset}): its hours "
+            "and costs are not your training's; launch from a report of the real job"
+        )
+    if report.status != "complete":
+        return (
+            f"its status is {report.status}: the hours and costs cover only the models measured before it stopped; "
+            "launch from a complete report"
+        )
+    if report.recommendation is None or report.recommendation.decision is None:
+        return "it holds no decision (the measurements did not support one): the hours it would carry are unsettled"
+    return None
+
+
 def training_command(report: RunReport) -> str:
-    """The command that re-runs the report's job on the rented machine: ``python -m gpubench`` with its
-    overrides, less those that describe the measuring machine (:data:`_MACHINE_KEYS`)."""
+    """The command that measures on the rented machine: the report's own job (``python -m gpubench`` with its
+    overrides, less those that describe the measuring machine, :data:`_MACHINE_KEYS`), tracking off, its report
+    written to :data:`MEASURED_REPORT`."""
     kept = [o for o in report.run.overrides if not o.lstrip("+~").startswith(_MACHINE_KEYS)]
-    return " ".join(["python -m gpubench", *(shlex.quote(o) for o in kept)])
+    return " ".join(
+        ["python -m gpubench", *(shlex.quote(o) for o in kept), "tracking.enabled=false", f"output={MEASURED_REPORT}"]
+    )
+
+
+def _bring_back_comment(run: str | None) -> list[str]:
+    if run is not None:
+        return ["# The task runs your command (--run); the hours above are gpubench's projection of it."]
+    return [
+        f"# The task measures the training on the rented card and writes {MEASURED_REPORT}. Copy it back (SkyPilot:",
+        f"#   scp <cluster>:sky_workdir/{MEASURED_REPORT} rented.json; dstack: from the run's working folder)",
+        "# and build the cost table from both machines' reports: gpubench rent THIS_REPORT rented.json",
+    ]
 
 
 def _hours_comment(choice: Choice) -> list[str]:
@@ -111,8 +147,8 @@ def _estimator_snippet(choice: Choice) -> list[str]:
     ]
 
 
-def skypilot_task(report: RunReport, choice: Choice) -> str:
-    """The SkyPilot task YAML (text) for ``choice``."""
+def skypilot_task(report: RunReport, choice: Choice, run: str | None = None) -> str:
+    """The SkyPilot task YAML (text) for ``choice``: measuring there, or running ``run``."""
     gpus = choice.best.gpus_used
     task = {
         "name": "gpubench-training",
@@ -122,38 +158,61 @@ def skypilot_task(report: RunReport, choice: Choice) -> str:
             "ordered": [{"accelerators": f"{choice.skypilot[row.gpu]}:{gpus}"} for row in choice.rows],
         },
         "setup": "pip install -e .",
-        "run": training_command(report),
+        "run": run if run is not None else training_command(report),
     }
-    header = _hours_comment(choice) + _estimator_snippet(choice)
+    header = _hours_comment(choice) + _estimator_snippet(choice) + _bring_back_comment(run)
     return "\n".join(header) + "\n" + yaml.safe_dump(task, sort_keys=False)
 
 
-def dstack_task(report: RunReport, choice: Choice) -> str:
-    """The dstack task configuration YAML (text) for ``choice``."""
+def dstack_task(report: RunReport, choice: Choice, run: str | None = None) -> str:
+    """The dstack task configuration YAML (text) for ``choice``: measuring there, or running ``run``."""
     names = list(dict.fromkeys(choice.dstack[row.gpu][0] for row in choice.rows))
     memory_gb = min(choice.dstack[row.gpu][1] for row in choice.rows)
     upper = max(row.hours_upper or 0.0 for row in choice.rows)
     task = {
         "type": "task",
         "name": "gpubench-training",
-        "commands": ["pip install -e .", training_command(report)],
+        "commands": ["pip install -e .", run if run is not None else training_command(report)],
         "resources": {"gpu": {"name": names, "memory": f"{memory_gb}GB..", "count": choice.best.gpus_used}},
         "spot_policy": "spot" if choice.spot else "on-demand",
         # The upper bound with room, so a run that overruns its prediction is stopped rather than billed forever.
         "max_duration": f"{max(1, int(upper * 1.5 + 1))}h",
     }
-    return "\n".join(_hours_comment(choice)) + "\n" + yaml.safe_dump(task, sort_keys=False)
+    header = _hours_comment(choice) + _bring_back_comment(run)
+    return "\n".join(header) + "\n" + yaml.safe_dump(task, sort_keys=False)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gpubench.launch",
-        description="Write a SkyPilot or dstack task file for the report's recommended rental, with its hours.",
+        prog="gpubench launch",
+        description="Write a SkyPilot or dstack task file for the report's recommended rental, with its hours: by "
+        "default it measures the training there (for gpubench rent), with --run it runs your command.",
     )
     parser.add_argument("report", type=Path, help="a report.json written by a completed gpubench job")
     parser.add_argument("--target", choices=TARGETS, default="skypilot", help="the launcher (default skypilot)")
     parser.add_argument("--out", type=Path, help="where to write it (default: print it)")
+    parser.add_argument("--run", metavar="CMD", help="the command the task runs (default: measure there)")
+    parser.add_argument(
+        "--force", action="store_true", help="write a task from a smoke-test, interrupted or undecided report"
+    )
     return parser.parse_args(argv)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write the task file atomically; raises :class:`LaunchInputError` naming the path when it cannot be written."""
+    from gpubench.output.report_file import write_text_atomic
+
+    if path.is_dir():
+        raise LaunchInputError(f"--out {path} is a folder: give a file path such as {path / 'task.yaml'}")
+    if not path.parent.is_dir():
+        raise LaunchInputError(f"--out {path}: the folder {path.parent} does not exist; create it or give another path")
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise LaunchInputError(
+            f"--out {path} cannot be written ({exc.strerror or exc}); nothing was written there. Give a path in a "
+            "writable folder with free space, or leave --out out to print the task"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,15 +222,22 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         report = read_report(args.report)
+        refused = None if args.force else refusal(report)
+        if refused is not None:
+            raise LaunchInputError(f"{args.report} is refused: {refused}. --force writes the task all the same.")
         choice = choose(report)
+        if args.run is not None and not args.run.strip():
+            raise LaunchInputError("--run is empty: give the command the task runs, e.g. --run 'python train.py'")
+        build = skypilot_task if args.target == "skypilot" else dstack_task
+        text = build(report, choice, args.run)
+        if args.out is not None:
+            _write(args.out, text)
     except LaunchInputError as exc:
         console.error(str(exc))
         return 2
-    text = skypilot_task(report, choice) if args.target == "skypilot" else dstack_task(report, choice)
     if args.out is None:
         print(text, end="")
     else:
-        args.out.write_text(text)
         print(f"{args.target} task: {args.out}")
     return 0
 
