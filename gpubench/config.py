@@ -292,6 +292,15 @@ def register_configs() -> None:
     store.store(name="benchmark_schema", node=BenchmarkConfig)
 
 
+#: Keys an earlier version wrote into ``config_resolved.yaml`` that no longer exist; a stored job's config drops them
+#: (undated prices, now the snapshot's alone; the assumed spot rate's source, now the trace's).
+RETIRED_KEYS = (
+    "hardware.hourly_price_usd",
+    "decision.cloud_hourly_price_usd",
+    "decision.spot_interruptions_source",
+)
+
+
 def load_resolved_config(path: Path) -> BenchmarkConfig:
     """The typed config of a job from the YAML it was resolved to (``config_resolved.yaml``, or a data-parallel
     run's spec config), checked as a composed config is: a key the schema does not know, a value of the wrong type
@@ -310,6 +319,11 @@ def load_resolved_config(path: Path) -> BenchmarkConfig:
         ) from None
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{where} is not a gpubench config (a YAML mapping of keys to values).")
+    for dotted in RETIRED_KEYS:
+        group, key = dotted.rsplit(".", 1)
+        section = OmegaConf.select(loaded, group)
+        if isinstance(section, DictConfig) and key in section:
+            section.pop(key)
     try:
         # Unknown keys first: merged into the schema, they would fail with OmegaConf's wording instead.
         unknown = _unknown_keys(loaded, _schema())

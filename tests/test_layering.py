@@ -201,7 +201,7 @@ def test_the_layout_has_one_wing_for_the_run_and_one_porch_for_the_commands() ->
     assert len(top_level) <= 10, top_level
     for module in ("runner", "session", "model_run", "model_rounds", "round_schedule", "what_if", "ranks", "replay"):
         assert f"gpubench.bench.{module}" in MODULES
-    for command in ("run", "validate", "compare", "launch", "prices"):
+    for command in ("run", "validate", "compare", "launch", "prices", "rent"):
         assert f"gpubench.cli.{command}" in MODULES
 
 

@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "compare": "gpubench.cli.compare",
     "launch": "gpubench.cli.launch",
     "prices": "gpubench.cli.prices",
+    "rent": "gpubench.cli.rent",
 }
 
 

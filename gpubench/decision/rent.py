@@ -14,8 +14,9 @@ row. Money in USD, times in hours.
 """
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from gpubench.decision.config import DecisionConfig
@@ -27,7 +28,15 @@ from gpubench.decision.spot_simulation import (
 )
 from gpubench.hardware.catalog import Card, gpu_cards
 from gpubench.prices import PriceOffer, PriceSnapshot, card_for
-from gpubench.results import ALL_GPUS_PAID, CardProjection, CostRow, LocalCost, ModelEstimate, PriceSnapshotInfo
+from gpubench.results import (
+    ALL_GPUS_PAID,
+    CardProjection,
+    CostRow,
+    LocalCost,
+    ModelEstimate,
+    PriceSnapshotInfo,
+    Recommendation,
+)
 from gpubench.units import SECONDS_PER_HOUR
 
 
@@ -306,3 +315,51 @@ def local_cost(
         electricity_date=decision.electricity_date,
         usd=None if energy_kwh is None else energy_kwh * decision.electricity_usd_per_kwh,
     )
+
+
+@dataclass(frozen=True)
+class MeasuredReport:
+    """One report of the training ``gpubench rent`` prices: where it is, the catalog card it ran on (None: a CPU
+    or a GPU outside the catalog), its recommendation rebuilt with today's code, and its measured hours there."""
+
+    path: str
+    card: str | None
+    device: str
+    recommendation: Recommendation
+    hours: float | None
+
+
+def projected_hours(recommendation: Recommendation, card: str) -> float | None:
+    """The training hours ``recommendation`` projects onto ``card`` (None where it does not)."""
+    return next((row.training_hours for row in recommendation.projection if row.card == card), None)
+
+
+def _nearest(measured: Sequence[MeasuredReport], card: str) -> MeasuredReport | None:
+    """The report whose projection onto ``card`` stretches its own measured hours least (|log ratio|): the card
+    most like ``card`` among those measured."""
+    scored = []
+    for report in measured:
+        hours = projected_hours(report.recommendation, card)
+        if hours and report.hours:
+            scored.append((abs(math.log(hours / report.hours)), report.path, report))
+    return min(scored)[2] if scored else None
+
+
+def measured_cost_table(measured: Sequence[MeasuredReport]) -> list[CostRow]:
+    """One cost table from several reports of the same training: a card one of them ran on gets that report's rows,
+    labelled measured; every other card the rows projected from the report nearest to it (:func:`_nearest`).
+    Sorted by expected cost, unpriced rows last."""
+    by_card = {report.card: report for report in measured if report.card is not None}
+    rows: list[CostRow] = []
+    cards = {row.gpu for report in measured for row in report.recommendation.cost_table}
+    for card in sorted(cards):
+        source = by_card.get(card) or _nearest(measured, card)
+        if source is None:
+            continue
+        basis = (
+            f"measured on {source.device} ({source.path})"
+            if source.card == card
+            else f"projected from {source.card or source.device} ({source.path})"
+        )
+        rows += [replace(row, basis=basis) for row in source.recommendation.cost_table if row.gpu == card]
+    return sorted(rows, key=_sort_key)

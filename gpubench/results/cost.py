@@ -106,6 +106,7 @@ class CostRow(Record):
         "expected_interruptions",
         "hours_median",
         "hours_p90",
+        "basis",
         "note",
         "fits_at_batch",
     )
@@ -137,6 +138,8 @@ class CostRow(Record):
     #: A spot row's median and 90th-percentile billed hours over the simulated trainings (``hours`` is their mean).
     hours_median: float | None = None
     hours_p90: float | None = None
+    #: ``gpubench rent``: whether the row's hours were measured on its card or projected, and from which report.
+    basis: str | None = None
     note: str | None = None
     #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
     fits_at_batch: dict[str, int] = field(default_factory=dict)
