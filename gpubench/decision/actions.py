@@ -35,6 +35,7 @@ from gpubench.results import (
     StepSplit,
     WhatIfEstimate,
     cheapest_rental,
+    fitting_rentals,
 )
 from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
@@ -305,6 +306,28 @@ def _scaling_actions(
     ]
 
 
+def _sooner_rental_action(outcome: Outcome, cost_table: list[CostRow]) -> list[str]:
+    """The cheapest rental that fits and finishes in at most half the local lower bound even at its own upper bound,
+    with both times and its cost; [] when none does (whatever the verdict: a local answer can still be slow)."""
+    total = outcome.total
+    if total is None:
+        return []
+    sooner = [
+        row
+        for row in fitting_rentals(cost_table)
+        if row.hours is not None and row.hours_upper is not None and 2 * row.hours_upper <= total.lower_hours
+    ]
+    if not sooner:
+        return []
+    row = sooner[0]
+    kind = "spot" if row.spot else "on-demand"
+    return [
+        f"Renting {row.gpu} at {row.provider} ({kind}) finishes in {hours_text(row.hours)} instead of "
+        f"{hours_text(total.hours)} here on {outcome.device}, for ${row.usd:,.2f} (at most "
+        f"{hours_text(row.hours_upper)} and ${row.usd_upper or 0.0:,.2f}; price of {row.price_date})."
+    ]
+
+
 def recommended_actions(
     outcome: Outcome,
     models: dict[str, ModelResult],
@@ -347,6 +370,7 @@ def recommended_actions(
             + (f" for {' + '.join(e.model for e in outcome.decided)} alone" if outcome.missing else "")
             + f", {rental_text(rental)} per training."
         )
+    actions += _sooner_rental_action(outcome, cost_table or [])
     cheapest = cheapest_rental(cost_table or [])
     worth_renting = verdict.decision in (GRAY_ZONE, CLOUD_GPU_RECOMMENDED)
     if cheapest is not None and cheapest.hours is not None and worth_renting and cheapest.gpu != decision.cloud_card:

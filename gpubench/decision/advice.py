@@ -168,7 +168,8 @@ def _verdict_text(outcome: Outcome, decision: DecisionConfig) -> str:
     if basis == DRIFT_OR_THROTTLING:
         return _drift_text(outcome)
     if basis == UPPER_BELOW_LOCAL:
-        return f"The upper bound is under the {local:g} h local limit: {LOCAL_GPU_VIABLE}."
+        where = f" (here: training on this CPU, {outcome.device}, not on a GPU)" if outcome.on_cpu else ""
+        return f"The upper bound is under the {local:g} h local limit: {LOCAL_GPU_VIABLE}{where}."
     if basis == LOWER_ABOVE_CLOUD:
         if not verdict.missing and not verdict.too_few:
             return f"The lower bound is over the {cloud:g} h cloud threshold: {CLOUD_GPU_RECOMMENDED}."
