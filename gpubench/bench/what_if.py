@@ -18,6 +18,7 @@ import torch
 
 from gpubench.bench.model_run import ModelRunContext, run_model
 from gpubench.config import BenchmarkConfig, ExecutionConfig
+from gpubench.decision.rule import critical_models
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import LOCAL_GPU_VIABLE, ModelResult, WhatIf
@@ -52,7 +53,8 @@ def what_if_models(cfg: BenchmarkConfig, models: Mapping[str, ModelResult], deci
         return measured
     if decision == LOCAL_GPU_VIABLE:
         return []
-    return [name for name in measured if name in cfg.decision.critical_models]
+    critical = critical_models(cfg.decision.critical_models, cfg.model_names)
+    return [name for name in measured if name in critical]
 
 
 def variants(main: ModelResult, cfg: BenchmarkConfig) -> list[Variant]:

@@ -27,9 +27,12 @@ from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates, estimate_training_time
+from gpubench.models import SEED_MODELS
 from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, MissingModel, ModelResult
 from gpubench.stats.intervals import MIN_EPOCHS
 
+#: The critical models of the full four-model run: the two RL models.
+SEED_CRITICAL_MODELS = ("dqn", "ppo")
 #: Fewest measured epochs of a critical model that a decision rests on: the fewest the decision interval is built
 #: from (overlapping batch means of at least 5 epochs, so 6); below, the summary falls back to the plain t interval,
 #: which takes correlated epochs as independent and is too narrow to decide on.
@@ -156,7 +159,7 @@ def epochs_to_settle_decision(
     (failed, too few epochs) are left out, as the rule leaves them out of the bound.
     """
     measured = len(result.raw_epoch_times_ms)
-    critical = list(decision.critical_models) or list(planned_models)
+    critical = critical_models(decision.critical_models, planned_models)
     models = {**completed, name: result}
     so_far = [model for model in critical if model in models]
     if name not in critical or any(models[model].status == "oom" for model in so_far):
@@ -198,9 +201,14 @@ def _decide_on(
     return classify(total, decision)
 
 
-def critical_models(decision: DecisionConfig, models: Mapping[str, ModelResult]) -> list[str]:
-    """The models whose total decides: ``decision.critical_models``, or every model run when that list is empty."""
-    return list(decision.critical_models) or list(models)
+def critical_models(configured: Sequence[str], models_run: Sequence[str]) -> list[str]:
+    """The models whose total decides: ``configured`` (``decision.critical_models``) when set, else the models run
+    (model=tft decides on tft), except that the full four-model run decides on :data:`SEED_CRITICAL_MODELS`."""
+    if configured:
+        return list(configured)
+    if sorted(models_run) == sorted(SEED_MODELS):
+        return list(SEED_CRITICAL_MODELS)
+    return list(models_run)
 
 
 def decide(

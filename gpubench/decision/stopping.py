@@ -100,7 +100,7 @@ def _decision_round(
     statistics: StatisticsConfig,
     decision: DecisionConfig,
 ) -> RoundChoice:
-    critical = critical_models(decision, sections)
+    critical = critical_models(decision.critical_models, list(sections))
     estimates: list[TimeEstimate] = []
     for name in critical:
         section = sections.get(name)
