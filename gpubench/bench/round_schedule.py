@@ -29,7 +29,7 @@ from gpubench.bench.model_rounds import (
     start_later_rounds,
 )
 from gpubench.bench.model_run import ModelRunContext
-from gpubench.decision.stopping import RoundChoice, next_round
+from gpubench.decision.stopping import RoundChoice
 from gpubench.measure.batch_search import release_device_memory
 from gpubench.measure.epochs import DIVERGED, FIXED_EPOCHS
 from gpubench.output import console
@@ -82,7 +82,7 @@ def later_rounds(
     """Measure every later round of the models in ``rounds`` (updated in place as rounds complete); yields
     (model, its report section over every round so far) after each round. ``results`` are the job's sections
     after round 1 (the critical models that did not run still count for the decision-driven stop)."""
-    cfg = context.cfg
+    cfg, stop_rule = context.cfg, context.stop_rule
     sections = dict(results)
     peaks = {name: sections[name].memory_usage_mb for name in rounds}
     index = len(rounds)
@@ -103,13 +103,11 @@ def later_rounds(
                     outcome = _one_round(live, rounds, name, epochs, index, schedule, context, sections)
                     yield name, outcome
             while live:
-                choice = next_round(
+                choice = stop_rule.next_round(
                     sections,
                     list(live),
                     {name: rounds[name].epochs for name in live},
                     {name: schedule.plan[-1] for name in live},
-                    cfg.statistics,
-                    cfg.decision,
                     seconds_since(schedule.started),
                 )
                 if choice.model is None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
-from gpubench.decision.rule import critical_models, interval_settled
+from gpubench.decision.rule import critical_models, epochs_to_settle_decision, interval_settled
 from gpubench.results import ModelResult
 from gpubench.stats.config import (
     ADAPTIVE_DECISION,
@@ -48,6 +48,33 @@ class RoundChoice:
     stop_reasons: dict[str, str] = field(default_factory=dict)
     #: For ``decision``: the total's margin width (h) before the round and after it, as projected.
     margin_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """A job's one rule for when ``statistics.adaptive`` stops measuring: a lone round's second stage asks it for a
+    count of epochs (:meth:`epochs_to_settle`), later rounds for the next round (:meth:`next_round`)."""
+
+    statistics: StatisticsConfig
+    decision: DecisionConfig
+    planned_models: tuple[str, ...]
+
+    def epochs_to_settle(self, name: str, first_stage: ModelResult, completed: Mapping[str, ModelResult]) -> int | None:
+        """:func:`~gpubench.decision.rule.epochs_to_settle_decision` for ``name`` after its first stage."""
+        return epochs_to_settle_decision(name, first_stage, completed, self.planned_models, self.decision)
+
+    def next_round(
+        self,
+        sections: Mapping[str, ModelResult],
+        candidates: Sequence[str],
+        measured_epochs: Mapping[str, int],
+        epochs_per_round: Mapping[str, int],
+        elapsed_s: float,
+    ) -> RoundChoice:
+        """:func:`next_round` under this job's statistics and decision config."""
+        return next_round(
+            sections, candidates, measured_epochs, epochs_per_round, self.statistics, self.decision, elapsed_s
+        )
 
 
 def next_round(
