@@ -1,19 +1,10 @@
 """The later rounds of a job: which models share the device, the fixed rounds round-robin, then adaptive rounds.
 
-Round 1 of every model has run (``gpubench/bench/runner.py``). The models that ran are built again and warmed
-(:func:`gpubench.bench.model_rounds.start_later_rounds`), as many at once as fit the usable VRAM by their measured peaks
-(all of them on the CPU or an unlimited GPU; groups measured one after another where they do not fit together,
-since a model built beside others it does not fit with would run out of memory or time the allocator's
-struggle), and measured round-robin: round 2 of every model of the group, then round 3, ... (dqn, ppo, mamba2,
-tft, dqn, ...), so that a change of the host's speed lands in every model's data rather than in one model's block.
-
-After the fixed rounds (``epochs`` in ``statistics.rounds``), ``statistics.adaptive`` may ask for more, one round
-at a time, each going where it matters (:mod:`gpubench.decision.stopping`): ``precision`` to the model whose
-interval is widest against ``statistics.target_rel_halfwidth``; ``decision`` to the critical model whose next round
-narrows the critical total's margin most per second measured, until the total is settled, cannot settle within
-``statistics.max_epochs``, or ``statistics.max_round_seconds`` is spent. A model whose later round diverges or
-finds the card too hot stops there with that status; one whose rebuild or round raises keeps the rounds it has,
-with a warning.
+The models that ran round 1 are rebuilt and warmed as many at once as their measured peaks fit the usable VRAM, and
+measured round-robin (dqn, ppo, mamba2, tft, dqn, ...) so that a change of the host's speed lands in every model's
+data. After the fixed rounds the job's :class:`~gpubench.decision.stopping.StopRule` may ask for more, one round at
+a time. A model whose round diverges or overheats stops with that status; one whose rebuild or round raises keeps
+the rounds it has, with a warning.
 """
 
 import logging

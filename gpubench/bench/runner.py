@@ -1,14 +1,10 @@
-"""The coordinator: phases in order, each model isolated, results saved as they complete.
+"""The coordinator: a job's phases in order, each model isolated, the report saved as results arrive.
 
-hardware probe + burn-in -> market data -> per model :func:`gpubench.bench.model_run.run_model` (batch -> build ->
-measure -> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
-(:func:`gpubench.bench.ranks.measure_distributed`) -> the report (and its HTML page, report.html, without
-plots) written after every phase -> recommendation -> status complete -> plots, the page with them, MLflow run,
-summary. The coordinator holds no maths: each phase returns a value the next takes, and the report is a
-:class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails gets a status and
-an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a valid partial report
-and its page: the models measured, the one in progress with the epochs it completed (status ``interrupted``), and
-the recommendation the decision rule gives from them, which never decides from a model it lacks.
+probe -> first round -> later rounds -> ranks (data-parallel) -> what-ifs -> recommendation; each phase takes a
+:class:`RunState` and yields new ones, and the report (with its HTML page) is written after every step. A model that
+fails gets a status and an error and the next model still runs. An interrupt (Ctrl-C, SIGTERM, SIGHUP) leaves a
+valid partial report: the models measured, the one in progress (status ``interrupted``) and the recommendation
+from them.
 """
 
 import logging
