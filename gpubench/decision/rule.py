@@ -1,25 +1,9 @@
 """The decision rule: LOCAL_GPU_VIABLE, GRAY_ZONE, CLOUD_GPU_RECOMMENDED, or no decision, and the basis of each.
 
-The rule reads the prediction bounds of the critical models' total
-(:func:`gpubench.decision.estimate.combine_estimates`: times and margins add) and decides only what the
-measurements support:
-
-* CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status ``oom``: not even
-  ``batch.min_size`` fits, or the step ran out of memory), or when the total's lower bound is over
-  ``decision.cloud_min_hours``. Both hold from a subset of the critical models: times add, so the measured part
-  bounds the total from below.
-* LOCAL_GPU_VIABLE when the upper bound is under ``decision.local_max_hours``; GRAY_ZONE otherwise, with the basis
-  saying whether the estimate lies in the band (thresholds included) or the interval straddles a threshold, and
-  then the epochs that would settle it. Both only when every critical model was measured over at least
-  :data:`MIN_DECISION_EPOCHS` epochs: a subset only bounds the total from below, and fewer epochs give a variance
-  estimate too unsteady to decide on.
-* Otherwise no decision (None), with the basis ``partial_measurement`` or ``too_few_epochs``.
-
-A flagged drift or throttled epochs widen the model's margin (see :class:`~gpubench.decision.estimate.TimeEstimate`);
-when the decision differs from the one without that widening, the basis is ``drift_or_throttling``: the decision
-given (or withheld) is the widened one. Pure arithmetic on typed records; the rule in words is
-:data:`DECISION_METHOD`, the sentences the user reads are in :mod:`gpubench.decision.advice` and
-:mod:`gpubench.decision.actions`.
+The rule reads the prediction bounds of the critical models' total (times and margins add) and decides only what
+the measurements support; CLOUD also from a subset of the critical models, since the measured part bounds the total
+from below. Pure arithmetic on typed records; the rule in words is :data:`DECISION_METHOD`, the sentences the user
+reads are in :mod:`gpubench.decision.advice` and :mod:`gpubench.decision.actions`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
