@@ -3,10 +3,8 @@
 Each group's dataclass lives with the code it configures (``hardware/config.py``, ``measure/config.py``,
 ``stats/config.py``, ``decision/config.py``, ``data/config.py``, ``output/config.py``, ``models/<name>/config.py``);
 this module assembles them into :class:`BenchmarkConfig` and registers it in Hydra's ConfigStore. The dataclasses
-hold the types, the defaults (one source per key) and range checks; the YAML files under ``gpubench/conf/`` choose
-between options (a model set, a hardware card, a data source, an experiment). ``OmegaConf.to_object`` turns the
-composed config into these objects, whose ``__post_init__`` rejects bad values with a :class:`ConfigError` that
-names the dotted key and says what would be valid.
+hold the types, defaults and range checks (a :class:`ConfigError` names the dotted key); the YAML files under
+``gpubench/conf/`` choose between options.
 
 Environment variables (``GPU_BENCHMARK_*``) set defaults through the ``${gpubench_env:NAME}`` resolver: the
 variable's value when it is set, else the schema's default for the key the resolver stands at.
