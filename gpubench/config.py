@@ -3,10 +3,8 @@
 Each group's dataclass lives with the code it configures (``hardware/config.py``, ``measure/config.py``,
 ``stats/config.py``, ``decision/config.py``, ``data/config.py``, ``output/config.py``, ``models/<name>/config.py``);
 this module assembles them into :class:`BenchmarkConfig` and registers it in Hydra's ConfigStore. The dataclasses
-hold the types, the defaults (one source per key) and range checks; the YAML files under ``gpubench/conf/`` choose
-between options (a model set, a hardware card, a data source, an experiment). ``OmegaConf.to_object`` turns the
-composed config into these objects, whose ``__post_init__`` rejects bad values with a :class:`ConfigError` that
-names the dotted key and says what would be valid.
+hold the types, defaults and range checks (a :class:`ConfigError` names the dotted key); the YAML files under
+``gpubench/conf/`` choose between options.
 
 Environment variables (``GPU_BENCHMARK_*``) set defaults through the ``${gpubench_env:NAME}`` resolver: the
 variable's value when it is set, else the schema's default for the key the resolver stands at.
@@ -32,6 +30,7 @@ from gpubench.bench.ranks_config import DistributedConfig
 from gpubench.conf import CONF_DIR
 from gpubench.data.config import DataConfig
 from gpubench.decision.config import DecisionConfig
+from gpubench.decision.rule import critical_models
 from gpubench.errors import ConfigError, require, require_choice
 from gpubench.hardware.config import HardwareConfig
 from gpubench.measure.config import BatchConfig, EpochConfig, MemoryConfig
@@ -102,10 +101,6 @@ class ExecutionConfig:
         require_choice("execution.matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
 
 
-#: The critical models of the full four-model run, as the seed tool decided: the two RL models.
-SEED_CRITICAL_MODELS = ("dqn", "ppo")
-
-
 @dataclass
 class BenchmarkConfig:
     """The whole job. Groups and keys are documented in README.md and DESIGN.md."""
@@ -143,10 +138,7 @@ class BenchmarkConfig:
             )
         require(bool(self.output), "output", self.output, "a file path for the JSON report")
         require(math.isfinite(float(self.seed)), "seed", self.seed, "an integer")
-        if not self.decision.critical_models:
-            # The models the user chose decide (model=tft decides on tft); the full seed run keeps the seed's pair.
-            seed_run = sorted(self.model_names) == sorted(SEED_MODELS)
-            self.decision.critical_models = list(SEED_CRITICAL_MODELS if seed_run else self.model_names)
+        self.decision.critical_models = critical_models(self.decision.critical_models, self.model_names)
         if "custom" in self.model_names:
             self.workloads.custom.check_runnable(self.execution.precision, self.execution.compile)
         self.distributed.check_execution(self.execution.compile)

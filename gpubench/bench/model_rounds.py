@@ -1,21 +1,11 @@
 """A model's later rounds: built again at the batch it was timed at, warmed, and measured round after round.
 
-Why rounds: the host's speed moves inside one process, over seconds and minutes (on the H200's host a fixed
-Python loop took 6.4 ms or 11.5 ms, switching within seconds and staying slow for up to tens of seconds), so one
-block of epochs sees one stretch of the host, and identical trainings of a host-bound model differed by 16-24%. A
-model measured in R rounds spread over the job, interleaved round-robin with the other models (dqn, ppo, mamba2,
-tft, dqn, ...), carries the host's changes in its data: the spread between its round means is measured, and the
-bound on its mean epoch time takes it in (:mod:`gpubench.stats.rounds`), told how far apart the rounds ran
-(:func:`~gpubench.stats.rounds.round_gaps_epochs`): a lone model's rounds follow one another at once, and its
-autocorrelated epochs make their means correlate, which the bound and the drift test count.
-
-Round 1 of each model is its run through :func:`gpubench.bench.model_run.run_model`, alone on the device: batch search,
-FLOP count, memory profile, stability, at the epoch size it calibrates. Its workload is then released, as before.
-For the later rounds each model that ran is built again at its timed batch (outside any timed block), warmed up
-(``warmup_epochs`` epochs of the size round 1 chose), and kept: every later round starts from that warmed model,
-with no rebuild or recompilation inside the rounds. Each round is read with the host probe just before it and the
-device monitor during it. Memory is profiled in round 1 only: later rounds share the device with the other
-models' workloads, so their peaks are not one model's.
+The host's speed moves over seconds and minutes, so one block of epochs sees one stretch of it. Rounds spread over
+the job and interleaved with the other models carry those changes into each model's data, and the bound on its mean
+epoch time takes the spread between rounds in (:mod:`gpubench.stats.rounds`). Round 1 is the model's run through
+:func:`gpubench.bench.model_run.run_model` (batch search, memory profile); each later round starts from a model
+rebuilt and warmed once, read with the host probe before it and the device monitor during it. Memory is profiled
+in round 1 only: later rounds share the device, so their peaks are not one model's.
 """
 
 import logging

@@ -19,7 +19,7 @@ import torch
 
 from gpubench.config import BenchmarkConfig
 from gpubench.data.tensors import FeatureTensors
-from gpubench.decision.rule import epochs_to_settle_decision
+from gpubench.decision.stopping import StopRule
 from gpubench.errors import GpubenchError
 from gpubench.hardware.monitor import THERMAL_STOP, DeviceMonitor, energy_summary
 from gpubench.measure.batch_search import (
@@ -109,6 +109,11 @@ class ModelRunContext:
     #: The measured epochs the job plans for each model in all its rounds, shown in the progress lines (round 1
     #: measures only its share of them); None: ``cfg.epochs``.
     planned_epochs: int | None = None
+
+    @property
+    def stop_rule(self) -> StopRule:
+        """The stop rule both a lone round's second stage and the later rounds read, from ``cfg``."""
+        return StopRule(self.cfg.statistics, self.cfg.decision, tuple(self.cfg.model_names))
 
 
 @dataclass(frozen=True)
@@ -331,7 +336,7 @@ def _decision_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -
             calibration_seconds=sizing.calibration_seconds,
             statistics=_summary(first_stage, cfg),
         )
-        required = epochs_to_settle_decision(name, provisional, context.completed, cfg.model_names, cfg.decision)
+        required = context.stop_rule.epochs_to_settle(name, provisional, context.completed)
         reason = DECISION_CANNOT_SETTLE if required is None else DECISION_SETTLED
         return SecondStagePlan(required_epochs=required, reason=reason)
 

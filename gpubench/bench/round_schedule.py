@@ -1,19 +1,10 @@
 """The later rounds of a job: which models share the device, the fixed rounds round-robin, then adaptive rounds.
 
-Round 1 of every model has run (``gpubench/bench/runner.py``). The models that ran are built again and warmed
-(:func:`gpubench.bench.model_rounds.start_later_rounds`), as many at once as fit the usable VRAM by their measured peaks
-(all of them on the CPU or an unlimited GPU; groups measured one after another where they do not fit together,
-since a model built beside others it does not fit with would run out of memory or time the allocator's
-struggle), and measured round-robin: round 2 of every model of the group, then round 3, ... (dqn, ppo, mamba2,
-tft, dqn, ...), so that a change of the host's speed lands in every model's data rather than in one model's block.
-
-After the fixed rounds (``epochs`` in ``statistics.rounds``), ``statistics.adaptive`` may ask for more, one round
-at a time, each going where it matters (:mod:`gpubench.decision.stopping`): ``precision`` to the model whose
-interval is widest against ``statistics.target_rel_halfwidth``; ``decision`` to the critical model whose next round
-narrows the critical total's margin most per second measured, until the total is settled, cannot settle within
-``statistics.max_epochs``, or ``statistics.max_round_seconds`` is spent. A model whose later round diverges or
-finds the card too hot stops there with that status; one whose rebuild or round raises keeps the rounds it has,
-with a warning.
+The models that ran round 1 are rebuilt and warmed as many at once as their measured peaks fit the usable VRAM, and
+measured round-robin (dqn, ppo, mamba2, tft, dqn, ...) so that a change of the host's speed lands in every model's
+data. After the fixed rounds the job's :class:`~gpubench.decision.stopping.StopRule` may ask for more, one round at
+a time. A model whose round diverges or overheats stops with that status; one whose rebuild or round raises keeps
+the rounds it has, with a warning.
 """
 
 import logging
@@ -29,7 +20,7 @@ from gpubench.bench.model_rounds import (
     start_later_rounds,
 )
 from gpubench.bench.model_run import ModelRunContext
-from gpubench.decision.stopping import RoundChoice, next_round
+from gpubench.decision.stopping import RoundChoice
 from gpubench.measure.batch_search import release_device_memory
 from gpubench.measure.epochs import DIVERGED, FIXED_EPOCHS
 from gpubench.output import console
@@ -82,7 +73,7 @@ def later_rounds(
     """Measure every later round of the models in ``rounds`` (updated in place as rounds complete); yields
     (model, its report section over every round so far) after each round. ``results`` are the job's sections
     after round 1 (the critical models that did not run still count for the decision-driven stop)."""
-    cfg = context.cfg
+    cfg, stop_rule = context.cfg, context.stop_rule
     sections = dict(results)
     peaks = {name: sections[name].memory_usage_mb for name in rounds}
     index = len(rounds)
@@ -103,13 +94,11 @@ def later_rounds(
                     outcome = _one_round(live, rounds, name, epochs, index, schedule, context, sections)
                     yield name, outcome
             while live:
-                choice = next_round(
+                choice = stop_rule.next_round(
                     sections,
                     list(live),
                     {name: rounds[name].epochs for name in live},
                     {name: schedule.plan[-1] for name in live},
-                    cfg.statistics,
-                    cfg.decision,
                     seconds_since(schedule.started),
                 )
                 if choice.model is None:

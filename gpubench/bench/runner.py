@@ -1,22 +1,18 @@
-"""The coordinator: phases in order, each model isolated, results saved as they complete.
+"""The coordinator: a job's phases in order, each model isolated, the report saved as results arrive.
 
-hardware probe + burn-in -> market data -> per model :func:`gpubench.bench.model_run.run_model` (batch -> build ->
-measure -> step down -> result) and, with ``distributed.nproc`` > 1, its data-parallel run under torchrun
-(:func:`gpubench.bench.ranks.measure_distributed`) -> the report (and its HTML page, report.html, without
-plots) written after every phase -> recommendation -> status complete -> plots, the page with them, MLflow run,
-summary. The coordinator holds no maths: each phase returns a value the next takes, and the report is a
-:class:`~gpubench.results.RunReport` replaced, never mutated, as results arrive. A model that fails gets a status and
-an error and the next model still runs. An interrupted run (Ctrl-C, SIGTERM, SIGHUP) leaves a valid partial report
-and its page: the models measured, the one in progress with the epochs it completed (status ``interrupted``), and
-the recommendation the decision rule gives from them, which never decides from a model it lacks.
+probe -> first round -> later rounds -> ranks (data-parallel) -> what-ifs -> recommendation; each phase takes a
+:class:`RunState` and yields new ones, and the report (with its HTML page) is written after every step. A model that
+fails gets a status and an error and the next model still runs. An interrupt (Ctrl-C, SIGTERM, SIGHUP) leaves a
+valid partial report: the models measured, the one in progress (status ``interrupted``) and the recommendation
+from them.
 """
 
 import logging
 import platform
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -25,7 +21,7 @@ from omegaconf import OmegaConf
 from gpubench import __version__
 from gpubench.bench.job import RunContext
 from gpubench.bench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
-from gpubench.bench.model_run import EpochObserver, ModelInterrupted, run_model
+from gpubench.bench.model_run import EpochObserver, ModelInterrupted, ModelRunContext, run_model
 from gpubench.bench.ranks import check_launchable, measure_distributed
 from gpubench.bench.round_schedule import RoundSchedule, later_rounds
 from gpubench.bench.session import choose_device, prepare_session
@@ -82,6 +78,21 @@ class CompletedRun:
     memory_timelines: dict[str, MemoryTimeline]
 
 
+@dataclass(frozen=True)
+class RunState:
+    """A job between its phases: the report so far, what every model shares (``models``), the epochs of each fixed
+    round (``plan``), the :func:`time.perf_counter` reading when round 1 began (``started``), each model's rounds
+    and memory samples, and the model being measured (``in_progress``; None between models)."""
+
+    report: RunReport
+    models: ModelRunContext
+    plan: tuple[int, ...]
+    started: float = 0.0
+    rounds: Mapping[str, ModelRounds] = field(default_factory=dict)
+    timelines: Mapping[str, MemoryTimeline] = field(default_factory=dict)
+    in_progress: str | None = None
+
+
 class Runner:
     """Runs one job: every selected model on one device, writing the report as results complete."""
 
@@ -121,11 +132,34 @@ class Runner:
                 )
         #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
         self.vram_budget = self.session.vram_budget
+        self._written: RunReport | None = None
+        #: The run's newest state, whose report the end of :meth:`run` writes however the run ends.
+        self._latest: RunState
 
     def run(self) -> CompletedRun:
         """Probe and burn in the device, load the data, run every model, decide; the report is on disk after each
         phase. On KeyboardInterrupt (which the handled signals raise) it is written with status ``interrupted``, the
         model in progress and a partial recommendation, before the interrupt goes on."""
+        self._save(self._probe())
+        try:
+            for phase in (self._first_round, self._later_rounds, self._ranks, self._what_ifs):
+                for state in phase(self._latest):
+                    self._save(state)
+                self._latest = replace(self._latest, in_progress=None)
+            self._latest = self._complete(self._latest)
+        except KeyboardInterrupt as exc:
+            self._interrupted(self._latest, exc)
+            raise
+        except Exception as exc:
+            self._failed(self._latest, exc)
+            raise
+        finally:
+            # Written again however the run ends: a second interrupt may have cut the last write short.
+            self._write(self._latest.report)
+        return CompletedRun(report=self._latest.report, memory_timelines=dict(self._latest.timelines))
+
+    def _probe(self) -> RunState:
+        """Probe and burn in the device, load the data and check every model's config against it."""
         cfg = self.cfg
         # The session set the seed and the matmul precision already: the burn-in's matmuls run as the models' will.
         probed = probe(self.device, self.vram_budget)
@@ -134,117 +168,148 @@ class Runner:
         session = self.session.with_data()
         features, provenance = session.features, session.provenance
         logger.info("data: %d bars x %d features, symbols %s", features.n_bars, features.n_features, features.symbols)
-        # A value too large for the data (a window longer than a symbol's history) is bad input: refused here,
-        # naming the key, before any model is measured.
+        # A value too large for the data (a window longer than a symbol's history) is refused before any measuring.
         for name in cfg.model_names:
             workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
         models = session.model_run_context(
             reference_sm_clock_mhz=warmup.peak_sm_clock_mhz, epoch_observer=self.epoch_observer
         )
-        timelines: dict[str, MemoryTimeline] = {}
-        self._save(report)
-        # Round 1 of every model runs through run_model alone on the device (batch search, memory profile), sized
-        # to the first round's epochs; the later rounds follow, interleaved (gpubench/model_rounds.py).
-        plan = split_epochs(cfg.epochs, cfg.statistics.rounds)
+        return RunState(report=report, models=models, plan=tuple(split_epochs(cfg.epochs, cfg.statistics.rounds)))
+
+    def _first_round(self, state: RunState) -> Iterator[RunState]:
+        """Round 1 of every model through ``run_model``, alone on the device (batch search, memory profile), sized to
+        the first round's epochs; yields the state as each model starts and once its section is in the report."""
+        cfg, plan, models = self.cfg, state.plan, state.models
         first_round = models
         if len(plan) > 1:
             first_cfg = replace(cfg, epochs=plan[0], statistics=replace(cfg.statistics, adaptive=ADAPTIVE_OFF))
             first_round = replace(models, cfg=first_cfg, planned_epochs=cfg.epochs)
-        rounds: dict[str, ModelRounds] = {}
-        started = time.perf_counter()
-        name = None
-        try:
-            for name in cfg.model_names:
-                logger.info("model %s: started", name)
-                model = run_model(name, replace(first_round, completed=report.models))
-                result = model.result
-                if len(plan) > 1 and result.status == "ok" and model.measurement is not None:
-                    seconds = sum(result.raw_epoch_times_ms) / MS_PER_S
-                    # Round 1's probe is read just after it: its batch search and build came before its epochs.
-                    start_s = seconds_since(started) - seconds
-                    record = first_round_record(model, len(rounds) + 1, start_s, probe_host_speed())
-                    rounds[name] = ModelRounds(first=model, first_record=record)
-                    result = merged_result(rounds[name], models)
-                logger.info(
-                    "model %s: %s, mean epoch %s ms over %d epochs%s",
-                    name,
-                    result.status,
-                    result.mean_epoch_time_ms,
-                    len(result.raw_epoch_times_ms),
-                    f" ({result.error})" if result.error else "",
-                )
-                report = replace(report, models={**report.models, name: result})
-                if model.memory_timeline is not None:
-                    timelines[name] = model.memory_timeline
-                self._save(report)
-                if self.model_observer is not None:
-                    self.model_observer(name)
-            name = None
-            schedule = RoundSchedule(plan=plan, started=started, usable_vram_mb=models.usable_vram_mb)
-            # An interrupt inside a later round names its model itself (ModelInterrupted.model).
-            for measured, result in later_rounds(rounds, schedule, models, report.models):
-                report = replace(report, models={**report.models, measured: result})
-                self._save(report)
-            # The data-parallel run compares with the 1-process result over every round.
-            for name in cfg.model_names if cfg.distributed.enabled else ():
-                if report.models[name].status == "ok":
-                    folder = self.writer.path.parent / "distributed" / name
-                    scaled = measure_distributed(name, report.models[name], cfg, self.device, folder)
-                    report = replace(report, models={**report.models, name: scaled})
-                    self._save(report)
-            name = None
-            if what_if_enabled(cfg, self.device):
-                first_answer = build_recommendation(report, cfg.decision, load_catalog()).decision
-                chosen = what_if_models(cfg, report.models, first_answer)
-                if not chosen:
-                    console.notice(
-                        f"what-ifs skipped: the answer is {first_answer}, which a faster variant cannot change "
-                        "(decision.what_if=true measures them anyway)."
-                    )
-                # Not `name`: the interrupt handler reads it as the model whose measurement was cut short.
-                for measured in chosen:
-                    what_ifs = run_what_ifs(measured, models, report.models[measured])
-                    report = replace(report, what_ifs={**report.what_ifs, measured: what_ifs})
-                    self._save(report)
-            # The models' sections are on disk already: the recommendation is computed from them.
-            recommendation = build_recommendation(report, cfg.decision, load_catalog())
-            report = replace(report, recommendation=recommendation, status="complete")
-            logger.info("recommendation: %s (%s)", recommendation.decision, recommendation.reasoning)
-        except KeyboardInterrupt as exc:
-            if isinstance(exc, ModelInterrupted) and exc.model is not None:
-                name = exc.model
-            logger.info("interrupted during %s", name or "the recommendation")
-            report = replace(report, status="interrupted")
-            # A model interrupted in its data-parallel run is in the report already, without that run's outcome.
-            if name is not None and (name not in report.models or isinstance(exc, ModelInterrupted)):
-                report = replace(report, models={**report.models, name: _interrupted_result(exc)})
-            # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
-            self._save(report)
-            try:
-                if report.models:
-                    report = replace(report, recommendation=build_recommendation(report, cfg.decision, load_catalog()))
-                    self._save(report)
-                console.print_summary(report, str(self.writer.path))
-            except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
-                console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
-            raise
-        except Exception as exc:
-            # An error that ends the run (bad input found while a model runs, such as a user's step that returns a
-            # float) says so in the report, which keeps the models measured before it, and their summary is shown.
-            reason = str(exc) if isinstance(exc, GpubenchError) else f"{type(exc).__name__}: {exc}"
-            report = replace(report, status="failed", error=redact(reason))
-            self._save(report)
-            if report.models:
-                console.print_summary(report, str(self.writer.path))
-            raise
-        finally:
-            self._save(report)
-        return CompletedRun(report=report, memory_timelines=timelines)
+        state = replace(state, started=time.perf_counter())
+        for name in cfg.model_names:
+            state = replace(state, in_progress=name)
+            yield state
+            logger.info("model %s: started", name)
+            model = run_model(name, replace(first_round, completed=state.report.models))
+            result = model.result
+            rounds = state.rounds
+            if len(plan) > 1 and result.status == "ok" and model.measurement is not None:
+                seconds = sum(result.raw_epoch_times_ms) / MS_PER_S
+                # Round 1's probe is read just after it: its batch search and build came before its epochs.
+                start_s = seconds_since(state.started) - seconds
+                record = first_round_record(model, len(rounds) + 1, start_s, probe_host_speed())
+                rounds = {**rounds, name: ModelRounds(first=model, first_record=record)}
+                result = merged_result(rounds[name], models)
+            logger.info(
+                "model %s: %s, mean epoch %s ms over %d epochs%s",
+                name,
+                result.status,
+                result.mean_epoch_time_ms,
+                len(result.raw_epoch_times_ms),
+                f" ({result.error})" if result.error else "",
+            )
+            timelines = state.timelines
+            if model.memory_timeline is not None:
+                timelines = {**timelines, name: model.memory_timeline}
+            state = replace(state, report=_with_model(state.report, name, result), rounds=rounds, timelines=timelines)
+            yield state
+            if self.model_observer is not None:
+                self.model_observer(name)
 
-    def _save(self, report: RunReport) -> None:
+    def _later_rounds(self, state: RunState) -> Iterator[RunState]:
+        """Rounds 2 on, interleaved (:mod:`gpubench.bench.round_schedule`); an interrupt inside one names its model
+        itself (``ModelInterrupted.model``)."""
+        schedule = RoundSchedule(plan=state.plan, started=state.started, usable_vram_mb=state.models.usable_vram_mb)
+        rounds = dict(state.rounds)
+        for measured, result in later_rounds(rounds, schedule, state.models, state.report.models):
+            state = replace(state, report=_with_model(state.report, measured, result), rounds=rounds)
+            yield state
+
+    def _ranks(self, state: RunState) -> Iterator[RunState]:
+        """With ``distributed.nproc`` > 1, each measured model's data-parallel run, compared with its 1-process
+        result over every round."""
+        for name in self.cfg.model_names if self.cfg.distributed.enabled else ():
+            state = replace(state, in_progress=name)
+            yield state
+            section = state.report.models[name]
+            if section.status == "ok":
+                folder = self.writer.path.parent / "distributed" / name
+                scaled = measure_distributed(name, section, self.cfg, self.device, folder)
+                state = replace(state, report=_with_model(state.report, name, scaled))
+                yield state
+
+    def _what_ifs(self, state: RunState) -> Iterator[RunState]:
+        """The what-if variants of the models whose answer a faster variant could change
+        (:func:`gpubench.bench.what_if.what_if_models`)."""
+        if not what_if_enabled(self.cfg, self.device):
+            return
+        first = self._recommend(state).report.recommendation
+        assert first is not None
+        first_answer = first.decision
+        chosen = what_if_models(self.cfg, state.report.models, first_answer)
+        if not chosen:
+            console.notice(
+                f"what-ifs skipped: the answer is {first_answer}, which a faster variant cannot change "
+                "(decision.what_if=true measures them anyway)."
+            )
+        for measured in chosen:
+            what_ifs = run_what_ifs(measured, state.models, state.report.models[measured])
+            state = replace(state, report=replace(state.report, what_ifs={**state.report.what_ifs, measured: what_ifs}))
+            yield state
+
+    def _recommend(self, state: RunState) -> RunState:
+        """The state with the decision rule's recommendation from the models in the report."""
+        recommendation = build_recommendation(state.report, self.cfg.decision, load_catalog())
+        return replace(state, report=replace(state.report, recommendation=recommendation))
+
+    def _complete(self, state: RunState) -> RunState:
+        """The finished run: the recommendation from every model's section (on disk already), status complete."""
+        state = self._recommend(state)
+        recommendation = state.report.recommendation
+        assert recommendation is not None
+        logger.info("recommendation: %s (%s)", recommendation.decision, recommendation.reasoning)
+        return replace(state, report=replace(state.report, status="complete"))
+
+    def _failed(self, state: RunState, exc: Exception) -> None:
+        """Write the report of a run an error ended (bad input found while a model runs, such as a user's step that
+        returns a float), keeping the models measured before it, and show their summary."""
+        reason = str(exc) if isinstance(exc, GpubenchError) else f"{type(exc).__name__}: {exc}"
+        self._save(replace(state, report=replace(state.report, status="failed", error=redact(reason))))
+        if self._latest.report.models:
+            console.print_summary(self._latest.report, str(self.writer.path))
+
+    def _interrupted(self, state: RunState, exc: KeyboardInterrupt) -> None:
+        """Write the report of an interrupted run (status ``interrupted``, the model in progress, a partial
+        recommendation) and show its summary."""
+        name = state.in_progress
+        if isinstance(exc, ModelInterrupted) and exc.model is not None:
+            name = exc.model
+        logger.info("interrupted during %s", name or "the recommendation")
+        report = replace(state.report, status="interrupted")
+        # A model interrupted in its data-parallel run is in the report already, without that run's outcome.
+        if name is not None and (name not in report.models or isinstance(exc, ModelInterrupted)):
+            report = _with_model(report, name, _interrupted_result(exc))
+        state = replace(state, report=report)
+        # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
+        self._save(state)
+        try:
+            if state.report.models:
+                state = self._recommend(state)
+                self._save(state)
+            console.print_summary(state.report, str(self.writer.path))
+        except Exception as summary_error:  # the interrupt must go on, and the models are on disk already
+            console.notice(f"no partial recommendation ({type(summary_error).__name__}: {summary_error}).")
+
+    def _save(self, state: RunState) -> None:
+        """Hold ``state`` as the run's latest and write its report unless that report is on disk already."""
+        self._latest = state
+        if state.report is not self._written:
+            self._write(state.report)
+
+    def _write(self, report: RunReport) -> None:
         """Write the report, then its HTML page without plots (drawn once, when the run ends): a job killed
         outright (SIGKILL, out of host memory) still leaves a page of every model measured before it."""
+        self._written = report
         self.writer.write(report)
         _write_page(report, self.writer.path, self.config_path)
 
@@ -275,6 +340,10 @@ class Runner:
             git_commit=_git_commit(),
             host=self.host,
         )
+
+
+def _with_model(report: RunReport, name: str, result: ModelResult) -> RunReport:
+    return replace(report, models={**report.models, name: result})
 
 
 def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:

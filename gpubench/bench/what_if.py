@@ -18,6 +18,7 @@ import torch
 
 from gpubench.bench.model_run import ModelRunContext, run_model
 from gpubench.config import BenchmarkConfig, ExecutionConfig
+from gpubench.decision.rule import critical_models
 from gpubench.models import workload_class
 from gpubench.output import console
 from gpubench.results import LOCAL_GPU_VIABLE, ModelResult, WhatIf
@@ -45,14 +46,14 @@ def what_if_enabled(cfg: BenchmarkConfig, device: torch.device) -> bool:
 def what_if_models(cfg: BenchmarkConfig, models: Mapping[str, ModelResult], decision: str | None) -> list[str]:
     """The measured models whose what-ifs run, given the ``decision`` the main measurements gave: every model with
     ``decision.what_if=true``; by default (null) only the critical models, and only when the answer is not
-    LOCAL_GPU_VIABLE already — a faster variant cannot change a local answer, and the what-ifs were a third of the
-    default H200 run's time (67 of 185 s; PPO's compile variants 47 s)."""
+    LOCAL_GPU_VIABLE already, which a faster variant cannot change."""
     measured = [name for name, result in models.items() if result.status == "ok"]
     if cfg.decision.what_if:
         return measured
     if decision == LOCAL_GPU_VIABLE:
         return []
-    return [name for name in measured if name in cfg.decision.critical_models]
+    critical = critical_models(cfg.decision.critical_models, cfg.model_names)
+    return [name for name in measured if name in critical]
 
 
 def variants(main: ModelResult, cfg: BenchmarkConfig) -> list[Variant]:

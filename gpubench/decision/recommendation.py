@@ -219,7 +219,7 @@ def build_recommendation(
     }
     estimates, unprojected = _answer_estimates(measured, splits, report, sources, emulated, catalog, decision)
     refusals.update(unprojected)
-    critical = critical_models(decision, report.models)
+    critical = critical_models(decision.critical_models, list(report.models))
     missing = [
         MissingModel(
             model=name,

@@ -1,25 +1,9 @@
 """The decision rule: LOCAL_GPU_VIABLE, GRAY_ZONE, CLOUD_GPU_RECOMMENDED, or no decision, and the basis of each.
 
-The rule reads the prediction bounds of the critical models' total
-(:func:`gpubench.decision.estimate.combine_estimates`: times and margins add) and decides only what the
-measurements support:
-
-* CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status ``oom``: not even
-  ``batch.min_size`` fits, or the step ran out of memory), or when the total's lower bound is over
-  ``decision.cloud_min_hours``. Both hold from a subset of the critical models: times add, so the measured part
-  bounds the total from below.
-* LOCAL_GPU_VIABLE when the upper bound is under ``decision.local_max_hours``; GRAY_ZONE otherwise, with the basis
-  saying whether the estimate lies in the band (thresholds included) or the interval straddles a threshold, and
-  then the epochs that would settle it. Both only when every critical model was measured over at least
-  :data:`MIN_DECISION_EPOCHS` epochs: a subset only bounds the total from below, and fewer epochs give a variance
-  estimate too unsteady to decide on.
-* Otherwise no decision (None), with the basis ``partial_measurement`` or ``too_few_epochs``.
-
-A flagged drift or throttled epochs widen the model's margin (see :class:`~gpubench.decision.estimate.TimeEstimate`);
-when the decision differs from the one without that widening, the basis is ``drift_or_throttling``: the decision
-given (or withheld) is the widened one. Pure arithmetic on typed records; the rule in words is
-:data:`DECISION_METHOD`, the sentences the user reads are in :mod:`gpubench.decision.advice` and
-:mod:`gpubench.decision.actions`.
+The rule reads the prediction bounds of the critical models' total (times and margins add) and decides only what
+the measurements support; CLOUD also from a subset of the critical models, since the measured part bounds the total
+from below. Pure arithmetic on typed records; the rule in words is :data:`DECISION_METHOD`, the sentences the user
+reads are in :mod:`gpubench.decision.advice` and :mod:`gpubench.decision.actions`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -27,9 +11,12 @@ from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates, estimate_training_time
+from gpubench.models import SEED_MODELS
 from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, MissingModel, ModelResult
 from gpubench.stats.intervals import MIN_EPOCHS
 
+#: The critical models of the full four-model run: the two RL models.
+SEED_CRITICAL_MODELS = ("dqn", "ppo")
 #: Fewest measured epochs of a critical model that a decision rests on: the fewest the decision interval is built
 #: from (overlapping batch means of at least 5 epochs, so 6); below, the summary falls back to the plain t interval,
 #: which takes correlated epochs as independent and is too narrow to decide on.
@@ -156,7 +143,7 @@ def epochs_to_settle_decision(
     (failed, too few epochs) are left out, as the rule leaves them out of the bound.
     """
     measured = len(result.raw_epoch_times_ms)
-    critical = list(decision.critical_models) or list(planned_models)
+    critical = critical_models(decision.critical_models, planned_models)
     models = {**completed, name: result}
     so_far = [model for model in critical if model in models]
     if name not in critical or any(models[model].status == "oom" for model in so_far):
@@ -198,9 +185,14 @@ def _decide_on(
     return classify(total, decision)
 
 
-def critical_models(decision: DecisionConfig, models: Mapping[str, ModelResult]) -> list[str]:
-    """The models whose total decides: ``decision.critical_models``, or every model run when that list is empty."""
-    return list(decision.critical_models) or list(models)
+def critical_models(configured: Sequence[str], models_run: Sequence[str]) -> list[str]:
+    """The models whose total decides: ``configured`` (``decision.critical_models``) when set, else the models run
+    (model=tft decides on tft), except that the full four-model run decides on :data:`SEED_CRITICAL_MODELS`."""
+    if configured:
+        return list(configured)
+    if sorted(models_run) == sorted(SEED_MODELS):
+        return list(SEED_CRITICAL_MODELS)
+    return list(models_run)
 
 
 def decide(

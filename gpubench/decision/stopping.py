@@ -1,23 +1,11 @@
 """Where an adaptive job's next round goes, and when it stops: pure arithmetic on the models' sections so far.
 
-``statistics.adaptive=decision`` is a joint rule over the critical models, not one model at a time: each model
-stopping once the total *so far* looked settled made the answer depend on the models' order (dqn 12 h ± 21%
-stopped at 20 epochs, after which ppo, 9 h, could not settle the sum; 36 epochs each would have settled it LOCAL).
-Here every round is chosen with the whole critical total in view: the next round goes to the critical model whose
-one more round narrows the total's margin (upper bound less lower bound, hours) most per second of measuring, the
-margins projected by the same formula the bound uses after one more round
-(:meth:`~gpubench.decision.estimate.TimeEstimate.margin_seconds_at`). The job stops when the total is settled
-(:func:`~gpubench.decision.rule.interval_settled`), when no model can have another round under
-``statistics.max_epochs`` or no count up to it would settle the total, or when ``statistics.max_round_seconds``
-is spent.
-
-Simulated through this function (``benchmarks/statistics_coverage.py --only-joint-stop``, two critical models,
-ρ ≤ 0.8, host level ≤ 10%), the total's bounds at the stop cover 0.990-1.000 against a nominal 0.95 and give no
-wrong verdict; the dead band at CV 5% is 1.5-2.75 h wide (``benchmarks/results/2026-12-03-joint-stop-coverage.md``;
-one critical model: 0.950-1.000 and 2.25-3.5 h, ``2026-12-03-single-model-coverage.md``).
-
-``statistics.adaptive=precision`` gives the next round to the model whose decision interval is widest against
-``statistics.target_rel_halfwidth`` and stops when every model is within it (or at ``max_epochs``).
+``statistics.adaptive=decision`` is one joint rule over the critical models, so the answer does not depend on their
+order: the next round goes to the critical model whose one more round narrows the total's margin (hours) most per
+second measured; the job stops when the total is settled, when no count up to ``statistics.max_epochs`` would
+settle it, or when ``statistics.max_round_seconds`` is spent. Coverage: ``benchmarks/statistics_coverage.py``.
+``statistics.adaptive=precision`` measures the model widest against ``statistics.target_rel_halfwidth`` until every
+model is within it (or at ``max_epochs``).
 """
 
 from collections.abc import Mapping, Sequence
@@ -25,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
-from gpubench.decision.rule import critical_models, interval_settled
+from gpubench.decision.rule import critical_models, epochs_to_settle_decision, interval_settled
 from gpubench.results import ModelResult
 from gpubench.stats.config import (
     ADAPTIVE_DECISION,
@@ -48,6 +36,33 @@ class RoundChoice:
     stop_reasons: dict[str, str] = field(default_factory=dict)
     #: For ``decision``: the total's margin width (h) before the round and after it, as projected.
     margin_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """A job's one rule for when ``statistics.adaptive`` stops measuring: a lone round's second stage asks it for a
+    count of epochs (:meth:`epochs_to_settle`), later rounds for the next round (:meth:`next_round`)."""
+
+    statistics: StatisticsConfig
+    decision: DecisionConfig
+    planned_models: tuple[str, ...]
+
+    def epochs_to_settle(self, name: str, first_stage: ModelResult, completed: Mapping[str, ModelResult]) -> int | None:
+        """:func:`~gpubench.decision.rule.epochs_to_settle_decision` for ``name`` after its first stage."""
+        return epochs_to_settle_decision(name, first_stage, completed, self.planned_models, self.decision)
+
+    def next_round(
+        self,
+        sections: Mapping[str, ModelResult],
+        candidates: Sequence[str],
+        measured_epochs: Mapping[str, int],
+        epochs_per_round: Mapping[str, int],
+        elapsed_s: float,
+    ) -> RoundChoice:
+        """:func:`next_round` under this job's statistics and decision config."""
+        return next_round(
+            sections, candidates, measured_epochs, epochs_per_round, self.statistics, self.decision, elapsed_s
+        )
 
 
 def next_round(
@@ -100,7 +115,7 @@ def _decision_round(
     statistics: StatisticsConfig,
     decision: DecisionConfig,
 ) -> RoundChoice:
-    critical = critical_models(decision, sections)
+    critical = critical_models(decision.critical_models, list(sections))
     estimates: list[TimeEstimate] = []
     for name in critical:
         section = sections.get(name)
