@@ -42,7 +42,12 @@ CPU_QUICK = fixture("report_main_1092cdc_cpu_quick.json")
 def emulated() -> RunReport:
     """The H200 run emulating an RTX 3050 Ti (all four models), with the recommendation this gpubench gives it."""
     stored = fixture("report_main_2026-11-29_h200_rtx3050ti.json")
-    return replace(stored, recommendation=build_recommendation(stored, DecisionConfig(), load_catalog()))
+    return replace(
+        stored,
+        recommendation=build_recommendation(
+            stored, DecisionConfig(critical_models=["dqn", "ppo", "mamba2", "tft"]), load_catalog()
+        ),
+    )
 
 
 @pytest.mark.parametrize(
