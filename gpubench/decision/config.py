@@ -2,10 +2,10 @@
 
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 
 from gpubench.errors import require, require_choice, require_positive
 from gpubench.models import KNOWN_MODELS, MODELS
+from gpubench.prices import user_snapshot
 
 #: What a what-if can measure (``tf32``: matmul precision high; ``knee``: the batch search's knee).
 WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "compile", "reduce-overhead", "knee")
@@ -159,14 +159,9 @@ class DecisionConfig:
                 "an ISO date (YYYY-MM-DD) of the tariff, or null",
             )
         if self.prices_dir is not None:
-            folder = Path(self.prices_dir).expanduser()
-            require(
-                (folder / "manifest.json").is_file(),
-                "decision.prices_dir",
-                self.prices_dir,
-                "a folder holding a price snapshot (manifest.json and <provider>.csv, as `python -m gpubench.prices "
-                "refresh --out DIR` writes), or null for the snapshot shipped with gpubench",
-            )
+            # Read whole here, before anything is measured: a folder the user named that cannot be priced from is
+            # bad input, not a run without a cost table.
+            user_snapshot(self.prices_dir)
         if self.spot_interruptions_per_hour is not None:
             require_positive("decision.spot_interruptions_per_hour", self.spot_interruptions_per_hour)
         for provider, rate in self.spot_interruptions_per_hour_by_provider.items():

@@ -8,7 +8,6 @@ table, the cheapest one picked by :func:`gpubench.results.cheapest_rental`.
 
 from dataclasses import replace
 from datetime import date, datetime, timezone
-from pathlib import Path
 
 from gpubench.decision.actions import NO_ESTIMATE_ACTIONS, recommended_actions
 from gpubench.decision.advice import Outcome, host_text, reasoning
@@ -40,7 +39,7 @@ from gpubench.decision.rule import DECISION_METHOD, NOTHING_MEASURED, critical_m
 from gpubench.decision.scaling import SCALING_METHOD, scaling_efficiency
 from gpubench.decision.what_ifs import what_if_estimates
 from gpubench.hardware.catalog import Card
-from gpubench.prices import PriceSnapshot, PriceSnapshotError, load_snapshot
+from gpubench.prices import PriceSnapshot, PriceSnapshotError, load_snapshot, user_snapshot
 from gpubench.results import (
     CardProjection,
     CostAnalysis,
@@ -172,12 +171,16 @@ def _answer_estimates(
 
 
 def _prices(decision: DecisionConfig, prices: PriceSnapshot | None) -> tuple[PriceSnapshot | None, list[str]]:
-    """The price snapshot to use (``prices``, else ``decision.prices_dir``'s, else the shipped one), or None and
-    why when it cannot be read (the report is still written, without a cost table)."""
+    """The price snapshot to use (``prices``, else ``decision.prices_dir``'s, else the shipped one). A folder the
+    user named that cannot be read is a :class:`~gpubench.errors.ConfigError`; a shipped snapshot that cannot be
+    read gives None and why (the report is still written, without a cost table)."""
     if prices is not None:
         return prices, []
+    if decision.prices_dir:
+        # Checked with the config; read again here, so a folder changed since is refused, not silently dropped.
+        return user_snapshot(decision.prices_dir), []
     try:
-        return load_snapshot(Path(decision.prices_dir).expanduser() if decision.prices_dir else None), []
+        return load_snapshot(), []
     except PriceSnapshotError as exc:
         return None, [f"no cost table: {exc}"]
 

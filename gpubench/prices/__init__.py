@@ -10,11 +10,13 @@ An offer's catalog card comes from each card file's ``gpuhunt_names``. Read with
 import csv
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from gpubench.errors import ConfigError
 from gpubench.hardware.catalog import gpu_cards, load_catalog
 
 #: The shipped snapshot's folder.
@@ -127,9 +129,17 @@ class PriceSnapshot:
         return (today - self.snapshot_date).days
 
     def staleness(self, today: date) -> str | None:
-        """A sentence naming the snapshot when it is older than :data:`STALE_AFTER_DAYS` days on ``today``, else
-        None; every cost line carries it."""
+        """A sentence naming the snapshot when it is older than :data:`STALE_AFTER_DAYS` days on ``today``, or dated
+        after ``today`` (its date or the clock is wrong, so its age is unknown), else None; every cost line carries
+        it."""
         age = self.age_days(today)
+        if age < 0:
+            return (
+                f"price snapshot of {self.snapshot_date.isoformat()} is dated {-age} day{'' if age == -1 else 's'} "
+                f"in the future (today is {today.isoformat()}, UTC): its manifest's snapshot_date or this machine's "
+                "clock is wrong, so how old its prices are is unknown; fix the date or rebuild it with "
+                "`python -m gpubench.prices refresh`"
+            )
         if age <= STALE_AFTER_DAYS:
             return None
         return (
@@ -143,55 +153,107 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _parse_date(text: str, where: str) -> date:
+def _parse_date(text: object, where: str, what: str = "price date") -> date:
     try:
-        return date.fromisoformat(text)
+        return date.fromisoformat(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise PriceSnapshotError(f"{where}: price date {text!r} is not an ISO date (YYYY-MM-DD)") from None
+        raise PriceSnapshotError(f"{where}: {what} {text!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+def _number(
+    row: Mapping[str, str | None], column: str, where: str, valid: str, minimum: float, *, open_: bool
+) -> float:
+    """The row's ``column`` as a finite number above ``minimum`` (at or above it unless ``open_``); else a
+    :class:`PriceSnapshotError` naming the file, line, column, value and ``valid``."""
+    text = row.get(column)
+    try:
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isfinite(value) and (value > minimum if open_ else value >= minimum):
+        return value
+    raise PriceSnapshotError(f"{where}: {column} {text!r} is not valid: it must be {valid}")
+
+
+def _gpu_count(text: str | None, where: str) -> int:
+    """The row's ``gpu_count``: a whole number >= 0 (empty: 0, an instance without a GPU)."""
+    stripped = (text or "0").strip()
+    if stripped.isdigit():
+        return int(stripped)
+    raise PriceSnapshotError(
+        f"{where}: gpu_count {text!r} is not valid: it must be a whole number >= 0 (the instance's GPUs; 0 or empty "
+        "for an instance without a GPU)"
+    )
+
+
+def _offer(row: Mapping[str, str | None], provider: str, gpu_count: int, where: str) -> PriceOffer:
+    """One GPU row as an offer, each value checked; raises :class:`PriceSnapshotError` naming the bad one."""
+    spot = (row.get("spot") or "").strip().lower()
+    if spot not in ("true", "false"):
+        raise PriceSnapshotError(f"{where}: spot {row.get('spot')!r} is not valid: it must be True or False")
+    try:
+        data = json.loads(row.get("provider_data") or "{}")
+    except json.JSONDecodeError as exc:
+        raise PriceSnapshotError(f"{where}: provider_data is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise PriceSnapshotError(
+            f"{where}: provider_data {row.get('provider_data')!r} is not valid: it must be a JSON object with "
+            "source, price_date and quoted"
+        )
+    memory = row.get("gpu_memory")
+    return PriceOffer(
+        provider=provider,
+        instance_name=row.get("instance_name") or "",
+        location=row.get("location") or "",
+        price_usd_per_hour=_number(
+            row, "price", where, "a finite number > 0 (USD per hour for the whole instance)", 0.0, open_=True
+        ),
+        gpu_name=row.get("gpu_name") or "",
+        gpu_memory_gb=(
+            _number(row, "gpu_memory", where, "a finite number > 0 (GB per GPU) or empty", 0.0, open_=True)
+            if memory
+            else None
+        ),
+        gpu_count=gpu_count,
+        spot=spot == "true",
+        price_date=_parse_date(data.get("price_date", ""), where),
+        source=str(data.get("source", "")),
+        quoted=str(data.get("quoted", "")),
+        cpu=int(_number(row, "cpu", where, "a finite number >= 0 (vCPUs; 0: not stated)", 0.0, open_=False))
+        if row.get("cpu")
+        else 0,
+        memory_gb=_number(row, "memory", where, "a finite number >= 0 (GB; 0: not stated)", 0.0, open_=False)
+        if row.get("memory")
+        else 0.0,
+    )
 
 
 def read_catalog_csv(path: Path, provider: str) -> list[PriceOffer]:
-    """The offers of one provider's catalog file (gpuhunt's v2 columns); rows without a GPU are skipped. Raises
-    :class:`PriceSnapshotError` naming the file and line for a row it cannot read."""
-    offers = []
+    """The offers of one provider's catalog file (gpuhunt's v2 columns); rows without a GPU (no ``gpu_name`` or a
+    ``gpu_count`` of 0) are skipped. Raises :class:`PriceSnapshotError` naming the file, line, column and value
+    for a row it cannot read: a price that is not a finite number > 0 (USD/h), a ``gpu_count`` that is not a whole
+    number, a ``spot`` that is not True or False, ``provider_data`` that is not a JSON object with an ISO
+    ``price_date``."""
     try:
         handle = path.open(newline="")
     except OSError as exc:
         raise PriceSnapshotError(f"cannot read the price catalog {path}: {exc.strerror or exc}") from None
+    offers = []
     with handle:
         reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        required = ("instance_name", "price", "gpu_count", "gpu_name", "spot")
-        missing = [name for name in required if name not in columns]
-        if missing:
-            raise PriceSnapshotError(f"{path} lacks gpuhunt's catalog columns {', '.join(missing)}")
-        for row in reader:
-            where = f"{path}, line {reader.line_num}"
-            if not row.get("gpu_name") or not int(row.get("gpu_count") or 0):
-                continue
-            try:
-                data = json.loads(row.get("provider_data") or "{}")
-                offers.append(
-                    PriceOffer(
-                        provider=provider,
-                        instance_name=row["instance_name"],
-                        location=row.get("location") or "",
-                        price_usd_per_hour=float(row["price"]),
-                        gpu_name=row["gpu_name"],
-                        gpu_memory_gb=float(row["gpu_memory"]) if row.get("gpu_memory") else None,
-                        gpu_count=int(row["gpu_count"]),
-                        spot=row["spot"].strip().lower() == "true",
-                        price_date=_parse_date(data.get("price_date", ""), where),
-                        source=str(data.get("source", "")),
-                        quoted=str(data.get("quoted", "")),
-                        cpu=int(float(row.get("cpu") or 0)),
-                        memory_gb=float(row.get("memory") or 0.0),
-                    )
-                )
-            except (ValueError, KeyError, json.JSONDecodeError) as exc:
-                if isinstance(exc, PriceSnapshotError):
-                    raise
-                raise PriceSnapshotError(f"{where}: cannot read the row ({exc})") from None
+        try:
+            columns = reader.fieldnames or []
+            required = ("instance_name", "price", "gpu_count", "gpu_name", "spot")
+            missing = [name for name in required if name not in columns]
+            if missing:
+                raise PriceSnapshotError(f"{path} lacks gpuhunt's catalog columns {', '.join(missing)}")
+            for row in reader:
+                where = f"{path}, line {reader.line_num}"
+                gpu_count = _gpu_count(row.get("gpu_count"), where)
+                if row.get("gpu_name") and gpu_count:
+                    offers.append(_offer(row, provider, gpu_count, where))
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise PriceSnapshotError(f"{path} is not a CSV catalog file ({exc})") from None
     return offers
 
 
@@ -244,11 +306,9 @@ def write_manifest(folder: Path, snapshot_date: date, providers: Sequence[Provid
     (folder / MANIFEST_NAME).write_text(json.dumps(data, indent=2) + "\n")
 
 
-def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSnapshot:
-    """The snapshot in ``folder`` (default: the shipped one): its manifest and every provider's offers, each file's
-    sha256 checked against the manifest when ``verify``. Raises :class:`PriceSnapshotError` saying what is wrong."""
-    folder = Path(folder) if folder is not None else SNAPSHOT_DIR
-    manifest_path = folder / MANIFEST_NAME
+def _manifest(manifest_path: Path) -> dict:
+    """The manifest's JSON object; raises :class:`PriceSnapshotError` for a missing file, invalid JSON or JSON that
+    is not an object."""
     try:
         manifest = json.loads(manifest_path.read_text())
     except OSError as exc:
@@ -256,28 +316,75 @@ def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSn
             f"no price snapshot manifest at {manifest_path} ({exc.strerror or exc}): give a folder written by "
             "`python -m gpubench.prices refresh`, or leave decision.prices_dir null for the shipped snapshot"
         ) from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PriceSnapshotError(f"{manifest_path} is not valid JSON: {exc}") from None
-    snapshot_date = _parse_date(manifest.get("snapshot_date", ""), str(manifest_path))
+    if not isinstance(manifest, dict):
+        raise PriceSnapshotError(
+            f"{manifest_path} holds a JSON {type(manifest).__name__}, not a price snapshot manifest: it must be a "
+            "JSON object with snapshot_date and providers, as `python -m gpubench.prices refresh --out DIR` writes"
+        )
+    return manifest
+
+
+def _provider_entry(manifest_path: Path, name: str, entry: object) -> ProviderManifest:
+    """One provider's manifest entry, its file a plain name in the snapshot's folder; raises
+    :class:`PriceSnapshotError` naming the key when it is not a JSON object or its file is not such a name."""
+    if not isinstance(entry, dict):
+        raise PriceSnapshotError(
+            f"{manifest_path}: providers.{name} is {entry!r}, not valid: it must be a JSON object with file, "
+            "sha256, version, source and spot"
+        )
+    file = entry.get("file", f"{name}.csv")
+    if not isinstance(file, str) or not file or Path(file).name != file:
+        raise PriceSnapshotError(
+            f"{manifest_path}: providers.{name}.file is {file!r}, not valid: it must be the name of a CSV file in "
+            "the snapshot's folder"
+        )
+    return ProviderManifest(
+        name=name,
+        version=str(entry.get("version", "")),
+        source=str(entry.get("source", "")),
+        file=file,
+        sha256=str(entry.get("sha256", "")),
+        spot=str(entry.get("spot", "")),
+        notes=str(entry.get("notes", "")),
+    )
+
+
+def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSnapshot:
+    """The snapshot in ``folder`` (default: the shipped one): its manifest and every provider's offers, each file's
+    sha256 checked against the manifest when ``verify``. Raises :class:`PriceSnapshotError` saying what is wrong,
+    naming the file, key or row: a manifest that is not a JSON object of ``snapshot_date`` and ``providers``, a
+    provider entry that is not an object, a checksum that differs, a row that cannot be read
+    (:func:`read_catalog_csv`), a snapshot without a GPU offer."""
+    folder = Path(folder) if folder is not None else SNAPSHOT_DIR
+    manifest_path = folder / MANIFEST_NAME
+    manifest = _manifest(manifest_path)
+    snapshot_date = _parse_date(manifest.get("snapshot_date"), str(manifest_path), "snapshot_date")
+    entries = manifest.get("providers")
+    if not isinstance(entries, dict) or not entries:
+        raise PriceSnapshotError(
+            f"{manifest_path}: providers is {entries!r}, not valid: it must be a non-empty JSON object of each "
+            "provider's name to its entry (file, sha256, version, source, spot)"
+        )
     providers: dict[str, ProviderManifest] = {}
     offers: list[PriceOffer] = []
-    for name, entry in sorted((manifest.get("providers") or {}).items()):
-        path = folder / entry.get("file", f"{name}.csv")
-        if verify and path.exists() and sha256_of(path) != entry.get("sha256"):
+    for name, raw in sorted(entries.items()):
+        entry = _provider_entry(manifest_path, name, raw)
+        path = folder / entry.file
+        if verify and path.is_file() and sha256_of(path) != entry.sha256:
             raise PriceSnapshotError(
                 f"{path}'s sha256 differs from the one in {manifest_path}: the file was changed after the snapshot "
                 "was built; rebuild it with `python -m gpubench.prices refresh` or restore the file"
             )
-        providers[name] = ProviderManifest(
-            name=name,
-            version=str(entry.get("version", "")),
-            source=str(entry.get("source", "")),
-            file=path.name,
-            sha256=str(entry.get("sha256", "")),
-            spot=str(entry.get("spot", "")),
-            notes=str(entry.get("notes", "")),
-        )
+        providers[name] = entry
         offers.extend(read_catalog_csv(path, name))
+    if not offers:
+        raise PriceSnapshotError(
+            f"the price snapshot in {folder} holds no GPU offer: none of its files ("
+            f"{', '.join(entry.file for entry in providers.values())}) has a row with a gpu_name and a gpu_count "
+            "of 1 or more; give a snapshot that prices at least one GPU"
+        )
     return PriceSnapshot(
         snapshot_date=snapshot_date,
         folder=folder,
@@ -285,3 +392,16 @@ def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSn
         offers=tuple(offers),
         method=str(manifest.get("method", "")),
     )
+
+
+def user_snapshot(prices_dir: str) -> PriceSnapshot:
+    """The snapshot in the folder ``decision.prices_dir`` names (``~`` expanded), read and checked whole; a folder
+    that cannot be read is bad input: a :class:`ConfigError` naming the key, the folder and what is wrong."""
+    try:
+        return load_snapshot(Path(prices_dir).expanduser())
+    except PriceSnapshotError as exc:
+        raise ConfigError(
+            f"`decision.prices_dir` = {prices_dir!r} cannot be priced from: {exc}. It must be a folder holding a "
+            "readable price snapshot (manifest.json and <provider>.csv, as `python -m gpubench.prices refresh --out "
+            "DIR` writes), or null for the snapshot shipped with gpubench."
+        ) from None
