@@ -292,7 +292,7 @@ def test_the_parent_run_exists_from_the_sweeps_start_and_each_job_is_nested_as_i
         live = start_job(tmp_path, 0, ["model=mlp", "statistics.confidence_level=0.9"], settings)
         child = client.get_run(live.run_id)
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert child.info.run_name == "mlp · running · statistics.confidence_level=0.9"
+        assert child.info.run_name == "statistics.confidence_level=0.9 · mlp · running"
         assert client.get_run(parent.info.run_id).info.status == "RUNNING"
         live.finish(RunRecord(run_name="mlp · CPU · LOCAL 0.1 h"), "FINISHED")
         run_job(callback, tmp_path, 0, report([10.0, 12.0], run_id=live.run_id), job_return(JobStatus.COMPLETED, 0))
@@ -322,7 +322,7 @@ def test_a_job_is_nested_only_under_a_parent_in_its_own_store_and_experiment(tmp
     # Without the file (the parent could not be created) the job is a sweep's job all the same, named by number.
     (tmp_path / PARENT_RUN_FILE).unlink()
     job = sweep_job(str(tmp_path), 3, ["seed=2"], settings)
-    assert job == SweepJob(str(tmp_path), 3) and starting_run_name(["mlp"], {}, job) == "mlp · running · job 3"
+    assert job == SweepJob(str(tmp_path), 3) and starting_run_name(["mlp"], {}, job) == "job 3 · mlp · running"
 
 
 def test_a_launch_forgets_an_earlier_launchs_parent_and_a_tracking_failure_is_a_notice(tmp_path, capsys):
