@@ -394,12 +394,12 @@ def _interval(low: Any, high: Any) -> str:
 
 
 def _hours(estimate: Any, low: Any, high: Any) -> str:
-    """The estimate with its bounds, in minutes under an hour and hours above (:func:`console.hours_text`:
+    """The estimate with its bounds, in minutes under an hour and hours above (:func:`console.fmt_hours`:
     ``24.1 min (10.6 min–1.05 h)``), or the one bound a report has (``24.1 min (≤ 1.05 h)``); '–' without an
     estimate."""
     if estimate is None:
         return "–"
-    text = console.hours_text
+    text = console.fmt_hours
     if low is not None and high is not None:
         return f"{text(estimate)} ({text(low)}–{text(high)})"
     if high is not None:
