@@ -1,6 +1,7 @@
 """One sweep per folder: the lock a sweep holds on its folder, the refusal of a second sweep into it (one paragraph,
 exit 2, nothing written), a lock left by a killed sweep, and two real sweeps started at once into one folder."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -69,6 +70,18 @@ def test_the_callback_refuses_a_held_folder_before_writing_anything_and_releases
         run_job(callback, tmp_path, 0, report([10.0, 12.0]), job_return(JobStatus.COMPLETED, 0))
         callback.on_multirun_end(config=hydra_config(tmp_path))
     SweepLock.acquire(tmp_path).release()
+
+
+def test_a_filesystem_without_locks_runs_the_sweep_and_says_it_is_unguarded(tmp_path, capsys):
+    callback = sweep.SweepSummaryCallback()
+    no_locks = OSError(errno.ENOLCK, "No locks available")
+    with mock.patch.object(sweep, "atexit"), mock.patch("fcntl.flock", side_effect=no_locks):
+        callback.on_multirun_start(config=hydra_config(tmp_path))
+        run_job(callback, tmp_path, 0, report([10.0, 12.0]), job_return(JobStatus.COMPLETED, 0))
+        callback.on_multirun_end(config=hydra_config(tmp_path))
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"the filesystem of the sweep folder {tmp_path} takes no file locks (No locks available)" in err
+    assert "1 jobs: 1 ok, 0 failed." in (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
 
 
 def test_a_cli_sweep_into_a_folder_another_sweep_holds_exits_2_and_writes_no_job(tmp_path):

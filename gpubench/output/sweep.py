@@ -30,7 +30,7 @@ from gpubench.cli.hydra_files import write_error_message
 from gpubench.output import console
 from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
-from gpubench.output.sweep_lock import SweepFolderBusy, SweepLock
+from gpubench.output.sweep_lock import SweepLock, hold_sweep_folder
 from gpubench.output.sweep_run import SweepRun
 from gpubench.results import ModelResult, RunReport, cheapest_rental
 
@@ -571,15 +571,7 @@ class SweepSummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # First, before this sweep writes anything in its folder: a folder another sweep is writing is refused.
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        try:
-            self._lock = SweepLock.acquire(sweep_dir)
-        except SweepFolderBusy as exc:
-            console.error(str(exc))
-            # SystemExit passes Hydra's guard around callbacks; no job has started.
-            sys.exit(2)
-        except OSError:
-            # A folder that cannot be written: the sweeper fails on it next, and the entry point names it.
-            self._lock = None
+        self._lock = hold_sweep_folder(sweep_dir)
         # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
         self._pending_config = config
         hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []

@@ -5,19 +5,26 @@ report the other's jobs as its own. The sweep that starts first takes an exclusi
 a second is refused (:class:`SweepFolderBusy`) while the first holds it. The kernel drops the lock when the holding
 process ends, however it ends, so a lock left by a killed sweep blocks nothing. The file stays in the folder (deleting
 a lock file races with a sweep opening it); it holds the holder's process id, host and start time, for the message.
+A filesystem that takes no locks (some NFS mounts) cannot guard the folder: the sweep runs, and a notice says so.
 POSIX only (``fcntl``), as the rest of gpubench's process handling.
 """
 
+import errno
 import fcntl
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
+from gpubench.output import console
+
 #: The lock file, in the sweep folder.
 LOCK_FILE = ".gpubench_sweep.lock"
+#: What ``flock`` fails with on a filesystem that does not lock.
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
 class SweepFolderBusy(Exception):
@@ -70,3 +77,23 @@ class SweepLock:
         handle.write(f"process {os.getpid()} on {socket.gethostname()}, started {started}\n")
         handle.flush()
         return cls(sweep_dir, handle)
+
+
+def hold_sweep_folder(sweep_dir: Path) -> SweepLock | None:
+    """This sweep's lock on ``sweep_dir``, held until :meth:`SweepLock.release` or the process's end. Another live
+    sweep holding it is bad input: its paragraph, then exit 2, before anything is written. None where the folder
+    cannot be created or written (the sweeper fails on it next, and the entry point names it), and where its
+    filesystem takes no locks (a notice says the folder is unguarded)."""
+    try:
+        return SweepLock.acquire(sweep_dir)
+    except SweepFolderBusy as exc:
+        console.error(str(exc))
+        # SystemExit passes Hydra's guard around callbacks.
+        sys.exit(2)
+    except OSError as exc:
+        if exc.errno in _NO_LOCKS:
+            console.notice(
+                f"the filesystem of the sweep folder {sweep_dir} takes no file locks ({exc.strerror}): nothing stops "
+                "another sweep given the same folder from overwriting this one's job folders."
+            )
+        return None
