@@ -325,7 +325,7 @@ def test_sigterm_in_a_tracked_sweeps_second_job_nests_its_run_and_kills_the_pare
     assert parent.info.start_time <= min(run.info.start_time for run in children.values())
     assert parent.info.end_time >= max(run.info.end_time for run in children.values())
     assert parent.info.run_name.endswith(" · 1/2 jobs ok · interrupted")
-    assert children["1"].info.run_name == "quick mlp · CPU · interrupted · epochs=30"
+    assert children["1"].info.run_name == "epochs=30 · quick mlp · CPU · interrupted"
     assert json.loads((sweep_dir / "1" / "report.json").read_text())["run"]["mlflow_run_id"] == (
         children["1"].info.run_id
     )

@@ -261,7 +261,7 @@ def _verdict(report: RunReport) -> str:
 
 
 def _job_name(report: RunReport, num: int) -> str:
-    return f"mlp · CPU · {_verdict(report)} · statistics.confidence_level={LEVELS[num]}"
+    return f"statistics.confidence_level={LEVELS[num]} · mlp · CPU · {_verdict(report)}"
 
 
 def test_rest_api_serves_the_sweep_runs_their_metrics_and_the_parent_link(cli_sweep, mlflow_server):

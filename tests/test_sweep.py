@@ -106,6 +106,24 @@ def test_two_ok_jobs_and_one_without_a_report_give_three_rows_and_a_listed_failu
     assert "job 0" not in failures and "job 1" not in failures
 
 
+def test_jobs_whose_epochs_differ_in_steps_are_compared_per_sample(tmp_path):
+    # Job 1's epochs take twice as long as job 0's, but hold four times the steps: per sample it is the faster.
+    small = report([10.0, 11.0, 10.4, 10.2])
+    large = report([20.0, 21.0, 20.4, 20.2])
+    large = replace(large, models={"mlp": replace(large.models["mlp"], steps_per_epoch=20, sample_unit="samples")})
+    make_job(tmp_path, 0, [*COMMON, "batch.max_size=256"], small)
+    make_job(tmp_path, 1, [*COMMON, "batch.max_size=1024"], large)
+    sweep.write_sweep_summary(tmp_path)
+    rows = read_csv(tmp_path / sweep.SWEEP_CSV_FILE)
+    # Mean epoch over the epoch's samples (steps × 256 samples per step), in µs.
+    assert [(r["steps_per_epoch"], r["sample_unit"]) for r in rows] == [("5", ""), ("20", "samples")]
+    per_sample_us = [float(r["time_per_sample_us"]) for r in rows]
+    assert per_sample_us == pytest.approx([10.4 * 1000 / (5 * 256), 20.4 * 1000 / (20 * 256)], rel=1e-12)
+    table = [line for line in (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text().splitlines() if "| ok |" in line]
+    assert table[0].startswith("| 0 | ok | 256 | mlp | ok | 10.4 | 5 | 8.125 | ")
+    assert table[1].startswith("| 1 | ok | 1024 | mlp | ok | 20.4 | 20 | 3.984 | ")
+
+
 def test_a_failed_model_fails_its_job_but_an_out_of_memory_model_does_not(tmp_path):
     make_job(tmp_path, 0, ["batch.min_size=99999"], report(None, status="oom"))
     make_job(tmp_path, 1, ["batch.min_size=32"], report(None, status="failed"))
@@ -274,7 +292,7 @@ def test_the_parent_run_exists_from_the_sweeps_start_and_each_job_is_nested_as_i
         live = start_job(tmp_path, 0, ["model=mlp", "statistics.confidence_level=0.9"], settings)
         child = client.get_run(live.run_id)
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert child.info.run_name == "mlp · running · statistics.confidence_level=0.9"
+        assert child.info.run_name == "statistics.confidence_level=0.9 · mlp · running"
         assert client.get_run(parent.info.run_id).info.status == "RUNNING"
         live.finish(RunRecord(run_name="mlp · CPU · LOCAL 0.1 h"), "FINISHED")
         run_job(callback, tmp_path, 0, report([10.0, 12.0], run_id=live.run_id), job_return(JobStatus.COMPLETED, 0))
@@ -304,7 +322,7 @@ def test_a_job_is_nested_only_under_a_parent_in_its_own_store_and_experiment(tmp
     # Without the file (the parent could not be created) the job is a sweep's job all the same, named by number.
     (tmp_path / PARENT_RUN_FILE).unlink()
     job = sweep_job(str(tmp_path), 3, ["seed=2"], settings)
-    assert job == SweepJob(str(tmp_path), 3) and starting_run_name(["mlp"], {}, job) == "mlp · running · job 3"
+    assert job == SweepJob(str(tmp_path), 3) and starting_run_name(["mlp"], {}, job) == "job 3 · mlp · running"
 
 
 def test_a_launch_forgets_an_earlier_launchs_parent_and_a_tracking_failure_is_a_notice(tmp_path, capsys):
@@ -410,10 +428,10 @@ def test_the_summary_has_the_decision_columns_and_no_credentials(tmp_path):
     assert {row["tracking.uri"] for row in rows} == {"http://alice:***@127.0.0.1:5000"}
     markdown = (tmp_path / sweep.SWEEP_MARKDOWN_FILE).read_text()
     header = next(line for line in markdown.splitlines() if line.startswith("| job"))
-    assert header.endswith("| decision | hours (bounds) | cloud USD | cheapest rental (USD) |")
-    # This report predates the lower bound: its upper bound alone is shown; and the cost table: no rental.
-    hours, upper = recommendation.estimated_full_training_hours, recommendation.estimated_full_training_hours_upper
-    assert f"| LOCAL_GPU_VIABLE | {hours:.4g} (≤ {upper:.4g}) | {cost:.4g} | – |" in markdown
+    assert header.endswith("| decision | training time (bounds) | cloud USD | cheapest rental (USD) |")
+    # This report predates the lower bound: its upper bound alone is shown, in hours with two decimals as the console
+    # shows them (3.2446 h, at most 4.7967 h); and the cost table: no rental.
+    assert f"| LOCAL_GPU_VIABLE | 3.24 h (≤ 4.80 h) | {cost:.4g} | – |" in markdown
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.name.startswith("sweep_summary"):
             assert "SECRETPW42" not in path.read_text(), path

@@ -95,10 +95,12 @@ def test_the_verdict_of_a_gray_zone_no_decision_and_a_run_that_did_not_complete(
 
 def test_a_sweeps_job_is_named_by_the_values_it_sweeps_and_nested_from_its_start(emulated):
     job = SweepJob("multirun/a", 1, "p" * 32, ("statistics.confidence_level=0.99", "seed=2"))
-    assert run_name(emulated, job).endswith(" · statistics.confidence_level=0.99 seed=2")
+    # The swept values lead: MLflow's run list cuts a long name at its end.
+    assert run_name(emulated, job) == f"statistics.confidence_level=0.99 seed=2 · {run_name(emulated, None)}"
     assert (
-        starting_run_name(["tft"], {"model": "tft"}, job) == "tft · running · statistics.confidence_level=0.99 seed=2"
+        starting_run_name(["tft"], {"model": "tft"}, job) == "statistics.confidence_level=0.99 seed=2 · tft · running"
     )
+    assert starting_run_name(["tft"], {"model": "tft"}, SweepJob("multirun/a", 3)) == "job 3 · tft · running"
     assert starting_run_name(["tft"], {"experiment": "quick", "model": "tft"}, None) == "quick tft · running"
     tags = job_tags(["tft"], "0.1.0", sweep=job, paths={"output": "o/report.json"})
     assert tags == {

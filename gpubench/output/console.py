@@ -142,7 +142,9 @@ def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:
     return lines
 
 
-def _hours(hours: float) -> str:
+def fmt_hours(hours: float) -> str:
+    """Hours as the console shows them: minutes with one decimal under an hour (``24.1 min``), else hours with two
+    (``1.25 h``)."""
     return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.2f} h"
 
 
@@ -152,19 +154,19 @@ def cloud_line(cost: CostAnalysis | None) -> str | None:
     None for one card or without a projection."""
     if cost is None or cost.cloud_card_count == 1 or cost.cloud_training_hours is None:
         return None
-    line = f"Cloud: {cost.cloud_card_count} × {cost.cloud_card}: {_hours(cost.cloud_training_hours)}"
+    line = f"Cloud: {cost.cloud_card_count} × {cost.cloud_card}: {fmt_hours(cost.cloud_training_hours)}"
     if cost.cloud_training_hours_lower is not None and cost.cloud_training_hours_upper is not None:
-        line += f" ({_hours(cost.cloud_training_hours_lower)} to {_hours(cost.cloud_training_hours_upper)})"
+        line += f" ({fmt_hours(cost.cloud_training_hours_lower)} to {fmt_hours(cost.cloud_training_hours_upper)})"
     if cost.cloud_cost_usd_per_training is not None:
         line += f", ${cost.cloud_cost_usd_per_training:,.2f} per training at {cost.cloud_provider}"
     else:
         line += ", no dated price"
     if cost.cloud_single_card_training_hours is not None:
-        line += f"; one card {_hours(cost.cloud_single_card_training_hours)}"
+        line += f"; one card {fmt_hours(cost.cloud_single_card_training_hours)}"
     if cost.cheapest_label is not None and cost.cheapest_card_cost_usd_per_training is not None:
         line += (
             f"; cheapest {cost.cloud_card_count} × {cost.cheapest_label}: "
-            f"{_hours(cost.cheapest_card_training_hours or 0.0)}, ${cost.cheapest_card_cost_usd_per_training:,.2f} "
+            f"{fmt_hours(cost.cheapest_card_training_hours or 0.0)}, ${cost.cheapest_card_cost_usd_per_training:,.2f} "
             f"(price of {cost.cheapest_price_date})"
         )
     return line
@@ -234,8 +236,8 @@ def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str,
         kind = "spot" if row.spot else "on-demand"
         cards = f"{row.gpus_used} × {row.gpu}" if row.gpus_used > 1 else row.gpu
         lines.append(
-            f"  {cards} at {row.provider} ({kind}, {row.instance}): {_hours(row.hours or 0.0)} "
-            f"({_hours(row.hours_lower or 0.0)} to {_hours(row.hours_upper or 0.0)}), ${row.usd:,.2f} "
+            f"  {cards} at {row.provider} ({kind}, {row.instance}): {fmt_hours(row.hours or 0.0)} "
+            f"({fmt_hours(row.hours_lower or 0.0)} to {fmt_hours(row.hours_upper or 0.0)}), ${row.usd:,.2f} "
             f"(${row.usd_lower or 0.0:,.2f} to ${row.usd_upper or 0.0:,.2f}), price of {row.price_date}"
             f"{_fits_phrase(row.fits_at_batch, largest_tried_batch or {})}"
         )
@@ -246,7 +248,7 @@ def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str,
             f" of {local.electricity_date}" if local.electricity_date else ""
         )
         lines.append(
-            f"  local ({local.device}): {_hours(local.hours)}, {energy} at {tariff} ({local.electricity_source})"
+            f"  local ({local.device}): {fmt_hours(local.hours)}, {energy} at {tariff} ({local.electricity_source})"
         )
     snapshot = recommendation.price_snapshot
     if snapshot is not None and snapshot.stale:

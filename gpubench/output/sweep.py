@@ -30,6 +30,7 @@ from gpubench.cli.hydra_files import write_error_message
 from gpubench.output import console
 from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import REPORT_FILE_NAME, ReportReadError, read_report, write_json_atomic
+from gpubench.output.sweep_lock import SweepLock, hold_sweep_folder
 from gpubench.output.sweep_run import SweepRun
 from gpubench.results import ModelResult, RunReport, cheapest_rental
 
@@ -43,10 +44,15 @@ SWEEP_MARKDOWN_FILE = "sweep_summary.md"
 #: runs its summary says ``running``; one still saying so after the sweep belongs to a job whose process ended early.
 FINAL_JOB_STATUSES = ("ok", "failed")
 
-#: Per model, what the summary keeps from the report (all times in ms, throughput in samples/s).
+#: Per model, what the summary keeps from the report (times in ms, throughput in samples/s). Jobs' epochs can hold
+#: different numbers of steps and samples (another batch size, another model): ``steps_per_epoch`` and
+#: ``time_per_sample_us`` (the mean epoch time over the samples of an epoch, in µs per ``sample_unit``) compare them.
 MODEL_COLUMNS = (
     "model_status",
     "mean_epoch_time_ms",
+    "steps_per_epoch",
+    "time_per_sample_us",
+    "sample_unit",
     "ci_low_ms",
     "ci_high_ms",
     "decision_ci_low_ms",
@@ -84,6 +90,8 @@ _EXIT_CODE_MEANINGS = {
     **{128 + int(handled): f"interrupted by {handled.name}" for handled in signals.HANDLED_SIGNALS},
 }
 
+_US_PER_MS = 1e3
+
 _NOT_FINISHED = (
     "the job did not finish: its process exited or was killed before Hydra's on_job_end "
     "(a job that calls sys.exit, or a worker killed for time or memory)"
@@ -112,9 +120,13 @@ def _model_figures(result: ModelResult) -> dict[str, Any]:
     t_low, t_high = stats.confidence_interval_ms if stats else (None, None)
     decision_low, decision_high = stats.decision_interval_ms if stats else (None, None)
     throughput = result.samples_per_second
+    mean_ms, samples = result.mean_epoch_time_ms, result.samples_per_epoch
     return {
         "model_status": result.status,
-        "mean_epoch_time_ms": result.mean_epoch_time_ms,
+        "mean_epoch_time_ms": mean_ms,
+        "steps_per_epoch": result.steps_per_epoch,
+        "time_per_sample_us": None if mean_ms is None or samples is None else mean_ms * _US_PER_MS / samples,
+        "sample_unit": result.sample_unit,
         "ci_low_ms": t_low,
         "ci_high_ms": t_high,
         "decision_ci_low_ms": decision_low,
@@ -371,20 +383,28 @@ def _fmt(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _ms(value: Any) -> str:
+    """A time in ms with one decimal, as the console shows it (``1,234.5``); '–' when missing."""
+    return "–" if value is None or value == "" else f"{value:,.1f}"
+
+
 def _interval(low: Any, high: Any) -> str:
-    return "–" if low is None or high is None else f"{low:.4g}–{high:.4g}"
+    """An interval in ms, one decimal each (``10.1–12.3``); '–' when missing."""
+    return "–" if low is None or high is None else f"{_ms(low)}–{_ms(high)}"
 
 
 def _hours(estimate: Any, low: Any, high: Any) -> str:
-    """The estimate with its bounds, ``12.3 (10.1–15.2)``, or the one bound a report has (``12.3 (≤ 15.2)``); '–'
-    without an estimate."""
+    """The estimate with its bounds, in minutes under an hour and hours above (:func:`console.fmt_hours`:
+    ``24.1 min (10.6 min–1.05 h)``), or the one bound a report has (``24.1 min (≤ 1.05 h)``); '–' without an
+    estimate."""
     if estimate is None:
         return "–"
+    text = console.fmt_hours
     if low is not None and high is not None:
-        return f"{estimate:.4g} ({low:.4g}–{high:.4g})"
+        return f"{text(estimate)} ({text(low)}–{text(high)})"
     if high is not None:
-        return f"{estimate:.4g} (≤ {high:.4g})"
-    return f"{estimate:.4g}" + ("" if low is None else f" (≥ {low:.4g})")
+        return f"{text(estimate)} (≤ {text(high)})"
+    return text(estimate) + ("" if low is None else f" (≥ {text(low)})")
 
 
 def _rental(choice: Any, usd: Any) -> str:
@@ -430,6 +450,8 @@ def _markdown(
         "model",
         "model status",
         "mean epoch (ms)",
+        "steps/epoch",
+        "µs/sample",
         "t interval (ms)",
         "decision interval (ms)",
         "level",
@@ -437,7 +459,7 @@ def _markdown(
         "samples/s",
         "batch",
         "decision",
-        "hours (bounds)",
+        "training time (bounds)",
         "cloud USD",
         "cheapest rental (USD)",
     ]
@@ -449,7 +471,9 @@ def _markdown(
             *(_fmt(row[key]) for key in varying),
             _fmt(row["model_name"]),
             _fmt(row["model_status"]),
-            _fmt(row["mean_epoch_time_ms"]),
+            _ms(row["mean_epoch_time_ms"]),
+            _fmt(row["steps_per_epoch"]),
+            _fmt(row["time_per_sample_us"]),
             _interval(row["ci_low_ms"], row["ci_high_ms"]),
             _interval(row["decision_ci_low_ms"], row["decision_ci_high_ms"]),
             _fmt(row["confidence_level"]),
@@ -530,6 +554,8 @@ class SweepSummaryCallback(Callback):
         self._pending_config: DictConfig | None = None
         #: The sweep's MLflow parent run, from on_multirun_start (None without tracking).
         self._parent: SweepRun | None = None
+        #: The sweep folder's lock, held from on_multirun_start to the summary's end.
+        self._lock: SweepLock | None = None
 
     @staticmethod
     def _is_multirun(config: DictConfig) -> bool:
@@ -543,6 +569,9 @@ class SweepSummaryCallback(Callback):
         return output_dir, Path(report) if report else output_dir / REPORT_FILE_NAME
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # First, before this sweep writes anything in its folder: a folder another sweep is writing is refused.
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        self._lock = hold_sweep_folder(sweep_dir)
         # Hydra skips on_multirun_end when a job ends the process; the exit handler writes the summary then.
         self._pending_config = config
         hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
@@ -560,7 +589,7 @@ class SweepSummaryCallback(Callback):
         # The launcher logs each job's overrides next ("#0 : tracking.uri=http://user:password@host ..."): every log
         # record of this process is redacted from now on.
         install_log_redaction()
-        SweepRun.forget(Path(str(config.hydra.sweep.dir)))
+        SweepRun.forget(sweep_dir)
         self._parent = SweepRun.create(config)
         for message in self._parent.begin() if self._parent is not None else ():
             console.notice(message)
@@ -618,6 +647,15 @@ class SweepSummaryCallback(Callback):
         if config is None:
             return None
         atexit.unregister(self._finish)
+        try:
+            return self._summarise(config, aborted=aborted)
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def _summarise(self, config: DictConfig, *, aborted: bool) -> SweepSummary | None:
+        """Write the sweep summary of ``config``'s folder and end its MLflow run (see :meth:`_finish`)."""
         sweep_dir = Path(str(config.hydra.sweep.dir))
         # At exit after a signal (the entry point runs the exit handlers before it exits 128 + the signal).
         interrupted_by = signals.interrupting_signal() if aborted else None

@@ -159,7 +159,9 @@ def _subject(models: Sequence[str], choices: dict[str, str]) -> str:
     return preset if choices.get("model") in (None, "all") else f"{preset} {names}"
 
 
-def _sweep_suffix(sweep: SweepJob | None) -> list[str]:
+def _sweep_prefix(sweep: SweepJob | None) -> list[str]:
+    """A sweep job's swept values (``seed=2 batch.max_size=1024``), or its number where it sweeps none; they lead the
+    name because MLflow's run list cuts long names, and they are what tells a sweep's runs apart."""
     if sweep is None:
         return []
     if sweep.swept_overrides:
@@ -168,8 +170,8 @@ def _sweep_suffix(sweep: SweepJob | None) -> list[str]:
 
 
 def starting_run_name(models: Sequence[str], choices: dict[str, str], sweep: SweepJob | None) -> str:
-    """The run's name while the job runs: what ran, ``running``, and the swept values of a sweep's job."""
-    return NAME_SEPARATOR.join([_subject(models, choices), "running", *_sweep_suffix(sweep)])
+    """The run's name while the job runs: a sweep job's swept values first, then what ran and ``running``."""
+    return NAME_SEPARATOR.join([*_sweep_prefix(sweep), _subject(models, choices), "running"])
 
 
 def format_hours(hours: float) -> str:
@@ -214,10 +216,10 @@ def verdict_label(report: RunReport) -> str:
 
 
 def run_name(report: RunReport, sweep: SweepJob | None) -> str:
-    """The run's final name: what ran, on which card, the verdict, and a sweep job's swept values
-    (``tft · H200 · LOCAL 3.1 h``)."""
+    """The run's final name: a sweep job's swept values first, then what ran, on which card, and the verdict
+    (``seed=2 · tft · H200 · LOCAL 3.1 h``)."""
     subject = _subject(report.run.models, report.run.choices)
-    return NAME_SEPARATOR.join([subject, device_label(report), verdict_label(report), *_sweep_suffix(sweep)])
+    return NAME_SEPARATOR.join([*_sweep_prefix(sweep), subject, device_label(report), verdict_label(report)])
 
 
 def description(report: RunReport) -> str | None:
