@@ -12,8 +12,9 @@ report with that model as the only critical model.
 
 The projected step is a card part (compute and memory traffic, scaled to the card) and a host part (launches and
 host work, kept). Each pair also prints the error with the host part scaled by the ratio of the two machines' host
-probes (the rounds' ``torch_cpu_op_ms``, median per run: target over source), the card model's own error once the
-hosts' difference is taken out, and the interval's coverage held out of the fit (``benchmarks/cross_card_fit.py``).
+probes (the rounds' ``torch_cpu_op_ms``, median per run: target over source) where the host part is most of the
+step, the card model's own error once the hosts' difference is taken out, and the interval's coverage held out of
+the fit (``benchmarks/cross_card_fit.py``).
 
 The FLOPs by precision are a property of the step, not of the card: where the two reports count the same FLOPs
 (within 1%) and one of them splits them more finely (fp32 convolutions counted as tf32), both use that split.
@@ -100,9 +101,13 @@ class PairCheck:
 
     @property
     def probe_scaled_error(self) -> float | None:
-        """The step's error with the host part scaled by :attr:`probe_ratio`: the card part's own error."""
+        """The step's error with the host part scaled by :attr:`probe_ratio` where it is most of the projected step:
+        the card part's own error. Where the card part is most of it the host's launches run ahead of the card's
+        work, so a slower host does not lengthen the step, and the error is the step's."""
         if self.probe_ratio is None:
             return None
+        if self.host_ms < 0.5 * self.projected_step_ms:
+            return self.step_error
         return (self.card_ms + self.host_ms * self.probe_ratio) / self.measured_step_ms - 1.0
 
     @property
@@ -227,8 +232,8 @@ def table(checks: list[PairCheck]) -> str:
         scaled = [abs(c.probe_scaled_error) for c in checks if c.probe_scaled_error is not None]
         if scaled:
             lines.append(
-                f"with the host part scaled by the machines' probe ratio: median |step error| {median(scaled):.1%} "
-                f"over {len(scaled)} pairs (the card part's own error)"
+                f"with the host part scaled by the machines' probe ratio where it is most of the step: median "
+                f"|step error| {median(scaled):.1%} over {len(scaled)} pairs (the card part's own error)"
             )
     return "\n".join(lines)
 
@@ -245,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     checks = pairs(args.reports)
     print(table(checks))
+    if checks:
+        from cross_card_fit import held_out_text
+
+        print(held_out_text(checks))
     if args.json:
         rows = [{**c.__dict__, "step_error": c.step_error, "hours_error": c.hours_error} for c in checks]
         args.json.write_text(json.dumps(rows, indent=1, default=lambda v: None if math.isnan(v) else v))

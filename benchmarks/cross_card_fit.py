@@ -179,6 +179,20 @@ def leave_one_card_out(checks: Sequence[PairCheck], spread: float) -> Coverage:
     return Coverage(covered, total)
 
 
+def held_out_text(checks: Sequence[PairCheck], probe_reports: Sequence[Path] | None = None) -> str:
+    """The held-out coverage of ``checks``, in words, with ``r`` from the probes of ``probe_reports`` (None: every
+    stored report)."""
+    probes = read_probes(stored_reports() if probe_reports is None else probe_reports)
+    spread = host_spread(probes)
+    by_model, by_card = leave_one_model_out(checks, spread), leave_one_card_out(checks, spread)
+    return (
+        f"held-out coverage of the step's interval (r {spread:.3f}, the {LEVEL:g} quantile of {len(probes)} "
+        f"probed runs' ratios; e fitted without the pairs checked): leave one model out {by_model.inside} of "
+        f"{by_model.total} ({by_model.share:.2f}), leave one card out {by_card.inside} of {by_card.total} "
+        f"({by_card.share:.2f})"
+    )
+
+
 def fit(pair_reports: Sequence[Path], probe_reports: Sequence[Path], level: float = LEVEL) -> dict:
     """The calibration: ``r`` from the probes, ``e`` from the pairs, the held-out coverage, and what they came
     from (the document written to ``cross_card_calibration.json``)."""
@@ -214,7 +228,8 @@ def fit(pair_reports: Sequence[Path], probe_reports: Sequence[Path], level: floa
                 "measured_step_ms": c.measured_step_ms,
                 "probe_ratio": c.probe_ratio,
                 "card_bound": card_bound(c),
-                "required_card_error": required_card_error(c, spread),
+                "card_error_host_as_measured": required_card_error(c, 1.0),
+                "card_error_needed_at_r": required_card_error(c, spread),
             }
             for c in checks
         ],
@@ -230,13 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     calibration = fit(args.pairs, args.probes or stored_reports())
     args.out.write_text(json.dumps(calibration, indent=1) + "\n")
-    held = calibration["held_out_coverage"]
     print(
         f"e (card part) {calibration['card_relative_error']:.4f}; r (host part) {calibration['host_ratio_spread']:.4f} "
         f"at level {calibration['level']:g} over {len(calibration['probes'])} probed runs; "
         f"{len(calibration['pairs'])} pairs"
     )
-    for name, coverage in held.items():
+    for name, coverage in calibration["held_out_coverage"].items():
         print(f"held-out coverage, {name.replace('_', ' ')}: {coverage['inside']} of {coverage['pairs']}")
     print(f"wrote {args.out}")
     return 0

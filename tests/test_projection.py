@@ -161,8 +161,9 @@ def test_projection_table_from_a_t4():
     assert rows["t4"].measured_device is True
     assert rows["t4"].training_hours == pytest.approx(measured)
     assert rows["t4"].speedup_vs_measured == pytest.approx(1.0)
-    # 2 x 12,500 epochs of 1 s, all compute, scaled by 8.1/67 on an H100; the one-off costs (2 x 4.6 s) stay.
-    h100_hours = (25_000 * 8.1 / 67.0 + 2 * 4.6) / 3600
+    # 2 x 12,500 epochs of 1 s, all compute, scaled by 8.1/67 on an H100; the one-off costs (2 x 4.6 s) are steps
+    # and scale with them.
+    h100_hours = (25_000 + 2 * 4.6) * 8.1 / 67.0 / 3600
     assert rows["h100"].training_hours == pytest.approx(h100_hours)
     assert rows["h100"].cost_usd_per_training == pytest.approx(h100_hours * 2.9)
     # No time outside compute: whether the rest is launch- or memory-bound makes no difference.

@@ -399,18 +399,22 @@ def kept_host_ms(split: StepSplit) -> float:
 
 def part_interval_ms(
     low_ms: float,
+    low_host_ms: float,
     high_ms: float,
-    host_ms: float,
-    card_error: float = PROJECTION_RELATIVE_ERROR,
-    host_spread: float = HOST_RATIO_SPREAD,
+    high_host_ms: float,
+    card_error: float | None = None,
+    host_spread: float | None = None,
 ) -> tuple[float, float]:
-    """A projected step's interval (ms), part by part: of the lower and upper projections ``low_ms`` and
-    ``high_ms``, the card part (all but ``host_ms``) within ``× (1 ± card_error)`` and the host part ``host_ms``
-    within ``÷ host_spread`` to ``× host_spread``: ``(card_low (1 − e) + h / r, card_high (1 + e) + h r)``."""
-    card_low, card_high = max(0.0, low_ms - host_ms), max(0.0, high_ms - host_ms)
+    """A projected step's interval (ms), part by part, from its lower and upper projections ``low_ms`` and
+    ``high_ms`` with the host part each keeps: the card part (the rest) within ``× (1 ± e)`` and the host part
+    within ``÷ r`` to ``× r``, i.e. ``((low − h_low)(1 − e) + h_low / r, (high − h_high)(1 + e) + h_high r)``; e
+    is ``card_error`` (None: :data:`PROJECTION_RELATIVE_ERROR`), r ``host_spread`` (None:
+    :data:`HOST_RATIO_SPREAD`)."""
+    card_error = PROJECTION_RELATIVE_ERROR if card_error is None else card_error
+    host_spread = HOST_RATIO_SPREAD if host_spread is None else host_spread
     return (
-        card_low * (1.0 - card_error) + host_ms / host_spread,
-        card_high * (1.0 + card_error) + host_ms * host_spread,
+        max(0.0, low_ms - low_host_ms) * (1.0 - card_error) + low_host_ms / host_spread,
+        max(0.0, high_ms - high_host_ms) * (1.0 + card_error) + high_host_ms * host_spread,
     )
 
 
@@ -461,7 +465,13 @@ def project_step(
     if not source.on_gpu:
         return StepProjection(point, alternative, (low * factors[0], high * factors[1]))
     host_ms = kept_host_ms(split)
-    interval = (low, high) if measured else part_interval_ms(low, high, host_ms)
+    if measured:
+        return StepProjection(point, alternative, (low, high), host_ms=host_ms)
+    # The memory-bound alternative, where it differs from the point, keeps only the launches.
+    alternative_host_ms = host_ms if alternative in (None, point) else split.launch_ms or 0.0
+    interval = part_interval_ms(
+        low, host_ms if low == point else alternative_host_ms, high, host_ms if high == point else alternative_host_ms
+    )
     return StepProjection(point, alternative, interval, host_ms=host_ms)
 
 
