@@ -45,7 +45,6 @@ def t4_source() -> DeviceThroughput:
     return source_throughput(t4_report({}), CATALOG, assumed_efficiency=0.7)
 
 
-
 @pytest.fixture
 def round_interval(monkeypatch):
     """Round interval figures for hand-worked answers: the card part within ±5%, the host part within ÷/× 1.5."""
