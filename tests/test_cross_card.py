@@ -127,8 +127,8 @@ def test_the_calibration_file_is_what_the_fit_computes_from_the_stored_pairs(ref
     stored = json.loads((ROOT / "gpubench" / "decision" / "cross_card_calibration.json").read_text())
     assert refitted["card_relative_error"] == pytest.approx(stored["card_relative_error"], rel=1e-9)
     assert refitted["host_ratio_spread"] == pytest.approx(stored["host_ratio_spread"], rel=1e-9)
-    assert PROJECTION_RELATIVE_ERROR == stored["card_relative_error"]
-    assert HOST_RATIO_SPREAD == stored["host_ratio_spread"]
+    assert stored["card_relative_error"] == PROJECTION_RELATIVE_ERROR
+    assert stored["host_ratio_spread"] == HOST_RATIO_SPREAD
     assert refitted["held_out_coverage"] == stored["held_out_coverage"]
     assert len(stored["pairs"]) >= 12 and stored["level"] == cross_card_fit.LEVEL
 
