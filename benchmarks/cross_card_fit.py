@@ -23,6 +23,12 @@ fitted without them: leave one model out (its two directions held out, ``e`` fit
 card out (``e`` fitted on the pairs projected onto one card, checked on those projected onto the other). ``r``
 comes from the probes of every report given, the held-out pairs' included: it is a property of machines, read on
 each.
+
+The H100 and the H200 have the same compute peaks (the H200 more memory bandwidth), so these pairs check little of
+the card part's scaling by the peak ratio. The stored precision check (``benchmarks/projection_check.py`` on the
+H200: fp32 steps projected to tf32 and bf16, peak ratios up to 15) is therefore checked too, against the same
+interval, and its coverage printed and stored beside the pairs' (``precision_check_coverage``); it does not enter
+the fit.
 """
 
 import argparse
@@ -46,6 +52,7 @@ OUT = ROOT / "gpubench" / "decision" / "cross_card_calibration.json"
 LEVEL = 0.9
 #: A pair's card part is this share of its projected step or more for its error to fit the card part's.
 CARD_BOUND_SHARE = 0.5
+PRECISION_CHECK = RESULTS / "2026-12-01-h200-s6-projection-check.json"
 DEFAULT_PAIR_REPORTS = tuple(
     RESULTS / name / "report.json"
     for name in (
@@ -179,6 +186,28 @@ def leave_one_card_out(checks: Sequence[PairCheck], spread: float) -> Coverage:
     return Coverage(covered, total)
 
 
+def precision_check_rows(path: Path, error: float, spread: float) -> list[dict]:
+    """The precision check's rows (fp32 steps projected to tf32 and bf16 on one card) against the interval with
+    ``error`` and ``spread``: each with its card part ``c`` (the projection less launches and host work), host
+    part ``h``, measured step and whether it lies inside."""
+    rows = []
+    for row in json.loads(path.read_text())["precision"]["rows"]:
+        host = row["launch_ms"] + row["host_ms"]
+        card = row["projected_ms"] - host
+        low, high = card * (1 - error) + host / spread, card * (1 + error) + host * spread
+        rows.append(
+            {
+                "model": row["model"],
+                "variant": row["variant"],
+                "card_ms": card,
+                "host_ms": host,
+                "measured_step_ms": row["measured_ms"],
+                "inside": low <= row["measured_ms"] <= high,
+            }
+        )
+    return rows
+
+
 def held_out_text(checks: Sequence[PairCheck], probe_reports: Sequence[Path] | None = None) -> str:
     """The held-out coverage of ``checks``, in words, with ``r`` from the probes of ``probe_reports`` (None: every
     stored report)."""
@@ -216,6 +245,8 @@ def fit(pair_reports: Sequence[Path], probe_reports: Sequence[Path], level: floa
             "leave_one_model_out": {"inside": by_model.inside, "pairs": by_model.total, "share": by_model.share},
             "leave_one_card_out": {"inside": by_card.inside, "pairs": by_card.total, "share": by_card.share},
         },
+        "precision_check_file": relative(PRECISION_CHECK),
+        "precision_check_coverage": precision_check_rows(PRECISION_CHECK, error, spread),
         "pairs": [
             {
                 "model": c.model,
@@ -252,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, coverage in calibration["held_out_coverage"].items():
         print(f"held-out coverage, {name.replace('_', ' ')}: {coverage['inside']} of {coverage['pairs']}")
+    precision = calibration["precision_check_coverage"]
+    print(
+        f"precision check (fp32 projected to tf32/bf16 on the H200, not fitted): {sum(r['inside'] for r in precision)}"
+        f" of {len(precision)} inside; outside: "
+        + (", ".join(f"{r['model']} {r['variant']}" for r in precision if not r["inside"]) or "none")
+    )
     print(f"wrote {args.out}")
     return 0
 

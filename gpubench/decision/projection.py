@@ -51,7 +51,9 @@ _CALIBRATION = json.loads(resources.files("gpubench.decision").joinpath(CALIBRAT
 
 #: Relative error of the card part of a step projected from a GPU (its compute and memory traffic scaled to the
 #: card): that part lies within ``× (1 ± e)`` of its projection. Fitted on the measured pairs whose card part is
-#: most of their step (the host part as measured on the target): the largest error of their card part.
+#: most of their step (the host part as measured on the target): the largest error of their card part. The pairs
+#: are of cards with the same compute peaks; across a large peak ratio the card part can err more (the method's
+#: text, :data:`PROJECTION_METHOD`, says how much).
 PROJECTION_RELATIVE_ERROR = float(_CALIBRATION["card_relative_error"])
 
 #: The host part of a step projected from a GPU (its launches and host work, kept as measured) lies within this
@@ -633,15 +635,23 @@ PROJECTION_METHOD = (
     "steps: they were 0.52 to 1.93 times the rebuild from a CPU's counts). The counts are an iteration's "
     "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
     "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
-    "Every step projected from a GPU is an interval: from the smaller of the two projections / (1 + e) to the "
-    "larger / (1 - e), the measured steps a projection with relative error at most e = "
-    f"{PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
-    "errors (NeuSight, ASPLOS 2025: 2.3% headline and about 10% mean over its 41 training configurations for a "
-    "learned predictor; Habitat, USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast) are below it; "
-    "checked on the H200, fp32 projected to tf32 and bf16 ran up to 42.2% too fast (Mamba-2's small matmuls did "
-    "not speed up with the peak), mean 17.9% over 8 cases, and e is that worst case rounded up. The training's "
+    "Every step projected from a GPU is an interval, part by part: its card part c (compute and memory traffic, "
+    "projected) within x (1 - e) to x (1 + e) and its host part h (launches and host work, kept) within / r to x r, "
+    "from the smaller of the two projections to the larger (the memory-bound alternative keeps only its launches "
+    f"as host): [c_low (1 - e) + h_low / r, c_high (1 + e) + h_high r], e = {PROJECTION_RELATIVE_ERROR:.1%} and "
+    f"r = {HOST_RATIO_SPREAD:.3g}. Both are fitted by benchmarks/cross_card_fit.py (gpubench/decision/"
+    "cross_card_calibration.json holds them with the pairs and the method): r is the 0.9 quantile of the ratio of "
+    "two machines' host probes (a fixed torch CPU operation each run's rounds time) over the stored reports, "
+    "since the host of a rented machine is another CPU; e is the largest error of the card part over measured "
+    "pairs (the same training on two cards) whose card part is most of their step. Those pairs are H100 and H200 "
+    "runs, cards with the same compute peaks: a projection across a large peak ratio has less evidence (on the "
+    "H200, Mamba-2's fp32 step projected to tf32 and bf16 ran 2.2 to 2.4 times its card part's projection: its "
+    "small matmuls did not speed up with the peak). Where the host part is most of the step, the card barely "
+    "matters and the rented machine's CPU decides (host_share on each projected model). The training's "
     "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
-    "below. The measured device's own row carries no projection error. "
+    "below; the validation passes scale by the step ratio with the same sides, the one-off costs scale by it "
+    "with theirs, and checkpoints (a copy to the host and a write) are kept. The measured device's own row "
+    "carries no projection error. "
     "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
     "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
     "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "
