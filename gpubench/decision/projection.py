@@ -45,7 +45,8 @@ BOUND_UNKNOWN = "unknown"
 LAUNCH_COST_MS = 0.024
 
 #: The fitted figures of the projected step's interval, part by part (``benchmarks/cross_card_fit.py`` writes them
-#: from measured cross-card pairs and the hosts' probes, with the pairs, the method and the level).
+#: from measured cross-card pairs and the hosts' probes, with the pairs, the method and the level). The check and
+#: its coverage: benchmarks/results/2026-12-06-cross-card.md.
 CALIBRATION_FILE = "cross_card_calibration.json"
 _CALIBRATION = json.loads(resources.files("gpubench.decision").joinpath(CALIBRATION_FILE).read_text())
 
