@@ -358,11 +358,15 @@ def test_the_cli_report_carries_the_eight_card_figures(eight_card_run):
     scaling = recommendation.scaling["mlp"]
     assert not scaling.measured and scaling.scaling_efficiency == 0.9
     assert scaling.scaling_source.endswith("no distributed measurement (distributed.nproc=1)")
-    fixed_s = recommendation.per_model["mlp"].one_off_seconds + recommendation.per_model["mlp"].recurring_seconds
+    mlp = recommendation.per_model["mlp"]
     priced = [row for row in recommendation.projection if row.training_hours is not None]
     assert priced, "no card projected from the CPU run"
     for row in priced:
         assert row.gpus == 8
+        # The one-off costs and validation passes scale with the step onto the card; checkpoints are kept.
+        ratio = row.models["mlp"].step_ms / mlp.step_ms
+        checkpoints_s = mlp.checkpoints * (mlp.checkpoint_seconds or 0.0)
+        fixed_s = (mlp.one_off_seconds + mlp.recurring_seconds - checkpoints_s) * ratio + checkpoints_s
         # One card's epochs E = single-card hours less the fixed costs; eight cards take F + E / (8 x 0.9).
         epochs_s = row.single_card_training_hours * 3600 - fixed_s
         assert row.training_hours == pytest.approx((fixed_s + epochs_s / 7.2) / 3600)

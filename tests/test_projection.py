@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report, ten_hour_estimate
 
+from gpubench.decision import projection
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.cost import ENERGY_BOARD_POWER
 from gpubench.decision.estimate import combine_estimates, estimate_training_time
@@ -16,7 +17,6 @@ from gpubench.decision.projection import (
     BOUND_UNKNOWN,
     CPU_REBUILD_FACTOR,
     LAUNCH_COST_MS,
-    PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
     project_estimate,
     project_step,
@@ -43,6 +43,13 @@ def t4_report(models: dict[str, ModelResult], precision: str = "fp32") -> RunRep
 
 def t4_source() -> DeviceThroughput:
     return source_throughput(t4_report({}), CATALOG, assumed_efficiency=0.7)
+
+
+@pytest.fixture
+def round_interval(monkeypatch):
+    """Round interval figures for hand-worked answers: the card part within ±5%, the host part within ÷/× 1.5."""
+    monkeypatch.setattr(projection, "PROJECTION_RELATIVE_ERROR", 0.05)
+    monkeypatch.setattr(projection, "HOST_RATIO_SPREAD", 1.5)
 
 
 # --------------------------------------------------------------------------------------------------- throughput
@@ -161,8 +168,9 @@ def test_projection_table_from_a_t4():
     assert rows["t4"].measured_device is True
     assert rows["t4"].training_hours == pytest.approx(measured)
     assert rows["t4"].speedup_vs_measured == pytest.approx(1.0)
-    # 2 x 12,500 epochs of 1 s, all compute, scaled by 8.1/67 on an H100; the one-off costs (2 x 4.6 s) stay.
-    h100_hours = (25_000 * 8.1 / 67.0 + 2 * 4.6) / 3600
+    # 2 x 12,500 epochs of 1 s, all compute, scaled by 8.1/67 on an H100; the one-off costs (2 x 4.6 s) are steps
+    # and scale with them.
+    h100_hours = (25_000 + 2 * 4.6) * 8.1 / 67.0 / 3600
     assert rows["h100"].training_hours == pytest.approx(h100_hours)
     # The cloud card's money is its cheapest dated row of the cost table that fits, nothing else.
     h100_rental = cheapest_rental(recommendation.cost_table, "h100")
@@ -197,7 +205,7 @@ def test_a_cloud_card_without_a_dated_price_says_so_instead_of_using_another_num
 # ------------------------------------------------------------------------------------------ launches, intervals
 
 
-def test_the_rest_splits_into_launches_and_memory_and_only_memory_scales_with_bandwidth():
+def test_the_rest_splits_into_launches_and_memory_and_only_memory_scales_with_bandwidth(round_interval):
     # A 10 ms step on the T4: 4 ms of FLOPs at 6.48 TFLOP/s, 125 launches x 0.024 ms = 3 ms, 3 ms of other work.
     assert LAUNCH_COST_MS == 0.024
     split = split_step(10.0, 4e-3 * T4_BURN_IN_TFLOPS * 1e12, T4_BURN_IN_TFLOPS, launches_per_step=125)
@@ -212,14 +220,14 @@ def test_the_rest_splits_into_launches_and_memory_and_only_memory_scales_with_ba
     assert step.step_ms == pytest.approx(6.483582, abs=1e-6)
     assert step.memory_bound_ms == pytest.approx(compute_on_h100 + 3.0 + 3.0 * 320 / 3350)
     assert step.memory_bound_ms == pytest.approx(3.770149, abs=1e-6)
-    # The interval spans both projections: the measured steps that a projection within e = 45% of them can have
-    # come from, the smaller ÷ (1 + e) to the larger ÷ (1 - e): 3.770149 / 1.45 = 2.600103 ms to
-    # 6.483582 / 0.55 = 11.788331 ms.
-    assert PROJECTION_RELATIVE_ERROR == 0.45
-    assert step.interval_ms == pytest.approx((2.600103, 11.788331), abs=1e-6)
-    # The margin is the larger side: 11.788331 / 6.483582 - 1 = 0.45 / 0.55 = 0.818182, against
-    # 1 - 2.600103 / 6.483582 = 0.598971 below.
-    assert step.margin_fraction == pytest.approx(0.45 / 0.55)
+    # The interval spans both projections, part by part (card part x (1 ± 0.05), host part ÷/x 1.5). Below, the
+    # memory-bound one: card 3.770149 - 3 launches = 0.770149 x 0.95 = 0.731642, plus 3 / 1.5 = 2: 2.731642 ms.
+    # Above, the point, whose bytes were not counted, keeps its whole rest (6 ms): 0.483582 x 1.05 = 0.507761, plus
+    # 6 x 1.5 = 9: 9.507761 ms.
+    assert step.interval_ms == pytest.approx((2.731642, 9.507761), abs=1e-6)
+    assert step.host_ms == pytest.approx(6.0)
+    # The margin is the upper side: 9.507761 / 6.483582 - 1 = 0.466436.
+    assert step.margin_fraction == pytest.approx(0.466436, abs=1e-6)
     assert step.margin_fraction == pytest.approx(step.interval_ms[1] / step.step_ms - 1)
 
 
@@ -404,18 +412,18 @@ def test_the_emulated_card_is_the_answers_card_with_projected_times():
     )
     ppo_ratio = ppo.step_ms / measured_ppo.step_ms
     assert ppo_ratio == pytest.approx(1.0, abs=1e-3)
+    # The one-off costs are steps too: scaled with them.
     expected_hours = (
-        measured_dqn.epochs_seconds * dqn_step / 10.0
-        + measured_ppo.epochs_seconds * ppo_ratio
-        + measured_dqn.one_off_seconds
-        + measured_ppo.one_off_seconds
+        (measured_dqn.epochs_seconds + measured_dqn.one_off_seconds) * dqn_step / 10.0
+        + (measured_ppo.epochs_seconds + measured_ppo.one_off_seconds) * ppo_ratio
     ) / 3600
     assert recommendation.estimated_full_training_hours == pytest.approx(expected_hours)
     assert recommendation.measured_device_hours == pytest.approx(measured_dqn.hours + measured_ppo.hours)
     # The bounds are wider than the measurement's by at least the projection's margin, the interval's upper side
-    # e / (1 - e) of the point, of the epochs' time.
-    e = PROJECTION_RELATIVE_ERROR
-    assert recommendation.estimated_full_training_hours_upper > expected_hours + e / (1 - e) * (
+    # relative to the point, of the epochs' time.
+    row = next(row for row in recommendation.projection if row.card == "rtx3050ti").models["dqn"]
+    margin = row.step_ms_interval[1] / row.step_ms - 1
+    assert recommendation.estimated_full_training_hours_upper > expected_hours + margin * (
         measured_dqn.epochs_seconds * dqn_step / 10.0 / 3600
     )
     text = recommendation.reasoning
@@ -428,24 +436,24 @@ def test_the_emulated_card_is_the_answers_card_with_projected_times():
     assert dqn.energy_basis == ENERGY_BOARD_POWER
 
 
-def test_a_projected_trainings_bounds_take_the_intervals_two_sides():
-    # 10 h of epochs (36,000 of 1 s, no variance: no measured margin) projected at the same step with e = 0.45: the
-    # step lies between the point / 1.45 and / 0.55, so the margin above is 1 / 0.55 - 1 = 0.818182 of the epochs
-    # (8.18182 h) and the one below 1 - 1 / 1.45 = 0.310345 (3.10345 h).
+def test_a_projected_trainings_bounds_take_the_intervals_two_sides(round_interval):
+    # 10 h of epochs (36,000 of 1 s, no variance: no measured margin) projected at the same step, all of it kept
+    # (no FLOPs: no card part) with the host part within ÷/x 1.5: the margin above is 0.5 of the epochs (5 h) and
+    # the one below 1 - 1 / 1.5 = 0.333333 (3.33333 h).
     estimate = replace(ten_hour_estimate(), halfwidth_ms=0.0)
     split = split_step(estimate.step_ms, None, None)
     gpu = DeviceThroughput("a gpu", None, None, None, None, "by hand")
     step = project_step(split, gpu, replace(gpu, name="another"), measured=False)
-    assert (step.margin_fraction, step.lower_margin_fraction) == pytest.approx((0.818182, 0.310345), abs=1e-6)
+    assert (step.margin_fraction, step.lower_margin_fraction) == pytest.approx((0.5, 1 / 3))
     projected = project_estimate(estimate, step.step_ms, step.margin_fraction, step.lower_margin_fraction)
     assert projected.hours == pytest.approx(10.0)
-    assert projected.upper_hours == pytest.approx(10.0 + 8.181818, abs=1e-5)
-    assert projected.lower_hours == pytest.approx(10.0 * (1 - 0.310345), abs=1e-5)
+    assert projected.upper_hours == pytest.approx(15.0)
+    assert projected.lower_hours == pytest.approx(10.0 * 2 / 3)
     # Summed over models as one model's, and on 2 cards at efficiency 1 halved.
     total = combine_estimates([projected, projected])
-    assert (total.lower_hours, total.upper_hours) == pytest.approx((2 * 6.896552, 2 * 18.181818), abs=1e-5)
+    assert (total.lower_hours, total.upper_hours) == pytest.approx((2 * 20 / 3, 2 * 15.0))
     on_two = scaled_time(projected, ScalingEfficiency(2, 1.0, (1.0, 1.0), "by hand", measured=True))
-    assert (on_two.lower_hours, on_two.upper_hours) == pytest.approx((6.896552 / 2, 18.181818 / 2), abs=1e-5)
+    assert (on_two.lower_hours, on_two.upper_hours) == pytest.approx((20 / 3 / 2, 15.0 / 2))
 
 
 def test_no_projected_lower_bound_runs_to_zero_however_wide_the_two_sides():

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 from report_factory import cpu_hardware, gpu_hardware, model_section, noisy_epochs_ms, report
 
+from gpubench.decision import projection
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.projection import (
     LAUNCH_COST_MS,
-    PROJECTION_RELATIVE_ERROR,
     counted_step_ms,
     project_step,
     projected_step_ms,
@@ -57,6 +57,13 @@ def dqn_split() -> StepSplit:
 # --------------------------------------------------------------------------------------------------- the split
 
 
+@pytest.fixture
+def round_interval(monkeypatch):
+    """Round interval figures for hand-worked answers: the card part within ±5%, the host part within ÷/× 1.5."""
+    monkeypatch.setattr(projection, "PROJECTION_RELATIVE_ERROR", 0.05)
+    monkeypatch.setattr(projection, "HOST_RATIO_SPREAD", 1.5)
+
+
 def test_the_rest_splits_into_launches_memory_at_the_bandwidth_and_host_work():
     split = dqn_split()
     # By hand: 924 launches x 0.024 ms = 22.176 ms; 5e6 bytes at 4,800 GB/s = 1.0417e-3 ms; the host is what
@@ -88,7 +95,7 @@ def test_without_the_source_bandwidth_the_bytes_are_carried_but_not_split():
 # --------------------------------------------------------------------------------------------------- projection
 
 
-def test_a_dqn_like_step_on_an_rtx3050ti_scales_only_compute_and_its_counted_traffic():
+def test_a_dqn_like_step_on_an_rtx3050ti_scales_only_compute_and_its_counted_traffic(round_interval):
     split, source, rtx = dqn_split(), h200_source(), target("rtx3050ti")
     assert (source.memory_bandwidth_gbps, rtx.memory_bandwidth_gbps) == (4800, 192)
     # By hand: compute 0.148 x 50.25 / 3.975 = 1.87094 ms; traffic 5e6 B at 192 GB/s = 0.0260417 ms (25x the
@@ -102,15 +109,17 @@ def test_a_dqn_like_step_on_an_rtx3050ti_scales_only_compute_and_its_counted_tra
     # The alternative's floor, 0.026 ms of traffic + 22.176 ms of launches, is under the point: the point stands.
     assert projected_step_ms(split, source, rtx, memory_bound=True) == pytest.approx(point)
     step = project_step(split, source, rtx, measured=False)
-    # The measured steps a projection within e = 45% can have come from: 34.24794 / 1.45 = 23.61927 ms to
-    # 34.24794 / 0.55 = 62.26899 ms; the margin is the upper side, 1 / 0.55 - 1 = 0.45 / 0.55.
-    assert PROJECTION_RELATIVE_ERROR == 0.45
-    assert step.interval_ms == pytest.approx((point / 1.45, point / 0.55))
-    assert step.interval_ms == pytest.approx((23.6193, 62.2690), abs=1e-4)
-    assert step.margin_fraction == pytest.approx(0.45 / 0.55)
+    # Part by part: the card part (compute and traffic, 1.87094 + 0.02604 = 1.89698 ms) x (1 ± 0.05), the host
+    # part (launches and host, 22.176 + 10.17496 = 32.35096 ms) ÷/x 1.5: 1.80213 + 21.56731 = 23.36944 ms to
+    # 1.99183 + 48.52644 = 50.51827 ms. The host part is 94.5% of the step: the host decides, not the card.
+    assert step.interval_ms == pytest.approx((23.36944, 50.51827), abs=1e-4)
+    assert step.host_share == pytest.approx(32.35096 / point, abs=1e-6)
+    assert step.host_share == pytest.approx(0.94461, abs=1e-5)
+    # The margin is the upper side: 50.51827 / 34.24794 - 1 = 0.475074.
+    assert step.margin_fraction == pytest.approx(0.475074, abs=1e-6)
 
 
-def test_the_memory_bound_alternative_takes_the_counted_traffic_as_the_floor():
+def test_the_memory_bound_alternative_takes_the_counted_traffic_as_the_floor(round_interval):
     source, rtx = h200_source(), target("rtx3050ti")
     split = split_step(10.0, None, source.attainable_tflops, 100, 48_000_000_000, source.memory_bandwidth_gbps)
     # Point: 100 x 0.024 = 2.4 ms launches + 7.6 ms memory x 4800/192 = 192.4 ms. Floor: 48e9 B at 192 GB/s =
@@ -118,9 +127,9 @@ def test_the_memory_bound_alternative_takes_the_counted_traffic_as_the_floor():
     assert projected_step_ms(split, source, rtx) == pytest.approx(192.4)
     assert projected_step_ms(split, source, rtx, memory_bound=True) == pytest.approx(252.4)
     step = project_step(split, source, rtx, measured=False)
-    # 192.4 / (1 + e) = 132.69 ms to 252.4 / (1 - e) = 458.91 ms.
-    e = PROJECTION_RELATIVE_ERROR
-    assert step.interval_ms == pytest.approx((192.4 / (1 + e), 252.4 / (1 - e)))
+    # Below, the point: its card part 190 ms x 0.95 + its 2.4 ms of launches / 1.5 = 182.1 ms; above, the floor:
+    # 250 ms x 1.05 + 2.4 x 1.5 = 266.1 ms.
+    assert step.interval_ms == pytest.approx((182.1, 266.1))
     # On the measured device the measurement is the step: no floor above it.
     h200 = target("h200")
     measured = project_step(split, source, h200, measured=True)
@@ -197,7 +206,7 @@ def _dqn_like_emulated_report(bytes_per_step: int | None) -> RunReport:
     return report({"dqn": replace(dqn, bytes_per_step=bytes_per_step)}, hardware=hardware, hardware_choice="rtx3050ti")
 
 
-def test_the_emulated_answer_names_the_memory_and_host_parts_and_its_bounds_narrow():
+def test_the_emulated_answer_names_the_memory_and_host_parts_and_its_bounds_narrow(round_interval):
     config = DecisionConfig(critical_models=["dqn"])
     with_bytes = build_recommendation(_dqn_like_emulated_report(DQN_BYTES), config, CATALOG)
     without = build_recommendation(_dqn_like_emulated_report(None), config, CATALOG)
@@ -209,18 +218,19 @@ def test_the_emulated_answer_names_the_memory_and_host_parts_and_its_bounds_narr
     tft_like = build_recommendation(_dqn_like_emulated_report(2_000_000_000), config, CATALOG)
     assert "(1,907 MB counted)" in tft_like.reasoning
     # The same step: the point barely moves (the traffic is 0.03 ms on the card: 34.24794 ms with the bytes,
-    # 1.87094 + 32.352 = 34.22294 ms without), but the upper end is no longer the rest after launches x 25:
-    # 34.24794 / 0.55 = 62.269 ms against (1.87094 + 22.176 + 10.176 x 25) / 0.55 = 278.44694 / 0.55 = 506.267 ms.
+    # 1.87094 + 32.352 = 34.22294 ms without), but the upper end is no longer the rest after launches x 25: 50.51827
+    # ms (above) against the alternative's card part (1.87094 + 10.176 x 25 = 256.27094) x 1.05 + its launches
+    # 22.176 x 1.5 = 302.34849 ms.
     with_row = next(row for row in with_bytes.projection if row.card == "rtx3050ti").models["dqn"]
     without_row = next(row for row in without.projection if row.card == "rtx3050ti").models["dqn"]
     assert with_bytes.per_model["dqn"].step_ms == pytest.approx(without.per_model["dqn"].step_ms, rel=1e-3)
     assert (with_row.step_ms, without_row.step_ms) == pytest.approx((34.24794, 34.22294), abs=1e-5)
     assert with_row.step_ms_if_memory_bound == pytest.approx(with_row.step_ms)
     assert without_row.step_ms_if_memory_bound == pytest.approx(278.44694, abs=1e-5)
-    assert with_row.step_ms_interval[1] == pytest.approx(34.24794 / 0.55, abs=1e-4)
-    assert without_row.step_ms_interval[1] == pytest.approx(278.44694 / 0.55, abs=1e-4)
+    assert with_row.step_ms_interval[1] == pytest.approx(50.51827, abs=1e-4)
+    assert without_row.step_ms_interval[1] == pytest.approx(302.34849, abs=1e-4)
     # The training's margin (upper bound less the estimate) narrows with it: the projection's part of it is
-    # 62.269 / 34.24794 - 1 = 0.818 of the epochs' time with the bytes against 506.267 / 34.22294 - 1 = 13.79
+    # 50.518 / 34.24794 - 1 = 0.475 of the epochs' time with the bytes against 302.348 / 34.22294 - 1 = 7.83
     # without, more than tenfold beside the measurement's (the same for both).
     with_margin = with_bytes.estimated_full_training_hours_upper - with_bytes.estimated_full_training_hours
     without_margin = without.estimated_full_training_hours_upper - without.estimated_full_training_hours
@@ -266,7 +276,7 @@ COUNTED_BEFORE_BYTES = {"rtx3050ti": 24.087950, "h100": 22.327244, "t4": 23.4270
 
 
 @pytest.mark.parametrize("inputs", sorted(BEFORE_BYTES, key=str))
-def test_a_step_without_bytes_projects_exactly_as_before(inputs):
+def test_a_step_without_bytes_projects_exactly_as_before(inputs, round_interval):
     source = h200_source()
     step_ms, flops, launches = inputs
     split = split_step(step_ms, flops, source.attainable_tflops, launches, None, source.memory_bandwidth_gbps)
@@ -274,10 +284,17 @@ def test_a_step_without_bytes_projects_exactly_as_before(inputs):
     for card, (point, alternative) in BEFORE_BYTES[inputs].items():
         step = project_step(split, source, target(card), measured=False)
         assert (step.step_ms, step.memory_bound_ms) == pytest.approx((point, alternative), abs=1e-6)
-        # Every alternative here is at least its point: the interval is point / (1 + 0.45) to alternative /
-        # (1 - 0.45), its margin the upper side.
-        assert step.interval_ms == pytest.approx((point / 1.45, alternative / 0.55), abs=1e-6)
-        assert step.margin_fraction == pytest.approx(alternative / 0.55 / point - 1, abs=1e-6)
+        # Every alternative here is at least its point. Below, the point keeps the whole rest after compute (t_o)
+        # as host: (point - t_o) x 0.95 + t_o / 1.5. Above, the alternative keeps the launches (t_l; 0 where not
+        # counted): (alternative - t_l) x 1.05 + t_l x 1.5. E.g. no FLOPs, no launches on the T4: 10 / 1.5 =
+        # 6.666667 ms to 150 x 1.05 = 157.5 ms.
+        kept, launches = split.other_ms, split.launch_ms or 0.0
+        low = (point - kept) * 0.95 + kept / 1.5
+        high = (alternative - launches) * 1.05 + launches * 1.5
+        assert step.interval_ms == pytest.approx((low, high), abs=1e-6)
+        assert step.margin_fraction == pytest.approx(high / point - 1, abs=1e-6)
+    if inputs == (10.0, None, None):
+        assert step.interval_ms == pytest.approx((10 / 1.5, 157.5))
 
 
 @pytest.mark.parametrize("card", sorted(COUNTED_BEFORE_BYTES))

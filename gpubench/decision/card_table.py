@@ -108,6 +108,7 @@ def projection_table(
                 fits_at_batch=fits_at_batch(
                     report.models[name].memory_split, card_mb, report.hardware.non_allocator_overhead_mb
                 ),
+                host_share=step.host_share,
             )
         hours = upper_hours = lower_hours = memory_bound_hours = single_card_hours = None
         decided_scalings = [scaling[name] for name in decided]

@@ -45,9 +45,14 @@ class RecurringPlan:
     checkpoint_seconds: float | None = None
 
     @property
+    def eval_seconds(self) -> float:
+        """The validation passes' total (s)."""
+        return self.eval_passes * (self.eval_pass_seconds or 0.0)
+
+    @property
     def seconds(self) -> float:
         """Their total (s)."""
-        return self.eval_passes * (self.eval_pass_seconds or 0.0) + self.checkpoints * (self.checkpoint_seconds or 0.0)
+        return self.eval_seconds + self.checkpoints * (self.checkpoint_seconds or 0.0)
 
 
 def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> float | None:
@@ -223,10 +228,11 @@ class TimeEstimate:
     def margin_seconds_at(
         self, measured_epochs: int | None = None, *, widened: bool = True, below: bool = False
     ) -> float:
-        """The margin (s) above (``below``: under) the total: statistical, drift when ``widened``, projection."""
+        """The margin (s) above (``below``: under) the total: statistical, drift when ``widened``, projection (of
+        the epochs and the validation passes, both projected by the step)."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
         projection = self.projection_lower_margin_fraction if below else self.projection_margin_fraction
-        return measured + projection * self.epochs_seconds
+        return measured + projection * (self.epochs_seconds + self.recurring.eval_seconds)
 
     @property
     def margin_seconds(self) -> float:

@@ -20,8 +20,10 @@ fp32``, and projected with fp32 peaks it ran faster on an L40S (91.6 fp32 TFLOP/
 measured on (67; bf16: 362 against 989).
 """
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from importlib import resources
 
 from gpubench.decision.estimate import TimeEstimate
 from gpubench.hardware.catalog import Card, match_catalog_card
@@ -42,16 +44,23 @@ BOUND_UNKNOWN = "unknown"
 #: MLP's Adam step about 10: a real step's operations carry autograd and Python work besides the launch.
 LAUNCH_COST_MS = 0.024
 
-#: Relative error of a projection onto a card that was not measured, ``|projected − measured| / measured`` at most
-#: this, so the measured step lies between ``projected / (1 + e)`` and ``projected / (1 − e)``. Published cross-GPU
-#: predictors: NeuSight (Lee et al., ASPLOS 2025) 2.3% headline error and about 10% mean over its 41 training
-#: configurations; Habitat (Yu et al., USENIX ATC 2021) 11.8% on average; pure peak-spec (roofline) estimates run
-#: about 32% too fast (the baseline both papers compare against). This projection is a peak-spec estimate (with
-#: the efficiency measured on the source where it can be), and checked on the H200 (fp32 projected to tf32 and
-#: bf16 from the step's split, ``benchmarks/projection_check.py``, session 6) it ran up to 42.2% too fast (Mamba-2
-#: to bf16: its small matmuls did not speed up with the peak), mean 17.9% over 8 cases; the largest error seen,
-#: rounded up to 5%, is the constant.
-PROJECTION_RELATIVE_ERROR = 0.45
+#: The fitted figures of the projected step's interval, part by part (``benchmarks/cross_card_fit.py`` writes them
+#: from measured cross-card pairs and the hosts' probes, with the pairs, the method and the level). The check and
+#: its coverage: benchmarks/results/2026-12-06-cross-card.md.
+CALIBRATION_FILE = "cross_card_calibration.json"
+_CALIBRATION = json.loads(resources.files("gpubench.decision").joinpath(CALIBRATION_FILE).read_text())
+
+#: Relative error of the card part of a step projected from a GPU (its compute and memory traffic scaled to the
+#: card): that part lies within ``× (1 ± e)`` of its projection. Fitted on the measured pairs whose card part is
+#: most of their step (the host part as measured on the target): the largest error of their card part. The pairs
+#: are of cards with the same compute peaks; across a large peak ratio the card part can err more (the method's
+#: text, :data:`PROJECTION_METHOD`, says how much).
+PROJECTION_RELATIVE_ERROR = float(_CALIBRATION["card_relative_error"])
+
+#: The host part of a step projected from a GPU (its launches and host work, kept as measured) lies within this
+#: factor of the measured part, either way: the host of a rented machine is another CPU. The quantile
+#: (``level`` in the calibration file) of the ratio of two machines' host probes over the stored reports.
+HOST_RATIO_SPREAD = float(_CALIBRATION["host_ratio_spread"])
 
 #: From the CPU a card's step is rebuilt from the step's counts (:func:`counted_step_ms`), with nothing measured on
 #: any GPU: the card's step is taken to lie within this factor of the rebuild, either way. Checked on the H200
@@ -343,6 +352,15 @@ class StepProjection:
     memory_bound_ms: float | None
     interval_ms: tuple[float, float] | None
     refused: str | None = None
+    #: The part of the point kept from the measured host (launches and host work, ms); None from the CPU.
+    host_ms: float | None = None
+
+    @property
+    def host_share(self) -> float | None:
+        """:attr:`host_ms` over the point: near 1, the card barely matters and the machine's CPU decides."""
+        if self.host_ms is None or not self.step_ms:
+            return None
+        return self.host_ms / self.step_ms
 
     @property
     def margin_fraction(self) -> float:
@@ -361,16 +379,46 @@ class StepProjection:
 
 
 def interval_factors(*, from_gpu: bool, measured: bool) -> tuple[float, float]:
-    """The range a card's step can have around its projection, as multiples of the projected step (below, above).
+    """The range of the projected part of a card's step, as multiples of its projection (below, above).
 
-    From a GPU ``(1 / (1 + e), 1 / (1 − e))``, e = :data:`PROJECTION_RELATIVE_ERROR`: the measured steps a
-    projection with relative error at most e can have been made from. From the CPU ``(1 / k, k)``, k =
-    :data:`CPU_REBUILD_FACTOR`. On the device measured ``(1, 1)``: the step is the measurement."""
+    From a GPU the card part's ``(1 − e, 1 + e)``, e = :data:`PROJECTION_RELATIVE_ERROR` (the host part's is
+    ``(1 / r, r)``, :data:`HOST_RATIO_SPREAD`: :func:`part_interval_ms`). From the CPU the whole rebuild's
+    ``(1 / k, k)``, k = :data:`CPU_REBUILD_FACTOR`. On the device measured ``(1, 1)``: the step is the
+    measurement."""
     if measured:
         return (1.0, 1.0)
     if from_gpu:
-        return (1.0 / (1.0 + PROJECTION_RELATIVE_ERROR), 1.0 / (1.0 - PROJECTION_RELATIVE_ERROR))
+        return (1.0 - PROJECTION_RELATIVE_ERROR, 1.0 + PROJECTION_RELATIVE_ERROR)
     return (1.0 / CPU_REBUILD_FACTOR, CPU_REBUILD_FACTOR)
+
+
+def kept_host_ms(split: StepSplit) -> float:
+    """The part of a step projected from a GPU that is kept as measured (ms): launches and host work, or the whole
+    rest after compute where the bytes were not counted (the point keeps it)."""
+    if split.host_ms is not None:
+        return (split.launch_ms or 0.0) + split.host_ms
+    return split.other_ms
+
+
+def part_interval_ms(
+    low_ms: float,
+    low_host_ms: float,
+    high_ms: float,
+    high_host_ms: float,
+    card_error: float | None = None,
+    host_spread: float | None = None,
+) -> tuple[float, float]:
+    """A projected step's interval (ms), part by part, from its lower and upper projections ``low_ms`` and
+    ``high_ms`` with the host part each keeps: the card part (the rest) within ``× (1 ± e)`` and the host part
+    within ``÷ r`` to ``× r``, i.e. ``((low − h_low)(1 − e) + h_low / r, (high − h_high)(1 + e) + h_high r)``; e
+    is ``card_error`` (None: :data:`PROJECTION_RELATIVE_ERROR`), r ``host_spread`` (None:
+    :data:`HOST_RATIO_SPREAD`)."""
+    card_error = PROJECTION_RELATIVE_ERROR if card_error is None else card_error
+    host_spread = HOST_RATIO_SPREAD if host_spread is None else host_spread
+    return (
+        max(0.0, low_ms - low_host_ms) * (1.0 - card_error) + low_host_ms / host_spread,
+        max(0.0, high_ms - high_host_ms) * (1.0 + card_error) + high_host_ms * host_spread,
+    )
 
 
 def project_step(
@@ -417,7 +465,17 @@ def project_step(
         return StepProjection(None, None, None, refused)
     low = min(point, alternative) if alternative is not None else point
     high = max(point, alternative) if alternative is not None else point
-    return StepProjection(point, alternative, (low * factors[0], high * factors[1]))
+    if not source.on_gpu:
+        return StepProjection(point, alternative, (low * factors[0], high * factors[1]))
+    host_ms = kept_host_ms(split)
+    if measured:
+        return StepProjection(point, alternative, (low, high), host_ms=host_ms)
+    # The memory-bound alternative, where it differs from the point, keeps only the launches.
+    alternative_host_ms = host_ms if alternative in (None, point) else split.launch_ms or 0.0
+    interval = part_interval_ms(
+        low, host_ms if low == point else alternative_host_ms, high, host_ms if high == point else alternative_host_ms
+    )
+    return StepProjection(point, alternative, interval, host_ms=host_ms)
 
 
 def project_estimate(
@@ -429,8 +487,16 @@ def project_estimate(
     from_counts: bool = False,
 ) -> TimeEstimate:
     """``estimate`` as it would be on a card where its step takes ``projected_step_ms``: every per-epoch time
-    (mean, interval half-width, drift) scaled by the step ratio, the throughput divided by it, the one-off costs
-    kept as measured, and ``margin_fraction`` of the projected epochs' time added to the margin above.
+    (mean, interval half-width, drift) scaled by the step ratio, the throughput divided by it, and
+    ``margin_fraction`` of the projected epochs' time added to the margin above.
+
+    The rest of the plan is carried onto the card too. A validation pass is forward passes of the same model, so
+    its time scales by the step ratio and its projected time takes the step's margins. The one-off costs (batch
+    calibration, warm-up epochs, the first-time build) are steps and the host work around them: scaled by the
+    step ratio, their range ``(low, high)`` becomes ``(low × ratio × (1 − lower_margin_fraction), high × ratio ×
+    (1 + margin_fraction))``. A checkpoint is a copy to the host and a write to disk, the card's arithmetic no part
+    of it: kept as measured. From the CPU this matters most: a CPU's validation pass or warm-up epoch is many
+    times a GPU's.
 
     ``from_counts``: the card's step was rebuilt from the step's counts (a CPU measurement), not scaled from its
     time, so the measured device's epoch-to-epoch spread and drift are not the card's: the rebuild's own factor
@@ -442,6 +508,12 @@ def project_estimate(
     ran the README's example to 0.0 min.) The lower margin fraction stored is therefore ``p (1 − m)``.
     """
     ratio = projected_step_ms / estimate.step_ms
+    recurring = estimate.recurring
+    if recurring.eval_pass_seconds is not None:
+        recurring = replace(recurring, eval_pass_seconds=recurring.eval_pass_seconds * ratio)
+    one_off_s = estimate.one_off_seconds * ratio
+    one_off_low_s = (estimate.one_off_seconds - estimate.one_off_spread_seconds[0]) * ratio
+    one_off_high_s = (estimate.one_off_seconds + estimate.one_off_spread_seconds[1]) * ratio
     projected = replace(
         estimate,
         step_ms=projected_step_ms,
@@ -452,6 +524,12 @@ def project_estimate(
         samples_per_second=None if estimate.samples_per_second is None else estimate.samples_per_second / ratio,
         projection_margin_fraction=margin_fraction,
         projection_lower_margin_fraction=0.0,
+        recurring=recurring,
+        one_off_seconds=one_off_s,
+        one_off_spread_seconds=(
+            one_off_s - one_off_low_s * (1.0 - lower_margin_fraction),
+            one_off_high_s * (1.0 + margin_fraction) - one_off_s,
+        ),
     )
     epochs_seconds = projected.epochs_seconds
     measured_fraction = min(1.0, projected.lower_margin_seconds / epochs_seconds) if epochs_seconds > 0 else 0.0
@@ -558,15 +636,23 @@ PROJECTION_METHOD = (
     "steps: they were 0.52 to 1.93 times the rebuild from a CPU's counts). The counts are an iteration's "
     "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
     "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
-    "Every step projected from a GPU is an interval: from the smaller of the two projections / (1 + e) to the "
-    "larger / (1 - e), the measured steps a projection with relative error at most e = "
-    f"{PROJECTION_RELATIVE_ERROR:.0%} can have come from. The published "
-    "errors (NeuSight, ASPLOS 2025: 2.3% headline and about 10% mean over its 41 training configurations for a "
-    "learned predictor; Habitat, USENIX ATC 2021: 11.8%; peak-spec estimates about 32% too fast) are below it; "
-    "checked on the H200, fp32 projected to tf32 and bf16 ran up to 42.2% too fast (Mamba-2's small matmuls did "
-    "not speed up with the peak), mean 17.9% over 8 cases, and e is that worst case rounded up. The training's "
+    "Every step projected from a GPU is an interval, part by part: its card part c (compute and memory traffic, "
+    "projected) within x (1 - e) to x (1 + e) and its host part h (launches and host work, kept) within / r to x r, "
+    "from the smaller of the two projections to the larger (the memory-bound alternative keeps only its launches "
+    f"as host): [c_low (1 - e) + h_low / r, c_high (1 + e) + h_high r], e = {PROJECTION_RELATIVE_ERROR:.1%} and "
+    f"r = {HOST_RATIO_SPREAD:.3g}. Both are fitted by benchmarks/cross_card_fit.py (gpubench/decision/"
+    "cross_card_calibration.json holds them with the pairs and the method): r is the 0.9 quantile of the ratio of "
+    "two machines' host probes (a fixed torch CPU operation each run's rounds time) over the stored reports, "
+    "since the host of a rented machine is another CPU; e is the largest error of the card part over measured "
+    "pairs (the same training on two cards) whose card part is most of their step. Those pairs are H100 and H200 "
+    "runs, cards with the same compute peaks: a projection across a large peak ratio has less evidence (on the "
+    "H200, Mamba-2's fp32 step projected to tf32 and bf16 ran 2.2 to 2.4 times its card part's projection: its "
+    "small matmuls did not speed up with the peak). Where the host part is most of the step, the card barely "
+    "matters and the rented machine's CPU decides (host_share on each projected model). The training's "
     "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
-    "below. The measured device's own row carries no projection error. "
+    "below; the validation passes scale by the step ratio with the same sides, the one-off costs scale by it "
+    "with theirs, and checkpoints (a copy to the host and a write) are kept. The measured device's own row "
+    "carries no projection error. "
     "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
     "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
     "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "

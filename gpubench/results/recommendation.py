@@ -192,6 +192,9 @@ class ProjectedModel(Record):
     slower_cause: str | None = None
     #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
     fits_at_batch: int | None = None
+    #: The share of the projected step that is the measured host's (launches and host work, kept): near 1, the card
+    #: barely matters and the rented machine's CPU decides. None from the CPU and in reports written before it.
+    host_share: float | None = None
 
 
 @dataclass(frozen=True)
