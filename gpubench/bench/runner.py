@@ -7,6 +7,7 @@ valid partial report: the models measured, the one in progress (status ``interru
 from them.
 """
 
+import gc
 import logging
 import platform
 import subprocess
@@ -141,6 +142,9 @@ class Runner:
         phase. On KeyboardInterrupt (which the handled signals raise) it is written with status ``interrupted``, the
         model in progress and a partial recommendation, before the interrupt goes on."""
         self._save(self._probe())
+        # Everything alive now (the imported libraries, the session, the data) lives for the whole run: frozen out
+        # of the collector, the collection between batch trials scans only what the trials made.
+        gc.freeze()
         try:
             for phase in (self._first_round, self._later_rounds, self._ranks, self._what_ifs):
                 for state in phase(self._latest):
