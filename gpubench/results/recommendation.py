@@ -178,6 +178,7 @@ class ProjectedModel(Record):
         "refused",
         "slower_cause",
         "fits_at_batch",
+        "host_share",
     )
 
     step_ms: float | None
