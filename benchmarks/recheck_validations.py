@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
+from gpubench.bench.replay import replay_estimate
 from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import new_training_bounds_seconds
 from gpubench.results import RunReport
 from gpubench.units import SECONDS_PER_HOUR
-from gpubench.bench.replay import replay_estimate
 
 
 def _validation(spec: str) -> dict:
