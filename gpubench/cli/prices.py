@@ -53,7 +53,7 @@ def format_snapshot(snapshot: PriceSnapshot, today: date, gpu: str | None = None
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gpubench.prices", description="The dated GPU price snapshot gpubench prices trainings with."
+        prog="gpubench prices", description="The dated GPU price snapshot gpubench prices trainings with."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="print the snapshot's date, age and rows")

@@ -83,7 +83,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(
-        prog="python -m gpubench.validate",
+        prog="gpubench validate",
         description="Train each model of a gpubench report for real, in a fresh process and in a plain loop with its "
         "own clock, and compare the wall time with the report's prediction and its bounds. Writes validation.json "
         "beside the report. Exit 0: every training inside its bound; 1: one outside, or failed; 2: bad input or "
