@@ -4,6 +4,7 @@ runs stopped by a bad value leave none of them in stdout, stderr, the job logs, 
 resolved configs, the sweep summaries, or the server's store (MLflow params, tags and artifacts)."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -148,10 +149,9 @@ def test_each_run_ends_as_it_should_and_links_its_mlflow_run_without_credentials
     for completed in (runs.tracked, runs.interrupted, runs.swept):
         # MLflow's own "View run ... at: <URI>" lines are off; gpubench's link has no credentials.
         assert "View run" not in completed.stdout + completed.stderr
-        assert (
-            "MLflow run quick mlp · CPU · " in completed.stderr
-            and f": http://127.0.0.1:{runs.port}/#/experiments/" in completed.stderr
-        )
+        # A sweep's child runs are named by their swept values first.
+        assert re.search(r"MLflow run (epochs=\d · )?quick mlp · CPU · ", completed.stderr)
+        assert f": http://127.0.0.1:{runs.port}/#/experiments/" in completed.stderr
     assert "alice:***@" in next((runs.work / "outputs").glob("*/*/config_resolved.yaml")).read_text()
 
 
