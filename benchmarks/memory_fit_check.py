@@ -71,6 +71,10 @@ CUSTOM_CONTEXT_TOKENS = "128"
 AUTO_FRACTIONS: tuple[float, ...] = (0.35, 0.7)
 #: The error the GPU test accepts (percent of the measured batch).
 TOLERANCE_PERCENT = 5.0
+#: PyTorch's caching allocator serves requests between 1 and 10 MiB from 20 MiB segments (``kLargeBuffer`` in
+#: c10/cuda/CUDACachingAllocator.cpp): a batch whose activations total less than one segment moves the peak in
+#: steps of the segment, so its largest batch under a cap is the allocator's rounding, not the line's.
+ALLOCATOR_SEGMENT_MB = 20.0
 
 
 class MemoryOracle(Protocol):
@@ -126,13 +130,20 @@ def auto_caps(split: MemorySplit, overhead_mb: float, largest: int, fractions: S
     return caps
 
 
-def _error_percent(predicted: int | None, measured: int | None, max_size: int) -> tuple[float | None, str | None]:
+def _error_percent(
+    predicted: int | None, measured: int | None, max_size: int, activations_mb_per_sample: float | None
+) -> tuple[float | None, str | None]:
     if predicted is None:
         return None, "no prediction: the trials' peaks do not grow with the batch"
     if measured is None:
         return None, "not even batch 1 fits under the cap"
     if measured >= max_size:
         return None, f"the finder reached --max-size {max_size}: the largest batch is not known"
+    if activations_mb_per_sample is not None and activations_mb_per_sample * measured < ALLOCATOR_SEGMENT_MB:
+        return None, (
+            f"the batch's activations ({activations_mb_per_sample * measured:.1f} MB) are under one allocator "
+            f"segment ({ALLOCATOR_SEGMENT_MB:g} MB): the cap's largest batch is the allocator's rounding"
+        )
     return 100.0 * (predicted - measured) / measured, None
 
 
@@ -175,7 +186,7 @@ def check_model(
             capped = find_max_batch_size(
                 oracle.try_batch(model, budget), 1, max_size, peak_limit_mb=headroom * budget.usable_vram_mb
             )
-            error, note = _error_percent(predicted, capped.best_size, max_size)
+            error, note = _error_percent(predicted, capped.best_size, max_size, split.activations_mb_per_sample)
             rows.append(
                 CapRow(
                     model=model,
@@ -339,7 +350,9 @@ def from_reports(uncapped: RunReport, capped: RunReport) -> list[ModelCheck]:
             nothing, result.batch_search.trials, batch_size=None, measured_peak_mb=None, headroom=headroom
         )
         predicted = fits_at_batch(split, cap_mb, overhead_mb)
-        error, note = _error_percent(predicted, search.largest_fitting_size, search.search_max_size)
+        error, note = _error_percent(
+            predicted, search.largest_fitting_size, search.search_max_size, split.activations_mb_per_sample
+        )
         if search.time_limited:
             error, note = None, "the capped search stopped on its trial time: its batch is a lower bound"
         row = CapRow(
