@@ -310,7 +310,7 @@ def test_winner_is_verified_the_requested_number_of_times() -> None:
 
 
 def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_steps() -> None:
-    assert (SEARCH_STEPS, VERIFY_STEPS) == (3, 20)
+    assert (SEARCH_STEPS, VERIFY_STEPS) == (2, 20)
     steps_by_phase: dict[str, set[int]] = {"search": set(), "verify": set()}
     oracle = OOMOracle(limit=1000)
 
@@ -336,12 +336,12 @@ def test_search_trials_run_the_search_steps_and_verification_the_longer_verify_s
 
 
 class Fragmenting(OOMOracle):
-    """Peak reserved grows with the steps run, as the caching allocator fragments: 8 MB per sample after 3 steps,
-    then 0.25 MB per sample for each further step (the shape seen on the H200 with mamba2 under a 4 GiB cap)."""
+    """Peak reserved grows with the steps run, as the caching allocator fragments: 8 MB per sample up to 3 steps
+    (a search trial runs fewer), then 0.25 MB per sample for each further step."""
 
     def __call__(self, size: int, steps: int) -> TrialResult:
         result = super().__call__(size, steps)
-        fragmentation_mb = 0.25 * size * max(0, steps - SEARCH_STEPS)
+        fragmentation_mb = 0.25 * size * max(0, steps - 3)
         return TrialResult(result.peak_reserved_mb + fragmentation_mb, result.samples_per_s)
 
 
@@ -412,7 +412,7 @@ def test_trial_step_counts_are_checked() -> None:
     with pytest.raises(ValueError, match="at least 2 steps"):
         find_max_batch_size(OOMOracle(100), 32, 64, steps=1)
     with pytest.raises(ValueError, match=r"verify_steps \(2\) must be at least search_steps \(3\)"):
-        choose_batch_size(OOMOracle(100), BatchConfig(policy="max"), None, verify_steps=2)
+        choose_batch_size(OOMOracle(100), BatchConfig(policy="max"), None, search_steps=3, verify_steps=2)
 
 
 def test_headroom_check_flags_a_measured_peak_above_the_limit() -> None:
@@ -602,7 +602,7 @@ def test_try_batch_returning_something_else_is_a_clear_type_error() -> None:
     with pytest.raises(
         TypeError, match=r"try_batch\(64, 3\) returned \(120.0, 5000.0\): expected the peak reserved MB"
     ):
-        find_max_batch_size(lambda size, steps: (120.0, 5000.0), 32, 64)
+        find_max_batch_size(lambda size, steps: (120.0, 5000.0), 32, 64, steps=3)
 
 
 # --------------------------------------------------------------------------------------------------- the timed batch
@@ -670,7 +670,7 @@ def test_search_stops_doubling_once_a_trial_takes_longer_than_the_time_bound() -
     # 1 ms per sample and step: trials of 3 steps take 0.192 s at 64, ..., 1.536 s at 512, 3.072 s at 1024.
     oracle = SlowOracle(limit=10**6, seconds_per_sample=1e-3)
     decision = choose_batch_size(
-        oracle, BatchConfig(policy="max", trial_max_seconds=2.0), None, verify_repeats=1, verify_steps=3
+        oracle, BatchConfig(policy="max", trial_max_seconds=2.0), None, search_steps=3, verify_repeats=1, verify_steps=3
     )
     assert [t.size for t in decision.search.trials] == [64, 128, 256, 512, 1024]
     assert decision.search.time_limited
@@ -683,7 +683,7 @@ def test_search_stops_doubling_once_a_trial_takes_longer_than_the_time_bound() -
 def test_time_bound_also_ends_the_bisection() -> None:
     # Doubling: 64 .. 512 fit quickly, 1024 fails; bisection tries 768, which fits but takes 2.3 s: stop there.
     oracle = SlowOracle(limit=800, seconds_per_sample=1e-3)
-    search = find_max_batch_size(oracle, 32, 4096, trial_max_seconds=2.0)
+    search = find_max_batch_size(oracle, 32, 4096, steps=3, trial_max_seconds=2.0)
     assert [t.size for t in search.trials] == [64, 128, 256, 512, 1024, 768]
     assert search.best_size == 768 and search.time_limited
 
@@ -771,10 +771,14 @@ def test_a_failure_seen_before_the_time_limit_still_caps_the_configured_batch() 
     # timed as configured (and fits: the limit is 1000).
     oracle = SlowOracle(limit=1000, seconds_per_sample=1e-3)
     config = BatchConfig(trial_max_seconds=2.0)
-    above = choose_batch_size(oracle, config, None, configured_size=2048, verify_repeats=1, verify_steps=3)
+    above = choose_batch_size(
+        oracle, config, None, configured_size=2048, search_steps=3, verify_repeats=1, verify_steps=3
+    )
     assert above.search.time_limited and above.record.batch_size == 768
     assert "stepped down to 768, the largest that fit: 1024 ran out of memory" in above.record.message
-    between = choose_batch_size(oracle, config, None, configured_size=900, verify_repeats=1, verify_steps=3)
+    between = choose_batch_size(
+        oracle, config, None, configured_size=900, search_steps=3, verify_repeats=1, verify_steps=3
+    )
     assert between.record.batch_size == 900
 
 

@@ -39,7 +39,7 @@ _OOM_MESSAGE_MARKERS: tuple[str, ...] = (
 #: The knee of the throughput curve is the smallest batch reaching this fraction of the best samples/s.
 KNEE_FRACTION = 0.9
 #: Training steps per search trial: two or more, so the optimizer state exists when memory is read.
-SEARCH_STEPS = 3
+SEARCH_STEPS = 2
 #: Training steps per re-verification trial: fragmentation grows for many steps before the allocator's cache
 #: settles, so the size the benchmark trains at is checked over a longer run than a search trial.
 VERIFY_STEPS = 20
