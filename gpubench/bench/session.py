@@ -78,11 +78,7 @@ def choose_device(cfg: BenchmarkConfig, *, local_rank: int | None = None) -> tup
 
 
 def prepare_session(
-    cfg: BenchmarkConfig,
-    *,
-    device: torch.device | None = None,
-    cpu_threads: int | None = None,
-    load_data: bool = True,
+    cfg: BenchmarkConfig, *, device: torch.device | None = None, cpu_threads: int | None = None, load_data: bool = True
 ) -> Session:
     """Set this process up for ``cfg``'s models and return the :class:`Session`.
 

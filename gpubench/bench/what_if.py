@@ -65,12 +65,7 @@ def variants(main: ModelResult, cfg: BenchmarkConfig) -> list[Variant]:
     assert batch is not None  # only a measured model gets what-ifs
     knee = main.batch_search.knee_size if main.batch_search is not None else None
     candidates = {
-        "bf16": (
-            execution.precision != "bf16",
-            "bf16 autocast",
-            replace(execution, precision="bf16"),
-            batch,
-        ),
+        "bf16": (execution.precision != "bf16", "bf16 autocast", replace(execution, precision="bf16"), batch),
         "tf32": (
             execution.precision == "fp32" and execution.matmul_precision == "highest",
             "tf32 matmuls (execution.matmul_precision=high)",

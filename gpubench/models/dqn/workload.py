@@ -237,11 +237,7 @@ class DQNWorkload(Workload):
         self._evaluation: GreedyEvaluation | None = None
         device = context.device
         self.env = TradingEnv(
-            config.env,
-            data,
-            config.env.num_envs,
-            context.generator,
-            compile_fn=context.compile_step_piece,
+            config.env, data, config.env.num_envs, context.generator, compile_fn=context.compile_step_piece
         )
         self.q_network = QNetwork(self.env.observation_size, config.hidden_sizes).to(device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
@@ -381,11 +377,7 @@ class DQNWorkload(Workload):
         self.observation.copy_(step.observation)
 
     def _select_actions_impl(
-        self,
-        observation: torch.Tensor,
-        epsilon: torch.Tensor,
-        explore_draw: torch.Tensor,
-        random_actions: torch.Tensor,
+        self, observation: torch.Tensor, epsilon: torch.Tensor, explore_draw: torch.Tensor, random_actions: torch.Tensor
     ) -> torch.Tensor:
         # Random numbers come in as tensors: torch.compile cannot trace a call that takes a torch.Generator.
         with torch.no_grad(), self.context.autocast():
@@ -400,11 +392,6 @@ class DQNWorkload(Workload):
             next_q_online = self.q_network(batch.next_observations)
             next_q_target = self.target_network(batch.next_observations)
         targets = dqn_targets(
-            batch.rewards,
-            batch.terminated,
-            next_q_online,
-            next_q_target,
-            self.config.gamma,
-            self.config.double_dqn,
+            batch.rewards, batch.terminated, next_q_online, next_q_target, self.config.gamma, self.config.double_dqn
         )
         return huber_loss(q_taken.float(), targets), q_taken

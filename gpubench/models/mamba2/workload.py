@@ -67,12 +67,7 @@ def _segment_sum(log_decay: torch.Tensor) -> torch.Tensor:
 
 
 def ssd_chunked(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    chunk_size: int,
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, chunk_size: int
 ) -> torch.Tensor:
     """The SSD scan by chunks of ``chunk_size`` steps, as :func:`ssd_sequential`; a ragged tail gets ``dt = 0``
     padding."""
@@ -242,12 +237,7 @@ class Mamba2Workload(Workload):
         data.require_window(config.seq_len + config.horizon, "workloads.mamba2.seq_len", config.seq_len)
 
     def __init__(
-        self,
-        config: Mamba2Config,
-        data: FeatureTensors,
-        context: ExecutionContext,
-        *,
-        scan: SSDScan | None = None,
+        self, config: Mamba2Config, data: FeatureTensors, context: ExecutionContext, *, scan: SSDScan | None = None
     ) -> None:
         self.config = config
         self.data = data

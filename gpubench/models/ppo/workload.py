@@ -21,12 +21,7 @@ from gpubench.workload import CudaGraphStep, ExecutionContext, RLSignals, StepRe
 
 
 def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    next_value: torch.Tensor,
-    gamma: float,
-    lam: float,
+    rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE advantages and returns ``(num_steps, num_envs)`` from rewards, values and dones of that shape,
     ``next_value`` and ``lam``."""
