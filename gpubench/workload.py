@@ -270,8 +270,9 @@ class Workload(ABC):
         return None
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
-        """The optimizers whose state a checkpoint saves beside :meth:`modules`."""
-        return []
+        """The optimizers whose state a checkpoint saves beside :meth:`modules`: ``self.optimizer``, if set."""
+        optimizer = getattr(self, "optimizer", None)
+        return [] if optimizer is None else [optimizer]
 
     def checkpoint_state(self) -> dict[str, object]:
         """What a training checkpoint saves: every module's and optimizer's ``state_dict``."""

@@ -302,9 +302,6 @@ class DQNWorkload(Workload):
             self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
         return self._evaluation.step(lambda observation: self.q_network(observation).argmax(dim=1))
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
-
     def modules(self) -> list[nn.Module]:
         return [self.q_network]
 

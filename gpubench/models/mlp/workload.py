@@ -61,9 +61,6 @@ class MLPWorkload(Workload):
     def modules(self) -> list[nn.Module]:
         return [self.model]
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
-
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(batch, window, n_features)`` inputs and ``(batch,)`` next-bar normalised returns from ``valid_starts``
         (default: training)."""

@@ -299,9 +299,6 @@ class PPOWorkload(Workload):
             self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
         return self._evaluation.step(lambda observation: self.agent.log_policy(observation).argmax(dim=1))
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
-
     def modules(self) -> list[nn.Module]:
         return [self.agent]
 

@@ -323,9 +323,6 @@ class TFTWorkload(Workload):
     def samples_per_step(self) -> float:
         return float(self.context.batch_size)
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
-
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> TFTBatch:
         """Draw windows from ``valid_starts`` (default: training) and split them, on the device."""
         valid_starts = self._train_starts if valid_starts is None else valid_starts
