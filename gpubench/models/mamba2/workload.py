@@ -223,7 +223,6 @@ class Mamba2Workload(Workload):
     """One AdamW step of the Mamba-2 forecaster on a batch of training windows of ``seq_len + horizon`` bars."""
 
     name = "mamba2"
-    sample_unit = "window"
 
     @classmethod
     def check_data(cls, config: Mamba2Config, data: FeatureTensors) -> None:

@@ -31,7 +31,6 @@ class MLPWorkload(Workload):
     """Train :class:`MLPForecaster` on random training windows of the feature tensors."""
 
     name = "mlp"
-    sample_unit = "window"
 
     @classmethod
     def check_data(cls, config: MLPConfig, data: FeatureTensors) -> None:

@@ -283,7 +283,6 @@ class TFTWorkload(Workload):
     """One clipped Adam update of a quantile TFT on ``context.batch_size`` training windows."""
 
     name = "tft"
-    sample_unit = "window"
 
     @classmethod
     def check_data(cls, config: TFTConfig, data: FeatureTensors) -> None:
