@@ -124,7 +124,7 @@ class ModelInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    """What a built workload says about itself: per-step FLOPs, launches, bytes (None if uncounted), samples, updates."""
+    """What a built workload says about itself: per-step FLOPs, launches, bytes (None if uncounted), samples."""
 
     flops_per_step: float | None
     samples_per_step: float
