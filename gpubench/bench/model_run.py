@@ -161,8 +161,6 @@ class Attempt:
     state: StateBytes | None = None
 
 
-
-
 def build_workload(
     name: str, context: ModelRunContext, batch_size: int, *, eager: bool = False, gradient_sync: bool = True
 ) -> Workload:
@@ -534,8 +532,6 @@ def _step_down(
         policy=f"{batch.policy}; {reason}",
     )
     return smaller_batch, record
-
-
 
 
 def run_model(name: str, context: ModelRunContext) -> ModelRun:

@@ -57,8 +57,6 @@ class ReplaySpec:
     torch_threads: int | None = None
 
 
-
-
 def timed_training(
     step: Callable[[], object], steps: int, wait: Callable[[], None], clock: Callable[[], float] = time.perf_counter
 ) -> float:
@@ -135,8 +133,6 @@ def _run_fresh(spec: ReplaySpec, timeout_s: float) -> TimedTraining:
             k: None if result[k] is None else HostProbe.from_dict(result[k]) for k in ("probe_before", "probe_after")
         }
         return TimedTraining(float(result["actual_s"]), **probes)
-
-
 
 
 @dataclass(frozen=True)
@@ -319,8 +315,6 @@ def prepare(
         reasons = "; ".join(f"{row.model}: {row.error}" for row in skipped) or "it has no models"
         raise ValidationInputError(f"nothing in {report_path} can be checked ({reasons}).")
     return Preparation(device=report.hardware.device_name, planned=planned, skipped=skipped)
-
-
 
 
 def run_checks(

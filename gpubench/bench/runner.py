@@ -336,8 +336,6 @@ def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
     )
 
 
-
-
 def _page_plots(report: RunReport, timelines: dict[str, MemoryTimeline] | None = None) -> tuple[list[PagePlot], str]:
     """The report's page plots, and a note saying why drawing them failed (empty if it did not)."""
     try:

@@ -64,8 +64,6 @@ def _probes_text(check: ValidationCheck) -> str:
     return "/".join("-" if p is None else f"{p.python_loop_ms:.1f}" for p in readings)
 
 
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are gpubench's one paragraph (exit 2), not a usage dump."""
 

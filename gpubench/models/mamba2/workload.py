@@ -27,7 +27,7 @@ DT_INIT_MAX = 0.1
 A_INIT_MIN = 1.0
 A_INIT_MAX = 16.0
 RMS_EPS = 1e-5
-#: Peak over :meth:`Mamba2Workload.estimated_memory_mb_without_recompute`: benchmarks/results/2026-12-06-evidence-bench.md.
+#: Peak over the estimate without recompute: benchmarks/results/2026-12-06-evidence-bench.md.
 ESTIMATE_ERROR_ALLOWANCE = 2.0
 
 
