@@ -1,8 +1,5 @@
 """gpubench: measure training time, memory fit and numerical health of real models on your GPU.
-
-``gpubench.benchmark(build, batch_size=...)`` times your own training step from Python (:mod:`gpubench.bench.api`); it
-is imported on first use, so ``import gpubench`` stays light.
-"""
+``gpubench.benchmark`` (:mod:`gpubench.bench.api`) is imported on first use, so ``import gpubench`` stays light."""
 
 from typing import Any
 

@@ -1,15 +1,6 @@
-"""The root of the typed configuration: the job's schema, composed of each group's dataclass.
-
-Each group's dataclass lives with the code it configures (``hardware/config.py``, ``measure/config.py``,
-``stats/config.py``, ``decision/config.py``, ``data/config.py``, ``output/config.py``, ``models/<name>/config.py``);
-this module assembles them into :class:`BenchmarkConfig` and registers it in Hydra's ConfigStore. The dataclasses
-hold the types, defaults and range checks (a :class:`ConfigError` names the dotted key); the YAML files under
-``gpubench/conf/`` choose between options.
-
-Environment variables (``GPU_BENCHMARK_*``) set defaults through the ``${gpubench_env:NAME}`` resolver: the
-variable's value when it is set, else the schema's default for the key the resolver stands at.
-
-This module imports no torch, mlflow or NVML, so composing the config (and ``--help``) stays fast.
+"""The root of the typed configuration: :class:`BenchmarkConfig`, composed of each group's dataclass (which lives
+with the code it configures), registered in Hydra's ConfigStore. ``${gpubench_env:NAME}`` reads ``GPU_BENCHMARK_*``
+variables. No torch, mlflow or NVML imports, so that composing the config stays fast.
 """
 
 import dataclasses
@@ -50,8 +41,7 @@ __all__ = [
 
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 COMPILE_MODES: tuple[str, ...] = ("false", "true", "reduce-overhead")
-#: torch.set_float32_matmul_precision's settings: ``highest`` keeps fp32 matmuls in fp32 (PyTorch's default),
-#: ``high`` lets them use tf32 tensor cores (Ampere and newer), ``medium`` also bf16 passes.
+#: torch.set_float32_matmul_precision's settings (``high``: tf32 tensor cores).
 MATMUL_PRECISIONS: tuple[str, ...] = ("highest", "high", "medium")
 
 
@@ -68,25 +58,18 @@ class ModelSelection:
             require_choice("model", name, ("all", *KNOWN_MODELS))
 
 
-#: Hyperparameters of every registered workload, under ``workloads.<name>`` whichever models this job runs: a field
-#: per entry of :data:`gpubench.models.MODELS`, so registering a model adds its keys here.
+#: Hyperparameters of every registered workload (:data:`gpubench.models.MODELS`), under ``workloads.<name>``.
 WorkloadsConfig = make_dataclass(
     "WorkloadsConfig",
     [(spec.name, spec.config, field(default_factory=spec.config)) for spec in MODELS],
 )
-# A generated class names its module ``types`` (Python < 3.12): name this one, so that pickling (a sweep's job sent to
-# a joblib worker) finds the same class again rather than a second one that fails the schema's type check.
+# So that pickling (a sweep's job sent to a joblib worker) finds this class again.
 WorkloadsConfig.__module__ = __name__
 
 
 @dataclass
 class ExecutionConfig:
-    """Numerical precision (autocast), compilation and fp32 matmul precision applied to every workload.
-
-    ``matmul_precision`` is :func:`torch.set_float32_matmul_precision`'s setting for the whole job: PyTorch's
-    default ``highest`` keeps fp32 matmuls off the tf32 tensor cores, which teams usually turn on (``high``) on
-    Ampere and newer cards; it changes a compute-bound model's speed, so it is a key and is reported.
-    """
+    """Numerical precision (autocast), compilation and fp32 matmul precision applied to every workload."""
 
     precision: str = "fp32"
     compile: str = "false"
@@ -119,7 +102,7 @@ class BenchmarkConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    # 20 epochs (of epoch.min_seconds = 0.5 s): the decision interval needs many epochs more than long ones.
+    # The decision interval needs many epochs more than long ones.
     epochs: int = 20
     warmup_epochs: int = 2
     seed: int = 0
@@ -156,8 +139,7 @@ class BenchmarkConfig:
 
 @functools.cache
 def _schema() -> DictConfig:
-    """The schema with its defaults as an OmegaConf tree, built once (building it takes tens of milliseconds, and
-    every composition resolves a dozen environment keys)."""
+    """The schema with its defaults as an OmegaConf tree, built once."""
     return OmegaConf.structured(BenchmarkConfig)
 
 
@@ -167,9 +149,8 @@ def _schema_default(key: str) -> Any:
 
 
 def _env_or_default(variable: str, *, _node_: Node) -> Any:
-    """``${gpubench_env:NAME}``: the environment variable ``NAME`` when it is set, else the schema's default for the
-    key this interpolation stands at. For a key that is not a string the variable is decoded as YAML (``10``,
-    ``true``, ``null``, ``0.9``); a string key takes it verbatim (a glob such as ``*.dbn`` is no YAML)."""
+    """``${gpubench_env:NAME}``: the variable ``NAME`` (YAML-decoded unless the key is a string) when set, else the
+    schema's default for the key."""
     value = os.environ.get(variable)
     if value is None:
         return _schema_default(_node_._get_full_key(None))
@@ -190,7 +171,7 @@ def schema_keys(node: DictConfig | None = None, prefix: str = "") -> list[str]:
 
 
 def _unknown_keys(node: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
-    """The dotted keys of ``node`` that ``schema`` does not have (``+key=value`` adds them past the schema)."""
+    """The dotted keys of ``node`` that ``schema`` does not have."""
     unknown = []
     known = set(schema.keys())
     for key in node:
@@ -219,13 +200,12 @@ def unknown_key_message(key: str) -> str:
 
 
 def _console_log_level(verbose: Any) -> str:
-    """``${gpubench_console_log_level:${hydra.verbose}}``: the level of the log's terminal handler, DEBUG when
-    ``hydra.verbose`` names loggers (or is true), else WARNING (the terminal has gpubench's own output)."""
+    """The terminal log handler's level: DEBUG when ``hydra.verbose`` is set, else WARNING."""
     return "DEBUG" if verbose not in (False, None, "", "false", "False") else "WARNING"
 
 
 def _non_finite_keys(tree: Any, prefix: str = "") -> list[tuple[str, float]]:
-    """The dotted keys of ``tree`` (nested dicts and lists) whose value is a float that is not finite, with it."""
+    """The dotted keys of ``tree`` whose value is a non-finite float, with it."""
     if isinstance(tree, float):
         return [] if math.isfinite(tree) else [(prefix, tree)]
     items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
@@ -236,21 +216,17 @@ def _non_finite_keys(tree: Any, prefix: str = "") -> list[tuple[str, float]]:
 
 
 def _job_dir(runtime_output_dir: Any, run_dir: Any) -> Any:
-    """``${gpubench_job_dir:${hydra:runtime.output_dir},${hydra:run.dir}}``: the job's folder, Hydra's runtime one
-    while a job runs; before any job (``--cfg job --resolve``) the folder a run would write to, not ``None``."""
+    """The job's folder: Hydra's runtime one, else (``--cfg job --resolve``) the one a run would write to."""
     return run_dir if runtime_output_dir is None else runtime_output_dir
 
 
 def typed_config(cfg: DictConfig) -> BenchmarkConfig:
-    """Resolve and validate the composed config into :class:`BenchmarkConfig` (errors name the key); a key the
-    schema does not know (added with ``+key=value``) is refused by name."""
+    """Resolve and validate the composed config into :class:`BenchmarkConfig`; errors name the key."""
     unknown = _unknown_keys(cfg, _schema())
     if unknown:
         raise ConfigError(unknown_key_message(unknown[0]))
     try:
-        # No key takes infinity or NaN as a meaning (no limit, unset): each is a time, a size, a rate or a plan, and
-        # inf passes the range checks (`> 0`) only to overflow where it is used (int(inf) sizing an epoch, a plan of
-        # inf samples). One check here holds for every numeric key, whichever group declares it.
+        # inf passes range checks like `> 0` only to overflow where it is used; no key means "no limit" by it.
         non_finite = _non_finite_keys(OmegaConf.to_container(cfg, resolve=True))
         if non_finite:
             key, value = non_finite[0]
@@ -271,7 +247,7 @@ def typed_config(cfg: DictConfig) -> BenchmarkConfig:
 
 
 def register_configs() -> None:
-    """Register the schema so YAML files can name it in their defaults lists, and the environment resolver."""
+    """Register the schema and the resolvers."""
     if not OmegaConf.has_resolver("gpubench_env"):
         OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
     if not OmegaConf.has_resolver("gpubench_job_dir"):
@@ -279,13 +255,11 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("gpubench_console_log_level"):
         OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
     store = ConfigStore.instance()
-    # Only the root: a group's dataclass stored in its group would be a choice (``model=model_schema``) and listed
-    # in --help; the root schema types every group already.
+    # Only the root: a group's dataclass stored in its group would be a choice listed in --help.
     store.store(name="benchmark_schema", node=BenchmarkConfig)
 
 
-#: Keys an earlier version wrote into ``config_resolved.yaml`` that no longer exist; a stored job's config drops them
-#: (undated prices, now the snapshot's alone; the assumed spot rate's source, now the trace's).
+#: Retired keys a stored ``config_resolved.yaml`` may hold; loading drops them.
 RETIRED_KEYS = (
     "hardware.hourly_price_usd",
     "decision.cloud_hourly_price_usd",
@@ -294,10 +268,8 @@ RETIRED_KEYS = (
 
 
 def load_resolved_config(path: Path) -> BenchmarkConfig:
-    """The typed config of a job from the YAML it was resolved to (``config_resolved.yaml``, or a data-parallel
-    run's spec config), checked as a composed config is: a key the schema does not know, a value of the wrong type
-    and a value out of range are each a :class:`ConfigError` naming the file and the key, as is a file that is
-    missing, unreadable or not YAML."""
+    """The typed config of a job from its resolved YAML, checked as a composed config is; a
+    :class:`ConfigError` names the file and the key."""
     register_configs()
     where = f"the job's config {path}"
     try:
@@ -317,7 +289,7 @@ def load_resolved_config(path: Path) -> BenchmarkConfig:
         if isinstance(section, DictConfig) and key in section:
             section.pop(key)
     try:
-        # Unknown keys first: merged into the schema, they would fail with OmegaConf's wording instead.
+        # Before the merge, which would word the error its own way.
         unknown = _unknown_keys(loaded, _schema())
         if unknown:
             raise ConfigError(unknown_key_message(unknown[0]))

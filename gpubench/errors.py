@@ -1,5 +1,5 @@
-"""Errors a user can act on: the entry point prints a :class:`GpubenchError`'s message, which names the key, file or
-value, and exits non-zero without a traceback."""
+"""Errors a user can act on: the entry point prints the message, which names the key, file or value, without a
+traceback."""
 
 from typing import Any
 
@@ -28,6 +28,12 @@ def require(condition: bool, key: str, value: Any, valid: str) -> None:
 
 def require_positive(key: str, value: float) -> None:
     require(value > 0, key, value, "greater than 0")
+
+
+def require_positive_fields(config: Any, prefix: str, names: str) -> None:
+    """:func:`require_positive` on each of ``config``'s space-separated fields ``names``, keyed ``prefix.<name>``."""
+    for name in names.split():
+        require_positive(f"{prefix}.{name}", getattr(config, name))
 
 
 def require_choice(key: str, value: Any, options: tuple[str, ...]) -> None:

@@ -1,10 +1,6 @@
-"""SIGINT, SIGTERM and SIGHUP handled alike: each raises :class:`KeyboardInterrupt` in the main thread, so the
-one interrupt path (the partial report, its path printed, a sweep's summary) serves Ctrl-C, a scheduler's kill,
-``timeout`` and a closed terminal. The exit code is the shell's convention, 128 + the signal's number: 130 for
-SIGINT, 143 for SIGTERM, 129 for SIGHUP.
-
-Standard library only: the entry point installs the handlers before it imports anything heavy, so an interrupt
-during the imports is handled too.
+"""SIGINT, SIGTERM and SIGHUP handled alike: each raises :class:`KeyboardInterrupt` in the main thread, so one
+interrupt path serves Ctrl-C, a scheduler's kill and a closed terminal; the exit code is 128 + the signal's number.
+Standard library only, so that the handlers are installed before anything heavy is imported.
 """
 
 import signal
@@ -35,8 +31,7 @@ def interrupting_signal() -> int | None:
 
 
 def received_signal() -> int:
-    """The number of the first handled signal received, or SIGINT's when none was (a KeyboardInterrupt raised
-    some other way, such as Python's own SIGINT handler before :func:`install`)."""
+    """The number of the first handled signal received, or SIGINT's when none was."""
     return _received[0] if _received else int(signal.SIGINT)
 
 
@@ -46,5 +41,5 @@ def signal_name(signum: int) -> str:
 
 
 def interrupt_exit_code() -> int:
-    """The process exit code after an interrupt: 128 + the signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
+    """The process exit code after an interrupt: 128 + the signal's number."""
     return 128 + received_signal()

@@ -2,7 +2,6 @@
 report them; the report's ``*_mb`` figures are MiB."""
 
 BYTES_PER_MB = 1024**2
-BYTES_PER_GB = 1024**3
 MB_PER_GB = 1024.0
 MS_PER_S = 1e3
 SECONDS_PER_HOUR = 3600.0

@@ -21,8 +21,8 @@ _Fn = TypeVar("_Fn", bound=Callable)
 
 @dataclass(frozen=True)
 class RLSignals:
-    """An RL update's health signals beside its loss: critic loss and its ceiling, PPO's KL and clip fraction, and
-    the largest |value| against ``return_bound`` = ``max |reward| / (1 − γ)``."""
+    """An RL update's health signals: critic loss and its ceiling, PPO's KL and clip fraction, and the largest
+    |value| against ``return_bound`` = ``max |reward| / (1 − γ)``."""
 
     critic_loss: torch.Tensor
     critic_loss_name: str
@@ -46,10 +46,8 @@ class StepResult:
 
 @dataclass
 class ExecutionContext:
-    """Device, batch size, precision (``fp32``/``bf16``/``fp16``) and ``compile_mode`` shared by every workload.
-
-    ``usable_vram_mb``: VRAM the workload may use (None on the CPU). ``data_parallel``: one rank of a multi-process
-    run. ``gradient_sync`` False (a batch-search trial) runs no collective, so an out-of-memory rank blocks no other."""
+    """Device, batch size, precision, compile mode and VRAM (MB; None on the CPU) shared by every workload;
+    ``gradient_sync`` False (a rank's batch-search trial) runs no collective, so an OOM rank blocks no other."""
 
     device: torch.device
     batch_size: int
@@ -65,7 +63,6 @@ class ExecutionContext:
         self.grad_scaler = torch.amp.GradScaler(self.device.type, enabled=use_scaler)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed)
-        #: The no_sync regions of the wrappers :meth:`parallel` made, held open while ``gradient_sync`` is False.
         self._no_sync = contextlib.ExitStack()
 
     def parallel(self, module: nn.Module) -> nn.Module:
@@ -136,10 +133,8 @@ class ExecutionContext:
 
 
 class CudaGraphStep:
-    """A tensor-only step function captured into one CUDA graph on its first call, then replayed.
-
-    ``fn`` updates its state in place, keeps fixed shapes and never synchronises; ``warmup_calls`` real steps run
-    first on a side stream. Outputs are returned as clones."""
+    """A tensor-only, in-place, fixed-shape step captured into one CUDA graph on its first call (after
+    ``warmup_calls`` steps on a side stream), then replayed; outputs are returned as clones."""
 
     def __init__(
         self, fn: Callable[[], tuple[torch.Tensor, ...]], generator: torch.Generator, warmup_calls: int = 3
@@ -209,10 +204,8 @@ _GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "take"}
 
 
 class OpCounter(TorchDispatchMode):
-    """Counts the kernel-launching tensor operations run while active, and the bytes they move.
-
-    On a GPU each is about one launch, the cost bounding tiny networks' steps, so the count tracks eager speed even
-    on the CPU; bytes are an upper bound on DRAM traffic."""
+    """Counts the kernel-launching tensor operations run while active (launches bound tiny networks' steps), and an
+    upper bound on the bytes they move."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -238,11 +231,10 @@ class OpCounter(TorchDispatchMode):
 class Workload(ABC):
     """One model's training step, as the runner sees it."""
 
-    #: Short name used in reports (``mlp``, ``dqn``, ...).
     name: str = ""
-    #: What a sample is for this workload (``window`` or ``env_step``), for throughput units in the report.
+    #: What a sample is (``window`` or ``env_step``), for throughput units.
     sample_unit: str = "window"
-    #: True when the batch size is part of the algorithm (RL): the model is timed at its configured batch size.
+    #: True when the batch size is part of the algorithm (RL), so that no search changes it.
     batch_size_is_hyperparameter: bool = False
 
     @classmethod
@@ -270,8 +262,9 @@ class Workload(ABC):
         return None
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
-        """The optimizers whose state a checkpoint saves beside :meth:`modules`."""
-        return []
+        """The optimizers whose state a checkpoint saves beside :meth:`modules`: ``self.optimizer``, if set."""
+        optimizer = getattr(self, "optimizer", None)
+        return [] if optimizer is None else [optimizer]
 
     def checkpoint_state(self) -> dict[str, object]:
         """What a training checkpoint saves: every module's and optimizer's ``state_dict``."""

@@ -1,20 +1,7 @@
-"""``gpubench.benchmark``: time your own training from Python (a notebook, a script), as ``model=custom`` does.
-
-The run is the command line's: the config is composed by Hydra from the same YAML (``gpubench/conf/``) with the
-same overrides, typed and checked, and run by the same runner, which writes the same report folder
-(``outputs/<date>/<time>/report.json`` and the resolved config). The report comes back as the typed
-:class:`~gpubench.results.RunReport`.
-
-How the callable reaches the workload: the workload finds its build function by name
-(``workloads.custom.factory``). A function importable by its own name (``from mytrain import build``) is passed as
-that name, ``mytrain:build``, so the report's config reruns from the command line and ``python -m
-gpubench.validate`` can rebuild it in a fresh process. Any other callable (a closure, a lambda, a function defined
-in the notebook or in ``__main__``) is registered in :mod:`gpubench.models.custom.registry` under a generated name
-for the length of the run; such a report names the registry entry, and ``workload.build`` names the callable
-(``module.qualname``), but it cannot be replayed in another process.
-
-MLflow tracking is off unless asked (``tracking=True``): the report is the return value, and a notebook that
-benchmarks a dozen variants should not grow an ``mlruns/`` store (and import mlflow, seconds) without being asked.
+"""``gpubench.benchmark``: time your own training from Python, as ``model=custom`` does, through the command line's
+config composition and runner. An importable build function is passed by name (``mytrain:build``) so that the
+report can be replayed; any other callable is registered in :mod:`gpubench.models.custom.registry` for the run.
+MLflow tracking is off unless asked, so that a notebook does not grow an ``mlruns/`` store.
 """
 
 import importlib
@@ -53,14 +40,12 @@ def override_value(value: Any) -> str:
 
 
 def _option_overrides(options: Mapping[str, Any]) -> list[str]:
-    """Keyword options as override strings: ``__`` in a name stands for the dot of a dotted key
-    (``statistics__confidence_level=0.99`` is ``statistics.confidence_level=0.99``)."""
+    """Keyword options as override strings, ``__`` in a name standing for a dot."""
     return [f"{name.replace('__', '.')}={override_value(value)}" for name, value in options.items()]
 
 
 def factory_name(build: Callable[..., Any]) -> str | None:
-    """``module:qualname`` of ``build`` when importing that name gives back ``build`` itself (a function defined at
-    the top level of an importable module, not in ``__main__``), else None."""
+    """``module:qualname`` of ``build`` when importing that name gives back ``build`` itself, else None."""
     module_name, qualname = getattr(build, "__module__", None), getattr(build, "__qualname__", None)
     if not module_name or not qualname or module_name == "__main__" or "<" in qualname:
         return None
@@ -90,17 +75,10 @@ def benchmark(
 ) -> RunReport:
     """Benchmark your training step and return the report.
 
-    ``build(batch_size, device)`` returns a callable that runs one optimizer update and returns its loss tensor (or
-    None, or ``(loss, grad_norm)``); it is timed at ``batch_size`` (``workloads.custom.batch_size``).
-    ``plan_samples`` is the full training in samples (``decision.plan.samples.custom``; without it the report has
-    no time estimate), ``samples_per_step`` what one step consumes at ``batch_size`` (default: ``batch_size``),
-    ``sample_unit`` what a sample is. ``tracking`` logs an MLflow run as the command line does. Any other config
-    key is a keyword option, ``__`` standing for a dot (``hardware="cpu", experiment="quick", epochs=20,
-    statistics__confidence_level=0.99``); ``overrides`` takes Hydra override strings as typed on the command line,
-    applied last.
-
-    Raises :class:`~gpubench.errors.ConfigError` for a bad value (naming the key), as the command line exits 2. A
-    model that fails while measured is a result: its section says ``status: failed`` and why.
+    ``build(batch_size, device)`` returns a callable running one optimizer update (returning its loss, None or
+    ``(loss, grad_norm)``). ``plan_samples`` is the full training in samples; other config keys are keyword options
+    (``statistics__confidence_level=0.99``), ``overrides`` Hydra override strings applied last. Raises
+    :class:`~gpubench.errors.ConfigError` for a bad value.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -116,7 +94,6 @@ def benchmark(
             "`build(batch_size, device)` returning a callable that runs one optimizer update (the function itself, "
             "not its name or its result)."
         )
-    # One override given as a plain string is one override, not a sequence of one-character ones.
     user_overrides = [*_option_overrides(options), *([overrides] if isinstance(overrides, str) else overrides)]
     refused = sorted({_key_of(o) for o in user_overrides} & set(_OWN_KEYS))
     if refused:
@@ -142,16 +119,13 @@ def benchmark(
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="gpubench"):
             try:
                 cfg = compose(config_name="config", overrides=all_overrides, return_hydra_config=True)
-            # An unknown key or option, a value of the wrong type, an override Hydra cannot parse: worded as the
-            # command line words it.
             except (HydraException, OmegaConfBaseException) as exc:
                 raise ConfigError(hydra_error_message(exc)) from None
         run_dir = Path(str(cfg.hydra.run.dir)).absolute()
         choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
         with open_dict(cfg):
             del cfg["hydra"]
-        # The default report path names Hydra's run folder, which only a Hydra app has: use the folder the app
-        # would have had (still overridable by GPU_BENCHMARK_OUTPUT, as on the command line).
+        # The default report path names Hydra's run folder, which only a Hydra app has.
         if str(OmegaConf.to_container(cfg, resolve=False)["output"]).startswith("${oc.env:GPU_BENCHMARK_OUTPUT,"):
             cfg.output = "${oc.env:GPU_BENCHMARK_OUTPUT," + str(run_dir / "report.json") + "}"
         typed = typed_config(cfg)

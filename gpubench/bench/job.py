@@ -1,5 +1,4 @@
-"""What Hydra knows about the job being run: its output folder, whether it is one job of a sweep, what was
-overridden and chosen. Hydra only: no torch, so the entry point can read it before the runner is imported."""
+"""What Hydra knows about the job being run; no torch import, so the entry point reads it before the runner."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,7 @@ class RunContext:
     job_num: int | None = None
     overrides: tuple[str, ...] = ()
     choices: dict[str, str] = field(default_factory=dict)
-    #: The job's MLflow run, once created (None without tracking): in the report from its first write, so that a
-    #: job ended early still names its run (a sweep nests it under its parent run by it).
+    #: The job's MLflow run (None without tracking), so that a job ended early still names it.
     mlflow_run_id: str | None = None
 
     @classmethod
@@ -35,7 +33,7 @@ class RunContext:
             multirun=multirun,
             sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
             job_num=int(hydra_cfg.job.num) if multirun else None,
-            # The report and MLflow show the overrides: a credential in one (tracking.uri) must not be stored.
+            # A credential in an override (tracking.uri) must not be stored.
             overrides=tuple(redact(override) for override in hydra_cfg.overrides.task),
             choices={k: str(v) for k, v in hydra_cfg.runtime.choices.items() if not k.startswith("hydra")},
         )

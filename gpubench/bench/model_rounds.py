@@ -1,11 +1,8 @@
 """A model's later rounds: built again at the batch it was timed at, warmed, and measured round after round.
 
-The host's speed moves over seconds and minutes, so one block of epochs sees one stretch of it. Rounds spread over
-the job and interleaved with the other models carry those changes into each model's data, and the bound on its mean
-epoch time takes the spread between rounds in (:mod:`gpubench.stats.rounds`). Round 1 is the model's run through
-:func:`gpubench.bench.model_run.run_model` (batch search, memory profile); each later round starts from a model
-rebuilt and warmed once, read with the host probe before it and the device monitor during it. Memory is profiled
-in round 1 only: later rounds share the device, so their peaks are not one model's.
+The host's speed drifts over minutes; rounds spread over the job carry that drift into each model's data, and its
+bound takes the spread between rounds in (:mod:`gpubench.stats.rounds`). Memory is profiled in round 1 only, since
+later rounds share the device.
 """
 
 import logging
@@ -30,14 +27,13 @@ from gpubench.workload import Workload
 logger = logging.getLogger(__name__)
 
 
-#: The fewest epochs in a round: the within-round variance needs two.
+#: The fewest epochs in a round, for the within-round variance.
 MIN_ROUND_EPOCHS = 2
 
 
 def split_epochs(epochs: int, rounds: int) -> list[int]:
-    """``epochs`` measured epochs in ``rounds`` rounds as equal as can be, the longer rounds first
-    (20 in 4: 5, 5, 5, 5; 22 in 4: 6, 6, 5, 5). Every round has at least :data:`MIN_ROUND_EPOCHS` epochs, so fewer
-    rounds than asked where the epochs are few (6 in 5: 2, 2, 2; 3 in 5: one round of 3)."""
+    """``epochs`` in at most ``rounds`` rounds as equal as can be, longer first (22 in 4: 6, 6, 5, 5), each of at
+    least :data:`MIN_ROUND_EPOCHS` epochs."""
     if epochs < 1 or rounds < 1:
         raise ValueError(f"need epochs >= 1 and rounds >= 1, got {epochs} and {rounds}")
     rounds = max(1, min(rounds, epochs // MIN_ROUND_EPOCHS))
@@ -56,8 +52,7 @@ class RoundRun:
 
 @dataclass(frozen=True)
 class ModelRounds:
-    """Everything a model's rounds measured so far: round 1 (``first``, its run through ``run_model``, with the host
-    probe read after it) and the later rounds in order."""
+    """Everything a model's rounds measured so far: round 1 and the later rounds in order."""
 
     first: ModelRun
     first_record: MeasuredRound
@@ -74,8 +69,7 @@ class ModelRounds:
 
 @dataclass
 class LiveModel:
-    """A model built again for its later rounds and warmed: its workload (alive until the rounds end), the epoch
-    size of round 1, and the stability and device monitors that follow it through the rounds."""
+    """A model built again and warmed for its later rounds, with the monitors that follow it through them."""
 
     name: str
     workload: Workload
@@ -85,7 +79,7 @@ class LiveModel:
 
 
 def first_round_record(run: ModelRun, index: int, started_s: float, probe: HostProbe | None) -> MeasuredRound:
-    """The record of round 1, from the model's run (its measured epochs and the device's)."""
+    """The record of round 1, from the model's run."""
     times = run.result.raw_epoch_times_ms
     return _record(index, times, started_s, probe, run.result.measured_device_epochs)
 
@@ -109,11 +103,10 @@ def _record(
 
 
 def start_later_rounds(name: str, rounds: ModelRounds, context: ModelRunContext) -> LiveModel:
-    """Build model ``name`` again at the batch round 1 timed, and warm it up (``warmup_epochs`` epochs of round 1's
-    size, discarded), ready for its later rounds."""
+    """Build model ``name`` again at the batch round 1 timed, and warm it up."""
     cfg = context.cfg
     result, first = rounds.first.result, rounds.first.measurement
-    assert first is not None and result.batch_size is not None  # only a measured model gets later rounds
+    assert first is not None and result.batch_size is not None
     workload = build_workload(name, context, result.batch_size)
     stability = StabilityMonitor(cfg.stability, context.device)
     device = DeviceMonitor(context.device, cfg.hardware, reference_sm_clock_mhz=context.reference_sm_clock_mhz)
@@ -133,9 +126,8 @@ def start_later_rounds(name: str, rounds: ModelRounds, context: ModelRunContext)
 def measure_round(
     live: LiveModel, rounds: ModelRounds, epochs: int, index: int, started_s: float, context: ModelRunContext
 ) -> ModelRounds:
-    """Measure one more round of ``epochs`` epochs of the warmed model ``live``; ``rounds`` with it added. An
-    interrupt raises :class:`~gpubench.bench.model_run.ModelInterrupted` carrying the model's result from every epoch
-    completed before it (status ``interrupted``)."""
+    """``rounds`` with one more round of ``epochs`` epochs of ``live``; an interrupt raises
+    :class:`~gpubench.bench.model_run.ModelInterrupted` carrying the epochs completed."""
     cfg = context.cfg
     probe = probe_host_speed()
     before = len(live.device.epochs)
@@ -146,7 +138,6 @@ def measure_round(
         with console.model_progress(live.name, 0, cfg.epochs, verbose=cfg.verbose) as show_epoch:
 
             def on_epoch(phase: str, number: int, planned: int, seconds: float, loss: float | None) -> None:
-                # The model's measured epochs are numbered on across its rounds, out of every round's.
                 show_epoch(phase, first_number + number, max(cfg.epochs, first_number + planned), seconds, loss)
                 if observer is not None:
                     observer(live.name, phase, first_number + number, seconds, loss)
@@ -165,7 +156,6 @@ def measure_round(
             )
     except MeasurementInterrupted as exc:
         partial = _round(exc.measurement, live, before, first_number, index, started_s, probe)
-        # A round stopped before its first epoch measured nothing: the rounds before it are the result.
         result = merged_result(rounds.with_round(partial) if partial.record.epochs else rounds, context)
         error = f"interrupted in round {index} after {rounds.epochs + partial.record.epochs} measured epochs"
         interrupted = replace(result, status=INTERRUPTED, error=error, stop_reason=INTERRUPTED)
@@ -182,7 +172,7 @@ def _round(
     started_s: float,
     probe: HostProbe,
 ) -> RoundRun:
-    # The device monitor numbers each call's epochs from 1: the report numbers a model's measured epochs on.
+    # The report numbers a model's measured epochs on across its rounds.
     device = tuple(
         replace(epoch, epoch=first_number + k) for k, epoch in enumerate(live.device.epochs[device_before:], start=1)
     )
@@ -191,8 +181,7 @@ def _round(
 
 
 def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: str | None = None) -> ModelResult:
-    """The model's report section over every round measured: round 1's result (batch, memory, FLOPs, search) with
-    the epochs, losses, device readings, stability and statistics of all its rounds."""
+    """The model's report section: round 1's result with the epochs, readings and statistics of all its rounds."""
     cfg = context.cfg
     first = rounds.first
     assert first.measurement is not None
@@ -205,8 +194,7 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
     records = [rounds.first_record, *(r.record for r in later)]
     counted, kept, warnings = records, records, list(result.warnings)
     if len(records) > 1 and records[-1].epochs < MIN_ROUND_EPOCHS:
-        # Only an interrupted round ends this short, and the within level needs two epochs a round: its epoch is
-        # counted with the round before (the report's round records keep it apart).
+        # Only an interrupted round ends this short: its epoch is counted with the round before.
         last, before = records[-1], records[-2]
         warnings.append(
             f"the interrupted round {last.index}'s {last.epochs} epoch is counted with round {before.index} in the "
@@ -220,7 +208,6 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
         outlier_rule=cfg.statistics.outlier_rule,
         target_rel_halfwidth=cfg.statistics.target_rel_halfwidth,
         rounds=[r.epochs for r in counted],
-        # The gaps between the counted rounds are those between their own epochs (the folded epoch comes after).
         round_gaps_epochs=round_gaps_epochs(
             [r.started_s for r in kept], [r.epochs for r in kept], [r.mean_epoch_ms for r in kept]
         ),
@@ -247,7 +234,7 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
 
 
 def rounds_gpu_wait_share(records: Sequence[MeasuredRound]) -> float | None:
-    """:func:`gpu_wait_share` over the rounds the device monitor read (power and clock); None without three."""
+    """:func:`gpu_wait_share` over the rounds the device monitor read; None without three."""
     monitored = [r for r in records if r.power_w is not None and r.sm_clock_mhz is not None]
     return gpu_wait_share(
         [r.mean_epoch_ms for r in monitored],

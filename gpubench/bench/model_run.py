@@ -1,12 +1,7 @@
-"""One model end to end, as a function of its inputs: batch decision -> build -> measure -> step down -> result.
+"""One model end to end: batch decision -> build -> measure -> step down -> :class:`~gpubench.results.ModelResult`.
 
-:func:`run_model` chooses the batch (a search on a GPU, else the configured size), builds the workload, counts its
-FLOPs, measures it (timing, memory, device, stability, statistics) and, while a searched batch's measured peak
-breaks the headroom policy, measures again at a smaller batch. Each phase returns a value the next takes; the
-model's :class:`~gpubench.results.ModelResult` is built once from them. A model that fails gets a status and an
-error (and whatever its completed phases established), so the next model still runs. A model whose measurement
-is interrupted (Ctrl-C, SIGTERM, SIGHUP) keeps the epochs measured before it: its result, status ``interrupted``,
-travels up on a :class:`ModelInterrupted`.
+A failing model gets a status and an error, so the next model still runs; an interrupted one keeps its measured
+epochs and travels up on a :class:`ModelInterrupted`.
 """
 
 import logging
@@ -78,22 +73,15 @@ from gpubench.workload import ExecutionContext, Workload
 
 logger = logging.getLogger(__name__)
 
-#: A job's per-epoch hook: (model name, phase ``warmup`` or ``measured``, epoch number from 1, seconds, mean loss or
-#: None), called after each epoch's timed block (the MLflow run streams epochs through it).
+#: Per-epoch hook: (model, phase ``warmup``/``measured``, epoch number from 1, seconds, mean loss or None).
 EpochObserver = Callable[[str, str, int, float, float | None], None]
 
 
 @dataclass(frozen=True)
 class ModelRunContext:
-    """What every model of a job shares: the config, the device and its data, the block timer, the usable VRAM (MB;
-    None on the CPU), the SM clock (MHz) the burn-in peaked at, which throttled epochs are compared with, the
-    results of the models run before this one (``statistics.adaptive=decision`` settles the total with them), and an
-    optional per-epoch hook (:data:`EpochObserver`).
-
-    ``data_parallel``, ``rank`` and ``trial_agreement`` are set in one rank of a data-parallel run
-    (:mod:`gpubench.bench.rank_worker`): workloads are built with their networks under DistributedDataParallel and
-    their data and environments seeded ``seed + rank``, and the batch search's trials are agreed across the ranks.
-    """
+    """What every model of a job shares: config, device, data, timer, usable VRAM (MB; None on the CPU), the
+    burn-in's peak SM clock (MHz), the models run before (for ``statistics.adaptive=decision``), and the data-parallel
+    rank's settings (:mod:`gpubench.bench.rank_worker`)."""
 
     cfg: BenchmarkConfig
     device: torch.device
@@ -106,21 +94,18 @@ class ModelRunContext:
     data_parallel: bool = False
     rank: int = 0
     trial_agreement: TrialAgreement = same_trial
-    #: The measured epochs the job plans for each model in all its rounds, shown in the progress lines (round 1
-    #: measures only its share of them); None: ``cfg.epochs``.
+    #: Measured epochs planned over all rounds, for the progress lines; None: ``cfg.epochs``.
     planned_epochs: int | None = None
 
     @property
     def stop_rule(self) -> StopRule:
-        """The stop rule both a lone round's second stage and the later rounds read, from ``cfg``."""
+        """The job's stop rule, from ``cfg``."""
         return StopRule(self.cfg.statistics, self.cfg.decision, tuple(self.cfg.model_names))
 
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One model's outcome: its report section, the NVML memory samples of its last measured run (for the VRAM
-    plot; None where nothing was sampled), and that run's measurement (its sizing and per-epoch health, which later
-    rounds continue; None where nothing was measured)."""
+    """One model's outcome: its report section, its last run's memory samples and measurement (None if absent)."""
 
     result: ModelResult
     memory_timeline: MemoryTimeline | None
@@ -128,9 +113,8 @@ class ModelRun:
 
 
 class ModelInterrupted(KeyboardInterrupt):
-    """An interrupt during one model's measurement; ``run`` is that model's result from the epochs completed before
-    it (status ``interrupted``), for the report; ``model`` names the model where the caller cannot know it (a later
-    round, whose model the round scheduler chose)."""
+    """An interrupt during one model's measurement; ``run`` holds the epochs completed before it, ``model`` its
+    name where the caller cannot know it."""
 
     def __init__(self, run: ModelRun, model: str | None = None) -> None:
         super().__init__(INTERRUPTED)
@@ -140,9 +124,7 @@ class ModelInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    """What a built workload says about itself: FLOPs, kernel launches and bytes moved per step (None where they
-    cannot be counted), samples per step and what a sample is, gradient updates per step, and its own description
-    for the report."""
+    """What a built workload says about itself: per-step FLOPs, launches, bytes (None if uncounted), samples."""
 
     flops_per_step: float | None
     samples_per_step: float
@@ -161,12 +143,8 @@ class WorkloadFacts:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One measured run of a model at one batch size, and what its phases found.
-
-    ``memory`` carries the headroom check's fields; ``headroom`` is None on the CPU. ``statistics`` is None with
-    fewer than two measured epochs. ``status`` is ``ok``, ``diverged``, ``thermal_stop`` or ``interrupted`` (with
-    ``error``).
-    """
+    """One measured run of a model at one batch size; ``headroom`` is None on the CPU, ``statistics`` below two
+    epochs."""
 
     facts: WorkloadFacts
     measurement: Measurement
@@ -180,23 +158,17 @@ class Attempt:
     error: str | None
     evaluation: EvaluationCost | None = None
     checkpoint: CheckpointCost | None = None
-    #: The parameters, gradients and optimizer state the workload held after its measured steps (bytes).
     state: StateBytes | None = None
-
-
-# ------------------------------------------------------------------------------------------------ phases
 
 
 def build_workload(
     name: str, context: ModelRunContext, batch_size: int, *, eager: bool = False, gradient_sync: bool = True
 ) -> Workload:
-    """The workload ``name`` at ``batch_size`` in the configured execution mode (or eager, for the FLOP count);
-    ``gradient_sync`` False builds a data-parallel rank's batch-search trial, whose steps all-reduce nothing."""
+    """The workload ``name`` at ``batch_size``; ``gradient_sync`` False builds a rank's batch-search trial."""
     cfg = context.cfg
     compile_mode = "false" if eager else cfg.execution.compile
     if compile_mode != "false":
-        # Each workload instance compiles its own graphs; without a reset, dynamo's recompile limit (8) is
-        # reached during a batch-size search and later instances silently fall back to eager.
+        # Without a reset a batch search reaches dynamo's recompile limit and later instances fall back to eager.
         torch._dynamo.reset()
     torch.manual_seed(cfg.seed)
     execution = ExecutionContext(
@@ -204,7 +176,6 @@ def build_workload(
         batch_size=batch_size,
         precision=cfg.execution.precision,
         compile_mode=compile_mode,
-        # Each rank its own data and environments (rank 0 is the 1-process run's seed).
         seed=cfg.seed + context.rank,
         usable_vram_mb=context.usable_vram_mb,
         data_parallel=context.data_parallel,
@@ -225,14 +196,12 @@ def _policy(name: str, context: ModelRunContext) -> str:
 
 
 def batch_trial(name: str, context: ModelRunContext) -> TryBatch:
-    """The batch search's ``try_batch`` for model ``name`` on the context's CUDA device: build the workload at the
-    size, train the steps, and return the peak reserved memory (MB), the throughput and the steps' time."""
+    """The batch search's ``try_batch`` for model ``name``: peak reserved MB, throughput and time of ``steps``."""
     allocator = TorchCudaAllocator(context.device)
 
     def try_batch(size: int, steps: int) -> TrialResult:
         allocator.reset_peak()
-        # A rank's trial all-reduces nothing (an OOM on one rank must not leave the others in a collective); the
-        # ranks agree on the trial's outcome after it (context.trial_agreement).
+        # An OOM on one rank must not leave the others in a collective: the ranks agree after the trial.
         workload = build_workload(name, context, size, gradient_sync=False)
         seconds = context.timer.time_block(lambda: [workload.train_step() for _ in range(steps)])
         return TrialResult(
@@ -245,8 +214,7 @@ def batch_trial(name: str, context: ModelRunContext) -> TryBatch:
 
 
 def choose_batch(name: str, context: ModelRunContext) -> BatchDecision | None:
-    """The batch search's decision (on the GPU): what fits, the throughput curve, and the batch ``batch.policy``
-    times, verified; None without a search (the configured batch size is timed)."""
+    """The batch search's decision on the GPU; None without a search."""
     if not _search_enabled(context) or context.usable_vram_mb is None:
         return None
     batch = context.cfg.batch
@@ -267,9 +235,7 @@ def _prepare(name: str, context: ModelRunContext, batch_size: int) -> tuple[Work
         workload = build_workload(name, context, batch_size)
         counts = count_step(workload)
     else:
-        # The FLOP counter cannot see into compiled graphs, and a CUDA-graph capture must not start under its
-        # dispatch mode: count one step of an eager twin (same shapes, same maths), released before the
-        # measured workload is built so the two never share the VRAM.
+        # The FLOP counter cannot see into compiled graphs: count an eager twin, released before the measured one.
         counts: StepCounts = count_step(build_workload(name, context, batch_size, eager=True))
         release_device_memory()
         workload = build_workload(name, context, batch_size)
@@ -316,9 +282,7 @@ def _summary(measurement: Measurement, cfg: BenchmarkConfig) -> EpochTimeStatist
 
 
 def _decision_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -> SecondStage:
-    """The second stage of ``statistics.adaptive=decision``: the count at which the critical total of the models
-    measured so far settles (:func:`gpubench.decision.rule.epochs_to_settle_decision`), from the first stage as
-    this model's provisional result."""
+    """The second stage of ``statistics.adaptive=decision``: the epochs at which the critical total settles."""
     cfg = context.cfg
 
     def plan(first_stage: Measurement) -> SecondStagePlan:
@@ -354,8 +318,7 @@ def _second_stage(name: str, facts: WorkloadFacts, context: ModelRunContext) -> 
 
 
 def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: ModelRunContext) -> Attempt:
-    """Measure ``workload`` (warmup and measured epochs, with the memory profiler and the device monitor watching)
-    and summarise the run: memory against the headroom, stability, epoch-time statistics."""
+    """Measure ``workload`` and summarise the run: memory against the headroom, stability, epoch-time statistics."""
     cfg = context.cfg
     monitor = StabilityMonitor(cfg.stability, context.device)
     profiler = MemoryProfiler(
@@ -389,11 +352,9 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
                 second_stage=_second_stage(name, facts, context),
             )
     except MeasurementInterrupted as exc:
-        # Summarised like any run (status interrupted); run_model raises the interrupt again with the result.
         measurement = exc.measurement
     profile = profiler.result()
-    # The batch search's trials ran a few steps each; the measured epochs ran many more, and fragmentation can
-    # keep growing, so check that the headroom policy held for the run whose numbers are reported.
+    # Fragmentation grows over the measured epochs, beyond the search's short trials: check the headroom again.
     headroom = check_headroom(profile.peak_reserved_mb, context.usable_vram_mb, cfg.batch.headroom)
     memory = replace(
         profile,
@@ -406,13 +367,12 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         if cfg.verbose:
             console.model_warnings(name, list(statistics.warnings))
     status, error = _outcome(measurement, context)
-    # The plan's recurring costs, on the workload the epochs timed (after them: a checkpoint of a trained state).
     plan = cfg.decision.plan
     evaluation = checkpoint = None
     if status == "ok":
         evaluation = None if plan.eval_every_steps is None else measure_evaluation(workload, context.timer)
         checkpoint = None if plan.checkpoint_every_steps is None else measure_checkpoint(workload, context.timer)
-    # Read after the steps, so that the optimizer's state exists (Adam creates its moments on the first step).
+    # After the steps, so that the optimizer's state exists.
     state = state_bytes(workload.modules(), workload.optimizers())
     return Attempt(
         facts=facts,
@@ -432,8 +392,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
 
 
 def _execution(context: ModelRunContext) -> ExecutionSettings:
-    """How every workload of the job runs (``execution.precision``, ``execution.compile``,
-    ``execution.matmul_precision``)."""
+    """How every workload of the job runs (``execution.*``)."""
     execution = context.cfg.execution
     return ExecutionSettings(
         precision=execution.precision, compile=execution.compile, matmul_precision=execution.matmul_precision
@@ -441,8 +400,7 @@ def _execution(context: ModelRunContext) -> ExecutionSettings:
 
 
 def _search_record(name: str, decision: BatchDecision | None) -> BatchSearchResult | None:
-    """The report's record of model ``name``'s batch search (None without one), saying whether its batch is the
-    algorithm's own."""
+    """The report's record of model ``name``'s batch search (None without one)."""
     if decision is None:
         return None
     return replace(decision.record, batch_is_hyperparameter=workload_class(name).batch_size_is_hyperparameter)
@@ -457,7 +415,7 @@ def _result(
     warnings: list[str],
     context: ModelRunContext,
 ) -> ModelResult:
-    """The model's report section from a measured run at ``batch``, the search behind it and the runs abandoned."""
+    """The model's report section from a measured run at ``batch``."""
     measurement = attempt.measurement
     sizing = measurement.sizing
     return ModelResult(
@@ -519,8 +477,7 @@ def _failed_result(
     facts: WorkloadFacts | None,
     context: ModelRunContext,
 ) -> ModelResult:
-    """The section of a model whose run raised: ``oom`` or ``failed``, the error and its traceback, and what the
-    phases before the failure established (the batch and its search, the workload's facts once it was built)."""
+    """The section of a model whose run raised (``oom`` or ``failed``), with what the earlier phases established."""
     return ModelResult(
         status="oom" if is_oom(exc) else "failed",
         error=f"{type(exc).__name__}: {exc}".strip(),
@@ -550,10 +507,9 @@ def _step_down(
     step_downs: list[BatchStepDown],
     context: ModelRunContext,
 ) -> tuple[TimedBatch, BatchStepDown]:
-    """The batch to measure again at, ``smaller`` than ``batch`` whose measured run broke the headroom policy, and
-    the record of the abandoned run (its peak, the limit, what it measured)."""
+    """The ``smaller`` batch to measure again at, and the record of the abandoned run at ``batch``."""
     headroom = attempt.headroom
-    assert headroom is not None  # only a run checked against the headroom is stepped down
+    assert headroom is not None
     abandoned = _result(name, attempt, batch, decision, step_downs, [], context)
     reason = (
         f"stepped down from {batch.batch_size} to {smaller} because the measured peak reserved memory "
@@ -578,26 +534,17 @@ def _step_down(
     return smaller_batch, record
 
 
-# ------------------------------------------------------------------------------------------------ one model
-
-
 def run_model(name: str, context: ModelRunContext) -> ModelRun:
     """Choose the batch, measure model ``name`` at it, and step a searched batch down while its measured run breaks
-    the headroom policy.
-
-    The step-down happens after the measured epochs, not in the search: the search's trials run a few steps each,
-    and fragmentation of the caching allocator only shows over the many steps of a measured run. Each abandoned
-    measurement stays in the result (``batch_step_downs``), so the user sees what the larger batch cost and why it
-    was given up; the reported numbers are those of the last measurement.
-    """
+    the headroom policy (fragmentation shows only over a measured run's many steps). Abandoned runs stay in
+    ``batch_step_downs``."""
     cfg = context.cfg
     decision: BatchDecision | None = None
     batch: TimedBatch | None = None
     step_downs: list[BatchStepDown] = []
     facts: WorkloadFacts | None = None
     attempt: Attempt | None = None
-    # The previous model's tensors are gone, but the caching allocator still reserves their memory: release it,
-    # or this model's batch search and peaks would start from the previous model's reservation.
+    # Else this model's peaks would start from the previous model's reservation.
     release_device_memory()
     try:
         decision = choose_batch(name, context)
@@ -608,15 +555,13 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
                 None,
             )
         batch = timed_batch(configured, decision, cfg.batch.max_size, _policy(name, context))
-        # Only a batch the search chose (knee, max) is stepped down: the configured batch is the recipe's (for RL,
-        # the algorithm's own), and changing it would time a different training; it keeps a warning instead.
+        # A configured batch is the recipe's: changing it would time another training, so it only warns.
         chosen_by_search = decision is not None and decision.record.policy != "configured"
         allowed_step_downs = cfg.batch.max_step_downs if chosen_by_search else 0
         while True:
             logger.info("model %s: measuring at batch %d (%s)", name, batch.batch_size, batch.policy or "configured")
             workload, facts = _prepare(name, context, batch.batch_size)
             attempt = _measure(name, workload, facts, context)
-            # The workload must be unreachable before a smaller one is built, so that its memory can be released.
             del workload
             headroom = attempt.headroom
             smaller = None
@@ -631,10 +576,7 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
                 break
             batch, abandoned = _step_down(name, attempt, batch, smaller, decision, step_downs, context)
             step_downs = [*step_downs, abandoned]
-            # Should building the smaller workload fail, the result must not carry the larger one's facts.
             facts = None
-            # The abandoned workload died with the previous measurement; return its cached blocks first, so the
-            # new peak starts from a clean cache.
             release_device_memory()
         warnings = []
         if attempt.headroom is not None and attempt.headroom.warning is not None:
@@ -643,8 +585,7 @@ def run_model(name: str, context: ModelRunContext) -> ModelRun:
         result = _result(name, attempt, batch, decision, step_downs, warnings, context)
         return ModelRun(result, attempt.memory_timeline, attempt.measurement)
     except GpubenchError:
-        # Bad input found while running (a user's build function that raises or returns no step): nothing can be
-        # measured, and it is the user's to fix, so it ends the job as bad input (exit 2), not as a model failure.
+        # Bad input found while running (a user's build function) ends the job with exit 2.
         raise
     except Exception as exc:
         logger.debug("model %s raised", name, exc_info=True)

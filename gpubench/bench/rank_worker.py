@@ -1,18 +1,8 @@
 """One rank of a data-parallel run: ``python -m torch.distributed.run ... -m gpubench.bench.rank_worker SPEC RESULT``.
 
-torchrun starts ``world_size`` of these, each with ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` in its environment.
-Each rank joins the process group (NCCL on GPUs, gloo on the CPU), rebuilds the job's config from the spec's YAML
-and the model as the 1-process run built it, on ``cuda:LOCAL_RANK`` (or the CPU, with its share of the 1-process
-run's threads), its data and environments seeded ``seed + rank`` and its trained networks under
-DistributedDataParallel (which broadcasts rank 0's parameters). On a GPU with the batch search on, every rank runs
-the search with its trials agreed across the ranks (:func:`agree_across_ranks`). Then every rank runs the same
-warmup and measured epochs of the 1-process run's ``steps_per_epoch`` steps, each timed between device
-synchronisations; rank 0 gathers the ranks' epoch times, peak memory and sample counts and writes ``RESULT``
-(:class:`~gpubench.stats.scaling.GatheredRun`). Each rank writes its process id to ``rank<r>.pid`` beside the
-spec first, so that the parent (or a test) can signal it.
-
-A rank that raises exits non-zero (its traceback goes to torchrun's summary through ``@record``); torchrun then
-stops the other ranks, so no rank stays blocked in a collective with a dead peer.
+Each rank rebuilds the model as the 1-process run built it, under DistributedDataParallel and seeded ``seed + rank``,
+runs the same epochs, and rank 0 writes the gathered :class:`~gpubench.stats.scaling.GatheredRun` to ``RESULT``.
+Each rank writes its pid to ``rank<r>.pid`` so that the parent can signal it.
 """
 
 import json
@@ -23,16 +13,13 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-#: The ranks' process-id files beside the spec: ``rank0.pid``, ``rank1.pid``, ...
 PID_FILE_PATTERN = "rank{rank}.pid"
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What every rank runs: model ``model`` from the config at ``config_path``, each rank at ``batch_size`` (the
-    1-process run's timed batch: weak scaling), ``warmup_epochs`` and ``epochs`` epochs of ``steps_per_epoch``
-    steps (the 1-process run's), the CPU split ``cpu_threads // world_size`` threads a rank (None: torch's
-    default; GPUs keep it), and the batch search run (agreed) when ``search`` is set."""
+    """What every rank runs: the 1-process run's model, batch (weak scaling) and epochs; ``cpu_threads`` to split
+    between the CPU ranks (None on GPUs); ``search``: run the agreed batch search."""
 
     config_path: str
     model: str
@@ -52,18 +39,13 @@ class WorkerSpec:
 
 
 def rank_threads(cpu_threads: int, world_size: int) -> int:
-    """Intra-op threads per rank on the CPU: the 1-process run's ``cpu_threads`` shared by ``world_size`` ranks,
-    at least one each (ranks with more threads than cores between them would preempt one another)."""
+    """Intra-op threads per CPU rank: ``cpu_threads`` shared by ``world_size`` ranks, at least one each."""
     return max(1, cpu_threads // world_size)
 
 
 def merge_trials(trials: Sequence) -> object:
-    """The batch-search trial every rank acts on, from each rank's own (in rank order).
-
-    An OOM on any rank is an OOM for all (its error names the rank); otherwise the trial is over the headroom when
-    it was on any rank, its peak reserved memory (MB) and seconds are the largest over the ranks (the slowest rank
-    paces a data-parallel step), and its samples/s the smallest (per rank).
-    """
+    """The batch-search trial every rank acts on, from each rank's own: an OOM anywhere is an OOM; else the
+    largest peak and seconds and the smallest samples/s (the slowest rank paces a data-parallel step)."""
     from gpubench.results import BatchTrial
 
     first = trials[0]
@@ -88,9 +70,7 @@ def merge_trials(trials: Sequence) -> object:
 
 
 def agree_across_ranks(trial):
-    """The batch search's agreement under DDP (:data:`gpubench.measure.batch_search.TrialAgreement`): every rank's
-    trial gathered to all (one collective after the trial's steps, which ran none), merged by
-    :func:`merge_trials`."""
+    """The batch search's agreement under DDP: every rank's trial gathered to all and merged."""
     import torch.distributed as dist
 
     gathered: list = [None] * dist.get_world_size()
@@ -100,7 +80,7 @@ def agree_across_ranks(trial):
 
 @dataclass(frozen=True)
 class _RankOutcome:
-    """One rank's measurement and the facts of the run it measured, as plain values (the workload is gone)."""
+    """One rank's measurement and the facts of the run it measured."""
 
     measurement: object
     batch_size: int
@@ -183,21 +163,17 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
     cfg = load_resolved_config(Path(spec.config_path))
     device, _ = choose_device(cfg, local_rank=local_rank)
     backend = cfg.distributed.resolved_backend(device.type)
-    # With the rank's GPU named, NCCL binds its communicator to it (and a barrier knows which device to use).
     dist.init_process_group(
         backend,
         timeout=timedelta(seconds=cfg.distributed.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    # After joining the group: the VRAM cap then counts NCCL's buffers in the CUDA context's overhead. On the CPU each
-    # rank takes its share of the 1-process run's threads; on GPUs the spec carries none and the rank chooses as the
-    # 1-process run did (hardware.cpu_threads, else torch's default).
+    # After joining the group, so that the VRAM cap counts NCCL's buffers in the context's overhead.
     threads = None if spec.cpu_threads is None else rank_threads(spec.cpu_threads, world_size)
     session = prepare_session(cfg, device=device, cpu_threads=threads)
     context = session.model_run_context(data_parallel=True, rank=rank, trial_agreement=agree_across_ranks)
     outcome = _measure_rank(spec, context, rank)
-    # The workload's DDP wrappers hold the process group (their reducers): they must be gone before the group is
-    # destroyed, or a reducer torn down at exit, after the group, aborts the process (seen with gloo).
+    # A DDP reducer torn down after the group aborts the process.
     gc.collect()
     ranks: list = [None] * world_size
     dist.all_gather_object(ranks, outcome.measurement)
@@ -215,8 +191,7 @@ def run_rank(spec: WorkerSpec, result_path: Path) -> None:
         tmp = Path(f"{result_path}.tmp")
         tmp.write_text(json.dumps(gathered.to_dict()))
         os.replace(tmp, result_path)
-    # Every rank leaves the group together: one that tore its connections down while a peer still used them would
-    # make the peer's gloo threads fail.
+    # Every rank leaves together, or a peer's gloo threads fail.
     dist.barrier()
     dist.destroy_process_group()
 
@@ -232,9 +207,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    # The rank has left its process group and its result is on disk: skip the interpreter's teardown, where gloo's
-    # threads, destroyed after the group, sometimes abort the process ("terminate called without an active
-    # exception", SIGABRT) and torchrun would report a measurement that completed as a failure.
+    # Skip the interpreter's teardown, where gloo's threads may abort a rank whose result is on disk.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -1,23 +1,10 @@
-"""The parent side of a data-parallel run: launch a model's ranks under torchrun, wait, and read their result.
-
-After a model's 1-process measurement succeeds, :func:`measure_distributed` writes the job's config and a
-:class:`~gpubench.bench.rank_worker.WorkerSpec` into ``<report folder>/distributed/<model>/``, starts
-``python -m torch.distributed.run --standalone --nproc_per_node N -m gpubench.bench.rank_worker SPEC RESULT`` there
-(torchrun's output goes to ``torchrun.log`` beside them) and waits. The one report and the one MLflow run stay the
-parent's: rank 0 writes only ``result.json``, from which the parent builds the model's ``distributed`` section
-(:func:`gpubench.stats.scaling.distributed_scaling`).
-
-The child runs in a session of its own, so a Ctrl-C at the terminal reaches the parent only. An interrupt of the
-parent (Ctrl-C, SIGTERM, SIGHUP: a KeyboardInterrupt, :mod:`gpubench.signals`) sends torchrun SIGTERM, which stops
-its ranks, waits :data:`TERMINATE_GRACE_S` and then kills torchrun's process group and the ranks left; the
-model's 1-process result is kept, with ``distributed.status`` ``interrupted``, and the interrupt goes on to the
-runner's partial report. A rank that fails or is killed (a SIGTERM to one rank) makes torchrun tear the group down
-and exit non-zero: ``distributed.status`` is then ``failed`` (``oom`` for an out-of-memory), its error names the
-rank and the signal or exception from torchrun's summary, and the job goes on.
-
-Every child process gets NVLink multicast off (:data:`CHILD_ENVIRONMENT`).
+"""The parent side of a data-parallel run: launch a model's ranks under torchrun in
+``<report folder>/distributed/<model>/``, wait, and build the model's ``distributed`` section from rank 0's
+``result.json``. torchrun runs in a session of its own, so a terminal's Ctrl-C reaches the parent only, which then
+stops torchrun (SIGTERM, then SIGKILL) and keeps the 1-process result.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -43,8 +30,7 @@ from gpubench.output.redact import redact
 from gpubench.results import DistributedScaling, ModelResult
 from gpubench.stats.scaling import GatheredRun, distributed_scaling
 
-#: NVLink multicast (NVLS) stays off in every process started: NCCL's NVLS algorithms and torch's symmetric-memory
-#: multicast need fabric support the lent multi-GPU machines do not promise.
+#: NVLink multicast stays off in every process started: it needs fabric support not every multi-GPU host has.
 CHILD_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 #: Seconds torchrun gets to stop its ranks after SIGTERM (its own grace for its workers is 30 s).
 TERMINATE_GRACE_S = 40.0
@@ -58,9 +44,7 @@ def check_launchable(
     gpu_count: Callable[[], int] = visible_gpu_count,
     cpu_count: Callable[[], int] = available_cpus,
 ) -> None:
-    """Refuse ``distributed`` settings this machine cannot run, before anything is measured: more processes than
-    visible GPUs on a GPU run, more processes than usable CPUs on a CPU run, or the NCCL backend on the CPU.
-    Raises ConfigError naming the key."""
+    """Raise ConfigError for ``distributed`` settings this machine cannot run, before anything is measured."""
     distributed = cfg.distributed
     if not distributed.enabled:
         return
@@ -73,8 +57,7 @@ def check_launchable(
                 f"<= {visible}, or hardware=cpu to run {distributed.nproc} processes on the CPU."
             )
         return
-    # Ranks sharing a core time the cores' contention, not data-parallel scaling (3 ranks on 2 cores measured an
-    # "efficiency" of 0.10): each rank needs a CPU of its own, as each needs a GPU of its own on a GPU run.
+    # Ranks sharing a core would time the cores' contention, not data-parallel scaling.
     usable = cpu_count()
     if distributed.nproc > usable:
         raise ConfigError(
@@ -91,23 +74,12 @@ def check_launchable(
 
 def torchrun_command(nproc: int, spec_path: Path, result_path: Path) -> list[str]:
     """The torchrun command line that starts ``nproc`` ranks of the worker on this machine."""
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(nproc),
-        "-m",
-        "gpubench.bench.rank_worker",
-        str(spec_path),
-        str(result_path),
-    ]
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
+    return [sys.executable, *launcher, "-m", "gpubench.bench.rank_worker", str(spec_path), str(result_path)]
 
 
 def child_environment(threads_per_rank: int | None) -> dict[str, str]:
-    """This process's environment for torchrun: NVLink multicast off, gpubench importable as it is here, and on
-    the CPU each rank's OpenMP pool at its share of the threads."""
+    """This process's environment for torchrun, with gpubench importable and each CPU rank's share of threads."""
     env = {**os.environ, **CHILD_ENVIRONMENT}
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -123,13 +95,10 @@ def _failure_pid(block: str) -> str | None:
 
 
 def failure(log_text: str, returncode: int) -> tuple[str, str]:
-    """(status, error) of a torchrun that exited ``returncode`` != 0, from its output: the failed rank and its
-    signal or exception where torchrun's summary names them; ``oom`` when that was an out-of-memory error.
+    """(status, error) of a torchrun that exited ``returncode`` != 0: the failed rank and its signal or exception.
 
-    torchrun's "first observed failure" is the earliest by a timestamp in whole seconds, so when it stops the other
-    ranks within the second it saw the first one fail, its root cause may be a rank it stopped itself. The ranks it
-    stopped are those its log names ("Sending process <pid> closing signal"): the failure reported is the first of
-    the summary's (root cause, then the others) whose pid is not among them."""
+    torchrun's root cause is timed in whole seconds, so it may be a rank torchrun stopped itself: the first failure
+    whose pid torchrun did not signal is reported."""
     _, found, summary = log_text.partition(_ROOT_CAUSE)
     if not found:
         tail = " / ".join(line.strip() for line in log_text.strip().splitlines()[-3:])
@@ -152,27 +121,19 @@ def failure(log_text: str, returncode: int) -> tuple[str, str]:
 
 
 def _kill_left(process: subprocess.Popen, folder: Path) -> None:
-    """SIGKILL torchrun's process group and every rank whose pid file is in ``folder`` (torchrun starts each rank
-    in a session of its own, so the group does not hold them)."""
-    pids = [process.pid]
+    """SIGKILL torchrun's process group and every rank whose pid file is in ``folder`` (each rank has its own
+    session, outside the group)."""
+    kills = [(os.killpg, process.pid)]
     for pid_file in folder.glob(PID_FILE_PATTERN.format(rank="*")):
-        try:
-            pids.append(int(pid_file.read_text()))
-        except (OSError, ValueError):
-            continue
-    for index, pid in enumerate(pids):
-        try:
-            if index == 0:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
+        with contextlib.suppress(OSError, ValueError):
+            kills.append((os.kill, int(pid_file.read_text())))
+    for kill, pid in kills:
+        with contextlib.suppress(ProcessLookupError):
+            kill(pid, signal.SIGKILL)
 
 
 def _run(command: list[str], env: dict[str, str], folder: Path) -> int:
-    """Run torchrun in ``folder`` (output to ``torchrun.log``) and return its exit code; on an interrupt, stop it
-    (SIGTERM, then after :data:`TERMINATE_GRACE_S` SIGKILL) and raise the interrupt again."""
+    """Run torchrun in ``folder`` and return its exit code; on an interrupt, stop it and raise the interrupt again."""
     with (folder / "torchrun.log").open("wb") as log:
         process = subprocess.Popen(
             command, env=env, cwd=os.getcwd(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -192,9 +153,8 @@ def _run(command: list[str], env: dict[str, str], folder: Path) -> int:
 def measure_distributed(
     name: str, single: ModelResult, cfg: BenchmarkConfig, device: torch.device, folder: Path
 ) -> ModelResult:
-    """Model ``name``'s 1-process result ``single`` (status ok) with its data-parallel measurement attached
-    (``distributed``), run by ``cfg.distributed.nproc`` ranks under torchrun in ``folder``. An interrupt raises
-    :class:`~gpubench.bench.model_run.ModelInterrupted` carrying the result with ``distributed.status`` interrupted."""
+    """Model ``name``'s 1-process result with its data-parallel measurement in ``folder`` attached; an interrupt
+    raises :class:`~gpubench.bench.model_run.ModelInterrupted` carrying it."""
     nproc = cfg.distributed.nproc
     backend = cfg.distributed.resolved_backend(device.type)
     folder.mkdir(parents=True, exist_ok=True)
@@ -232,8 +192,7 @@ def measure_distributed(
         status, error = failure(log_text, returncode)
         scaling = replace(base, status=status, error=error)
     else:
-        # Rank 0 writes the result only once every rank's measurement is gathered: a rank that fails after that
-        # (in the group's teardown) does not undo the measurement, but it is said.
+        # A rank failing in the teardown, after the results were gathered, does not undo the measurement.
         gathered = GatheredRun.from_dict(json.loads(result_path.read_text()))
         scaling = distributed_scaling(gathered, single, cfg.statistics)
         if returncode != 0:

@@ -1,10 +1,5 @@
-"""Validate's trainings: each model of a report rebuilt as measured, in a fresh process, and trained in a plain loop
-timed by its own clock; the report's prediction of that training with the bounds of one new training.
-
-The fresh process (``python -m gpubench.bench.replay SPEC RESULT``) prepares its session as the benchmark did
-(device, thread count, VRAM cap, seed, data) and runs every step the benchmark ran for the model, with the measured
-epochs multiplied by K, with none of the benchmark's epoch machinery (no block timer, epoch edges or loss reads).
-"""
+"""Validate's trainings: each model of a report rebuilt as measured in a fresh process (``python -m
+gpubench.bench.replay SPEC RESULT``), trained in a plain timed loop, and compared with the report's prediction."""
 
 import json
 import math
@@ -26,9 +21,8 @@ from gpubench.results import HostProbe, ModelResult, ValidationCheck
 RESOLVED_CONFIG_NAME = "config_resolved.yaml"
 #: The default multiple of the measured work each real training runs.
 DEFAULT_FACTOR = 4.0
-#: The largest ``--factor``: longer checks are asked for in minutes (``--minutes``), which bound their time.
+#: The largest ``--factor``; longer checks are asked for with ``--minutes``.
 MAX_FACTOR = 10.0
-#: A prediction needs an interval, and an interval two measured epochs.
 MIN_MEASURED_EPOCHS = 2
 #: A training is stopped past this many times its upper bound, plus a minute to start and build.
 _TIMEOUT_BOUNDS = 10.0
@@ -36,8 +30,7 @@ _TIMEOUT_START_S = 60.0
 
 
 class ValidationInputError(GpubenchError):
-    """The command line, the report or its config cannot be validated: missing, unreadable, invalid values, or
-    nothing in it that can be checked."""
+    """The command line, the report or its config cannot be validated."""
 
 
 class TrainingFailed(Exception):
@@ -46,8 +39,7 @@ class TrainingFailed(Exception):
 
 @dataclass(frozen=True)
 class TimedTraining:
-    """One training's wall time (s, its timed region) and the host's speed read in its process just before and just
-    after that region (:func:`gpubench.hardware.host.probe_host_speed`; None where not read)."""
+    """One training's wall time (s) and the host probes read just before and after it (None where not read)."""
 
     actual_s: float
     probe_before: HostProbe | None = None
@@ -56,9 +48,7 @@ class TimedTraining:
 
 @dataclass(frozen=True)
 class ReplaySpec:
-    """What the fresh process trains: model ``model`` at ``batch_size`` from the config at ``config_path``,
-    ``steps`` optimizer steps, on ``torch_threads`` intra-op threads (the benchmark's, from its report; None:
-    chosen as the runner chooses)."""
+    """What the fresh process trains: ``steps`` steps of ``model`` at ``batch_size`` on ``torch_threads`` threads."""
 
     config_path: str
     model: str
@@ -67,15 +57,10 @@ class ReplaySpec:
     torch_threads: int | None = None
 
 
-# ------------------------------------------------------------------------------------------------ the training
-
-
 def timed_training(
     step: Callable[[], object], steps: int, wait: Callable[[], None], clock: Callable[[], float] = time.perf_counter
 ) -> float:
-    """Run ``step`` ``steps`` times; the seconds from the first step to the end of the last, by ``clock``, with
-    ``wait`` (the device's synchronisation) right before the clock starts and right after the last step, so that
-    the time holds every step's device work and nothing queued before it."""
+    """Seconds of ``steps`` calls of ``step``, with ``wait`` (the device sync) before and after the timed region."""
     wait()
     start_s = clock()
     for _ in range(steps):
@@ -85,8 +70,7 @@ def timed_training(
 
 
 def replay(spec: ReplaySpec) -> TimedTraining:
-    """Build the model as measured and train it ``spec.steps`` steps; return the wall seconds of the training, with
-    the host probe read just before and just after it (outside the timed region, like the rounds' probes)."""
+    """Build the model as measured and train it ``spec.steps`` steps, with host probes around the timed region."""
     import torch
 
     from gpubench.bench.model_run import build_workload
@@ -95,8 +79,7 @@ def replay(spec: ReplaySpec) -> TimedTraining:
     from gpubench.hardware.host import probe_host_speed
 
     cfg = load_resolved_config(Path(spec.config_path))
-    # The thread count decides a CPU step's speed, and the runner's automatic choice follows the host's load at the
-    # time: the benchmark's own count is replayed.
+    # The automatic thread count follows the host's load: the benchmark's own count is replayed.
     session = prepare_session(cfg, cpu_threads=spec.torch_threads)
     workload = build_workload(spec.model, session.model_run_context(), spec.batch_size)
     device = session.device
@@ -111,8 +94,7 @@ def replay(spec: ReplaySpec) -> TimedTraining:
 
 
 def worker(spec_path: Path, result_path: Path) -> int:
-    """The fresh process: replay the spec in ``spec_path``, write ``{"actual_s": ..., "probe_before": ...,
-    "probe_after": ...}`` to ``result_path``."""
+    """The fresh process: replay the spec in ``spec_path``, write the time and probes to ``result_path``."""
     from gpubench import signals
 
     spec = ReplaySpec(**json.loads(spec_path.read_text()))
@@ -127,8 +109,7 @@ def worker(spec_path: Path, result_path: Path) -> int:
 
 
 def _run_fresh(spec: ReplaySpec, timeout_s: float) -> TimedTraining:
-    """Replay ``spec`` in a fresh Python process; its training's wall seconds and host probes. Raises
-    TrainingFailed."""
+    """Replay ``spec`` in a fresh Python process. Raises TrainingFailed."""
     with tempfile.TemporaryDirectory(prefix="gpubench-validate-") as folder:
         spec_path, result_path = Path(folder) / "spec.json", Path(folder) / "result.json"
         spec_path.write_text(json.dumps(spec.__dict__))
@@ -154,13 +135,9 @@ def _run_fresh(spec: ReplaySpec, timeout_s: float) -> TimedTraining:
         return TimedTraining(float(result["actual_s"]), **probes)
 
 
-# ------------------------------------------------------------------------------------------------ the plan
-
-
 @dataclass(frozen=True)
 class PlannedCheck:
-    """One model's training (``spec``: ``epochs`` epochs of ``steps_per_epoch`` steps after the one-off steps, K =
-    ``factor`` × the measured epochs) and the report's prediction of its time with the bounds (seconds)."""
+    """One model's training (``factor`` × its measured epochs) and the predicted time with its bounds (s)."""
 
     spec: ReplaySpec
     factor: float
@@ -171,7 +148,7 @@ class PlannedCheck:
     upper_s: float
 
     def row(self, repeat: int, training: TimedTraining | None = None, error: str | None = None) -> ValidationCheck:
-        """The check of repeat ``repeat``: its ``training`` (time and host probes), or failed with ``error``."""
+        """The check of repeat ``repeat``: its ``training``, or failed with ``error``."""
         row = ValidationCheck(
             model=self.spec.model,
             status="failed" if training is None else "ok",
@@ -204,10 +181,8 @@ def _skipped(name: str, why: str) -> ValidationCheck:
 
 
 def replay_estimate(name: str, result: ModelResult, plan: TrainingPlanConfig, epochs: int):
-    """The report's prediction (:class:`~gpubench.decision.estimate.TimeEstimate`) of a replay of ``epochs``
-    measured-size epochs of model ``name``: the job's training ``plan`` with the model's training set to exactly
-    those epochs' samples, and no validation passes or checkpoints (the replay runs none). An interrupted model's
-    measured epochs predict as a complete model's do. Raises ValueError when the result cannot be extrapolated."""
+    """The report's prediction of a replay of ``epochs`` epochs of model ``name`` (no evaluations or checkpoints).
+    Raises ValueError when the result cannot be extrapolated."""
     from gpubench.decision.estimate import estimate_training_time
 
     replay_plan = replace(
@@ -229,9 +204,7 @@ def plan_check(
     minutes: float | None = None,
     torch_threads: int | None = None,
 ) -> PlannedCheck | ValidationCheck:
-    """Model ``name``'s replay at ``factor`` × its measured epochs (or as many epochs as make about ``minutes``
-    minutes by the prediction), and the report's prediction of it, as a :class:`PlannedCheck`; or a skipped
-    :class:`~gpubench.results.ValidationCheck` saying why it cannot be checked."""
+    """Model ``name``'s replay at ``factor`` × its measured epochs (or about ``minutes``), or a skipped check."""
     if name not in KNOWN_MODELS:
         return _skipped(
             name,
@@ -281,8 +254,7 @@ def plan_check(
 
 @dataclass(frozen=True)
 class Preparation:
-    """What a validation runs: the report's device, a check per model that can be checked (in report order), and a
-    skipped row per model that cannot."""
+    """What a validation runs: the report's device, the planned checks and the skipped rows."""
 
     device: str
     planned: list[PlannedCheck]
@@ -304,8 +276,7 @@ def _config_path(report_path: Path, output_dir: str) -> Path:
 def prepare(
     report_path: Path, *, factor: float | None = None, minutes: float | None = None, models: list[str] | None = None
 ) -> Preparation:
-    """Read the report and its config and plan a check of every (or each named) model. Raises
-    ValidationInputError (or ConfigError) for bad input, and when no model can be checked."""
+    """Plan a check of every (or each named) model of the report. Raises ValidationInputError for bad input."""
     from gpubench.config import load_resolved_config
     from gpubench.models.custom.factory import load_factory
     from gpubench.output.report_file import ReportReadError, measured_values_problem, read_report
@@ -338,15 +309,12 @@ def prepare(
         )
         (planned if isinstance(check, PlannedCheck) else skipped).append(check)
     if any(check.spec.model == "custom" for check in planned):
-        # Imported here, before any training, as each training process will import it (from the current folder).
+        # A bad factory fails here, before any training imports it.
         load_factory(cfg.workloads.custom.factory)
     if not planned:
         reasons = "; ".join(f"{row.model}: {row.error}" for row in skipped) or "it has no models"
         raise ValidationInputError(f"nothing in {report_path} can be checked ({reasons}).")
     return Preparation(device=report.hardware.device_name, planned=planned, skipped=skipped)
-
-
-# ------------------------------------------------------------------------------------------------ the run
 
 
 def run_checks(
@@ -355,9 +323,8 @@ def run_checks(
     record: Callable[[ValidationCheck], None],
     train: Callable[[ReplaySpec, float], TimedTraining] | None = None,
 ) -> None:
-    """Train every planned check ``repeats`` times, interleaved: repeat 1 of every model, then repeat 2, ...; each
-    training's row goes to ``record`` as it completes. ``train`` runs one training with a time limit (seconds);
-    by default in a fresh process (:func:`_run_fresh`), returning its time and host probes."""
+    """Train every planned check ``repeats`` times, interleaved by repeat, passing each row to ``record``;
+    ``train(spec, limit_s)`` defaults to a fresh process."""
     train = train or _run_fresh
     for repeat in range(1, repeats + 1):
         for check in planned:
@@ -377,6 +344,5 @@ def run_checks(
 if __name__ == "__main__":
     from gpubench import signals
 
-    # Before anything heavy runs: an interrupt then meets the handlers wherever it comes.
     signals.install()
     raise SystemExit(worker(Path(sys.argv[1]), Path(sys.argv[2])))

@@ -1,10 +1,6 @@
-"""The later rounds of a job: which models share the device, the fixed rounds round-robin, then adaptive rounds.
-
-The models that ran round 1 are rebuilt and warmed as many at once as their measured peaks fit the usable VRAM, and
-measured round-robin (dqn, ppo, mamba2, tft, dqn, ...) so that a change of the host's speed lands in every model's
-data. After the fixed rounds the job's :class:`~gpubench.decision.stopping.StopRule` may ask for more, one round at
-a time. A model whose round diverges or overheats stops with that status; one whose rebuild or round raises keeps
-the rounds it has, with a warning.
+"""The later rounds of a job: models whose peaks fit the VRAM together are measured round-robin, so that a change
+of the host's speed lands in every model's data; then the :class:`~gpubench.decision.stopping.StopRule` may ask for
+more rounds. A model whose rebuild or round raises keeps the rounds it has, with a warning.
 """
 
 import logging
@@ -31,9 +27,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RoundSchedule:
-    """The job's rounds: ``plan`` the epochs of each fixed round (round 1 first), ``started`` the
-    :func:`time.perf_counter` reading when round 1 of the first model began, ``usable_vram_mb`` the device's usable
-    VRAM (None: no limit, the CPU)."""
+    """The job's rounds: epochs per fixed round, the perf-counter reading of round 1's start (s), and the usable VRAM
+    (MB; None on the CPU)."""
 
     plan: Sequence[int]
     started: float
@@ -43,8 +38,8 @@ class RoundSchedule:
 def groups_that_fit(
     names: Sequence[str], peaks_mb: Mapping[str, float | None], usable_vram_mb: float | None, headroom: float
 ) -> list[list[str]]:
-    """``names`` in order, cut into groups whose measured peaks (MB) add up to at most ``headroom`` × the usable VRAM;
-    one group when there is no limit. A model whose peak is unknown goes in a group of its own on a limited device."""
+    """``names`` in order, cut into groups whose peaks (MB) add up to at most ``headroom`` × the usable VRAM; an
+    unknown peak gets a group of its own."""
     if usable_vram_mb is None:
         return [list(names)] if names else []
     limit_mb = headroom * usable_vram_mb
@@ -70,9 +65,8 @@ def later_rounds(
     context: ModelRunContext,
     results: Mapping[str, ModelResult],
 ) -> Iterator[tuple[str, ModelResult]]:
-    """Measure every later round of the models in ``rounds`` (updated in place as rounds complete); yields
-    (model, its report section over every round so far) after each round. ``results`` are the job's sections
-    after round 1 (the critical models that did not run still count for the decision-driven stop)."""
+    """Measure every later round of the models in ``rounds`` (updated in place); yields (model, its section) after
+    each round. ``results`` are the job's sections after round 1."""
     cfg, stop_rule = context.cfg, context.stop_rule
     sections = dict(results)
     peaks = {name: sections[name].memory_usage_mb for name in rounds}
@@ -126,8 +120,7 @@ def _one_round(
     context: ModelRunContext,
     sections: dict[str, ModelResult],
 ) -> ModelResult:
-    """Measure one round of ``name``; its section after it. A round that diverged or was stopped by the device
-    monitor ends the model's rounds with that status."""
+    """Measure one round of ``name``; its section after it. A diverged or stopped round ends the model's rounds."""
     try:
         rounds[name] = measure_round(live[name], rounds[name], epochs, index, seconds_since(schedule.started), context)
     except Exception as exc:  # an interrupt is no Exception: it goes on up, with the model's epochs
@@ -150,7 +143,7 @@ def _one_round(
 
 
 def _stopped(section: ModelResult, why: str) -> ModelResult:
-    """``section`` with a warning that its later rounds stopped (``why``); its measured rounds stand."""
+    """``section`` with a warning that its later rounds stopped (``why``)."""
     warning = f"later rounds stopped: {why}; the report keeps the rounds measured before"
     console.notice(warning)
     return replace(section, warnings=[*section.warnings, warning])
@@ -163,6 +156,6 @@ def _finish(
     choice: RoundChoice,
     context: ModelRunContext,
 ) -> None:
-    """Give every live model its stop reason (the adaptive rule's, or the fixed count's)."""
+    """Give every live model its stop reason."""
     for name in live:
         sections[name] = merged_result(rounds[name], context, stop_reason=choice.stop_reasons.get(name, FIXED_EPOCHS))

@@ -1,10 +1,7 @@
-"""The coordinator: a job's phases in order, each model isolated, the report saved as results arrive.
+"""The coordinator: probe -> first round -> later rounds -> ranks -> what-ifs -> recommendation.
 
-probe -> first round -> later rounds -> ranks (data-parallel) -> what-ifs -> recommendation; each phase takes a
-:class:`RunState` and yields new ones, and the report (with its HTML page) is written after every step. A model that
-fails gets a status and an error and the next model still runs. An interrupt (Ctrl-C, SIGTERM, SIGHUP) leaves a
-valid partial report: the models measured, the one in progress (status ``interrupted``) and the recommendation
-from them.
+Each phase yields :class:`RunState` values and the report is written after every step, so an interrupt leaves a
+valid partial report.
 """
 
 import gc
@@ -48,14 +45,14 @@ from gpubench.units import MS_PER_S
 
 logger = logging.getLogger(__name__)
 
-#: Batch keys that the GPU's batch-size search reads; on the CPU only ``batch.max_size`` applies, as a cap.
+#: Batch keys only the GPU's batch-size search reads.
 _SEARCH_KEYS = ("batch.search", "batch.max_size", "batch.min_size")
-#: The resolved config the job writes in its folder (credentials redacted), shown on the HTML page too.
+#: The resolved config the job writes in its folder (credentials redacted).
 RESOLVED_CONFIG_NAME = "config_resolved.yaml"
 
 
 def _git_commit() -> str | None:
-    """The commit of the gpubench checkout this code runs from, or None outside a git checkout."""
+    """The commit of the gpubench checkout, or None outside a git checkout."""
     try:
         completed = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -72,8 +69,7 @@ def _git_commit() -> str | None:
 
 @dataclass(frozen=True)
 class CompletedRun:
-    """A job's report once every model has run, and per model the NVML memory samples of its measured run (for the
-    VRAM plots; models without samples are absent)."""
+    """A job's final report and each sampled model's memory timeline."""
 
     report: RunReport
     memory_timelines: dict[str, MemoryTimeline]
@@ -81,9 +77,8 @@ class CompletedRun:
 
 @dataclass(frozen=True)
 class RunState:
-    """A job between its phases: the report so far, what every model shares (``models``), the epochs of each fixed
-    round (``plan``), the :func:`time.perf_counter` reading when round 1 began (``started``), each model's rounds
-    and memory samples, and the model being measured (``in_progress``; None between models)."""
+    """A job between its phases: the report so far, the epochs per round (``plan``), the perf-counter reading of
+    round 1's start (``started``, s), each model's rounds and memory samples, and the model in progress."""
 
     report: RunReport
     models: ModelRunContext
@@ -106,8 +101,6 @@ class Runner:
     ) -> None:
         self.cfg = cfg
         self.context = context
-        #: Called after every epoch of every model, and with each model's name once its section is on disk (the live
-        #: MLflow run streams epochs through the first and sends each model's batch from the second); or None.
         self.epoch_observer = epoch_observer
         self.model_observer = model_observer
         self.writer = ReportWriter(cfg.output)
@@ -117,7 +110,6 @@ class Runner:
             console.notice(device_notice)
         check_launchable(cfg, self.device)
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
-        #: Threads, VRAM cap, matmul precision, seed and timer (bench/session); the data is loaded after the burn-in.
         self.session = prepare_session(cfg, device=self.device, load_data=False)
         self.host = host_load(self.session.threads_source)
         logger.info("host: %s", self.host.to_dict())
@@ -131,19 +123,14 @@ class Runner:
                     f"{' '.join(ignored)}: the batch-size search runs on a GPU only; on the CPU each model is timed "
                     "at its configured batch size (workloads.<model>.batch_size), capped at batch.max_size."
                 )
-        #: The emulated card's VRAM less what the CUDA context holds outside the allocator; None on the CPU.
         self.vram_budget = self.session.vram_budget
         self._written: RunReport | None = None
-        #: The run's newest state, whose report the end of :meth:`run` writes however the run ends.
         self._latest: RunState
 
     def run(self) -> CompletedRun:
-        """Probe and burn in the device, load the data, run every model, decide; the report is on disk after each
-        phase. On KeyboardInterrupt (which the handled signals raise) it is written with status ``interrupted``, the
-        model in progress and a partial recommendation, before the interrupt goes on."""
+        """Probe, burn in, load the data, run every model, decide; an interrupt writes a partial report first."""
         self._save(self._probe())
-        # Everything alive now (the imported libraries, the session, the data) lives for the whole run: frozen out
-        # of the collector, the collection between batch trials scans only what the trials made.
+        # What is alive now lives for the whole run: the collections between batch trials need not scan it.
         gc.freeze()
         try:
             for phase in (self._first_round, self._later_rounds, self._ranks, self._what_ifs):
@@ -158,21 +145,19 @@ class Runner:
             self._failed(self._latest, exc)
             raise
         finally:
-            # Written again however the run ends: a second interrupt may have cut the last write short.
+            # A second interrupt may have cut the last write short.
             self._write(self._latest.report)
         return CompletedRun(report=self._latest.report, memory_timelines=dict(self._latest.timelines))
 
     def _probe(self) -> RunState:
         """Probe and burn in the device, load the data and check every model's config against it."""
         cfg = self.cfg
-        # The session set the seed and the matmul precision already: the burn-in's matmuls run as the models' will.
         probed = probe(self.device, self.vram_budget)
         logger.info("burn-in: up to %.0f s", cfg.hardware.burn_in_max_seconds)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
         session = self.session.with_data()
         features, provenance = session.features, session.provenance
         logger.info("data: %d bars x %d features, symbols %s", features.n_bars, features.n_features, features.symbols)
-        # A value too large for the data (a window longer than a symbol's history) is refused before any measuring.
         for name in cfg.model_names:
             workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
@@ -182,8 +167,7 @@ class Runner:
         return RunState(report=report, models=models, plan=tuple(split_epochs(cfg.epochs, cfg.statistics.rounds)))
 
     def _first_round(self, state: RunState) -> Iterator[RunState]:
-        """Round 1 of every model through ``run_model``, alone on the device (batch search, memory profile), sized to
-        the first round's epochs; yields the state as each model starts and once its section is in the report."""
+        """Round 1 of every model, alone on the device; yields the state as each model starts and ends."""
         cfg, plan, models = self.cfg, state.plan, state.models
         first_round = models
         if len(plan) > 1:
@@ -199,7 +183,6 @@ class Runner:
             rounds = state.rounds
             if len(plan) > 1 and result.status == "ok" and model.measurement is not None:
                 seconds = sum(result.raw_epoch_times_ms) / MS_PER_S
-                # Round 1's probe is read just after it: its batch search and build came before its epochs.
                 start_s = seconds_since(state.started) - seconds
                 record = first_round_record(model, len(rounds) + 1, start_s, probe_host_speed())
                 rounds = {**rounds, name: ModelRounds(first=model, first_record=record)}
@@ -221,8 +204,7 @@ class Runner:
                 self.model_observer(name)
 
     def _later_rounds(self, state: RunState) -> Iterator[RunState]:
-        """Rounds 2 on, interleaved (:mod:`gpubench.bench.round_schedule`); an interrupt inside one names its model
-        itself (``ModelInterrupted.model``)."""
+        """Rounds 2 on, interleaved (:mod:`gpubench.bench.round_schedule`)."""
         schedule = RoundSchedule(plan=state.plan, started=state.started, usable_vram_mb=state.models.usable_vram_mb)
         rounds = dict(state.rounds)
         for measured, result in later_rounds(rounds, schedule, state.models, state.report.models):
@@ -230,8 +212,7 @@ class Runner:
             yield state
 
     def _ranks(self, state: RunState) -> Iterator[RunState]:
-        """With ``distributed.nproc`` > 1, each measured model's data-parallel run, compared with its 1-process
-        result over every round."""
+        """With ``distributed.nproc`` > 1, each measured model's data-parallel run."""
         for name in self.cfg.model_names if self.cfg.distributed.enabled else ():
             state = replace(state, in_progress=name)
             yield state
@@ -243,8 +224,7 @@ class Runner:
                 yield state
 
     def _what_ifs(self, state: RunState) -> Iterator[RunState]:
-        """The what-if variants of the models whose answer a faster variant could change
-        (:func:`gpubench.bench.what_if.what_if_models`)."""
+        """The what-if variants of the models a faster variant could change the answer for."""
         if not what_if_enabled(self.cfg, self.device):
             return
         first = self._recommend(state).report.recommendation
@@ -267,7 +247,7 @@ class Runner:
         return replace(state, report=replace(state.report, recommendation=recommendation))
 
     def _complete(self, state: RunState) -> RunState:
-        """The finished run: the recommendation from every model's section (on disk already), status complete."""
+        """The finished run: the recommendation, status complete."""
         state = self._recommend(state)
         recommendation = state.report.recommendation
         assert recommendation is not None
@@ -275,26 +255,23 @@ class Runner:
         return replace(state, report=replace(state.report, status="complete"))
 
     def _failed(self, state: RunState, exc: Exception) -> None:
-        """Write the report of a run an error ended (bad input found while a model runs, such as a user's step that
-        returns a float), keeping the models measured before it, and show their summary."""
+        """Write the report of a run an error ended, keeping the models measured before it."""
         reason = str(exc) if isinstance(exc, GpubenchError) else f"{type(exc).__name__}: {exc}"
         self._save(replace(state, report=replace(state.report, status="failed", error=redact(reason))))
         if self._latest.report.models:
             console.print_summary(self._latest.report, str(self.writer.path))
 
     def _interrupted(self, state: RunState, exc: KeyboardInterrupt) -> None:
-        """Write the report of an interrupted run (status ``interrupted``, the model in progress, a partial
-        recommendation) and show its summary."""
+        """Write the report of an interrupted run with a partial recommendation, and show its summary."""
         name = state.in_progress
         if isinstance(exc, ModelInterrupted) and exc.model is not None:
             name = exc.model
         logger.info("interrupted during %s", name or "the recommendation")
         report = replace(state.report, status="interrupted")
-        # A model interrupted in its data-parallel run is in the report already, without that run's outcome.
         if name is not None and (name not in report.models or isinstance(exc, ModelInterrupted)):
             report = _with_model(report, name, _interrupted_result(exc))
         state = replace(state, report=report)
-        # Written before the recommendation is attempted, so that a second interrupt cannot lose the model.
+        # Before the recommendation, so that a second interrupt cannot lose the model.
         self._save(state)
         try:
             if state.report.models:
@@ -311,8 +288,7 @@ class Runner:
             self._write(state.report)
 
     def _write(self, report: RunReport) -> None:
-        """Write the report, then its HTML page without plots (drawn once, when the run ends): a job killed
-        outright (SIGKILL, out of host memory) still leaves a page of every model measured before it."""
+        """Write the report and its HTML page without plots, so that a killed job still leaves a page."""
         self._written = report
         self.writer.write(report)
         _write_page(report, self.writer.path, self.config_path)
@@ -351,8 +327,7 @@ def _with_model(report: RunReport, name: str, result: ModelResult) -> RunReport:
 
 
 def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
-    """The section of the model an interrupt stopped: its measured epochs when the interrupt came while they ran,
-    else a result that says it was interrupted before its measured epochs began."""
+    """The section of the model an interrupt stopped."""
     if isinstance(exc, ModelInterrupted):
         return exc.run.result
     return ModelResult(
@@ -361,12 +336,8 @@ def _interrupted_result(exc: KeyboardInterrupt) -> ModelResult:
     )
 
 
-# ------------------------------------------------------------------------------------------------ the job
-
-
 def _page_plots(report: RunReport, timelines: dict[str, MemoryTimeline] | None = None) -> tuple[list[PagePlot], str]:
-    """The report's plots for its HTML page, and a note that is empty unless drawing them failed (then said in
-    the page's place for them)."""
+    """The report's page plots, and a note saying why drawing them failed (empty if it did not)."""
     try:
         return draw_page_plots(report, timelines), ""
     except Exception as exc:  # the plots illustrate the report; failing to draw one must not lose the page
@@ -376,8 +347,7 @@ def _page_plots(report: RunReport, timelines: dict[str, MemoryTimeline] | None =
 def _write_page(
     report: RunReport, report_path: Path, config_path: Path, plots: list[PagePlot] | None = None, plots_note: str = ""
 ) -> Path | None:
-    """Write the report's HTML page beside it (:func:`gpubench.output.html_report.write_page`); None, with a
-    notice, when it cannot be written: the page presents the report, which is on disk already."""
+    """Write the report's HTML page beside it; None, with a notice, when it cannot be written."""
     try:
         return write_page(report, report_path, plots=plots, plots_note=plots_note or None, config_path=config_path)
     except Exception as exc:
@@ -388,7 +358,7 @@ def _write_page(
 def _tracking_record(
     report: RunReport | None, cfg: BenchmarkConfig, sweep: tracking.SweepJob | None, name: str, artifacts: list[Path]
 ) -> tracking.RunRecord:
-    """The MLflow record of the job's report (or, named ``name``, of no report: the job ended before writing one)."""
+    """The MLflow record of the job's report (or of no report, named ``name``)."""
     if report is None:
         return tracking.RunRecord(run_name=name, artifacts=artifacts)
     return replace(tracking.run_record(report, sweep=sweep, data_config=cfg.data), artifacts=artifacts)
@@ -402,8 +372,7 @@ def _end_run_early(
     status: str,
     config_path: Path,
 ) -> None:
-    """End the MLflow run of a job that raised or was interrupted, with the partial report on disk (if any), its
-    page and the resolved config (``config_path``)."""
+    """End the MLflow run of a job that raised or was interrupted, with its partial report and config."""
     files = [config_path]
     report_path = Path(cfg.output).expanduser()
     try:
@@ -411,7 +380,6 @@ def _end_run_early(
     except ReportReadError:
         report = None
     if report is not None:
-        # The partial report's page, with the plots of what it holds, goes with it to MLflow.
         plots, note = _page_plots(report)
         page = _write_page(report, report_path, config_path, plots, note)
         files = files if page is None else [page, *files]
@@ -421,8 +389,7 @@ def _end_run_early(
 
 
 def _sampled_gpus(cfg: BenchmarkConfig, device: torch.device) -> list[int] | None:
-    """The NVML indices of the GPUs the job uses, for its system metrics: none on the CPU, the chosen GPU, or every
-    rank's GPU for a data-parallel run; None (every GPU) when NVML cannot match a device."""
+    """The NVML indices of the job's GPUs; None (every GPU) when NVML cannot match a device."""
     if device.type != "cuda":
         return []
     torch_indices = range(cfg.distributed.nproc) if cfg.distributed.enabled else [device.index or 0]
@@ -433,21 +400,13 @@ def _sampled_gpus(cfg: BenchmarkConfig, device: torch.device) -> list[int] | Non
 def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
 
-    The MLflow run is created when the job starts (status RUNNING; a sweep's job nested under the sweep's run),
-    samples the system from when the device is chosen, streams each model's epochs as they complete, and ends
-    FINISHED when every model was measured, FAILED when a model (or its data-parallel run) failed or the job raised,
-    KILLED when it was interrupted; the report on disk (partial, for the last two) and its HTML page
-    (:mod:`gpubench.output.html_report`, with the plots) are logged with it, and the run is named with its verdict.
-    The resolved config is written with credentials redacted (Hydra's saved files were, as the job started:
-    :mod:`gpubench.cli.hydra_files`).
+    The MLflow run starts RUNNING and ends FINISHED, FAILED (a model or the job failed) or KILLED (interrupted).
     """
-    # Every log line (Hydra's console, <job>.log, MLflow's and urllib3's) goes out redacted.
     install_log_redaction()
     config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
     resolved_path = context.run_dir / RESOLVED_CONFIG_NAME
     resolved_path.parent.mkdir(parents=True, exist_ok=True)
     resolved_path.write_text(redact(OmegaConf.to_yaml(config_tree)))
-    # A job of a sweep is nested under the sweep's parent run from its start (gpubench/output/sweep_run.py).
     sweep = None
     if context.multirun and context.sweep_dir is not None:
         sweep = sweep_job(context.sweep_dir, context.job_num, context.overrides, cfg.tracking)
@@ -468,8 +427,7 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
             for message in live.new_messages():
                 console.notice(message)
         completed = runner.run()
-    # Whatever ends the job early (an interrupt, a signal turned into an exception, bad input, a bug), the MLflow run
-    # must not stay RUNNING: it ends with the partial report, and the exception goes on to the entry point.
+    # Whatever ends the job early, the MLflow run must not stay RUNNING.
     except BaseException as exc:
         status = tracking.KILLED if isinstance(exc, KeyboardInterrupt | SystemExit) else tracking.FAILED
         _end_run_early(live, cfg, sweep, run_name, status, resolved_path)
@@ -484,7 +442,6 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
     page = _write_page(report, runner.writer.path, resolved_path, plots, plots_note)
     if page is not None:
         artifacts.insert(1, page)
-    # A failed data-parallel run fails the job as a failed model does (its 1-process result is in the report).
     model_failed = any(
         model.status == "failed" or (model.distributed is not None and model.distributed.status == "failed")
         for model in report.models.values()

@@ -1,13 +1,5 @@
-"""The setup every process that builds workloads shares, written once: the device, torch's CPU threads, the VRAM
-cap, the fp32 matmul precision, the seed, the market data on the device and a block timer.
-
-The benchmark (:mod:`gpubench.bench.runner`), a data-parallel rank (:mod:`gpubench.bench.rank_worker`), a replay of
-:mod:`gpubench.validate` and the scripts under ``benchmarks/`` each prepare a :class:`Session` from the job's config
-and build their workloads in :meth:`Session.model_run_context`, so that a model is built the same way wherever it is
-built. The effects happen in the order the runner has always had them: device, threads, VRAM cap, matmul precision
-(before the runner's burn-in, whose matmuls then run as the models' will), seed, and the data last (the runner
-loads it after the burn-in: :meth:`Session.with_data`).
-"""
+"""The setup every process that builds workloads shares (device, CPU threads, VRAM cap, matmul precision, seed, data,
+block timer), so that a model is built the same way wherever it is built."""
 
 from dataclasses import dataclass, replace
 
@@ -26,10 +18,8 @@ from gpubench.results import DataProvenance
 
 @dataclass(frozen=True)
 class Session:
-    """A prepared process: the job's config ``cfg``, the ``device`` models run on, torch's intra-op thread count
-    ``cpu_threads`` and how it was chosen (``threads_source``), the VRAM budget the cap left (MB; None on the CPU),
-    a block timer that synchronises ``device``, and the market data as feature tensors on the device with its
-    provenance (None until loaded)."""
+    """A prepared process: config, device, intra-op threads and their source, VRAM budget (None on the CPU), block
+    timer, and the market data on the device (None until loaded)."""
 
     cfg: BenchmarkConfig
     device: torch.device
@@ -42,7 +32,7 @@ class Session:
 
     @property
     def usable_vram_mb(self) -> float | None:
-        """The VRAM (MB) the models may use: the cap less the CUDA context's overhead; None on the CPU."""
+        """The VRAM (MB) the models may use; None on the CPU."""
         return None if self.vram_budget is None else self.vram_budget.usable_vram_mb
 
     def with_data(self) -> "Session":
@@ -51,8 +41,7 @@ class Session:
         return replace(self, features=features, provenance=provenance)
 
     def model_run_context(self, *, reference_sm_clock_mhz: float | None = None, **extra) -> ModelRunContext:
-        """The context models are built and measured in on this session; ``extra`` sets the context's other fields
-        (an epoch observer, a data-parallel rank). Raises RuntimeError when the data is not loaded yet."""
+        """The context models are built and measured in; ``extra`` sets its other fields."""
         if self.features is None:
             raise RuntimeError("the session's data is not loaded: prepare it with load_data, or call with_data()")
         return ModelRunContext(
@@ -67,9 +56,8 @@ class Session:
 
 
 def choose_device(cfg: BenchmarkConfig, *, local_rank: int | None = None) -> tuple[torch.device, str | None]:
-    """The device ``cfg.hardware`` names and a notice when the choice may surprise (see
-    :func:`~gpubench.hardware.selection.resolve_device`). A data-parallel rank (``local_rank``) gets its own GPU,
-    made the current one so that collectives and the allocator cap find it."""
+    """The device ``cfg.hardware`` names and a notice when the choice may surprise; a rank (``local_rank``) gets
+    its own GPU, made the current one."""
     device, notice = resolve_device(cfg.hardware)
     if device.type == "cuda" and local_rank is not None:
         device = torch.device("cuda", local_rank)
@@ -78,18 +66,10 @@ def choose_device(cfg: BenchmarkConfig, *, local_rank: int | None = None) -> tup
 
 
 def prepare_session(
-    cfg: BenchmarkConfig,
-    *,
-    device: torch.device | None = None,
-    cpu_threads: int | None = None,
-    load_data: bool = True,
+    cfg: BenchmarkConfig, *, device: torch.device | None = None, cpu_threads: int | None = None, load_data: bool = True
 ) -> Session:
-    """Set this process up for ``cfg``'s models and return the :class:`Session`.
-
-    ``device``: the one chosen already (:func:`choose_device`), else ``cfg.hardware``'s. ``cpu_threads``: torch's
-    intra-op thread count to use rather than ``hardware.cpu_threads`` (a replay uses the count the benchmark
-    recorded, a rank its share). ``load_data`` False leaves the data for :meth:`Session.with_data`.
-    """
+    """Set this process up for ``cfg``'s models; ``cpu_threads`` overrides ``hardware.cpu_threads``, ``load_data``
+    False leaves the data for :meth:`Session.with_data`."""
     if device is None:
         device, _ = choose_device(cfg)
     threads, source = choose_cpu_threads(cfg.hardware.cpu_threads if cpu_threads is None else cpu_threads, device)

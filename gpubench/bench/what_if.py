@@ -1,13 +1,6 @@
-"""Measured what-ifs: after the main measurements, each model measured again briefly in the alternatives its
-recommendation would offer (bf16 autocast, tf32 matmuls, ``torch.compile`` modes, the knee batch), so that the
-recommended actions quote measured figures instead of guessed speed-ups.
-
-A what-if is :func:`gpubench.bench.model_run.run_model` with a modified config: the variant's execution (or batch), no
-batch search (the main run's batch, or the knee), no step-downs, one warmup epoch and
-``decision.what_if_epochs`` epochs of at least ``decision.what_if_epoch_seconds`` s, not adaptive. Its result has
-the same statistics, memory profile and stability checks as the main one; the decision extrapolates it to the plan
-(:mod:`gpubench.decision.what_ifs`). ``torch.set_float32_matmul_precision`` is process-wide, so the tf32 variant
-sets it for its own run and restores the job's setting after.
+"""Measured what-ifs: each model measured again briefly (:func:`~gpubench.bench.model_run.run_model`, no batch
+search, ``decision.what_if_epochs`` epochs) in the alternatives its recommendation would offer (bf16, tf32,
+``torch.compile`` modes, the knee batch), so that the recommended actions quote measured figures.
 """
 
 import contextlib
@@ -44,9 +37,8 @@ def what_if_enabled(cfg: BenchmarkConfig, device: torch.device) -> bool:
 
 
 def what_if_models(cfg: BenchmarkConfig, models: Mapping[str, ModelResult], decision: str | None) -> list[str]:
-    """The measured models whose what-ifs run, given the ``decision`` the main measurements gave: every model with
-    ``decision.what_if=true``; by default (null) only the critical models, and only when the answer is not
-    LOCAL_GPU_VIABLE already, which a faster variant cannot change."""
+    """The measured models whose what-ifs run: all with ``decision.what_if=true``; by default the critical ones,
+    unless the ``decision`` is LOCAL_GPU_VIABLE already, which a faster variant cannot change."""
     measured = [name for name, result in models.items() if result.status == "ok"]
     if cfg.decision.what_if:
         return measured
@@ -57,58 +49,36 @@ def what_if_models(cfg: BenchmarkConfig, models: Mapping[str, ModelResult], deci
 
 
 def variants(main: ModelResult, cfg: BenchmarkConfig) -> list[Variant]:
-    """The ``decision.what_if_variants`` that differ from the main run ``main`` (measured with ``cfg``): bf16 unless
-    the run is bf16 already, tf32 only for fp32 runs at ``highest``, each compile mode other than the run's, the knee
-    when the batch search found one other than the measured batch."""
+    """The ``decision.what_if_variants`` that differ from the main run ``main``."""
     execution = cfg.execution
     batch = main.batch_size
-    assert batch is not None  # only a measured model gets what-ifs
+    assert batch is not None
     knee = main.batch_search.knee_size if main.batch_search is not None else None
+    fp32_highest = execution.precision == "fp32" and execution.matmul_precision == "highest"
     candidates = {
-        "bf16": (
-            execution.precision != "bf16",
-            "bf16 autocast",
-            replace(execution, precision="bf16"),
-            batch,
-        ),
-        "tf32": (
-            execution.precision == "fp32" and execution.matmul_precision == "highest",
-            "tf32 matmuls (execution.matmul_precision=high)",
-            replace(execution, matmul_precision="high"),
-            batch,
-        ),
-        "compile": (
-            execution.compile != "true",
-            "torch.compile (default mode)",
-            replace(execution, compile="true"),
-            batch,
-        ),
+        "bf16": (execution.precision != "bf16", "bf16 autocast", {"precision": "bf16"}, batch),
+        "tf32": (fp32_highest, "tf32 matmuls (execution.matmul_precision=high)", {"matmul_precision": "high"}, batch),
+        "compile": (execution.compile != "true", "torch.compile (default mode)", {"compile": "true"}, batch),
         "reduce-overhead": (
             execution.compile != "reduce-overhead",
             "torch.compile reduce-overhead (CUDA graphs)",
-            replace(execution, compile="reduce-overhead"),
+            {"compile": "reduce-overhead"},
             batch,
         ),
-        "knee": (
-            knee is not None and knee != batch,
-            f"the knee batch {knee} (instead of {batch})",
-            execution,
-            knee or batch,
-        ),
+        "knee": (knee is not None and knee != batch, f"the knee batch {knee} (instead of {batch})", {}, knee or batch),
     }
     return [
-        Variant(name=name, description=description, execution=variant_execution, batch_size=size)
+        Variant(name=name, description=description, execution=replace(execution, **changes), batch_size=size)
         for name in cfg.decision.what_if_variants
-        for applies, description, variant_execution, size in [candidates[name]]
+        for applies, description, changes, size in [candidates[name]]
         if applies
     ]
 
 
 def what_if_config(cfg: BenchmarkConfig, name: str, variant: Variant) -> BenchmarkConfig:
-    """The job's config for measuring ``variant`` of model ``name`` briefly (see the module docstring)."""
+    """The job's config for measuring ``variant`` of model ``name`` briefly."""
     workload = getattr(cfg.workloads, name)
-    # Only a model whose config sets a batch size gets the variant's (PPO's is a property of its rollout, envs x
-    # steps, not a field).
+    # PPO's batch is a property of its rollout, not a field.
     if "batch_size" in {f.name for f in fields(workload)}:
         workload = replace(workload, batch_size=variant.batch_size)
     return replace(
@@ -125,7 +95,7 @@ def what_if_config(cfg: BenchmarkConfig, name: str, variant: Variant) -> Benchma
 
 @contextlib.contextmanager
 def matmul_precision(setting: str) -> Iterator[None]:
-    """``torch.set_float32_matmul_precision(setting)`` while active; the previous setting afterwards."""
+    """``torch.set_float32_matmul_precision(setting)`` (process-wide) while active; the previous setting after."""
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(setting)
     try:
@@ -135,11 +105,10 @@ def matmul_precision(setting: str) -> Iterator[None]:
 
 
 def run_what_ifs(name: str, context: ModelRunContext, main: ModelResult) -> list[WhatIf]:
-    """Measure model ``name`` briefly in each of its :func:`variants` (``main`` is its main result); a variant that
-    fails is recorded with its status and error, and the next one still runs."""
+    """Measure model ``name`` briefly in each of its :func:`variants`; a failing variant is recorded as such."""
     cfg = context.cfg
     records = []
-    # An RL model's (or the user's) batch is the algorithm's own: timing it at the knee would time another training.
+    # Timing an algorithm's own batch at the knee would time another training.
     batch_is_recipe = workload_class(name).batch_size_is_hyperparameter
     for variant in variants(main, cfg):
         if variant.name == "knee" and batch_is_recipe:

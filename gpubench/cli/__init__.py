@@ -1,9 +1,5 @@
-"""The ``gpubench`` command: one porch for every subcommand.
-
-``gpubench [run] KEY=VALUE ...`` is the measured run (Hydra overrides; ``run`` may be left out, and ``python -m
-gpubench`` is the same); ``validate``, ``compare``, ``launch``, ``prices`` and ``rent`` are the others, each with its
-own ``--help``. Every subcommand shares the signal handling and the exit codes of :mod:`gpubench.cli.errors`.
-"""
+"""The ``gpubench`` command: ``gpubench [run] KEY=VALUE ...`` is the measured run; ``validate``, ``compare``,
+``launch``, ``prices`` and ``rent`` are the other subcommands."""
 
 import importlib
 import sys
@@ -23,7 +19,6 @@ SUBCOMMANDS = {
 
 def main(argv: list[str] | None = None) -> None:
     """Dispatch ``argv`` (default ``sys.argv[1:]``) to its subcommand and exit with its code."""
-    # First, before anything heavy loads: an interrupt during the imports ends quietly too.
     signals.install()
     args = sys.argv[1:] if argv is None else list(argv)
     name = args[0] if args and args[0] in SUBCOMMANDS else "run"

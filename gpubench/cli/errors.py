@@ -1,11 +1,6 @@
-"""Hydra's main under a guard: the errors Hydra raises while it parses the overrides and composes the config (a
-value of the wrong type, an unknown key, an option a group does not have, an override it cannot parse) become one
-paragraph naming the key and exit code 2, like every other bad input, instead of Hydra's own report and exit 1; so
-does a file that cannot be written (Hydra's run folder in a full or read-only working folder), naming it.
-
-Hydra prints its errors itself unless ``HYDRA_FULL_ERROR`` is set, in which case it raises them; the guard sets the
-variable while Hydra runs, so that it gets the exception, and leaves it alone when the user set it (then the full
-traceback is what they asked for).
+"""Hydra's main under a guard: errors Hydra raises while composing the config, and files that cannot be written,
+become one paragraph naming the key or file and exit code 2. The guard sets ``HYDRA_FULL_ERROR`` so that Hydra
+raises rather than prints, unless the user set it (then the traceback is what they asked for).
 """
 
 import logging
@@ -17,10 +12,8 @@ from typing import Any
 
 from gpubench.conf import CONF_DIR
 
-#: Hydra's own lines that do not help a gpubench user (its advice to use ``+key``, which gpubench refuses; the
-#: traceback hint; the OmegaConf node details already said in words).
+#: Hydra's own lines that do not help a gpubench user.
 _DROPPED_PREFIXES = ("full_key:", "object_type", "reference_type", "Set the environment variable", "To append to")
-#: Hydra's list of where it searched for configs ends the useful part of a message.
 _SEARCH_PATH_LINE = "Config search path"
 
 
@@ -53,27 +46,22 @@ def _flatten(text: str) -> str:
 
 
 def quote_value(text: str) -> str:
-    """``text`` as a quoted string of Hydra's override grammar, which reads it back as ``text`` whatever it holds
-    (a URL with ``?`` and ``=``, a path with spaces or accented letters, quotes, backslashes).
-
-    Inside quotes Hydra unescapes only the backslashes that precede a quote or end the string: those are doubled
-    and each quote is escaped; any other backslash (a Windows path) stays as it is."""
+    """``text`` quoted in Hydra's override grammar, which reads it back as ``text`` whatever it holds. Hydra
+    unescapes only backslashes before a quote or at the end, so only those are doubled."""
     escaped = re.sub(r"(\\*)'", lambda match: match[1] * 2 + "\\'", text)
     escaped = re.sub(r"(\\+)$", lambda match: match[1] * 2, escaped)
     return f"'{escaped}'"
 
 
 def _quoted(override: str) -> str:
-    """``key='value'``: the override with its value quoted (:func:`quote_value`)."""
+    """The override with its value quoted (:func:`quote_value`)."""
     key, has_value, value = override.partition("=")
     return f"{key}={quote_value(value)}" if has_value else override
 
 
 def _unparsable_override_message(override: str, detail: str) -> str:
-    """The error for an override Hydra's grammar refuses: the override itself (Hydra's lexer message may name
-    neither it nor its key), Hydra's reason, and how to quote the value."""
-    # Hydra's lexer repeats the override with a caret under the offending character on a line of its own: in one
-    # paragraph the caret points nowhere.
+    """The error for an override Hydra's grammar refuses: the override, Hydra's reason and how to quote it."""
+    # In one paragraph the lexer's caret points nowhere.
     reason = " ".join(word for word in detail.split() if word != "^").rstrip(".")
     quoted = _quoted(override)
     return (
@@ -108,7 +96,7 @@ def hydra_error_message(exc: BaseException) -> str:
     return message
 
 
-#: How Hydra's message starts when two of its modes are given together (hydra/_internal/utils.py, _run_hydra).
+#: How Hydra's message starts when two of its modes are given together.
 _EXCLUSIVE_MODES = "Only one of --run, --multirun"
 
 
@@ -123,8 +111,7 @@ def _refuse(message: str, user_wants_traceback: bool) -> None:
 
 
 def run_hydra(task: Callable[[Any], int]) -> None:
-    """Run ``task`` as gpubench's Hydra main (config ``gpubench/conf/config.yaml``); a Hydra or OmegaConf error
-    raised while composing is printed as one paragraph and exits 2."""
+    """Run ``task`` as gpubench's Hydra main; a composition error is printed as one paragraph and exits 2."""
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -134,8 +121,7 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     register_configs()
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)
     user_wants_traceback = "HYDRA_FULL_ERROR" in os.environ
-    # The job's log file is in the run's folder: a line that cannot be written there (a full disk) must not print
-    # logging's own traceback over the one error that says the folder cannot be written.
+    # A log line that cannot be written (a full disk) must not print a traceback over the one error.
     logging.raiseExceptions = False
     if not user_wants_traceback:
         os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -145,8 +131,7 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     except (HydraException, OmegaConfBaseException) as exc:
         _refuse(hydra_error_message(exc), user_wants_traceback)
     except ValueError as exc:
-        # Hydra refuses two of its modes at once (`-m --cfg job`) with a plain ValueError before composing; any
-        # other ValueError is the task's own and keeps its traceback.
+        # Any other ValueError is the task's own and keeps its traceback.
         if not str(exc).startswith(_EXCLUSIVE_MODES):
             raise
         _refuse(
@@ -156,8 +141,6 @@ def run_hydra(task: Callable[[Any], int]) -> None:
             user_wants_traceback,
         )
     except OSError as exc:
-        # A file that cannot be written: Hydra's run folder and saved config (a full or read-only working folder
-        # fails before the task runs), or one of the job's own files.
         from gpubench.cli.hydra_files import write_error_message
 
         _refuse(write_error_message(exc), user_wants_traceback)
@@ -166,17 +149,14 @@ def run_hydra(task: Callable[[Any], int]) -> None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
 
 
-#: The exit codes of every subcommand.
+#: The exit codes of every subcommand: ok, a failure the command measured, bad input.
 EXIT_OK = 0
-#: A model or a training failed, a check landed outside its bound, or a comparison differs as asked to fail.
 EXIT_FAILED = 1
-#: Bad input: a key, file or value that cannot be used, said in one paragraph.
 EXIT_BAD_INPUT = 2
 
 
 def run_command(main: Callable[[list[str]], int], argv: list[str], prog: str) -> int:
-    """Run a subcommand's ``main(argv)``; a :class:`~gpubench.errors.GpubenchError` that escapes it is one paragraph
-    and :data:`EXIT_BAD_INPUT`, an interrupt 128 + the signal's number."""
+    """Run a subcommand's ``main(argv)``: bad input exits :data:`EXIT_BAD_INPUT`, an interrupt 128 + the signal."""
     from gpubench import signals
     from gpubench.errors import GpubenchError
     from gpubench.output import console

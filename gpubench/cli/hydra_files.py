@@ -1,17 +1,5 @@
-"""The files Hydra writes for a job before gpubench's task runs: their folder, recorded for the error when it cannot
-be written, and their redaction.
-
-Hydra creates the job's folder (``outputs/<date>/<time>``, or ``hydra.run.dir``; a sweep's ``hydra.sweep.dir``),
-opens the job's log there and saves ``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` (a sweep also
-``multirun.yaml``) before the task starts. So:
-
-* a full or read-only working folder fails in Hydra's own code, with an OSError that may name no file (a full disk
-  fails as the file is closed): :class:`HydraFilesCallback` records the folder as the run starts, and
-  :func:`write_error_message` names it;
-* those files hold the overrides and the config as given, a credential in ``tracking.uri`` among them: the callback
-  rewrites them redacted as each job starts (:func:`redact_hydra_files`), before the task can stop on a bad value.
-
-Hydra only, no torch: the entry point's error path imports this module.
+"""The files Hydra writes for a job before gpubench's task runs: their folder, recorded so that a write error can
+name it (a full disk's OSError may name no file), and their redaction (they hold the overrides as given). No torch.
 """
 
 import os
@@ -24,18 +12,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpubench.output.redact import install_log_redaction, redact
 
-#: The files Hydra saves in a job's ``.hydra/`` folder: the overrides and the config as given.
+#: The files Hydra saves in a job's ``.hydra/`` folder.
 HYDRA_FILES = ("config.yaml", "overrides.yaml", "hydra.yaml")
 #: A sweep's own saved config, in its folder.
 MULTIRUN_FILE = "multirun.yaml"
 
-#: The folder Hydra writes this run's files under, once the run has started (for :func:`write_error_message`).
+#: The folder Hydra writes this run's files under, once the run has started.
 _run_folder: list[Path] = []
 
 
 def redact_file(path: Path) -> None:
-    """Rewrite the text file at ``path`` with credentials redacted, atomically and only where it changes; a file
-    that does not exist is left absent."""
+    """Rewrite the text file at ``path`` (if any) with credentials redacted, atomically and only where it changes."""
     try:
         text = path.read_text()
     except FileNotFoundError:  # a launcher that saved no such file
@@ -48,8 +35,7 @@ def redact_file(path: Path) -> None:
 
 
 def redact_hydra_files(job_dir: Path, sweep_dir: Path | None = None) -> None:
-    """Rewrite the files Hydra saved for the job in ``job_dir`` (and the sweep's ``multirun.yaml`` in
-    ``sweep_dir``) with credentials redacted."""
+    """Redact the files Hydra saved for the job in ``job_dir`` (and a sweep's ``multirun.yaml``)."""
     paths = [job_dir / ".hydra" / name for name in HYDRA_FILES]
     if sweep_dir is not None:
         paths.append(sweep_dir / MULTIRUN_FILE)
@@ -58,8 +44,7 @@ def redact_hydra_files(job_dir: Path, sweep_dir: Path | None = None) -> None:
 
 
 def write_error_message(exc: OSError) -> str:
-    """One paragraph for a file that cannot be written: the file (or, where the OS names none, as for a full disk
-    found when a file is closed, the run's folder), why, and what to do."""
+    """One paragraph for a file that cannot be written (or the run's folder where the OS names none)."""
     if exc.filename is not None:
         where = str(Path(os.fsdecode(exc.filename)).absolute())
     elif _run_folder:
@@ -76,11 +61,9 @@ def write_error_message(exc: OSError) -> str:
 
 
 class HydraFilesCallback(Callback):
-    """Hydra callback (registered in ``gpubench/conf/config.yaml`` under ``hydra.callbacks``): records the run's
-    folder when the run starts, and redacts the files Hydra saved as each job starts."""
+    """Hydra callback (``hydra.callbacks``): records the run's folder, and redacts Hydra's files as each job starts."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        # From here on every log record of this process is redacted, the job's log file included.
         install_log_redaction()
         _run_folder.append(Path(str(config.hydra.run.dir)).absolute())
 

@@ -1,14 +1,7 @@
 """``gpubench launch REPORT --target skypilot|dstack [--run CMD] [--out FILE] [--force]``: a task file for the
-report's recommended rental, carrying the projected hours.
-
-The recommended choice is the cost table's cheapest row that fits (:func:`gpubench.results.cheapest_rental`, the
-row every other output names); the task asks for every GPU that fits, cheapest first, under the names its card
-file gives (``skypilot_name``, ``dstack_name``), spot when the cheapest is spot. By default the task measures
-there: it runs the report's own benchmark job (less the machine-specific overrides) and writes its report to
-:data:`MEASURED_REPORT`, which ``gpubench rent`` then reads beside the report given here; ``--run CMD`` makes it
-run your training instead. A comment states the projected hours per GPU and, for SkyPilot, a snippet hands them to
-``Task.set_time_estimator``. A smoke-test, interrupted or undecided report is refused unless ``--force``. Bad
-input is one paragraph and exit code 2.
+report's recommended rental (the cheapest fitting row), asking for every fitting GPU, cheapest first, and carrying
+the projected hours. By default the task reruns the report's benchmark there (writing :data:`MEASURED_REPORT`);
+``--run CMD`` runs your training instead.
 """
 
 import argparse
@@ -35,9 +28,7 @@ class LaunchInputError(ValueError):
 
 @dataclass(frozen=True)
 class Choice:
-    """The rental the task asks for: the cheapest row that fits (:func:`gpubench.results.cheapest_rental`), every
-    GPU that fits, cheapest first (its cheapest row of the same kind, spot or on-demand), and each GPU's SkyPilot
-    and dstack names."""
+    """The rental the task asks for: the cheapest fitting row, every fitting GPU cheapest first, and their names."""
 
     best: CostRow
     rows: tuple[CostRow, ...]

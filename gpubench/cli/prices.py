@@ -1,8 +1,7 @@
 """``python -m gpubench.prices show [--gpu H100] [--dir DIR]``: the snapshot's date, age and rows;
 ``python -m gpubench.prices refresh [--out DIR]``: rebuild it through gpuhunt (``gpubench[cloud]``).
 
-Bad input (an unknown GPU, a folder without a snapshot, a malformed or edited snapshot, gpuhunt missing or
-unreachable) is one paragraph on stderr and exit code 2; a snapshot dated in the future is shown with a warning.
+Bad input is one paragraph on stderr and exit code 2.
 """
 
 import argparse
@@ -18,9 +17,8 @@ def _today() -> date:
 
 
 def format_snapshot(snapshot: PriceSnapshot, today: date, gpu: str | None = None) -> str:
-    """The snapshot as text: its date and age (a warning when stale or dated after ``today``), each provider's
-    version, then one line per offer (of ``gpu``, matched case-insensitively on the GPU name or the catalog card,
-    when given), cheapest per GPU first."""
+    """The snapshot as text: its date and age (warned when stale or in the future), each provider's version, then
+    one line per offer (of ``gpu`` when given), cheapest per GPU first."""
     age = snapshot.age_days(today)
     days = f"{abs(age)} day{'' if abs(age) == 1 else 's'}"
     lines = [

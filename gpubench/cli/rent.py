@@ -1,11 +1,6 @@
 """``gpubench rent REPORT [REPORT ...] [--json OUT] [--rows N]``: one cost table from reports of the same training
-measured on different machines.
-
-A card that one of the reports ran on gets that report's rows, labelled measured; every other card is projected
-from the report nearest to it (:func:`gpubench.decision.rent.measured_cost_table`). Each report's recommendation is
-rebuilt with this version of gpubench and its own job's config (``config_resolved.yaml`` beside it, where there).
-Reports of different trainings (other models, batches or samples per step) are refused. Exit 0, or 2 for bad
-input.
+measured on different machines: a measured card gets its report's rows, every other card is projected from the
+nearest report (:func:`gpubench.decision.rent.measured_cost_table`). Exit 0, or 2 for bad input.
 """
 
 import argparse

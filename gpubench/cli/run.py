@@ -1,10 +1,7 @@
-"""``gpubench run`` (and ``gpubench``, ``python -m gpubench``): compose the Hydra config -> typed config -> the
-measured run -> exit code.
+"""``gpubench run`` (and ``gpubench``, ``python -m gpubench``): Hydra config -> typed config -> measured run.
 
-Exit codes: 0 when every model was measured (a model that ran out of memory, diverged or was stopped hot is a
-measured outcome), 1 when a model failed with an unexpected error, 2 for bad input (config, data, output path,
-including the overrides Hydra refuses), 128 + the signal's number when interrupted (130 Ctrl-C/SIGINT, 143
-SIGTERM, 129 SIGHUP). A partial report is on disk in every case once the run has started.
+Exit codes: 0 every model measured (an OOM or divergence is a measured outcome), 1 a model failed unexpectedly,
+2 bad input, 128 + the signal's number when interrupted.
 """
 
 import atexit
@@ -19,7 +16,7 @@ if TYPE_CHECKING:
 
     from gpubench.bench.job import RunContext
 
-# First, before the imports below (a second or more): an interrupt while they load ends quietly too.
+# Before the slow imports below, so that an interrupt while they load ends quietly too.
 signals.install()
 
 
@@ -30,10 +27,7 @@ def _interrupted() -> None:
         f"gpubench: interrupted ({signals.signal_name(signum)}); the report, where one was started, holds every "
         "model measured so far.\n"
     )
-    # Exit at once with the code, after flushing what was written: a plain sys.exit here ended the process by
-    # SIGINT (exit status -2) when the interrupt had arrived while Hydra was being imported (the interpreter still
-    # counted it as unhandled), which a scheduler reads as killed, not as interrupted and saved. The exit handlers
-    # still run first (a sweep's summary, the log handlers' flush).
+    # os._exit, not sys.exit: an interrupt during Hydra's import would end the process by SIGINT instead.
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -41,8 +35,7 @@ def _interrupted() -> None:
 
 
 def _resumed(report_path: str, context: "RunContext") -> bool:
-    """True when ``sweep.resume`` skips this job: one of a sweep whose report from an earlier launch is complete
-    (see :func:`gpubench.output.sweep.resumable_report`); said on the terminal either way."""
+    """True when ``sweep.resume`` skips this job of a sweep, whose report from an earlier launch is complete."""
     from pathlib import Path
 
     from gpubench.output import console
@@ -58,8 +51,7 @@ def _resumed(report_path: str, context: "RunContext") -> bool:
 
 
 def _task(cfg: "DictConfig") -> int:
-    # Imported here, after Hydra has handled --help and --cfg, so those stay fast. The config is typed and checked
-    # before the runner (and torch with it) is imported: a bad value is reported in about a second.
+    # Imported here so that --help, --cfg and a bad value are answered before torch loads.
     from gpubench.bench.job import RunContext
     from gpubench.config import typed_config
     from gpubench.errors import GpubenchError
@@ -77,11 +69,8 @@ def _task(cfg: "DictConfig") -> int:
         console.error(str(exc))
         exit_code = 2
     except KeyboardInterrupt:
-        # Raised by Ctrl-C and by the handled signals; in a sweep this ends the sweep, whose exit handler still
-        # writes the summary of the jobs that ran.
         _interrupted()
-    # In a sweep the job's code is returned to Hydra instead: exiting here would end the sweep before its other
-    # jobs and its summary; the sweep callback exits non-zero at the end when a job failed.
+    # In a sweep the code goes back to Hydra, so that the other jobs still run.
     if exit_code and not context.multirun:
         sys.exit(exit_code)
     return exit_code

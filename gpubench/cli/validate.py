@@ -1,10 +1,6 @@
 """``gpubench validate REPORT [--factor K | --minutes M] [--repeats R]``: check a report's predictions against real
-trainings (:mod:`gpubench.bench.replay`), each against the bounds of one new training, and write
-``validation.json`` (a row per training, rewritten after each).
-
-Exit codes: 0 every training inside its bound; 1 one outside, or failed; 2 bad input or nothing to check; 128 + the
-signal's number when interrupted, with the finished trainings kept.
-"""
+trainings (:mod:`gpubench.bench.replay`) and write ``validation.json``. Exit 0 all inside their bounds, 1 not, 2 bad
+input, 128 + the signal's number when interrupted."""
 
 import argparse
 import math
@@ -19,7 +15,7 @@ from gpubench.errors import GpubenchError
 from gpubench.results import ValidationCheck, ValidationReport
 
 VALIDATION_FILE_NAME = "validation.json"
-#: |error| within this many percent is counted in the summary line (reported, not the pass criterion).
+#: |error| within this many percent is counted in the summary line (not the pass criterion).
 ERROR_GOAL_PCT = 3.0
 
 
@@ -63,12 +59,9 @@ def format_table(validation: ValidationReport) -> str:
 
 
 def _probes_text(check: ValidationCheck) -> str:
-    """The training's host probes as ``before/after`` Python-loop milliseconds, ``-`` where not read."""
+    """The host probes as ``before/after`` Python-loop ms, ``-`` where not read."""
     readings = (check.host_probe_before, check.host_probe_after)
     return "/".join("-" if p is None else f"{p.python_loop_ms:.1f}" for p in readings)
-
-
-# ------------------------------------------------------------------------------------------------ the command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -128,8 +121,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def _check_output(path: Path) -> None:
-    """Refuse an ``--output`` that cannot be written, before any training: its folder is created if missing and a
-    file is written in it."""
+    """Refuse an ``--output`` that cannot be written, before any training."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".write-check-"):

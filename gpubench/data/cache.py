@@ -1,6 +1,5 @@
-"""Parquet cache of decoded bars, keyed by a BLAKE2b hash of the source files' bytes and the reader version (renaming
-a file keeps the key, editing it does not); and the ``data=parquet`` reader. Every file is written under a temporary
-name and renamed into place."""
+"""Parquet cache of decoded bars, keyed by a hash of the source files' bytes and the reader version, written
+atomically; and the ``data=parquet`` reader."""
 
 import contextlib
 import hashlib

@@ -31,12 +31,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         require_choice("data.source", self.source, DATA_SOURCES)
         if self.source in ("dbn", "parquet"):
-            require(
-                bool(self.path),
-                "data.path",
-                self.path,
-                f"a folder or glob of files when data={self.source}",
-            )
+            require(bool(self.path), "data.path", self.path, f"a folder or glob of files when data={self.source}")
         require_choice("data.publishers", self.publishers, PUBLISHER_MODES)
         require(
             self.symbols is None or len(self.symbols) > 0,

@@ -1,6 +1,5 @@
-"""Market data for a run: bars from the configured source (``data=synthetic``, ``dbn`` or ``parquet``), and the
-feature tensors built from them. Synthetic data is written as DBN files and read back through the same reader and
-cache as a user's download."""
+"""Market data for a run: bars from ``data=synthetic``, ``dbn`` or ``parquet`` (synthetic data goes through the DBN
+reader like a download), and the feature tensors built from them."""
 
 import functools
 import logging

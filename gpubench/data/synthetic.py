@@ -1,8 +1,7 @@
 """Synthetic market: one-minute OHLCV bars of several symbols, written as DBN files like a Databento download.
 
-Returns with intraday and daily volatility profiles, GARCH(1,1) clustering and a shared market factor;
-Brownian-bridge highs and lows on a tick grid; volume rising with volatility. One file per 09:30-16:00 New York
-session, in a folder completed by its ``manifest.json``."""
+Returns with intraday and daily volatility profiles, GARCH(1,1) clustering and a shared market factor; Brownian-bridge
+highs and lows on a tick grid; volume rising with volatility. One file per New York session, plus ``manifest.json``."""
 
 import datetime as dt
 import hashlib
@@ -74,39 +73,35 @@ def session_open_ns(day: dt.date) -> int:
     return int(opening.timestamp()) * 1_000_000_000
 
 
-def intraday_volatility_profile() -> np.ndarray:
-    """Relative volatility of each of the 390 session minutes: U-shaped, with mean square 1."""
+def _u_shape(
+    open_peak: float, open_minutes: float, close_peak: float, close_minutes: float, curve: float
+) -> np.ndarray:
+    """1 plus decaying peaks at the open and the close plus a parabola, over the session's minutes."""
     minute = np.arange(BARS_PER_SESSION, dtype=np.float64)
     position = (minute + 0.5) / BARS_PER_SESSION
-    profile = (
-        1.0
-        + 1.2 * np.exp(-minute / 15.0)
-        + 0.4 * np.exp(-(BARS_PER_SESSION - 1 - minute) / 15.0)
-        + 0.3 * (2.0 * position - 1.0) ** 2
-    )
+    close_distance = BARS_PER_SESSION - 1 - minute
+    peaks = 1.0 + open_peak * np.exp(-minute / open_minutes) + close_peak * np.exp(-close_distance / close_minutes)
+    return peaks + curve * (2.0 * position - 1.0) ** 2
+
+
+def intraday_volatility_profile() -> np.ndarray:
+    """Relative volatility of each of the 390 session minutes: U-shaped, with mean square 1."""
+    profile = _u_shape(1.2, 15.0, 0.4, 15.0, 0.3)
     return profile / np.sqrt(np.mean(profile**2))
 
 
 def intraday_volume_profile() -> np.ndarray:
     """Relative volume of each of the 390 session minutes: U-shaped, heaviest into the close, with mean 1."""
-    minute = np.arange(BARS_PER_SESSION, dtype=np.float64)
-    position = (minute + 0.5) / BARS_PER_SESSION
-    profile = (
-        1.0
-        + 2.5 * np.exp(-minute / 12.0)
-        + 2.0 * np.exp(-(BARS_PER_SESSION - 1 - minute) / 8.0)
-        + 0.4 * (2.0 * position - 1.0) ** 2
-    )
+    profile = _u_shape(2.5, 12.0, 2.0, 8.0, 0.4)
     return profile / profile.mean()
 
 
 def garch_variance(shocks: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-    """Conditional variances ``h_t`` of a GARCH(1,1) with unit unconditional variance driven by ``shocks``, from
-    ``h_0 = 1``; needs ``alpha + beta < 1``."""
+    """Conditional variances ``h_t`` (from ``h_0 = 1``) of a unit-variance GARCH(1,1) driven by ``shocks``."""
     omega = 1.0 - alpha - beta
     variances: list[float] = []
     variance = 1.0
-    # A plain float loop: the recursion is sequential, and Python floats beat per-step numpy calls here.
+    # Sequential: Python floats beat per-step numpy calls.
     for shock in shocks.tolist():
         variances.append(variance)
         variance = omega + (alpha * shock * shock + beta) * variance
@@ -123,7 +118,7 @@ def _daily_regime(rng: np.random.Generator, days: int) -> np.ndarray:
     stationary_var = _REGIME_SHOCK_STD**2 / (1.0 - _REGIME_PERSISTENCE**2)
     shocks = rng.normal(0.0, _REGIME_SHOCK_STD, days)
     shocks[0] = rng.normal(0.0, math.sqrt(stationary_var))
-    # Imported here: scipy.signal takes about a second to import, which every run (and --help) would pay.
+    # Imported here: scipy.signal is slow to import.
     from scipy.signal import lfilter
 
     log_level = lfilter([1.0], [1.0, -_REGIME_PERSISTENCE], shocks)
@@ -337,10 +332,7 @@ def generate_synthetic_dbn(
                     end_ns=open_ns + BARS_PER_SESSION * BAR_NS,
                 )
             files.append(path)
-        manifest = {
-            "parameters": parameters,
-            "files": [{"name": path.name, "bytes": path.stat().st_size} for path in files],
-        }
+        manifest = {"parameters": parameters, "files": [{"name": p.name, "bytes": p.stat().st_size} for p in files]}
         with atomic_path(folder / MANIFEST_NAME) as temporary:
             temporary.write_text(json.dumps(manifest, indent=2))
     except OSError as exc:

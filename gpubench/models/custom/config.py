@@ -8,9 +8,8 @@ from gpubench.models.custom.factory import FACTORY_FORM, FACTORY_KEY, load_facto
 
 @dataclass
 class CustomConfig:
-    """The user's training as a factory ``module.path:function``: ``build(batch_size, device)`` returns a step callable.
-
-    The model is timed at ``batch_size``; ``samples_per_step`` (in ``sample_unit``) scales with the batch."""
+    """The user's training as a factory ``module.path:function``: ``build(batch_size, device)`` returns a step callable
+    timed at ``batch_size``; ``samples_per_step`` is in ``sample_unit``."""
 
     factory: str | None = None
     batch_size: int = 64
@@ -21,12 +20,9 @@ class CustomConfig:
         require_positive("workloads.custom.batch_size", self.batch_size)
         if self.samples_per_step is not None:
             require_positive("workloads.custom.samples_per_step", self.samples_per_step)
-        require(
-            bool(self.sample_unit) and self.sample_unit.isidentifier(),
-            "workloads.custom.sample_unit",
-            self.sample_unit,
-            "a non-empty word naming what one sample is (sample, token, image, ...)",
-        )
+        unit_ok = bool(self.sample_unit) and self.sample_unit.isidentifier()
+        unit = "a non-empty word naming what one sample is (sample, token, image, ...)"
+        require(unit_ok, "workloads.custom.sample_unit", self.sample_unit, unit)
         if self.factory is not None:
             load_factory(self.factory)
 

@@ -2,14 +2,13 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.errors import require, require_choice, require_positive, require_probability
+from gpubench.errors import require, require_choice, require_positive, require_positive_fields, require_probability
 from gpubench.models.trading_env.config import TradingEnvConfig
 
 
 @dataclass
 class DQNConfig:
-    """DQN (Mnih et al. 2015) with Double DQN on by default; the defaults' update-to-data ratio is the public
-    recipe's 0.25 gradient updates per environment step."""
+    """DQN (Mnih et al. 2015) with Double DQN on by default."""
 
     env: TradingEnvConfig = field(default_factory=TradingEnvConfig)
     batch_size: int = 256
@@ -31,15 +30,8 @@ class DQNConfig:
     replay_storage: str = "indices"
 
     def __post_init__(self) -> None:
-        for key in (
-            "batch_size",
-            "buffer_size",
-            "target_update_interval",
-            "exploration_steps",
-            "train_freq",
-            "gradient_steps",
-        ):
-            require_positive(f"workloads.dqn.{key}", getattr(self, key))
+        sizes = "batch_size buffer_size target_update_interval exploration_steps train_freq gradient_steps"
+        require_positive_fields(self, "workloads.dqn", sizes)
         require(self.learning_starts >= 0, "workloads.dqn.learning_starts", self.learning_starts, ">= 0")
         require_positive("workloads.dqn.learning_rate", self.learning_rate)
         require_probability("workloads.dqn.gamma", self.gamma)
@@ -48,9 +40,5 @@ class DQNConfig:
         require_probability("workloads.dqn.exploration_final", self.exploration_final, closed=True)
         require_positive("workloads.dqn.max_grad_norm", self.max_grad_norm)
         require_choice("workloads.dqn.replay_storage", self.replay_storage, ("indices", "observations"))
-        require(
-            self.buffer_size >= self.env.num_envs,
-            "workloads.dqn.buffer_size",
-            self.buffer_size,
-            f">= env.num_envs ({self.env.num_envs}): one env step adds a transition per environment",
-        )
+        per_step = f">= env.num_envs ({self.env.num_envs}): one env step adds a transition per environment"
+        require(self.buffer_size >= self.env.num_envs, "workloads.dqn.buffer_size", self.buffer_size, per_step)

@@ -1,8 +1,7 @@
 """DQN (Mnih et al. 2015) with Double DQN targets (van Hasselt et al. 2016), on the vectorised trading environment.
 
-One step is ``train_freq`` ε-greedy environment steps into the replay buffer, then ``gradient_steps`` gradient steps;
-the buffer is prefilled with ``learning_starts`` random transitions so every timed step trains. Launch-bound on a
-GPU, so written in few tensor operations."""
+One step is ``train_freq`` ε-greedy environment steps, then ``gradient_steps`` gradient steps; the buffer is
+prefilled so every timed step trains. Launch-bound on a GPU, so written in few tensor operations."""
 
 import copy
 import itertools
@@ -48,11 +47,14 @@ class ReplayBatch:
 
 
 class _RingStorage:
-    """``capacity`` rows written in a ring on the device, counted by the 0-d device tensor ``added``."""
+    """``capacity`` rows of ``width`` written in a ring on the device, counted by the 0-d device tensor ``added``."""
 
-    capacity: int
-    transitions: torch.Tensor
-    added: torch.Tensor
+    def __init__(self, capacity: int, width: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.capacity = capacity
+        self.transitions = torch.zeros(capacity, width, dtype=dtype, device=device)
+        self.added = torch.zeros((), dtype=torch.int64, device=device)
+        # Made once: an add takes its first n instead of building an arange each time.
+        self._offsets = torch.arange(capacity, device=device)
 
     @property
     def cursor(self) -> torch.Tensor:
@@ -69,18 +71,25 @@ class _RingStorage:
         """Bytes the stored transitions take on the device."""
         return self.transitions.nbytes
 
+    def _write(self, rows: torch.Tensor) -> None:
+        """Write ``rows`` (at most ``capacity``) at the cursor, overwriting the oldest once full."""
+        n = rows.shape[0]
+        self.transitions.index_copy_(0, (self.added + self._offsets[:n]) % self.capacity, rows)
+        self.added.add_(n)
+
+    def sample_indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """``batch_size`` slots drawn uniformly with replacement from the filled ones (the buffer must not be empty)."""
+        # Modulo the fill level keeps the bound on the device; the bias, size / 2**62, is nil.
+        wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.added.device)
+        return wide % self.size
+
 
 class ReplayBuffer(_RingStorage):
     """Circular buffer of ``capacity`` transitions, one float32 row each, written and read in one indexed op."""
 
     def __init__(self, capacity: int, observation_size: int, device: torch.device) -> None:
-        self.capacity = capacity
+        super().__init__(capacity, 2 * observation_size + 3, torch.float32, device)
         self.observation_size = observation_size
-        self.transitions = torch.zeros(capacity, 2 * observation_size + 3, device=device)
-        #: Transitions added (0-d int64).
-        self.added = torch.zeros((), dtype=torch.int64, device=device)
-        # Slot offsets 0, 1, ... made once: an add takes its first n instead of building an arange each time.
-        self._offsets = torch.arange(capacity, device=device)
 
     @property
     def observations(self) -> torch.Tensor:
@@ -111,21 +120,9 @@ class ReplayBuffer(_RingStorage):
         next_observations: torch.Tensor,
         terminated: torch.Tensor,
     ) -> None:
-        """Write ``n`` transitions (``n <= capacity``) at the cursor, overwriting the oldest once full."""
-        n = observations.shape[0]
-        slots = (self.added + self._offsets[:n]) % self.capacity
-        rows = torch.cat(
-            [observations, next_observations, actions.unsqueeze(1), rewards.unsqueeze(1), terminated.unsqueeze(1)],
-            dim=1,
-        )
-        self.transitions.index_copy_(0, slots, rows)
-        self.added.add_(n)
-
-    def sample_indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """``batch_size`` slots drawn uniformly with replacement from the filled ones (the buffer must not be empty)."""
-        # Modulo the fill level keeps the bound on the device; the bias, size / 2**62, is nil.
-        wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.added.device)
-        return wide % self.size
+        """Write ``n`` transitions at the cursor."""
+        outcome = [actions.unsqueeze(1), rewards.unsqueeze(1), terminated.unsqueeze(1)]
+        self._write(torch.cat([observations, next_observations, *outcome], dim=1))
 
     def batch(self, indices: torch.Tensor) -> ReplayBatch:
         """The transitions in slots ``indices``."""
@@ -143,11 +140,8 @@ class IndexReplayBuffer(_RingStorage):
     """Circular buffer of transitions stored as float64 environment states; :meth:`batch` rebuilds observations."""
 
     def __init__(self, capacity: int, env: TradingEnv, device: torch.device) -> None:
-        self.capacity = capacity
+        super().__init__(capacity, 7, torch.float64, device)
         self._env = env
-        self.transitions = torch.zeros(capacity, 7, dtype=torch.float64, device=device)
-        self.added = torch.zeros((), dtype=torch.int64, device=device)
-        self._offsets = torch.arange(capacity, device=device)
 
     @property
     def actions(self) -> torch.Tensor:
@@ -159,17 +153,8 @@ class IndexReplayBuffer(_RingStorage):
     ) -> None:
         """Write ``n`` transitions chosen in ``states`` ``(2, n)`` (bars and positions)."""
         bars, positions = states
-        n = bars.shape[0]
-        slots = (self.added + self._offsets[:n]) % self.capacity
         # The float64 rewards make the stack float64, which holds the integers exactly.
-        rows = torch.stack([bars, bars + 1, positions, actions - 1, actions, rewards.double(), terminated], dim=1)
-        self.transitions.index_copy_(0, slots, rows)
-        self.added.add_(n)
-
-    def sample_indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """``batch_size`` slots drawn uniformly with replacement from the filled ones (as :class:`ReplayBuffer`)."""
-        wide = torch.randint(0, 2**62, (batch_size,), generator=generator, device=self.added.device)
-        return wide % self.size
+        self._write(torch.stack([bars, bars + 1, positions, actions - 1, actions, rewards.double(), terminated], dim=1))
 
     def batch(self, indices: torch.Tensor) -> ReplayBatch:
         """The transitions in slots ``indices``, their observations rebuilt from the feature tensor."""
@@ -237,15 +222,11 @@ class DQNWorkload(Workload):
         self._evaluation: GreedyEvaluation | None = None
         device = context.device
         self.env = TradingEnv(
-            config.env,
-            data,
-            config.env.num_envs,
-            context.generator,
-            compile_fn=context.compile_step_piece,
+            config.env, data, config.env.num_envs, context.generator, compile_fn=context.compile_step_piece
         )
         self.q_network = QNetwork(self.env.observation_size, config.hidden_sizes).to(device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
-        # Training forward, DDP-wrapped under distributed.nproc > 1; acting and the argmax use the plain network.
+        # DDP-wrapped for training; acting and the argmax use the plain network.
         self._trained_q = context.parallel(self.q_network)
         self._parameters = list(self.q_network.parameters())
         # Fused and `capturable`, so it can run inside a CUDA graph capture.
@@ -258,13 +239,11 @@ class DQNWorkload(Workload):
             else ReplayBuffer(config.buffer_size, self.env.observation_size, device)
         )
         self.observation = self.env.reset()
-        # ε = 1 while prefilling: the uniform random policy of the start of training.
+        # ε = 1 while prefilling.
         self._epsilon = torch.ones((), device=device)
         self._select_actions = context.compile_step_piece(self._select_actions_impl)
         self._td_loss = context.compile_step_piece(self._td_loss_impl)
-        #: Environment transitions so far (all environments), which drive the ε schedule.
         self.env_steps = 0
-        #: Gradient steps so far (the target-update clock).
         self.gradient_steps_done = 0
         for _ in range(math.ceil(config.learning_starts / self.env.num_envs)):
             self.collect()
@@ -285,11 +264,9 @@ class DQNWorkload(Workload):
     @property
     def epsilon(self) -> float:
         """Exploration rate the next step uses, from the schedule over environment transitions."""
+        config = self.config
         return linear_schedule(
-            self.config.exploration_initial,
-            self.config.exploration_final,
-            self.config.exploration_steps,
-            self.env_steps,
+            config.exploration_initial, config.exploration_final, config.exploration_steps, self.env_steps
         )
 
     @property
@@ -305,9 +282,6 @@ class DQNWorkload(Workload):
         if self._evaluation is None:
             self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
         return self._evaluation.step(lambda observation: self.q_network(observation).argmax(dim=1))
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
 
     def modules(self) -> list[nn.Module]:
         return [self.q_network]
@@ -336,8 +310,7 @@ class DQNWorkload(Workload):
             update_target(self.target_network, self.q_network, self.config.tau)
         # A fill with a host scalar: queued like any kernel, no sync; a captured graph reads the new value.
         self._epsilon.fill_(self.epsilon)
-        # The TD loss is the critic's health signal; Q-values against the return bound catch divergence the TD loss
-        # misses.
+        # Q-values against the return bound catch divergence the TD loss misses.
         signals = RLSignals(
             critic_loss=loss,
             critic_loss_name="TD loss",
@@ -381,11 +354,7 @@ class DQNWorkload(Workload):
         self.observation.copy_(step.observation)
 
     def _select_actions_impl(
-        self,
-        observation: torch.Tensor,
-        epsilon: torch.Tensor,
-        explore_draw: torch.Tensor,
-        random_actions: torch.Tensor,
+        self, observation: torch.Tensor, epsilon: torch.Tensor, explore_draw: torch.Tensor, random_actions: torch.Tensor
     ) -> torch.Tensor:
         # Random numbers come in as tensors: torch.compile cannot trace a call that takes a torch.Generator.
         with torch.no_grad(), self.context.autocast():
@@ -400,11 +369,6 @@ class DQNWorkload(Workload):
             next_q_online = self.q_network(batch.next_observations)
             next_q_target = self.target_network(batch.next_observations)
         targets = dqn_targets(
-            batch.rewards,
-            batch.terminated,
-            next_q_online,
-            next_q_target,
-            self.config.gamma,
-            self.config.double_dqn,
+            batch.rewards, batch.terminated, next_q_online, next_q_target, self.config.gamma, self.config.double_dqn
         )
         return huber_loss(q_taken.float(), targets), q_taken

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.errors import require, require_choice, require_positive
+from gpubench.errors import require, require_choice, require_positive, require_positive_fields
 
 #: ``workloads.mamba2.recompute_scan``: recompute only when the batch would not fit otherwise, always, never.
 RECOMPUTE_SETTINGS: tuple[str, ...] = ("auto", "true", "false")
@@ -23,8 +23,7 @@ class Mamba2Config:
     ngroups: int = 1
     d_conv: int = 4
     chunk_size: int = 64
-    #: Recompute the scan in backward instead of keeping its chunk-squared intermediates (less memory, one more scan
-    #: forward); ``auto`` only when the step would not fit the usable VRAM.
+    #: Recompute the scan in backward rather than keep its intermediates; ``auto``: only when the step would not fit.
     recompute_scan: str = "auto"
     learning_rate: float = 1e-3
     weight_decay: float = 0.01
@@ -33,33 +32,13 @@ class Mamba2Config:
     def __post_init__(self) -> None:
         self.recompute_scan = str(self.recompute_scan).lower()
         require_choice("workloads.mamba2.recompute_scan", self.recompute_scan, RECOMPUTE_SETTINGS)
-        for key in (
-            "batch_size",
-            "seq_len",
-            "horizon",
-            "d_model",
-            "n_layers",
-            "expand",
-            "headdim",
-            "d_state",
-            "ngroups",
-            "d_conv",
-            "chunk_size",
-        ):
-            require_positive(f"workloads.mamba2.{key}", getattr(self, key))
+        sizes = "batch_size seq_len horizon d_model n_layers expand headdim d_state ngroups d_conv chunk_size"
+        require_positive_fields(self, "workloads.mamba2", sizes)
         d_inner = self.expand * self.d_model
-        require(
-            d_inner % self.headdim == 0,
-            "workloads.mamba2.headdim",
-            self.headdim,
-            f"a divisor of expand * d_model ({d_inner})",
-        )
+        divides = d_inner % self.headdim == 0
+        require(divides, "workloads.mamba2.headdim", self.headdim, f"a divisor of expand * d_model ({d_inner})")
         nheads = d_inner // self.headdim
-        require(
-            nheads % self.ngroups == 0,
-            "workloads.mamba2.ngroups",
-            self.ngroups,
-            f"a divisor of the number of heads ({nheads})",
-        )
+        divides = nheads % self.ngroups == 0
+        require(divides, "workloads.mamba2.ngroups", self.ngroups, f"a divisor of the number of heads ({nheads})")
         require_positive("workloads.mamba2.learning_rate", self.learning_rate)
         require_positive("workloads.mamba2.max_grad_norm", self.max_grad_norm)

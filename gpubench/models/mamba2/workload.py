@@ -20,27 +20,23 @@ from gpubench.workload import ExecutionContext, StepResult, Workload
 #: An SSD scan ``(x, dt, A, B, C) -> y`` with the shapes of :func:`ssd_sequential`.
 SSDScan = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
-#: Range of the initial step size dt (in bars), sampled log-uniformly per head (the paper's initialisation).
+#: Range of the initial step size dt (bars), log-uniform per head: heads span slow and fast time scales.
 DT_INIT_MIN = 1e-3
 DT_INIT_MAX = 0.1
-#: Range of -A at initialisation, sampled uniformly per head; A_log = log(-A) is the trained parameter.
+#: Range of -A at initialisation, uniform per head; A_log = log(-A) is trained.
 A_INIT_MIN = 1.0
 A_INIT_MAX = 16.0
-#: RMSNorm epsilon, added to the mean square.
 RMS_EPS = 1e-5
-
-#: Peak over :meth:`Mamba2Workload.estimated_memory_mb_without_recompute` (transients, fragmentation); see
-#: benchmarks/results/2026-12-01-h200-session4.md.
+#: Peak over the estimate without recompute: benchmarks/results/2026-12-06-evidence-bench.md.
 ESTIMATE_ERROR_ALLOWANCE = 2.0
 
 
 def ssd_sequential(
     x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
 ) -> torch.Tensor:
-    """The SSD recurrence step by step from a zero state, without the D skip (the reference).
-
-    ``x`` (batch, seqlen, nheads, headdim); ``dt`` (batch, seqlen, nheads) > 0; ``A`` (nheads,) < 0; ``B``, ``C``
-    (batch, seqlen, ngroups, d_state). Returns ``y`` shaped like ``x``."""
+    """The SSD recurrence step by step from a zero state, without the D skip: ``x`` (batch, seqlen, nheads,
+    headdim), ``dt`` (batch, seqlen, nheads) > 0, ``A`` (nheads,) < 0, ``B``, ``C`` (batch, seqlen, ngroups,
+    d_state); ``y`` shaped like ``x``."""
     batch, seqlen, nheads, headdim = x.shape
     heads_per_group = nheads // B.shape[2]
     B_heads = B.repeat_interleave(heads_per_group, dim=2)
@@ -56,8 +52,7 @@ def ssd_sequential(
 
 
 def _segment_sum(log_decay: torch.Tensor) -> torch.Tensor:
-    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, else ``-inf``; summed directly, no
-    cancellation."""
+    """``out[..., i, j] = sum(log_decay[..., j+1 : i+1])`` for ``j <= i``, else ``-inf``, without cancellation."""
     length = log_decay.shape[-1]
     index = torch.arange(length, device=log_decay.device)
     strictly_below = index[:, None] > index[None, :]
@@ -67,15 +62,9 @@ def _segment_sum(log_decay: torch.Tensor) -> torch.Tensor:
 
 
 def ssd_chunked(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    chunk_size: int,
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, chunk_size: int
 ) -> torch.Tensor:
-    """The SSD scan by chunks of ``chunk_size`` steps, as :func:`ssd_sequential`; a ragged tail gets ``dt = 0``
-    padding."""
+    """The SSD scan by chunks of ``chunk_size`` steps, as :func:`ssd_sequential`; a ragged tail gets ``dt = 0``."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, d_state = B.shape[2], B.shape[3]
     heads_per_group = nheads // ngroups
@@ -137,7 +126,7 @@ class Mamba2Mixer(nn.Module):
     def __init__(self, config: Mamba2Config, scan: SSDScan) -> None:
         super().__init__()
         self.scan = scan
-        # ``auto`` starts recomputing; the workload turns it off where the memory allows (Mamba2Workload).
+        # ``auto`` starts recomputing; the workload turns it off where the memory allows.
         self.recompute = config.recompute_scan != "false"
         self.d_inner = config.expand * config.d_model
         self.headdim = config.headdim
@@ -154,7 +143,6 @@ class Mamba2Mixer(nn.Module):
             groups=self.conv_channels,
             padding=config.d_conv - 1,
         )
-        # dt log-uniform in [DT_INIT_MIN, DT_INIT_MAX]: heads span slow and fast time scales.
         dt_init = torch.exp(
             torch.rand(self.nheads) * (math.log(DT_INIT_MAX) - math.log(DT_INIT_MIN)) + math.log(DT_INIT_MIN)
         )
@@ -235,19 +223,13 @@ class Mamba2Workload(Workload):
     """One AdamW step of the Mamba-2 forecaster on a batch of training windows of ``seq_len + horizon`` bars."""
 
     name = "mamba2"
-    sample_unit = "window"
 
     @classmethod
     def check_data(cls, config: Mamba2Config, data: FeatureTensors) -> None:
         data.require_window(config.seq_len + config.horizon, "workloads.mamba2.seq_len", config.seq_len)
 
     def __init__(
-        self,
-        config: Mamba2Config,
-        data: FeatureTensors,
-        context: ExecutionContext,
-        *,
-        scan: SSDScan | None = None,
+        self, config: Mamba2Config, data: FeatureTensors, context: ExecutionContext, *, scan: SSDScan | None = None
     ) -> None:
         self.config = config
         self.data = data
@@ -255,7 +237,6 @@ class Mamba2Workload(Workload):
         self.window_bars = config.seq_len + config.horizon
         self.train_starts = data.window_starts(self.window_bars, "train")
         self._eval_starts = data.evaluation_starts(self.window_bars)
-        # Initialise from the context's seed without disturbing the global generator other code may rely on.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(context.seed)
             self.model = Mamba2Forecaster(data.n_features, config, scan)
@@ -263,9 +244,8 @@ class Mamba2Workload(Workload):
         self.recompute, self.recompute_reason, self.memory_mb_without_recompute = self._decide_recompute()
         for layer in self.model.layers:
             layer.mixer.recompute = self.recompute
-        # The training forward (DistributedDataParallel under distributed.nproc > 1, else the model itself).
         self._trained = context.parallel(self.model)
-        # Weight decay on matrices only; A_log, dt_bias, D, norm weights and biases are left undecayed.
+        # Weight decay on matrices only.
         parameters = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(
             [
@@ -273,7 +253,7 @@ class Mamba2Workload(Workload):
                 {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0},
             ],
             lr=config.learning_rate,
-            # Fused on every device: the same operations on the CPU as on a GPU (gpubench.measure.flops).
+            # Fused on every device: the same operations on the CPU as on a GPU.
             fused=True,
         )
         self._loss = context.compile(self._forward_loss)
@@ -311,7 +291,7 @@ class Mamba2Workload(Workload):
         ) / BYTES_PER_MB
 
     def _decide_recompute(self) -> tuple[bool, str, float | None]:
-        """Whether to recompute the scan, why, and the memory estimate (MB) without it (None where not estimated)."""
+        """Whether to recompute the scan, why, and the memory estimate (MB) without it (None if not estimated)."""
         setting = self.config.recompute_scan
         if setting != "auto":
             return setting == "true", f"workloads.mamba2.recompute_scan={setting}", None
@@ -356,9 +336,6 @@ class Mamba2Workload(Workload):
         with torch.no_grad(), self.context.autocast():
             prediction = self.model(windows[:, : self.config.seq_len])
         return F.mse_loss(prediction.float(), windows[:, self.config.seq_len :, self.data.target_column])
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
 
     def modules(self) -> list[nn.Module]:
         return [self.model]

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.errors import require, require_positive
+from gpubench.errors import require, require_positive_fields
 
 
 @dataclass
@@ -17,13 +17,8 @@ class MLPConfig:
     max_grad_norm: float = 1.0
 
     def __post_init__(self) -> None:
-        require_positive("workloads.mlp.batch_size", self.batch_size)
-        require_positive("workloads.mlp.window", self.window)
-        require(
-            len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
-            "workloads.mlp.hidden_sizes",
-            self.hidden_sizes,
-            "a non-empty list of positive layer widths",
-        )
-        require_positive("workloads.mlp.learning_rate", self.learning_rate)
-        require_positive("workloads.mlp.max_grad_norm", self.max_grad_norm)
+        require_positive_fields(self, "workloads.mlp", "batch_size window")
+        widths_ok = len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes)
+        widths = "a non-empty list of positive layer widths"
+        require(widths_ok, "workloads.mlp.hidden_sizes", self.hidden_sizes, widths)
+        require_positive_fields(self, "workloads.mlp", "learning_rate max_grad_norm")

@@ -31,7 +31,6 @@ class MLPWorkload(Workload):
     """Train :class:`MLPForecaster` on random training windows of the feature tensors."""
 
     name = "mlp"
-    sample_unit = "window"
 
     @classmethod
     def check_data(cls, config: MLPConfig, data: FeatureTensors) -> None:
@@ -60,9 +59,6 @@ class MLPWorkload(Workload):
 
     def modules(self) -> list[nn.Module]:
         return [self.model]
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
 
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(batch, window, n_features)`` inputs and ``(batch,)`` next-bar normalised returns from ``valid_starts``

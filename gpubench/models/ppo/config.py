@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.errors import require, require_positive, require_probability
+from gpubench.errors import require, require_positive, require_positive_fields, require_probability
 from gpubench.models.trading_env.config import TradingEnvConfig
 
 
@@ -27,15 +27,10 @@ class PPOConfig:
     max_grad_norm: float = 0.5
 
     def __post_init__(self) -> None:
-        for key in ("num_steps", "update_epochs", "num_minibatches", "total_timesteps"):
-            require_positive(f"workloads.ppo.{key}", getattr(self, key))
+        require_positive_fields(self, "workloads.ppo", "num_steps update_epochs num_minibatches total_timesteps")
         rollout = self.env.num_envs * self.num_steps
-        require(
-            rollout % self.num_minibatches == 0,
-            "workloads.ppo.num_minibatches",
-            self.num_minibatches,
-            f"a divisor of env.num_envs * num_steps ({rollout})",
-        )
+        divisor = f"a divisor of env.num_envs * num_steps ({rollout})"
+        require(rollout % self.num_minibatches == 0, "workloads.ppo.num_minibatches", self.num_minibatches, divisor)
         require_positive("workloads.ppo.learning_rate", self.learning_rate)
         require_probability("workloads.ppo.gamma", self.gamma)
         require_probability("workloads.ppo.gae_lambda", self.gae_lambda, closed=True)

@@ -1,9 +1,7 @@
-"""PPO with the clipped surrogate objective (Schulman et al. 2017) and GAE (Schulman et al. 2016), on the vectorised
-trading environment.
+"""PPO (Schulman et al. 2017) with GAE (Schulman et al. 2016) on the vectorised trading environment.
 
-One workload step is one minibatch update; each iteration's first step also collects the rollout.
-``context.batch_size`` is the minibatch size: a larger batch runs more environments in parallel. Launch-bound on a
-GPU, so the rollout loop only acts and steps; values and GAE are computed once over the rollout."""
+One step is one minibatch update; each iteration's first step also collects the rollout. A larger minibatch
+(``context.batch_size``) runs more environments. Values and GAE are computed once over the rollout."""
 
 import itertools
 import math
@@ -21,19 +19,12 @@ from gpubench.workload import CudaGraphStep, ExecutionContext, RLSignals, StepRe
 
 
 def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    next_value: torch.Tensor,
-    gamma: float,
-    lam: float,
+    rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE advantages and returns ``(num_steps, num_envs)`` from rewards, values and dones of that shape,
-    ``next_value`` and ``lam``."""
+    """GAE advantages and returns ``(num_steps, num_envs)`` from rewards, values and dones of that shape."""
     not_done = 1.0 - dones.to(rewards.dtype)
     following_values = torch.cat([values[1:], next_value.unsqueeze(0)])
-    # A_t = δ_t + γλ (1 − d_t) A_{t+1} is a linear recurrence: a Hillis-Steele scan solves it in ⌈log2 num_steps⌉ rounds
-    # of whole-rollout operations instead of one launch per step.
+    # A_t = δ_t + γλ (1 − d_t) A_{t+1} is linear: a Hillis-Steele scan takes ⌈log2 num_steps⌉ rounds, not num_steps.
     advantages = torch.addcmul(rewards - values, following_values, not_done, value=gamma)
     decay = (gamma * lam) * not_done
     num_steps = rewards.shape[0]
@@ -68,8 +59,7 @@ class PPOLosses:
 
 @dataclass(frozen=True)
 class Rollout:
-    """Rollout storage ``(num_steps, num_envs, ...)`` on the device, packed so one forward and one read serve each
-    use."""
+    """Rollout storage ``(num_steps, num_envs, ...)`` on the device, packed so one forward serves each use."""
 
     observation_buffer: torch.Tensor
     logits: torch.Tensor
@@ -244,7 +234,7 @@ class PPOWorkload(Workload):
         device = context.device
         self.env = TradingEnv(config.env, data, num_envs, context.generator, compile_fn=context.compile_step_piece)
         self.agent = ActorCritic(self.env.observation_size, config.hidden_sizes).to(device)
-        # The minibatch loss's forward (DDP-wrapped under distributed.nproc > 1); the rollout uses the plain agent.
+        # DDP-wrapped for the minibatch loss; the rollout uses the plain agent.
         self._trained_agent = context.parallel(self.agent)
         self._parameters = list(self.agent.parameters())
         # The learning rate is a device tensor that annealing rewrites in place, so a captured CUDA graph reads it.
@@ -270,7 +260,7 @@ class PPOWorkload(Workload):
         self._update = CudaGraphStep(self._update_impl, context.generator) if graphs else self._update_impl
         self.iteration = 0
         self.updates_done = 0
-        #: Loss and diagnostics of the latest minibatch update (overwritten by the next one).
+        #: Loss and diagnostics of the latest minibatch update.
         self.last_losses: PPOLosses | None = None
         # A sane critic errs by at most twice the return bound B: 0.5 (2 B)².
         self.value_loss_ceiling = 2.0 * self.env.discounted_return_bound(config.gamma) ** 2
@@ -303,9 +293,6 @@ class PPOWorkload(Workload):
         if self._evaluation is None:
             self._evaluation = GreedyEvaluation(self.config.env, self._data, self.env.num_envs, self.context.seed)
         return self._evaluation.step(lambda observation: self.agent.log_policy(observation).argmax(dim=1))
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
 
     def modules(self) -> list[nn.Module]:
         return [self.agent]
@@ -353,7 +340,6 @@ class PPOWorkload(Workload):
         # Gumbel-max: argmax(logits + noise) samples the softmax policy on the device.
         uniform = torch.rand(num_steps, num_envs, NUM_ACTIONS, generator=generator, device=device)
         gumbel_noise = -torch.log(-torch.log(uniform))
-        # Stacked afterwards: one copy per field and rollout, not per step.
         observation = rollout.observations[0]
         logits_steps, action_steps, env_steps = [], [], []
         for noise in gumbel_noise.unbind(0):
@@ -378,7 +364,7 @@ class PPOWorkload(Workload):
     def _policy_step_impl(
         self, observation: torch.Tensor, gumbel_noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # A tensor, since torch.compile cannot trace a torch.Generator; log π and logits differ by a per-row constant.
+        # Noise comes in as a tensor: torch.compile cannot trace a torch.Generator.
         with torch.no_grad(), self.context.autocast():
             logits = self.agent.actor(observation)
         return logits, (logits.float() + gumbel_noise).argmax(dim=1)

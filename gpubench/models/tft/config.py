@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from gpubench.errors import require, require_positive
+from gpubench.errors import require, require_positive_fields
 
 
 @dataclass
@@ -20,20 +20,11 @@ class TFTConfig:
     max_grad_norm: float = 1.0
 
     def __post_init__(self) -> None:
-        for key in ("batch_size", "encoder_length", "decoder_length", "hidden_size", "num_heads"):
-            require_positive(f"workloads.tft.{key}", getattr(self, key))
-        require(
-            self.hidden_size % self.num_heads == 0,
-            "workloads.tft.hidden_size",
-            self.hidden_size,
-            f"a multiple of workloads.tft.num_heads ({self.num_heads})",
-        )
+        require_positive_fields(self, "workloads.tft", "batch_size encoder_length decoder_length hidden_size num_heads")
+        multiple = f"a multiple of workloads.tft.num_heads ({self.num_heads})"
+        require(self.hidden_size % self.num_heads == 0, "workloads.tft.hidden_size", self.hidden_size, multiple)
         require(0.0 <= self.dropout < 1.0, "workloads.tft.dropout", self.dropout, "in [0, 1)")
-        require(
-            len(self.quantiles) > 0 and all(0.0 < q < 1.0 for q in self.quantiles),
-            "workloads.tft.quantiles",
-            self.quantiles,
-            "a non-empty list of levels strictly between 0 and 1",
-        )
-        require_positive("workloads.tft.learning_rate", self.learning_rate)
-        require_positive("workloads.tft.max_grad_norm", self.max_grad_norm)
+        levels_ok = len(self.quantiles) > 0 and all(0.0 < q < 1.0 for q in self.quantiles)
+        levels = "a non-empty list of levels strictly between 0 and 1"
+        require(levels_ok, "workloads.tft.quantiles", self.quantiles, levels)
+        require_positive_fields(self, "workloads.tft", "learning_rate max_grad_norm")

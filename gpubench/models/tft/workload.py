@@ -283,7 +283,6 @@ class TFTWorkload(Workload):
     """One clipped Adam update of a quantile TFT on ``context.batch_size`` training windows."""
 
     name = "tft"
-    sample_unit = "window"
 
     @classmethod
     def check_data(cls, config: TFTConfig, data: FeatureTensors) -> None:
@@ -322,9 +321,6 @@ class TFTWorkload(Workload):
     @property
     def samples_per_step(self) -> float:
         return float(self.context.batch_size)
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
 
     def sample_batch(self, valid_starts: torch.Tensor | None = None) -> TFTBatch:
         """Draw windows from ``valid_starts`` (default: training) and split them, on the device."""

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from gpubench.errors import require, require_positive
+from gpubench.errors import require, require_positive_fields
 
 
 @dataclass
@@ -15,6 +15,5 @@ class TradingEnvConfig:
     transaction_cost: float = 1e-4
 
     def __post_init__(self) -> None:
-        for key in ("num_envs", "observation_window", "episode_length"):
-            require_positive(f"workloads.*.env.{key}", getattr(self, key))
+        require_positive_fields(self, "workloads.*.env", "num_envs observation_window episode_length")
         require(self.transaction_cost >= 0, "workloads.*.env.transaction_cost", self.transaction_cost, ">= 0")
