@@ -13,6 +13,7 @@ from gpubench.decision.projection import (
     DeviceThroughput,
     compute_precisions,
     interval_factors,
+    model_targets,
     precision_label,
     project_estimate,
     projected_estimates,
@@ -66,17 +67,7 @@ def projection_table(
     efficiency = decision.assumed_matmul_efficiency
     rows = []
     for card_name, card in catalog.items():
-        targets = {
-            name: target_throughput(
-                card_name,
-                card,
-                compute_precisions(report.models.get(name), report.run.precision),
-                sources[name],
-                efficiency,
-                matmul_precision,
-            )
-            for name in estimates
-        }
+        targets = model_targets(report, card_name, card, {name: sources[name] for name in estimates}, efficiency)
         row_target = target_throughput(card_name, card, row_precision, source, efficiency, matmul_precision)
         measured = card_name == source.card
         steps, projected = projected_estimates(estimates, splits, sources, targets, measured=measured)
@@ -88,7 +79,7 @@ def projection_table(
             model = projected.get(name)
             time = None if model is None else scaled_time(model, scaling[name])
             # Slower only where the projection's whole interval is above the measured step: within it the card may
-            # as well be as fast (the H100 from the H200, 39.3 ms against 39.3 ms, is not "slower").
+            # be as fast.
             slower = (
                 step.step_ms is not None
                 and not measured
@@ -147,6 +138,3 @@ def projection_table(
             )
         )
     return rows
-
-
-#: The projection and its assumptions, in words: the report's ``recommendation.method.projection``.

@@ -91,7 +91,7 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
 MEMORY_METHOD = (
     "Per model: the measured peak reserved VRAM (torch caching allocator) against decision.memory_budget_mb[model] "
     "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card against "
-    "batch.headroom h (the batch search's limit): safe <= h, marginal up to (1 + h) / 2, risk above; 'not measured' "
-    "on the CPU. The total row sums the peaks: what the card would need to hold the models at once (they are "
-    "benchmarked, and can be trained, one after another)."
+    "batch.headroom h (the batch search's limit): safe <= h, marginal up to (1 + h) / 2, risk above; 'not "
+    "measured' on the CPU. The total row sums the peaks: what the card would need to hold the models at once (they "
+    "are benchmarked, and can be trained, one after another)."
 )

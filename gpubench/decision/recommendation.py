@@ -27,12 +27,11 @@ from gpubench.decision.projection import (
     PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
     answer_card,
-    compute_precisions,
     model_sources,
+    model_targets,
     projected_estimates,
     source_throughput,
-    split_step,
-    target_throughput,
+    split_result,
 )
 from gpubench.decision.rent import cost_table, local_cost, snapshot_info
 from gpubench.decision.rule import DECISION_METHOD, NOTHING_MEASURED, critical_models, decide
@@ -152,17 +151,7 @@ def _answer_estimates(
     be projected, with the reason."""
     if emulated is None:
         return measured, {}
-    targets = {
-        name: target_throughput(
-            emulated,
-            catalog[emulated],
-            compute_precisions(report.models.get(name), report.run.precision),
-            sources[name],
-            decision.assumed_matmul_efficiency,
-            report.run.fp32_matmul_precision,
-        )
-        for name in measured
-    }
+    targets = model_targets(report, emulated, catalog[emulated], sources, decision.assumed_matmul_efficiency)
     steps, projected = projected_estimates(measured, splits, sources, targets, measured=False)
     refused = {
         name: f"no projection onto {emulated}: {steps[name].refused}" for name in measured if name not in projected
@@ -209,17 +198,7 @@ def build_recommendation(
             refusals[name] = str(exc)
     # Each model's step is split with the device's peak at the precisions that step computes in.
     sources = model_sources(report, catalog, decision.assumed_matmul_efficiency, list(measured))
-    splits = {
-        name: split_step(
-            estimate.step_ms,
-            report.models[name].flops_per_step,
-            sources[name].attainable_tflops,
-            report.models[name].launches_per_step,
-            report.models[name].bytes_per_step,
-            sources[name].memory_bandwidth_gbps,
-        )
-        for name, estimate in measured.items()
-    }
+    splits = {name: split_result(e.step_ms, report.models[name], sources[name]) for name, e in measured.items()}
     estimates, unprojected = _answer_estimates(measured, splits, report, sources, emulated, catalog, decision)
     refusals.update(unprojected)
     critical = critical_models(decision.critical_models, list(report.models))
