@@ -1,8 +1,5 @@
 """The recommended actions: concrete next steps after a benchmark (what to measure, where to train, batch,
-precision, checkpoints, cooling, memory), in the sentences the user reads. The numbers come from the other
-``decision`` modules and the shared wording (hours, cards, the decision's outcome) from
-:mod:`gpubench.decision.advice`.
-"""
+precision, checkpoints, cooling, memory), in the sentences the user reads."""
 
 from collections.abc import Mapping
 
@@ -101,8 +98,7 @@ def _what_if_text(row: WhatIfEstimate) -> str:
 
 
 def _what_if_actions(what_ifs: list[WhatIfEstimate], models: list[str]) -> list[str]:
-    """Per model, its measured what-ifs, fastest first, quoting the measured figures (never a guessed speed-up);
-    those that could not be estimated with their reason."""
+    """Per model, its measured what-ifs, fastest first (never a guessed speed-up), and those without an estimate."""
     actions = []
     for name in models:
         rows = [row for row in what_ifs if row.model == name]
@@ -126,9 +122,8 @@ def _execution_actions(
     what_ifs: list[WhatIfEstimate],
     models: dict[str, ModelResult],
 ) -> list[str]:
-    """Precision and compilation: the measured what-ifs where there are; on a GPU without them, which alternatives
-    the step's classification suggests measuring, and how (no speed-up is guessed). bf16 is suggested only for a
-    model whose FLOPs all ran in fp32 (a user's model may autocast itself under ``execution.precision fp32``)."""
+    """Precision and compilation: the measured what-ifs, else on a GPU what the step's classification suggests
+    measuring (bf16 only for a model whose FLOPs all ran in fp32)."""
     measured_models = {row.model for row in what_ifs}
     others = [name for name in dict.fromkeys(row.model for row in what_ifs) if name not in splits]
     actions = _what_if_actions(what_ifs, [*splits, *others])
@@ -220,7 +215,6 @@ def _headroom_actions(models: dict[str, ModelResult]) -> list[str]:
 def _precision_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> list[str]:
     actions = []
     for estimate in estimates:
-        # A model with an estimate has its statistics.
         stats = models[estimate.model].statistics
         if not stats.meets_precision_target:
             actions.append(
@@ -293,8 +287,7 @@ def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]
 def _scaling_actions(
     outcome: Outcome, scalings: Mapping[str, ScalingEfficiency], decision: DecisionConfig
 ) -> list[str]:
-    """On several cloud cards, the decided models whose scaling efficiency was not measured at that card count:
-    how to measure it."""
+    """How to measure the scaling efficiency on several cloud cards where it was not measured."""
     gpus = decision.cloud_gpus
     unmeasured = [e.model for e in outcome.decided if e.model in scalings and not scalings[e.model].measured]
     if gpus == 1 or not unmeasured:
@@ -307,8 +300,8 @@ def _scaling_actions(
 
 
 def _sooner_rental_action(outcome: Outcome, cost_table: list[CostRow]) -> list[str]:
-    """The cheapest rental that fits and finishes in at most half the local lower bound even at its own upper bound,
-    with both times and its cost; [] when none does (whatever the verdict: a local answer can still be slow)."""
+    """The cheapest rental that fits and finishes within half the local lower bound even at its upper bound, under
+    any verdict (a local answer can still be slow)."""
     total = outcome.total
     if total is None:
         return []
@@ -341,9 +334,8 @@ def recommended_actions(
     scalings: Mapping[str, ScalingEfficiency] | None = None,
     cost_table: list[CostRow] | None = None,
 ) -> list[str]:
-    """Concrete next steps: what to measure (the missing models, more epochs, the scaling to several cards),
-    where to train (its money from ``cost_table``'s dated rows: :func:`gpubench.results.cheapest_rental`), batch,
-    precision, checkpoints, cooling, memory."""
+    """Concrete next steps: what to measure, where to train (money from ``cost_table``), batch, precision,
+    checkpoints, cooling, memory."""
     actions: list[str] = []
     verdict, total = outcome.verdict, outcome.total
     actions += _measurement_actions(outcome, decision)

@@ -1,7 +1,5 @@
-"""The table of every catalog card's projected training (:func:`projection_table`): each estimated model's step
-projected onto the card (:mod:`gpubench.decision.projection`), its hours on ``decision.cloud_gpus`` cards, the
-decided models' total with its bounds, whether they fit the card's VRAM, and the largest batch each is
-predicted to fit there (:mod:`gpubench.decision.batch_fit`)."""
+"""The table of every catalog card's projected training: the models' steps and hours on ``decision.cloud_gpus``
+cards, the decided models' total with bounds, and what fits the card's VRAM."""
 
 from collections.abc import Mapping
 
@@ -26,8 +24,7 @@ from gpubench.results import CardProjection, ProjectedModel, RunReport, ScalingE
 
 
 def decided_precisions(report: RunReport, decided: list[str]) -> dict[str, float]:
-    """The ``decided`` models' FLOPs per step by precision, added up (each model's :func:`compute_precisions`; a
-    model without counted FLOPs adds nothing), for a card row's peak; the run's precision where none counts."""
+    """The ``decided`` models' FLOPs per step by precision, added up, for a row's peak (the run's where none)."""
     total: dict[str, float] = {}
     for name in decided:
         result = report.models.get(name)
@@ -51,14 +48,9 @@ def projection_table(
     decision: DecisionConfig,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
 ) -> list[CardProjection]:
-    """A row per catalog card, for ``decision.cloud_gpus`` cards of it: each estimated model's projected step
-    (one card's, with its interval; from its entry of ``sources``, the measured device at the precisions it computes
-    in) and hours on those cards (with their bounds, the projection's error and the scaling efficiency's interval
-    included: :func:`gpubench.decision.scaling.scaled_time` with the model's entry in ``scalings``, one card where
-    None), and the ``decided_on`` models' total, its bounds and whether they fit in the card's VRAM at their
-    measured peak (no price: :mod:`gpubench.decision.rent` prices the rows from the dated snapshot); each model's
-    largest batch predicted to fit the card from its memory split (:func:`gpubench.decision.batch_fit.fits_at_batch`).
-    A row's precision and peak are the decided models' (:func:`decided_precisions`)."""
+    """A row per catalog card for ``decision.cloud_gpus`` of it: each model's projected step and hours (bounds with
+    the projection's error and the ``scalings`` interval), the ``decided_on`` models' total and whether they fit
+    at their measured peak; unpriced (:mod:`gpubench.decision.rent` prices them)."""
     matmul_precision = report.run.fp32_matmul_precision
     decided = [name for name in decided_on if name in estimates]
     row_precision = decided_precisions(report, decided)

@@ -1,5 +1,4 @@
-"""Data-parallel scaling onto N cloud cards: the efficiency e(N) and each model's cloud time (epochs ÷ N e(N), fixed
-costs kept)."""
+"""Data-parallel scaling onto N cloud cards: the efficiency e(N) and each model's cloud time (hours)."""
 
 import math
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ def linear_cost_efficiency(efficiency: float, measured_world_size: int, gpus: in
 
 
 def _usable(distributed: DistributedScaling | None) -> bool:
-    """Whether a distributed measurement gives an efficiency: it ran to the end, on two or more processes."""
+    """Whether a distributed run gives an efficiency: finished, on two or more processes."""
     return (
         distributed is not None
         and distributed.status == "ok"
