@@ -354,12 +354,6 @@ def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> s
     return f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
 
 
-def _traffic_mb_text(bytes_per_step: int) -> str:
-    """A step's counted traffic in MB: three significant figures, whole MB from 1,000."""
-    traffic_mb = bytes_per_step / BYTES_PER_MB
-    return f"{traffic_mb:,.0f}" if traffic_mb >= 1000 else f"{traffic_mb:.3g}"
-
-
 def _emulation_text(outcome: Outcome) -> str:
     """Which parts of an emulated card's answer were measured, where, and which projected."""
     cap = f" under its {outcome.vram_limit_mb:,.0f} MB cap" if outcome.vram_limit_mb else " under its VRAM cap"
@@ -368,32 +362,24 @@ def _emulation_text(outcome: Outcome) -> str:
     for name, split in splits.items():
         launch = f", {split.launch_ms:.3g} ms launches" if split.launch_ms is not None else ""
         if split.host_ms is not None and split.bytes_per_step is not None:
-            rest = (
-                f"{split.memory_ms or 0.0:.3g} ms memory ({_traffic_mb_text(split.bytes_per_step)} MB counted), "
-                f"{split.host_ms:.3g} ms host"
-            )
+            traffic_mb = split.bytes_per_step / BYTES_PER_MB
+            traffic = f"{traffic_mb:,.0f}" if traffic_mb >= 1000 else f"{traffic_mb:.3g}"
+            rest = f"{split.memory_ms or 0.0:.3g} ms memory ({traffic} MB counted), {split.host_ms:.3g} ms host"
         else:
             rest = f"{(split.memory_ms if split.memory_ms is not None else split.other_ms) or 0.0:.3g} ms other"
         parts.append(f"{name} {split.step_ms:.3g} ms = {split.compute_ms or 0.0:.3g} ms compute{launch}, {rest}")
     detail = f" (measured steps: {'; '.join(parts)})" if parts else ""
     error = outcome.projection_error or 0.0
+    kept, floor = " and the launch and other parts kept", ""
     if any(split.host_ms is not None for split in splits.values()):
-        scaled = (
-            "the compute part scaled by the attainable-throughput ratio, the counted memory traffic by the bandwidth "
-            "ratio, the launch and host parts kept (the memory-bound alternative, the counted traffic at the card's "
-            f"bandwidth as the step's floor, and a {error:.0%} projection error, the measured step between the "
-            f"projection / {1 + error:.2f} and / {1 - error:.2f}, are in the bounds)"
-        )
-    else:
-        scaled = (
-            "the compute part scaled by the attainable-throughput ratio and the launch and other parts kept (the "
-            f"memory-bound alternative and a {error:.0%} projection error, the measured step between the projection "
-            f"/ {1 + error:.2f} and / {1 - error:.2f}, are in the bounds)"
-        )
+        kept = ", the counted memory traffic by the bandwidth ratio, the launch and host parts kept"
+        floor = ", the counted traffic at the card's bandwidth as the step's floor,"
     return (
         f"This answer is about {outcome.device}, emulated on {outcome.measured_device}: memory and batch sizes were "
         f"measured on {outcome.measured_device}{cap}; times are projected from the steps measured there{detail}, "
-        f"{scaled}."
+        f"the compute part scaled by the attainable-throughput ratio{kept} (the memory-bound alternative{floor} and a "
+        f"{error:.0%} projection error, the measured step between the projection / {1 + error:.2f} and / "
+        f"{1 - error:.2f}, are in the bounds)."
     )
 
 

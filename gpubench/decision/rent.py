@@ -116,24 +116,6 @@ def _times(hours: float | None, price: float) -> float | None:
     return None if hours is None else hours * price
 
 
-def _note(*parts: str | None) -> str | None:
-    text = "; ".join(part for part in parts if part)
-    return text or None
-
-
-def _idle_note(offer: PriceOffer, gpus: int) -> str | None:
-    """What an instance with more GPUs than the training uses costs it, in words; None when it uses them all."""
-    if offer.gpu_count > gpus:
-        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: {ALL_GPUS_PAID}"
-    return None
-
-
-def _fits_at_batch(row: CardProjection, decided: Sequence[str]) -> dict[str, int]:
-    """Per decided model, the largest batch predicted to fit one card of the row's GPU."""
-    fits = {name: row.models[name].fits_at_batch for name in decided if name in row.models}
-    return {name: batch for name, batch in fits.items() if batch is not None}
-
-
 def _cost_row(
     row: CardProjection,
     offer: PriceOffer,
@@ -148,6 +130,8 @@ def _cost_row(
     price = offer.price_usd_per_hour
     point, lower, upper = hours
     unprojected = None if point is not None else f"no projection onto {row.card}"
+    idle = f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: {ALL_GPUS_PAID}"
+    fits = {name: row.models[name].fits_at_batch for name in decided if name in row.models}
     return CostRow(
         gpu=row.card,
         provider=offer.provider,
@@ -167,8 +151,8 @@ def _cost_row(
         instance=offer.instance_name,
         location=offer.location,
         training_hours=row.training_hours,
-        note=_note(stale, _idle_note(offer, gpus), restarts, unprojected),
-        fits_at_batch=_fits_at_batch(row, decided),
+        note="; ".join(filter(None, (stale, idle if offer.gpu_count > gpus else None, restarts, unprojected))) or None,
+        fits_at_batch={name: batch for name, batch in fits.items() if batch is not None},
         **spot_fields,
     )
 

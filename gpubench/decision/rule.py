@@ -136,15 +136,6 @@ def epochs_to_settle_decision(
     return counts[name]
 
 
-def _too_few(critical: Sequence[str], models: Mapping[str, ModelResult]) -> dict[str, int]:
-    """The critical models that ran over fewer than :data:`MIN_DECISION_EPOCHS` epochs."""
-    return {
-        name: len(models[name].raw_epoch_times_ms)
-        for name in critical
-        if name in models and models[name].status == "ok" and len(models[name].raw_epoch_times_ms) < MIN_DECISION_EPOCHS
-    }
-
-
 def _decide_on(
     total: TotalTime | None, missing: Sequence[MissingModel], too_few: Mapping[str, int], decision: DecisionConfig
 ) -> tuple[str | None, str]:
@@ -178,7 +169,8 @@ def decide(
 ) -> Verdict:
     """The verdict on the ``critical`` models from the report's ``models``, their ``estimates`` and those
     ``missing`` one."""
-    too_few = _too_few(critical, models)
+    counts = {name: len(models[name].raw_epoch_times_ms) for name in critical if name in models}
+    too_few = {name: n for name, n in counts.items() if models[name].status == "ok" and n < MIN_DECISION_EPOCHS}
     cannot_run = tuple(m for m in missing if m.status == "oom")
     unmeasured = tuple(m for m in missing if m.status != "oom" and m.model not in too_few)
     bound = [estimates[name] for name in critical if name in estimates and name not in too_few]
