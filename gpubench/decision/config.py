@@ -108,10 +108,7 @@ class DecisionConfig:
         for name, budget_mb in self.memory_budget_mb.items():
             require_positive(f"decision.memory_budget_mb.{name}", budget_mb)
         require(
-            self.electricity_usd_per_kwh >= 0,
-            "decision.electricity_usd_per_kwh",
-            self.electricity_usd_per_kwh,
-            ">= 0",
+            self.electricity_usd_per_kwh >= 0, "decision.electricity_usd_per_kwh", self.electricity_usd_per_kwh, ">= 0"
         )
         if self.local_hardware_cost_usd is not None:
             require(

@@ -62,11 +62,7 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
     run_headroom = min(recorded) if recorded else None
     rows = [
         budget_row(
-            name,
-            decision.memory_budget_mb.get(name),
-            result.peak_reserved_mb,
-            card_mb,
-            headrooms[name] or run_headroom,
+            name, decision.memory_budget_mb.get(name), result.peak_reserved_mb, card_mb, headrooms[name] or run_headroom
         )
         for name, result in report.models.items()
     ]

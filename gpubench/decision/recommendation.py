@@ -123,10 +123,7 @@ def _per_model(
         else:
             energy_kwh, energy_basis = training_energy_kwh(estimate, replace(result, energy=None), emulated, catalog)
         record = estimate.model_estimate(
-            decided_on=name in decided_on,
-            step_split=splits[name],
-            energy_kwh=energy_kwh,
-            energy_basis=energy_basis,
+            decided_on=name in decided_on, step_split=splits[name], energy_kwh=energy_kwh, energy_basis=energy_basis
         )
         if emulated is not None:
             record = replace(record, projected_onto=emulated, measured_step_ms=splits[name].step_ms)
