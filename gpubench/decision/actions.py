@@ -24,10 +24,9 @@ from gpubench.results import (
     LOCAL_GPU_VIABLE,
     CardProjection,
     CostRow,
-    HardwareReport,
     MemoryBudgetRow,
     ModelResult,
-    RunInfo,
+    RunReport,
     ScalingEfficiency,
     StepSplit,
     WhatIfEstimate,
@@ -112,24 +111,21 @@ def _what_if_actions(what_ifs: list[WhatIfEstimate], models: list[str]) -> Itera
 
 
 def _execution_actions(
-    hardware: HardwareReport,
-    run: RunInfo,
-    splits: dict[str, StepSplit],
-    what_ifs: list[WhatIfEstimate],
-    models: dict[str, ModelResult],
+    report: RunReport, splits: dict[str, StepSplit], what_ifs: list[WhatIfEstimate]
 ) -> Iterator[str]:
     """Precision and compilation: the measured what-ifs, else on a GPU what the step's classification suggests
     measuring (bf16 only for a model whose FLOPs all ran in fp32)."""
+    run = report.run
     measured_models = {row.model for row in what_ifs}
     others = [name for name in dict.fromkeys(row.model for row in what_ifs) if name not in splits]
     yield from _what_if_actions(what_ifs, [*splits, *others])
-    if not hardware.on_gpu:
+    if not report.hardware.on_gpu:
         return
     unmeasured = {name: split for name, split in splits.items() if name not in measured_models}
     compute_bound = [
         name
         for name, split in unmeasured.items()
-        if split.bound == BOUND_COMPUTE and set(compute_precisions(models.get(name), run.precision)) == {"fp32"}
+        if split.bound == BOUND_COMPUTE and set(compute_precisions(report.models.get(name), run.precision)) == {"fp32"}
     ]
     overhead_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_OVERHEAD]
     if compute_bound:
@@ -306,11 +302,9 @@ def _sooner_rental_action(outcome: Outcome, cost_table: list[CostRow]) -> list[s
 
 def recommended_actions(
     outcome: Outcome,
-    models: dict[str, ModelResult],
-    hardware: HardwareReport,
-    run: RunInfo,
+    report: RunReport,
     splits: dict[str, StepSplit],
-    projection: list[CardProjection],
+    cloud_row: CardProjection | None,
     budget_rows: list[MemoryBudgetRow],
     decision: DecisionConfig,
     what_ifs: list[WhatIfEstimate] | None = None,
@@ -319,6 +313,7 @@ def recommended_actions(
 ) -> list[str]:
     """Concrete next steps: what to measure, where to train (money from ``cost_table``), batch, precision,
     checkpoints, cooling, memory."""
+    models = report.models
     actions: list[str] = []
     verdict, total = outcome.verdict, outcome.total
     actions += _measurement_actions(outcome, decision)
@@ -327,7 +322,6 @@ def recommended_actions(
             f"Measured on the CPU ({outcome.device}): GPU memory, energy and the batch-size search were not measured "
             "and the projection starts from CPU time. Run python -m gpubench on the GPU you mean to train on."
         )
-    cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
     if verdict.decision == LOCAL_GPU_VIABLE and total is not None:
         actions.append(
             f"Train locally on {outcome.device}: the upper bound {hours_text(total.upper_hours)} is under "
@@ -353,7 +347,7 @@ def recommended_actions(
     actions += _scaling_actions(outcome, scalings or {}, decision)
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}
-    actions += _execution_actions(hardware, run, decided_splits, what_ifs or [], models)
+    actions += _execution_actions(report, decided_splits, what_ifs or [])
     if total is not None:
         actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
     actions += _drift_actions(outcome.decided, models)

@@ -237,6 +237,11 @@ def build_recommendation(
     text = reasoning(outcome, cloud_row, decision, scalings, cloud_rental, cheapest)
     energy = _energy(per_model, decided_on)
     host_note = host_text(report.models, decided_on)
+    actions = (
+        list(NO_ESTIMATE_ACTIONS)
+        if verdict.basis == NOTHING_MEASURED
+        else recommended_actions(outcome, report, splits, cloud_row, budget_rows, decision, what_ifs, scalings, table)
+    )
     return Recommendation(
         decision=verdict.decision,
         reasoning=" ".join(filter(None, [text, host_note])),
@@ -254,23 +259,7 @@ def build_recommendation(
         cost_analysis=_cost(total.hours, energy, cloud_row, table, catalog, decision) if total else None,
         projection=projection,
         memory_budget=budget_rows,
-        recommended_actions=(
-            list(NO_ESTIMATE_ACTIONS)
-            if verdict.basis == NOTHING_MEASURED
-            else recommended_actions(
-                outcome,
-                report.models,
-                report.hardware,
-                report.run,
-                splits,
-                projection,
-                budget_rows,
-                decision,
-                what_ifs,
-                scalings,
-                table,
-            )
-        ),
+        recommended_actions=actions,
         method=method_texts(source.basis),
         estimated_full_training_hours_lower=total.lower_hours if total else None,
         decision_basis=verdict.basis,
