@@ -16,6 +16,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.spot_simulation import (
     ExponentialLifetimes,
     LifetimeDistribution,
+    SpotBilledHours,
     load_spot_lifetimes,
     spot_billed_hours,
 )
@@ -57,30 +58,16 @@ def spot_plan(decided: Sequence[ModelEstimate], checkpoints_enabled: bool) -> Sp
     )
 
 
-@dataclass(frozen=True)
-class SpotTime:
-    """A spot training's billed hours (mean, median, p90), checkpoint interval (h; None without) and interruptions."""
-
-    hours: float
-    median_hours: float
-    p90_hours: float
-    interval_hours: float | None
-    expected_interruptions: float
-
-
 #: Simulated trainings per spot figure: the mean's Monte Carlo error stays well under 1% of the hours.
 SPOT_SIMULATIONS = 5_000
 
 
 @functools.lru_cache(maxsize=256)
-def _billed(work: float, checkpoint: float | None, restart: float, lifetimes: LifetimeDistribution) -> SpotTime:
-    billed = spot_billed_hours(work, checkpoint, restart, lifetimes, simulations=SPOT_SIMULATIONS)
-    return SpotTime(
-        billed.mean_hours, billed.median_hours, billed.p90_hours, billed.interval_hours, billed.mean_interruptions
-    )
+def _billed(work: float, checkpoint: float | None, restart: float, lifetimes: LifetimeDistribution) -> SpotBilledHours:
+    return spot_billed_hours(work, checkpoint, restart, lifetimes, simulations=SPOT_SIMULATIONS)
 
 
-def spot_hours(training_hours: float, plan: SpotPlan, lifetimes: LifetimeDistribution) -> SpotTime:
+def spot_hours(training_hours: float, plan: SpotPlan, lifetimes: LifetimeDistribution) -> SpotBilledHours:
     """The billed spot hours of a training of ``training_hours`` on-demand: its work (less the plan's checkpoints)
     checkpointed every Daly interval, or restarted from the start without checkpoints."""
     work = max(0.0, training_hours - plan.plan_checkpoint_seconds / SECONDS_PER_HOUR)
@@ -173,7 +160,7 @@ def _spot_row(
     ]
     point = times[0]
     without = None if plan.checkpoint_seconds is not None else "no checkpoints in the plan: an interruption restarts"
-    hours = [None if time is None else time.hours for time in times]
+    hours = [None if time is None else time.mean_hours for time in times]
     return _cost_row(
         row,
         offer,
@@ -187,7 +174,7 @@ def _spot_row(
         checkpoint_interval_hours=None if point is None else point.interval_hours,
         checkpoint_seconds=plan.checkpoint_seconds,
         restart_seconds=plan.restart_seconds,
-        expected_interruptions=None if point is None else point.expected_interruptions,
+        expected_interruptions=None if point is None else point.mean_interruptions,
         hours_median=None if point is None else point.median_hours,
         hours_p90=None if point is None else point.p90_hours,
     )

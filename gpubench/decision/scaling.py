@@ -84,30 +84,23 @@ def scaling_efficiency(gpus: int, distributed: DistributedScaling | None) -> Sca
     low, high = distributed.scaling_efficiency_interval or (measured, measured)
     low = max(low, EFFICIENCY_FLOOR)
     processes = f"{world} processes ({distributed.backend})" if distributed.backend else f"{world} processes"
-    if world == gpus:
-        return ScalingEfficiency(
-            gpus=gpus,
-            scaling_efficiency=measured,
-            scaling_efficiency_interval=(low, high),
-            scaling_source=f"measured at {processes}",
-            measured=True,
-            measured_world_size=world,
-            measured_efficiency=measured,
+    point, interval, source = measured, (low, high), f"measured at {processes}"
+    if world != gpus:
+        point = extrapolated_efficiency(measured, world, gpus)
+        if gpus > world:
+            interval = (min(point, linear_cost_efficiency(low, world, gpus)), max(point, min(1.0, high)))
+        else:
+            interval = (min(point, low), 1.0)
+        source = (
+            f"extrapolated from {measured:.3g} measured at {processes}: e({gpus}) = e({world})^(log2 {gpus} / "
+            f"log2 {world}), the same loss per doubling of cards (an assumption)"
         )
-    point = extrapolated_efficiency(measured, world, gpus)
-    if gpus > world:
-        interval = (min(point, linear_cost_efficiency(low, world, gpus)), max(point, min(1.0, high)))
-    else:
-        interval = (min(point, low), 1.0)
     return ScalingEfficiency(
         gpus=gpus,
         scaling_efficiency=point,
         scaling_efficiency_interval=interval,
-        scaling_source=(
-            f"extrapolated from {measured:.3g} measured at {processes}: e({gpus}) = e({world})^(log2 {gpus} / "
-            f"log2 {world}), the same loss per doubling of cards (an assumption)"
-        ),
-        measured=False,
+        scaling_source=source,
+        measured=world == gpus,
         measured_world_size=world,
         measured_efficiency=measured,
     )

@@ -219,14 +219,8 @@ def load_spot_trace() -> SpotTrace:
         for group in ("families", "rate_only_families")
         for name, family in document[group].items()
     }
-    return SpotTrace(
-        citation=document["citation"],
-        trace_repository=document["trace_repository"],
-        trace_commit=document["trace_commit"],
-        default_family=document["default_family"],
-        families=families,
-        interruptions_per_hour=rates,
-    )
+    provenance = {key: document[key] for key in ("citation", "trace_repository", "trace_commit", "default_family")}
+    return SpotTrace(**provenance, families=families, interruptions_per_hour=rates)
 
 
 def load_spot_lifetimes(family: str | None = None) -> EmpiricalLifetimes:
