@@ -96,7 +96,6 @@ def source_throughput(
     card_name = match_catalog_card(device_name, catalog) if hardware.on_gpu else None
     if card_name is not None:
         card = catalog[card_name]
-        peak = card.mixed_peak_tflops(mix, matmul_precision)
         burn_in_peak = card.peak_tflops("fp32", matmul_precision)
         if burn_in_tflops and burn_in_peak:
             efficiency = min(1.0, burn_in_tflops / burn_in_peak)
@@ -108,14 +107,7 @@ def source_throughput(
         else:
             efficiency = assumed_efficiency
             basis = f"catalog card {card_name} (matched by device name); matmul efficiency assumed {efficiency:g}"
-        return DeviceThroughput(
-            name=device_name,
-            card=card_name,
-            attainable_tflops=efficiency * peak if peak else None,
-            matmul_efficiency=efficiency,
-            memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-            basis=basis,
-        )
+        return _on_card(device_name, card_name, card, card.mixed_peak_tflops(mix, matmul_precision), efficiency, basis)
     if not hardware.on_gpu:
         basis = (
             f"{device_name} is the CPU: its step time says nothing of a GPU's, so each card's step is rebuilt from the "
@@ -163,15 +155,16 @@ def target_throughput(
     efficiency = source.matmul_efficiency if source.card is not None else assumed_efficiency
     assert efficiency is not None
     peak = card.mixed_peak_tflops(_as_mix(precision), matmul_precision)
-    return DeviceThroughput(
-        name=name,
-        card=name,
-        attainable_tflops=efficiency * peak if peak else None,
-        matmul_efficiency=efficiency,
-        memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-        basis=f"catalog {precision_label(precision)} peak {peak and round(peak, 4)} TFLOP/s x efficiency "
-        f"{efficiency:.2f}",
-    )
+    basis = f"catalog {precision_label(precision)} peak {peak and round(peak, 4)} TFLOP/s x efficiency {efficiency:.2f}"
+    return _on_card(name, name, card, peak, efficiency, basis)
+
+
+def _on_card(
+    name: str, card_name: str, card: Card, peak_tflops: float | None, efficiency: float, basis: str
+) -> DeviceThroughput:
+    """A catalog card's throughput: ``efficiency`` × its peak (TFLOP/s) and its memory bandwidth."""
+    attainable_tflops = efficiency * peak_tflops if peak_tflops else None
+    return DeviceThroughput(name, card_name, attainable_tflops, efficiency, card.memory_bandwidth_gbps, basis)
 
 
 def model_sources(
