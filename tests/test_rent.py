@@ -215,7 +215,7 @@ def test_offers_match_cards_through_the_card_files_memory() -> None:
 
 
 def test_spot_hours_of_an_empty_training_are_zero() -> None:
-    assert spot_hours(0.0, spot_plan([estimate(36.0, 0, 1.0)], True), ExponentialLifetimes(10.0)).hours == 0.0
+    assert spot_hours(0.0, spot_plan([estimate(36.0, 0, 1.0)], True), ExponentialLifetimes(10.0)).mean_hours == 0.0
 
 
 def test_the_terminal_shows_the_cheapest_rows_that_fit_and_names_a_stale_snapshot() -> None:

@@ -1,10 +1,7 @@
 """The recommended actions: concrete next steps after a benchmark (what to measure, where to train, batch,
-precision, checkpoints, cooling, memory), in the sentences the user reads. The numbers come from the other
-``decision`` modules and the shared wording (hours, cards, the decision's outcome) from
-:mod:`gpubench.decision.advice`.
-"""
+precision, checkpoints, cooling, memory), in the sentences the user reads."""
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from gpubench.decision.advice import (
     Outcome,
@@ -27,10 +24,9 @@ from gpubench.results import (
     LOCAL_GPU_VIABLE,
     CardProjection,
     CostRow,
-    HardwareReport,
     MemoryBudgetRow,
     ModelResult,
-    RunInfo,
+    RunReport,
     ScalingEfficiency,
     StepSplit,
     WhatIfEstimate,
@@ -45,15 +41,14 @@ NO_ESTIMATE_ACTIONS: tuple[str, ...] = (
 )
 
 
-def _batch_actions(models: dict[str, ModelResult]) -> list[str]:
-    actions = []
+def _batch_actions(models: dict[str, ModelResult]) -> Iterator[str]:
     for name, result in models.items():
         search = result.batch_search
         if search is None or search.batch_size is None:
             continue
         limit = f" under {search.peak_limit_mb:,.0f} MB" if search.peak_limit_mb else ""
         knee = f"; throughput reaches 90% of its best at {search.knee_size}" if search.knee_size else ""
-        actions.append(
+        yield (
             f"{name}: train with batch {search.batch_size} x {search.gradient_accumulation_steps} gradient "
             f"accumulation step(s) = effective {search.effective_batch_size} "
             f"(target {search.target_effective_batch_size}; largest fitting "
@@ -65,11 +60,10 @@ def _batch_actions(models: dict[str, ModelResult]) -> list[str]:
     }
     if configured:
         sizes = ", ".join(f"{name} {size}" for name, size in configured.items())
-        actions.append(
+        yield (
             f"No batch-size search ran for {', '.join(configured)} (CPU, or batch.search=false): the batch sizes are "
             f"the configured ones ({sizes}); on the GPU the search finds the largest that fits."
         )
-    return actions
 
 
 #: The command that measures each what-if variant in a full run (execution keys, or the knee batch's policy).
@@ -100,135 +94,118 @@ def _what_if_text(row: WhatIfEstimate) -> str:
     )
 
 
-def _what_if_actions(what_ifs: list[WhatIfEstimate], models: list[str]) -> list[str]:
-    """Per model, its measured what-ifs, fastest first, quoting the measured figures (never a guessed speed-up);
-    those that could not be estimated with their reason."""
-    actions = []
+def _what_if_actions(what_ifs: list[WhatIfEstimate], models: list[str]) -> Iterator[str]:
+    """Per model, its measured what-ifs, fastest first (never a guessed speed-up), and those without an estimate."""
     for name in models:
         rows = [row for row in what_ifs if row.model == name]
         measured = sorted((row for row in rows if row.hours is not None), key=lambda row: row.hours or 0.0)
         if measured:
-            actions.append(f"{name}, measured alternatives: " + "; ".join(_what_if_text(row) for row in measured) + ".")
+            yield f"{name}, measured alternatives: " + "; ".join(_what_if_text(row) for row in measured) + "."
         failed = [row for row in rows if row.hours is None]
         if failed:
-            actions.append(
+            yield (
                 f"{name}: what-if(s) without an estimate: "
                 + "; ".join(f"{row.description} ({row.status}: {row.reason})" for row in failed)
                 + "."
             )
-    return actions
 
 
 def _execution_actions(
-    hardware: HardwareReport,
-    run: RunInfo,
-    splits: dict[str, StepSplit],
-    what_ifs: list[WhatIfEstimate],
-    models: dict[str, ModelResult],
-) -> list[str]:
-    """Precision and compilation: the measured what-ifs where there are; on a GPU without them, which alternatives
-    the step's classification suggests measuring, and how (no speed-up is guessed). bf16 is suggested only for a
-    model whose FLOPs all ran in fp32 (a user's model may autocast itself under ``execution.precision fp32``)."""
+    report: RunReport, splits: dict[str, StepSplit], what_ifs: list[WhatIfEstimate]
+) -> Iterator[str]:
+    """Precision and compilation: the measured what-ifs, else on a GPU what the step's classification suggests
+    measuring (bf16 only for a model whose FLOPs all ran in fp32)."""
+    run = report.run
     measured_models = {row.model for row in what_ifs}
     others = [name for name in dict.fromkeys(row.model for row in what_ifs) if name not in splits]
-    actions = _what_if_actions(what_ifs, [*splits, *others])
-    if not hardware.on_gpu:
-        return actions
+    yield from _what_if_actions(what_ifs, [*splits, *others])
+    if not report.hardware.on_gpu:
+        return
     unmeasured = {name: split for name, split in splits.items() if name not in measured_models}
     compute_bound = [
         name
         for name, split in unmeasured.items()
-        if split.bound == BOUND_COMPUTE and set(compute_precisions(models.get(name), run.precision)) == {"fp32"}
+        if split.bound == BOUND_COMPUTE and set(compute_precisions(report.models.get(name), run.precision)) == {"fp32"}
     ]
     overhead_bound = [name for name, split in unmeasured.items() if split.bound == BOUND_OVERHEAD]
     if compute_bound:
-        actions.append(
+        yield (
             f"{', '.join(compute_bound)}: compute-bound in fp32; measure bf16 autocast and tf32 matmuls "
             "(decision.what_if=true measures them briefly after the main measurement, or python -m gpubench "
             "execution.precision=bf16 / execution.matmul_precision=high)."
         )
     if overhead_bound and run.compile == "false":
-        actions.append(
+        yield (
             f"{', '.join(overhead_bound)}: the step is dominated by kernel launches and host work, not arithmetic; "
             "measure execution.compile=reduce-overhead (CUDA graphs replay the step without per-kernel launch cost; "
             "decision.what_if=true measures it briefly)."
         )
     if run.precision != "fp32" or run.compile != "false" or run.fp32_matmul_precision != "highest":
-        actions.append(
+        yield (
             f"Measured with precision {run.precision}, compile {run.compile} and matmul precision "
             f"{run.fp32_matmul_precision}: its gain is the ratio to a run with the defaults "
             "(python -m gpubench.compare A B)."
         )
-    return actions
 
 
-def _thermal_actions(models: dict[str, ModelResult]) -> list[str]:
-    actions = []
+def _thermal_actions(models: dict[str, ModelResult]) -> Iterator[str]:
     for name, result in models.items():
         measured = result.measured_device_epochs
         throttled = [epoch for epoch in measured if epoch.throttled]
         if throttled:
             causes = sorted({epoch.throttle_cause for epoch in throttled if epoch.throttle_cause})
-            actions.append(
+            yield (
                 f"{name}: {len(throttled)} of {len(measured)} measured epochs were throttled"
                 f"{' (' + ', '.join(causes) + ')' if causes else ''}; the estimate includes the slowdown. For a "
                 "multi-hour run improve cooling (airflow, a cooling pad on a laptop) or cap the power limit "
                 "(nvidia-smi -pl) to hold a steady clock."
             )
-    return actions
 
 
-def _memory_actions(rows: list[MemoryBudgetRow]) -> list[str]:
-    actions = []
+def _memory_actions(rows: list[MemoryBudgetRow]) -> Iterator[str]:
     for row in rows:
         if row.model == TOTAL_ROW:
             if row.status in (HEADROOM_MARGINAL, HEADROOM_RISK):
-                actions.append(
+                yield (
                     f"The models' peaks sum to {row.peak_reserved_mb:,.0f} MB ({row.fraction_of_card:.0%} of "
                     f"the card): train them one after another, not at once."
                 )
             continue
         if row.status in (HEADROOM_MARGINAL, HEADROOM_RISK):
-            actions.append(
+            yield (
                 f"{row.model}: peak {row.peak_reserved_mb:,.0f} MB is {row.fraction_of_card:.0%} of the "
                 f"{row.card_mb:,.0f} MB card ({row.status}): fragmentation or a longer sequence can run out of "
                 "memory mid-run; lower the batch (raise accumulation) or use bf16 to stay under batch.headroom."
             )
         if row.within_budget is False:
-            actions.append(
+            yield (
                 f"{row.model}: peak {row.peak_reserved_mb:,.0f} MB exceeds its budget {row.budget_mb:,.0f} "
                 f"MB (decision.memory_budget_mb.{row.model})."
             )
-    return actions
 
 
-def _headroom_actions(models: dict[str, ModelResult]) -> list[str]:
+def _headroom_actions(models: dict[str, ModelResult]) -> Iterator[str]:
     """Models whose measured peak passed ``batch.headroom`` × usable VRAM although their batch search fitted."""
-    actions = []
     for name, result in models.items():
         memory = result.memory
         if memory is not None and memory.headroom_exceeded:
-            actions.append(
+            yield (
                 f"{name}: during the measured epochs the peak reserved memory reached "
                 f"{memory.peak_reserved_mb:,.0f} MB, above the {memory.headroom_limit_mb:,.0f} MB headroom limit "
                 f"its batch search respected (batch {result.batch_size}): allocator fragmentation grows over a "
                 "long run, so train with a smaller batch (more gradient accumulation) on the target card."
             )
-    return actions
 
 
-def _precision_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> list[str]:
-    actions = []
+def _precision_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> Iterator[str]:
     for estimate in estimates:
-        # A model with an estimate has its statistics.
         stats = models[estimate.model].statistics
         if not stats.meets_precision_target:
-            actions.append(
+            yield (
                 f"{estimate.model}: the epoch-time interval is +/-{stats.relative_halfwidth:.0%} of the mean "
                 f"(target {stats.target_rel_halfwidth:.0%}), which widens the upper bound; measure about "
                 f"{stats.required_epochs} epochs (epochs={stats.required_epochs} or statistics.adaptive=precision)."
             )
-    return actions
 
 
 def _checkpoint_action(estimates: list[TimeEstimate], upper_hours: float) -> str:
@@ -244,57 +221,52 @@ def _checkpoint_action(estimates: list[TimeEstimate], upper_hours: float) -> str
     )
 
 
-def _measurement_actions(outcome: Outcome, decision: DecisionConfig) -> list[str]:
+def _measurement_actions(outcome: Outcome, decision: DecisionConfig) -> Iterator[str]:
     """What to measure for a decision, or a firmer one: the critical models missing, more epochs."""
     verdict = outcome.verdict
-    actions = []
     if verdict.missing:
         names = ",".join(m.model for m in verdict.missing)
         many = len(verdict.missing) > 1
         command = f"python -m gpubench -m model={names}" if many else f"python -m gpubench model={names}"
-        actions.append(f"Measure the missing critical model(s) ({missing_text(verdict.missing)}): {command}.")
+        yield f"Measure the missing critical model(s) ({missing_text(verdict.missing)}): {command}."
     for model in verdict.cannot_run:
-        actions.append(
+        yield (
             f"{model.model} does not fit on {outcome.device} ({model.reason}): train it on a card with more memory "
             f"({decision.cloud_card} or another with fits_in_vram in the projection), or make it smaller."
         )
     if verdict.too_few:
         counts = ", ".join(f"{name} {epochs}" for name, epochs in verdict.too_few.items())
-        actions.append(
+        yield (
             f"Measure at least {MIN_DECISION_EPOCHS} epochs per model "
             f"(python -m gpubench epochs={MIN_DECISION_EPOCHS}; measured: {counts}): fewer give no decision."
         )
     settle = {name: epochs for name, epochs in (verdict.epochs_to_settle or {}).items() if epochs is not None}
     if settle:
         most = max(settle.values())
-        actions.append(
+        yield (
             f"Measure {most} epochs (python -m gpubench epochs={most}) to settle the decision: with the variance "
             "measured so far the interval would then lie on one side of the threshold it straddles. "
             "statistics.adaptive=decision measures each model to the count that settles it, by a two-stage rule "
             "that keeps the interval's level."
         )
-    return actions
 
 
-def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> list[str]:
+def _drift_actions(estimates: list[TimeEstimate], models: dict[str, ModelResult]) -> Iterator[str]:
     """Models whose measured epochs drift: what the drift costs the bounds and how to avoid it."""
-    actions = []
     for estimate in estimates:
         stats = models[estimate.model].statistics
         if stats is not None and stats.drift_detected:
-            actions.append(
+            yield (
                 f"{estimate.model}: the measured epoch times drift ({stats.drift_description}), "
                 f"which adds {drift_hours_text(estimate)} to its margin; a longer warmup (warmup_epochs) lets "
                 "clocks, caches and the allocator settle before measuring."
             )
-    return actions
 
 
 def _scaling_actions(
     outcome: Outcome, scalings: Mapping[str, ScalingEfficiency], decision: DecisionConfig
 ) -> list[str]:
-    """On several cloud cards, the decided models whose scaling efficiency was not measured at that card count:
-    how to measure it."""
+    """How to measure the scaling efficiency on several cloud cards where it was not measured."""
     gpus = decision.cloud_gpus
     unmeasured = [e.model for e in outcome.decided if e.model in scalings and not scalings[e.model].measured]
     if gpus == 1 or not unmeasured:
@@ -307,8 +279,8 @@ def _scaling_actions(
 
 
 def _sooner_rental_action(outcome: Outcome, cost_table: list[CostRow]) -> list[str]:
-    """The cheapest rental that fits and finishes in at most half the local lower bound even at its own upper bound,
-    with both times and its cost; [] when none does (whatever the verdict: a local answer can still be slow)."""
+    """The cheapest rental that fits and finishes within half the local lower bound even at its upper bound, under
+    any verdict (a local answer can still be slow)."""
     total = outcome.total
     if total is None:
         return []
@@ -330,20 +302,18 @@ def _sooner_rental_action(outcome: Outcome, cost_table: list[CostRow]) -> list[s
 
 def recommended_actions(
     outcome: Outcome,
-    models: dict[str, ModelResult],
-    hardware: HardwareReport,
-    run: RunInfo,
+    report: RunReport,
     splits: dict[str, StepSplit],
-    projection: list[CardProjection],
+    cloud_row: CardProjection | None,
     budget_rows: list[MemoryBudgetRow],
     decision: DecisionConfig,
     what_ifs: list[WhatIfEstimate] | None = None,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
     cost_table: list[CostRow] | None = None,
 ) -> list[str]:
-    """Concrete next steps: what to measure (the missing models, more epochs, the scaling to several cards),
-    where to train (its money from ``cost_table``'s dated rows: :func:`gpubench.results.cheapest_rental`), batch,
-    precision, checkpoints, cooling, memory."""
+    """Concrete next steps: what to measure, where to train (money from ``cost_table``), batch, precision,
+    checkpoints, cooling, memory."""
+    models = report.models
     actions: list[str] = []
     verdict, total = outcome.verdict, outcome.total
     actions += _measurement_actions(outcome, decision)
@@ -352,7 +322,6 @@ def recommended_actions(
             f"Measured on the CPU ({outcome.device}): GPU memory, energy and the batch-size search were not measured "
             "and the projection starts from CPU time. Run python -m gpubench on the GPU you mean to train on."
         )
-    cloud_row = next((row for row in projection if row.card == decision.cloud_card), None)
     if verdict.decision == LOCAL_GPU_VIABLE and total is not None:
         actions.append(
             f"Train locally on {outcome.device}: the upper bound {hours_text(total.upper_hours)} is under "
@@ -378,7 +347,7 @@ def recommended_actions(
     actions += _scaling_actions(outcome, scalings or {}, decision)
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}
-    actions += _execution_actions(hardware, run, decided_splits, what_ifs or [], models)
+    actions += _execution_actions(report, decided_splits, what_ifs or [])
     if total is not None:
         actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
     actions += _drift_actions(outcome.decided, models)

@@ -1,10 +1,5 @@
-"""The reasoning of the recommendation, in the sentences the user reads: the decision and the numbers behind it,
-the emulated card's and the cloud card's figures, the host's note, and the wording the recommended actions
-(:mod:`gpubench.decision.actions`) share with it. The numbers come from the other ``decision`` modules; here they
-are only put into words (hours as minutes or hours, sizes in MB, money in USD). How each figure is made, in words
-(the report's ``recommendation.method``), lives beside the code that makes it: ``*_METHOD`` in estimate, rule,
-memory_budget, projection, cost and scaling.
-"""
+"""The recommendation's reasoning in the sentences the user reads, and the wording the recommended actions
+(:mod:`gpubench.decision.actions`) share: figures computed elsewhere, put into words (hours, MB, USD)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,9 +37,8 @@ from gpubench.units import BYTES_PER_MB, HOURS_PER_DAY, SECONDS_PER_HOUR
 
 @dataclass(frozen=True)
 class Outcome:
-    """The decision and the figures it rests on: the rule's ``verdict``, the estimates of the models ``decided``
-    on (the figures' models), their ``total`` (None when none has an estimate) and the level of the interval its
-    bounds come from, the critical models ``missing`` an estimate, the measured device and whether it is the CPU."""
+    """The decision and the figures it rests on: the ``verdict``, the ``decided`` models' estimates and ``total``
+    with its interval's level, the critical models ``missing``, the device, and an emulated card's measured side."""
 
     verdict: Verdict
     decided: list[TimeEstimate]
@@ -104,8 +98,7 @@ def _lower_bound_clause(verdict: Verdict, decision: DecisionConfig) -> str:
 
 
 def _decide_text(verdict: Verdict, models_run: list[str]) -> str:
-    """The overrides that would let the same command decide: the missing critical models run beside
-    ``models_run`` (or the models run made the critical ones), and enough measured epochs for each."""
+    """The overrides that would let the same command decide."""
     clauses = []
     if verdict.missing:
         wanted = models_run + [m.model for m in verdict.missing if m.model not in models_run]
@@ -221,8 +214,7 @@ def cards_text(row: CardProjection) -> str:
 
 
 def projection_uncertainty_text(row: CardProjection) -> str:
-    """What widened a projected row's bounds: the projection's error from a GPU, the rebuild's factor from the CPU
-    (a row with no relative error)."""
+    """What widened a projected row's bounds: the projection's error, or the CPU rebuild's factor."""
     if row.projection_relative_error is None:
         return f"the CPU rebuild's factor of {CPU_REBUILD_FACTOR:g} either way"
     return f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
@@ -233,8 +225,8 @@ NO_DATED_PRICE = "no dated price"
 
 
 def rental_text(row: CostRow | None) -> str:
-    """A cost-table row's money in words, ``$12.34 at runpod (on-demand, price of 2026-10-29)``, with an instance
-    bigger than the training named as paid in full; :data:`NO_DATED_PRICE` without a row."""
+    """A cost-table row's money in words (``$12.34 at runpod (on-demand, price of ...)``); :data:`NO_DATED_PRICE`
+    without a row."""
     if row is None or row.usd is None:
         return NO_DATED_PRICE
     whole = f"; an instance of {row.gpu_count} GPUs, all paid" if row.gpu_count > row.gpus_used else ""
@@ -243,8 +235,7 @@ def rental_text(row: CostRow | None) -> str:
 
 
 def cheapest_text(row: CostRow) -> str:
-    """The cost table's cheapest row that fits, in words: ``Cheapest rental that fits this plan: l40s, 12.0 min for
-    $0.20 at runpod (on-demand, price of 2026-09-25).``"""
+    """The cost table's cheapest row that fits, in words."""
     cards = row.gpu if row.gpus_used == 1 else f"{row.gpus_used} × {row.gpu}"
     return f"Cheapest rental that fits this plan: {cards}, {hours_text(row.hours or 0.0)} for {rental_text(row)}."
 
@@ -255,8 +246,7 @@ def _cloud_text(
     scalings: Mapping[str, ScalingEfficiency] | None,
     rental: CostRow | None,
 ) -> str:
-    """The cloud row's projected training: hours, bounds, its cheapest dated rental that fits (``rental``), and
-    on several cards their scaling efficiency."""
+    """The cloud row's projected training: hours, bounds, ``rental`` and on several cards the scaling."""
     assert cloud_row.training_hours is not None
     several = cloud_row.card_count > 1
     widened = projection_uncertainty_text(cloud_row)
@@ -296,11 +286,8 @@ def reasoning(
     rental: CostRow | None = None,
     cheapest: CostRow | None = None,
 ) -> str:
-    """A few sentences with the numbers behind the decision, or behind there being none. A CPU run's starts by
-    saying that its times are CPU times; an emulated card's says what was measured on which device and what was
-    projected. The cloud row's sentence covers its ``gpus`` cards with each decided model's scaling efficiency
-    from ``scalings`` and its cost from ``rental``, its cheapest dated cost-table row that fits, then the whole
-    table's ``cheapest`` row where it is another card's; the decision itself is about the one local card."""
+    """A few sentences with the numbers behind the decision, or behind there being none: a CPU run's say they are
+    CPU times, an emulated card's what was measured where; then the cloud row, ``rental`` and ``cheapest``."""
     parts = []
     if outcome.emulated:
         parts.append(_emulation_text(outcome))
@@ -339,8 +326,7 @@ def reasoning(
 
 
 def _host_shares_text(section: ModelResult) -> str:
-    """How much of a model's spread between rounds the host probe and the card's waiting on its host each track,
-    where known (``, 80% of that spread tracking the probe, ...``); empty where neither is."""
+    """How much of a model's spread between rounds the host probe and the card's waiting each track, where known."""
     probe, waiting = section.host_probe_explained_share, section.gpu_wait_explained_share
     text = f", {probe:.0%} of that spread tracking the probe" if probe is not None else ""
     if waiting is not None:
@@ -349,11 +335,8 @@ def _host_shares_text(section: ModelResult) -> str:
 
 
 def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> str | None:
-    """One sentence when the host was noisy, else None: noisy when the round means of a decided model differ by
-    more than their epochs explain (the rounds' F test of no host level, at the model's own interval level), with
-    the host probe's spread over every round of the job and, where they are known, how much of that model's spread
-    between rounds the probe accounts for and how much the card's waiting on its host does (its power lower in the
-    slower rounds at one clock)."""
+    """One sentence when the host was noisy (a decided model's round means differ by more than their epochs explain,
+    by the rounds' F test), with the host probe's spread; else None."""
     noisy = []
     for name in decided_on:
         section = models.get(name)
@@ -371,46 +354,32 @@ def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> s
     return f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
 
 
-def _traffic_mb_text(bytes_per_step: int) -> str:
-    """A step's counted traffic in MB: three significant figures, whole MB with thousands separators from 1,000."""
-    traffic_mb = bytes_per_step / BYTES_PER_MB
-    return f"{traffic_mb:,.0f}" if traffic_mb >= 1000 else f"{traffic_mb:.3g}"
-
-
 def _emulation_text(outcome: Outcome) -> str:
-    """Which parts of an emulated card's answer were measured, on which device, and which were projected."""
+    """Which parts of an emulated card's answer were measured, where, and which projected."""
     cap = f" under its {outcome.vram_limit_mb:,.0f} MB cap" if outcome.vram_limit_mb else " under its VRAM cap"
     splits = outcome.splits or {}
     parts = []
     for name, split in splits.items():
         launch = f", {split.launch_ms:.3g} ms launches" if split.launch_ms is not None else ""
         if split.host_ms is not None and split.bytes_per_step is not None:
-            rest = (
-                f"{split.memory_ms or 0.0:.3g} ms memory ({_traffic_mb_text(split.bytes_per_step)} MB counted), "
-                f"{split.host_ms:.3g} ms host"
-            )
+            traffic_mb = split.bytes_per_step / BYTES_PER_MB
+            traffic = f"{traffic_mb:,.0f}" if traffic_mb >= 1000 else f"{traffic_mb:.3g}"
+            rest = f"{split.memory_ms or 0.0:.3g} ms memory ({traffic} MB counted), {split.host_ms:.3g} ms host"
         else:
             rest = f"{(split.memory_ms if split.memory_ms is not None else split.other_ms) or 0.0:.3g} ms other"
         parts.append(f"{name} {split.step_ms:.3g} ms = {split.compute_ms or 0.0:.3g} ms compute{launch}, {rest}")
     detail = f" (measured steps: {'; '.join(parts)})" if parts else ""
     error = outcome.projection_error or 0.0
+    kept, floor = " and the launch and other parts kept", ""
     if any(split.host_ms is not None for split in splits.values()):
-        scaled = (
-            "the compute part scaled by the attainable-throughput ratio, the counted memory traffic by the bandwidth "
-            "ratio, the launch and host parts kept (the memory-bound alternative, the counted traffic at the card's "
-            f"bandwidth as the step's floor, and a {error:.0%} projection error, the measured step between the "
-            f"projection / {1 + error:.2f} and / {1 - error:.2f}, are in the bounds)"
-        )
-    else:
-        scaled = (
-            "the compute part scaled by the attainable-throughput ratio and the launch and other parts kept (the "
-            f"memory-bound alternative and a {error:.0%} projection error, the measured step between the projection "
-            f"/ {1 + error:.2f} and / {1 - error:.2f}, are in the bounds)"
-        )
+        kept = ", the counted memory traffic by the bandwidth ratio, the launch and host parts kept"
+        floor = ", the counted traffic at the card's bandwidth as the step's floor,"
     return (
         f"This answer is about {outcome.device}, emulated on {outcome.measured_device}: memory and batch sizes were "
         f"measured on {outcome.measured_device}{cap}; times are projected from the steps measured there{detail}, "
-        f"{scaled}."
+        f"the compute part scaled by the attainable-throughput ratio{kept} (the memory-bound alternative{floor} and a "
+        f"{error:.0%} projection error, the measured step between the projection / {1 + error:.2f} and / "
+        f"{1 - error:.2f}, are in the bounds)."
     )
 
 

@@ -1,11 +1,6 @@
-"""What fits where: the largest batch predicted to fit a card, from a model's memory split.
-
-The batch search keeps a trial's peak reserved memory under ``batch.headroom`` × the usable VRAM (the card's memory
-less what the process holds outside torch's allocator, :mod:`gpubench.hardware.vram`); a catalog card loses the same
-overhead, so its limit is ``headroom × (card VRAM − overhead)``. The largest batch under it is read off the search's
-peaks (:class:`~gpubench.results.MemorySplit`), made monotone, interpolated between trials and extended by the
-line's per-sample slope beyond them: the line's intercept can miss small batches by more than a card's room. Sizes
-in MB (MiB), batches in samples.
+"""The largest batch predicted to fit a card: under ``headroom × (card VRAM − overhead)``, the batch search's own
+limit, read off the search's peaks made monotone, linear between trials and at the per-sample slope beyond them (the
+line's intercept can miss small batches by more than a card's room). Sizes in MB (MiB), batches in samples.
 """
 
 import math
@@ -13,18 +8,17 @@ from collections.abc import Sequence
 
 from gpubench.results import MemorySplit
 
-#: Slack on a batch count that lands on an integer up to float rounding (a limit exactly on a trial's peak fits).
+#: A limit exactly on a trial's peak fits despite float rounding.
 _ROUNDING_SLACK = 1e-9
 
 
 def peak_limit_mb(card_vram_mb: float, overhead_mb: float, headroom: float) -> float:
-    """The peak reserved memory (MB) a batch may reach on a card of ``card_vram_mb``: ``headroom`` × (the card's
-    memory less the ``overhead_mb`` held outside the allocator), the batch search's own limit."""
+    """The peak reserved memory (MB) a batch may reach on a card: ``headroom × (card_vram_mb − overhead_mb)``."""
     return headroom * (card_vram_mb - overhead_mb)
 
 
 def _envelope(sizes: Sequence[int], peaks_mb: Sequence[float]) -> tuple[list[int], list[float]]:
-    """The trials by size with their peaks made non-decreasing (a running maximum)."""
+    """The trials by size, their peaks a running maximum."""
     ordered = sorted(zip(sizes, peaks_mb, strict=True))
     envelope: list[float] = []
     for _, peak in ordered:
@@ -33,8 +27,7 @@ def _envelope(sizes: Sequence[int], peaks_mb: Sequence[float]) -> tuple[list[int
 
 
 def trial_peak_mb(sizes: Sequence[int], peaks_mb: Sequence[float], per_sample_mb: float, batch: float) -> float:
-    """The peak (MB) at ``batch`` read off the trials (``sizes``, ``peaks_mb``): linear between the two trials
-    around it, ``per_sample_mb`` per sample beyond the first or the last."""
+    """The peak (MB) at ``batch``: linear between trials, ``per_sample_mb`` per sample beyond them."""
     ordered, envelope = _envelope(sizes, peaks_mb)
     if batch <= ordered[0]:
         return envelope[0] + per_sample_mb * (batch - ordered[0])
@@ -46,14 +39,13 @@ def trial_peak_mb(sizes: Sequence[int], peaks_mb: Sequence[float], per_sample_mb
 
 
 def largest_batch(sizes: Sequence[int], peaks_mb: Sequence[float], per_sample_mb: float, limit_mb: float) -> int:
-    """The largest batch whose peak (:func:`trial_peak_mb`) stays at or under ``limit_mb``; 0 when none does.
-    ValueError without trials or unless ``per_sample_mb`` > 0 (a peak that does not grow predicts no limit)."""
+    """The largest batch whose peak (:func:`trial_peak_mb`) stays within ``limit_mb``, or 0; ValueError without
+    trials or growth."""
     if not sizes:
         raise ValueError("a largest batch needs the trials' peaks")
     if per_sample_mb <= 0:
         raise ValueError(f"a largest batch needs memory that grows with the batch, got {per_sample_mb} MB per sample")
     ordered, envelope = _envelope(sizes, peaks_mb)
-    # The last trial at or under the limit; the limit lies below the next one's peak (the envelope never falls).
     below = [index for index, peak in enumerate(envelope) if peak <= limit_mb]
     if not below:
         batches = ordered[0] + (limit_mb - envelope[0]) / per_sample_mb
@@ -67,9 +59,8 @@ def largest_batch(sizes: Sequence[int], peaks_mb: Sequence[float], per_sample_mb
 
 
 def fits_at_batch(split: MemorySplit | None, card_vram_mb: float | None, overhead_mb: float | None) -> int | None:
-    """The largest batch predicted to fit a card of ``card_vram_mb`` (MB), with ``overhead_mb`` held outside the
-    allocator (the measured device's, from the report's hardware), under the split's headroom; None where it cannot
-    be predicted (no split or no line through the trials, the card's memory or the overhead unknown)."""
+    """The largest batch predicted to fit a card of ``card_vram_mb`` with the device's ``overhead_mb`` outside the
+    allocator; None where it cannot be predicted."""
     if split is None or not split.has_fit or split.headroom is None:
         return None
     if card_vram_mb is None or overhead_mb is None:

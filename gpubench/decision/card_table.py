@@ -1,7 +1,5 @@
-"""The table of every catalog card's projected training (:func:`projection_table`): each estimated model's step
-projected onto the card (:mod:`gpubench.decision.projection`), its hours on ``decision.cloud_gpus`` cards, the
-decided models' total with its bounds, whether they fit the card's VRAM, and the largest batch each is
-predicted to fit there (:mod:`gpubench.decision.batch_fit`)."""
+"""The table of every catalog card's projected training: the models' steps and hours on ``decision.cloud_gpus``
+cards, the decided models' total with bounds, and what fits the card's VRAM."""
 
 from collections.abc import Mapping
 
@@ -13,6 +11,7 @@ from gpubench.decision.projection import (
     DeviceThroughput,
     compute_precisions,
     interval_factors,
+    model_targets,
     precision_label,
     project_estimate,
     projected_estimates,
@@ -25,8 +24,7 @@ from gpubench.results import CardProjection, ProjectedModel, RunReport, ScalingE
 
 
 def decided_precisions(report: RunReport, decided: list[str]) -> dict[str, float]:
-    """The ``decided`` models' FLOPs per step by precision, added up (each model's :func:`compute_precisions`; a
-    model without counted FLOPs adds nothing), for a card row's peak; the run's precision where none counts."""
+    """The ``decided`` models' FLOPs per step by precision, added up, for a row's peak (the run's where none)."""
     total: dict[str, float] = {}
     for name in decided:
         result = report.models.get(name)
@@ -50,14 +48,9 @@ def projection_table(
     decision: DecisionConfig,
     scalings: Mapping[str, ScalingEfficiency] | None = None,
 ) -> list[CardProjection]:
-    """A row per catalog card, for ``decision.cloud_gpus`` cards of it: each estimated model's projected step
-    (one card's, with its interval; from its entry of ``sources``, the measured device at the precisions it computes
-    in) and hours on those cards (with their bounds, the projection's error and the scaling efficiency's interval
-    included: :func:`gpubench.decision.scaling.scaled_time` with the model's entry in ``scalings``, one card where
-    None), and the ``decided_on`` models' total, its bounds and whether they fit in the card's VRAM at their
-    measured peak (no price: :mod:`gpubench.decision.rent` prices the rows from the dated snapshot); each model's
-    largest batch predicted to fit the card from its memory split (:func:`gpubench.decision.batch_fit.fits_at_batch`).
-    A row's precision and peak are the decided models' (:func:`decided_precisions`)."""
+    """A row per catalog card for ``decision.cloud_gpus`` of it: each model's projected step and hours (bounds with
+    the projection's error and the ``scalings`` interval), the ``decided_on`` models' total and whether they fit
+    at their measured peak; unpriced (:mod:`gpubench.decision.rent` prices them)."""
     matmul_precision = report.run.fp32_matmul_precision
     decided = [name for name in decided_on if name in estimates]
     row_precision = decided_precisions(report, decided)
@@ -66,17 +59,7 @@ def projection_table(
     efficiency = decision.assumed_matmul_efficiency
     rows = []
     for card_name, card in catalog.items():
-        targets = {
-            name: target_throughput(
-                card_name,
-                card,
-                compute_precisions(report.models.get(name), report.run.precision),
-                sources[name],
-                efficiency,
-                matmul_precision,
-            )
-            for name in estimates
-        }
+        targets = model_targets(report, card_name, card, {name: sources[name] for name in estimates}, efficiency)
         row_target = target_throughput(card_name, card, row_precision, source, efficiency, matmul_precision)
         measured = card_name == source.card
         steps, projected = projected_estimates(estimates, splits, sources, targets, measured=measured)
@@ -88,7 +71,7 @@ def projection_table(
             model = projected.get(name)
             time = None if model is None else scaled_time(model, scaling[name])
             # Slower only where the projection's whole interval is above the measured step: within it the card may
-            # as well be as fast (the H100 from the H200, 39.3 ms against 39.3 ms, is not "slower").
+            # be as fast.
             slower = (
                 step.step_ms is not None
                 and not measured
@@ -147,6 +130,3 @@ def projection_table(
             )
         )
     return rows
-
-
-#: The projection and its assumptions, in words: the report's ``recommendation.method.projection``.

@@ -15,11 +15,9 @@ DEFAULT_WHAT_IF_VARIANTS: tuple[str, ...] = ("bf16", "tf32", "knee")
 
 @dataclass
 class TrainingPlanConfig:
-    """The full training each model's time is extrapolated to, in samples.
-
-    Supervised: ``passes[model]`` passes over ``trading_days × bars_per_day × symbols`` windows; RL:
-    ``env_steps[model]``; ``samples[model]`` overrides both. A validation pass every ``eval_every_steps`` updates and
-    a checkpoint every ``checkpoint_every_steps`` (null: off)."""
+    """The full training each model's time is extrapolated to: supervised ``passes`` over ``trading_days ×
+    bars_per_day × symbols`` windows, RL ``env_steps``, ``samples`` overriding both; validation and checkpoints
+    every so many updates (null: off)."""
 
     trading_days: int = 360
     bars_per_day: int = 390
@@ -34,7 +32,7 @@ class TrainingPlanConfig:
     checkpoint_every_steps: int | None = 50_000
     eval_fraction: float = 0.25
     eval_env_steps: float = 5_120
-    # Every model has an entry (null: none), so that `decision.plan.samples.<model>=N` overrides an existing key.
+    # An entry per model, so that `decision.plan.samples.<model>=N` overrides an existing key.
     samples: dict[str, float | None] = field(default_factory=lambda: {spec.name: None for spec in MODELS})
 
     def __post_init__(self) -> None:
@@ -59,12 +57,8 @@ class TrainingPlanConfig:
 
 @dataclass
 class DecisionConfig:
-    """The local-vs-cloud decision: thresholds on the training time's upper bound, the plan, VRAM budgets and prices.
-
-    ``cloud_card`` is priced at its cheapest dated row of the price snapshot; ``cloud_gpus`` cards of it train
-    data-parallel (:mod:`gpubench.decision.scaling`). ``what_if`` (null: critical models on a GPU when the answer is
-    not LOCAL_GPU_VIABLE) runs each of ``what_if_variants`` briefly. The electricity price defaults to a U.S.
-    residential average: set your own. Renting: :mod:`gpubench.decision.rent`."""
+    """The local-vs-cloud decision: thresholds (hours), the plan, VRAM budgets, prices, ``cloud_gpus`` cards of
+    ``cloud_card`` (data-parallel), the what-ifs (``what_if`` null: on a GPU unless LOCAL) and the spot assumptions."""
 
     local_max_hours: float = 24.0
     cloud_min_hours: float = 48.0
@@ -87,7 +81,6 @@ class DecisionConfig:
     what_if_variants: list[str] = field(default_factory=lambda: list(DEFAULT_WHAT_IF_VARIANTS))
     what_if_epochs: int = 10
     what_if_epoch_seconds: float = 0.1
-    #: The default tariff's source (a home workstation is the usual local machine).
     electricity_source: str = (
         "U.S. average residential retail price, April 2026, 18.83 cents/kWh (EIA Electric Power Monthly, as "
         "transcribed by https://energyfactbook.com/): a national average, not your tariff; set "
@@ -95,10 +88,9 @@ class DecisionConfig:
     )
     electricity_date: str | None = "2026-07-05"
     prices_dir: str | None = None
-    #: None: spot lifetimes from the shipped preemption trace (gpubench/prices/spot_lifetimes.json); a number: your
-    #: own rate (per hour), lifetimes then exponential.
+    #: None: the shipped trace's lifetimes; a rate (per hour): exponential lifetimes.
     spot_interruptions_per_hour: float | None = None
-    #: The trace's instance family whose lifetimes a spot row takes (None: the trace's default, a one-GPU family).
+    #: The trace's instance family a spot row takes (None: its default).
     spot_lifetimes_family: str | None = None
     spot_interruptions_per_hour_by_provider: dict[str, float] = field(default_factory=dict)
     spot_max_hours_without_checkpoints: float = 2.0
@@ -116,10 +108,7 @@ class DecisionConfig:
         for name, budget_mb in self.memory_budget_mb.items():
             require_positive(f"decision.memory_budget_mb.{name}", budget_mb)
         require(
-            self.electricity_usd_per_kwh >= 0,
-            "decision.electricity_usd_per_kwh",
-            self.electricity_usd_per_kwh,
-            ">= 0",
+            self.electricity_usd_per_kwh >= 0, "decision.electricity_usd_per_kwh", self.electricity_usd_per_kwh, ">= 0"
         )
         if self.local_hardware_cost_usd is not None:
             require(
@@ -150,7 +139,7 @@ class DecisionConfig:
         self._check_rent_keys()
 
     def _check_rent_keys(self) -> None:
-        """The keys of the cost table (renting): dates, the price folder, the spot assumptions."""
+        """The renting keys: dates, the price folder, the spot assumptions."""
         if self.electricity_date is not None:
             require(
                 _is_iso_date(self.electricity_date),
@@ -159,8 +148,7 @@ class DecisionConfig:
                 "an ISO date (YYYY-MM-DD) of the tariff, or null",
             )
         if self.prices_dir is not None:
-            # Read whole here, before anything is measured: a folder the user named that cannot be priced from is
-            # bad input, not a run without a cost table.
+            # Read before anything is measured: an unreadable folder is bad input.
             user_snapshot(self.prices_dir)
         if self.spot_interruptions_per_hour is not None:
             require_positive("decision.spot_interruptions_per_hour", self.spot_interruptions_per_hour)
@@ -169,8 +157,7 @@ class DecisionConfig:
         require_positive("decision.spot_max_hours_without_checkpoints", self.spot_max_hours_without_checkpoints)
 
     def spot_rate(self, provider: str) -> tuple[float | None, str | None]:
-        """The interruption rate (per hour) set for ``provider``'s spot capacity and where it is set, or (None,
-        None): then the shipped trace's lifetimes apply."""
+        """The interruption rate (per hour) set for ``provider`` and where, or (None, None): the trace applies."""
         if provider in self.spot_interruptions_per_hour_by_provider:
             rate = self.spot_interruptions_per_hour_by_provider[provider]
             return rate, f"decision.spot_interruptions_per_hour_by_provider.{provider} = {rate:g}"

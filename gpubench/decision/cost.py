@@ -1,10 +1,5 @@
-"""Local-vs-cloud cost of the planned training: energy and amortisation here, rented hours there.
-
-All money is in USD, energy in kWh, durations in hours. Pure arithmetic: the inputs are the estimated training
-time on the measured device, its energy (measured through NVML, or the card's rated power), and the projected time
-on the cloud card. The formulas, in words, are :data:`COST_METHOD`, also written into the
-report.
-"""
+"""Local-vs-cloud cost of the planned training: energy and amortisation here, rented hours there (USD, kWh, hours).
+The formulas in words are :data:`COST_METHOD`."""
 
 from dataclasses import dataclass
 
@@ -14,8 +9,7 @@ from gpubench.hardware.catalog import Card
 from gpubench.results import CostAnalysis, CostRow, ModelResult
 from gpubench.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
 
-#: Where a training's energy comes from: NVML's energy counter over the measured epochs, or the catalog card's
-#: board power for the estimated hours (an upper bound).
+#: A training's energy basis: NVML's counter, or the card's board power over the hours (an upper bound).
 ENERGY_NVML = "nvml"
 ENERGY_BOARD_POWER = "board_power_w"
 
@@ -23,8 +17,8 @@ ENERGY_BOARD_POWER = "board_power_w"
 def training_energy_kwh(
     estimate: TimeEstimate, result: ModelResult, source_card: str | None, catalog: dict[str, Card]
 ) -> tuple[float | None, str | None]:
-    """Energy (kWh) of one model's planned training on the measured device (the catalog card ``source_card``, or
-    None for a device not in the catalog), and its basis; (None, None) when neither is known."""
+    """Energy (kWh) of one model's planned training on the measured device (catalog card ``source_card`` or None),
+    and its basis; (None, None) when unknown."""
     joules_per_sample = result.energy.joules_per_sample if result.energy else None
     if joules_per_sample is not None:
         return joules_per_sample * estimate.plan_samples / JOULES_PER_KWH, ENERGY_NVML
@@ -36,12 +30,8 @@ def training_energy_kwh(
 
 @dataclass(frozen=True)
 class CostInputs:
-    """What the cost analysis needs of one planned training (the decided models): the local hours (one card) and
-    energy (None: not measured) with its basis; the projected hours on ``cloud_gpus`` cards of ``cloud_card`` (None:
-    not projected), their bounds and one card's hours; the catalog's card names; and the cost table's rows
-    (:func:`gpubench.results.cheapest_rental`): ``cloud_rental`` the cloud card's cheapest that fits, ``cheapest``
-    the whole table's, None without a dated price.
-    """
+    """What the cost analysis needs of one planned training: local hours and energy, the projected hours on
+    ``cloud_gpus`` cards of ``cloud_card`` with bounds, and the cost table's cheapest rows (None: no dated price)."""
 
     local_hours: float
     local_energy_kwh: float | None
@@ -62,9 +52,8 @@ def _times(a: float | None, b: float | None) -> float | None:
 
 
 def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
-    """The report's cost analysis: the seed's figures (local and cloud monthly cost, the cloud's speed-up and
-    hours, the annual savings) and the figures behind them. Figures that cannot be computed are None and ``notes``
-    says why."""
+    """The report's cost analysis: monthly costs, speed-up, savings and break-even; unknown figures are None and
+    ``notes`` says why."""
     notes: list[str] = []
     cheapest = inputs.cheapest
     trainings = decision.trainings_per_month
@@ -157,12 +146,13 @@ COST_METHOD = (
     "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
     "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
     "decision.electricity_usd_per_kwh. Cloud cost = the USD of decision.cloud_card's cheapest cost-table row that "
-    "fits (a dated snapshot price; none where the snapshot has none). Monthly: x decision.trainings_per_month, plus "
-    "on the local side decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = 12 x "
-    "(cloud monthly - local monthly): positive when training locally is cheaper. cloud_speedup_factor = local hours / "
-    "projected cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per training) "
-    "trainings a month on (none when a cloud training costs no more than the local energy); in local GPU hours a "
-    "month, that times the local hours per training. Point estimates of time are used, not the upper bounds. "
-    "The cloud side rents decision.cloud_gpus cards (see scaling). cheapest_card is the cost table's cheapest row "
-    "that fits, the one row every cheapest figure names. The local side is always the one card measured."
+    "fits (a dated snapshot price; none where the snapshot has none). Monthly: x decision.trainings_per_month, "
+    "plus on the local side decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = "
+    "12 x (cloud monthly - local monthly): positive when training locally is cheaper. cloud_speedup_factor = local "
+    "hours / projected cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per "
+    "training) trainings a month on (none when a cloud training costs no more than the local energy); in local GPU "
+    "hours a month, that times the local hours per training. Point estimates of time are used, not the upper "
+    "bounds. The cloud side rents decision.cloud_gpus cards (see scaling). cheapest_card is the cost table's "
+    "cheapest row that fits, the one row every cheapest figure names. The local side is always the one card "
+    "measured."
 )

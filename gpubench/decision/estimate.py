@@ -2,7 +2,7 @@
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from statistics import fmean
 
 from gpubench.decision.config import TrainingPlanConfig
@@ -55,20 +55,14 @@ class RecurringPlan:
         return self.eval_seconds + self.checkpoints * (self.checkpoint_seconds or 0.0)
 
 
-def eval_pass_samples(sample_unit: str | None, plan: TrainingPlanConfig) -> float | None:
-    """Samples one validation pass covers (supervised or RL), or None for another unit."""
-    if sample_unit == "window":
-        return plan.windows_per_pass * plan.eval_fraction
-    if sample_unit == "env_step":
-        return plan.eval_env_steps
-    return None
-
-
 def recurring_plan(result: ModelResult, plan_updates: float, plan: TrainingPlanConfig) -> RecurringPlan:
     """How many evaluations and checkpoints ``plan_updates`` updates hold, and what each costs (s)."""
     evaluation, checkpoint = result.evaluation, result.checkpoint
     eval_passes, eval_pass_s = 0, None
-    pass_samples = eval_pass_samples(result.sample_unit, plan)
+    # Samples one validation pass covers: supervised or RL.
+    pass_samples = {"window": plan.windows_per_pass * plan.eval_fraction, "env_step": plan.eval_env_steps}.get(
+        result.sample_unit or ""
+    )
     if plan.eval_every_steps is not None and evaluation is not None and pass_samples is not None:
         eval_passes = math.floor(plan_updates / plan.eval_every_steps)
         eval_pass_s = pass_samples / evaluation.samples_per_call * evaluation.ms_per_call / MS_PER_S
@@ -155,11 +149,8 @@ def _drift_flags(result: ModelResult) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class TimeEstimate:
-    """One model's full-training time on the measured device.
-
-    ``planned_epochs`` (N) make the plan; the margin (s) is :func:`total_time_margin_ms` plus ``drift_ms_per_epoch ×
-    N`` when a drift or throttling was flagged, plus a projection's own fractions. The lower bound never falls below
-    the fixed costs."""
+    """One model's full-training time: ``planned_epochs`` (N) make the plan; the margin (s) is
+    :func:`total_time_margin_ms`, plus the drift × N when flagged, plus a projection's fractions."""
 
     model: str
     sample_unit: str
@@ -177,7 +168,6 @@ class TimeEstimate:
     one_off_seconds: float
     drift_flags: tuple[str, ...]
     drift_ms_per_epoch: float
-    #: The two variance levels of epochs measured in rounds; None for one block.
     rounds: RoundStatistics | None = None
     projection_margin_fraction: float = 0.0
     projection_lower_margin_fraction: float = 0.0
@@ -186,12 +176,12 @@ class TimeEstimate:
     updates_per_env_step: float | None = None
     recurring: RecurringPlan = RecurringPlan()
     what_ifs: tuple[BatchWhatIf, ...] = ()
-    #: Range of a fresh training's one-off costs around ``one_off_seconds`` (s).
+    #: Range (s) of a fresh training's one-off costs below and above ``one_off_seconds``.
     one_off_spread_seconds: tuple[float, float] = (0.0, 0.0)
 
     @property
     def fixed_seconds(self) -> float:
-        """What does not scale with the epochs (s): the one-off costs and the recurring evaluations and checkpoints."""
+        """What does not scale with the epochs (s): one-off costs, evaluations and checkpoints."""
         return self.one_off_seconds + self.recurring.seconds
 
     @property
@@ -228,15 +218,14 @@ class TimeEstimate:
     def margin_seconds_at(
         self, measured_epochs: int | None = None, *, widened: bool = True, below: bool = False
     ) -> float:
-        """The margin (s) above (``below``: under) the total: statistical, drift when ``widened``, projection (of
-        the epochs and the validation passes, both projected by the step)."""
+        """The margin (s) above (``below``: under) the total: statistical, drift when ``widened``, projection."""
         measured = self.statistical_margin_seconds(measured_epochs) + (self.drift_margin_seconds if widened else 0.0)
         projection = self.projection_lower_margin_fraction if below else self.projection_margin_fraction
         return measured + projection * (self.epochs_seconds + self.recurring.eval_seconds)
 
     @property
     def margin_seconds(self) -> float:
-        """The margin (s) above the total, as measured, widened for a flagged drift."""
+        """The margin (s) above the total, widened for a flagged drift."""
         return self.margin_seconds_at()
 
     @property
@@ -250,12 +239,12 @@ class TimeEstimate:
 
     @property
     def upper_hours(self) -> float:
-        """The upper bound (h): the estimate plus the margin, the one-off costs at the high end of their range."""
+        """The upper bound (h), the one-off costs at the high end of their range."""
         return self.hours + (self.margin_seconds + self.one_off_spread_seconds[1]) / SECONDS_PER_HOUR
 
     @property
     def lower_hours(self) -> float:
-        """The lower bound (h): the estimate less the margin, never below the fixed costs at their low end."""
+        """The lower bound (h), never below the fixed costs at their low end."""
         return (self.fixed_lower_seconds + max(0.0, self.epochs_seconds - self.lower_margin_seconds)) / SECONDS_PER_HOUR
 
     @property
@@ -271,20 +260,9 @@ class TimeEstimate:
             status="ok",
             estimated=True,
             decided_on=decided_on,
-            model=self.model,
-            sample_unit=self.sample_unit,
-            plan_samples=self.plan_samples,
-            plan_basis=self.plan_basis,
-            samples_per_epoch=self.samples_per_epoch,
-            steps_per_epoch=self.steps_per_epoch,
-            planned_epochs=self.planned_epochs,
-            measured_epochs=self.measured_epochs,
-            mean_epoch_ms=self.mean_epoch_ms,
-            halfwidth_ms=self.halfwidth_ms,
-            confidence_level=self.confidence_level,
-            one_off_seconds=self.one_off_seconds,
-            samples_per_second=self.samples_per_second,
-            step_ms=self.step_ms,
+            # The fields the two records share, by name, and the recurring plan's.
+            **{name: getattr(self, name) for name in _SHARED_FIELDS},
+            **asdict(self.recurring),
             estimated_hours=self.hours,
             estimated_hours_upper=self.upper_hours,
             upper_bound_level=self.upper_bound_level,
@@ -293,18 +271,14 @@ class TimeEstimate:
             energy_basis=energy_basis,
             estimated_hours_lower=self.lower_hours,
             drift_margin_hours=self.drift_margin_seconds / SECONDS_PER_HOUR if self.drift_flags else None,
-            plan_steps=self.plan_steps,
-            plan_updates=self.plan_updates,
-            updates_per_env_step=self.updates_per_env_step,
-            eval_passes=self.recurring.eval_passes,
-            eval_pass_seconds=self.recurring.eval_pass_seconds,
-            checkpoints=self.recurring.checkpoints,
-            checkpoint_seconds=self.recurring.checkpoint_seconds,
             recurring_seconds=self.recurring.seconds,
             batch_what_ifs=list(self.what_ifs),
             one_off_lower_seconds=self.one_off_seconds - self.one_off_spread_seconds[0],
             one_off_upper_seconds=self.one_off_seconds + self.one_off_spread_seconds[1],
         )
+
+
+_SHARED_FIELDS = tuple(f.name for f in fields(TimeEstimate) if f.name in ModelEstimate.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -324,10 +298,8 @@ class FirstTimeCost:
 
 
 def first_time_cost(result: ModelResult) -> FirstTimeCost:
-    """What the process paid once at the timed batch (autotuning, first-use compilation), in s, and its range.
-
-    F: the earliest batch-search trial at the timed size less the same steps at the fastest later trial's speed. The
-    range spans every timed build at that size (benchmarks/results/2026-12-02-h200-session7.md)."""
+    """What the process paid once at the timed batch (s): the earliest batch-search trial at that size less the same
+    steps at the fastest later trial's speed; the range spans every timed build at that size."""
     search = result.batch_search
     step_ms = result.step_time_ms
     observations: list[float] = []
@@ -367,7 +339,6 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
     calibration_s = result.calibration_seconds
     if calibration_s is None:
         calibration_s = (result.first_step_ms or 0.0) / MS_PER_S
-    # The plan in optimizer steps of the workload (supervised: windows ÷ batch) and in gradient updates.
     plan_steps = samples / result.samples_per_step if result.samples_per_step else 0.0
     plan_updates = plan_steps * (result.updates_per_step or 1.0)
     basis += f" = {plan_steps:,.0f} steps"
@@ -420,7 +391,6 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
     gaps = stats.rounds.gaps_epochs
     records = result.rounds or []
     if gaps is None and len(records) == len(rounds_ms):
-        # A report without stored gaps: derive them from the round records.
         gaps = round_gaps_epochs(
             [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
         )
@@ -479,16 +449,16 @@ def checkpoint_interval_hours(upper_hours: float) -> float | None:
 #: How a model's estimate is made, in words: the report's ``recommendation.method.estimate``.
 ESTIMATE_METHOD = (
     "Plan: supervised models train decision.plan.passes[model] passes over trading_days x bars_per_day x symbols "
-    "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan samples / "
-    "(steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, the one-off "
-    "costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the warmup epochs, "
-    "all counted as pure overhead (their samples are not credited: slightly conservative), plus the first-time cost "
-    "at the timed batch (cuDNN autotuning, kernels compiled on first use: the batch search's first trial at that "
-    "batch less the same steps at its fastest later trial's speed). That cost varies between processes, so it "
-    "carries a range from the run's own observations: every build at the timed batch whose first steps were timed "
-    "(each batch-search trial at it, the measured run's first step), less its steps at the measured step time; from "
-    "the least a build paid (in the warmed process) to the most (the process's first build at that batch). The "
-    "bounds take the one-off costs at the matching end of that range."
+    "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan "
+    "samples / (steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, "
+    "the one-off costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the "
+    "warmup epochs, all counted as pure overhead (their samples are not credited: slightly conservative), plus the "
+    "first-time cost at the timed batch (cuDNN autotuning, kernels compiled on first use: the batch search's first "
+    "trial at that batch less the same steps at its fastest later trial's speed). That cost varies between "
+    "processes, so it carries a range from the run's own observations: every build at the timed batch whose first "
+    "steps were timed (each batch-search trial at it, the measured run's first step), less its steps at the "
+    "measured step time; from the least a build paid (in the warmed process) to the most (the process's first "
+    "build at that batch). The bounds take the one-off costs at the matching end of that range."
 )
 
 
@@ -500,23 +470,22 @@ UPPER_BOUND_METHOD = (
     "per-epoch variance is n x se^2 (= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs). The total of N future "
     "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
     "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
-    "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable "
-    "to n it is wider. A model whose measured epochs drift (the drift test) or include throttled epochs gets "
-    "|mean of the last third of its epochs - mean of the first third| x N added to its margin: the drift's size "
-    "carried to the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for "
-    "the whole training). The half-width h comes from the model's rounds: its epochs are measured in rounds, "
-    "interleaved round-robin with the other models' rounds, and their spread is measured at two levels, within a "
-    "round (autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), "
-    "each with its own degrees of freedom (gpubench.stats.rounds). The interval is Student-t on the round means, "
-    "their variance and degrees of freedom under the correlation autocorrelated epochs (lag-1 up to 0.8) carry "
-    "across the gaps between a model's rounds: one model's rounds follow one another at once and their means "
-    "correlate, which widens h (2.1 times at 5 rounds of 4), where four models' rounds are far apart and it is "
-    "t on R - 1 degrees of freedom. A noisy host widens h by what it measured; a "
-    "quiet host or a GPU-bound model keeps it tight. No constant floor. The bound assumes the host keeps, over the "
-    "training, the mix of speeds it showed during the benchmark; python -m gpubench.validate checks that against "
-    "real trainings. Upper = estimate + margin; lower = estimate - margin, never below the one-off costs. "
-    "Several models are trained one after another and were measured one after another on one device, so their "
-    "errors can share a cause (the card's clocks, the host's load): their margins add, the conservative "
-    "combination (quadrature would assume independent errors), each model's lower bound cut at its one-off costs "
-    "first."
+    "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable to "
+    "n it is wider. A model whose measured epochs drift (the drift test) or include throttled epochs gets |mean of "
+    "the last third of its epochs - mean of the first third| x N added to its margin: the drift's size carried to "
+    "the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for the whole "
+    "training). The half-width h comes from the model's rounds: its epochs are measured in rounds, interleaved "
+    "round-robin with the other models' rounds, and their spread is measured at two levels, within a round "
+    "(autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), each "
+    "with its own degrees of freedom (gpubench.stats.rounds). The interval is Student-t on the round means, their "
+    "variance and degrees of freedom under the correlation autocorrelated epochs (lag-1 up to 0.8) carry across "
+    "the gaps between a model's rounds: one model's rounds follow one another at once and their means correlate, "
+    "which widens h (2.1 times at 5 rounds of 4), where four models' rounds are far apart and it is t on R - 1 "
+    "degrees of freedom. A noisy host widens h by what it measured; a quiet host or a GPU-bound model keeps it "
+    "tight. No constant floor. The bound assumes the host keeps, over the training, the mix of speeds it showed "
+    "during the benchmark; python -m gpubench.validate checks that against real trainings. Upper = estimate + "
+    "margin; lower = estimate - margin, never below the one-off costs. Several models are trained one after "
+    "another and were measured one after another on one device, so their errors can share a cause (the card's "
+    "clocks, the host's load): their margins add, the conservative combination (quadrature would assume "
+    "independent errors), each model's lower bound cut at its one-off costs first."
 )

@@ -1,26 +1,21 @@
-"""The VRAM budget: each model's measured peak reserved memory against its budget and the card, and their total.
-
-Sizes in MB (MiB, as the report's ``*_mb`` figures). How it is judged, in words, is :data:`MEMORY_METHOD`.
-"""
+"""The VRAM budget: each model's peak reserved memory (MB) against its budget and the card, and their total; in
+words :data:`MEMORY_METHOD`."""
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.results import MemoryBudgetRow, ModelResult, RunReport
 
-#: Statuses by the peak's fraction of the card against ``batch.headroom`` (the fraction the batch search keeps
-#: peaks under, recorded in each model's memory split): at or under it safe, over it by up to half the room left
-#: marginal, beyond that a risk: allocator fragmentation and library workspaces can take the last few percent.
+#: Statuses by the peak's fraction of the card against ``batch.headroom``: beyond it, fragmentation and library
+#: workspaces can take the last few percent.
 HEADROOM_SAFE = "safe"
 HEADROOM_MARGINAL = "marginal"
 HEADROOM_RISK = "risk"
 NOT_MEASURED = "not measured"
 NO_HEADROOM = "no headroom recorded"
-#: The name of the row that sums the models' peaks.
 TOTAL_ROW = "total"
 
 
 def headroom_status(fraction_of_card: float | None, headroom: float | None) -> str:
-    """``safe`` (fraction ≤ ``headroom``), ``marginal`` (up to ``(1 + headroom) / 2``), ``risk`` (above), ``not
-    measured`` without a fraction, ``no headroom recorded`` without a headroom."""
+    """``safe`` up to ``headroom``, ``marginal`` up to ``(1 + headroom) / 2``, else ``risk``."""
     if fraction_of_card is None:
         return NOT_MEASURED
     if headroom is None:
@@ -35,8 +30,7 @@ def headroom_status(fraction_of_card: float | None, headroom: float | None) -> s
 def budget_row(
     model: str, budget_mb: float | None, peak_mb: float | None, card_mb: float | None, headroom: float | None
 ) -> MemoryBudgetRow:
-    """One row: a peak of ``peak_mb`` against ``budget_mb`` and a card of ``card_mb`` (None where unknown), its
-    status against ``headroom`` (a fraction of the card)."""
+    """One row: ``peak_mb`` against ``budget_mb`` and ``card_mb``, its status against ``headroom``."""
     fraction = peak_mb / card_mb if peak_mb is not None and card_mb else None
     return MemoryBudgetRow(
         model=model,
@@ -51,8 +45,7 @@ def budget_row(
 
 
 def _headroom(result: ModelResult, usable_vram_mb: float | None) -> float | None:
-    """The ``batch.headroom`` the model's batch search ran under: its memory split's, else its search's peak limit
-    over the usable VRAM; None where the report records neither."""
+    """The ``batch.headroom`` the model's batch search ran under, where the report records it."""
     if result.memory_split is not None and result.memory_split.headroom is not None:
         return result.memory_split.headroom
     search = result.batch_search
@@ -62,19 +55,14 @@ def _headroom(result: ModelResult, usable_vram_mb: float | None) -> float | None
 
 
 def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBudgetRow]:
-    """The VRAM budget table: a row per model in the report, then a ``total`` row; none without models. A model
-    whose report records no headroom is judged by the run's (one ``batch.headroom`` per run)."""
+    """A row per model, then a ``total`` row; a model without a recorded headroom takes the run's."""
     card_mb = report.hardware.card_memory_mb
     headrooms = {name: _headroom(result, report.hardware.usable_vram_mb) for name, result in report.models.items()}
     recorded = [h for h in headrooms.values() if h is not None]
     run_headroom = min(recorded) if recorded else None
     rows = [
         budget_row(
-            name,
-            decision.memory_budget_mb.get(name),
-            result.peak_reserved_mb,
-            card_mb,
-            headrooms[name] or run_headroom,
+            name, decision.memory_budget_mb.get(name), result.peak_reserved_mb, card_mb, headrooms[name] or run_headroom
         )
         for name, result in report.models.items()
     ]
@@ -91,7 +79,7 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
 MEMORY_METHOD = (
     "Per model: the measured peak reserved VRAM (torch caching allocator) against decision.memory_budget_mb[model] "
     "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card against "
-    "batch.headroom h (the batch search's limit): safe <= h, marginal up to (1 + h) / 2, risk above; 'not measured' "
-    "on the CPU. The total row sums the peaks: what the card would need to hold the models at once (they are "
-    "benchmarked, and can be trained, one after another)."
+    "batch.headroom h (the batch search's limit): safe <= h, marginal up to (1 + h) / 2, risk above; 'not "
+    "measured' on the CPU. The total row sums the peaks: what the card would need to hold the models at once (they "
+    "are benchmarked, and can be trained, one after another)."
 )

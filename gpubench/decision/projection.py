@@ -1,23 +1,10 @@
-"""Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`): the
-measured device's throughput and a target card's, the step's split into compute, kernel launches, memory traffic
-and host work, the projected step as an interval that includes the projection's own error, a model's estimate
-projected onto a card, and the table of every card's projected training.
+"""Projection of a measured training step onto the catalog cards (:mod:`gpubench.hardware.catalog`): the devices'
+throughput, the step's split into compute, kernel launches, memory traffic and host work, the projected step with its
+interval, and a model's estimate on a card. The model in words is :data:`PROJECTION_METHOD` (also in the report).
 
-From a GPU the measured step is split and its compute part scaled by the attainable-throughput ratio, the launch
-part kept, the counted memory traffic scaled by the bandwidth ratio and the host work kept; the memory-bound
-alternative takes the counted traffic at the card's bandwidth as the step's floor. A step whose bytes were not
-counted (older reports) keeps the whole rest in the point and scales it by the bandwidth ratio in the alternative.
-From the CPU, whose time says nothing of a GPU's, the step is rebuilt from its counts: FLOPs at the card's
-attainable rate, kernel launches at :data:`LAUNCH_COST_MS` each and bytes at the card's bandwidth. The model and
-its assumptions, in words, are :data:`PROJECTION_METHOD` (written into the report as
-well); step times are in ms, throughput in TFLOP/s (1e12 FLOP/s), bandwidth in GB/s (1e9 bytes/s), training in
-hours. Pure arithmetic on the report's typed records: nothing here imports torch.
-
-Each model's peaks are those of the precision its FLOPs ran in, as the run recorded them
-(:attr:`~gpubench.results.ModelResult.flops_by_precision`, :func:`compute_precisions`), not only the run's
-``execution.precision``: a user's model that autocasts to bf16 itself computes in bf16 under ``execution.precision
-fp32``, and projected with fp32 peaks it ran faster on an L40S (91.6 fp32 TFLOP/s) than on the H200 it was
-measured on (67; bf16: 362 against 989).
+A model's peaks are those of the precisions its FLOPs ran in (:func:`compute_precisions`), not only the run's
+``execution.precision``: a user's model may autocast to bf16 under fp32. Step times in ms, throughput in TFLOP/s,
+bandwidth in GB/s (1e9 bytes/s), training in hours. Pure arithmetic on typed records, no torch.
 """
 
 import json
@@ -35,51 +22,31 @@ BOUND_COMPUTE = "compute-bound"
 BOUND_OVERHEAD = "overhead-bound"
 BOUND_UNKNOWN = "unknown"
 
-#: Host cost of one kernel-launching operation of an eager training step (ms), kept across cards: launch and
-#: dispatch cost are host and driver time, not the card's arithmetic, so a faster card does not shorten them. Measured
-#: on the H200 host (torch 2.11, CUDA 13.0) as each model's eager step less its CUDA-graph replay
-#: (``execution.compile=reduce-overhead``, which runs the same kernels without the host) per operation the step
-#: launches: Mamba-2 11.8 µs, TFT 20.1, PPO 28.3, DQN 35.0 µs (``benchmarks/projection_check.py``, session 6); the
-#: median of the four, rounded, is the constant. A bare ``add_`` loop costs 7.6 µs an operation there and a tiny
-#: MLP's Adam step about 10: a real step's operations carry autograd and Python work besides the launch.
+#: Host cost (ms) of one kernel-launching operation of an eager step, kept across cards: launch and dispatch are host
+#: and driver time. Fitted: benchmarks/results/2026-12-06-evidence-decision.md.
 LAUNCH_COST_MS = 0.024
 
-#: The fitted figures of the projected step's interval, part by part (``benchmarks/cross_card_fit.py`` writes them
-#: from measured cross-card pairs and the hosts' probes, with the pairs, the method and the level). The check and
-#: its coverage: benchmarks/results/2026-12-06-cross-card.md.
+#: The fitted figures of the projected step's interval (written by ``benchmarks/cross_card_fit.py``).
 CALIBRATION_FILE = "cross_card_calibration.json"
 _CALIBRATION = json.loads(resources.files("gpubench.decision").joinpath(CALIBRATION_FILE).read_text())
 
-#: Relative error of the card part of a step projected from a GPU (its compute and memory traffic scaled to the
-#: card): that part lies within ``× (1 ± e)`` of its projection. Fitted on the measured pairs whose card part is
-#: most of their step (the host part as measured on the target): the largest error of their card part. The pairs
-#: are of cards with the same compute peaks; across a large peak ratio the card part can err more (the method's
-#: text, :data:`PROJECTION_METHOD`, says how much).
+#: Relative error e of the card part (compute and memory traffic) of a step projected from a GPU: it lies within
+#: ``× (1 ± e)`` of its projection.
 PROJECTION_RELATIVE_ERROR = float(_CALIBRATION["card_relative_error"])
 
-#: The host part of a step projected from a GPU (its launches and host work, kept as measured) lies within this
-#: factor of the measured part, either way: the host of a rented machine is another CPU. The quantile
-#: (``level`` in the calibration file) of the ratio of two machines' host probes over the stored reports.
+#: The host part (launches and host work, kept as measured) lies within this factor either way: a rented machine's
+#: host is another CPU.
 HOST_RATIO_SPREAD = float(_CALIBRATION["host_ratio_spread"])
 
-#: From the CPU a card's step is rebuilt from the step's counts (:func:`counted_step_ms`), with nothing measured on
-#: any GPU: the card's step is taken to lie within this factor of the rebuild, either way. Checked on the H200
-#: (session 6) against the four models' fp32 eager steps, measured twice each, with the counts a CPU makes: the
-#: measured steps were 0.52 to 1.93 times the rebuild. Mamba-2 0.52-0.65: the host's launches overlap the device's
-#: work instead of adding to it. DQN 1.61-1.93 and TFT 1.43-1.64: their operations cost the host more than
-#: :data:`LAUNCH_COST_MS` each. PPO 1.21-1.23. The widest of these, rounded up, is the factor.
+#: From the CPU a card's step is rebuilt from counts (:func:`counted_step_ms`) and lies within this factor of the
+#: rebuild either way.
 CPU_REBUILD_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
 class DeviceThroughput:
-    """What the projection knows of one device's speed.
-
-    ``attainable_tflops`` is η × peak at the run's precision (TFLOP/s), ``matmul_efficiency`` the η used (None
-    where the attainable figure is the burn-in's own measurement), ``card`` the catalog name when the device is a
-    catalog card, ``on_gpu`` whether it is a GPU (a CPU's step time is not projected, its counts are), ``basis`` a
-    sentence on where the figures come from.
-    """
+    """One device's speed: ``attainable_tflops`` = η × peak (TFLOP/s; η ``matmul_efficiency``, None where the figure
+    is the burn-in's own), ``card`` its catalog name, ``basis`` where the figures come from."""
 
     name: str
     card: str | None
@@ -91,9 +58,7 @@ class DeviceThroughput:
 
 
 def compute_precisions(result: ModelResult | None, run_precision: str) -> dict[str, float]:
-    """The precisions a model's step computes in, as its FLOPs by precision: the run's record
-    (:attr:`~gpubench.results.ModelResult.flops_by_precision`), else the whole step at ``run_precision`` (the
-    run's ``execution.precision``: a report written before the record, or a step whose FLOPs were not counted)."""
+    """A model's FLOPs by precision as recorded, else the whole step at ``run_precision`` (FLOPs not counted)."""
     recorded = None if result is None else result.flops_by_precision
     if recorded and sum(recorded.values()) > 0:
         return dict(recorded)
@@ -101,8 +66,7 @@ def compute_precisions(result: ModelResult | None, run_precision: str) -> dict[s
 
 
 def precision_label(precision: str | Mapping[str, float]) -> str:
-    """``bf16`` for a step in one precision; the FLOP shares, largest first, for several
-    (``bf16 90% + fp32 10%``)."""
+    """``bf16`` for one precision; the FLOP shares, largest first, for several (``bf16 90% + fp32 10%``)."""
     shares = _as_mix(precision)
     total = sum(shares.values())
     named = sorted(((flops, name) for name, flops in shares.items() if flops > 0), reverse=True)
@@ -122,11 +86,8 @@ def source_throughput(
     assumed_efficiency: float,
     precision: str | Mapping[str, float] | None = None,
 ) -> DeviceThroughput:
-    """The measured device's throughput, from the report's hardware (the device, its burn-in) and its matmul
-    precision, for a step computing at ``precision`` (a precision, or FLOPs by precision: a model's
-    :func:`compute_precisions`; None: the run's ``execution.precision``). An emulated card (``hardware=<card>`` on
-    a bigger GPU) caps memory only: the speed measured is the device's, and :func:`answer_card` names the card
-    the answer is projected onto."""
+    """The measured device's throughput for a step at ``precision`` (a name or FLOPs by precision; None: the run's).
+    An emulated card caps memory only: the speed is the device's (:func:`answer_card` names the card)."""
     hardware = report.hardware
     mix = _as_mix(report.run.precision if precision is None else precision)
     matmul_precision = report.run.fp32_matmul_precision
@@ -135,8 +96,6 @@ def source_throughput(
     card_name = match_catalog_card(device_name, catalog) if hardware.on_gpu else None
     if card_name is not None:
         card = catalog[card_name]
-        peak = card.mixed_peak_tflops(mix, matmul_precision)
-        # The burn-in's fp32 matmuls ran under the job's matmul precision (tf32 when high/medium).
         burn_in_peak = card.peak_tflops("fp32", matmul_precision)
         if burn_in_tflops and burn_in_peak:
             efficiency = min(1.0, burn_in_tflops / burn_in_peak)
@@ -148,14 +107,7 @@ def source_throughput(
         else:
             efficiency = assumed_efficiency
             basis = f"catalog card {card_name} (matched by device name); matmul efficiency assumed {efficiency:g}"
-        return DeviceThroughput(
-            name=device_name,
-            card=card_name,
-            attainable_tflops=efficiency * peak if peak else None,
-            matmul_efficiency=efficiency,
-            memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-            basis=basis,
-        )
+        return _on_card(device_name, card_name, card, card.mixed_peak_tflops(mix, matmul_precision), efficiency, basis)
     if not hardware.on_gpu:
         basis = (
             f"{device_name} is the CPU: its step time says nothing of a GPU's, so each card's step is rebuilt from the "
@@ -182,9 +134,8 @@ def source_throughput(
 
 
 def answer_card(report: RunReport, source: DeviceThroughput, catalog: dict[str, Card]) -> str | None:
-    """The catalog card the answer is about when it is not the device measured: ``hardware=<card>`` on a GPU that
-    is another card (an RTX 3050 Ti emulated on an H200: memory measured under its cap, time projected). None when
-    the run is on the card it names, on ``auto``/``cpu``, or on the CPU."""
+    """The catalog card ``hardware=<card>`` names when the run is on another GPU (memory capped, time projected);
+    else None."""
     chosen = report.run.hardware_config.get("name")
     if not report.hardware.on_gpu or chosen not in catalog or chosen == source.card:
         return None
@@ -199,34 +150,62 @@ def target_throughput(
     assumed_efficiency: float,
     matmul_precision: str = "highest",
 ) -> DeviceThroughput:
-    """A catalog card's throughput as a projection target for a step computing at ``precision`` (a precision, or
-    FLOPs by precision, :meth:`Card.mixed_peak_tflops`): the source's measured η when the source is a catalog card
-    (same kernels, same software), else ``assumed_efficiency``."""
+    """A catalog card's throughput as a target at ``precision``: the source's measured η when the source is a
+    catalog card (same kernels, same software), else ``assumed_efficiency``."""
     efficiency = source.matmul_efficiency if source.card is not None else assumed_efficiency
     assert efficiency is not None
     peak = card.mixed_peak_tflops(_as_mix(precision), matmul_precision)
-    return DeviceThroughput(
-        name=name,
-        card=name,
-        attainable_tflops=efficiency * peak if peak else None,
-        matmul_efficiency=efficiency,
-        memory_bandwidth_gbps=card.memory_bandwidth_gbps,
-        basis=f"catalog {precision_label(precision)} peak {peak and round(peak, 4)} TFLOP/s x efficiency "
-        f"{efficiency:.2f}",
-    )
+    basis = f"catalog {precision_label(precision)} peak {peak and round(peak, 4)} TFLOP/s x efficiency {efficiency:.2f}"
+    return _on_card(name, name, card, peak, efficiency, basis)
+
+
+def _on_card(
+    name: str, card_name: str, card: Card, peak_tflops: float | None, efficiency: float, basis: str
+) -> DeviceThroughput:
+    """A catalog card's throughput: ``efficiency`` × its peak (TFLOP/s) and its memory bandwidth."""
+    attainable_tflops = efficiency * peak_tflops if peak_tflops else None
+    return DeviceThroughput(name, card_name, attainable_tflops, efficiency, card.memory_bandwidth_gbps, basis)
 
 
 def model_sources(
     report: RunReport, catalog: dict[str, Card], assumed_efficiency: float, names: list[str]
 ) -> dict[str, DeviceThroughput]:
-    """The measured device's throughput for each named model, at the precisions its step computes in
-    (:func:`compute_precisions`)."""
+    """The measured device's throughput for each named model at the precisions its step computes in."""
     return {
         name: source_throughput(
             report, catalog, assumed_efficiency, compute_precisions(report.models.get(name), report.run.precision)
         )
         for name in names
     }
+
+
+def model_targets(
+    report: RunReport, card_name: str, card: Card, sources: Mapping[str, DeviceThroughput], assumed_efficiency: float
+) -> dict[str, DeviceThroughput]:
+    """Card ``card_name``'s throughput as each model's target (one per ``sources`` entry), at its precisions."""
+    return {
+        name: target_throughput(
+            card_name,
+            card,
+            compute_precisions(report.models.get(name), report.run.precision),
+            source,
+            assumed_efficiency,
+            report.run.fp32_matmul_precision,
+        )
+        for name, source in sources.items()
+    }
+
+
+def split_result(step_ms: float, result: ModelResult, source: DeviceThroughput) -> StepSplit:
+    """:func:`split_step` of a model's measured step (ms) with its counts, on ``source``."""
+    return split_step(
+        step_ms,
+        result.flops_per_step,
+        source.attainable_tflops,
+        result.launches_per_step,
+        result.bytes_per_step,
+        source.memory_bandwidth_gbps,
+    )
 
 
 def memory_traffic_ms(bytes_per_step: int, memory_bandwidth_gbps: float) -> float:
@@ -242,12 +221,9 @@ def split_step(
     bytes_per_step: int | None = None,
     memory_bandwidth_gbps: float | None = None,
 ) -> StepSplit:
-    """Split a measured step of ``step_ms`` ms doing ``flops_per_step`` FLOPs on a device that attains
-    ``attainable_tflops`` TFLOP/s: compute ``min(t, F / A)``, the rest ``t − compute``; the rest into launches
-    ``min(rest, L × LAUNCH_COST_MS)`` and memory (what remains) when ``launches_per_step`` (L) is known. With the
-    step's counted bytes ``B`` and the device's ``memory_bandwidth_gbps`` (bw, GB/s), what remains after compute
-    and launches splits again: memory ``min(remaining, B / bw)`` and host (``host_ms``) the rest of it; without
-    them the split is as before bytes were counted (``memory_ms`` all that remains, ``host_ms`` None)."""
+    """Split a measured step (ms): compute ``min(t, F / A)``, launches ``min(rest, L × LAUNCH_COST_MS)`` where L is
+    known, then memory ``min(remaining, B / bw)`` and host the rest where the bytes and bandwidth are known (else
+    memory is all that remains and ``host_ms`` None)."""
     if step_ms <= 0:
         raise ValueError(f"step_ms must be positive, got {step_ms!r}")
     if not flops_per_step or not attainable_tflops:
@@ -287,20 +263,10 @@ def split_step(
 def projected_step_ms(
     split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, *, memory_bound: bool = False
 ) -> float | None:
-    """The step's time (ms) on ``target`` from a GPU measurement.
-
-    With the step's memory traffic split out (``split.host_ms`` known: its bytes were counted and the source's
-    bandwidth is known) the point is ``t_c × A_src / A_tgt + t_l + t_m × bw_src / bw_tgt + t_h``: the memory part
-    scales by the bandwidth ratio in the point, because it is the time of traffic that was counted, not a guess
-    at what the rest is, while launches and host work (Python, dispatch) are kept. The ``memory_bound``
-    alternative then takes the counted traffic as the step's floor on the target: ``max(point, B / bw_tgt + t_l)``
-    (the bytes an upper bound on DRAM traffic, all of it at the card's bandwidth, plus the launches).
-
-    Without bytes (older reports) the point is ``t_c × A_src / A_tgt + t_o``, or with ``memory_bound`` the rest
-    less its launches scaled by the bandwidth ratio, ``t_l + t_m × bw_src / bw_tgt`` (the whole rest ``t_o`` where
-    the launches were not counted), exactly as before bytes were counted. None when a figure it needs is unknown
-    (an attainable throughput while the compute part is non-zero; a bandwidth when ``memory_bound`` or the
-    traffic is split out)."""
+    """The step's time (ms) on ``target`` from a GPU measurement: ``t_c × A_src / A_tgt + t_l + t_m × bw_src / bw_tgt
+    + t_h`` (counted traffic scales, launches and host work are kept); ``memory_bound`` takes the counted bytes at
+    the card's bandwidth as the floor, ``max(point, B / bw_tgt + t_l)``. Without counted bytes the point keeps the
+    whole rest ``t_o`` and ``memory_bound`` scales it by the bandwidth ratio. None when a needed figure is unknown."""
     compute_ms = 0.0
     if split.compute_ms:
         if not source.attainable_tflops or not target.attainable_tflops:
@@ -328,9 +294,8 @@ def projected_step_ms(
 def counted_step_ms(
     flops_per_step: float, launches_per_step: int, target: DeviceThroughput, bytes_per_step: int | None = None
 ) -> float | None:
-    """The step's time (ms) on ``target`` rebuilt from its counts (a CPU measurement): ``F / A_tgt + L × c``, ``c``
-    being :data:`LAUNCH_COST_MS`, plus ``B / bw_tgt`` where the step's bytes were counted; None without the
-    target's attainable throughput, or without its bandwidth when the bytes are known."""
+    """The step's time (ms) on ``target`` rebuilt from its counts: ``F / A_tgt + L × LAUNCH_COST_MS (+ B / bw_tgt)``;
+    None where a needed figure of the target is unknown."""
     if not target.attainable_tflops:
         return None
     step_ms = flops_per_step / (target.attainable_tflops * 1e12) * 1e3 + launches_per_step * LAUNCH_COST_MS
@@ -343,61 +308,45 @@ def counted_step_ms(
 
 @dataclass(frozen=True)
 class StepProjection:
-    """A step projected onto one card (ms): the point (:func:`projected_step_ms` or :func:`counted_step_ms`), the
-    memory-bound alternative (None where it cannot be computed), and the interval spanning both widened by
-    :func:`interval_factors` (the smaller times the first, the larger times the second); ``refused`` says why there
-    is no projection."""
+    """A step projected onto one card (ms): the point, the memory-bound alternative, the interval spanning both,
+    ``refused`` why there is none, and ``host_ms`` the part kept from the measured host (None from the CPU)."""
 
     step_ms: float | None
     memory_bound_ms: float | None
     interval_ms: tuple[float, float] | None
     refused: str | None = None
-    #: The part of the point kept from the measured host (launches and host work, ms); None from the CPU.
     host_ms: float | None = None
 
     @property
     def host_share(self) -> float | None:
-        """:attr:`host_ms` over the point: near 1, the card barely matters and the machine's CPU decides."""
+        """:attr:`host_ms` over the point: near 1, the machine's CPU decides, not the card."""
         if self.host_ms is None or not self.step_ms:
             return None
         return self.host_ms / self.step_ms
 
     @property
     def margin_fraction(self) -> float:
-        """The interval's side above the point, relative to it: the margin the training's upper bound gets (0
-        without a projection)."""
+        """The interval's side above the point, relative to it (0 without a projection)."""
         if self.step_ms is None or self.interval_ms is None:
             return 0.0
         return self.interval_ms[1] / self.step_ms - 1.0
 
     @property
     def lower_margin_fraction(self) -> float:
-        """The interval's side below the point, relative to it: the margin the training's lower bound gets."""
+        """The interval's side below the point, relative to it."""
         if self.step_ms is None or self.interval_ms is None:
             return 0.0
         return 1.0 - self.interval_ms[0] / self.step_ms
 
 
 def interval_factors(*, from_gpu: bool, measured: bool) -> tuple[float, float]:
-    """The range of the projected part of a card's step, as multiples of its projection (below, above).
-
-    From a GPU the card part's ``(1 − e, 1 + e)``, e = :data:`PROJECTION_RELATIVE_ERROR` (the host part's is
-    ``(1 / r, r)``, :data:`HOST_RATIO_SPREAD`: :func:`part_interval_ms`). From the CPU the whole rebuild's
-    ``(1 / k, k)``, k = :data:`CPU_REBUILD_FACTOR`. On the device measured ``(1, 1)``: the step is the
-    measurement."""
+    """The projected part's range as multiples of its projection (below, above): ``(1 ∓ e)`` from a GPU,
+    ``(1 / k, k)`` from the CPU, ``(1, 1)`` on the device measured."""
     if measured:
         return (1.0, 1.0)
     if from_gpu:
         return (1.0 - PROJECTION_RELATIVE_ERROR, 1.0 + PROJECTION_RELATIVE_ERROR)
     return (1.0 / CPU_REBUILD_FACTOR, CPU_REBUILD_FACTOR)
-
-
-def kept_host_ms(split: StepSplit) -> float:
-    """The part of a step projected from a GPU that is kept as measured (ms): launches and host work, or the whole
-    rest after compute where the bytes were not counted (the point keeps it)."""
-    if split.host_ms is not None:
-        return (split.launch_ms or 0.0) + split.host_ms
-    return split.other_ms
 
 
 def part_interval_ms(
@@ -408,11 +357,8 @@ def part_interval_ms(
     card_error: float | None = None,
     host_spread: float | None = None,
 ) -> tuple[float, float]:
-    """A projected step's interval (ms), part by part, from its lower and upper projections ``low_ms`` and
-    ``high_ms`` with the host part each keeps: the card part (the rest) within ``× (1 ± e)`` and the host part
-    within ``÷ r`` to ``× r``, i.e. ``((low − h_low)(1 − e) + h_low / r, (high − h_high)(1 + e) + h_high r)``; e
-    is ``card_error`` (None: :data:`PROJECTION_RELATIVE_ERROR`), r ``host_spread`` (None:
-    :data:`HOST_RATIO_SPREAD`)."""
+    """A projected step's interval (ms), part by part: ``((low − h_low)(1 − e) + h_low / r, (high − h_high)(1 + e)
+    + h_high r)``, e ``card_error``, r ``host_spread`` (None: the calibrated figures)."""
     card_error = PROJECTION_RELATIVE_ERROR if card_error is None else card_error
     host_spread = HOST_RATIO_SPREAD if host_spread is None else host_spread
     return (
@@ -424,11 +370,8 @@ def part_interval_ms(
 def project_step(
     split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, *, measured: bool
 ) -> StepProjection:
-    """Project one model's measured step onto ``target``: from a GPU by :func:`projected_step_ms` (and its
-    memory-bound alternative), from the CPU by :func:`counted_step_ms`. ``measured``: the target is the device
-    measured, so the step is the measurement and carries no projection error. The interval runs from the smaller of
-    the point and the memory-bound alternative times the lower of :func:`interval_factors` to the larger times
-    the upper."""
+    """Project one model's measured step onto ``target``: from a GPU by :func:`projected_step_ms`, from the CPU by
+    :func:`counted_step_ms`; ``measured``: the target is the device measured (no projection error)."""
     factors = interval_factors(from_gpu=source.on_gpu, measured=measured)
     if source.on_gpu:
         point = projected_step_ms(split, source, target)
@@ -439,35 +382,30 @@ def project_step(
         known = "attainable throughput" if split.host_ms is None else "attainable throughput and memory bandwidth"
         refused = None if point is not None else f"no {known} known for {source.name} or {target.name}"
     else:
-        missing = [
-            label
-            for label, value in (("FLOPs", split.flops_per_step), ("kernel launches", split.launches_per_step))
-            if value is None
-        ]
-        point = alternative = None
+        counts = {"FLOPs": split.flops_per_step, "kernel launches": split.launches_per_step}
+        missing = [label for label, value in counts.items() if value is None]
+        point = alternative = refused = None
         if missing:
             refused = (
                 f"from the CPU a card's step is rebuilt from the step's counts, and its {' and '.join(missing)} "
                 "could not be counted"
             )
         else:
-            assert split.flops_per_step is not None and split.launches_per_step is not None
-            point = counted_step_ms(split.flops_per_step, split.launches_per_step, target, split.bytes_per_step)
-            if point is None:
-                refused = (
-                    f"no peak throughput for {target.name} at this precision"
-                    if not target.attainable_tflops
-                    else f"no memory bandwidth for {target.name} to move the step's counted bytes at"
-                )
-            else:
-                refused = None
+            point = counted_step_ms(
+                split.flops_per_step or 0.0, split.launches_per_step or 0, target, split.bytes_per_step
+            )
+            if point is None and not target.attainable_tflops:
+                refused = f"no peak throughput for {target.name} at this precision"
+            elif point is None:
+                refused = f"no memory bandwidth for {target.name} to move the step's counted bytes at"
     if point is None:
         return StepProjection(None, None, None, refused)
     low = min(point, alternative) if alternative is not None else point
     high = max(point, alternative) if alternative is not None else point
     if not source.on_gpu:
         return StepProjection(point, alternative, (low * factors[0], high * factors[1]))
-    host_ms = kept_host_ms(split)
+    # Kept as measured: launches and host work, or the whole rest where the bytes were not counted.
+    host_ms = split.other_ms if split.host_ms is None else (split.launch_ms or 0.0) + split.host_ms
     if measured:
         return StepProjection(point, alternative, (low, high), host_ms=host_ms)
     # The memory-bound alternative, where it differs from the point, keeps only the launches.
@@ -486,27 +424,11 @@ def project_estimate(
     *,
     from_counts: bool = False,
 ) -> TimeEstimate:
-    """``estimate`` as it would be on a card where its step takes ``projected_step_ms``: every per-epoch time
-    (mean, interval half-width, drift) scaled by the step ratio, the throughput divided by it, and
-    ``margin_fraction`` of the projected epochs' time added to the margin above.
-
-    The rest of the plan is carried onto the card too. A validation pass is forward passes of the same model, so
-    its time scales by the step ratio and its projected time takes the step's margins. The one-off costs (batch
-    calibration, warm-up epochs, the first-time build) are steps and the host work around them: scaled by the
-    step ratio, their range ``(low, high)`` becomes ``(low × ratio × (1 − lower_margin_fraction), high × ratio ×
-    (1 + margin_fraction))``. A checkpoint is a copy to the host and a write to disk, the card's arithmetic no part
-    of it: kept as measured. From the CPU this matters most: a CPU's validation pass or warm-up epoch is many
-    times a GPU's.
-
-    ``from_counts``: the card's step was rebuilt from the step's counts (a CPU measurement), not scaled from its
-    time, so the measured device's epoch-to-epoch spread and drift are not the card's: the rebuild's own factor
-    (``margin_fraction``, ``lower_margin_fraction``) is the projection's whole uncertainty.
-
-    Below, the bounds multiply: the card's epochs are at least the measurement's lower side, less
-    ``lower_margin_fraction`` of that, i.e. ``E (1 − m)(1 − p)`` for the epochs' time E, the measured margin's
-    fraction m and the projection's p. (Added, ``E (1 − m − p)``, a noisy CPU measurement with a factor-2 rebuild
-    ran the README's example to 0.0 min.) The lower margin fraction stored is therefore ``p (1 − m)``.
-    """
+    """``estimate`` on a card where its step takes ``projected_step_ms``: per-epoch times, validation passes and
+    one-off costs scaled by the step ratio (checkpoints kept: a copy and a write), ``margin_fraction`` of the epochs'
+    time added above. ``from_counts`` (rebuilt from a CPU's counts): the measured spread and drift are not the
+    card's, the projection's factor is the whole uncertainty. Below, the bounds multiply, ``E (1 − m)(1 − p)``, so
+    the stored lower fraction is ``p (1 − m)``: added, they can reach zero."""
     ratio = projected_step_ms / estimate.step_ms
     recurring = estimate.recurring
     if recurring.eval_pass_seconds is not None:
@@ -537,12 +459,8 @@ def project_estimate(
 
 
 def slower_cause(split: StepSplit, source: DeviceThroughput, target: DeviceThroughput, step_ms: float) -> str:
-    """Why a step projected onto ``target`` at ``step_ms`` (ms) is slower than ``split.step_ms``, the step measured
-    on ``source``: the projected step's largest part, in words with its figures.
-
-    From the CPU the card's step is rebuilt from counts, and a small model's step there is mostly kernel launches,
-    each costing the host :data:`LAUNCH_COST_MS` whatever the card: a step of many small operations (an unfused
-    optimizer's per-parameter loop) is launch-bound on any GPU and can be slower than on the CPU that ran it."""
+    """Why the step projected onto ``target`` (``step_ms``, ms) is slower than the one measured on ``source``, in
+    words: from the CPU its largest rebuilt part (many small operations are launch-bound on any GPU)."""
     measured = f"the {split.step_ms:.3g} ms step measured on {source.name}"
     if not source.on_gpu and split.launches_per_step is not None:
         launch_ms = split.launches_per_step * LAUNCH_COST_MS
@@ -582,8 +500,7 @@ def projected_estimates(
     *,
     measured: bool,
 ) -> tuple[dict[str, StepProjection], dict[str, TimeEstimate]]:
-    """Each model's step projected from its ``sources`` entry onto its ``targets`` entry (one card, at the
-    precisions that model computes in) and, where it could be, its estimate there (:func:`project_estimate`)."""
+    """Each model's step projected from its ``sources`` entry onto its ``targets`` entry, and its estimate there."""
     steps = {name: project_step(splits[name], sources[name], targets[name], measured=measured) for name in estimates}
     projected = {
         name: project_estimate(
@@ -602,59 +519,52 @@ def projected_estimates(
 PROJECTION_METHOD = (
     "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
     "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
-    "counted), L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode "
-    "(counted on an eager twin of a compiled workload, so L overstates a compiled step's launches), and B bytes: "
-    "the tensor inputs and outputs of those L operations, each storage once per operation and a view at its viewed "
-    "size (every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper "
-    "bound on the step's memory traffic). A device's "
-    "attainable matmul throughput is A = eta x peak, peak being the catalog's figure for the precision the step's "
-    "FLOPs ran in (counted per operation from its operands' dtype, so a model that autocasts itself counts in bf16 "
-    "whatever execution.precision says; reports without that count take execution.precision): fp32 TFLOP/s for "
-    "fp32 (its tf32 tensor-core figure under execution.matmul_precision high or medium, on cards with tf32) and "
-    "its bf16 (T4: fp16) tensor-core figure for bf16/fp16; FLOPs in several precisions take F / sum(F_p / peak_p), "
-    "each part's time at its own peak. On a catalog card eta is measured: the burn-in's achieved matmul "
-    "TFLOP/s (at the job's matmul precision) over the card's peak, and the targets use the same eta (same kernels, "
-    "same software). A GPU not in the catalog has no peak: its A is the burn-in's achieved TFLOP/s itself, and the "
-    "targets' eta is decision.assumed_matmul_efficiency. From a GPU, the step splits into compute "
-    "t_c = min(t, F / A_src), launches t_l = min(t - t_c, L x c) with c = "
-    f"{LAUNCH_COST_MS * 1000:g} us per launch (measured on the H200 as eager steps less their CUDA-graph replays "
-    "per launching operation: 11.8 us for Mamba-2 to 35.0 us for DQN, the median of four models), memory t_m = "
-    "min(t - t_c - t_l, B / bw_src) (bw the catalog's memory bandwidth, GB/s) and host t_h = t - t_c - t_l - "
-    "t_m (Python, dispatch and other host work outside the launches). A step with t_c >= 0.5 t is compute-bound, "
-    "otherwise overhead-bound; without a FLOP count the whole step is taken as "
-    "overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + t_h: the counted traffic "
-    "scales with memory bandwidth, launch and host costs are kept (a small network's Adam step is launch-bound even "
-    "on an H200), so a compute-bound step scales by the peak ratio and a launch-bound one keeps its time. The "
-    "*_if_memory_bound figures take the counted traffic as the step's floor on the card: max(t', B / bw_tgt + "
-    "t_l). A step whose bytes were not counted (reports written before they were, or a source of unknown "
-    "bandwidth) keeps its rest t_m = t - t_c - t_l (memory and host together) in t' as measured, and its "
-    "*_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when both bandwidths are "
-    "known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from the counts: t' = F / "
-    "A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the reason) where F or L "
-    "could not be counted; host work that is no tensor operation is not in it, and its interval is the rebuild "
-    f"/ {CPU_REBUILD_FACTOR:g} to x {CPU_REBUILD_FACTOR:g} (checked on the H200 against four models' fp32 eager "
-    "steps: they were 0.52 to 1.93 times the rebuild from a CPU's counts). The counts are an iteration's "
-    "average (PPO: a rollout and its minibatch updates) after one uncounted step, and the CPU counts up to 26% more "
-    "launches than a GPU where CUDA fuses a layer (Mamba-2's RMSNorm), the same where it does not (DQN, PPO). "
-    "Every step projected from a GPU is an interval, part by part: its card part c (compute and memory traffic, "
-    "projected) within x (1 - e) to x (1 + e) and its host part h (launches and host work, kept) within / r to x r, "
-    "from the smaller of the two projections to the larger (the memory-bound alternative keeps only its launches "
-    f"as host): [c_low (1 - e) + h_low / r, c_high (1 + e) + h_high r], e = {PROJECTION_RELATIVE_ERROR:.1%} and "
-    f"r = {HOST_RATIO_SPREAD:.3g}. Both are fitted by benchmarks/cross_card_fit.py (gpubench/decision/"
-    "cross_card_calibration.json holds them with the pairs and the method): r is the 0.9 quantile of the ratio of "
-    "two machines' host probes (a fixed torch CPU operation each run's rounds time) over the stored reports, "
-    "since the host of a rented machine is another CPU; e is the largest error of the card part over measured "
-    "pairs (the same training on two cards) whose card part is most of their step. Those pairs are H100 and H200 "
-    "runs, cards with the same compute peaks: a projection across a large peak ratio has less evidence (on the "
-    "H200, Mamba-2's fp32 step projected to tf32 and bf16 ran 2.2 to 2.4 times its card part's projection: its "
-    "small matmuls did not speed up with the peak). Where the host part is most of the step, the card barely "
-    "matters and the rented machine's CPU decides (host_share on each projected model). The training's "
+    "counted), L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode (counted "
+    "on an eager twin of a compiled workload, so L overstates a compiled step's launches), and B bytes: the tensor "
+    "inputs and outputs of those L operations, each storage once per operation and a view at its viewed size "
+    "(every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper bound on "
+    "the step's memory traffic). A device's attainable matmul throughput is A = eta x peak, peak being the "
+    "catalog's figure for the precision the step's FLOPs ran in (counted per operation from its operands' dtype, "
+    "so a model that autocasts itself counts in bf16 whatever execution.precision says; reports without that count "
+    "take execution.precision): fp32 TFLOP/s for fp32 (its tf32 tensor-core figure under "
+    "execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) tensor-core figure for "
+    "bf16/fp16; FLOPs in several precisions take F / sum(F_p / peak_p), each part's time at its own peak. On a "
+    "catalog card eta is measured: the burn-in's achieved matmul TFLOP/s (at the job's matmul precision) over the "
+    "card's peak, and the targets use the same eta (same kernels, same software). A GPU not in the catalog has no "
+    "peak: its A is the burn-in's achieved TFLOP/s itself, and the targets' eta is "
+    "decision.assumed_matmul_efficiency. From a GPU, the step splits into compute t_c = min(t, F / A_src), "
+    f"launches t_l = min(t - t_c, L x c) with c = {LAUNCH_COST_MS * 1000:g} us per launch (eager steps less their "
+    "CUDA-graph replays, per launching operation), memory t_m = min(t - t_c - t_l, B / bw_src) (bw the catalog's "
+    "memory bandwidth, GB/s) and host t_h = t - t_c - t_l - t_m (Python, dispatch and other host work outside the "
+    "launches). A step with t_c >= 0.5 t is compute-bound, otherwise overhead-bound; without a FLOP count the "
+    "whole step is taken as overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + "
+    "t_h: the counted traffic scales with memory bandwidth, launch and host costs are kept, so a compute-bound "
+    "step scales by the peak ratio and a launch-bound one keeps its time. The *_if_memory_bound figures take the "
+    "counted traffic as the step's floor on the card: max(t', B / bw_tgt + t_l). A step whose bytes were not "
+    "counted (or a source of unknown bandwidth) keeps its rest t_m = t - t_c - t_l (memory and host together) in "
+    "t' as measured, and its *_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when "
+    "both bandwidths are known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from "
+    "the counts: t' = F / A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the "
+    "reason) where F or L could not be counted; host work that is no tensor operation is not in it, and its "
+    f"interval is the rebuild / {CPU_REBUILD_FACTOR:g} to x {CPU_REBUILD_FACTOR:g}. The counts are an iteration's "
+    "average (PPO: a rollout and its minibatch updates) after one uncounted step; the CPU counts more launches "
+    "than a GPU where CUDA fuses a layer. Every step projected from a GPU is an interval, part by part: its card "
+    "part c (compute and memory traffic, projected) within x (1 - e) to x (1 + e) and its host part h (launches "
+    "and host work, kept) within / r to x r, from the smaller of the two projections to the larger (the "
+    "memory-bound alternative keeps only its launches as host): [c_low (1 - e) + h_low / r, c_high (1 + e) + "
+    f"h_high r], e = {PROJECTION_RELATIVE_ERROR:.1%} and r = {HOST_RATIO_SPREAD:.3g}. Both are fitted by "
+    "benchmarks/cross_card_fit.py (gpubench/decision/cross_card_calibration.json holds them with the pairs and the "
+    "method): r is the 0.9 quantile of the ratio of two machines' host probes (a fixed torch CPU operation each "
+    "run's rounds time) over the stored reports, since the host of a rented machine is another CPU; e is the "
+    "largest error of the card part over measured pairs (the same training on two cards) whose card part is most "
+    "of their step. Those pairs are of cards with the same compute peaks: across a large peak ratio the card part "
+    "can err more (small matmuls need not speed up with the peak). Where the host part is most of the step, the "
+    "card barely matters and the rented machine's CPU decides (host_share on each projected model). The training's "
     "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
-    "below; the validation passes scale by the step ratio with the same sides, the one-off costs scale by it "
-    "with theirs, and checkpoints (a copy to the host and a write) are kept. The measured device's own row "
-    "carries no projection error. "
-    "With hardware=<card> on a bigger GPU the answer is about that card: its memory measured under the card's "
-    "VRAM cap, its time the projection of the measured step onto it, the measured device's own time reported "
-    "beside it (measured_device_hours). The batch size is the one measured: a card with less memory may need a "
-    "smaller one (see fits_in_vram)."
+    "below; the validation passes scale by the step ratio with the same sides, the one-off costs scale by it with "
+    "theirs, and checkpoints (a copy to the host and a write) are kept. The measured device's own row carries no "
+    "projection error. With hardware=<card> on a bigger GPU the answer is about that card: its memory measured "
+    "under the card's VRAM cap, its time the projection of the measured step onto it, the measured device's own "
+    "time reported beside it (measured_device_hours). The batch size is the one measured: a card with less memory "
+    "may need a smaller one (see fits_in_vram)."
 )

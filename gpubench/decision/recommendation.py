@@ -1,10 +1,5 @@
-"""The recommendation: the report's models, hardware and run in, the :class:`gpubench.results.Recommendation` out.
-
-:func:`build_recommendation` only puts the other ``decision`` modules together (estimate, rule, projection, cost,
-rent, memory budget, what-ifs, and the words in advice and actions); pure, no torch. The answer is about the
-measured device, or, with ``hardware=<card>`` on a bigger GPU, that card. Every money figure is a row of the cost
-table, the cheapest one picked by :func:`gpubench.results.cheapest_rental`.
-"""
+"""The recommendation: the report in, the :class:`gpubench.results.Recommendation` out, about the measured device or
+the emulated ``hardware=<card>``. Only puts the other ``decision`` modules together; no torch."""
 
 from dataclasses import replace
 from datetime import date, datetime, timezone
@@ -27,12 +22,11 @@ from gpubench.decision.projection import (
     PROJECTION_RELATIVE_ERROR,
     DeviceThroughput,
     answer_card,
-    compute_precisions,
     model_sources,
+    model_targets,
     projected_estimates,
     source_throughput,
-    split_step,
-    target_throughput,
+    split_result,
 )
 from gpubench.decision.rent import cost_table, local_cost, snapshot_info
 from gpubench.decision.rule import DECISION_METHOD, NOTHING_MEASURED, critical_models, decide
@@ -56,8 +50,7 @@ from gpubench.results import (
 
 
 def method_texts(projection_source: str) -> dict[str, str]:
-    """The recommendation's ``method``: the ``*_METHOD`` text of each module that computes a part, and
-    ``projection_source``, the sentence on where the measured device's throughput comes from."""
+    """The recommendation's ``method``: each module's ``*_METHOD`` text and the throughput's source."""
     return recommendation_method(
         estimate=ESTIMATE_METHOD,
         upper_bound=UPPER_BOUND_METHOD,
@@ -70,25 +63,29 @@ def method_texts(projection_source: str) -> dict[str, str]:
     )
 
 
+def _energy(per_model: dict[str, ModelEstimate], decided_on: list[str]) -> tuple[float | None, str | None]:
+    """The decided models' training energy (kWh) and its basis; None where a model's is unknown."""
+    energies = [per_model[name].energy_kwh for name in decided_on]
+    bases = {per_model[name].energy_basis for name in decided_on}
+    kwh = None if None in energies else sum(e for e in energies if e is not None)
+    return kwh, None if None in bases else "+".join(sorted(b for b in bases if b is not None))
+
+
 def _cost(
-    decided_on: list[str],
     hours: float,
-    per_model: dict[str, ModelEstimate],
+    energy: tuple[float | None, str | None],
     cloud_row: CardProjection | None,
     table: list[CostRow],
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> CostAnalysis:
-    """The cost of one training of the ``decided_on`` models, ``hours`` long here on one card, against
-    ``cloud_row`` (``decision.cloud_gpus`` cards) at its cheapest row of the cost ``table``, and the table's
-    cheapest row (:func:`gpubench.results.cheapest_rental`)."""
-    energies = [per_model[name].energy_kwh for name in decided_on]
-    bases = {per_model[name].energy_basis for name in decided_on}
+    """The cost of one training of ``hours`` here, using ``energy`` (kWh, basis), against ``cloud_row`` at its
+    cheapest row of ``table``."""
     return cost_analysis(
         CostInputs(
             local_hours=hours,
-            local_energy_kwh=None if None in energies else sum(energies),
-            energy_basis=None if None in bases else "+".join(sorted(bases)),
+            local_energy_kwh=energy[0],
+            energy_basis=energy[1],
             cloud_card=decision.cloud_card,
             cloud_hours=cloud_row.training_hours if cloud_row else None,
             catalog_cards=tuple(catalog),
@@ -113,9 +110,8 @@ def _per_model(
     catalog: dict[str, Card],
     emulated: str | None,
 ) -> dict[str, ModelEstimate]:
-    """Each model's record: the ones without an estimate (and why) first, then the estimated ones (on the
-    ``emulated`` card when there is one: its energy is then the card's board power over the projected hours, the
-    measured device's energy counter being another card's)."""
+    """Each model's record, those without an estimate first; on an ``emulated`` card the energy is its board power
+    (the device's counter is another card's)."""
     per_model = {
         name: ModelEstimate(status=report.models[name].status, estimated=False, reason=reason)
         for name, reason in refusals.items()
@@ -127,10 +123,7 @@ def _per_model(
         else:
             energy_kwh, energy_basis = training_energy_kwh(estimate, replace(result, energy=None), emulated, catalog)
         record = estimate.model_estimate(
-            decided_on=name in decided_on,
-            step_split=splits[name],
-            energy_kwh=energy_kwh,
-            energy_basis=energy_basis,
+            decided_on=name in decided_on, step_split=splits[name], energy_kwh=energy_kwh, energy_basis=energy_basis
         )
         if emulated is not None:
             record = replace(record, projected_onto=emulated, measured_step_ms=splits[name].step_ms)
@@ -147,22 +140,11 @@ def _answer_estimates(
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> tuple[dict[str, TimeEstimate], dict[str, str]]:
-    """The estimates the answer is about: the measured ones, or each projected onto the ``emulated`` card (with
-    the projection's error in its margin; each model at the precisions it computes in), and the models that cannot
-    be projected, with the reason."""
+    """The estimates the answer is about (measured, or projected onto the ``emulated`` card) and the models that
+    cannot be projected, with the reason."""
     if emulated is None:
         return measured, {}
-    targets = {
-        name: target_throughput(
-            emulated,
-            catalog[emulated],
-            compute_precisions(report.models.get(name), report.run.precision),
-            sources[name],
-            decision.assumed_matmul_efficiency,
-            report.run.fp32_matmul_precision,
-        )
-        for name in measured
-    }
+    targets = model_targets(report, emulated, catalog[emulated], sources, decision.assumed_matmul_efficiency)
     steps, projected = projected_estimates(measured, splits, sources, targets, measured=False)
     refused = {
         name: f"no projection onto {emulated}: {steps[name].refused}" for name in measured if name not in projected
@@ -171,9 +153,8 @@ def _answer_estimates(
 
 
 def _prices(decision: DecisionConfig, prices: PriceSnapshot | None) -> tuple[PriceSnapshot | None, list[str]]:
-    """The price snapshot to use (``prices``, else ``decision.prices_dir``'s, else the shipped one). A folder the
-    user named that cannot be read is a :class:`~gpubench.errors.ConfigError`; a shipped snapshot that cannot be
-    read gives None and why (the report is still written, without a cost table)."""
+    """The price snapshot: ``prices``, else ``decision.prices_dir``'s (unreadable: ConfigError), else the shipped one
+    (unreadable: None and why, and no cost table)."""
     if prices is not None:
         return prices, []
     if decision.prices_dir:
@@ -192,12 +173,8 @@ def build_recommendation(
     prices: PriceSnapshot | None = None,
     today: date | None = None,
 ) -> Recommendation:
-    """The recommendation from the report as written so far, the decision config and the card catalog
-    (:func:`gpubench.hardware.catalog.load_catalog`): the rule's decision on the critical models' bounds (None, with
-    the reason, when the measurements do not support one) and the figures behind it (see :mod:`gpubench.results`).
-    ``prices`` is the price snapshot (None: the configured or shipped one), ``today`` the day its age is judged on
-    (None: today, UTC).
-    """
+    """The recommendation from the report so far: the rule's decision (None, with the reason, when unsupported) and
+    the figures behind it; ``prices`` None: the configured or shipped snapshot, judged on ``today`` (None: UTC)."""
     source = source_throughput(report, catalog, decision.assumed_matmul_efficiency)
     emulated = answer_card(report, source, catalog)
     measured: dict[str, TimeEstimate] = {}
@@ -207,19 +184,8 @@ def build_recommendation(
             measured[name] = estimate_training_time(name, result, decision.plan)
         except ValueError as exc:
             refusals[name] = str(exc)
-    # Each model's step is split with the device's peak at the precisions that step computes in.
     sources = model_sources(report, catalog, decision.assumed_matmul_efficiency, list(measured))
-    splits = {
-        name: split_step(
-            estimate.step_ms,
-            report.models[name].flops_per_step,
-            sources[name].attainable_tflops,
-            report.models[name].launches_per_step,
-            report.models[name].bytes_per_step,
-            sources[name].memory_bandwidth_gbps,
-        )
-        for name, estimate in measured.items()
-    }
+    splits = {name: split_result(e.step_ms, report.models[name], sources[name]) for name, e in measured.items()}
     estimates, unprojected = _answer_estimates(measured, splits, report, sources, emulated, catalog, decision)
     refusals.update(unprojected)
     critical = critical_models(decision.critical_models, list(report.models))
@@ -267,18 +233,18 @@ def build_recommendation(
         if snapshot is not None and total is not None
         else ([], [])
     )
-    cloud_rental = cheapest_rental(table, decision.cloud_card)
-    energies = [per_model[name].energy_kwh for name in decided_on]
-    bases = {per_model[name].energy_basis for name in decided_on}
+    cloud_rental, cheapest = cheapest_rental(table, decision.cloud_card), cheapest_rental(table)
+    text = reasoning(outcome, cloud_row, decision, scalings, cloud_rental, cheapest)
+    energy = _energy(per_model, decided_on)
     host_note = host_text(report.models, decided_on)
+    actions = (
+        list(NO_ESTIMATE_ACTIONS)
+        if verdict.basis == NOTHING_MEASURED
+        else recommended_actions(outcome, report, splits, cloud_row, budget_rows, decision, what_ifs, scalings, table)
+    )
     return Recommendation(
         decision=verdict.decision,
-        reasoning=" ".join(
-            filter(
-                None,
-                [reasoning(outcome, cloud_row, decision, scalings, cloud_rental, cheapest_rental(table)), host_note],
-            )
-        ),
+        reasoning=" ".join(filter(None, [text, host_note])),
         host_note=host_note,
         estimated_full_training_hours=total.hours if total else None,
         estimated_full_training_hours_upper=total.upper_hours if total else None,
@@ -290,28 +256,10 @@ def build_recommendation(
         thresholds_hours=recommendation_thresholds(decision.local_max_hours, decision.cloud_min_hours),
         measured_device=device,
         per_model=per_model,
-        cost_analysis=(
-            _cost(decided_on, total.hours, per_model, cloud_row, table, catalog, decision) if total else None
-        ),
+        cost_analysis=_cost(total.hours, energy, cloud_row, table, catalog, decision) if total else None,
         projection=projection,
         memory_budget=budget_rows,
-        recommended_actions=(
-            list(NO_ESTIMATE_ACTIONS)
-            if verdict.basis == NOTHING_MEASURED
-            else recommended_actions(
-                outcome,
-                report.models,
-                report.hardware,
-                report.run,
-                splits,
-                projection,
-                budget_rows,
-                decision,
-                what_ifs,
-                scalings,
-                table,
-            )
-        ),
+        recommended_actions=actions,
         method=method_texts(source.basis),
         estimated_full_training_hours_lower=total.lower_hours if total else None,
         decision_basis=verdict.basis,
@@ -325,13 +273,7 @@ def build_recommendation(
         cost_table=table,
         cost_table_notes=table_notes + more_notes,
         local_cost=(
-            local_cost(
-                outcome.device,
-                (total.hours, total.lower_hours, total.upper_hours),
-                None if None in energies else sum(e for e in energies if e is not None),
-                None if None in bases else "+".join(sorted(b for b in bases if b is not None)),
-                decision,
-            )
+            local_cost(outcome.device, (total.hours, total.lower_hours, total.upper_hours), *energy, decision)
             if total
             else None
         ),

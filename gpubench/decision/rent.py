@@ -1,16 +1,8 @@
-"""The cost table: the decided models' training priced on every GPU type x provider x on-demand/spot of the dated
-price snapshot (:mod:`gpubench.prices`), with bounds, the price's date and, for spot, its risk; and the local
-option beside it.
-
-Each catalog card's projected training (hours on ``decision.cloud_gpus`` cards, and whether it fits) is priced at
-every provider selling that GPU (matched through the card file's ``gpuhunt_names``), on the cheapest instance of
-each kind with at least ``cloud_gpus`` GPUs; the whole instance is paid, and a row on a bigger instance says so.
-On-demand: USD = hours x price. Spot (:mod:`gpubench.decision.spot_simulation`): trainings simulated on spot
-instances whose lifetimes follow the shipped preemption trace (or exponential lifetimes at a rate the user set),
-checkpointed every Daly interval, restarted at the measured one-off costs; USD = billed hours x spot price, with
-the median and 90th percentile beside the mean. A
-plan without checkpoints whose upper bound exceeds ``decision.spot_max_hours_without_checkpoints`` gets no spot
-row. Money in USD, times in hours.
+"""The cost table: each catalog card's projected training priced at every provider of the dated snapshot
+(:mod:`gpubench.prices`) selling it, on-demand and spot, on the cheapest instance with at least
+``decision.cloud_gpus`` GPUs (the whole instance paid), with bounds and the price's date; and the local option.
+Spot hours are simulated (:mod:`gpubench.decision.spot_simulation`): the shipped trace's lifetimes, a checkpoint every
+Daly interval, restarts at the measured one-off costs. Money in USD, times in hours.
 """
 
 import functools
@@ -18,11 +10,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
+from typing import Any
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.spot_simulation import (
     ExponentialLifetimes,
     LifetimeDistribution,
+    SpotBilledHours,
     load_spot_lifetimes,
     spot_billed_hours,
 )
@@ -42,8 +36,8 @@ from gpubench.units import SECONDS_PER_HOUR
 
 @dataclass(frozen=True)
 class SpotPlan:
-    """What a spot training needs of the plan (s): the measured checkpoint cost (None: no checkpoints in the plan),
-    the restart cost (the measured one-off costs) and the plan's own checkpoint time, which spot replaces."""
+    """What a spot training needs of the plan (s): the checkpoint cost (None: no checkpoints), the restart cost and
+    the plan's own checkpoint time, which spot replaces."""
 
     checkpoint_seconds: float | None
     restart_seconds: float
@@ -51,10 +45,8 @@ class SpotPlan:
 
 
 def spot_plan(decided: Sequence[ModelEstimate], checkpoints_enabled: bool) -> SpotPlan:
-    """The spot inputs of the ``decided`` models trained one after another: the largest measured checkpoint cost
-    and the largest one-off cost (an interruption strikes during one model; the costliest is the bound), and their
-    planned checkpoints' time. No checkpoints when ``checkpoints_enabled`` is false or a model's save was not
-    measured."""
+    """The spot inputs of the ``decided`` models in sequence: the largest checkpoint and one-off costs (an
+    interruption strikes during one model; the costliest bounds it) and their planned checkpoints' time."""
     costs = [estimate.checkpoint_seconds for estimate in decided]
     has_checkpoints = checkpoints_enabled and bool(costs) and None not in costs
     return SpotPlan(
@@ -66,42 +58,25 @@ def spot_plan(decided: Sequence[ModelEstimate], checkpoints_enabled: bool) -> Sp
     )
 
 
-@dataclass(frozen=True)
-class SpotTime:
-    """A spot training's billed hours (mean, median, 90th percentile), the checkpoint interval used (h of work;
-    None without checkpoints) and the mean number of interruptions."""
-
-    hours: float
-    median_hours: float
-    p90_hours: float
-    interval_hours: float | None
-    expected_interruptions: float
-
-
 #: Simulated trainings per spot figure: the mean's Monte Carlo error stays well under 1% of the hours.
 SPOT_SIMULATIONS = 5_000
 
 
 @functools.lru_cache(maxsize=256)
-def _billed(work: float, checkpoint: float | None, restart: float, lifetimes: LifetimeDistribution) -> SpotTime:
-    billed = spot_billed_hours(work, checkpoint, restart, lifetimes, simulations=SPOT_SIMULATIONS)
-    return SpotTime(
-        billed.mean_hours, billed.median_hours, billed.p90_hours, billed.interval_hours, billed.mean_interruptions
-    )
+def _billed(work: float, checkpoint: float | None, restart: float, lifetimes: LifetimeDistribution) -> SpotBilledHours:
+    return spot_billed_hours(work, checkpoint, restart, lifetimes, simulations=SPOT_SIMULATIONS)
 
 
-def spot_hours(training_hours: float, plan: SpotPlan, lifetimes: LifetimeDistribution) -> SpotTime:
-    """The billed hours of a training of ``training_hours`` (its on-demand time, with the plan's own checkpoints)
-    on spot instances living ``lifetimes``: its work (the training less the plan's checkpoints) checkpointed every
-    Daly interval, or, without checkpoints, restarted from the start after each interruption."""
+def spot_hours(training_hours: float, plan: SpotPlan, lifetimes: LifetimeDistribution) -> SpotBilledHours:
+    """The billed spot hours of a training of ``training_hours`` on-demand: its work (less the plan's checkpoints)
+    checkpointed every Daly interval, or restarted from the start without checkpoints."""
     work = max(0.0, training_hours - plan.plan_checkpoint_seconds / SECONDS_PER_HOUR)
     checkpoint = None if plan.checkpoint_seconds is None else plan.checkpoint_seconds / SECONDS_PER_HOUR
     return _billed(work, checkpoint, plan.restart_seconds / SECONDS_PER_HOUR, lifetimes)
 
 
 def spot_lifetimes(decision: DecisionConfig, provider: str) -> tuple[LifetimeDistribution, float, str]:
-    """The lifetimes of ``provider``'s spot instances, their interruption rate (per hour) and its source: a rate the
-    user set (exponential lifetimes), else the shipped trace's family."""
+    """``provider``'s spot lifetimes, interruption rate (per hour) and source: the user's rate, else the trace's."""
     rate, source = decision.spot_rate(provider)
     if rate is not None and source is not None:
         return ExponentialLifetimes(1.0 / rate), rate, f"{source} (your setting; lifetimes taken as exponential)"
@@ -112,8 +87,8 @@ def spot_lifetimes(decision: DecisionConfig, provider: str) -> tuple[LifetimeDis
 def cheapest_offers(
     offers: Sequence[PriceOffer], card: str, gpus: int, cards: Mapping[str, Mapping[int | None, str]] | None = None
 ) -> dict[tuple[str, bool], PriceOffer]:
-    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs; an offer's card is
-    found in ``cards`` (:func:`gpubench.hardware.catalog.gpu_cards`; default: the shipped catalog's)."""
+    """Per (provider, spot), the cheapest instance of ``card`` with at least ``gpus`` GPUs (cards by
+    :func:`gpubench.prices.card_for`)."""
     best: dict[tuple[str, bool], PriceOffer] = {}
     for offer in offers:
         if card_for(offer.gpu_name, offer.gpu_memory_gb, cards) != card or offer.gpu_count < gpus:
@@ -128,50 +103,44 @@ def _times(hours: float | None, price: float) -> float | None:
     return None if hours is None else hours * price
 
 
-def _note(*parts: str | None) -> str | None:
-    text = "; ".join(part for part in parts if part)
-    return text or None
-
-
-def _idle_note(offer: PriceOffer, gpus: int) -> str | None:
-    """What an instance with more GPUs than the training uses costs it, in words; None when it uses them all."""
-    if offer.gpu_count > gpus:
-        return f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: {ALL_GPUS_PAID}"
-    return None
-
-
-def _fits_at_batch(row: CardProjection, decided: Sequence[str]) -> dict[str, int]:
-    """Per decided model, the largest batch predicted to fit one card of the row's GPU (where predicted)."""
-    fits = {name: row.models[name].fits_at_batch for name in decided if name in row.models}
-    return {name: batch for name, batch in fits.items() if batch is not None}
-
-
-def _on_demand_row(
-    row: CardProjection, offer: PriceOffer, gpus: int, stale: str | None, decided: Sequence[str]
+def _cost_row(
+    row: CardProjection,
+    offer: PriceOffer,
+    gpus: int,
+    hours: Sequence[float | None],
+    decided: Sequence[str],
+    stale: str | None,
+    restarts: str | None = None,
+    **spot_fields: Any,
 ) -> CostRow:
-    idle = _idle_note(offer, gpus)
+    """``row``'s card at ``offer`` for ``hours`` (point, lower, upper; h) of ``gpus`` GPUs, and its notes."""
     price = offer.price_usd_per_hour
+    point, lower, upper = hours
+    unprojected = None if point is not None else f"no projection onto {row.card}"
+    idle = f"the instance has {offer.gpu_count} GPUs, the training uses {gpus}: {ALL_GPUS_PAID}"
+    fits = {name: row.models[name].fits_at_batch for name in decided if name in row.models}
     return CostRow(
         gpu=row.card,
         provider=offer.provider,
-        spot=False,
+        spot=offer.spot,
         gpu_count=offer.gpu_count,
         gpus_used=gpus,
         fits_in_vram=row.fits_in_vram,
-        hours=row.training_hours,
-        hours_lower=row.training_hours_lower,
-        hours_upper=row.training_hours_upper,
-        usd=_times(row.training_hours, price),
-        usd_lower=_times(row.training_hours_lower, price),
-        usd_upper=_times(row.training_hours_upper, price),
+        hours=point,
+        hours_lower=lower,
+        hours_upper=upper,
+        usd=_times(point, price),
+        usd_lower=_times(lower, price),
+        usd_upper=_times(upper, price),
         price_date=offer.price_date.isoformat(),
         price_usd_per_hour=price,
         price_source=offer.source,
         instance=offer.instance_name,
         location=offer.location,
         training_hours=row.training_hours,
-        note=_note(stale, idle, None if row.training_hours is not None else f"no projection onto {row.card}"),
-        fits_at_batch=_fits_at_batch(row, decided),
+        note="; ".join(filter(None, (stale, idle if offer.gpu_count > gpus else None, restarts, unprojected))) or None,
+        fits_at_batch={name: batch for name, batch in fits.items() if batch is not None},
+        **spot_fields,
     )
 
 
@@ -185,47 +154,29 @@ def _spot_row(
     decided: Sequence[str],
 ) -> CostRow:
     lifetimes, rate, rate_source = spot_lifetimes(decision, offer.provider)
-    price = offer.price_usd_per_hour
-    times = {
-        name: None if hours is None else spot_hours(hours, plan, lifetimes)
-        for name, hours in (
-            ("point", row.training_hours),
-            ("lower", row.training_hours_lower),
-            ("upper", row.training_hours_upper),
-        )
-    }
-    point = times["point"]
-    idle = _idle_note(offer, gpus)
+    times = [
+        None if hours is None else spot_hours(hours, plan, lifetimes)
+        for hours in (row.training_hours, row.training_hours_lower, row.training_hours_upper)
+    ]
+    point = times[0]
     without = None if plan.checkpoint_seconds is not None else "no checkpoints in the plan: an interruption restarts"
-    return CostRow(
-        gpu=row.card,
-        provider=offer.provider,
-        spot=True,
-        gpu_count=offer.gpu_count,
-        gpus_used=gpus,
-        fits_in_vram=row.fits_in_vram,
-        hours=None if point is None else point.hours,
-        hours_lower=None if times["lower"] is None else times["lower"].hours,
-        hours_upper=None if times["upper"] is None else times["upper"].hours,
-        usd=None if point is None else point.hours * price,
-        usd_lower=None if times["lower"] is None else times["lower"].hours * price,
-        usd_upper=None if times["upper"] is None else times["upper"].hours * price,
-        price_date=offer.price_date.isoformat(),
-        price_usd_per_hour=price,
-        price_source=offer.source,
-        instance=offer.instance_name,
-        location=offer.location,
-        training_hours=row.training_hours,
+    hours = [None if time is None else time.mean_hours for time in times]
+    return _cost_row(
+        row,
+        offer,
+        gpus,
+        hours,
+        decided,
+        stale,
+        without,
         interruptions_per_hour=rate,
         interruption_source=rate_source,
         checkpoint_interval_hours=None if point is None else point.interval_hours,
         checkpoint_seconds=plan.checkpoint_seconds,
         restart_seconds=plan.restart_seconds,
-        expected_interruptions=None if point is None else point.expected_interruptions,
+        expected_interruptions=None if point is None else point.mean_interruptions,
         hours_median=None if point is None else point.median_hours,
         hours_p90=None if point is None else point.p90_hours,
-        note=_note(stale, idle, without, None if point is not None else f"no projection onto {row.card}"),
-        fits_at_batch=_fits_at_batch(row, decided),
     )
 
 
@@ -241,10 +192,8 @@ def cost_table(
     today: date,
     catalog: Mapping[str, Card] | None = None,
 ) -> tuple[list[CostRow], list[str]]:
-    """The cost table's rows (sorted by expected cost, unpriced last) and the notes on what it left out: every
-    catalog card of ``projection`` x every provider of ``snapshot`` selling it x on-demand/spot, for the
-    ``decided`` models' training; the snapshot's age judged on ``today``. An offer's card is matched through
-    ``catalog``'s ``gpuhunt_names`` (default: the shipped catalog's)."""
+    """The cost table's rows (by expected cost, unpriced last) and notes on what it left out; the snapshot's age
+    judged on ``today``, offers matched through ``catalog``'s ``gpuhunt_names`` (default: the shipped one)."""
     gpus = decision.cloud_gpus
     cards = None if catalog is None else gpu_cards(catalog)
     stale = snapshot.staleness(today)
@@ -255,7 +204,8 @@ def cost_table(
     for row in projection:
         for (provider, spot), offer in sorted(cheapest_offers(snapshot.offers, row.card, gpus, cards).items()):
             if not spot:
-                rows.append(_on_demand_row(row, offer, gpus, stale, list(decided)))
+                hours = (row.training_hours, row.training_hours_lower, row.training_hours_upper)
+                rows.append(_cost_row(row, offer, gpus, hours, list(decided), stale))
                 continue
             upper = row.training_hours_upper
             too_long = upper is not None and upper > decision.spot_max_hours_without_checkpoints
@@ -301,8 +251,7 @@ def local_cost(
     energy_basis: str | None,
     decision: DecisionConfig,
 ) -> LocalCost:
-    """The local option: the training's (hours, lower, upper) on ``device``, its energy (kWh) and that energy's
-    cost at ``decision.electricity_usd_per_kwh``, with the tariff's source and date."""
+    """The local option: (hours, lower, upper) on ``device``, the energy (kWh) and its cost at the tariff."""
     return LocalCost(
         device=device,
         hours=hours[0],
@@ -319,8 +268,8 @@ def local_cost(
 
 @dataclass(frozen=True)
 class MeasuredReport:
-    """One report of the training ``gpubench rent`` prices: where it is, the catalog card it ran on (None: a CPU
-    or a GPU outside the catalog), its recommendation rebuilt with today's code, and its measured hours there."""
+    """One report ``gpubench rent`` prices: its path, catalog card (None outside the catalog), recommendation
+    rebuilt with today's code and measured hours."""
 
     path: str
     card: str | None
@@ -335,8 +284,7 @@ def projected_hours(recommendation: Recommendation, card: str) -> float | None:
 
 
 def _nearest(measured: Sequence[MeasuredReport], card: str) -> MeasuredReport | None:
-    """The report whose projection onto ``card`` stretches its own measured hours least (|log ratio|): the card
-    most like ``card`` among those measured."""
+    """The report whose projection onto ``card`` stretches its measured hours least (|log ratio|)."""
     scored = []
     for report in measured:
         hours = projected_hours(report.recommendation, card)
@@ -346,9 +294,8 @@ def _nearest(measured: Sequence[MeasuredReport], card: str) -> MeasuredReport | 
 
 
 def measured_cost_table(measured: Sequence[MeasuredReport]) -> list[CostRow]:
-    """One cost table from several reports of the same training: a card one of them ran on gets that report's rows,
-    labelled measured; every other card the rows projected from the report nearest to it (:func:`_nearest`).
-    Sorted by expected cost, unpriced rows last."""
+    """One cost table from reports of the same training: a card's rows from the report measured on it, else from
+    the nearest one (:func:`_nearest`); by expected cost, unpriced last."""
     by_card = {report.card: report for report in measured if report.card is not None}
     rows: list[CostRow] = []
     cards = {row.gpu for report in measured for row in report.recommendation.cost_table}

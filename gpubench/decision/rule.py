@@ -1,10 +1,6 @@
-"""The decision rule: LOCAL_GPU_VIABLE, GRAY_ZONE, CLOUD_GPU_RECOMMENDED, or no decision, and the basis of each.
-
-The rule reads the prediction bounds of the critical models' total (times and margins add) and decides only what
-the measurements support; CLOUD also from a subset of the critical models, since the measured part bounds the total
-from below. Pure arithmetic on typed records; the rule in words is :data:`DECISION_METHOD`, the sentences the user
-reads are in :mod:`gpubench.decision.advice` and :mod:`gpubench.decision.actions`.
-"""
+"""The decision rule: LOCAL_GPU_VIABLE, GRAY_ZONE, CLOUD_GPU_RECOMMENDED or no decision, and its basis, from the
+prediction bounds of the critical models' total; CLOUD also from a subset, which bounds the total from below. The
+rule in words is :data:`DECISION_METHOD`."""
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,11 +13,10 @@ from gpubench.stats.intervals import MIN_EPOCHS
 
 #: The critical models of the full four-model run: the two RL models.
 SEED_CRITICAL_MODELS = ("dqn", "ppo")
-#: Fewest measured epochs of a critical model that a decision rests on: the fewest the decision interval is built
-#: from (overlapping batch means of at least 5 epochs, so 6); below, the summary falls back to the plain t interval,
-#: which takes correlated epochs as independent and is too narrow to decide on.
+#: Fewest measured epochs a decision rests on: below, the interval is the plain t one, too narrow for correlated
+#: epochs.
 MIN_DECISION_EPOCHS = MIN_EPOCHS
-#: Most epochs :func:`epochs_to_settle` looks at: beyond, the interval is taken as never settling in practice.
+#: Most epochs :func:`epochs_to_settle` looks at: beyond, an interval never settles in practice.
 SETTLE_MAX_EPOCHS = 100_000
 
 #: The bases of a decision (the values of ``Recommendation.decision_basis``).
@@ -38,16 +33,10 @@ NOTHING_MEASURED = "nothing_measured"
 
 @dataclass(frozen=True)
 class Verdict:
-    """The rule's answer: ``decision`` (None: no decision) and its ``basis``.
-
-    ``total`` is the total the decision rests on, that of the ``bound_models`` (the critical models measured over
-    at least :data:`MIN_DECISION_EPOCHS` epochs), None when there are none; ``plain_decision`` is the decision
-    the same rule gives without the drift's widening. ``cannot_run`` are the critical models out of memory,
-    ``missing`` the other critical models without an estimate, ``too_few`` the critical models (and their epochs)
-    measured over fewer than :data:`MIN_DECISION_EPOCHS` epochs, ``widened`` the bound models whose margin
-    includes a drift. ``epochs_to_settle`` is :func:`epochs_to_settle` when the interval straddles a threshold,
-    else None.
-    """
+    """The rule's answer: ``decision`` (None: none), its ``basis``, the ``total`` of the ``bound_models`` it rests on,
+    ``plain_decision`` without the drift's widening, the critical models that ``cannot_run`` (out of memory), are
+    ``missing`` or have ``too_few`` epochs, those ``widened`` for a drift, and :func:`epochs_to_settle` where the
+    interval straddles a threshold."""
 
     decision: str | None
     basis: str
@@ -62,9 +51,8 @@ class Verdict:
 
 
 def classify(total: TotalTime, decision: DecisionConfig) -> tuple[str, str]:
-    """(decision, basis) for the total of every critical model: LOCAL_GPU_VIABLE when the upper bound is under
-    ``local_max_hours``, CLOUD_GPU_RECOMMENDED when the lower bound is over ``cloud_min_hours``, else GRAY_ZONE,
-    in the band when the estimate lies between the thresholds (both included), else straddling one."""
+    """(decision, basis) for the total of every critical model: LOCAL below ``local_max_hours``, CLOUD above
+    ``cloud_min_hours``, else GRAY_ZONE, in the band or straddling a threshold."""
     if total.upper_hours < decision.local_max_hours:
         return LOCAL_GPU_VIABLE, UPPER_BELOW_LOCAL
     if total.lower_hours > decision.cloud_min_hours:
@@ -76,16 +64,15 @@ def classify(total: TotalTime, decision: DecisionConfig) -> tuple[str, str]:
 
 def settled(total: TotalTime, decision: DecisionConfig) -> bool:
     """Whether a total whose estimate lies outside the band has its interval on the estimate's side of the
-    threshold it would otherwise straddle (upper bound under ``local_max_hours``, lower over ``cloud_min_hours``)."""
+    threshold."""
     if total.hours < decision.local_max_hours:
         return total.upper_hours < decision.local_max_hours
     return total.lower_hours > decision.cloud_min_hours
 
 
 def interval_settled(total: TotalTime, decision: DecisionConfig) -> bool:
-    """Whether the total's prediction interval lies wholly on one side of each threshold: under
-    ``local_max_hours``, over ``cloud_min_hours``, or between the two (thresholds included). A longer measurement
-    then cannot change the decision unless the estimate itself moves."""
+    """Whether the total's interval lies wholly on one side of each threshold: more epochs then cannot change the
+    decision unless the estimate moves."""
     if total.upper_hours < decision.local_max_hours or total.lower_hours > decision.cloud_min_hours:
         return True
     return decision.local_max_hours <= total.lower_hours and total.upper_hours <= decision.cloud_min_hours
@@ -94,14 +81,9 @@ def interval_settled(total: TotalTime, decision: DecisionConfig) -> bool:
 def epochs_to_settle(
     estimates: Sequence[TimeEstimate], is_settled: Callable[[TotalTime], bool], *, varying: str | None = None
 ) -> dict[str, int | None]:
-    """Per model, the measured epochs after which the total ``is_settled``: the smallest common count K such that
-    every model measured over max(n, K) epochs settles it, with the variance measured so far and the same margin
-    formula (:meth:`~gpubench.decision.estimate.TimeEstimate.margin_seconds_at`). A common K because ``epochs``
-    sets every model's count; each model's value is max(n, K). With ``varying`` only that model's count grows (the
-    others keep theirs: they were measured already). Every value is None when not even :data:`SETTLE_MAX_EPOCHS`
-    epochs would: the margin never falls below the floor, the drift's part or the future epochs' own variability
-    (h·sqrt(n·N) as n' grows), so some intervals never settle.
-    """
+    """Per model, max(n, K) for the smallest common epoch count K at which the total ``is_settled``, the variance
+    held as measured; with ``varying`` only that model's count grows. None everywhere when not even
+    :data:`SETTLE_MAX_EPOCHS` would: a drift's part and the future epochs' variability do not shrink."""
     grown = [e for e in estimates if varying is None or e.model == varying]
     grown_models = {e.model for e in grown}
 
@@ -111,8 +93,7 @@ def epochs_to_settle(
 
     if not grown or not settles(SETTLE_MAX_EPOCHS):
         return {e.model: None for e in estimates}
-    # The margin shrinks as the count grows: double until settled, then bisect (settles(low) is false throughout,
-    # settles(high) true).
+    # The margin shrinks as the count grows: double until settled, then bisect.
     low = high = min(e.measured_epochs for e in grown)
     while not settles(high):
         low, high = high, min(2 * high, SETTLE_MAX_EPOCHS)
@@ -132,16 +113,9 @@ def epochs_to_settle_decision(
     planned_models: Sequence[str],
     decision: DecisionConfig,
 ) -> int | None:
-    """The measured epochs model ``name`` needs so that the critical total of the models measured so far settles
-    (:func:`interval_settled`), from its first stage ``result`` and the models ``completed`` before it in a job that
-    runs ``planned_models``; the count measured already when it is settled or ``name`` is not critical. None when no
-    count settles it: not even :data:`SETTLE_MAX_EPOCHS` epochs would, or ``name`` has no estimate (no plan).
-
-    Models run one after another, so a model can only aim at the total of those measured so far: its own
-    measurement cannot shrink the margins of those before it, and those after it measure to settle the total with
-    theirs. A critical model out of memory already decides (CLOUD_GPU_RECOMMENDED), and models without an estimate
-    (failed, too few epochs) are left out, as the rule leaves them out of the bound.
-    """
+    """The epochs model ``name`` needs so that the critical total of the models measured so far (``completed`` and
+    its first stage ``result``) settles; the count measured when settled or not critical; None when no count does
+    or ``name`` has no estimate. Models run in turn, so a model aims at the total of those measured so far."""
     measured = len(result.raw_epoch_times_ms)
     critical = critical_models(decision.critical_models, planned_models)
     models = {**completed, name: result}
@@ -162,15 +136,6 @@ def epochs_to_settle_decision(
     return counts[name]
 
 
-def _too_few(critical: Sequence[str], models: Mapping[str, ModelResult]) -> dict[str, int]:
-    """The critical models that ran (status ok) over fewer than :data:`MIN_DECISION_EPOCHS` measured epochs."""
-    return {
-        name: len(models[name].raw_epoch_times_ms)
-        for name in critical
-        if name in models and models[name].status == "ok" and len(models[name].raw_epoch_times_ms) < MIN_DECISION_EPOCHS
-    }
-
-
 def _decide_on(
     total: TotalTime | None, missing: Sequence[MissingModel], too_few: Mapping[str, int], decision: DecisionConfig
 ) -> tuple[str | None, str]:
@@ -186,8 +151,8 @@ def _decide_on(
 
 
 def critical_models(configured: Sequence[str], models_run: Sequence[str]) -> list[str]:
-    """The models whose total decides: ``configured`` (``decision.critical_models``) when set, else the models run
-    (model=tft decides on tft), except that the full four-model run decides on :data:`SEED_CRITICAL_MODELS`."""
+    """The models whose total decides: ``configured`` when set, else the models run (the four seed models: the two
+    RL ones)."""
     if configured:
         return list(configured)
     if sorted(models_run) == sorted(SEED_MODELS):
@@ -202,9 +167,10 @@ def decide(
     missing: Sequence[MissingModel],
     decision: DecisionConfig,
 ) -> Verdict:
-    """The verdict on the ``critical`` models (:func:`critical_models`) from ``models`` (the report's), their
-    ``estimates`` and the critical models ``missing`` an estimate."""
-    too_few = _too_few(critical, models)
+    """The verdict on the ``critical`` models from the report's ``models``, their ``estimates`` and those
+    ``missing`` one."""
+    counts = {name: len(models[name].raw_epoch_times_ms) for name in critical if name in models}
+    too_few = {name: n for name, n in counts.items() if models[name].status == "ok" and n < MIN_DECISION_EPOCHS}
     cannot_run = tuple(m for m in missing if m.status == "oom")
     unmeasured = tuple(m for m in missing if m.status != "oom" and m.model not in too_few)
     bound = [estimates[name] for name in critical if name in estimates and name not in too_few]
@@ -244,22 +210,22 @@ def decide(
 #: The decision rule, in words: the report's ``recommendation.method.decision``.
 DECISION_METHOD = (
     "Decision on the total of the models in decision.critical_models (every model run when that list is empty). "
-    "CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status oom: not even "
-    "batch.min_size fits, or the step ran out of memory; decision_basis critical_model_cannot_run), or when the "
-    "lower bound is over decision.cloud_min_hours (lower_above_cloud); both also from a subset of the critical "
-    "models, since times add and a subset bounds the total from below. LOCAL_GPU_VIABLE when the upper bound is "
-    "under decision.local_max_hours (upper_below_local). Otherwise GRAY_ZONE: estimate_in_gray_band when the "
-    "estimate lies between the thresholds (both included), interval_straddles_threshold when the estimate is on "
-    "one side of a threshold and its bound on the other, with epochs_to_settle: per critical model max(n, K), K "
-    "the smallest common epoch count (the epochs setting) at which the bound would be on the estimate's side, "
-    "the long-run variance and the quantile held as measured (h scaled by sqrt(n / K)) in the same margin "
-    f"formula; None where not even {SETTLE_MAX_EPOCHS:,} epochs would (a drift's part and the future "
-    "epochs' own variability do not shrink). LOCAL_GPU_VIABLE and GRAY_ZONE only when every critical model was "
-    f"measured (status ok, with a plan) over at least {MIN_DECISION_EPOCHS} epochs; otherwise no decision (None): "
-    "partial_measurement when a critical model was not run, failed, diverged or stopped, too_few_epochs when one "
-    "had fewer epochs (such a model is left out of the bound the rule reads). The bounds include the margin added "
-    "for a drift or throttled epochs; where the decision without it would differ, decision_basis is "
-    "drift_or_throttling. nothing_measured: no model has an estimate. The figures (estimate, bounds, projection, "
-    "cost) cover decided_on: the critical models with an estimate, else every model with one. A run on the CPU "
-    "(hardware.measured_on not cuda) decides about the CPU: its reasoning starts by saying so."
+    "CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status oom: not even batch.min_size "
+    "fits, or the step ran out of memory; decision_basis critical_model_cannot_run), or when the lower bound is "
+    "over decision.cloud_min_hours (lower_above_cloud); both also from a subset of the critical models, since "
+    "times add and a subset bounds the total from below. LOCAL_GPU_VIABLE when the upper bound is under "
+    "decision.local_max_hours (upper_below_local). Otherwise GRAY_ZONE: estimate_in_gray_band when the estimate "
+    "lies between the thresholds (both included), interval_straddles_threshold when the estimate is on one side of "
+    "a threshold and its bound on the other, with epochs_to_settle: per critical model max(n, K), K the smallest "
+    "common epoch count (the epochs setting) at which the bound would be on the estimate's side, the long-run "
+    "variance and the quantile held as measured (h scaled by sqrt(n / K)) in the same margin formula; None where "
+    f"not even {SETTLE_MAX_EPOCHS:,} epochs would (a drift's part and the future epochs' own variability do not "
+    "shrink). LOCAL_GPU_VIABLE and GRAY_ZONE only when every critical model was measured (status ok, with a plan) "
+    f"over at least {MIN_DECISION_EPOCHS} epochs; otherwise no decision (None): partial_measurement when a "
+    "critical model was not run, failed, diverged or stopped, too_few_epochs when one had fewer epochs (such a "
+    "model is left out of the bound the rule reads). The bounds include the margin added for a drift or throttled "
+    "epochs; where the decision without it would differ, decision_basis is drift_or_throttling. nothing_measured: "
+    "no model has an estimate. The figures (estimate, bounds, projection, cost) cover decided_on: the critical "
+    "models with an estimate, else every model with one. A run on the CPU (hardware.measured_on not cuda) decides "
+    "about the CPU: its reasoning starts by saying so."
 )

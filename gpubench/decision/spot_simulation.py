@@ -1,19 +1,11 @@
-"""The billed hours of a training on spot capacity, simulated from a distribution of instance lifetimes.
+"""The billed hours of a training on spot capacity, simulated from a distribution of instance lifetimes (hours).
 
-A training of ``work`` hours (its time without checkpoints) saves a checkpoint costing δ hours after every τ hours of
-work (the last, shorter segment included). Each instance runs until its lifetime (hours from its start to its
-interruption, drawn independently per instance) ends; the work since the last checkpoint is then lost, and the next
-instance first spends R hours restarting (redoing the one-off costs; an interruption can strike then too) before
-work resumes from the last checkpoint. The first instance starts without R, as in Daly's model
-(:mod:`gpubench.decision.spot`), which this reproduces for exponential lifetimes. Billed hours are the hours spent
-on instances; the wait for capacity between instances is not billed.
-
-The lifetimes shipped with gpubench (``gpubench/prices/spot_lifetimes.json``) are derived by
-``benchmarks/spot_trace_derive.py`` from the spot preemption traces of Wu et al., "Can't Be Late: Optimizing Spot
-Instance Savings under Deadlines", NSDI '24 (https://github.com/skypilot-org/spot-traces): a table of lifetime
-quantiles, sampled by inverse CDF with linear interpolation, and an exponential tail past the last quantile.
-
-Times in hours. Pure numpy, deterministic for a seed.
+``work`` hours of training save a checkpoint of δ hours after every τ hours of work. An instance runs until its
+lifetime (drawn independently) ends, losing the work since the last checkpoint; the next one first spends R hours
+restarting (not the first, as in Daly's model, :mod:`gpubench.decision.spot`, which this reproduces for exponential
+lifetimes). Billed hours are the hours on instances. The shipped lifetimes (``gpubench/prices/spot_lifetimes.json``,
+from the preemption traces of Wu et al., NSDI '24, by ``benchmarks/spot_trace_derive.py``) are a quantile table
+with an exponential tail. Deterministic for a seed.
 """
 
 import json
@@ -26,9 +18,8 @@ import numpy as np
 
 from gpubench.decision.spot import daly_interval_hours
 
-#: The shipped lifetimes, in the ``gpubench.prices`` package.
 LIFETIMES_FILE = "spot_lifetimes.json"
-#: Enough trainings that the Monte Carlo standard error of the mean is a fraction of a percent of it.
+#: The mean's Monte Carlo standard error is then a fraction of a percent of it.
 DEFAULT_SIMULATIONS = 20_000
 #: Instances per training past which the simulation stops: lifetimes mostly shorter than the restart never finish.
 MAX_INSTANCES = 100_000
@@ -64,10 +55,8 @@ class ExponentialLifetimes:
 
 @dataclass(frozen=True)
 class EmpiricalLifetimes:
-    """Lifetimes from a quantile table: ``quantile_hours[i]`` (h) is the lifetime at level ``quantile_levels[i]``
-    (levels from 0, increasing, below 1; hours positive, non-decreasing), linear between; past the last level, the
-    last quantile plus an exponential excess of mean ``tail_mean_excess_hours``. ``interruptions_per_hour`` and
-    ``interruptions`` are the source trace's rate and count, ``family`` and ``source`` say where it comes from."""
+    """Lifetimes from a quantile table (``quantile_hours`` at ``quantile_levels``, linear between); past the last
+    level an exponential excess of mean ``tail_mean_excess_hours``; the trace's rate and count beside."""
 
     family: str
     quantile_levels: tuple[float, ...]
@@ -100,8 +89,7 @@ class EmpiricalLifetimes:
         levels, hours = np.asarray(self.quantile_levels), np.asarray(self.quantile_hours)
         uniform = rng.random(count)
         in_tail = uniform >= levels[-1]
-        # The tail's inverse CDF: the excess past the last quantile is exponential, so its conditional survival
-        # (1 - u) / (1 - last level) gives the excess as -mean × log of it.
+        # The exponential tail's inverse CDF: its conditional survival is (1 - u) / (1 - last level).
         survival = np.where(in_tail, (1.0 - uniform) / (1.0 - levels[-1]), 1.0)
         tail = hours[-1] - self.tail_mean_excess_hours * np.log(survival)
         return np.where(in_tail, tail, np.interp(uniform, levels, hours))
@@ -109,9 +97,8 @@ class EmpiricalLifetimes:
 
 @dataclass(frozen=True)
 class SpotBilledHours:
-    """Billed hours of a spot training over ``simulations`` simulated trainings (seed ``seed``): their mean, median
-    and 90th percentile (h), the mean's Monte Carlo standard error (h), the mean number of interruptions, the
-    checkpoint interval used (h of work; None without checkpoints) and the mean lifetime M (h) it was chosen for."""
+    """Billed hours (h) over ``simulations`` simulated trainings: mean, median, 90th percentile and the mean's
+    standard error; the mean interruptions, the checkpoint interval (None without) and the mean lifetime M."""
 
     mean_hours: float
     median_hours: float
@@ -133,9 +120,8 @@ def simulate_billed_hours(
     simulations: int = DEFAULT_SIMULATIONS,
     seed: int = 0,
 ) -> SpotBilledHours:
-    """Simulate ``simulations`` trainings of ``work_hours`` of work checkpointed every ``interval_hours`` (τ) at
-    ``checkpoint_hours`` (δ) each and restarting in ``restart_hours`` (R) on instances living ``lifetimes``; their
-    billed hours. Without checkpoints pass τ = work and δ = 0."""
+    """The billed hours of simulated trainings checkpointed every τ at δ each, restarting in R; without
+    checkpoints pass τ = work and δ = 0."""
     if work_hours < 0 or interval_hours <= 0 or checkpoint_hours < 0 or restart_hours < 0 or simulations < 2:
         raise ValueError(
             f"need work >= 0, τ > 0, δ >= 0, R >= 0, simulations >= 2; got work={work_hours!r}, "
@@ -150,7 +136,6 @@ def simulate_billed_hours(
     for instance in range(MAX_INSTANCES):
         if active.size == 0:
             break
-        # Every training still running is on its instance number ``instance``: all restart but the first.
         overhead = 0.0 if instance == 0 else restart_hours
         lifetime = lifetimes.sample_hours(rng, active.size)
         remaining = work_hours - progress[active]
@@ -190,10 +175,8 @@ def spot_billed_hours(
     simulations: int = DEFAULT_SIMULATIONS,
     seed: int = 0,
 ) -> SpotBilledHours:
-    """The billed hours of ``work_hours`` of work on spot instances living ``lifetimes``, checkpointed every Daly
-    interval for the lifetimes' mean (at most the whole work) at ``checkpoint_hours`` each, or, with
-    ``checkpoint_hours`` None or 0, restarted from the start after each interruption; ``restart_hours`` per
-    restart."""
+    """The billed hours of ``work_hours`` checkpointed every Daly interval for the lifetimes' mean, or, without
+    ``checkpoint_hours``, restarted from the start after each interruption."""
     if work_hours == 0:
         return simulate_billed_hours(0.0, 1.0, 0.0, restart_hours, lifetimes, simulations, seed)
     if not checkpoint_hours:
@@ -204,9 +187,8 @@ def spot_billed_hours(
 
 @dataclass(frozen=True)
 class SpotTrace:
-    """The shipped spot lifetimes: the trace's citation, its repository and commit, the lifetime distribution of
-    each instance family with a quantile table, every family's interruption rate (per hour, rate-only families
-    included) and the family used when none is named."""
+    """The shipped spot lifetimes: the trace's provenance, each family's lifetimes and every family's interruption
+    rate (per hour)."""
 
     citation: str
     trace_repository: str
@@ -237,14 +219,8 @@ def load_spot_trace() -> SpotTrace:
         for group in ("families", "rate_only_families")
         for name, family in document[group].items()
     }
-    return SpotTrace(
-        citation=document["citation"],
-        trace_repository=document["trace_repository"],
-        trace_commit=document["trace_commit"],
-        default_family=document["default_family"],
-        families=families,
-        interruptions_per_hour=rates,
-    )
+    provenance = {key: document[key] for key in ("citation", "trace_repository", "trace_commit", "default_family")}
+    return SpotTrace(**provenance, families=families, interruptions_per_hour=rates)
 
 
 def load_spot_lifetimes(family: str | None = None) -> EmpiricalLifetimes:

@@ -1,11 +1,7 @@
-"""Where an adaptive job's next round goes, and when it stops: pure arithmetic on the models' sections so far.
-
-``statistics.adaptive=decision`` is one joint rule over the critical models, so the answer does not depend on their
-order: the next round goes to the critical model whose one more round narrows the total's margin (hours) most per
-second measured; the job stops when the total is settled, when no count up to ``statistics.max_epochs`` would
-settle it, or when ``statistics.max_round_seconds`` is spent. Coverage: ``benchmarks/statistics_coverage.py``.
-``statistics.adaptive=precision`` measures the model widest against ``statistics.target_rel_halfwidth`` until every
-model is within it (or at ``max_epochs``).
+"""Where an adaptive job's next round goes, and when it stops. ``statistics.adaptive=decision``, one joint rule over
+the critical models: the round goes to the model that narrows the total's margin most per second, until the total
+settles, cannot settle within ``max_epochs``, or the time budget is spent. ``precision``: the model widest against
+``target_rel_halfwidth`` until every model is within it.
 """
 
 from collections.abc import Mapping, Sequence
@@ -34,14 +30,13 @@ class RoundChoice:
 
     model: str | None
     stop_reasons: dict[str, str] = field(default_factory=dict)
-    #: For ``decision``: the total's margin width (h) before the round and after it, as projected.
+    #: For ``decision``: the total's margin width (h) before the round.
     margin_hours: float | None = None
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """A job's one rule for when ``statistics.adaptive`` stops measuring: a lone round's second stage asks it for a
-    count of epochs (:meth:`epochs_to_settle`), later rounds for the next round (:meth:`next_round`)."""
+    """A job's one stopping rule: a lone round's second stage asks it for epochs, later rounds for the next round."""
 
     statistics: StatisticsConfig
     decision: DecisionConfig
@@ -74,9 +69,8 @@ def next_round(
     decision: DecisionConfig,
     elapsed_s: float,
 ) -> RoundChoice:
-    """The next round of an adaptive job. ``sections`` are every model's report sections so far, ``candidates`` the
-    models that can be measured again (built and warm), with ``measured_epochs`` each and ``epochs_per_round`` a
-    round; ``elapsed_s`` the seconds since the job's first round."""
+    """The next round of an adaptive job, from the report ``sections`` so far, the ``candidates`` that can be
+    measured again and ``elapsed_s`` since the first round."""
     if statistics.adaptive not in (ADAPTIVE_PRECISION, ADAPTIVE_DECISION):
         return RoundChoice(None)
     if statistics.max_round_seconds is not None and elapsed_s >= statistics.max_round_seconds:
@@ -120,7 +114,6 @@ def _decision_round(
     for name in critical:
         section = sections.get(name)
         if section is None or section.status != "ok":
-            # A critical model that did not run can only let a total prove CLOUD: more rounds cannot settle it.
             return RoundChoice(None, dict.fromkeys(candidates, DECISION_CANNOT_SETTLE))
         try:
             estimates.append(estimate_training_time(name, section, decision.plan))
@@ -130,7 +123,6 @@ def _decision_round(
     if interval_settled(total, decision):
         return RoundChoice(None, dict.fromkeys(candidates, DECISION_SETTLED))
     growable = [name for name in room if name in critical]
-    # Every whole round max_epochs leaves each growable model.
     at_most = {
         name: measured_epochs[name]
         + epochs_per_round[name] * ((statistics.max_epochs - measured_epochs[name]) // epochs_per_round[name])

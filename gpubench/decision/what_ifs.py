@@ -10,7 +10,7 @@ from gpubench.decision.projection import (
     project_estimate,
     project_step,
     source_throughput,
-    split_step,
+    split_result,
     target_throughput,
 )
 from gpubench.hardware.catalog import Card
@@ -26,8 +26,7 @@ def _on_answer_card(
     catalog: dict[str, Card],
     decision: DecisionConfig,
 ) -> TimeEstimate | str:
-    """The what-if's estimate projected onto the emulated ``card`` at the what-if's own precisions, or the reason it
-    cannot be."""
+    """The what-if's estimate projected onto the emulated ``card`` at its own precisions, or why it cannot be."""
     result = what_if.result
     precision = compute_precisions(result, what_if.precision)
     run = replace(report.run, precision=what_if.precision, matmul_precision=what_if.matmul_precision)
@@ -35,15 +34,7 @@ def _on_answer_card(
     target = target_throughput(
         card, catalog[card], precision, source, decision.assumed_matmul_efficiency, what_if.matmul_precision
     )
-    split = split_step(
-        estimate.step_ms,
-        result.flops_per_step,
-        source.attainable_tflops,
-        result.launches_per_step,
-        result.bytes_per_step,
-        source.memory_bandwidth_gbps,
-    )
-    step = project_step(split, source, target, measured=False)
+    step = project_step(split_result(estimate.step_ms, result, source), source, target, measured=False)
     if step.step_ms is None:
         return f"no projection of {name}'s {what_if.variant} onto {card}: {step.refused}"
     return project_estimate(estimate, step.step_ms, step.margin_fraction, step.lower_margin_fraction)

@@ -1,10 +1,6 @@
-"""The dated GPU price snapshot shipped with gpubench, the only source of prices: offers per provider in gpuhunt's
-catalog format (``gpubench/prices/catalog/<provider>.csv``, gpuhunt's v2 columns, so ``GPUHUNT_CATALOG_DIR`` lets
-gpuhunt read them) and ``manifest.json`` (each provider's version, source, file and sha256). Every row's
-``provider_data`` names its ``source``, the ``price_date`` that source observed it (ISO) and the figure as
-``quoted``. Prices are USD per hour for the whole instance (``gpu_count`` GPUs); ``cpu``/``memory`` 0: not stated.
-An offer's catalog card comes from each card file's ``gpuhunt_names``. Read without gpuhunt, which only
-:mod:`gpubench.prices.refresh` needs.
+"""The dated GPU price snapshot, the only source of prices: one ``<provider>.csv`` in gpuhunt's v2 catalog columns
+per provider (each row's ``provider_data`` holds its ``source``, ``price_date`` and ``quoted`` figure) and a
+``manifest.json`` with each file's sha256. Prices in USD per hour for the whole instance. Read without gpuhunt.
 """
 
 import csv
@@ -12,17 +8,16 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 
 from gpubench.errors import ConfigError
 from gpubench.hardware.catalog import gpu_cards, load_catalog
 
-#: The shipped snapshot's folder.
 SNAPSHOT_DIR = Path(__file__).resolve().parent / "catalog"
 MANIFEST_NAME = "manifest.json"
-#: A snapshot older than this (days) is named in every cost line: prices move (marketplace prices daily).
+#: A snapshot older than this (days) is named in every cost line: prices move.
 STALE_AFTER_DAYS = 90
 #: gpuhunt's v2 catalog columns, in order (its published format; ``provider`` is the file's name).
 CATALOG_FIELDS: tuple[str, ...] = (
@@ -42,21 +37,18 @@ CATALOG_FIELDS: tuple[str, ...] = (
     "provider_data",
 )
 
-#: Snapshot GPU names (gpuhunt's spelling) onto the shipped catalog's cards, by VRAM (GB), from each card file's
-#: ``gpuhunt_names`` (:func:`gpubench.hardware.catalog.gpu_cards`). GPUs without a card (GH200, H100 NVL) stay in
-#: the snapshot but are not priced in the cost table, which needs a card's spec sheet to project onto.
+#: gpuhunt's GPU names onto the shipped catalog's cards, by VRAM (GB); a GPU without a card is not priced.
 GPU_CARDS: dict[str, dict[int | None, str]] = gpu_cards(load_catalog())
 
 
 class PriceSnapshotError(ValueError):
-    """The snapshot (or a catalog folder) cannot be read: a missing file, a bad row, a checksum that differs."""
+    """The snapshot cannot be read: a missing file, a bad row, a checksum that differs."""
 
 
 @dataclass(frozen=True)
 class PriceOffer:
-    """One priced offer: ``price_usd_per_hour`` for the whole instance of ``gpu_count`` ``gpu_name`` GPUs of
-    ``gpu_memory_gb`` GB each, spot or on-demand, at ``location``; ``price_date`` is when ``source`` observed it
-    and ``quoted`` the figure as the source states it."""
+    """One priced offer: ``price_usd_per_hour`` for the whole instance of ``gpu_count`` GPUs, observed by ``source``
+    on ``price_date``."""
 
     provider: str
     instance_name: str
@@ -79,16 +71,15 @@ class PriceOffer:
 
     @property
     def card(self) -> str | None:
-        """The gpubench catalog card this offer's GPU is, or None (:data:`GPU_CARDS`)."""
+        """The catalog card this offer's GPU is, or None."""
         return card_for(self.gpu_name, self.gpu_memory_gb)
 
 
 def card_for(
     gpu_name: str, gpu_memory_gb: float | None, cards: Mapping[str, Mapping[int | None, str]] | None = None
 ) -> str | None:
-    """The catalog card of a GPU named ``gpu_name`` (gpuhunt's spelling) with ``gpu_memory_gb`` GB in ``cards``
-    (:func:`gpubench.hardware.catalog.gpu_cards`; default :data:`GPU_CARDS`), or None. An offer without a stated
-    memory is the card only where one card has that name."""
+    """The catalog card of GPU ``gpu_name`` with ``gpu_memory_gb`` GB in ``cards`` (default :data:`GPU_CARDS`), or
+    None; without a stated memory only where one card has that name."""
     by_memory = (GPU_CARDS if cards is None else cards).get(gpu_name) or {}
     if None in by_memory:
         return by_memory[None]
@@ -99,10 +90,8 @@ def card_for(
 
 @dataclass(frozen=True)
 class ProviderManifest:
-    """One provider's entry in the manifest: its catalog ``version`` (a gpuhunt catalog version, or the dated
-    sources a hand-built snapshot used), where the prices come from, the file and its sha256, and what the
-    snapshot says about its spot offers (``spot``: offered and priced, not offered, or not in this snapshot and
-    why)."""
+    """One provider's manifest entry: its catalog ``version``, ``source``, file and sha256, and what the snapshot says
+    of its ``spot`` offers."""
 
     name: str
     version: str
@@ -115,8 +104,7 @@ class ProviderManifest:
 
 @dataclass(frozen=True)
 class PriceSnapshot:
-    """A price snapshot: its date (the day it was built), the folder, each provider's manifest entry, the offers,
-    and how it was built (``method``)."""
+    """A price snapshot: its date, folder, providers' manifest entries, offers and how it was built."""
 
     snapshot_date: date
     folder: Path
@@ -129,9 +117,8 @@ class PriceSnapshot:
         return (today - self.snapshot_date).days
 
     def staleness(self, today: date) -> str | None:
-        """A sentence naming the snapshot when it is older than :data:`STALE_AFTER_DAYS` days on ``today``, or dated
-        after ``today`` (its date or the clock is wrong, so its age is unknown), else None; every cost line carries
-        it."""
+        """A sentence naming the snapshot when it is older than :data:`STALE_AFTER_DAYS` days on ``today`` or dated
+        after it, else None."""
         age = self.age_days(today)
         if age < 0:
             return (
@@ -161,33 +148,24 @@ def _parse_date(text: object, where: str, what: str = "price date") -> date:
 
 
 def _number(
-    row: Mapping[str, str | None], column: str, where: str, valid: str, minimum: float, *, open_: bool
+    row: Mapping[str, str | None], column: str, where: str, valid: str, *, positive: bool, empty: float | None = None
 ) -> float:
-    """The row's ``column`` as a finite number above ``minimum`` (at or above it unless ``open_``); else a
-    :class:`PriceSnapshotError` naming the file, line, column, value and ``valid``."""
+    """The row's ``column`` as a finite number, > 0 when ``positive`` else >= 0, ``empty`` for an empty cell where
+    given."""
     text = row.get(column)
+    if not text and empty is not None:
+        return empty
     try:
         value = float(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         value = math.nan
-    if math.isfinite(value) and (value > minimum if open_ else value >= minimum):
+    if math.isfinite(value) and (value > 0 if positive else value >= 0):
         return value
     raise PriceSnapshotError(f"{where}: {column} {text!r} is not valid: it must be {valid}")
 
 
-def _gpu_count(text: str | None, where: str) -> int:
-    """The row's ``gpu_count``: a whole number >= 0 (empty: 0, an instance without a GPU)."""
-    stripped = (text or "0").strip()
-    if stripped.isdigit():
-        return int(stripped)
-    raise PriceSnapshotError(
-        f"{where}: gpu_count {text!r} is not valid: it must be a whole number >= 0 (the instance's GPUs; 0 or empty "
-        "for an instance without a GPU)"
-    )
-
-
 def _offer(row: Mapping[str, str | None], provider: str, gpu_count: int, where: str) -> PriceOffer:
-    """One GPU row as an offer, each value checked; raises :class:`PriceSnapshotError` naming the bad one."""
+    """One GPU row as an offer, each value checked."""
     spot = (row.get("spot") or "").strip().lower()
     if spot not in ("true", "false"):
         raise PriceSnapshotError(f"{where}: spot {row.get('spot')!r} is not valid: it must be True or False")
@@ -206,11 +184,11 @@ def _offer(row: Mapping[str, str | None], provider: str, gpu_count: int, where: 
         instance_name=row.get("instance_name") or "",
         location=row.get("location") or "",
         price_usd_per_hour=_number(
-            row, "price", where, "a finite number > 0 (USD per hour for the whole instance)", 0.0, open_=True
+            row, "price", where, "a finite number > 0 (USD per hour for the whole instance)", positive=True
         ),
         gpu_name=row.get("gpu_name") or "",
         gpu_memory_gb=(
-            _number(row, "gpu_memory", where, "a finite number > 0 (GB per GPU) or empty", 0.0, open_=True)
+            _number(row, "gpu_memory", where, "a finite number > 0 (GB per GPU) or empty", positive=True)
             if memory
             else None
         ),
@@ -219,21 +197,14 @@ def _offer(row: Mapping[str, str | None], provider: str, gpu_count: int, where: 
         price_date=_parse_date(data.get("price_date", ""), where),
         source=str(data.get("source", "")),
         quoted=str(data.get("quoted", "")),
-        cpu=int(_number(row, "cpu", where, "a finite number >= 0 (vCPUs; 0: not stated)", 0.0, open_=False))
-        if row.get("cpu")
-        else 0,
-        memory_gb=_number(row, "memory", where, "a finite number >= 0 (GB; 0: not stated)", 0.0, open_=False)
-        if row.get("memory")
-        else 0.0,
+        cpu=int(_number(row, "cpu", where, "a finite number >= 0 (vCPUs; 0: not stated)", positive=False, empty=0)),
+        memory_gb=_number(row, "memory", where, "a finite number >= 0 (GB; 0: not stated)", positive=False, empty=0.0),
     )
 
 
 def read_catalog_csv(path: Path, provider: str) -> list[PriceOffer]:
-    """The offers of one provider's catalog file (gpuhunt's v2 columns); rows without a GPU (no ``gpu_name`` or a
-    ``gpu_count`` of 0) are skipped. Raises :class:`PriceSnapshotError` naming the file, line, column and value
-    for a row it cannot read: a price that is not a finite number > 0 (USD/h), a ``gpu_count`` that is not a whole
-    number, a ``spot`` that is not True or False, ``provider_data`` that is not a JSON object with an ISO
-    ``price_date``."""
+    """The offers of one provider's catalog file, rows without a GPU skipped; :class:`PriceSnapshotError` naming the
+    file, line, column and value for a row it cannot read."""
     try:
         handle = path.open(newline="")
     except OSError as exc:
@@ -249,16 +220,21 @@ def read_catalog_csv(path: Path, provider: str) -> list[PriceOffer]:
                 raise PriceSnapshotError(f"{path} lacks gpuhunt's catalog columns {', '.join(missing)}")
             for row in reader:
                 where = f"{path}, line {reader.line_num}"
-                gpu_count = _gpu_count(row.get("gpu_count"), where)
-                if row.get("gpu_name") and gpu_count:
-                    offers.append(_offer(row, provider, gpu_count, where))
+                gpu_count = (row.get("gpu_count") or "0").strip()
+                if not gpu_count.isdigit():
+                    raise PriceSnapshotError(
+                        f"{where}: gpu_count {row.get('gpu_count')!r} is not valid: it must be a whole number >= 0 "
+                        "(the instance's GPUs; 0 or empty for an instance without a GPU)"
+                    )
+                if row.get("gpu_name") and int(gpu_count):
+                    offers.append(_offer(row, provider, int(gpu_count), where))
         except (csv.Error, UnicodeDecodeError) as exc:
             raise PriceSnapshotError(f"{path} is not a CSV catalog file ({exc})") from None
     return offers
 
 
 def write_catalog_csv(path: Path, offers: Iterable[PriceOffer]) -> None:
-    """Write offers as one provider's catalog file in gpuhunt's v2 columns, provenance in ``provider_data``."""
+    """Write offers as one provider's catalog file, provenance in ``provider_data``."""
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(CATALOG_FIELDS))
         writer.writeheader()
@@ -274,9 +250,7 @@ def write_catalog_csv(path: Path, offers: Iterable[PriceOffer]) -> None:
                     "gpu_name": offer.gpu_name,
                     "gpu_memory": "" if offer.gpu_memory_gb is None else float(offer.gpu_memory_gb),
                     "spot": str(offer.spot),
-                    "disk_size": "",
                     "gpu_vendor": "nvidia",
-                    "flags": "",
                     "cpu_arch": "x86",
                     "provider_data": json.dumps(
                         {"source": offer.source, "price_date": offer.price_date.isoformat(), "quoted": offer.quoted}
@@ -291,24 +265,33 @@ def write_manifest(folder: Path, snapshot_date: date, providers: Sequence[Provid
         "snapshot_date": snapshot_date.isoformat(),
         "format": "gpuhunt catalog v2 columns, one <provider>.csv per provider; provenance in provider_data",
         "method": method,
-        "providers": {
-            entry.name: {
-                "version": entry.version,
-                "source": entry.source,
-                "file": entry.file,
-                "sha256": entry.sha256,
-                "spot": entry.spot,
-                "notes": entry.notes,
-            }
-            for entry in providers
-        },
+        "providers": {entry.name: {k: v for k, v in asdict(entry).items() if k != "name"} for entry in providers},
     }
     (folder / MANIFEST_NAME).write_text(json.dumps(data, indent=2) + "\n")
 
 
-def _manifest(manifest_path: Path) -> dict:
-    """The manifest's JSON object; raises :class:`PriceSnapshotError` for a missing file, invalid JSON or JSON that
-    is not an object."""
+def _provider_entry(manifest_path: Path, name: str, entry: object) -> ProviderManifest:
+    """One provider's manifest entry, its file a plain name in the snapshot's folder."""
+    if not isinstance(entry, dict):
+        raise PriceSnapshotError(
+            f"{manifest_path}: providers.{name} is {entry!r}, not valid: it must be a JSON object with file, "
+            "sha256, version, source and spot"
+        )
+    file = entry.get("file", f"{name}.csv")
+    if not isinstance(file, str) or not file or Path(file).name != file:
+        raise PriceSnapshotError(
+            f"{manifest_path}: providers.{name}.file is {file!r}, not valid: it must be the name of a CSV file in "
+            "the snapshot's folder"
+        )
+    texts = {key: str(entry.get(key, "")) for key in ("version", "source", "sha256", "spot", "notes")}
+    return ProviderManifest(name=name, file=file, **texts)
+
+
+def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSnapshot:
+    """The snapshot in ``folder`` (default: the shipped one), each file's sha256 checked when ``verify``;
+    :class:`PriceSnapshotError` naming the file, key or row that is wrong."""
+    folder = Path(folder) if folder is not None else SNAPSHOT_DIR
+    manifest_path = folder / MANIFEST_NAME
     try:
         manifest = json.loads(manifest_path.read_text())
     except OSError as exc:
@@ -323,43 +306,6 @@ def _manifest(manifest_path: Path) -> dict:
             f"{manifest_path} holds a JSON {type(manifest).__name__}, not a price snapshot manifest: it must be a "
             "JSON object with snapshot_date and providers, as `python -m gpubench.prices refresh --out DIR` writes"
         )
-    return manifest
-
-
-def _provider_entry(manifest_path: Path, name: str, entry: object) -> ProviderManifest:
-    """One provider's manifest entry, its file a plain name in the snapshot's folder; raises
-    :class:`PriceSnapshotError` naming the key when it is not a JSON object or its file is not such a name."""
-    if not isinstance(entry, dict):
-        raise PriceSnapshotError(
-            f"{manifest_path}: providers.{name} is {entry!r}, not valid: it must be a JSON object with file, "
-            "sha256, version, source and spot"
-        )
-    file = entry.get("file", f"{name}.csv")
-    if not isinstance(file, str) or not file or Path(file).name != file:
-        raise PriceSnapshotError(
-            f"{manifest_path}: providers.{name}.file is {file!r}, not valid: it must be the name of a CSV file in "
-            "the snapshot's folder"
-        )
-    return ProviderManifest(
-        name=name,
-        version=str(entry.get("version", "")),
-        source=str(entry.get("source", "")),
-        file=file,
-        sha256=str(entry.get("sha256", "")),
-        spot=str(entry.get("spot", "")),
-        notes=str(entry.get("notes", "")),
-    )
-
-
-def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSnapshot:
-    """The snapshot in ``folder`` (default: the shipped one): its manifest and every provider's offers, each file's
-    sha256 checked against the manifest when ``verify``. Raises :class:`PriceSnapshotError` saying what is wrong,
-    naming the file, key or row: a manifest that is not a JSON object of ``snapshot_date`` and ``providers``, a
-    provider entry that is not an object, a checksum that differs, a row that cannot be read
-    (:func:`read_catalog_csv`), a snapshot without a GPU offer."""
-    folder = Path(folder) if folder is not None else SNAPSHOT_DIR
-    manifest_path = folder / MANIFEST_NAME
-    manifest = _manifest(manifest_path)
     snapshot_date = _parse_date(manifest.get("snapshot_date"), str(manifest_path), "snapshot_date")
     entries = manifest.get("providers")
     if not isinstance(entries, dict) or not entries:
@@ -385,18 +331,11 @@ def load_snapshot(folder: Path | None = None, *, verify: bool = True) -> PriceSn
             f"{', '.join(entry.file for entry in providers.values())}) has a row with a gpu_name and a gpu_count "
             "of 1 or more; give a snapshot that prices at least one GPU"
         )
-    return PriceSnapshot(
-        snapshot_date=snapshot_date,
-        folder=folder,
-        providers=providers,
-        offers=tuple(offers),
-        method=str(manifest.get("method", "")),
-    )
+    return PriceSnapshot(snapshot_date, folder, providers, tuple(offers), method=str(manifest.get("method", "")))
 
 
 def user_snapshot(prices_dir: str) -> PriceSnapshot:
-    """The snapshot in the folder ``decision.prices_dir`` names (``~`` expanded), read and checked whole; a folder
-    that cannot be read is bad input: a :class:`ConfigError` naming the key, the folder and what is wrong."""
+    """The snapshot in ``decision.prices_dir`` (``~`` expanded); an unreadable folder is a :class:`ConfigError`."""
     try:
         return load_snapshot(Path(prices_dir).expanduser())
     except PriceSnapshotError as exc:

@@ -1,10 +1,6 @@
-"""Rebuild the price snapshot through gpuhunt (the only module that imports it): for every provider and every GPU
-with a gpubench catalog card, the cheapest offer of each GPU count, on-demand and spot, written in gpuhunt's
-catalog format with the catalog version, today's date and a sha256 per file in the manifest.
-
-gpuhunt reads its catalog from its public bucket (``Catalog.load``, where the network allows), or, with
-``GPUHUNT_CATALOG_DIR`` set, from a local folder of ``<provider>.csv`` files, without loading
-(``Catalog(auto_reload=False)``); the providers are then the files the folder holds.
+"""Rebuild the price snapshot through gpuhunt (the only module that imports it): per provider and catalog card the
+cheapest offer of each GPU count, on-demand and spot. gpuhunt reads its public catalog, or with
+``GPUHUNT_CATALOG_DIR`` set the ``<provider>.csv`` files of that folder.
 """
 
 import os
@@ -22,16 +18,16 @@ from gpubench.prices import (
     write_manifest,
 )
 
-#: gpuhunt's providers whose catalog it publishes offline (no account needed), the ones a refresh asks for.
+#: gpuhunt's providers whose catalog needs no account.
 OFFLINE_PROVIDERS: tuple[str, ...] = ("aws", "azure", "gcp", "lambdalabs", "nebius", "oci", "runpod", "verda")
 
 
 class RefreshError(RuntimeError):
-    """The refresh cannot run: gpuhunt is not installed, or its catalog cannot be reached or read."""
+    """gpuhunt is not installed, or its catalog cannot be reached or read."""
 
 
 def _catalog(local_dir: str | None) -> object:
-    """gpuhunt's catalog (imported here only): loaded from its bucket, or reading ``local_dir``'s files."""
+    """gpuhunt's catalog: loaded from its bucket, or reading ``local_dir``'s files."""
     try:
         from gpuhunt import Catalog
     except ImportError:
@@ -67,7 +63,7 @@ def _row_date(provider_data: dict | None, today: date) -> date:
 
 
 def cheapest_per_kind(offers: Sequence[PriceOffer]) -> list[PriceOffer]:
-    """The cheapest offer per (GPU card, GPU count, spot): what the cost table can use, the rest dropped."""
+    """The cheapest offer per (GPU card, GPU count, spot): what the cost table can use."""
     best: dict[tuple[str | None, int, bool], PriceOffer] = {}
     for offer in offers:
         key = (offer.card, offer.gpu_count, offer.spot)
@@ -77,10 +73,8 @@ def cheapest_per_kind(offers: Sequence[PriceOffer]) -> list[PriceOffer]:
 
 
 def refresh(out_dir: Path, today: date, providers: Sequence[str] | None = None) -> list[ProviderManifest]:
-    """Rebuild the snapshot into ``out_dir`` (created) through gpuhunt, dated ``today`` (each row's price date is
-    the day of the refresh unless the catalog row states its own); returns the manifest entries written.
-    ``providers`` defaults to gpuhunt's offline providers (with ``GPUHUNT_CATALOG_DIR``: those whose file the
-    folder holds)."""
+    """Rebuild the snapshot into ``out_dir`` dated ``today`` (a row's own price date kept); the manifest entries
+    written. ``providers`` defaults to :data:`OFFLINE_PROVIDERS` (those whose file the local folder holds)."""
     local_dir = os.environ.get("GPUHUNT_CATALOG_DIR")
     if providers is None:
         providers = (
@@ -125,16 +119,10 @@ def refresh(out_dir: Path, today: date, providers: Sequence[str] | None = None) 
         )
         path = out_dir / f"{name}.csv"
         write_catalog_csv(path, offers)
-        has_spot = any(offer.spot for offer in offers)
+        spot = "spot priced" if any(offer.spot for offer in offers) else "no spot offers in this provider's catalog"
+        sha256 = sha256_of(path)
         entries.append(
-            ProviderManifest(
-                name=name,
-                version=versions[name],
-                source=source,
-                file=path.name,
-                sha256=sha256_of(path),
-                spot="spot priced" if has_spot else "no spot offers in this provider's catalog",
-            )
+            ProviderManifest(name=name, version=versions[name], source=source, file=path.name, sha256=sha256, spot=spot)
         )
     write_manifest(
         out_dir,
