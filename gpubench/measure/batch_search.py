@@ -1,9 +1,8 @@
 """Batch-size search: the largest batch that trains without running out of device memory, and the policy on top.
 
-``try_batch(size, steps)`` trains ``steps`` real steps at ``size`` (building its workload inside, so a failed
-trial's memory dies with it) and returns the peak reserved MB or a :class:`TrialResult`; only an out-of-memory error
-(:func:`is_oom`) means "does not fit". The timed batch alone is re-verified over longer runs, because allocator
-fragmentation keeps growing past what a short trial shows.
+``try_batch(size, steps)`` trains ``steps`` steps at ``size``, building its workload inside so a failed trial's memory
+dies with it, and returns the peak reserved MB or a :class:`TrialResult`. The timed batch alone is re-verified over
+longer runs: fragmentation keeps growing past what a short trial shows.
 """
 
 import gc
@@ -55,7 +54,6 @@ TrialAgreement = Callable[[BatchTrial], BatchTrial]
 
 
 def same_trial(trial: BatchTrial) -> BatchTrial:
-    """The agreement of a search run by one process: its own trial."""
     return trial
 
 
@@ -199,10 +197,7 @@ def find_max_batch_size(
     first_fail: int | None = None
     time_limited = False
     size = min(2 * min_size, max_size)
-    while True:
-        if not fits(size):
-            first_fail = size
-            break
+    while fits(size):
         last_ok = size
         if too_slow():
             time_limited = True
@@ -210,6 +205,8 @@ def find_max_batch_size(
         if size == max_size:
             break
         size = min(2 * size, max_size)
+    else:
+        first_fail = size
     # A first failure tries min_size next: a model that does not fit at all costs two trials, not a bisection.
     if last_ok is None and first_fail is not None and first_fail > min_size:
         if fits(min_size):
@@ -297,7 +294,6 @@ def _min_size_failure(search: BatchSearch, usable_vram_mb: float | None, headroo
 
 
 def _largest_peak_mb(trials: list[BatchTrial], size: int) -> float | None:
-    """The highest peak reserved MB of the trials at ``size`` that fit, None without one."""
     peaks = [t.peak_reserved_mb for t in trials if t.ok and t.size == size and t.peak_reserved_mb is not None]
     return max(peaks, default=None)
 
@@ -483,8 +479,7 @@ class TimedBatch:
 
 
 def effective_policy(policy: str, *, is_hyperparameter: bool) -> str:
-    """``configured`` where the batch is part of the algorithm (RL: a larger minibatch is another run), else
-    ``policy``."""
+    """``configured`` where the batch is part of the algorithm (RL), else ``policy``."""
     return "configured" if is_hyperparameter else policy
 
 
@@ -546,9 +541,4 @@ def check_headroom(
     """A measured peak reserved memory (MB) against ``headroom`` × ``usable_vram_mb``; None when either is unknown."""
     if peak_reserved_mb is None or usable_vram_mb is None:
         return None
-    return HeadroomCheck(
-        peak_reserved_mb=peak_reserved_mb,
-        peak_limit_mb=headroom * usable_vram_mb,
-        headroom=headroom,
-        usable_vram_mb=usable_vram_mb,
-    )
+    return HeadroomCheck(peak_reserved_mb, headroom * usable_vram_mb, headroom, usable_vram_mb)

@@ -55,7 +55,7 @@ def leak_estimate(
 
 
 def _nan_max(values: array) -> float | None:
-    """The largest value that is not NaN (a sample NVML could not read), or None when there is none."""
+    """The largest value that is not NaN (not read), or None."""
     known = np.asarray(values, dtype=float)
     known = known[~np.isnan(known)]
     return float(known.max()) if known.size else None
@@ -64,12 +64,6 @@ def _nan_max(values: array) -> float | None:
 class _Sampler:
     """What both samplers share: a context manager over start and stop, and the samples from index ``since`` on
     (s on this process's ``perf_counter``, MB, NaN where not read)."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def _columns(self, since: int) -> tuple[array, array, array]: ...
 
     def __enter__(self) -> "_Sampler":
         self.start()
@@ -171,7 +165,6 @@ class MemorySampler(_Sampler):
         return self._times_s[since:count], self._device_used_mb[since:count], self._process_used_mb[since:count]
 
 
-_SAMPLER_MODULE = "gpubench.hardware.memory_sampler_process"
 #: Seconds to wait for the child's first sample (start-up and NVML's initialisation, slower on a loaded host).
 _START_TIMEOUT_S = 10.0
 #: Seconds to wait, beyond one interval, for the child to exit before killing it.
@@ -202,7 +195,6 @@ class ProcessMemorySampler(_Sampler):
         self.pid = pid
         self.interval_ms = interval_ms
         self.reader = reader
-        # Every record read so far: time, device MB, process MB.
         self._values = array("d")
         self._partial = b""
         self._process: subprocess.Popen[bytes] | None = None
@@ -216,11 +208,11 @@ class ProcessMemorySampler(_Sampler):
         descriptor, self._path = tempfile.mkstemp(prefix="gpubench-memory-", suffix=".samples")
         os.close(descriptor)
         # Held open until stop(), so each read returns only the bytes added since the last.
-        self._file = open(self._path, "rb", buffering=0)  # noqa: SIM115
+        self._file = io.FileIO(self._path, "r")
         self._partial = b""
         options = {"nvml-index": self.nvml_index, "pid": self.pid, "interval-ms": self.interval_ms}
         options |= {"output": self._path, "parent-pid": os.getpid(), "reader": self.reader}
-        command = [sys.executable, "-m", _SAMPLER_MODULE]
+        command = [sys.executable, "-m", "gpubench.hardware.memory_sampler_process"]
         for name, value in options.items():
             if value is not None:
                 command += [f"--{name}", str(value)]
@@ -234,7 +226,6 @@ class ProcessMemorySampler(_Sampler):
         try:
             failure = self._wait_for_first_sample()
         except BaseException:
-            # A KeyboardInterrupt leaves no child behind.
             self._finish(kill=True)
             raise
         if failure is not None:
@@ -336,7 +327,6 @@ class TorchCudaAllocator:
         torch.cuda.reset_peak_memory_stats(self.device)
 
     def snapshot(self) -> AllocatorSnapshot:
-        # One dict: torch's getters each build and flatten it.
         stats = torch.cuda.memory_stats_as_nested_dict(self.device)
         return AllocatorSnapshot(
             peak_allocated_bytes=_all_pools(stats, "allocated_bytes", "peak"),
@@ -371,17 +361,6 @@ class EpochMemory:
     peak_nvml_process_mb: float | None
 
 
-def _nvml_sampler(device: torch.device, kind: str, interval_ms: float) -> MemorySampler | ProcessMemorySampler | None:
-    """A ``process`` or ``thread`` sampler of this process's memory on ``device``; None when NVML cannot read it."""
-    if kind == "thread":
-        read = memory_reader(device)
-        return MemorySampler(read, interval_ms=interval_ms) if read is not None else None
-    nvml_device = open_nvml_device(device)
-    if nvml_device is None:
-        return None
-    return ProcessMemorySampler(nvml_device.nvml_index, os.getpid(), interval_ms=interval_ms)
-
-
 class MemoryProfiler:
     """Per-model memory profile, an epoch observer and a context manager around the model's epochs: allocator
     statistics at epoch edges, the NVML sampler between. Nothing on the CPU. ``allocator`` and ``reader`` replace
@@ -403,11 +382,13 @@ class MemoryProfiler:
             raise ValueError(f"sampler must be one of {', '.join(MEMORY_SAMPLERS)}, got {sampler!r}")
         on_gpu = device.type == "cuda"
         self.allocator = allocator if allocator is not None else (TorchCudaAllocator(device) if on_gpu else None)
-        self.sampler: MemorySampler | ProcessMemorySampler | None = None
+        self.sampler: _Sampler | None = None
+        if reader is None and on_gpu and sampler == "thread":
+            reader = memory_reader(device)
         if reader is not None:
             self.sampler = MemorySampler(reader, interval_ms=sample_interval_ms)
-        elif on_gpu:
-            self.sampler = _nvml_sampler(device, sampler, sample_interval_ms)
+        elif on_gpu and sampler == "process" and (nvml_device := open_nvml_device(device)) is not None:
+            self.sampler = ProcessMemorySampler(nvml_device.nvml_index, os.getpid(), interval_ms=sample_interval_ms)
         self.sample_interval_ms = sample_interval_ms
         self.leak_threshold_mb_per_epoch = leak_threshold_mb_per_epoch
         self.confidence_level = confidence_level
