@@ -486,20 +486,15 @@ def effective_policy(policy: str, *, is_hyperparameter: bool) -> str:
 def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, policy: str) -> TimedBatch:
     """The decision's batch, or without a search the ``configured`` batch capped by ``max_size``."""
     if decision is not None:
-        assert decision.record.batch_size is not None
-        return TimedBatch(
-            batch_size=decision.record.batch_size,
-            gradient_accumulation_steps=decision.record.gradient_accumulation_steps or 1,
-            policy=f"timed at {decision.record.message}",
-        )
-    notes = []
-    size = configured
+        record = decision.record
+        assert record.batch_size is not None
+        return TimedBatch(record.batch_size, record.gradient_accumulation_steps or 1, f"timed at {record.message}")
+    size, notes = min(configured, max_size), []
     if configured > max_size:
-        size = max_size
         notes.append(f"timed at the configured batch {configured} capped by `batch.max_size` to {size}")
     if policy != "configured":
         notes.append(f"batch.policy={policy} needs the batch search (a GPU): the configured batch is timed")
-    return TimedBatch(batch_size=size, gradient_accumulation_steps=1, policy="; ".join(notes) or None)
+    return TimedBatch(size, 1, "; ".join(notes) or None)
 
 
 @dataclass(frozen=True)

@@ -103,9 +103,7 @@ class MemorySampler(_Sampler):
         self._wait = wait if wait is not None else self._stop_event.wait
         # C doubles (no object per sample); the thread publishes the length in ``_count`` after appending to all
         # three, and readers copy up to it, so no lock is shared with training.
-        self._times_s = array("d")
-        self._device_used_mb = array("d")
-        self._process_used_mb = array("d")
+        self._times_s, self._device_used_mb, self._process_used_mb = array("d"), array("d"), array("d")
         self._count = 0
         self._thread: threading.Thread | None = None
         self._error: Exception | None = None
@@ -135,11 +133,8 @@ class MemorySampler(_Sampler):
         # Python here holds the GIL and delays a launch-bound loop, so per sample it does little, through locals;
         # the NVML queries are ctypes calls, which release the GIL.
         read, clock, wait, interval_s, nan = self._read, self._clock, self._wait, self.interval_ms / MS_PER_S, math.nan
-        append_time, append_device, append_process = (
-            self._times_s.append,
-            self._device_used_mb.append,
-            self._process_used_mb.append,
-        )
+        columns = (self._times_s, self._device_used_mb, self._process_used_mb)
+        append_time, append_device, append_process = (column.append for column in columns)
         deadline_s = clock()
         try:
             while not self._stop_event.is_set():
