@@ -1,7 +1,5 @@
 """What the benchmark runs on: the device from torch and NVML, the host's processor and memory, the VRAM budget.
-
-Never raises for missing telemetry: what NVML cannot read stays None and a notice says why. Units, also carried in
-the names: MB are MiB, temperatures °C, clocks MHz, power W.
+What NVML cannot read stays None, with a notice.
 """
 
 import os
@@ -36,7 +34,7 @@ def _ram_mb() -> float | None:
 
 
 def _cuda_version_text(version: int | None) -> str | None:
-    # NVML encodes CUDA 12.4 as 12040.
+    # 12040 is CUDA 12.4.
     if not version:
         return None
     return f"{version // 1000}.{(version % 1000) // 10}"
@@ -49,8 +47,8 @@ def probe(
     nvml: Nvml | None = None,
     identity: CudaIdentity | None = None,
 ) -> HardwareReport:
-    """Describe ``device`` from torch and NVML with ``vram_budget``'s fields; on the CPU the processor, the GPU fields
-    None. ``nvml`` and ``identity`` replace NVML and torch's device properties in tests."""
+    """``device`` from torch and NVML with ``vram_budget``'s fields; on the CPU the processor. ``nvml`` and
+    ``identity`` replace NVML and torch's device properties in tests."""
     cpu_name = _cpu_name()
     if device.type != "cuda":
         return HardwareReport(
