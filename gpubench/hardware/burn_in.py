@@ -1,6 +1,5 @@
 """The burn-in before measuring: matrix multiplications until the device's iteration time and SM clock settle,
-because a cold GPU boosts, heats and then settles at a lower clock.
-"""
+because a cold GPU boosts, heats and then settles at a lower clock."""
 
 import time
 from collections.abc import Callable
@@ -49,8 +48,7 @@ def burn_in(
     sampler: Callable[[], DeviceSample] | None = None,
 ) -> WarmupStats:
     """Multiply matrices until, after ``min_seconds``, the last ``window`` iteration times and SM clocks spread
-    (max − min over median) within ``tolerance``, or until ``max_seconds`` (s; ``stabilised`` False).
-    """
+    (max − min over median) within ``tolerance``, or until ``max_seconds`` (s; ``stabilised`` False)."""
     if device.type != "cuda":
         max_seconds = min(max_seconds, _CPU_BURN_IN_MAX_SECONDS)
         matrix_size = min(matrix_size, _CPU_BURN_IN_MATRIX_SIZE)

@@ -1,10 +1,9 @@
 """The card catalog: each GPU's spec sheet and names, read from ``gpubench/conf/hardware/``, and the match of a
-device name onto a catalog card. Prices live in the dated snapshot, so a new card is one YAML file plus its rows.
-"""
+device name onto a catalog card. Prices live in the dated snapshot, so a new card is one YAML file plus its rows."""
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -36,18 +35,8 @@ class Card:
 
     @classmethod
     def from_config(cls, hardware: HardwareConfig) -> "Card":
-        return cls(
-            name=hardware.name,
-            vram_gb=hardware.vram_gb,
-            peak_fp32_tflops=hardware.peak_fp32_tflops,
-            peak_bf16_tflops=hardware.peak_bf16_tflops,
-            peak_tf32_tflops=hardware.peak_tf32_tflops,
-            memory_bandwidth_gbps=hardware.memory_bandwidth_gbps,
-            board_power_w=hardware.board_power_w,
-            gpuhunt_names=tuple(hardware.gpuhunt_names),
-            skypilot_name=hardware.skypilot_name,
-            dstack_name=hardware.dstack_name,
-        )
+        values = {field.name: getattr(hardware, field.name) for field in fields(cls)}
+        return cls(**{**values, "gpuhunt_names": tuple(hardware.gpuhunt_names)})
 
     @property
     def vram_mb(self) -> float | None:
@@ -106,7 +95,6 @@ def gpu_cards(catalog: Mapping[str, Card]) -> dict[str, dict[int | None, str]]:
 
 
 def skypilot_names(catalog: Mapping[str, Card]) -> dict[str, str]:
-    """Catalog cards onto SkyPilot's accelerator names (cards without one left out)."""
     return {name: card.skypilot_name for name, card in catalog.items() if card.skypilot_name}
 
 

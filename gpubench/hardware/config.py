@@ -8,8 +8,7 @@ from gpubench.errors import require, require_positive
 @dataclass
 class HardwareConfig:
     """The device (``auto``, ``cpu`` or a catalog card) and what is known of the card. A catalog card on a larger
-    GPU caps usable VRAM at ``vram_limit_gb``, so the batch search finds that card's limits.
-    """
+    GPU caps usable VRAM at ``vram_limit_gb``, so the batch search finds that card's limits."""
 
     name: str = "auto"
     vram_gb: float | None = None

@@ -1,6 +1,5 @@
 """The host the benchmark runs on: its CPUs, how loaded it is, and how many threads torch uses (on the CPU they
-compete with every other process, so a CPU result is only as good as its thread count).
-"""
+compete with every other process, so a CPU result is only as good as its thread count)."""
 
 import logging
 import math
@@ -17,7 +16,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -54,7 +52,6 @@ def choose_cpu_threads(configured: int | None, device: torch.device) -> tuple[in
 
 
 def host_load(threads_source: str) -> HostLoad:
-    """The host's CPUs, load and torch's thread settings now."""
     loads = load_average()
     return HostLoad(
         cpu_count=os.cpu_count() or 1,

@@ -1,6 +1,5 @@
 """Torch's CUDA device found in NVML, its identity from torch, and readers of its state (None, or reading
-nothing, without NVML or the device).
-"""
+nothing, without NVML or the device)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,10 +41,7 @@ def cuda_identity(torch_index: int) -> CudaIdentity:
 
 def _normalise_uuid(uuid: str | None) -> str | None:
     # NVML prints "GPU-6a3e...", torch prints the bare "6a3e...".
-    if not uuid:
-        return None
-    text = uuid.strip().lower()
-    return text.removeprefix("gpu-")
+    return uuid.strip().lower().removeprefix("gpu-") if uuid else None
 
 
 def parse_pci_bus_id(bus_id: str | None) -> tuple[int, int, int] | None:

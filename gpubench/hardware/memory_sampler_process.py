@@ -1,8 +1,7 @@
 """The NVML memory sampler as a child process, so that sampling shares no GIL with training; it imports no torch.
 
 Every ``--interval-ms`` it appends one :data:`RECORD` to ``--output``, until SIGTERM (exit 0) or its parent's death
-(removing the file); a failed read is one stderr line and exit 1. ``--reader module:function`` replaces NVML in tests.
-"""
+(removing the file); a failed read is one stderr line and exit 1. ``--reader module:function`` replaces NVML."""
 
 import argparse
 import contextlib
@@ -58,14 +57,6 @@ def orphaned(parent_pid: int) -> bool:
     return os.getppid() != parent_pid
 
 
-class _StopRequest:
-    def __init__(self) -> None:
-        self.requested = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        self.requested = True
-
-
 def sample(
     read: Callable[[], MemoryReading],
     write: Callable[[bytes], object],
@@ -109,8 +100,8 @@ def _parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    stop = _StopRequest()
-    signal.signal(signal.SIGTERM, stop)
+    stop_requests: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop_requests.append(signum))
     # Ctrl-C reaches the whole process group; the parent handles it and stops this process with SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     arguments = _parse_arguments(argv)
@@ -124,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 read,
                 output.write,
                 arguments.interval_ms / 1e3,
-                stop_requested=lambda: stop.requested,
+                stop_requested=lambda: bool(stop_requests),
                 parent_gone=lambda: orphaned(parent_pid),
             )
     except Exception as error:

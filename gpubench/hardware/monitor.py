@@ -1,6 +1,5 @@
 """The per-epoch watch of the device through NVML: temperature (°C), SM clock (MHz), power (W), throttling and
-energy (J); every figure is None on the CPU.
-"""
+energy (J); every figure is None on the CPU."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -55,14 +54,9 @@ def throttle_verdict(
     return False, None
 
 
-def _no_energy_counter() -> int | None:
-    return None
-
-
 class DeviceMonitor:
     """An epoch observer of the device; ``reference_sm_clock_mhz`` (the burn-in's peak) judges throttling.
-    ``sampler``, ``energy_reader`` (mJ) and ``clock`` (s) replace NVML and the clock in tests.
-    """
+    ``sampler``, ``energy_reader`` (mJ) and ``clock`` (s) replace NVML and the clock in tests."""
 
     def __init__(
         self,
@@ -80,7 +74,7 @@ class DeviceMonitor:
             nvml_device = open_nvml_device(device)
             sampler = nvml_device.sample if nvml_device is not None else DeviceSample
             if energy_reader is None:
-                energy_reader = nvml_device.energy_mj if nvml_device is not None else _no_energy_counter
+                energy_reader = nvml_device.energy_mj if nvml_device is not None else lambda: None
         self._sampler = sampler
         # An epoch's start needs one query, not the full sample's six.
         self._read_energy_mj = energy_reader or (lambda: sampler().energy_mj)

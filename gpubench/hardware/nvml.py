@@ -1,6 +1,5 @@
 """NVML without torch (the memory sampler's child imports it): the session, one GPU's queries and its memory.
-Every query degrades to None instead of failing. MB are MiB, temperatures °C, clocks MHz, power W, energy mJ.
-"""
+Every query degrades to None instead of failing. MB are MiB, temperatures °C, clocks MHz, power W, energy mJ."""
 
 import importlib
 import os

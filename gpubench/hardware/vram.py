@@ -1,6 +1,5 @@
 """The VRAM a benchmark may use: the emulated card's memory less what the CUDA context holds, and the allocator cap
-that emulates a smaller card on a larger one. MB are MiB, GB GiB.
-"""
+that emulates a smaller card on a larger one. MB are MiB, GB GiB."""
 
 import os
 from dataclasses import dataclass
@@ -17,8 +16,7 @@ _CONTEXT_MATMUL_SIZE = 256
 @dataclass(frozen=True)
 class VramBudget:
     """The emulated card's memory, what is held outside torch's allocator (a real card loses it too) and the rest
-    (the allocator's cap), in MB; ``overhead_source`` ``device_used`` also counts other processes.
-    """
+    (the allocator's cap), in MB; ``overhead_source`` ``device_used`` also counts other processes."""
 
     vram_limit_mb: float
     non_allocator_overhead_mb: float
@@ -71,8 +69,7 @@ def _measure_non_allocator_overhead(device: torch.device) -> tuple[float, str]:
 
 def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget | None:
     """Cap the allocator so that it and the overhead fit in ``limit_gb`` (None: the whole card); the budget, None
-    on the CPU. Kernels loaded later add to the overhead uncapped.
-    """
+    on the CPU. Kernels loaded later add to the overhead uncapped."""
     if device.type != "cuda":
         return None
     total_mb = torch.cuda.get_device_properties(device).total_memory / BYTES_PER_MB
@@ -80,9 +77,4 @@ def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget
     overhead_mb, source = _measure_non_allocator_overhead(device)
     fraction = 1.0 if limit_gb is None else allocator_fraction(limit_mb, overhead_mb, total_mb)
     torch.cuda.set_per_process_memory_fraction(fraction, device)
-    return VramBudget(
-        vram_limit_mb=limit_mb,
-        non_allocator_overhead_mb=overhead_mb,
-        usable_vram_mb=limit_mb - overhead_mb,
-        overhead_source=source,
-    )
+    return VramBudget(limit_mb, overhead_mb, limit_mb - overhead_mb, source)
