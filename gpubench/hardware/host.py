@@ -84,10 +84,9 @@ _PROBE_MATRIX_SIZE = 64
 
 
 def _current_cpu() -> int | None:
-    """The CPU this process runs on now (field 39 of Linux's /proc/self/stat), None elsewhere."""
+    """The CPU this process runs on now (field 39 of Linux's /proc/self/stat, after field 2's spaces), or None."""
     try:
         with open("/proc/self/stat") as stat:
-            # The command name (field 2) may hold spaces.
             return int(stat.read().rsplit(")", 1)[1].split()[36])
     except (OSError, IndexError, ValueError):
         return None

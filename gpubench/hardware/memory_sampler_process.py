@@ -45,7 +45,6 @@ def nvml_reader(nvml_index: int, pid: int) -> Callable[[], MemoryReading]:
 
 
 def load_reader_factory(spec: str | None) -> ReaderFactory:
-    """The function named by ``module:function``, or :func:`nvml_reader`."""
     if spec is None:
         return nvml_reader
     module_name, _, function_name = spec.partition(":")
@@ -89,9 +88,7 @@ def _parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pid", type=int, required=True, help="process whose GPU memory to read")
     parser.add_argument("--interval-ms", type=float, required=True, help="milliseconds between samples")
     parser.add_argument("--output", required=True, help="file the records are appended to")
-    parser.add_argument(
-        "--parent-pid", type=int, help="exit once the parent is no longer this process (default: the parent now)"
-    )
+    parser.add_argument("--parent-pid", type=int, help="exit once this process is gone (default: the parent now)")
     parser.add_argument("--reader", help="module:function building the read function (default: NVML)")
     arguments = parser.parse_args(argv)
     if not arguments.interval_ms > 0:

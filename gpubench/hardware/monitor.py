@@ -25,13 +25,8 @@ def temperature_status(temperature_c: float | None, cfg: HardwareConfig) -> str:
     """``ok``, ``warm``, ``hot`` or ``stop`` by the configured °C thresholds; ``not measured`` when unknown."""
     if temperature_c is None:
         return NOT_MEASURED
-    if temperature_c >= cfg.temperature_stop_c:
-        return "stop"
-    if temperature_c >= cfg.temperature_throttle_c:
-        return "hot"
-    if temperature_c >= cfg.temperature_warn_c:
-        return "warm"
-    return "ok"
+    limits = ((cfg.temperature_stop_c, "stop"), (cfg.temperature_throttle_c, "hot"), (cfg.temperature_warn_c, "warm"))
+    return next((status for limit_c, status in limits if temperature_c >= limit_c), "ok")
 
 
 def throttle_verdict(
@@ -39,14 +34,9 @@ def throttle_verdict(
 ) -> tuple[bool | None, str | None]:
     """Whether an epoch was throttled (a thermal/power reason, or a low SM clock) and why; (None, None) unread."""
     causes = [reason for reason in reasons or () if reason in THERMAL_POWER_REASONS]
-    if (
-        sm_clock_mhz is not None
-        and reference_sm_clock_mhz
-        and sm_clock_mhz < THROTTLED_CLOCK_FRACTION * reference_sm_clock_mhz
-    ):
-        causes.append(
-            f"SM clock {sm_clock_mhz:.0f} MHz < {THROTTLED_CLOCK_FRACTION:.0%} of {reference_sm_clock_mhz:.0f} MHz"
-        )
+    reference = reference_sm_clock_mhz
+    if sm_clock_mhz is not None and reference and sm_clock_mhz < THROTTLED_CLOCK_FRACTION * reference:
+        causes.append(f"SM clock {sm_clock_mhz:.0f} MHz < {THROTTLED_CLOCK_FRACTION:.0%} of {reference:.0f} MHz")
     if causes:
         return True, "; ".join(causes)
     if sm_clock_mhz is None and reasons is None:
@@ -123,9 +113,7 @@ class DeviceMonitor:
 
     def stop_reason(self) -> str | None:
         """``thermal_stop`` once the last epoch ended at ``hardware.temperature_stop_c`` or above."""
-        if self._epochs and self._epochs[-1].temperature_status == "stop":
-            return THERMAL_STOP
-        return None
+        return THERMAL_STOP if self._epochs and self._epochs[-1].temperature_status == "stop" else None
 
 
 def energy_summary(epochs: Sequence[DeviceEpoch], samples_per_epoch: float) -> EnergySummary | None:

@@ -27,9 +27,7 @@ THROTTLE_REASON_BITS: dict[str, int] = {
 
 def decode_throttle_reasons(mask: int | None) -> list[str] | None:
     """Names of the reasons set in a clock-event bitmask (None when unread)."""
-    if mask is None:
-        return None
-    return [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
+    return None if mask is None else [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
 
 
 class Nvml:
@@ -69,7 +67,6 @@ _default_nvml_lock = threading.Lock()
 
 
 def default_nvml() -> Nvml:
-    """The process-wide NVML session, initialised on the first call."""
     global _default_nvml
     with _default_nvml_lock:
         if _default_nvml is None:
@@ -113,9 +110,7 @@ class NvmlDevice:
         self._memory_readings = 0
 
     def _query(self, function: str, *args: Any) -> Any | None:
-        if self.handle is None:
-            return None
-        return self.nvml.query(function, self.handle, *args)
+        return None if self.handle is None else self.nvml.query(function, self.handle, *args)
 
     def name(self) -> str | None:
         return self._query("nvmlDeviceGetName")

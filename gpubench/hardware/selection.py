@@ -34,12 +34,6 @@ def visible_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _no_wait() -> None:
-    pass
-
-
 def synchronizer(device: torch.device) -> Callable[[], None]:
     """A function that waits until ``device`` has finished all queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return _no_wait
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)

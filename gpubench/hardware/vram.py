@@ -27,8 +27,7 @@ class VramBudget:
 def non_allocator_overhead_mb(
     reserved_bytes: int, process_used_mb: float | None, free_bytes: int, total_bytes: int
 ) -> tuple[float, str]:
-    """MB held outside torch's allocator (the process's NVML memory, else the card's, less ``reserved_bytes``) and
-    its source."""
+    """MB held outside torch's allocator (NVML's process or device memory less ``reserved_bytes``), its source."""
     if process_used_mb is not None:
         used_mb, source = process_used_mb, "nvml_process"
     else:
@@ -37,8 +36,7 @@ def non_allocator_overhead_mb(
 
 
 def allocator_fraction(limit_mb: float, overhead_mb: float, total_mb: float) -> float:
-    """The fraction of the card to cap the allocator at; ConfigError when the limit exceeds the card or the
-    overhead fills it."""
+    """The fraction of the card to cap the allocator at; ConfigError when the limit cannot be met."""
     if limit_mb > total_mb:
         raise ConfigError(
             f"`hardware.vram_limit_gb` = {limit_mb / MB_PER_GB!r} is not valid: it must be at most "
