@@ -8,7 +8,7 @@ longer runs: fragmentation keeps growing past what a short trial shows.
 import gc
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import torch
@@ -26,7 +26,6 @@ _OOM_MESSAGE_MARKERS: tuple[str, ...] = (
     "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
 )
 
-#: The knee of the throughput curve is the smallest batch reaching this fraction of the best samples/s.
 KNEE_FRACTION = 0.9
 #: Steps per search trial: two or more, so the optimizer state exists when memory is read.
 SEARCH_STEPS = 3
@@ -150,17 +149,8 @@ def _run_trial(
             f"try_batch({size}, {steps}) returned {outcome!r}: expected the peak reserved MB or a TrialResult"
         )
     over = peak_limit_mb is not None and result.peak_reserved_mb > peak_limit_mb
-    return agree(
-        BatchTrial(
-            size=size,
-            status="over_headroom" if over else "ok",
-            phase=phase,
-            steps=steps,
-            peak_reserved_mb=result.peak_reserved_mb,
-            samples_per_s=result.samples_per_s,
-            seconds=result.seconds,
-        )
-    )
+    status = "over_headroom" if over else "ok"
+    return agree(BatchTrial(size=size, status=status, phase=phase, steps=steps, **asdict(result)))
 
 
 def find_max_batch_size(
@@ -232,16 +222,7 @@ def find_max_batch_size(
             else:
                 first_fail = middle
                 moved.append("fail")
-    return BatchSearch(
-        min_size=min_size,
-        max_size=max_size,
-        best_size=last_ok,
-        trials=trials,
-        steps=steps,
-        peak_limit_mb=peak_limit_mb,
-        time_limited=time_limited,
-        trial_max_seconds=trial_max_seconds,
-    )
+    return BatchSearch(min_size, max_size, last_ok, trials, steps, peak_limit_mb, time_limited, trial_max_seconds)
 
 
 def _interpolated_size(trials: list[BatchTrial], peak_limit_mb: float | None) -> int | None:
@@ -327,10 +308,8 @@ def policy_target(
         size, reason = search.max_size, f"{reason} capped by `batch.max_size` to {search.max_size}"
     failure = search.smallest_failure
     if size > best_size and failure is not None and failure.size <= size:
-        size, reason = (
-            best_size,
-            f"{reason} stepped down to {best_size}, the largest that fit: {_failure_phrase(failure)}",
-        )
+        reason = f"{reason} stepped down to {best_size}, the largest that fit: {_failure_phrase(failure)}"
+        size = best_size
     return size, reason
 
 

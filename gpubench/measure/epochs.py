@@ -30,12 +30,6 @@ class SecondStagePlan:
     reason: str
 
 
-class SecondStage(Protocol):
-    """The total epochs to measure, from the first stage's measurement."""
-
-    def __call__(self, first_stage: "Measurement") -> SecondStagePlan: ...
-
-
 class EpochObserver(Protocol):
     """Records a figure per epoch around the timed block (memory, temperature) and may ask to stop (a reason)."""
 
@@ -63,6 +57,10 @@ class Measurement:
     health: list[EpochHealth]
     stop_reason: str
     first_stage_epochs: int | None = None
+
+
+#: The first stage's measurement in, the total epochs to measure out.
+SecondStage = Callable[[Measurement], SecondStagePlan]
 
 
 def precision_stage(statistics: StatisticsConfig) -> SecondStage:

@@ -78,11 +78,10 @@ def count_step(workload: Workload) -> StepCounts:
     except Exception:  # the counters are a diagnostic; the measurement must not depend on them
         return StepCounts(flops=None, launches=None, bytes=None)
     total = flop_counter.get_total_flops()
+    per_step_by_precision = {name: flops / steps for name, flops in sorted(by_precision.items()) if flops > 0}
     return StepCounts(
         flops=total / steps if total > 0 else None,
         launches=round(ops.count / steps) or None,
         bytes=round(ops.bytes / steps) or None,
-        flops_by_precision={name: flops / steps for name, flops in sorted(by_precision.items()) if flops > 0}
-        if total > 0
-        else None,
+        flops_by_precision=per_step_by_precision if total > 0 else None,
     )

@@ -43,19 +43,17 @@ def leak_estimate(
         raise ValueError(f"a leak slope needs at least 3 epochs, got {n}")
     fit = fit_slope(allocated_mb_at_epoch_end)
     low, high = fit.interval(confidence_level)
-    excludes_zero = low > 0.0 or high < 0.0
     return LeakEstimate(
         slope_mb_per_epoch=fit.slope,
         interval_mb_per_epoch=(low, high),
         confidence_level=confidence_level,
         threshold_mb_per_epoch=threshold_mb_per_epoch,
         epochs=n,
-        flagged=bool(fit.slope > threshold_mb_per_epoch and excludes_zero),
+        flagged=bool(fit.slope > threshold_mb_per_epoch and (low > 0.0 or high < 0.0)),
     )
 
 
 def _nan_max(values: array) -> float | None:
-    """The largest value that is not NaN (not read), or None."""
     known = np.asarray(values, dtype=float)
     known = known[~np.isnan(known)]
     return float(known.max()) if known.size else None
@@ -171,10 +169,8 @@ def _child_environment() -> dict[str, str]:
     """This environment with this gpubench's folder first on ``PYTHONPATH``, so that the child imports the same
     code, also from an uninstalled checkout run elsewhere (``hydra.job.chdir=true``)."""
     package_parent = str(Path(__file__).resolve().parents[2])
-    environment = dict(os.environ)
-    inherited = environment.get("PYTHONPATH")
-    environment["PYTHONPATH"] = package_parent if not inherited else os.pathsep.join([package_parent, inherited])
-    return environment
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([package_parent, inherited]) if inherited else package_parent}
 
 
 class ProcessMemorySampler(_Sampler):

@@ -33,11 +33,7 @@ def measure_evaluation(
         if seconds >= min_seconds or calls >= max_calls:
             break
         calls = min(2 * calls, max_calls)
-    return EvaluationCost(
-        ms_per_call=seconds * MS_PER_S / calls,
-        samples_per_call=workload.eval_samples_per_call,
-        calls_timed=calls,
-    )
+    return EvaluationCost(seconds * MS_PER_S / calls, workload.eval_samples_per_call, calls)
 
 
 def measure_checkpoint(workload: Workload, timer: BlockTimer, *, repeats: int = CHECKPOINT_REPEATS) -> CheckpointCost:
