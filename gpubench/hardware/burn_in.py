@@ -1,9 +1,5 @@
-"""The burn-in before measuring: matrix multiplications until the device's iteration time and SM clock settle.
-
-A cold GPU boosts, heats and then settles at a lower clock; epochs measured before that are not the card's
-sustained speed. On the CPU the burn-in only checks that the loop runs and reports its time, so it is short and
-small. Times in ms (iterations) and s (the whole burn-in), clocks MHz, temperatures °C.
-"""
+"""The burn-in before measuring: matrix multiplications until the device's iteration time and SM clock settle,
+because a cold GPU boosts, heats and then settles at a lower clock."""
 
 import time
 from collections.abc import Callable
@@ -16,13 +12,11 @@ from gpubench.hardware.selection import synchronizer
 from gpubench.results import WarmupStats
 from gpubench.units import MS_PER_S
 
-# Burn-in on the CPU only checks that the loop runs and reports its time: keep it short and small.
+# On the CPU the burn-in only checks that the loop runs.
 _CPU_BURN_IN_MAX_SECONDS = 1.0
 _CPU_BURN_IN_MATRIX_SIZE = 256
-# Matmuls between two synchronisations: enough that the sync and the clock read are a negligible part of an
-# iteration (a 4096x4096 fp32 matmul takes milliseconds on a data-centre GPU).
+# Matmuls per synchronisation: enough that the sync and the clock read are a negligible part of an iteration.
 _BURN_IN_MATMULS_PER_ITERATION = 10
-#: Floating-point operations in one TFLOP.
 _FLOPS_PER_TFLOP = 1e12
 
 
@@ -33,12 +27,12 @@ def _relative_spread(values: list[float]) -> float:
 
 
 def _has_settled(times_ms: list[float], sm_clocks_mhz: list[float | None], window: int, tolerance: float) -> bool:
-    """True when the last ``window`` iteration times, and SM clocks where NVML reads them, agree within tolerance."""
+    """True when the last ``window`` iteration times, and SM clocks where read, agree within ``tolerance``."""
     if len(times_ms) < window or _relative_spread(times_ms[-window:]) > tolerance:
         return False
     recent_clocks = [clock for clock in sm_clocks_mhz[-window:] if clock is not None]
     if len(recent_clocks) < window:
-        return True  # the clock is not readable here: judge by time alone
+        return True
     return _relative_spread(recent_clocks) <= tolerance
 
 
@@ -53,10 +47,8 @@ def burn_in(
     clock: Callable[[], float] = time.perf_counter,
     sampler: Callable[[], DeviceSample] | None = None,
 ) -> WarmupStats:
-    """Multiply matrices, a block between two synchronisations per iteration, until the device has settled: after
-    ``min_seconds``, once the last ``window`` iteration times and SM clocks each spread (max − min over median) within
-    ``tolerance``, or at ``max_seconds`` (``stabilised`` False). On the CPU a second at most, judged by time alone.
-    """
+    """Multiply matrices until, after ``min_seconds``, the last ``window`` iteration times and SM clocks spread
+    (max − min over median) within ``tolerance``, or until ``max_seconds`` (s; ``stabilised`` False)."""
     if device.type != "cuda":
         max_seconds = min(max_seconds, _CPU_BURN_IN_MAX_SECONDS)
         matrix_size = min(matrix_size, _CPU_BURN_IN_MATRIX_SIZE)
@@ -79,7 +71,7 @@ def burn_in(
         begin_s = clock()
         for _ in range(_BURN_IN_MATMULS_PER_ITERATION):
             torch.mm(left, right, out=product)
-        synchronize()  # the iteration's kernels must have finished before its time is read
+        synchronize()
         end_s = clock()
         times_ms.append((end_s - begin_s) * MS_PER_S)
         sample = sampler()

@@ -1,12 +1,9 @@
-"""The card catalog: each GPU's spec sheet (VRAM, peak TFLOP/s, memory bandwidth, board power) and its names in
-the price snapshot and the launchers, read from the Hydra configs under ``gpubench/conf/hardware/``, and the match
-of a device name onto a catalog card. Prices live in the dated snapshot (:mod:`gpubench.prices`), not here: a new
-card is one YAML file plus its snapshot rows. Nothing here imports torch or NVML.
-"""
+"""The card catalog: each GPU's spec sheet and names, read from ``gpubench/conf/hardware/``, and the match of a
+device name onto a catalog card. Prices live in the dated snapshot, so a new card is one YAML file plus its rows."""
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -15,7 +12,6 @@ from gpubench.conf import CONF_DIR
 from gpubench.hardware.config import HardwareConfig
 from gpubench.units import MB_PER_GB
 
-#: Files of ``gpubench/conf/hardware/`` that choose a device rather than describe a card.
 _NOT_CARDS: tuple[str, ...] = ("auto", "cpu")
 #: Words after a model number that make it a different card (an RTX 3060 Ti is not an RTX 3060).
 _VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
@@ -23,10 +19,8 @@ _VARIANT_SUFFIX = r"(?![\s_-]*(?:ti|super)\b)"
 
 @dataclass(frozen=True)
 class Card:
-    """One catalog card's spec sheet: VRAM (GB, binary), dense peak TFLOP/s in fp32, on the bf16 (T4: fp16)
-    tensor cores and on the tf32 tensor cores (None where the card has none), memory bandwidth (GB/s) and board
-    power (W); its ``gpu_name`` spellings in the price snapshot (``gpuhunt_names``) and its SkyPilot and dstack
-    accelerator names (empty where it is not rented). No price: prices are the dated snapshot's."""
+    """One card's spec sheet: VRAM (GiB), dense peak TFLOP/s (the bf16 figure is fp16 on a card without bf16),
+    memory bandwidth (GB/s), board power (W), and its names in the price snapshot and the launchers."""
 
     name: str
     vram_gb: float | None
@@ -41,30 +35,16 @@ class Card:
 
     @classmethod
     def from_config(cls, hardware: HardwareConfig) -> "Card":
-        """The spec-sheet part of a ``hardware=<card>`` config."""
-        return cls(
-            name=hardware.name,
-            vram_gb=hardware.vram_gb,
-            peak_fp32_tflops=hardware.peak_fp32_tflops,
-            peak_bf16_tflops=hardware.peak_bf16_tflops,
-            peak_tf32_tflops=hardware.peak_tf32_tflops,
-            memory_bandwidth_gbps=hardware.memory_bandwidth_gbps,
-            board_power_w=hardware.board_power_w,
-            gpuhunt_names=tuple(hardware.gpuhunt_names),
-            skypilot_name=hardware.skypilot_name,
-            dstack_name=hardware.dstack_name,
-        )
+        values = {field.name: getattr(hardware, field.name) for field in fields(cls)}
+        return cls(**{**values, "gpuhunt_names": tuple(hardware.gpuhunt_names)})
 
     @property
     def vram_mb(self) -> float | None:
         return self.vram_gb * MB_PER_GB if self.vram_gb else None
 
     def peak_tflops(self, precision: str, matmul_precision: str = "highest") -> float | None:
-        """Peak TFLOP/s for FLOPs at ``precision``: the bf16/fp16 tensor-core figure for ``bf16``/``fp16``; for
-        ``tf32`` (fp32 convolutions under cuDNN's tf32) the tf32 figure, or the fp32 one on a card without tf32; for
-        ``fp32``, the tf32 tensor-core figure when ``matmul_precision`` lets fp32 matmuls use tf32 (``high`` or
-        ``medium``, :func:`torch.set_float32_matmul_precision`) and the card has tf32, else the fp32 figure. None
-        for a precision the catalog has no figure for (``float64``, ``float8_e4m3fn``)."""
+        """Peak TFLOP/s at ``precision``: ``tf32`` at the tf32 figure (else fp32's), ``fp32`` too where
+        ``matmul_precision`` allows tf32 and the card has it; None without a figure (``float64``)."""
         if precision in ("bf16", "fp16"):
             return self.peak_bf16_tflops
         if precision == "tf32":
@@ -78,23 +58,20 @@ class Card:
     def mixed_peak_tflops(
         self, flops_by_precision: Mapping[str, float], matmul_precision: str = "highest"
     ) -> float | None:
-        """Peak TFLOP/s of a step whose FLOPs run at several precisions (``{"bf16": 9e12, "fp32": 1e12}``): the
-        total over the time each part takes at its own :meth:`peak_tflops`, ``ΣF / Σ(F_p / peak_p)`` (times add,
-        rates do not: 90% of the FLOPs at 989 and 10% at 67 TFLOP/s run at 416, not at the mean 897). None where a
-        part with FLOPs has no peak, or there are no FLOPs."""
+        """Peak TFLOP/s of FLOPs at several precisions, ``ΣF / Σ(F_p / peak_p)`` (times add, rates do not); None
+        where a part has no peak, or there are no FLOPs."""
         parts = {precision: flops for precision, flops in flops_by_precision.items() if flops > 0}
         peaks = {precision: self.peak_tflops(precision, matmul_precision) for precision in parts}
         if not parts or not all(peaks.values()):
             return None
         if len(parts) == 1:
-            # One precision: its peak itself, not the same figure through a division's rounding.
+            # Its peak itself, not the same figure through a division's rounding.
             return next(iter(peaks.values()))
         return sum(parts.values()) / sum(flops / peaks[precision] for precision, flops in parts.items())
 
 
 def load_catalog(conf_dir: Path | None = None) -> dict[str, Card]:
-    """The catalog cards of ``<conf_dir>/hardware/*.yaml`` (not ``auto`` or ``cpu``), by name, interpolations such
-    as ``vram_limit_gb: ${.vram_gb}`` resolved and every value checked as a ``hardware`` config is."""
+    """The cards of ``<conf_dir>/hardware/*.yaml`` by name, interpolations resolved and values checked."""
     folder = (conf_dir or CONF_DIR) / "hardware"
     catalog: dict[str, Card] = {}
     for path in sorted(folder.glob("*.yaml")):
@@ -108,9 +85,8 @@ def load_catalog(conf_dir: Path | None = None) -> dict[str, Card]:
 
 
 def gpu_cards(catalog: Mapping[str, Card]) -> dict[str, dict[int | None, str]]:
-    """The snapshot's GPU names (gpuhunt's spelling) onto catalog cards by VRAM (GB, rounded; None for a card
-    without one): ``{"A100": {40: "a100_40gb", 80: "a100_80gb"}, "T4": {16: "t4"}}``, so an offer of another
-    memory size (an H100 NVL's 94 GB) is no catalog card."""
+    """The snapshot's GPU names onto catalog cards by rounded VRAM (GB): ``{"A100": {40: "a100_40gb", 80: ...}}``,
+    so an offer of another memory size is no catalog card."""
     cards: dict[str, dict[int | None, str]] = {}
     for card in catalog.values():
         for gpu_name in card.gpuhunt_names:
@@ -119,12 +95,11 @@ def gpu_cards(catalog: Mapping[str, Card]) -> dict[str, dict[int | None, str]]:
 
 
 def skypilot_names(catalog: Mapping[str, Card]) -> dict[str, str]:
-    """Catalog cards onto SkyPilot's accelerator names (cards without one left out)."""
     return {name: card.skypilot_name for name, card in catalog.items() if card.skypilot_name}
 
 
 def dstack_names(catalog: Mapping[str, Card]) -> dict[str, tuple[str, int]]:
-    """Catalog cards onto dstack's GPU name and the least memory to ask for (GB: the card's VRAM)."""
+    """Catalog cards onto dstack's GPU name and the memory to ask for (GB)."""
     return {
         name: (card.dstack_name, round(card.vram_gb or 0))
         for name, card in catalog.items()
@@ -133,19 +108,15 @@ def dstack_names(catalog: Mapping[str, Card]) -> dict[str, tuple[str, int]]:
 
 
 def _name_pattern(part: str) -> str:
-    """A regex matching ``part`` of a catalog name (``rtx3050ti``, ``a100``, ``80gb``) inside a device name, with
-    optional spaces or hyphens where letters meet digits (``RTX 3050 Ti``, ``A100-SXM4-80GB``)."""
+    """A regex matching ``part`` of a catalog name (``a100``, ``80gb``) as a word of a device name, spaces or
+    hyphens allowed where letters meet digits."""
     pieces = re.findall(r"[a-z]+|\d+", part.lower())
     return r"(?<![a-z0-9])" + r"[\s_-]*".join(pieces) + r"(?![a-z0-9])" + _VARIANT_SUFFIX
 
 
 def match_catalog_card(device_name: str | None, catalog: dict[str, Card]) -> str | None:
-    """The catalog card whose name matches a device name as NVML/torch report it, or None.
-
-    Every ``_``-separated part of the card's name must appear as a word (``a100_80gb`` matches
-    ``NVIDIA A100-SXM4-80GB``, not ``NVIDIA A100-SXM4-40GB``; ``rtx3060`` does not match ``RTX 3060 Ti``). When
-    several cards match, the one with the most parts (the most specific) wins.
-    """
+    """The catalog card every ``_``-separated part of whose name is a word of ``device_name`` (``a100_80gb``
+    matches ``NVIDIA A100-SXM4-80GB``), the most specific when several match; None without one."""
     if not device_name:
         return None
     text = device_name.lower()

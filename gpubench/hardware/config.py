@@ -7,13 +7,8 @@ from gpubench.errors import require, require_positive
 
 @dataclass
 class HardwareConfig:
-    """The device to benchmark on, and what is known of the card it stands for.
-
-    ``name`` is ``auto`` (CUDA when present, else CPU), ``cpu``, or a catalog card from ``gpubench/conf/hardware/``. A
-    catalog card on a larger GPU caps usable VRAM at ``vram_limit_gb`` so the batch-size search finds that card's
-    limits; its peak throughput and bandwidth feed the projection. ``gpuhunt_names`` are the price snapshot's
-    ``gpu_name`` spellings of the card, ``skypilot_name`` and ``dstack_name`` the launchers' (empty: not rented).
-    """
+    """The device (``auto``, ``cpu`` or a catalog card) and what is known of the card. A catalog card on a larger
+    GPU caps usable VRAM at ``vram_limit_gb``, so the batch search finds that card's limits."""
 
     name: str = "auto"
     vram_gb: float | None = None
@@ -30,8 +25,7 @@ class HardwareConfig:
     temperature_warn_c: float = 70.0
     temperature_throttle_c: float = 80.0
     temperature_stop_c: float = 90.0
-    #: torch's intra-op threads; null: on the CPU the CPUs the load leaves idle, on a GPU torch's default (see
-    #: gpubench/hardware/host.py).
+    #: torch's intra-op threads; null: the idle CPUs on the CPU, torch's default on a GPU.
     cpu_threads: int | None = None
 
     def __post_init__(self) -> None:

@@ -1,7 +1,5 @@
-"""Torch's CUDA device found in NVML (:func:`nvml_index_for`), its identity from torch, and readers of its state;
-the NVML queries themselves live in :mod:`gpubench.hardware.nvml`. Without NVML, or when the device is not found,
-the lookups return None and the readers read nothing.
-"""
+"""Torch's CUDA device found in NVML, its identity from torch, and readers of its state (None, or reading
+nothing, without NVML or the device)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,8 +11,7 @@ from gpubench.hardware.nvml import DeviceSample, MemoryReading, Nvml, NvmlDevice
 
 @dataclass(frozen=True)
 class CudaIdentity:
-    """What torch knows about one of its CUDA devices; ``pci_location`` is (domain, bus, device) as integers, so
-    "0000:19:00.0" and "00000000:19:00.0" compare equal."""
+    """What torch knows about one of its CUDA devices; ``pci_location`` is (domain, bus, device)."""
 
     torch_index: int
     name: str
@@ -25,11 +22,11 @@ class CudaIdentity:
 
 
 def cuda_identity(torch_index: int) -> CudaIdentity:
-    """Read torch's properties of CUDA device ``torch_index`` (an index under CUDA_VISIBLE_DEVICES)."""
+    """Torch's properties of CUDA device ``torch_index`` (an index under CUDA_VISIBLE_DEVICES)."""
     props = torch.cuda.get_device_properties(torch_index)
     uuid = getattr(props, "uuid", None)
     pci_location = None
-    # CUDA builds of torch expose the PCI location; guard anyway, as ROCm and older builds may not.
+    # ROCm builds may lack the PCI location.
     if all(hasattr(props, name) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
         pci_location = (int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id))
     return CudaIdentity(
@@ -44,14 +41,11 @@ def cuda_identity(torch_index: int) -> CudaIdentity:
 
 def _normalise_uuid(uuid: str | None) -> str | None:
     # NVML prints "GPU-6a3e...", torch prints the bare "6a3e...".
-    if not uuid:
-        return None
-    text = uuid.strip().lower()
-    return text.removeprefix("gpu-")
+    return uuid.strip().lower().removeprefix("gpu-") if uuid else None
 
 
 def parse_pci_bus_id(bus_id: str | None) -> tuple[int, int, int] | None:
-    """(domain, bus, device) from a PCI bus id such as NVML's "00000000:19:00.0"; None when unparseable."""
+    """(domain, bus, device) of a PCI bus id such as "00000000:19:00.0"; None when unparseable."""
     if not bus_id:
         return None
     try:
@@ -62,11 +56,8 @@ def parse_pci_bus_id(bus_id: str | None) -> tuple[int, int, int] | None:
 
 
 def nvml_index_for(torch_index: int, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None) -> int | None:
-    """NVML's index of torch's CUDA device ``torch_index``, or None when it cannot be found.
-
-    They differ whenever CUDA_VISIBLE_DEVICES reorders or hides devices (torch counts visible devices, NVML all
-    of them), so the device is matched by UUID, then by PCI location, never by position.
-    """
+    """NVML's index of torch's CUDA device ``torch_index``, or None: matched by UUID, then PCI location, never by
+    position (CUDA_VISIBLE_DEVICES reorders torch's devices, not NVML's)."""
     nvml = nvml or default_nvml()
     count = nvml.query("nvmlDeviceGetCount")
     if not count:
@@ -89,7 +80,7 @@ def nvml_index_for(torch_index: int, *, nvml: Nvml | None = None, identity: Cuda
 def open_nvml_device(
     device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None
 ) -> NvmlDevice | None:
-    """The NVML view of a torch CUDA device, or None on the CPU, without NVML, or when the device is not found."""
+    """The NVML view of a torch CUDA device, or None (the CPU, no NVML, not found)."""
     if device.type != "cuda":
         return None
     nvml = nvml or default_nvml()
@@ -105,7 +96,7 @@ def open_nvml_device(
 def device_sampler(
     device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None
 ) -> Callable[[], DeviceSample]:
-    """A function reading the device's state; on the CPU or without NVML it returns an all-None sample."""
+    """A function reading the device's state (all None on the CPU or without NVML)."""
     nvml_device = open_nvml_device(device, nvml=nvml, identity=identity)
     return nvml_device.sample if nvml_device is not None else DeviceSample
 
@@ -113,6 +104,6 @@ def device_sampler(
 def memory_reader(
     device: torch.device, *, nvml: Nvml | None = None, identity: CudaIdentity | None = None
 ) -> Callable[[], MemoryReading] | None:
-    """A function reading device-used and this process's GPU memory from NVML; None when NVML cannot."""
+    """A function reading device-used and this process's memory; None when NVML cannot."""
     nvml_device = open_nvml_device(device, nvml=nvml, identity=identity)
     return nvml_device.memory_reading if nvml_device is not None else None

@@ -1,10 +1,5 @@
-"""The per-epoch watch of the device: temperature, SM clock, power, throttling and energy, read through NVML.
-
-:class:`DeviceMonitor` is an epoch observer of the measurement loop (:mod:`gpubench.measure.epochs`): it reads the
-energy counter at each epoch's start and the full state at its end, keeps one :class:`~gpubench.results.DeviceEpoch`
-per epoch, and asks the loop to stop when the card passes its stop temperature. On the CPU every figure is None.
-Units, also carried in the names: temperatures °C, clocks MHz, power W, energy J (NVML's counter is in mJ).
-"""
+"""The per-epoch watch of the device through NVML: temperature (°C), SM clock (MHz), power (W), throttling and
+energy (J); every figure is None on the CPU."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -16,47 +11,32 @@ from gpubench.hardware.identity import open_nvml_device
 from gpubench.hardware.nvml import MILLI_PER_UNIT, DeviceSample
 from gpubench.results import DeviceEpoch, EnergySummary
 
-#: Reasons that mean heat or power is holding the clock down, so an epoch measured under one is not
-#: representative of the card's sustained speed. (Idle, sync boost and application clocks are not slowdowns.)
+#: Reasons that mean heat or power holds the clock down (idle, sync boost and application clocks do not).
 THERMAL_POWER_REASONS: frozenset[str] = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
 #: An epoch whose SM clock is below this fraction of the sustained maximum counts as throttled.
 THROTTLED_CLOCK_FRACTION = 0.75
-
 NOT_MEASURED = "not measured"
-#: The stop reason (and model status) of a model whose card passed ``hardware.temperature_stop_c``.
 THERMAL_STOP = "thermal_stop"
 
 
 def temperature_status(temperature_c: float | None, cfg: HardwareConfig) -> str:
-    """``ok``, ``warm`` (≥ warn), ``hot`` (≥ throttle) or ``stop`` (≥ stop: stop benchmarking this model) from the
-    configured °C thresholds; ``not measured`` when the temperature is unknown."""
+    """``ok``, ``warm``, ``hot`` or ``stop`` by the configured °C thresholds; ``not measured`` when unknown."""
     if temperature_c is None:
         return NOT_MEASURED
-    if temperature_c >= cfg.temperature_stop_c:
-        return "stop"
-    if temperature_c >= cfg.temperature_throttle_c:
-        return "hot"
-    if temperature_c >= cfg.temperature_warn_c:
-        return "warm"
-    return "ok"
+    limits = ((cfg.temperature_stop_c, "stop"), (cfg.temperature_throttle_c, "hot"), (cfg.temperature_warn_c, "warm"))
+    return next((status for limit_c, status in limits if temperature_c >= limit_c), "ok")
 
 
 def throttle_verdict(
     sm_clock_mhz: float | None, reference_sm_clock_mhz: float | None, reasons: list[str] | None
 ) -> tuple[bool | None, str | None]:
-    """Whether an epoch was throttled, and why: a thermal/power reason, or the SM clock under 75% of reference;
-    (None, None) when neither could be read."""
+    """Whether an epoch was throttled (a thermal/power reason, or a low SM clock) and why; (None, None) unread."""
     causes = [reason for reason in reasons or () if reason in THERMAL_POWER_REASONS]
-    if (
-        sm_clock_mhz is not None
-        and reference_sm_clock_mhz
-        and sm_clock_mhz < THROTTLED_CLOCK_FRACTION * reference_sm_clock_mhz
-    ):
-        causes.append(
-            f"SM clock {sm_clock_mhz:.0f} MHz < {THROTTLED_CLOCK_FRACTION:.0%} of {reference_sm_clock_mhz:.0f} MHz"
-        )
+    reference = reference_sm_clock_mhz
+    if sm_clock_mhz is not None and reference and sm_clock_mhz < THROTTLED_CLOCK_FRACTION * reference:
+        causes.append(f"SM clock {sm_clock_mhz:.0f} MHz < {THROTTLED_CLOCK_FRACTION:.0%} of {reference:.0f} MHz")
     if causes:
         return True, "; ".join(causes)
     if sm_clock_mhz is None and reasons is None:
@@ -64,15 +44,9 @@ def throttle_verdict(
     return False, None
 
 
-def _no_energy_counter() -> int | None:
-    return None
-
-
 class DeviceMonitor:
-    """Per-epoch watch of temperature, SM clock, power, throttling and energy; an epoch observer.
-    ``reference_sm_clock_mhz``: the burn-in's peak clock, else the card's maximum, for the throttle flag.
-    ``sampler``, ``energy_reader`` (mJ) and ``clock`` (s) replace NVML and the clock in tests.
-    """
+    """An epoch observer of the device; ``reference_sm_clock_mhz`` (the burn-in's peak) judges throttling.
+    ``sampler``, ``energy_reader`` (mJ) and ``clock`` (s) replace NVML and the clock in tests."""
 
     def __init__(
         self,
@@ -90,9 +64,9 @@ class DeviceMonitor:
             nvml_device = open_nvml_device(device)
             sampler = nvml_device.sample if nvml_device is not None else DeviceSample
             if energy_reader is None:
-                energy_reader = nvml_device.energy_mj if nvml_device is not None else _no_energy_counter
+                energy_reader = nvml_device.energy_mj if nvml_device is not None else lambda: None
         self._sampler = sampler
-        # The epoch's start needs the energy counter only: one NVML query instead of the full sample's six.
+        # An epoch's start needs one query, not the full sample's six.
         self._read_energy_mj = energy_reader or (lambda: sampler().energy_mj)
         self._clock = clock
         self._start_energy_mj: int | None = None
@@ -101,17 +75,14 @@ class DeviceMonitor:
 
     @property
     def epochs(self) -> list[DeviceEpoch]:
-        """Every epoch recorded so far, in order (a copy)."""
         return list(self._epochs)
 
     def start_epoch(self) -> None:
-        """Mark the start of an epoch (reads the energy counter only)."""
         self._start_energy_mj = self._read_energy_mj()
         self._start_s = self._clock()
 
     def end_epoch(self, phase: str, epoch: int) -> DeviceEpoch:
-        """Read the device at the end of the epoch started by :meth:`start_epoch`, number ``epoch`` (from 1) of
-        ``phase`` (``warmup`` or ``measured``), and record it."""
+        """Read and record the device at the end of the epoch :meth:`start_epoch` opened."""
         if self._start_s is None:
             raise RuntimeError("DeviceMonitor.end_epoch called without start_epoch")
         end_s = self._clock()
@@ -141,14 +112,12 @@ class DeviceMonitor:
         return record
 
     def stop_reason(self) -> str | None:
-        """``thermal_stop`` once the last epoch ended at or above ``hardware.temperature_stop_c``, else None."""
-        if self._epochs and self._epochs[-1].temperature_status == "stop":
-            return THERMAL_STOP
-        return None
+        """``thermal_stop`` once the last epoch ended at ``hardware.temperature_stop_c`` or above."""
+        return THERMAL_STOP if self._epochs and self._epochs[-1].temperature_status == "stop" else None
 
 
 def energy_summary(epochs: Sequence[DeviceEpoch], samples_per_epoch: float) -> EnergySummary | None:
-    """Mean joules per measured epoch and per sample from NVML's energy counter; None where it is not measured."""
+    """Mean joules per measured epoch and per sample; None where not measured."""
     joules = [epoch.energy_j for epoch in epochs if epoch.phase == "measured" and epoch.energy_j is not None]
     if not joules:
         return None

@@ -1,9 +1,5 @@
-"""NVML without torch: the library session, one GPU's queries, and its memory readings.
-
-Imported by the benchmark process and by the memory sampler's child process, so it imports no torch; ``pynvml`` is
-imported lazily and initialised once per process. Every query degrades to None instead of failing. Units: MB are
-MiB, temperatures °C, clocks MHz, power W, energy mJ.
-"""
+"""NVML without torch (the memory sampler's child imports it): the session, one GPU's queries and its memory.
+Every query degrades to None instead of failing. MB are MiB, temperatures °C, clocks MHz, power W, energy mJ."""
 
 import importlib
 import os
@@ -13,11 +9,9 @@ from typing import Any
 
 from gpubench.units import BYTES_PER_MB
 
-#: NVML reports power in mW and energy in mJ.
 MILLI_PER_UNIT = 1000.0
 
-#: NVML clock-event ("throttle") reason bits, named after nvml.h's ``nvmlClocksEventReason*``. The bit values are
-#: part of NVML's ABI, so decoding does not need pynvml.
+#: nvml.h's ``nvmlClocksEventReason*`` bits (NVML's ABI, so decoding needs no pynvml).
 THROTTLE_REASON_BITS: dict[str, int] = {
     "gpu_idle": 0x1,
     "applications_clocks_setting": 0x2,
@@ -32,15 +26,12 @@ THROTTLE_REASON_BITS: dict[str, int] = {
 
 
 def decode_throttle_reasons(mask: int | None) -> list[str] | None:
-    """Names of the reasons set in an NVML clock-event bitmask (None when the mask could not be read)."""
-    if mask is None:
-        return None
-    return [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
+    """Names of the reasons set in a clock-event bitmask (None when unread)."""
+    return None if mask is None else [name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit]
 
 
 class Nvml:
-    """An initialised NVML library (``library``: ``pynvml`` or a fake with its functions), or the reason it is
-    unavailable. Queries return None instead of raising."""
+    """An initialised NVML library (``pynvml``, or a fake), or the reason it is unavailable (``notice``)."""
 
     def __init__(self, library: Any | None = None) -> None:
         self.notice: str | None = None
@@ -48,8 +39,7 @@ class Nvml:
         try:
             module = library if library is not None else importlib.import_module("pynvml")
             module.nvmlInit()
-        # Broad on purpose: a missing package, a missing libnvidia-ml.so or a driver mismatch all mean the same
-        # thing to the benchmark (no telemetry), and none of them may stop it.
+        # Broad: a missing package, library or driver all mean no telemetry, and none may stop the benchmark.
         except Exception as error:
             self.notice = f"NVML unavailable ({type(error).__name__}: {error}); GPU telemetry not measured"
             return
@@ -60,7 +50,7 @@ class Nvml:
         return self._library is not None
 
     def query(self, function: str, *args: Any) -> Any | None:
-        """``pynvml.<function>(*args)``, or None when NVML is unavailable, the call fails or does not exist."""
+        """``pynvml.<function>(*args)``, or None when it cannot answer."""
         if self._library is None:
             return None
         try:
@@ -69,7 +59,6 @@ class Nvml:
             return None
 
     def constant(self, name: str) -> Any:
-        """A constant of the NVML module (only meaningful when :attr:`available`)."""
         return getattr(self._library, name)
 
 
@@ -78,7 +67,6 @@ _default_nvml_lock = threading.Lock()
 
 
 def default_nvml() -> Nvml:
-    """The process-wide NVML session, initialised on the first call (NVML needs one init per process)."""
     global _default_nvml
     with _default_nvml_lock:
         if _default_nvml is None:
@@ -88,45 +76,41 @@ def default_nvml() -> Nvml:
 
 @dataclass(frozen=True)
 class DeviceSample:
-    """One reading of a GPU's state; a field is None when NVML could not read it."""
+    """One reading of a GPU's state (None: unread)."""
 
     temperature_c: float | None = None
     sm_clock_mhz: float | None = None
     power_w: float | None = None
     throttle_reasons: tuple[str, ...] | None = None
-    #: NVML's cumulative energy counter since the driver loaded, in mJ (Volta and newer).
+    #: The cumulative energy counter since the driver loaded.
     energy_mj: int | None = None
 
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Memory in use on the GPU as NVML sees it, in MB: ``device_used_mb`` every process plus the driver's
-    reservations, ``process_used_mb`` the sampled process's share (None where NVML cannot attribute it or it was not
-    asked for)."""
+    """GPU memory in use per NVML (MB): all of it, and the sampled process's (None: unattributed or not asked)."""
 
     device_used_mb: float | None
     process_used_mb: float | None
 
 
-#: :meth:`NvmlDevice.memory_reading` asks NVML for the sampled process's memory on one reading in this many.
+#: A memory reading asks for the process's memory on one reading in this many: that query costs more.
 PROCESS_MEMORY_EVERY_N_READINGS = 10
 
 
 class NvmlDevice:
-    """Queries of one GPU through NVML; every method returns None for what NVML cannot read."""
+    """Queries of one GPU through NVML (None: unread)."""
 
     def __init__(self, nvml: Nvml, nvml_index: int) -> None:
         self.nvml = nvml
         self.nvml_index = nvml_index
         self.handle = nvml.query("nvmlDeviceGetHandleByIndex", nvml_index)
-        # Process accounting is often unsupported (vGPU, some containers): after one failure, stop asking.
+        # Often unsupported (vGPU, containers): after one failure, stop asking.
         self._process_query_supported = True
         self._memory_readings = 0
 
     def _query(self, function: str, *args: Any) -> Any | None:
-        if self.handle is None:
-            return None
-        return self.nvml.query(function, self.handle, *args)
+        return None if self.handle is None else self.nvml.query(function, self.handle, *args)
 
     def name(self) -> str | None:
         return self._query("nvmlDeviceGetName")
@@ -152,14 +136,14 @@ class NvmlDevice:
         return None if milliwatts is None else milliwatts / MILLI_PER_UNIT
 
     def power_limit_w(self) -> float | None:
-        # The enforced limit is the one in effect (the lower of the user's and the board's).
+        # The enforced limit is the lower of the user's and the board's.
         milliwatts = self._query("nvmlDeviceGetEnforcedPowerLimit")
         if milliwatts is None:
             milliwatts = self._query("nvmlDeviceGetPowerManagementLimit")
         return None if milliwatts is None else milliwatts / MILLI_PER_UNIT
 
     def throttle_reasons(self) -> list[str] | None:
-        # "Clocks event reasons" is the current name; drivers before R535 only know the "throttle" one.
+        # Older drivers know only the "throttle" name.
         mask = self._query("nvmlDeviceGetCurrentClocksEventReasons")
         if mask is None:
             mask = self._query("nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -174,7 +158,6 @@ class NvmlDevice:
         return None if info is None else info.used / BYTES_PER_MB
 
     def process_used_mb(self, pid: int) -> float | None:
-        """Memory NVML attributes to process ``pid`` on this GPU, in MB; None when unknown."""
         if not self._process_query_supported:
             return None
         processes = self._query("nvmlDeviceGetComputeRunningProcesses")
@@ -188,7 +171,6 @@ class NvmlDevice:
         return None
 
     def sample(self) -> DeviceSample:
-        """Temperature, SM clock, power, throttle reasons and the energy counter, read now."""
         reasons = self.throttle_reasons()
         return DeviceSample(
             temperature_c=self.temperature_c(),
@@ -199,9 +181,7 @@ class NvmlDevice:
         )
 
     def memory_reading(self, pid: int | None = None) -> MemoryReading:
-        """Device-used memory now (MB); process ``pid``'s memory (MB, default this process) on the first call and
-        every ``PROCESS_MEMORY_EVERY_N_READINGS``-th only: that query lists every process on the card and costs
-        more."""
+        """Device-used memory now, and process ``pid``'s (default this one) every few readings (MB)."""
         readings, self._memory_readings = self._memory_readings, self._memory_readings + 1
         process_mb = None
         if readings % PROCESS_MEMORY_EVERY_N_READINGS == 0:

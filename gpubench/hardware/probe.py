@@ -1,12 +1,9 @@
 """What the benchmark runs on: the device from torch and NVML, the host's processor and memory, the VRAM budget.
-
-Never raises for missing telemetry: what NVML cannot read stays None and a notice says why. Units, also carried in
-the names: MB are MiB, temperatures °C, clocks MHz, power W.
-"""
+What NVML cannot read stays None, with a notice."""
 
 import os
 import platform
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import torch
 
@@ -36,7 +33,7 @@ def _ram_mb() -> float | None:
 
 
 def _cuda_version_text(version: int | None) -> str | None:
-    # NVML encodes CUDA 12.4 as 12040.
+    # 12040 is CUDA 12.4.
     if not version:
         return None
     return f"{version // 1000}.{(version % 1000) // 10}"
@@ -49,17 +46,12 @@ def probe(
     nvml: Nvml | None = None,
     identity: CudaIdentity | None = None,
 ) -> HardwareReport:
-    """Describe ``device`` from torch and NVML with ``vram_budget``'s fields; on the CPU the processor, the GPU fields
-    None. ``nvml`` and ``identity`` replace NVML and torch's device properties in tests."""
+    """``device`` from torch and NVML with ``vram_budget``'s fields; on the CPU the processor. ``nvml`` and
+    ``identity`` replace NVML and torch's device properties in tests."""
     cpu_name = _cpu_name()
+    host = {"cpu_name": cpu_name, "cpu_logical_cores": os.cpu_count(), "ram_mb": _ram_mb()}
     if device.type != "cuda":
-        return HardwareReport(
-            measured_on="cpu",
-            device_name=cpu_name,
-            cpu_name=cpu_name,
-            cpu_logical_cores=os.cpu_count(),
-            ram_mb=_ram_mb(),
-        )
+        return HardwareReport(measured_on="cpu", device_name=cpu_name, **host)
 
     torch_index = device.index if device.index is not None else 0
     identity = identity or cuda_identity(torch_index)
@@ -73,13 +65,8 @@ def probe(
         uuid=identity.uuid,
         torch_index=torch_index,
         nvml_available=nvml.available,
-        cpu_name=cpu_name,
-        cpu_logical_cores=os.cpu_count(),
-        ram_mb=_ram_mb(),
-        vram_limit_mb=None if vram_budget is None else vram_budget.vram_limit_mb,
-        non_allocator_overhead_mb=None if vram_budget is None else vram_budget.non_allocator_overhead_mb,
-        usable_vram_mb=None if vram_budget is None else vram_budget.usable_vram_mb,
-        overhead_source=None if vram_budget is None else vram_budget.overhead_source,
+        **host,
+        **(asdict(vram_budget) if vram_budget is not None else {}),
     )
     if not nvml.available:
         return replace(from_torch, notices=[nvml.notice or "NVML unavailable; GPU telemetry not measured"])

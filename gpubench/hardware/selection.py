@@ -1,8 +1,4 @@
-"""Which device to benchmark on, and how to wait for it.
-
-Without CUDA the benchmark runs on the CPU with a one-line notice; a catalog card (``hardware=<card>``) needs a CUDA
-GPU, because it emulates that card's VRAM by capping the allocator there.
-"""
+"""Which device to benchmark on, and how to wait for it."""
 
 from collections.abc import Callable
 
@@ -15,9 +11,8 @@ CPU_NOTICE = "no CUDA device found; benchmarking on the CPU"
 
 
 def resolve_device(hw: HardwareConfig, *, cuda_available: bool | None = None) -> tuple[torch.device, str | None]:
-    """The device to benchmark on, and a one-line notice when the choice may surprise: ``auto`` is ``cuda:0`` when
-    CUDA is available, else the CPU; a catalog card needs a CUDA GPU (it caps the allocator there).
-    ``cuda_available`` overrides ``torch.cuda.is_available()`` in tests."""
+    """The device, and a notice when the choice may surprise: ``auto`` is ``cuda:0`` or the CPU; a catalog card
+    needs CUDA (it caps the allocator there). ``cuda_available`` overrides torch's in tests."""
     has_cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
     if hw.name == "cpu":
         return torch.device("cpu"), None
@@ -39,12 +34,6 @@ def visible_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _no_wait() -> None:
-    """The CPU runs each operation before returning: there is nothing queued to wait for."""
-
-
 def synchronizer(device: torch.device) -> Callable[[], None]:
     """A function that waits until ``device`` has finished all queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return _no_wait
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)

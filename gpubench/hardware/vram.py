@@ -1,9 +1,5 @@
-"""The VRAM a benchmark may use: the emulated card's memory less what the CUDA context holds, and the allocator cap.
-
-``hardware.vram_limit_gb`` emulates a smaller card on a larger one by capping torch's caching allocator. A real card
-of that size also loses the memory the process holds outside the allocator (the CUDA context, loaded kernels,
-library handles), so that overhead is measured and subtracted before the cap is set. MB are MiB, GB GiB.
-"""
+"""The VRAM a benchmark may use: the emulated card's memory less what the CUDA context holds, and the allocator cap
+that emulates a smaller card on a larger one. MB are MiB, GB GiB."""
 
 import os
 from dataclasses import dataclass
@@ -14,17 +10,13 @@ from gpubench.errors import ConfigError
 from gpubench.hardware.identity import open_nvml_device
 from gpubench.units import BYTES_PER_MB, MB_PER_GB
 
-#: Side of the square matmul that creates the CUDA context and the cuBLAS handle before the overhead is measured.
 _CONTEXT_MATMUL_SIZE = 256
 
 
 @dataclass(frozen=True)
 class VramBudget:
-    """The device memory a benchmark may use, in MB: ``vram_limit_mb`` (the emulated card, else the whole card),
-    ``non_allocator_overhead_mb`` held outside torch's caching allocator (a real card loses it too),
-    ``usable_vram_mb`` the rest (the allocator's cap), and ``overhead_source``: ``nvml_process`` or ``device_used``
-    (which also counts other processes, so can only overstate the overhead).
-    """
+    """The emulated card's memory, what is held outside torch's allocator (a real card loses it too) and the rest
+    (the allocator's cap), in MB; ``overhead_source`` ``device_used`` also counts other processes."""
 
     vram_limit_mb: float
     non_allocator_overhead_mb: float
@@ -35,8 +27,7 @@ class VramBudget:
 def non_allocator_overhead_mb(
     reserved_bytes: int, process_used_mb: float | None, free_bytes: int, total_bytes: int
 ) -> tuple[float, str]:
-    """Device memory (MB) this process holds outside torch's caching allocator, and where the figure came from: NVML's
-    memory for this process, else the card's used memory, less torch's ``reserved_bytes``; never negative."""
+    """MB held outside torch's allocator (NVML's process or device memory less ``reserved_bytes``), its source."""
     if process_used_mb is not None:
         used_mb, source = process_used_mb, "nvml_process"
     else:
@@ -45,8 +36,7 @@ def non_allocator_overhead_mb(
 
 
 def allocator_fraction(limit_mb: float, overhead_mb: float, total_mb: float) -> float:
-    """The fraction of the card (``total_mb``) to cap torch's allocator at: ``(limit_mb - overhead_mb) / total_mb``.
-    ConfigError when the limit is larger than the card, or when the overhead alone fills it."""
+    """The fraction of the card to cap the allocator at; ConfigError when the limit cannot be met."""
     if limit_mb > total_mb:
         raise ConfigError(
             f"`hardware.vram_limit_gb` = {limit_mb / MB_PER_GB!r} is not valid: it must be at most "
@@ -63,9 +53,7 @@ def allocator_fraction(limit_mb: float, overhead_mb: float, total_mb: float) -> 
 
 
 def _measure_non_allocator_overhead(device: torch.device) -> tuple[float, str]:
-    """Create the CUDA context and the cuBLAS handle, then read the memory held outside torch's allocator (MB)."""
-    # The context, the kernels loaded so far and the cuBLAS handle exist only after a first matmul; measured any
-    # earlier, the overhead would read near zero.
+    """The memory held outside torch's allocator (MB), after a first matmul has created the context and cuBLAS."""
     matrix = torch.ones(_CONTEXT_MATMUL_SIZE, _CONTEXT_MATMUL_SIZE, device=device)
     product = matrix @ matrix
     torch.cuda.synchronize(device)
@@ -78,10 +66,8 @@ def _measure_non_allocator_overhead(device: torch.device) -> tuple[float, str]:
 
 
 def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget | None:
-    """Cap the caching allocator so that it plus the non-allocator overhead (measured after a first matmul) fit in
-    ``limit_gb`` GiB; without a limit reset the cap to the whole card. Returns the budget (MB), None on the CPU.
-    Kernels loaded later add to the overhead uncapped. ConfigError when the limit cannot be met.
-    """
+    """Cap the allocator so that it and the overhead fit in ``limit_gb`` (None: the whole card); the budget, None
+    on the CPU. Kernels loaded later add to the overhead uncapped."""
     if device.type != "cuda":
         return None
     total_mb = torch.cuda.get_device_properties(device).total_memory / BYTES_PER_MB
@@ -89,9 +75,4 @@ def apply_vram_limit(device: torch.device, limit_gb: float | None) -> VramBudget
     overhead_mb, source = _measure_non_allocator_overhead(device)
     fraction = 1.0 if limit_gb is None else allocator_fraction(limit_mb, overhead_mb, total_mb)
     torch.cuda.set_per_process_memory_fraction(fraction, device)
-    return VramBudget(
-        vram_limit_mb=limit_mb,
-        non_allocator_overhead_mb=overhead_mb,
-        usable_vram_mb=limit_mb - overhead_mb,
-        overhead_source=source,
-    )
+    return VramBudget(limit_mb, overhead_mb, limit_mb - overhead_mb, source)

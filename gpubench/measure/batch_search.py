@@ -1,19 +1,14 @@
 """Batch-size search: the largest batch that trains without running out of device memory, and the policy on top.
 
-The search calls ``try_batch(size, steps)``: it runs ``steps`` (>= 2, so optimizer state exists) real training
-steps at that size, building its workload inside the call so a failed trial's memory dies with it, and returns the
-peak *reserved* memory in MB or a :class:`TrialResult` (peak, samples/s, s). Only out-of-memory errors
-(:func:`is_oom`) mean "does not fit"; anything else propagates. Short search trials (:data:`SEARCH_STEPS`) stop
-once one exceeds ``batch.trial_max_seconds``; ``batch.policy`` picks the timed batch, which alone is re-verified over
-:data:`VERIFY_STEPS` steps, because allocator fragmentation grows for many steps past what a short trial shows.
-Under data parallelism each trial's outcome passes through an agreement (:data:`TrialAgreement`) so every rank
-takes the same branch; in one process it is the identity (:func:`same_trial`).
+``try_batch(size, steps)`` trains ``steps`` steps at ``size``, building its workload inside so a failed trial's memory
+dies with it, and returns the peak reserved MB or a :class:`TrialResult`. The timed batch alone is re-verified over
+longer runs: fragmentation keeps growing past what a short trial shows.
 """
 
 import gc
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import torch
@@ -21,31 +16,23 @@ import torch
 from gpubench.measure.config import BatchConfig
 from gpubench.results import BatchSearchResult, BatchTrial, ThroughputPoint
 
-#: Error-message fragments that mean a device allocation failed, for errors that are not a
-#: ``torch.OutOfMemoryError``. Each names memory exhaustion, not a bad kernel or a bad shape.
+#: Messages of a failed device allocation outside ``torch.OutOfMemoryError``: the allocator's own, a cudaMalloc of a
+#: library's workspace, cuBLAS and cuDNN (device memory only: cuDNN's host-memory failure is not VRAM).
 _OOM_MESSAGE_MARKERS: tuple[str, ...] = (
-    # The caching allocator's own message; torch before 1.13 raised it as a plain RuntimeError.
     "CUDA out of memory",
-    # cudaErrorMemoryAllocation from a cudaMalloc outside the caching allocator (a library workspace or handle).
     "CUDA error: out of memory",
-    # cuBLAS could not allocate its handle or workspace (`cublasCreate` / cuBLASLt workspace).
     "CUBLAS_STATUS_ALLOC_FAILED",
-    # cuDNN <= 8: "resource allocation failed inside the cuDNN library", usually a failed cudaMalloc.
     "CUDNN_STATUS_ALLOC_FAILED",
-    # cuDNN 9 split the status: the device-memory variant is OOM; the host-memory one is not VRAM and is excluded.
     "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
 )
 
-#: The knee of the throughput curve is the smallest batch reaching this fraction of the best samples/s.
 KNEE_FRACTION = 0.9
-#: Training steps per search trial: two or more, so the optimizer state exists when memory is read.
+#: Steps per search trial: two or more, so the optimizer state exists when memory is read.
 SEARCH_STEPS = 2
-#: Training steps per re-verification trial: fragmentation grows for many steps before the allocator's cache
-#: settles, so the size the benchmark trains at is checked over a longer run than a search trial.
+#: Steps per re-verification trial, long enough for the allocator's fragmentation to settle.
 VERIFY_STEPS = 20
-
-#: A timed size whose search peak is at most this fraction of the headroom limit is not re-verified: the longer runs
-#: that verification adds only catch fragmentation, which grows a peak by a fraction, not by half the limit.
+#: A timed size whose search peak is at most this fraction of the limit is not re-verified: fragmentation grows a
+#: peak by a fraction, not by half the limit.
 UNVERIFIED_PEAK_FRACTION = 0.5
 
 TrialPhase = Literal["search", "verify"]
@@ -53,33 +40,26 @@ TrialPhase = Literal["search", "verify"]
 
 @dataclass(frozen=True)
 class TrialResult:
-    """What one successful trial measured: peak reserved device memory (MB), throughput (samples/s) and the wall
-    time of its steps (s; what bounds the search in time)."""
+    """One successful trial: peak reserved memory (MB), throughput (samples/s) and its steps' wall time (s)."""
 
     peak_reserved_mb: float
     samples_per_s: float | None = None
     seconds: float | None = None
 
 
-#: ``try_batch(size, steps)``: train ``steps`` steps at ``size`` and return the peak reserved MB or a TrialResult;
-#: raise on failure.
 TryBatch = Callable[[int, int], "float | TrialResult"]
-
-#: ``agree(trial)``: this process's classified trial in, the trial every process of the search acts on out (the
-#: same on every rank). Identity in one process; a collective over the ranks under data parallelism.
+#: This process's trial in, the trial every rank acts on out: identity in one process, a collective under DDP.
 TrialAgreement = Callable[[BatchTrial], BatchTrial]
 
 
 def same_trial(trial: BatchTrial) -> BatchTrial:
-    """The agreement of a search run by one process: its own trial."""
     return trial
 
 
 @dataclass(frozen=True)
 class BatchSearch:
-    """Result of :func:`find_max_batch_size`: the largest size that fit (None if ``min_size`` did not), and every
-    trial in the order it ran. ``time_limited``: the search stopped early because a trial's steps took longer than
-    ``trial_max_seconds`` (s), so ``best_size`` is a lower bound of the largest size that fits."""
+    """The largest size that fit (None if ``min_size`` did not) and every trial in order. ``time_limited``: a trial
+    took longer than ``trial_max_seconds`` (s), so ``best_size`` is only a lower bound."""
 
     min_size: int
     max_size: int
@@ -92,35 +72,30 @@ class BatchSearch:
 
     @property
     def smallest_failure(self) -> BatchTrial | None:
-        """The smallest size's failed trial (out of memory, or over the headroom), None when every trial fit: the
-        only evidence that a size does *not* fit. A search stopped on time may have none."""
+        """The smallest failed trial (out of memory or over the headroom), None when every trial fit."""
         failures = [trial for trial in self.trials if not trial.ok]
         return min(failures, key=lambda trial: trial.size) if failures else None
 
     def fitting_phrase(self) -> str:
-        """``fits up to N``, or ``fits at least up to N`` when the search stopped on its trial time limit before
-        any size failed above N (so N is only a lower bound of what fits)."""
+        """``fits up to N``, or ``fits at least up to N`` when the search stopped on time."""
         return f"fits at least up to {self.best_size}" if self.time_limited else f"fits up to {self.best_size}"
 
 
 @dataclass(frozen=True)
 class BatchDecision:
-    """The batch size a model is timed at: ``record``, the report's record of the decision and its evidence
-    (:class:`~gpubench.results.BatchSearchResult`), beside ``search``, the search's working object."""
+    """The timed batch: the report's ``record`` of the decision and its evidence, beside the ``search``."""
 
     record: BatchSearchResult
     search: BatchSearch
 
     @property
     def verification(self) -> list[BatchTrial]:
-        """The re-verification trials, in the order they ran."""
         return [trial for trial in self.record.trials if trial.phase == "verify"]
 
 
 def is_oom(exc: BaseException) -> bool:
-    """True when ``exc`` (or the exception it was explicitly raised from) means a device allocation failed:
-    ``torch.OutOfMemoryError`` or a RuntimeError carrying one of :data:`_OOM_MESSAGE_MARKERS`. Illegal memory
-    accesses, other CUDA errors, shape errors and host-memory failures are not."""
+    """True when ``exc`` or its explicit cause is a failed device allocation (``torch.OutOfMemoryError``, or a
+    RuntimeError naming one); other CUDA, shape and host-memory errors are not."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -129,19 +104,16 @@ def is_oom(exc: BaseException) -> bool:
             return True
         if isinstance(current, RuntimeError) and any(marker in str(current) for marker in _OOM_MESSAGE_MARKERS):
             return True
-        # Only the explicit cause: an implicit __context__ is whatever was being handled when a new, possibly
-        # unrelated, error occurred.
+        # Not __context__: that is whatever was being handled when an unrelated error occurred.
         current = current.__cause__
     return False
 
 
 def release_device_memory() -> None:
-    """Free unreachable objects, then return the caching allocator's unused blocks to the driver; nothing unless
-    CUDA is initialised (it never creates a context, and a ``gc.collect`` on the CPU buys nothing)."""
+    """Collect garbage, then return the caching allocator's unused blocks; nothing unless CUDA is initialised."""
     if not torch.cuda.is_initialized():
         return
-    # Collect first: reference cycles (frames, closures, autograd graphs) can still hold tensors, and
-    # empty_cache can only return blocks whose tensors are gone.
+    # Reference cycles (frames, autograd graphs) can still hold tensors whose blocks empty_cache cannot return.
     gc.collect()
     torch.cuda.empty_cache()
 
@@ -159,40 +131,26 @@ def _run_trial(
     peak_limit_mb: float | None,
     agree: TrialAgreement = same_trial,
 ) -> BatchTrial:
-    """Call ``try_batch(size, steps)`` once, classify the outcome and pass it through ``agree``; re-raise anything
-    that is not an OOM."""
+    """One ``try_batch(size, steps)``, classified and passed through ``agree``; anything but an OOM re-raised."""
     oom_error: str | None = None
     try:
         outcome = try_batch(size, steps)
     except Exception as exc:
         if not is_oom(exc):
             raise
-        # Keep only the text: the traceback holds the failed trial's frames and tensors until `exc` is deleted.
+        # Only the text: the traceback holds the failed trial's tensors.
         oom_error = _first_line(exc)
     release_device_memory()
     if oom_error is not None:
         return agree(BatchTrial(size=size, status="oom", phase=phase, steps=steps, error=oom_error))
-    if isinstance(outcome, TrialResult):
-        result = outcome
-    elif isinstance(outcome, int | float):
-        result = TrialResult(peak_reserved_mb=float(outcome))
-    else:
+    result = TrialResult(peak_reserved_mb=float(outcome)) if isinstance(outcome, int | float) else outcome
+    if not isinstance(result, TrialResult):
         raise TypeError(
-            f"try_batch({size}, {steps}) returned {outcome!r}: expected the peak reserved MB (a number) or a "
-            "TrialResult"
+            f"try_batch({size}, {steps}) returned {outcome!r}: expected the peak reserved MB or a TrialResult"
         )
     over = peak_limit_mb is not None and result.peak_reserved_mb > peak_limit_mb
-    return agree(
-        BatchTrial(
-            size=size,
-            status="over_headroom" if over else "ok",
-            phase=phase,
-            steps=steps,
-            peak_reserved_mb=result.peak_reserved_mb,
-            samples_per_s=result.samples_per_s,
-            seconds=result.seconds,
-        )
-    )
+    status = "over_headroom" if over else "ok"
+    return agree(BatchTrial(size=size, status=status, phase=phase, steps=steps, **asdict(result)))
 
 
 def find_max_batch_size(
@@ -205,14 +163,11 @@ def find_max_batch_size(
     trial_max_seconds: float | None = None,
     agree: TrialAgreement = same_trial,
 ) -> BatchSearch:
-    """Largest integer batch size in [min_size, max_size] for which ``try_batch`` succeeds, trying ``steps`` steps.
+    """Largest batch size in [min_size, max_size] whose ``steps``-step trial fits, memory growing with size.
 
-    Assumes memory grows with size. Doubles from ``2·min_size`` (its success implies ``min_size`` fits) until a
-    trial fails or ``max_size`` succeeds, then bisects between the last success and the first failure. A trial fails
-    on an OOM (:func:`is_oom`) or, with ``peak_limit_mb`` set, a peak reserved memory (MB) above it; any other
-    exception is re-raised. With ``trial_max_seconds`` set, a successful trial slower than that (s) ends the search
-    (``time_limited``; ``best_size`` is then a lower bound). ``best_size`` is None when ``min_size`` fails. Every
-    outcome passes through ``agree``.
+    Doubles from ``2·min_size`` until a trial fails or ``max_size`` fits, then narrows between the last success and
+    the first failure. A trial fails on an OOM or a peak reserved memory above ``peak_limit_mb`` (MB); a success
+    slower than ``trial_max_seconds`` (s) ends the search (``time_limited``).
     """
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
@@ -232,10 +187,7 @@ def find_max_batch_size(
     first_fail: int | None = None
     time_limited = False
     size = min(2 * min_size, max_size)
-    while True:
-        if not fits(size):
-            first_fail = size
-            break
+    while fits(size):
         last_ok = size
         if too_slow():
             time_limited = True
@@ -243,8 +195,9 @@ def find_max_batch_size(
         if size == max_size:
             break
         size = min(2 * size, max_size)
-    # A failure at the first trial: min_size next, so a model that does not fit at all costs two trials, not a
-    # bisection's worth of failures.
+    else:
+        first_fail = size
+    # A first failure tries min_size next: a model that does not fit at all costs two trials, not a bisection.
     if last_ok is None and first_fail is not None and first_fail > min_size:
         if fits(min_size):
             last_ok = min_size
@@ -253,8 +206,7 @@ def find_max_batch_size(
     if last_ok is not None and first_fail is not None:
         moved: list[str] = []
         while first_fail - last_ok > 1:
-            # Interpolated on the trials' peaks, unless the last two probes moved the same end (a curved peak line
-            # can make interpolation creep from one side): then halved, as a plain bisection would.
+            # Interpolated on the peaks, but halved after two moves of the same end (a curved line makes it creep).
             predicted = (
                 None if moved[-2:] in (["ok", "ok"], ["fail", "fail"]) else _interpolated_size(trials, peak_limit_mb)
             )
@@ -270,23 +222,12 @@ def find_max_batch_size(
             else:
                 first_fail = middle
                 moved.append("fail")
-    return BatchSearch(
-        min_size=min_size,
-        max_size=max_size,
-        best_size=last_ok,
-        trials=trials,
-        steps=steps,
-        peak_limit_mb=peak_limit_mb,
-        time_limited=time_limited,
-        trial_max_seconds=trial_max_seconds,
-    )
+    return BatchSearch(min_size, max_size, last_ok, trials, steps, peak_limit_mb, time_limited, trial_max_seconds)
 
 
 def _interpolated_size(trials: list[BatchTrial], peak_limit_mb: float | None) -> int | None:
-    """The batch whose peak reserved memory (MB) the trials put at ``peak_limit_mb``: on the line between the
-    largest size that fitted and the smallest over the limit with a measured peak, or past the two largest that
-    fitted when no failure has a peak (an out-of-memory failure measures none). None without a limit or two
-    peaks to draw the line through."""
+    """The batch whose peak (MB) lies at ``peak_limit_mb`` on the line through the largest fit and the smallest
+    over-limit peak above it (else the two largest fits); None without a limit or two peaks."""
     if peak_limit_mb is None:
         return None
     fitted = sorted((t.size, t.peak_reserved_mb) for t in trials if t.ok and t.peak_reserved_mb is not None)
@@ -308,8 +249,8 @@ def _interpolated_size(trials: list[BatchTrial], peak_limit_mb: float | None) ->
 
 
 def knee_batch_size(throughput_curve: list[tuple[int, float]], fraction: float = KNEE_FRACTION) -> int | None:
-    """Smallest *sampled* batch size whose throughput reaches ``fraction`` of the best samples/s (None for an empty
-    curve): past it, larger batches buy little speed but cost memory and change optimisation."""
+    """Smallest sampled batch size reaching ``fraction`` of the best samples/s (None for an empty curve): larger
+    batches buy little speed but cost memory and change optimisation."""
     if not throughput_curve:
         return None
     best_samples_per_s = max(samples_per_s for _, samples_per_s in throughput_curve)
@@ -322,7 +263,6 @@ def gradient_accumulation_steps(batch_size: int, target_effective: int) -> int:
 
 
 def _min_size_failure(search: BatchSearch, usable_vram_mb: float | None, headroom: float) -> str:
-    # The search tries min_size itself before it returns no size.
     trial = next(t for t in search.trials if t.size == search.min_size)
     if trial.status == "oom":
         reason = f"out of memory ({trial.error})"
@@ -334,8 +274,12 @@ def _min_size_failure(search: BatchSearch, usable_vram_mb: float | None, headroo
     return f"`batch.min_size`={search.min_size} does not fit: {reason}. Lower `batch.min_size` or use a larger GPU."
 
 
+def _largest_peak_mb(trials: list[BatchTrial], size: int) -> float | None:
+    peaks = [t.peak_reserved_mb for t in trials if t.ok and t.size == size and t.peak_reserved_mb is not None]
+    return max(peaks, default=None)
+
+
 def _failure_phrase(trial: BatchTrial) -> str:
-    """Why a failed trial did not fit, in words (``trial`` is an ``oom`` or ``over_headroom`` trial)."""
     if trial.status == "oom":
         return f"{trial.size} ran out of memory"
     return f"{trial.size} exceeded the headroom limit (peak reserved {trial.peak_reserved_mb:,.0f} MB)"
@@ -344,10 +288,8 @@ def _failure_phrase(trial: BatchTrial) -> str:
 def policy_target(
     policy: str, search: BatchSearch, knee_size: int | None, configured_size: int | None
 ) -> tuple[int, str]:
-    """The batch ``policy`` times and the sentence saying why (sizes in samples). ``configured``: the recipe's
-    ``configured_size`` capped by ``batch.max_size``, stepped down to the largest size that fit only when a trial at
-    or below it failed (a time-limited search's bound does not step it down). ``knee``: the knee (the largest
-    fitting size without throughput). ``max``: the largest that fits."""
+    """The batch ``policy`` times and why: ``configured`` (capped by ``batch.max_size``, stepped down only when a
+    trial at or below it failed), ``knee`` (else the largest fit) or ``max`` (the largest fit)."""
     best_size = search.best_size
     if best_size is None:
         raise ValueError("policy_target needs a search that found a fitting size")
@@ -366,10 +308,8 @@ def policy_target(
         size, reason = search.max_size, f"{reason} capped by `batch.max_size` to {search.max_size}"
     failure = search.smallest_failure
     if size > best_size and failure is not None and failure.size <= size:
-        size, reason = (
-            best_size,
-            f"{reason} stepped down to {best_size}, the largest that fit: {_failure_phrase(failure)}",
-        )
+        reason = f"{reason} stepped down to {best_size}, the largest that fit: {_failure_phrase(failure)}"
+        size = best_size
     return size, reason
 
 
@@ -385,12 +325,9 @@ def choose_batch_size(
     verify_steps: int = VERIFY_STEPS,
     agree: TrialAgreement = same_trial,
 ) -> BatchDecision:
-    """Search the largest batch that fits under ``batch_cfg.headroom × usable_vram_mb`` (MB; no limit when None),
-    pick the batch ``policy`` times (:func:`policy_target`), and re-verify it ``verify_repeats`` times over
-    ``verify_steps`` steps, stepping down to the next smaller size that fit in the search while one fails. Only the
-    timed size is verified: the largest batch's trials are the search's longest. Accumulation steps reach
-    ``batch.target_effective`` for a size the search chose; the configured batch keeps 1. Status ``oom`` (with the
-    reason in the message) when ``batch.min_size`` does not fit or nothing passes verification.
+    """Search the largest batch under ``batch_cfg.headroom × usable_vram_mb`` (MB; None: no limit), pick the
+    ``policy``'s batch and re-verify it ``verify_repeats`` × ``verify_steps`` steps, stepping down through the
+    smaller sizes that fit while one fails. Status ``oom`` when ``min_size`` does not fit or nothing verifies.
     """
     policy = batch_cfg.policy if policy is None else policy
     if verify_repeats < 0:
@@ -421,7 +358,6 @@ def choose_batch_size(
         curve: list[tuple[int, float]] | None = None,
         peak_mb: float | None = None,
     ) -> BatchDecision:
-        """The decision timing ``chosen`` with ``accumulation`` steps (None: nothing fits), its evidence."""
         record = BatchSearchResult(
             status=status,
             batch_size=chosen,
@@ -457,16 +393,11 @@ def choose_batch_size(
 
     verification: list[BatchTrial] = []
     chosen: int | None = None
-    # The target first, then every smaller size that succeeded in the search, largest first, and min_size last (it
-    # fits by monotonicity even when the search never ran it).
+    # min_size fits by monotonicity even when the search never ran it.
     fallbacks = {t.size for t in search.trials if t.ok and t.size < target}
     if batch_cfg.min_size < target:
         fallbacks.add(batch_cfg.min_size)
-    searched_peak_mb = max(
-        (t.peak_reserved_mb for t in search.trials if t.ok and t.size == target and t.peak_reserved_mb is not None),
-        default=None,
-    )
-    # Fragmentation grows a peak by a fraction over longer runs; a size far under the limit cannot reach it.
+    searched_peak_mb = _largest_peak_mb(search.trials, target)
     unverified = (
         peak_limit_mb is not None
         and searched_peak_mb is not None
@@ -488,15 +419,9 @@ def choose_batch_size(
             verification,
         )
 
-    peaks = [
-        t.peak_reserved_mb
-        for t in (*search.trials, *verification)
-        if t.ok and t.size == chosen and t.peak_reserved_mb is not None
-    ]
     accumulation = 1 if policy == "configured" else gradient_accumulation_steps(chosen, batch_cfg.target_effective)
     message = f"batch size {chosen}: {reason} (batch.policy={policy})"
     if chosen != target:
-        # Only a trial that failed (out of memory, or over the headroom) steps the timed batch down.
         failed = next(t for t in verification if t.size == target and not t.ok)
         message += f", stepped down to {chosen}: on re-verification {_failure_phrase(failed)}"
     if unverified:
@@ -519,13 +444,13 @@ def choose_batch_size(
         )
     if knee is not None:
         message += f"; throughput knee at {knee}"
-    return decision("ok", message, verification, chosen, accumulation, knee, curve, max(peaks) if peaks else None)
+    peak_mb = _largest_peak_mb([*search.trials, *verification], chosen)
+    return decision("ok", message, verification, chosen, accumulation, knee, curve, peak_mb)
 
 
 @dataclass(frozen=True)
 class TimedBatch:
-    """The batch a model is timed at: its size (samples), the gradient-accumulation steps per optimizer update, and
-    the sentence saying how it was chosen (None for the configured batch without a search or a cap)."""
+    """The timed batch (samples), its accumulation steps and how it was chosen (None: the plain configured batch)."""
 
     batch_size: int
     gradient_accumulation_steps: int
@@ -533,35 +458,27 @@ class TimedBatch:
 
 
 def effective_policy(policy: str, *, is_hyperparameter: bool) -> str:
-    """The policy that applies to a model: ``configured`` where the batch is part of the algorithm (RL: a larger
-    replay or PPO minibatch is a different training run), else ``policy``."""
+    """``configured`` where the batch is part of the algorithm (RL), else ``policy``."""
     return "configured" if is_hyperparameter else policy
 
 
 def timed_batch(configured: int, decision: BatchDecision | None, max_size: int, policy: str) -> TimedBatch:
-    """The batch a model is timed at: the decision's (a successful search, whose ``policy`` chose and verified it),
-    or without a search the ``configured`` batch capped by ``max_size`` (``batch.max_size``)."""
+    """The decision's batch, or without a search the ``configured`` batch capped by ``max_size``."""
     if decision is not None:
-        assert decision.record.batch_size is not None
-        return TimedBatch(
-            batch_size=decision.record.batch_size,
-            gradient_accumulation_steps=decision.record.gradient_accumulation_steps or 1,
-            policy=f"timed at {decision.record.message}",
-        )
-    notes = []
-    size = configured
+        record = decision.record
+        assert record.batch_size is not None
+        return TimedBatch(record.batch_size, record.gradient_accumulation_steps or 1, f"timed at {record.message}")
+    size, notes = min(configured, max_size), []
     if configured > max_size:
-        size = max_size
         notes.append(f"timed at the configured batch {configured} capped by `batch.max_size` to {size}")
     if policy != "configured":
         notes.append(f"batch.policy={policy} needs the batch search (a GPU): the configured batch is timed")
-    return TimedBatch(batch_size=size, gradient_accumulation_steps=1, policy="; ".join(notes) or None)
+    return TimedBatch(size, 1, "; ".join(notes) or None)
 
 
 @dataclass(frozen=True)
 class HeadroomCheck:
-    """The measured run's peak reserved device memory against the headroom limit (both MB): the measured epochs
-    run far more steps than any trial, and fragmentation can keep growing."""
+    """The measured run's peak reserved memory against the headroom limit (MB): fragmentation can outgrow a trial."""
 
     peak_reserved_mb: float
     peak_limit_mb: float
@@ -574,7 +491,6 @@ class HeadroomCheck:
 
     @property
     def warning(self) -> str | None:
-        """A one-line warning when the limit was exceeded, None otherwise."""
         if not self.exceeded:
             return None
         return (
@@ -585,9 +501,8 @@ class HeadroomCheck:
 
 
 def step_down_size(current: int, peak_reserved_mb: float, peak_limit_mb: float, min_size: int) -> int | None:
-    """The smaller batch to measure again at after a run at ``current`` broke the headroom:
-    ``floor(current × peak_limit_mb / peak_reserved_mb)`` (reserved memory grows about in proportion), at least one
-    smaller, never below ``min_size``; None (keep ``current``) within the limit or at ``min_size``."""
+    """The batch to measure again at after ``current`` broke the headroom: proportionally smaller, at least by one,
+    not below ``min_size``; None within the limit or at ``min_size``."""
     if peak_reserved_mb <= peak_limit_mb or current <= min_size:
         return None
     proportional = math.floor(current * peak_limit_mb / peak_reserved_mb)
@@ -597,13 +512,7 @@ def step_down_size(current: int, peak_reserved_mb: float, peak_limit_mb: float, 
 def check_headroom(
     peak_reserved_mb: float | None, usable_vram_mb: float | None, headroom: float
 ) -> HeadroomCheck | None:
-    """Compare a measured peak reserved memory (MB) with ``headroom`` × ``usable_vram_mb``; None when either is
-    unknown (on the CPU nothing is measured)."""
+    """A measured peak reserved memory (MB) against ``headroom`` × ``usable_vram_mb``; None when either is unknown."""
     if peak_reserved_mb is None or usable_vram_mb is None:
         return None
-    return HeadroomCheck(
-        peak_reserved_mb=peak_reserved_mb,
-        peak_limit_mb=headroom * usable_vram_mb,
-        headroom=headroom,
-        usable_vram_mb=usable_vram_mb,
-    )
+    return HeadroomCheck(peak_reserved_mb, headroom * usable_vram_mb, headroom, usable_vram_mb)

@@ -1,81 +1,53 @@
 """One workload's timed run: size the epoch, warm up, then measure epochs until the stopping rule says so.
 
-Every epoch is one synchronised block of ``steps_per_epoch`` steps (:mod:`gpubench.measure.timing`); after it the
-stability monitor and the epoch observers are read. The loop stops after ``epochs`` epochs, or with a
-:class:`SecondStage` by Stein's two-stage rule: the first stage fixes the total (at most ``max_epochs``), which
-keeps the interval's level, unlike stopping once it looks narrow. It stops early on divergence or when an observer
-asks; an interrupt raises :class:`MeasurementInterrupted` with the completed epochs.
+Each epoch is one synchronised block of steps. With a :class:`SecondStage` (Stein's two-stage rule) the first stage
+fixes the total, which keeps the interval's level, unlike stopping once it looks narrow.
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from gpubench.measure.config import EpochConfig
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
-from gpubench.stats.config import (
-    FIXED_EPOCHS,
-    MAX_EPOCHS_REACHED,
-    PRECISION_TARGET_MET,
-    StatisticsConfig,
-)
+from gpubench.stats.config import FIXED_EPOCHS, MAX_EPOCHS_REACHED, PRECISION_TARGET_MET, StatisticsConfig
 from gpubench.stats.intervals import MIN_EPOCHS, two_stage_required_epochs
 from gpubench.stats.stability import EpochHealth
 from gpubench.units import MS_PER_S
 from gpubench.workload import Workload
 
-#: The phase of a benchmark epoch: discarded warmup, or measured.
 EpochPhase = Literal["warmup", "measured"]
-#: The stop reason of a run that saw a NaN/Inf loss or gradient.
 DIVERGED = "diverged"
-#: The stop reason of a run cut short by an interrupt.
 INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
 class SecondStagePlan:
-    """What a second stage asks for after the first: ``required_epochs`` in all (None: no count would reach the goal,
-    so the run stops after the first stage) and the stop reason once measured to it (capped at ``max_epochs``, the
-    reason becomes ``max_epochs_reached``)."""
+    """The epochs to measure in all (None: no count reaches the goal, stop now) and the stop reason once there."""
 
     required_epochs: int | None
     reason: str
 
 
-class SecondStage(Protocol):
-    """The second stage of a two-stage rule: from the measurement of the first stage, the total epochs to measure."""
-
-    def __call__(self, first_stage: "Measurement") -> SecondStagePlan: ...
-
-
 class EpochObserver(Protocol):
-    """Something that records a figure per epoch around the timed block (memory, temperature, energy) and keeps it."""
+    """Records a figure per epoch around the timed block (memory, temperature) and may ask to stop (a reason)."""
 
     def start_epoch(self) -> None: ...
 
-    def end_epoch(self, phase: EpochPhase, epoch: int) -> object:
-        """Record epoch number ``epoch`` (from 1 within ``phase``); what it returns is the observer's own."""
-        ...
+    def end_epoch(self, phase: EpochPhase, epoch: int) -> object: ...
 
-    def stop_reason(self) -> str | None:
-        """A reason to stop measuring this model now (e.g. the card passed its stop temperature), or None."""
-        ...
+    def stop_reason(self) -> str | None: ...
 
 
-#: Called after every epoch with (phase, epoch number from 1, planned epochs in that phase, seconds, mean loss).
+#: (phase, epoch number from 1, planned epochs in that phase, seconds, mean loss), after every epoch.
 ProgressCallback = Callable[[str, int, int, float, float | None], None]
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """What the timed run of one workload produced, epoch by epoch, in the order run.
-
-    ``epoch_times_ms`` and ``epoch_losses`` cover the measured epochs; ``health`` also a diverged warmup epoch.
-    ``stop_reason``: ``epochs``, ``precision_target_met`` / ``decision_settled``, ``decision_cannot_settle``,
-    ``max_epochs_reached``, ``diverged``, or an observer's reason. ``first_stage_epochs``: an adaptive run's first
-    stage, else None.
-    """
+    """One workload's timed run, epoch by epoch; ``health`` also holds a diverged warmup epoch.
+    ``first_stage_epochs``: an adaptive run's first stage, else None."""
 
     sizing: EpochSizing
     warmup_epoch_times_ms: list[float]
@@ -87,9 +59,12 @@ class Measurement:
     first_stage_epochs: int | None = None
 
 
+#: The first stage's measurement in, the total epochs to measure out.
+SecondStage = Callable[[Measurement], SecondStagePlan]
+
+
 def precision_stage(statistics: StatisticsConfig) -> SecondStage:
-    """The second stage of ``statistics.adaptive=precision``: Stein's total that brings the decision interval within
-    ``statistics.target_rel_halfwidth`` of the mean (:func:`~gpubench.stats.intervals.two_stage_required_epochs`)."""
+    """Stein's total that brings the interval within ``statistics.target_rel_halfwidth`` of the mean."""
 
     def plan(first_stage: Measurement) -> SecondStagePlan:
         required = two_stage_required_epochs(
@@ -101,8 +76,7 @@ def precision_stage(statistics: StatisticsConfig) -> SecondStage:
 
 
 class MeasurementInterrupted(KeyboardInterrupt):
-    """An interrupt during the measurement of one workload; ``measurement`` holds the epochs completed before it
-    (stop reason ``interrupted``), so the caller can keep them."""
+    """An interrupt during a measurement; ``measurement`` holds the epochs completed before it."""
 
     def __init__(self, measurement: Measurement) -> None:
         super().__init__(INTERRUPTED)
@@ -123,10 +97,8 @@ def measure_workload(
     second_stage: SecondStage | None = None,
     sizing: EpochSizing | None = None,
 ) -> Measurement:
-    """Run and time ``workload``: epoch sizing, ``warmup_epochs`` discarded epochs, then measured epochs — ``epochs``
-    of them, or with a ``second_stage`` a first stage of ``epochs`` (at least :data:`MIN_EPOCHS`) and then the total
-    it asks for, at most ``statistics.max_epochs``. Given ``sizing`` (a later round of a model sized before), its
-    steps per epoch are kept: no calibration, and no resizing after the warmup."""
+    """Size the epoch (unless ``sizing`` is given), run ``warmup_epochs`` discarded epochs, then ``epochs`` measured
+    ones, or with a ``second_stage`` a first stage of that many and then its total (at most ``max_epochs``)."""
 
     def run_steps(count: int) -> None:
         for _ in range(count):
@@ -160,8 +132,7 @@ def measure_workload(
             if on_epoch is not None:
                 on_epoch(phase, number, planned, seconds, health.mean_loss)
         except KeyboardInterrupt as exc:
-            # Nearly all of a run's time is spent in here, so this is where an interrupt lands: the epochs already
-            # recorded go up with it.
+            # Nearly all of a run's time is spent here, so this is where an interrupt lands.
             raise MeasurementInterrupted(measurement(INTERRUPTED)) from exc
         return seconds, health
 
@@ -170,7 +141,6 @@ def measure_workload(
     times_ms: list[float] = []
     losses: list[float | None] = []
     healths: list[EpochHealth] = []
-
     first_stage: int | None = None
 
     def measurement(stop_reason: str) -> Measurement:
@@ -200,14 +170,8 @@ def measure_workload(
             epoch_config.max_auto_steps,
             workload.steps_per_iteration,
         )
-        sizing = EpochSizing(
-            steps_per_epoch=steps,
-            first_step_s=sizing.first_step_s,
-            probe_steps=sizing.probe_steps,
-            probe_seconds=sizing.probe_seconds,
-        )
+        sizing = replace(sizing, steps_per_epoch=steps)
 
-    # A two-stage run plans its first stage, then (after it) the total; the config keeps max_epochs >= MIN_EPOCHS.
     planned = min(max(epochs, MIN_EPOCHS), statistics.max_epochs) if second_stage is not None else epochs
     done_reason = FIXED_EPOCHS
     number = 0
@@ -223,7 +187,7 @@ def measure_workload(
         if observer_reason is not None:
             return measurement(observer_reason)
         if second_stage is not None and first_stage is None and number == planned:
-            # Stage one is complete: its variance fixes the total, and the rest of the run only measures to it.
+            # The first stage's variance fixes the total.
             plan = second_stage(measurement(FIXED_EPOCHS))
             first_stage = number
             if plan.required_epochs is None:

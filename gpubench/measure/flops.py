@@ -1,10 +1,8 @@
-"""Floating-point operations, kernel launches and bytes moved of one training step, counted by torch's flop
-counter and :class:`gpubench.workload.OpCounter` on real steps (an iteration's average).
+"""Floating-point operations, kernel launches and bytes moved of one training step, counted on real steps.
 
-The counts split a measured step into compute, launches, memory traffic and host work, and project it onto other
-cards, also from a CPU measurement: every workload's optimizer runs fused on every device, so the CPU dispatches the
-operations a GPU would launch. FLOPs are also counted by the precision they run in (after autocast), because a
-card's peak depends on it by an order of magnitude.
+The counts split a step into compute, launches and memory traffic to project it onto other cards, also from the CPU
+(optimizers run fused everywhere, so the CPU dispatches what a GPU launches). FLOPs are counted by precision, on
+which a card's peak depends by an order of magnitude.
 """
 
 from collections import defaultdict
@@ -17,16 +15,13 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from gpubench.workload import OpCounter, Workload
 
-#: The report's names of the dtypes a step's FLOPs run in (``execution.precision``'s); any other keeps torch's name
-#: (``float64``, ``float8_e4m3fn``), for which the catalog has no peak.
 _PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 @dataclass(frozen=True)
 class StepCounts:
-    """One step's floating-point operations, its kernel-launching tensor operations and the bytes of those
-    operations' tensor inputs and outputs (an upper bound on its DRAM traffic; None: not counted), and the FLOPs
-    by the precision they ran in (``{"bf16": ..., "fp32": ...}``, summing to ``flops``; None: not counted)."""
+    """One step's FLOPs, kernel launches, bytes of their tensors (an upper bound on DRAM traffic) and FLOPs by
+    precision (``{"bf16": ..., "fp32": ...}``); None where not counted."""
 
     flops: float | None
     launches: int | None
@@ -35,19 +30,15 @@ class StepCounts:
 
 
 def precision_name(dtype: torch.dtype) -> str:
-    """``fp32``, ``bf16`` or ``fp16`` for those dtypes (the names ``execution.precision`` uses), else torch's name
-    without its ``torch.`` prefix."""
+    """``fp32``, ``bf16`` or ``fp16`` (``execution.precision``'s names), else torch's name (``float64``)."""
     return _PRECISION_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
 def _counted_by_precision(
     formula: Callable[..., int], counts: dict[str, int], *, convolution: bool = False
 ) -> Callable[..., int]:
-    """``formula`` (a flop counter's formula, called with the operation's real arguments) that also adds its FLOPs
-    to ``counts`` under the precision of the operation's first floating-point tensor operand (a matmul's,
-    convolution's or attention's operands share one dtype). An fp32 ``convolution`` counts as ``tf32`` while
-    ``torch.backends.cudnn.allow_tf32`` is set (torch's default): cuDNN then runs it on the tensor cores, whatever
-    the matmul precision, so its peak is the card's tf32 figure."""
+    """``formula`` that also adds its FLOPs to ``counts`` under its first floating-point operand's precision; an
+    fp32 ``convolution`` counts as ``tf32`` under cuDNN's tf32 (torch's default), which uses the tensor cores."""
 
     def counted(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
         flops = formula(*args, out_val=out_val, **kwargs)
@@ -59,8 +50,7 @@ def _counted_by_precision(
         counts[name] += flops
         return flops
 
-    # The counter passes the real tensors (not their shapes) to a formula marked raw; the registry's formulas take
-    # the tensors themselves and read their shapes.
+    # A formula marked raw gets the tensors themselves, whose dtype it needs.
     counted._get_raw = True  # type: ignore[attr-defined]
     return counted
 
@@ -76,15 +66,8 @@ def precision_counting_flop_counter() -> tuple[FlopCounterMode, dict[str, int]]:
 
 
 def count_step(workload: Workload) -> StepCounts:
-    """FLOPs (forward + backward, as torch's flop counter sees them), kernel launches and bytes moved of one
-    training step, averaged over one iteration of the workload's steps.
-
-    One uncounted step first (one-off work such as creating optimizer state), then
-    :attr:`~gpubench.workload.Workload.steps_per_iteration` steps under ``FlopCounterMode`` (matmuls, convolutions,
-    attention) with an :class:`OpCounter` inside (every kernel-launching operation and its bytes): a whole
-    iteration, because steps differ by their place in it (a PPO step that collects the rollout). All None when the
-    step cannot be counted (a compiled graph the counters cannot see into).
-    """
+    """One training step's counts, averaged over a whole iteration (steps differ by their place in it) after an
+    uncounted step (one-off work); all None where the counters cannot see in (a compiled graph)."""
     steps = workload.steps_per_iteration
     flop_counter, by_precision = precision_counting_flop_counter()
     try:
@@ -95,11 +78,10 @@ def count_step(workload: Workload) -> StepCounts:
     except Exception:  # the counters are a diagnostic; the measurement must not depend on them
         return StepCounts(flops=None, launches=None, bytes=None)
     total = flop_counter.get_total_flops()
+    per_step_by_precision = {name: flops / steps for name, flops in sorted(by_precision.items()) if flops > 0}
     return StepCounts(
         flops=total / steps if total > 0 else None,
         launches=round(ops.count / steps) or None,
         bytes=round(ops.bytes / steps) or None,
-        flops_by_precision={name: flops / steps for name, flops in sorted(by_precision.items()) if flops > 0}
-        if total > 0
-        else None,
+        flops_by_precision=per_step_by_precision if total > 0 else None,
     )

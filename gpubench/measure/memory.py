@@ -1,11 +1,7 @@
 """VRAM profiler: an NVML sampler in the background, torch's allocator statistics per epoch, and a leak slope.
 
-Peaks (MB = MiB): ``peak_allocated_mb`` (live tensors, ``max_memory_allocated``: what the model needs),
-``peak_reserved_mb`` (the caching allocator's hold, ``max_memory_reserved``: what must fit under a VRAM cap),
-``peak_nvml_device_used_mb`` (the whole card as NVML sees it, context and other processes included: what
-``nvidia-smi`` shows) and ``peak_nvml_process_mb`` (this process per NVML; None where NVML cannot attribute memory).
-NVML figures are sampled every ``interval_ms`` (a shorter spike can be missed), by default in a child process
-(:class:`ProcessMemorySampler`) so sampling does not contend with training for the GIL; torch's peaks are exact.
+Torch's peaks (MB = MiB) are exact; NVML's are sampled every ``interval_ms`` (a shorter spike can be missed), by
+default in a child process (:class:`ProcessMemorySampler`) so that sampling takes no GIL from training.
 """
 
 import io
@@ -20,6 +16,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,46 +31,57 @@ from gpubench.results import LeakEstimate, MemoryProfile, MemoryTimeline
 from gpubench.stats.regression import fit_slope
 from gpubench.units import BYTES_PER_MB, MS_PER_S
 
-# --------------------------------------------------------------------------------------------------- leak slope
-
 
 def leak_estimate(
     allocated_mb_at_epoch_end: Sequence[float] | np.ndarray,
     confidence_level: float = 0.95,
     threshold_mb_per_epoch: float = 5.0,
 ) -> LeakEstimate:
-    """Fit allocated MB at each epoch's end against the epoch number: slope ± t(1 − α/2, n − 2) × its standard
-    error (a flat series has a zero-width interval at 0). ValueError under 3 epochs."""
+    """The slope of allocated MB at each epoch's end over the epochs, with its t interval; ValueError under 3."""
     n = len(allocated_mb_at_epoch_end)
     if n < 3:
         raise ValueError(f"a leak slope needs at least 3 epochs, got {n}")
     fit = fit_slope(allocated_mb_at_epoch_end)
     low, high = fit.interval(confidence_level)
-    excludes_zero = low > 0.0 or high < 0.0
     return LeakEstimate(
         slope_mb_per_epoch=fit.slope,
         interval_mb_per_epoch=(low, high),
         confidence_level=confidence_level,
         threshold_mb_per_epoch=threshold_mb_per_epoch,
         epochs=n,
-        flagged=bool(fit.slope > threshold_mb_per_epoch and excludes_zero),
+        flagged=bool(fit.slope > threshold_mb_per_epoch and (low > 0.0 or high < 0.0)),
     )
 
 
-# --------------------------------------------------------------------------------------------------- NVML sampler
-
-
 def _nan_max(values: array) -> float | None:
-    """The largest value that is not NaN (a sample NVML could not read), or None when there is none."""
     known = np.asarray(values, dtype=float)
     known = known[~np.isnan(known)]
     return float(known.max()) if known.size else None
 
 
-class MemorySampler:
-    """Reads GPU memory every ``interval_ms`` on a daemon thread, between :meth:`start` and :meth:`stop`; a context
-    manager. ``read`` returns one :class:`MemoryReading`; an error it raises stops the thread and is re-raised by
-    :meth:`stop`. ``clock`` (s) and ``wait`` replace ``time.perf_counter`` and the stop event's wait in tests.
+class _Sampler:
+    """What both samplers share: a context manager over start and stop, and the samples from index ``since`` on
+    (s on this process's ``perf_counter``, MB, NaN where not read)."""
+
+    def __enter__(self) -> "_Sampler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def timeline(self, since: int = 0) -> MemoryTimeline:
+        return MemoryTimeline(*(np.array(column, dtype=float) for column in self._columns(since)))
+
+    def peaks_mb(self, since: int = 0) -> tuple[float | None, float | None]:
+        """Highest device-used and process-used MB (None if none read)."""
+        _, device, process = self._columns(since)
+        return _nan_max(device), _nan_max(process)
+
+
+class MemorySampler(_Sampler):
+    """Reads GPU memory every ``interval_ms`` on a daemon thread; :meth:`stop` re-raises an error of ``read``.
+    ``clock`` (s) and ``wait`` replace ``time.perf_counter`` and the stop event's wait in tests.
     """
 
     def __init__(
@@ -91,12 +99,9 @@ class MemorySampler:
         self._clock = clock
         self._stop_event = threading.Event()
         self._wait = wait if wait is not None else self._stop_event.wait
-        # Flat arrays of C doubles: an append stores the float's value and allocates no object per sample. The
-        # sampler thread appends to all three, then publishes the new length in ``_count`` (one attribute store,
-        # atomic under the GIL); readers copy up to ``_count``. So no lock is shared with the training thread.
-        self._times_s = array("d")
-        self._device_used_mb = array("d")
-        self._process_used_mb = array("d")
+        # C doubles (no object per sample); the thread publishes the length in ``_count`` after appending to all
+        # three, and readers copy up to it, so no lock is shared with training.
+        self._times_s, self._device_used_mb, self._process_used_mb = array("d"), array("d"), array("d")
         self._count = 0
         self._thread: threading.Thread | None = None
         self._error: Exception | None = None
@@ -109,7 +114,6 @@ class MemorySampler:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop sampling and join the thread; re-raise the error that stopped it early, if any."""
         if self._thread is None:
             return
         self._stop_event.set()
@@ -123,23 +127,12 @@ class MemorySampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> "MemorySampler":
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     def _run(self) -> None:
-        # Everything this thread runs in Python holds the GIL and so delays a launch-bound training loop: per sample
-        # it does a clock read, three appends of floats and one deadline sum, with everything bound to locals once.
-        # The NVML queries inside ``read`` are ctypes foreign calls, which release the GIL while the driver answers.
+        # Python here holds the GIL and delays a launch-bound loop, so per sample it does little, through locals;
+        # the NVML queries are ctypes calls, which release the GIL.
         read, clock, wait, interval_s, nan = self._read, self._clock, self._wait, self.interval_ms / MS_PER_S, math.nan
-        append_time, append_device, append_process = (
-            self._times_s.append,
-            self._device_used_mb.append,
-            self._process_used_mb.append,
-        )
+        columns = (self._times_s, self._device_used_mb, self._process_used_mb)
+        append_time, append_device, append_process = (column.append for column in columns)
         deadline_s = clock()
         try:
             while not self._stop_event.is_set():
@@ -157,57 +150,33 @@ class MemorySampler:
             self._error = error
 
     def __len__(self) -> int:
-        """Number of samples taken so far (an index for :meth:`timeline` and :meth:`peaks_mb`)."""
         return self._count
 
     def _columns(self, since: int) -> tuple[array, array, array]:
-        # Slicing copies under the GIL; stopping at the published count keeps the three columns the same length
-        # even when the sampler has appended to some of them but not yet to all.
+        # Up to the published count: the three columns have the same length even mid-append.
         count = self._count
         return self._times_s[since:count], self._device_used_mb[since:count], self._process_used_mb[since:count]
 
-    def timeline(self, since: int = 0) -> MemoryTimeline:
-        """Samples from index ``since`` on, as arrays."""
-        times_s, device, process = self._columns(since)
-        return MemoryTimeline(
-            np.array(times_s, dtype=float), np.array(device, dtype=float), np.array(process, dtype=float)
-        )
 
-    def peaks_mb(self, since: int = 0) -> tuple[float | None, float | None]:
-        """Highest device-used and process-used MB among samples from index ``since`` on (None if none read)."""
-        _, device, process = self._columns(since)
-        return _nan_max(device), _nan_max(process)
-
-
-#: The child process's module; see its docstring for the command line and the record format.
-_SAMPLER_MODULE = "gpubench.hardware.memory_sampler_process"
-#: How long :meth:`ProcessMemorySampler.start` waits for the child's first sample: Python's start-up, pynvml's
-#: import and NVML's initialisation take well under a second on one GPU, longer on a loaded 8-GPU host.
+#: Seconds to wait for the child's first sample (start-up and NVML's initialisation, slower on a loaded host).
 _START_TIMEOUT_S = 10.0
-#: How long :meth:`ProcessMemorySampler.stop` waits, beyond one interval, for the child to exit before killing it.
+#: Seconds to wait, beyond one interval, for the child to exit before killing it.
 _STOP_TIMEOUT_S = 5.0
-#: How often :meth:`ProcessMemorySampler.start` looks for the first sample, in seconds.
 _START_POLL_S = 0.002
 
 
 def _child_environment() -> dict[str, str]:
-    """This process's environment with the folder holding this gpubench package first on ``PYTHONPATH``: the child
-    runs ``python -m gpubench...`` and must import the same code, also from an uninstalled checkout run in another
-    working directory (Hydra's ``hydra.job.chdir=true``)."""
+    """This environment with this gpubench's folder first on ``PYTHONPATH``, so that the child imports the same
+    code, also from an uninstalled checkout run elsewhere (``hydra.job.chdir=true``)."""
     package_parent = str(Path(__file__).resolve().parents[2])
-    environment = dict(os.environ)
-    inherited = environment.get("PYTHONPATH")
-    environment["PYTHONPATH"] = package_parent if not inherited else os.pathsep.join([package_parent, inherited])
-    return environment
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([package_parent, inherited]) if inherited else package_parent}
 
 
-class ProcessMemorySampler:
+class ProcessMemorySampler(_Sampler):
     """Reads GPU memory every ``interval_ms`` in a child process (:mod:`gpubench.hardware.memory_sampler_process`),
-    with :class:`MemorySampler`'s interface and units (s on this process's ``perf_counter``, MB, NaN where not read).
-
-    The child appends fixed-size records to a temporary file this side reads on demand and deletes at :meth:`stop`.
-    :meth:`start` returns once the first sample exists; a child that exits, stays silent for 10 s or stopped on its
-    own is a RuntimeError carrying its stderr. ``reader`` (``module:function``) replaces NVML in tests.
+    which appends records to a temporary file read here on demand. A child that fails is a RuntimeError carrying
+    its stderr. ``reader`` (``module:function``) replaces NVML in tests.
     """
 
     def __init__(self, nvml_index: int, pid: int, *, interval_ms: float = 10.0, reader: str | None = None) -> None:
@@ -217,7 +186,6 @@ class ProcessMemorySampler:
         self.pid = pid
         self.interval_ms = interval_ms
         self.reader = reader
-        # Every record read so far, three C doubles each (time, device MB, process MB), as the child wrote them.
         self._values = array("d")
         self._partial = b""
         self._process: subprocess.Popen[bytes] | None = None
@@ -225,31 +193,20 @@ class ProcessMemorySampler:
         self._file: io.FileIO | None = None
 
     def start(self) -> None:
-        """Start the child and wait (up to 10 s) for its first sample; RuntimeError with its stderr if none comes."""
+        """Start the child and wait for its first sample; RuntimeError with its stderr if none comes."""
         if self._process is not None:
             raise RuntimeError("ProcessMemorySampler is already running")
         descriptor, self._path = tempfile.mkstemp(prefix="gpubench-memory-", suffix=".samples")
         os.close(descriptor)
-        # Held open from start() to stop(), across calls, so each read returns only the bytes added since the last.
-        self._file = open(self._path, "rb", buffering=0)  # noqa: SIM115
+        # Held open until stop(), so each read returns only the bytes added since the last.
+        self._file = io.FileIO(self._path, "r")
         self._partial = b""
-        command = [
-            sys.executable,
-            "-m",
-            _SAMPLER_MODULE,
-            "--nvml-index",
-            str(self.nvml_index),
-            "--pid",
-            str(self.pid),
-            "--interval-ms",
-            repr(self.interval_ms),
-            "--output",
-            self._path,
-            "--parent-pid",
-            str(os.getpid()),
-        ]
-        if self.reader is not None:
-            command += ["--reader", self.reader]
+        options = {"nvml-index": self.nvml_index, "pid": self.pid, "interval-ms": self.interval_ms}
+        options |= {"output": self._path, "parent-pid": os.getpid(), "reader": self.reader}
+        command = [sys.executable, "-m", "gpubench.hardware.memory_sampler_process"]
+        for name, value in options.items():
+            if value is not None:
+                command += [f"--{name}", str(value)]
         self._process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -260,7 +217,6 @@ class ProcessMemorySampler:
         try:
             failure = self._wait_for_first_sample()
         except BaseException:
-            # Whatever interrupted the wait (a KeyboardInterrupt), leave no child behind.
             self._finish(kill=True)
             raise
         if failure is not None:
@@ -268,12 +224,12 @@ class ProcessMemorySampler:
             raise RuntimeError(f"the memory sampler process {failure} (exit status {returncode}): {stderr}")
 
     def _wait_for_first_sample(self) -> str | None:
-        """Poll the file until the child's first record is in it; None then, else what went wrong."""
+        """None once the child's first record is in the file, else what went wrong."""
         assert self._process is not None
         wanted = len(self._values) // 3 + 1
         deadline_s = time.perf_counter() + _START_TIMEOUT_S
         while self._read_new_records() < wanted:
-            # Read again after seeing the child gone: one that wrote its first record and then failed has started.
+            # Read again: a child that wrote its first record and then failed has started.
             if self._process.poll() is not None and self._read_new_records() < wanted:
                 return "exited before its first sample"
             if time.perf_counter() > deadline_s:
@@ -282,8 +238,7 @@ class ProcessMemorySampler:
         return None
 
     def stop(self) -> None:
-        """Stop the child, keep its last records and delete the file; RuntimeError with its stderr when it had
-        stopped on its own with an error (a failed read)."""
+        """Stop the child and keep its last records; RuntimeError with its stderr when it had failed on its own."""
         if self._process is None:
             return
         returncode, stderr, stopped_here = self._finish()
@@ -291,8 +246,8 @@ class ProcessMemorySampler:
             raise RuntimeError(f"the memory sampler's read failed (exit status {returncode}): {stderr}")
 
     def _finish(self, *, kill: bool = False) -> tuple[int, str, bool]:
-        """End the child (SIGTERM, or SIGKILL when ``kill``; killed if it outlives SIGTERM by 5 s more than one
-        interval), read what it wrote, delete the file; returns its exit status, stderr and whether it was running."""
+        """End the child (SIGTERM, else SIGKILL), read what it wrote and delete the file; its exit status, stderr and
+        whether it was still running."""
         process, self._process = self._process, None
         assert process is not None
         running = process.poll() is None
@@ -313,10 +268,10 @@ class ProcessMemorySampler:
         return process.returncode, stderr.decode(errors="replace").strip() or "(nothing on stderr)", running
 
     def _read_new_records(self) -> int:
-        """Append the complete records written since the last call to the cache; return the number of samples."""
+        """Read the complete records written since the last call; the number of samples."""
         if self._file is not None:
+            # A record being written may be read in part: its bytes wait for the next call.
             self._partial += self._file.read()
-            # A record the child is writing right now may be read in part: keep its bytes for the next call.
             complete = len(self._partial) - len(self._partial) % RECORD.size
             if complete:
                 self._values.frombytes(self._partial[:complete])
@@ -327,35 +282,17 @@ class ProcessMemorySampler:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def __enter__(self) -> "ProcessMemorySampler":
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     def __len__(self) -> int:
-        """Number of samples taken so far (an index for :meth:`timeline` and :meth:`peaks_mb`)."""
         return self._read_new_records()
 
-    def timeline(self, since: int = 0) -> MemoryTimeline:
-        """Samples from index ``since`` on, as arrays."""
+    def _columns(self, since: int) -> tuple[array, array, array]:
         self._read_new_records()
-        records = np.array(self._values[3 * since :], dtype=float).reshape(-1, 3)
-        return MemoryTimeline(records[:, 0].copy(), records[:, 1].copy(), records[:, 2].copy())
-
-    def peaks_mb(self, since: int = 0) -> tuple[float | None, float | None]:
-        """Highest device-used and process-used MB among samples from index ``since`` on (None if none read)."""
-        self._read_new_records()
-        return _nan_max(self._values[3 * since + 1 :: 3]), _nan_max(self._values[3 * since + 2 :: 3])
-
-
-# --------------------------------------------------------------------------------------------------- allocator
+        return self._values[3 * since :: 3], self._values[3 * since + 1 :: 3], self._values[3 * since + 2 :: 3]
 
 
 @dataclass(frozen=True)
 class AllocatorSnapshot:
-    """Torch caching-allocator statistics at one moment; peaks are since the last peak reset. Bytes and counts."""
+    """Torch caching-allocator statistics (bytes, counts); peaks since the last reset."""
 
     peak_allocated_bytes: int
     peak_reserved_bytes: int
@@ -366,16 +303,13 @@ class AllocatorSnapshot:
 
 
 class Allocator(Protocol):
-    """Where the profiler reads allocator statistics (torch's CUDA allocator, or a fake in tests)."""
-
     def reset_peak(self) -> None: ...
 
     def snapshot(self) -> AllocatorSnapshot: ...
 
 
 class TorchCudaAllocator:
-    """Torch's CUDA caching allocator on one device: this process's own bookkeeping, read on the host (a
-    measurement, so it lives here; device queries live in :mod:`gpubench.hardware`)."""
+    """Torch's CUDA caching allocator on one device (host-side bookkeeping, so a measurement, not a device query)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -384,33 +318,27 @@ class TorchCudaAllocator:
         torch.cuda.reset_peak_memory_stats(self.device)
 
     def snapshot(self) -> AllocatorSnapshot:
-        # One read of the allocator's statistics dict: torch's getters each build and flatten it, so one dict costs
-        # a fraction of four getter calls (host-side bookkeeping, no device synchronisation).
         stats = torch.cuda.memory_stats_as_nested_dict(self.device)
         return AllocatorSnapshot(
             peak_allocated_bytes=_all_pools(stats, "allocated_bytes", "peak"),
             peak_reserved_bytes=_all_pools(stats, "reserved_bytes", "peak"),
             allocated_bytes=_all_pools(stats, "allocated_bytes", "current"),
-            # Free pieces of split blocks that a larger request cannot reuse: fragmentation.
+            # Free pieces of split blocks: fragmentation.
             inactive_split_peak_bytes=_all_pools(stats, "inactive_split_bytes", "peak"),
-            # cudaMalloc failures that forced a cache flush and retry: the allocator is running short.
+            # Failed cudaMallocs that forced a cache flush: the allocator runs short.
             num_alloc_retries=int(stats.get("num_alloc_retries", 0)),
             num_ooms=int(stats.get("num_ooms", 0)),
         )
 
 
 def _all_pools(stats: dict[str, Any], name: str, moment: str) -> int:
-    """``stats[name]["all"][moment]`` of torch's nested allocator statistics; 0 where absent (CUDA not initialised)."""
+    # Absent before CUDA is initialised.
     return int(stats.get(name, {}).get("all", {}).get(moment, 0))
-
-
-# --------------------------------------------------------------------------------------------------- profiler
 
 
 @dataclass(frozen=True)
 class EpochMemory:
-    """Memory during epoch ``epoch`` (from 1) of ``phase`` (``warmup`` or ``measured``), in MB; retries and OOMs
-    are counts within the epoch."""
+    """Memory during epoch ``epoch`` (from 1) of ``phase`` (MB); retries and OOMs counted within the epoch."""
 
     phase: str
     epoch: int
@@ -424,24 +352,10 @@ class EpochMemory:
     peak_nvml_process_mb: float | None
 
 
-def _nvml_sampler(device: torch.device, kind: str, interval_ms: float) -> MemorySampler | ProcessMemorySampler | None:
-    """The ``kind`` (``process`` or ``thread``) of sampler of this process's memory on CUDA ``device`` every
-    ``interval_ms``; None when NVML cannot read the device."""
-    if kind == "thread":
-        read = memory_reader(device)
-        return MemorySampler(read, interval_ms=interval_ms) if read is not None else None
-    nvml_device = open_nvml_device(device)
-    if nvml_device is None:
-        return None
-    return ProcessMemorySampler(nvml_device.nvml_index, os.getpid(), interval_ms=interval_ms)
-
-
 class MemoryProfiler:
-    """Per-model memory profile: allocator statistics at epoch edges plus the NVML sampler in the background.
-
-    A context manager around the model's epochs, an epoch observer (:meth:`start_epoch`, :meth:`end_epoch`), then
-    :meth:`result` and :meth:`timeline`. Measures nothing on the CPU. ``sampler``: ``process`` or ``thread``;
-    ``allocator`` and ``reader`` replace torch's allocator and NVML in tests.
+    """Per-model memory profile, an epoch observer and a context manager around the model's epochs: allocator
+    statistics at epoch edges, the NVML sampler between. Nothing on the CPU. ``allocator`` and ``reader`` replace
+    torch's allocator and NVML in tests.
     """
 
     def __init__(
@@ -459,11 +373,13 @@ class MemoryProfiler:
             raise ValueError(f"sampler must be one of {', '.join(MEMORY_SAMPLERS)}, got {sampler!r}")
         on_gpu = device.type == "cuda"
         self.allocator = allocator if allocator is not None else (TorchCudaAllocator(device) if on_gpu else None)
-        self.sampler: MemorySampler | ProcessMemorySampler | None = None
+        self.sampler: _Sampler | None = None
+        if reader is None and on_gpu and sampler == "thread":
+            reader = memory_reader(device)
         if reader is not None:
             self.sampler = MemorySampler(reader, interval_ms=sample_interval_ms)
-        elif on_gpu:
-            self.sampler = _nvml_sampler(device, sampler, sample_interval_ms)
+        elif on_gpu and sampler == "process" and (nvml_device := open_nvml_device(device)) is not None:
+            self.sampler = ProcessMemorySampler(nvml_device.nvml_index, os.getpid(), interval_ms=sample_interval_ms)
         self.sample_interval_ms = sample_interval_ms
         self.leak_threshold_mb_per_epoch = leak_threshold_mb_per_epoch
         self.confidence_level = confidence_level
@@ -481,7 +397,6 @@ class MemoryProfiler:
             self.sampler.stop()
 
     def start_epoch(self) -> None:
-        """Reset torch's peak statistics so the next peaks are this epoch's."""
         if self.allocator is None:
             return
         self.allocator.reset_peak()
@@ -489,8 +404,7 @@ class MemoryProfiler:
         self._epoch_sample_index = len(self.sampler) if self.sampler is not None else 0
 
     def end_epoch(self, phase: str, epoch: int) -> EpochMemory | None:
-        """Record the epoch that :meth:`start_epoch` opened, number ``epoch`` (from 1) of ``phase`` (None on the
-        CPU)."""
+        """Record the epoch :meth:`start_epoch` opened (None on the CPU)."""
         if self.allocator is None:
             return None
         if self._epoch_start is None:
@@ -516,17 +430,15 @@ class MemoryProfiler:
         return record
 
     def stop_reason(self) -> str | None:
-        """Always None: memory figures are reported, they never stop a model (an OOM does, by raising)."""
+        """None: memory figures never stop a model (an OOM does, by raising)."""
         return None
 
     def timeline(self) -> MemoryTimeline | None:
-        """Every sample the NVML sampler took (for the VRAM plot); None when nothing was sampled (the CPU, or no
-        NVML)."""
+        """Every NVML sample (for the VRAM plot); None without a sampler."""
         return self.sampler.timeline() if self.sampler is not None else None
 
     def result(self) -> MemoryProfile:
-        """The profile over every epoch recorded so far; the headroom fields are left None (the profiler does not
-        know the VRAM budget: :func:`gpubench.measure.batch_search.check_headroom`)."""
+        """The profile over the epochs so far; the headroom fields are the caller's (it knows the VRAM budget)."""
         if self.allocator is None:
             return MemoryProfile(measured=False, notes=["GPU memory not measured on the CPU"])
         notes: list[str] = []
@@ -539,15 +451,17 @@ class MemoryProfiler:
             nvml_samples = len(self.sampler)
             if nvml_samples and peak_process_mb is None:
                 notes.append("NVML does not attribute GPU memory to this process here (e.g. a container)")
+        profile = partial(
+            MemoryProfile,
+            measured=True,
+            peak_nvml_device_used_mb=peak_device_mb,
+            peak_nvml_process_mb=peak_process_mb,
+            nvml_samples=nvml_samples,
+            sample_interval_ms=self.sample_interval_ms,
+            notes=notes,
+        )
         if not self.epochs:
-            return MemoryProfile(
-                measured=True,
-                peak_nvml_device_used_mb=peak_device_mb,
-                peak_nvml_process_mb=peak_process_mb,
-                nvml_samples=nvml_samples,
-                sample_interval_ms=self.sample_interval_ms,
-                notes=notes,
-            )
+            return profile()
         allocated_mb = [epoch.allocated_mb for epoch in self.epochs]
         peak_allocated_mb = [epoch.peak_allocated_mb for epoch in self.epochs]
         peak_reserved_mb = [epoch.peak_reserved_mb for epoch in self.epochs]
@@ -556,12 +470,9 @@ class MemoryProfiler:
             leak = leak_estimate(allocated_mb, self.confidence_level, self.leak_threshold_mb_per_epoch)
         else:
             notes.append("leak slope needs at least 3 epochs")
-        return MemoryProfile(
-            measured=True,
+        return profile(
             peak_allocated_mb=max(peak_allocated_mb),
             peak_reserved_mb=max(peak_reserved_mb),
-            peak_nvml_device_used_mb=peak_device_mb,
-            peak_nvml_process_mb=peak_process_mb,
             peak_inactive_split_mb=max(epoch.inactive_split_peak_mb for epoch in self.epochs),
             num_alloc_retries=sum(epoch.alloc_retries for epoch in self.epochs),
             num_ooms=sum(epoch.ooms for epoch in self.epochs),
@@ -570,7 +481,4 @@ class MemoryProfiler:
             peak_reserved_mb_per_epoch=peak_reserved_mb,
             peak_nvml_device_used_mb_per_epoch=[epoch.peak_nvml_device_used_mb for epoch in self.epochs],
             leak=leak,
-            nvml_samples=nvml_samples,
-            sample_interval_ms=self.sample_interval_ms,
-            notes=notes,
         )

@@ -1,11 +1,6 @@
-"""Where a model's peak device memory goes: parameters, gradients, optimizer state, activations per sample, and a
-fixed remainder (:class:`~gpubench.results.MemorySplit`). Sizes in MB (MiB).
-
-Two independent sources check each other: accounting (:func:`state_bytes`: numel × element size of what training
-keeps between steps) and a least-squares line ``peak(B) = fixed + per_sample × B`` through the search-phase trials'
-peaks (:func:`fit_peak_line`; verification trials run longer and fragment further). The fixed part less the state
-is the remainder (device data, target networks, workspaces, allocator rounding); the line at the timed batch is
-compared with the measured run's peak, out of sample.
+"""Where a model's peak device memory goes (MB): parameters, gradients, optimizer state, activations per sample
+and a fixed remainder. Two sources check each other: accounting of what training keeps between steps, and a line
+``peak(B) = fixed + per_sample × B`` through the search trials' peaks (verification trials fragment further).
 """
 
 import math
@@ -19,15 +14,13 @@ from torch import nn
 from gpubench.results import BatchTrial, MemorySplit
 from gpubench.units import BYTES_PER_MB
 
-#: A line whose largest residual exceeds this fraction of the largest peak fitted is named in the split's notes: the
-#: memory per sample then changes with the batch (a scan recomputed once a batch would not fit).
+#: A largest residual above this fraction of the largest peak means the memory per sample changes with the batch.
 LINE_MISFIT_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
 class StateBytes:
-    """Bytes the training keeps between steps: the parameters, their gradients (one per trainable parameter, of
-    its size and dtype) and the optimizers' state on the parameters' device."""
+    """Bytes training keeps between steps: parameters, their gradients and the optimizers' state on the device."""
 
     parameters_bytes: int
     gradients_bytes: int
@@ -39,9 +32,8 @@ def _tensor_bytes(tensor: torch.Tensor) -> int:
 
 
 def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.Optimizer]) -> StateBytes:
-    """Count the parameters of ``modules`` (each once), a gradient for each trainable one, and every optimizer-state
-    tensor on its parameter's device, each storage once (a state tensor elsewhere, like Adam's CPU step counter, is
-    no device memory)."""
+    """Each parameter once, a gradient per trainable one, and each optimizer-state storage on its parameter's
+    device once (Adam's CPU step counter is no device memory)."""
     parameters: dict[int, nn.Parameter] = {}
     for module in modules:
         for parameter in module.parameters():
@@ -64,8 +56,7 @@ def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.O
 
 @dataclass(frozen=True)
 class PeakLine:
-    """The least-squares line ``peak(B) = fixed_mb + per_sample_mb × B`` through (batch size, peak MB) points, its
-    residual standard error (None with two points) and largest absolute residual."""
+    """The least-squares line through (batch size, peak MB) points and its residuals (rms None with two points)."""
 
     fixed_mb: float
     per_sample_mb: float
@@ -75,15 +66,11 @@ class PeakLine:
     residual_max_mb: float
 
     def peak_mb(self, batch_size: float) -> float:
-        """The line's peak at ``batch_size`` (MB)."""
         return self.fixed_mb + self.per_sample_mb * batch_size
 
 
 def fit_peak_line(points: Sequence[tuple[int, float]]) -> PeakLine:
-    """Fit ``peak = fixed + per_sample × size`` by ordinary least squares through ``points`` (size, peak MB).
-
-    Needs at least two distinct sizes; ValueError otherwise.
-    """
+    """The least-squares line through ``points`` (size, peak MB); ValueError under two distinct sizes."""
     sizes = np.array([size for size, _ in points], dtype=float)
     peaks = np.array([peak for _, peak in points], dtype=float)
     if len(np.unique(sizes)) < 2:
@@ -104,9 +91,7 @@ def fit_peak_line(points: Sequence[tuple[int, float]]) -> PeakLine:
 
 
 def fit_points(trials: Sequence[BatchTrial]) -> list[tuple[int, float]]:
-    """The (size, peak reserved MB) of every search-phase trial that measured a peak, by size: those that fit and
-    those over the headroom (they ran; only an out-of-memory trial measured nothing). One point per size: the
-    highest, should a size have run twice."""
+    """(size, peak reserved MB) of the search trials with a peak (over-headroom ones too), the highest per size."""
     peaks: dict[int, float] = {}
     for trial in trials:
         if trial.phase == "search" and trial.peak_reserved_mb is not None:
@@ -122,17 +107,12 @@ def memory_split(
     measured_peak_mb: float | None,
     headroom: float,
 ) -> MemorySplit:
-    """The report's split of one model's memory: ``state`` by accounting, and the line through the search
-    ``trials``' peaks (none without a search: the CPU, ``batch.search=false``), evaluated at the timed
-    ``batch_size`` beside the measured run's peak (MB). ``headroom`` is ``batch.headroom``, recorded for the
-    predictions onto other cards."""
-    parameters_mb = state.parameters_bytes / BYTES_PER_MB
-    gradients_mb = state.gradients_bytes / BYTES_PER_MB
-    optimizer_mb = state.optimizer_state_bytes / BYTES_PER_MB
+    """The report's split: ``state`` by accounting, and the line through the search ``trials``' peaks at the timed
+    ``batch_size`` beside the measured run's peak (MB)."""
     accounted = MemorySplit(
-        parameters_mb=parameters_mb,
-        gradients_mb=gradients_mb,
-        optimizer_state_mb=optimizer_mb,
+        parameters_mb=state.parameters_bytes / BYTES_PER_MB,
+        gradients_mb=state.gradients_bytes / BYTES_PER_MB,
+        optimizer_state_mb=state.optimizer_state_bytes / BYTES_PER_MB,
         batch_size=batch_size,
         measured_peak_mb=measured_peak_mb,
         headroom=headroom,

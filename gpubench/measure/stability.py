@@ -1,9 +1,7 @@
 """Training health on the device: NaN/Inf losses and gradients, gradient norms and the RL signals, per step.
 
-:class:`StabilityMonitor` keeps each step's 0-d loss and gradient-norm tensors by reference (no kernel) and every
-``chunk_steps`` steps reduces them into device-side totals (a dozen kernels a chunk), which the host reads once per
-epoch into an :class:`~gpubench.stats.stability.EpochHealth`: per-step checks would cost a launch-bound workload
-about twenty kernel launches a step.
+Each step's 0-d tensors are held by reference and reduced on the device once per chunk of steps, and the host reads
+the totals once per epoch: per-step checks would cost a launch-bound workload many kernel launches a step.
 """
 
 import torch
@@ -14,8 +12,7 @@ from gpubench.workload import RLSignals, StepResult
 
 #: Written in place of a missing gradient norm; a norm is >= 0 or NaN/Inf, never -1.
 _ABSENT_GRAD_NORM = -1.0
-#: Steps whose results are held before they are reduced into the epoch totals. Each held result keeps a 0-d
-#: device tensor alive (one 512-byte allocator block), so 256 steps hold about 256 KB.
+#: Steps held before their reduction; each holds a 0-d tensor (one 512-byte allocator block) alive.
 _DEFAULT_CHUNK_STEPS = 256
 
 # Positions in the device-side totals vector.
@@ -45,16 +42,18 @@ _N_MAXIMA = 4
 
 
 def _held(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` as the monitor keeps it: detached only if it requires grad (it would keep the autograd graph)."""
+    # Detached only if it requires grad: it would keep the autograd graph.
     return tensor.detach() if tensor.requires_grad else tensor
 
 
-class StabilityMonitor:
-    """Accumulates step health on the device; :meth:`end_epoch` reads it with a single synchronisation.
+def _finite_sum_and_count(values: torch.Tensor) -> torch.Tensor:
+    finite = torch.isfinite(values)
+    return torch.stack((torch.where(finite, values, 0.0).sum(), finite.sum(dtype=torch.float64)))
 
-    With ``cfg.enabled``: non-finite, exploding and vanishing gradient-norm counts, finite norm mean and maximum,
-    and the RL signals; disabled, only the step count and the mean finite loss. :meth:`observe` launches no kernel
-    and never synchronises: it keeps the step's tensors, which the workload must not write afterwards.
+
+class StabilityMonitor:
+    """Accumulates step health on the device; :meth:`end_epoch` reads it with one synchronisation. Disabled, only
+    the step count and the mean finite loss. The workload must not write a step's tensors after :meth:`observe`.
     """
 
     def __init__(
@@ -65,21 +64,18 @@ class StabilityMonitor:
         self._cfg = cfg
         self._device = torch.device(device)
         self._chunk_steps = chunk_steps
-        # The held steps' losses (of the steps that reported one) and gradient norms (_absent where a step reported
-        # none); the totals accumulate in float64 so long epochs do not lose precision.
         self._losses: list[torch.Tensor] = []
         self._grad_norms: list[torch.Tensor] = []
-        # The losses of the steps that also reported a reference loss, and those references, in step order.
         self._paired_losses: list[torch.Tensor] = []
         self._reference_losses: list[torch.Tensor] = []
         self._absent = torch.tensor(_ABSENT_GRAD_NORM, dtype=torch.float32, device=self._device)
+        # float64, so long epochs lose no precision.
         self._totals = torch.zeros(_N_TOTALS, dtype=torch.float64, device=self._device)
         self._maxima = torch.zeros(_N_MAXIMA, dtype=torch.float64, device=self._device)
         self._no_losses = torch.zeros(0, dtype=torch.float64, device=self._device)
         self._steps = 0
         self._loss_steps = 0
         self._grad_steps = 0
-        # The held RL signals (of the steps that reported them) and what the host knows of them.
         self._critic_losses: list[torch.Tensor] = []
         self._approx_kls: list[torch.Tensor] = []
         self._clip_fractions: list[torch.Tensor] = []
@@ -90,7 +86,7 @@ class StabilityMonitor:
         self._return_bound: float | None = None
 
     def observe(self, step: StepResult) -> None:
-        """Record one training step's loss and gradient norm without a device-to-host synchronisation."""
+        """Hold one step's tensors: no kernel, no synchronisation."""
         loss, grad_norm = step.loss, self._absent
         if self._cfg.enabled and step.grad_norm is not None:
             grad_norm = step.grad_norm
@@ -109,7 +105,6 @@ class StabilityMonitor:
             self._reduce_held_steps()
 
     def _observe_rl(self, signals: RLSignals) -> None:
-        """Hold one update's RL signals (references only, no kernel)."""
         self._critic_losses.append(_held(signals.critic_loss))
         self._critic_loss_name = signals.critic_loss_name
         self._critic_loss_ceiling = max(self._critic_loss_ceiling, signals.critic_loss_ceiling)
@@ -124,12 +119,9 @@ class StabilityMonitor:
             self._return_bound = max(self._return_bound or 0.0, signals.return_bound)
 
     def _reduce_held_rl(self) -> None:
-        """Fold the held RL signals into the device totals and maxima (device-side ops only)."""
         if self._critic_losses:
             critic = torch.stack(self._critic_losses).to(torch.float64)
-            finite = torch.isfinite(critic)
-            partial = torch.stack((torch.where(finite, critic, 0.0).sum(), finite.sum(dtype=torch.float64)))
-            self._totals[_CRITIC_SUM : _FINITE_CRITIC_STEPS + 1].add_(partial)
+            self._totals[_CRITIC_SUM : _FINITE_CRITIC_STEPS + 1].add_(_finite_sum_and_count(critic))
         for held, total, largest in (
             (self._approx_kls, _KL_SUM, _MAX_KL),
             (self._clip_fractions, _CLIP_SUM, _MAX_CLIP),
@@ -146,7 +138,6 @@ class StabilityMonitor:
             held.clear()
 
     def _reduce_held_references(self) -> None:
-        """Fold the held (loss, reference loss) pairs into the device totals (device-side ops only)."""
         if not self._reference_losses:
             return
         loss = torch.stack(self._paired_losses).to(torch.float64)
@@ -158,7 +149,7 @@ class StabilityMonitor:
         self._totals[_PAIRED_LOSS_SUM : _REFERENCE_LOSS_SUM + 1].add_(partial)
 
     def _reduce_held_steps(self) -> None:
-        """Fold the held steps into the device totals (device-side ops only: no synchronisation)."""
+        """Fold the held steps into the device totals (no synchronisation)."""
         if not self._grad_norms:
             return
         self._reduce_held_references()
@@ -166,11 +157,10 @@ class StabilityMonitor:
         grad_norm = torch.stack(self._grad_norms).to(torch.float64)
         self._losses.clear()
         self._grad_norms.clear()
-        loss_finite = torch.isfinite(loss)
         if not self._cfg.enabled:
-            partial = torch.stack((torch.where(loss_finite, loss, 0.0).sum(), loss_finite.sum(dtype=torch.float64)))
-            self._totals[_LOSS_SUM : _FINITE_LOSS_STEPS + 1].add_(partial)
+            self._totals[_LOSS_SUM : _FINITE_LOSS_STEPS + 1].add_(_finite_sum_and_count(loss))
             return
+        loss_finite = torch.isfinite(loss)
         present = grad_norm != _ABSENT_GRAD_NORM
         grad_finite = torch.isfinite(grad_norm) & present
         # Norms are >= 0, so 0 is neutral for the sum and the max of the finite ones.
@@ -193,9 +183,8 @@ class StabilityMonitor:
         self._reduce_held_rl()
 
     def end_epoch(self) -> EpochHealth:
-        """Read the epoch's health from the device (one synchronisation) and reset for the next epoch."""
+        """The epoch's health, read with one synchronisation; resets for the next epoch."""
         self._reduce_held_steps()
-        # The only device-to-host read: totals and maxima travel together.
         values = torch.cat((self._totals, self._maxima)).tolist()
         totals, maxima = values[:_N_TOTALS], values[_N_TOTALS:]
         max_grad_norm = maxima[_MAX_GRAD_NORM]
@@ -228,7 +217,7 @@ class StabilityMonitor:
         )
 
     def _epoch_rl(self, totals: list[float], maxima: list[float]) -> EpochRLHealth | None:
-        """The epoch's RL signals from the totals read back (None when no step reported any), and a reset."""
+        """The epoch's RL signals (None when no step reported any), and a reset."""
         steps, name, ceiling = self._rl_steps, self._critic_loss_name, self._critic_loss_ceiling
         bound = self._return_bound
         self._rl_steps = 0
