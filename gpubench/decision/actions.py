@@ -8,6 +8,7 @@ from gpubench.decision.advice import (
     cards_text,
     cheapest_text,
     drift_hours_text,
+    host_bound_models,
     hours_text,
     missing_text,
     projection_uncertainty_text,
@@ -145,6 +146,44 @@ def _execution_actions(
             f"Measured with precision {run.precision}, compile {run.compile} and matmul precision "
             f"{run.fp32_matmul_precision}: its gain is the ratio to a run with the defaults "
             "(python -m gpubench.compare A B)."
+        )
+
+
+def host_bound_actions(
+    decided: list[str], report: RunReport, cloud_row: CardProjection | None, what_ifs: list[WhatIfEstimate]
+) -> Iterator[str]:
+    """For the models whose rented step is mostly host work: the host probe to compare machines by, and the
+    measured remedy (compilation or CUDA graphs, from the what-ifs), else the command that measures it."""
+    shares = host_bound_models(decided, cloud_row) if cloud_row is not None else {}
+    if not shares:
+        return
+    probes = sorted(
+        round_.host_probe.torch_cpu_op_ms
+        for name in shares
+        for round_ in report.models[name].rounds
+        if round_.host_probe is not None
+    )
+    probe = f" (this machine's host probe: {probes[len(probes) // 2]:.3g} ms per torch CPU operation)" if probes else ""
+    remedies: dict[str, list[str]] = {}
+    for name in shares:
+        faster = [
+            row
+            for row in what_ifs
+            if row.model == name and row.variant in ("compile", "reduce-overhead") and (row.speedup or 0.0) > 1.0
+        ]
+        if faster:
+            best = max(faster, key=lambda row: row.speedup or 0.0)
+            remedy = (
+                f"measured: {best.description} runs the step {best.speedup:.2f}x faster "
+                f"(python -m gpubench {WHAT_IF_COMMANDS[best.variant]})"
+            )
+        else:
+            remedy = "measure execution.compile=reduce-overhead (CUDA graphs cut the launches; decision.what_if=true)"
+        remedies.setdefault(remedy, []).append(name)
+    for remedy, names in remedies.items():
+        yield (
+            f"{', '.join(names)}: a rented {cloud_row.card}'s time depends on its machine's CPU more than its GPU"
+            f"{probe}; ask for a fast CPU, or shrink the host work: {remedy}."
         )
 
 
@@ -348,6 +387,7 @@ def recommended_actions(
     actions += _batch_actions(models)
     decided_splits = {e.model: splits[e.model] for e in outcome.decided}
     actions += _execution_actions(report, decided_splits, what_ifs or [])
+    actions += host_bound_actions([e.model for e in outcome.decided], report, cloud_row, what_ifs or [])
     if total is not None:
         actions.append(_checkpoint_action(outcome.decided, total.upper_hours))
     actions += _drift_actions(outcome.decided, models)

@@ -1,12 +1,12 @@
 """The recommendation's reasoning in the sentences the user reads, and the wording the recommended actions
 (:mod:`gpubench.decision.actions`) share: figures computed elsewhere, put into words (hours, MB, USD)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, TotalTime
-from gpubench.decision.projection import CPU_REBUILD_FACTOR, PROJECTION_RELATIVE_ERROR
+from gpubench.decision.projection import CPU_REBUILD_FACTOR, HOST_RATIO_SPREAD, PROJECTION_RELATIVE_ERROR
 from gpubench.decision.rule import (
     CRITICAL_MODEL_CANNOT_RUN,
     DRIFT_OR_THROTTLING,
@@ -217,7 +217,33 @@ def projection_uncertainty_text(row: CardProjection) -> str:
     """What widened a projected row's bounds: the projection's error, or the CPU rebuild's factor."""
     if row.projection_relative_error is None:
         return f"the CPU rebuild's factor of {CPU_REBUILD_FACTOR:g} either way"
-    return f"the projection's {PROJECTION_RELATIVE_ERROR:.0%} error"
+    return (
+        f"the projection's interval (the card's part ±{PROJECTION_RELATIVE_ERROR:.1%}, the host's part "
+        f"÷ or × {HOST_RATIO_SPREAD:.2g})"
+    )
+
+
+#: A projected step at least this share host work (launches, Python, data) moves with the rented machine's CPU.
+HOST_BOUND_SHARE = 0.5
+
+
+def host_bound_models(decided: Collection[str], row: CardProjection) -> dict[str, float]:
+    """The ``decided`` models whose step projected on ``row`` is mostly host work, with that share (0-1)."""
+    return {
+        name: model.host_share
+        for name, model in row.models.items()
+        if name in decided and model.host_share is not None and model.host_share >= HOST_BOUND_SHARE
+    }
+
+
+def host_bound_text(shares: Mapping[str, float], card: str) -> str:
+    """The sentence saying that a mostly-host step's time on ``card`` is the rented machine's CPU's."""
+    named = ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
+    return (
+        f"Host work (Python, kernel launches, data) is most of the step projected on {card} ({named}): there the "
+        f"card barely matters and the rented machine's CPU decides, between ÷ {HOST_RATIO_SPREAD:.2g} and "
+        f"× {HOST_RATIO_SPREAD:.2g} of this machine's host time."
+    )
 
 
 #: What a card's cost reads as where the price snapshot has no row for it that fits.
@@ -275,7 +301,9 @@ def _cloud_text(
         for name, model in cloud_row.models.items()
         if model.slower_cause and name in {estimate.model for estimate in outcome.decided}
     )
-    return f"Projected on {cards}: {hours_text(cloud_row.training_hours)}{interval}{cost}.{single}{slower}"
+    host_bound = host_bound_models([e.model for e in outcome.decided], cloud_row)
+    host = f" {host_bound_text(host_bound, cloud_row.card)}" if host_bound else ""
+    return f"Projected on {cards}: {hours_text(cloud_row.training_hours)}{interval}{cost}.{single}{slower}{host}"
 
 
 def reasoning(
