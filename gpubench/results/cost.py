@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
@@ -20,22 +19,6 @@ class CostAnalysis(Record):
     price, no cloud cost. ``cheapest_*`` is the whole table's cheapest row that fits (:func:`cheapest_rental`): its
     card, wall hours, USD, provider, kind and price date. The local side is the one card measured.
     """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "cloud_gpus",
-        "cloud_training_hours_lower",
-        "cloud_training_hours_upper",
-        "cloud_single_card_training_hours",
-        "cheapest_card",
-        "cheapest_card_training_hours",
-        "cheapest_card_cost_usd_per_training",
-        "cloud_provider",
-        "cloud_spot",
-        "cloud_price_date",
-        "cheapest_provider",
-        "cheapest_spot",
-        "cheapest_price_date",
-    )
 
     local_gpu_monthly_cost_usd: float | None
     cloud_gpu_monthly_cost_usd: float | None
@@ -58,19 +41,19 @@ class CostAnalysis(Record):
     break_even_trainings_per_month: float | None
     break_even_local_hours_per_month: float | None
     notes: list[str] = field(default_factory=list)
-    cloud_gpus: int | None = None
-    cloud_training_hours_lower: float | None = None
-    cloud_training_hours_upper: float | None = None
-    cloud_single_card_training_hours: float | None = None
-    cheapest_card: str | None = None
-    cheapest_card_training_hours: float | None = None
-    cheapest_card_cost_usd_per_training: float | None = None
-    cloud_provider: str | None = None
-    cloud_spot: bool | None = None
-    cloud_price_date: str | None = None
-    cheapest_provider: str | None = None
-    cheapest_spot: bool | None = None
-    cheapest_price_date: str | None = None
+    cloud_gpus: int | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_training_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_training_hours_upper: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_single_card_training_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_card: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_card_training_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_card_cost_usd_per_training: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_provider: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_spot: bool | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_price_date: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_provider: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_spot: bool | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_price_date: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def cloud_card_count(self) -> int:
@@ -97,20 +80,6 @@ class CostRow(Record):
     ``price_date`` is when ``price_source`` observed the price (ISO); ``fits_in_vram`` None: unknown.
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "interruptions_per_hour",
-        "interruption_source",
-        "checkpoint_interval_hours",
-        "checkpoint_seconds",
-        "restart_seconds",
-        "expected_interruptions",
-        "hours_median",
-        "hours_p90",
-        "basis",
-        "note",
-        "fits_at_batch",
-    )
-
     gpu: str
     provider: str
     spot: bool
@@ -129,20 +98,20 @@ class CostRow(Record):
     instance: str
     location: str
     training_hours: float | None = None
-    interruptions_per_hour: float | None = None
-    interruption_source: str | None = None
-    checkpoint_interval_hours: float | None = None
-    checkpoint_seconds: float | None = None
-    restart_seconds: float | None = None
-    expected_interruptions: float | None = None
+    interruptions_per_hour: float | None = field(default=None, metadata=OMIT_EMPTY)
+    interruption_source: str | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint_interval_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    restart_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    expected_interruptions: float | None = field(default=None, metadata=OMIT_EMPTY)
     #: A spot row's median and 90th-percentile billed hours over the simulated trainings (``hours`` is their mean).
-    hours_median: float | None = None
-    hours_p90: float | None = None
+    hours_median: float | None = field(default=None, metadata=OMIT_EMPTY)
+    hours_p90: float | None = field(default=None, metadata=OMIT_EMPTY)
     #: ``gpubench rent``: whether the row's hours were measured on its card or projected, and from which report.
-    basis: str | None = None
-    note: str | None = None
+    basis: str | None = field(default=None, metadata=OMIT_EMPTY)
+    note: str | None = field(default=None, metadata=OMIT_EMPTY)
     #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
-    fits_at_batch: dict[str, int] = field(default_factory=dict)
+    fits_at_batch: dict[str, int] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
     @property
     def label(self) -> str:

@@ -3,10 +3,10 @@ side costs (evaluation, checkpoints)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,9 @@ class ExecutionSettings(Record):
     """How the workload ran: autocast precision (fp32, bf16, fp16), compilation mode and the fp32 matmul precision
     (None where not recorded: PyTorch's default, ``highest``)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("matmul_precision",)
-
     precision: str
     compile: str
-    matmul_precision: str | None = None
+    matmul_precision: str | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)

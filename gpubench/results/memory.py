@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 #: What each peak counts, carried into the report next to the figures.
 PEAK_DEFINITIONS: dict[str, str] = {
@@ -84,8 +83,6 @@ class MemorySplit(Record):
     the state. ``gap_mb``: measured − predicted peak at the timed ``batch_size`` (out of sample). ``headroom``: the
     ``batch.headroom`` the search ran under. The fit's fields are None without a search; ``notes`` says why."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("notes",)
-
     parameters_mb: float
     gradients_mb: float
     optimizer_state_mb: float
@@ -101,7 +98,7 @@ class MemorySplit(Record):
     measured_peak_mb: float | None = None
     gap_mb: float | None = None
     headroom: float | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
     @property
     def state_mb(self) -> float:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
 from gpubench.results.batch_search import BatchSearchResult, BatchStepDown
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 from gpubench.results.device import (
     CheckpointCost,
     DeviceEpoch,
@@ -42,10 +42,8 @@ class DistributedScaling(Record):
     the 1-process result untouched; ``warnings`` say where the run differs from it.
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error", "warnings")
-
     status: ModelStatus = "ok"
-    error: str | None = None
+    error: str | None = field(default=None, metadata=OMIT_EMPTY)
     world_size: int = 1
     backend: str | None = None
     launcher: str = "torchrun"
@@ -64,8 +62,8 @@ class DistributedScaling(Record):
     scaling_efficiency_interval: tuple[float, float] | None = None
     scaling_efficiency_method: str | None = None
     peak_reserved_mb_per_rank: list[float] = field(default_factory=list)
-    batch_search: BatchSearchResult | None = None
-    warnings: list[str] = field(default_factory=list)
+    batch_search: BatchSearchResult | None = field(default=None, metadata=OMIT_EMPTY)
+    warnings: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -113,26 +111,6 @@ class ModelResult(Record):
         "coefficient_of_variation",
         "samples_per_second",
     )
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "batch_search",
-        "batch_policy",
-        "batch_step_downs",
-        "warnings",
-        "traceback",
-        "calibration_steps",
-        "launches_per_step",
-        "bytes_per_step",
-        "updates_per_step",
-        "updates_per_env_step",
-        "evaluation",
-        "checkpoint",
-        "distributed",
-        "rounds",
-        "host_probe_explained_share",
-        "gpu_wait_explained_share",
-        "memory_split",
-        "flops_by_precision",
-    )
 
     status: ModelStatus = "ok"
     error: str | None = None
@@ -152,46 +130,46 @@ class ModelResult(Record):
     calibration_seconds: float | None = None
     stop_reason: str | None = None
     statistics: EpochTimeStatistics | None = None
-    batch_search: BatchSearchResult | None = None
-    batch_policy: str | None = None
-    batch_step_downs: list[BatchStepDown] = field(default_factory=list)
+    batch_search: BatchSearchResult | None = field(default=None, metadata=OMIT_EMPTY)
+    batch_policy: str | None = field(default=None, metadata=OMIT_EMPTY)
+    batch_step_downs: list[BatchStepDown] = field(default_factory=list, metadata=OMIT_EMPTY)
     flops_per_step: float | None = None
-    launches_per_step: int | None = None
+    launches_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
     workload: dict[str, Any] = field(default_factory=dict)
     execution: ExecutionSettings | None = None
     memory: MemoryProfile | None = None
     device_epochs: list[DeviceEpoch] = field(default_factory=list)
     stability_details: StabilityReport | None = None
     energy: EnergySummary | None = None
-    warnings: list[str] = field(default_factory=list)
-    traceback: str | None = None
+    warnings: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    traceback: str | None = field(default=None, metadata=OMIT_EMPTY)
     #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
     #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
-    calibration_steps: int | None = None
+    calibration_steps: int | None = field(default=None, metadata=OMIT_EMPTY)
     #: Gradient updates per workload step; for RL also per environment step (the update-to-data ratio).
-    updates_per_step: float | None = None
-    updates_per_env_step: float | None = None
-    evaluation: EvaluationCost | None = None
-    checkpoint: CheckpointCost | None = None
+    updates_per_step: float | None = field(default=None, metadata=OMIT_EMPTY)
+    updates_per_env_step: float | None = field(default=None, metadata=OMIT_EMPTY)
+    evaluation: EvaluationCost | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint: CheckpointCost | None = field(default=None, metadata=OMIT_EMPTY)
     #: The data-parallel measurement of the same model (``distributed.nproc`` > 1), None in a 1-process job.
-    distributed: DistributedScaling | None = None
+    distributed: DistributedScaling | None = field(default=None, metadata=OMIT_EMPTY)
     #: Bytes of the tensor inputs and outputs of the step's counted kernel launches (each storage once per
     #: operation): the step's DRAM traffic with no cache reuse, an upper bound. None where not counted.
-    bytes_per_step: int | None = None
+    bytes_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
     #: The measured epochs in rounds, in the order measured (``raw_epoch_times_ms`` is their epochs, round after
     #: round); empty for a run measured in one block.
-    rounds: list[MeasuredRound] = field(default_factory=list)
+    rounds: list[MeasuredRound] = field(default_factory=list, metadata=OMIT_EMPTY)
     #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
     #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
-    host_probe_explained_share: float | None = None
+    host_probe_explained_share: float | None = field(default=None, metadata=OMIT_EMPTY)
     #: R² of the round means on the rounds' board power where the slower rounds drew less power at one clock
     #: (:func:`gpubench.stats.host.gpu_wait_share`; None on the CPU or where the clock moved or a round throttled).
-    gpu_wait_explained_share: float | None = None
+    gpu_wait_explained_share: float | None = field(default=None, metadata=OMIT_EMPTY)
     #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None: not split).
-    memory_split: MemorySplit | None = None
+    memory_split: MemorySplit | None = field(default=None, metadata=OMIT_EMPTY)
     #: ``flops_per_step`` by the precision the counted operations ran in, which the projection takes each card's
     #: peak for. None where not counted.
-    flops_by_precision: dict[str, float] | None = None
+    flops_by_precision: dict[str, float] | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def epochs_per_round(self) -> list[int]:
@@ -267,16 +245,6 @@ class ModelResult(Record):
     @property
     def measured_device_epochs(self) -> list[DeviceEpoch]:
         return [epoch for epoch in self.device_epochs if epoch.phase == "measured"]
-
-    def derived(self) -> dict[str, Any]:
-        return {
-            "mean_epoch_time_ms": self.mean_epoch_time_ms,
-            "confidence_interval_ms": self.confidence_interval_ms,
-            "p95_latency_ms": self.p95_latency_ms,
-            "p99_latency_ms": self.p99_latency_ms,
-            "coefficient_of_variation": self.coefficient_of_variation,
-            "samples_per_second": self.samples_per_second,
-        }
 
     def to_dict(self) -> dict[str, Any]:
         """The model's section of the report, the seed's keys first."""

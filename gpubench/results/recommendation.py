@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 from gpubench.results.cost import CostAnalysis, CostRow, LocalCost, PriceSnapshotInfo
 from gpubench.units import HOURS_PER_DAY
 
@@ -43,14 +43,6 @@ class StepSplit(Record):
     not counted either (older reports).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "launches_per_step",
-        "launch_ms",
-        "memory_ms",
-        "bytes_per_step",
-        "host_ms",
-    )
-
     step_ms: float
     flops_per_step: float | None
     achieved_tflops: float | None
@@ -59,11 +51,11 @@ class StepSplit(Record):
     other_ms: float | None
     bound: str
     compute_share: float | None
-    launches_per_step: int | None = None
-    launch_ms: float | None = None
-    memory_ms: float | None = None
-    bytes_per_step: int | None = None
-    host_ms: float | None = None
+    launches_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
+    launch_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    memory_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    bytes_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
+    host_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -93,25 +85,6 @@ class ModelEstimate(Record):
     batch (``batch_what_ifs``). ``relative_margin_floor_applied`` is only read, from old reports.
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "one_off_lower_seconds",
-        "one_off_upper_seconds",
-        "estimated_hours_lower",
-        "drift_margin_hours",
-        "relative_margin_floor_applied",
-        "projected_onto",
-        "measured_step_ms",
-        "plan_steps",
-        "plan_updates",
-        "updates_per_env_step",
-        "eval_passes",
-        "eval_pass_seconds",
-        "checkpoints",
-        "checkpoint_seconds",
-        "recurring_seconds",
-        "batch_what_ifs",
-    )
-
     status: str | None
     estimated: bool
     reason: str | None = None
@@ -136,22 +109,22 @@ class ModelEstimate(Record):
     step_split: StepSplit | None = None
     energy_kwh: float | None = None
     energy_basis: str | None = None
-    estimated_hours_lower: float | None = None
-    drift_margin_hours: float | None = None
-    relative_margin_floor_applied: bool | None = None
-    projected_onto: str | None = None
-    measured_step_ms: float | None = None
-    plan_steps: float | None = None
-    plan_updates: float | None = None
-    updates_per_env_step: float | None = None
-    eval_passes: int | None = None
-    eval_pass_seconds: float | None = None
-    checkpoints: int | None = None
-    checkpoint_seconds: float | None = None
-    recurring_seconds: float | None = None
-    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list)
-    one_off_lower_seconds: float | None = None
-    one_off_upper_seconds: float | None = None
+    estimated_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_margin_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    relative_margin_floor_applied: bool | None = field(default=None, metadata=OMIT_EMPTY)
+    projected_onto: str | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_step_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    plan_steps: float | None = field(default=None, metadata=OMIT_EMPTY)
+    plan_updates: float | None = field(default=None, metadata=OMIT_EMPTY)
+    updates_per_env_step: float | None = field(default=None, metadata=OMIT_EMPTY)
+    eval_passes: int | None = field(default=None, metadata=OMIT_EMPTY)
+    eval_pass_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoints: int | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    recurring_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list, metadata=OMIT_EMPTY)
+    one_off_lower_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    one_off_upper_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
 
     def to_dict(self) -> dict[str, Any]:
         # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
@@ -172,30 +145,21 @@ class ProjectedModel(Record):
     projected slower than the one measured is so (None when it is not slower, or on the measured device).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "step_ms_interval",
-        "hours_lower",
-        "refused",
-        "slower_cause",
-        "fits_at_batch",
-        "host_share",
-    )
-
     step_ms: float | None
     step_ms_if_memory_bound: float | None
     speedup: float | None
     hours: float | None
     hours_upper: float | None
     fits_in_vram: bool | None
-    step_ms_interval: tuple[float, float] | None = None
-    hours_lower: float | None = None
-    refused: str | None = None
-    slower_cause: str | None = None
+    step_ms_interval: tuple[float, float] | None = field(default=None, metadata=OMIT_EMPTY)
+    hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    refused: str | None = field(default=None, metadata=OMIT_EMPTY)
+    slower_cause: str | None = field(default=None, metadata=OMIT_EMPTY)
     #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
-    fits_at_batch: int | None = None
+    fits_at_batch: int | None = field(default=None, metadata=OMIT_EMPTY)
     #: The share of the projected step that is the measured host's (launches and host work, kept): near 1, the card
     #: barely matters and the rented machine's CPU decides. None from the CPU and in reports written before it.
-    host_share: float | None = None
+    host_share: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -207,15 +171,13 @@ class ScalingEfficiency(Record):
     ``measured_world_size`` and ``measured_efficiency`` are the distributed measurement it rests on (None when
     there is none)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("measured_world_size", "measured_efficiency")
-
     gpus: int
     scaling_efficiency: float
     scaling_efficiency_interval: tuple[float, float]
     scaling_source: str
     measured: bool
-    measured_world_size: int | None = None
-    measured_efficiency: float | None = None
+    measured_world_size: int | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_efficiency: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -231,14 +193,6 @@ class CardProjection(Record):
     CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above).
     """
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "training_hours_lower",
-        "projection_relative_error",
-        "gpus",
-        "single_card_training_hours",
-        "projection_interval_factors",
-    )
-
     card: str
     measured_device: bool
     precision: str
@@ -252,11 +206,11 @@ class CardProjection(Record):
     speedup_vs_measured: float | None
     fits_in_vram: bool | None
     models: dict[str, ProjectedModel] = field(default_factory=dict)
-    training_hours_lower: float | None = None
-    projection_relative_error: float | None = None
-    gpus: int | None = None
-    single_card_training_hours: float | None = None
-    projection_interval_factors: tuple[float, float] | None = None
+    training_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    projection_relative_error: float | None = field(default=None, metadata=OMIT_EMPTY)
+    gpus: int | None = field(default=None, metadata=OMIT_EMPTY)
+    single_card_training_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    projection_interval_factors: tuple[float, float] | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def card_count(self) -> int:
@@ -330,22 +284,6 @@ class Recommendation(Record):
     """
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "estimated_full_training_hours_lower",
-        "decision_basis",
-        "epochs_to_settle",
-        "emulated_card",
-        "measured_device_hours",
-        "measured_device_hours_upper",
-        "what_ifs",
-        "cloud_gpus",
-        "scaling",
-        "cost_table",
-        "cost_table_notes",
-        "local_cost",
-        "price_snapshot",
-        "host_note",
-    )
 
     decision: str | None
     reasoning: str
@@ -364,21 +302,21 @@ class Recommendation(Record):
     memory_budget: list[MemoryBudgetRow]
     recommended_actions: list[str]
     method: dict[str, str]
-    estimated_full_training_hours_lower: float | None = None
-    decision_basis: DecisionBasis | None = None
-    epochs_to_settle: dict[str, int | None] | None = None
-    emulated_card: str | None = None
-    measured_device_hours: float | None = None
-    measured_device_hours_upper: float | None = None
-    what_ifs: list[WhatIfEstimate] = field(default_factory=list)
-    cloud_gpus: int | None = None
-    scaling: dict[str, ScalingEfficiency] = field(default_factory=dict)
-    cost_table: list[CostRow] = field(default_factory=list)
-    cost_table_notes: list[str] = field(default_factory=list)
-    local_cost: LocalCost | None = None
-    price_snapshot: PriceSnapshotInfo | None = None
+    estimated_full_training_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    decision_basis: DecisionBasis | None = field(default=None, metadata=OMIT_EMPTY)
+    epochs_to_settle: dict[str, int | None] | None = field(default=None, metadata=OMIT_EMPTY)
+    emulated_card: str | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_device_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_device_hours_upper: float | None = field(default=None, metadata=OMIT_EMPTY)
+    what_ifs: list[WhatIfEstimate] = field(default_factory=list, metadata=OMIT_EMPTY)
+    cloud_gpus: int | None = field(default=None, metadata=OMIT_EMPTY)
+    scaling: dict[str, ScalingEfficiency] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    cost_table: list[CostRow] = field(default_factory=list, metadata=OMIT_EMPTY)
+    cost_table_notes: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    local_cost: LocalCost | None = field(default=None, metadata=OMIT_EMPTY)
+    price_snapshot: PriceSnapshotInfo | None = field(default=None, metadata=OMIT_EMPTY)
     #: The sentence saying the host's speed moved during the run (None when it did not), also in ``reasoning``.
-    host_note: str | None = None
+    host_note: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def estimated_full_training_days(self) -> float | None:
@@ -398,9 +336,6 @@ class Recommendation(Record):
     def card(self, name: str) -> CardProjection | None:
         """The projection row of catalog card ``name``, None when it is not in the catalog."""
         return next((row for row in self.projection if row.card == name), None)
-
-    def derived(self) -> dict[str, Any]:
-        return {"estimated_full_training_days": self.estimated_full_training_days}
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from gpubench import __version__
-from gpubench.results.codec import Record, ReportFormatError
+from gpubench.results.codec import OMIT_EMPTY, Record, ReportFormatError
 from gpubench.results.cost import CostRow, cheapest_rental
 from gpubench.results.model import ModelResult
 from gpubench.results.recommendation import Recommendation
@@ -81,8 +81,6 @@ class RunReport(Record):
     (``decision.what_if``); left out of the dict when none were. ``error`` says what ended a ``failed`` run (left
     out otherwise)."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs", "error")
-
     timestamp: str
     benchmark_version: str
     report_schema_version: int
@@ -92,8 +90,8 @@ class RunReport(Record):
     data: DataProvenance | None
     models: dict[str, ModelResult] = field(default_factory=dict)
     recommendation: Recommendation | None = None
-    what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict)
-    error: str | None = None
+    what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    error: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @classmethod
     def start(cls, run: RunInfo, hardware: HardwareReport, data: DataProvenance | None) -> RunReport:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,6 @@ class HardwareReport(Record):
     def on_gpu(self) -> bool:
         return self.measured_on == "cuda"
 
-    def derived(self) -> dict[str, Any]:
-        return {"not_measured": self.not_measured}
-
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
@@ -106,8 +103,6 @@ class DataProvenance(Record):
 
     ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
     files with metadata only) and were skipped; it is left out of the report when there were none."""
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
 
     source: str
     path: str | None
@@ -119,7 +114,7 @@ class DataProvenance(Record):
     cache_hit: bool
     load_seconds: float
     content_hash: str | None
-    empty_files: list[str] = field(default_factory=list)
+    empty_files: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -156,7 +151,6 @@ class RunInfo(Record):
     versions and commit; ``mlflow_run_id`` once logged; ``host`` its load and threads. Derived: ``preset`` and
     ``preset_note`` (what its numbers stand for), written only when there is one."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
     _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
 
     device: str
@@ -174,9 +168,9 @@ class RunInfo(Record):
     job_num: int | None = None
     versions: dict[str, str | None] = field(default_factory=dict)
     git_commit: str | None = None
-    mlflow_run_id: str | None = None
-    host: HostLoad | None = None
-    matmul_precision: str | None = None
+    mlflow_run_id: str | None = field(default=None, metadata=OMIT_EMPTY)
+    host: HostLoad | None = field(default=None, metadata=OMIT_EMPTY)
+    matmul_precision: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def preset(self) -> str | None:
@@ -189,8 +183,7 @@ class RunInfo(Record):
         return None if self.preset is None else PRESET_NOTES.get(self.preset)
 
     def derived(self) -> dict[str, Any]:
-        figures = {"preset": self.preset, "preset_note": self.preset_note}
-        return {key: value for key, value in figures.items() if value is not None}
+        return {key: value for key, value in super().derived().items() if value is not None}
 
     @property
     def fp32_matmul_precision(self) -> str:

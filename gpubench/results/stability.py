@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,9 @@ class RLHealth(Record):
     epoch_mean_clip_fractions: list[float | None] | None = None
     max_clip_fraction: float | None = None
     clip_fraction_bound: float | None = None
-    epoch_mean_value_abs_maxima: list[float | None] | None = None
-    max_value_abs: float | None = None
-    return_bound: float | None = None
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("epoch_mean_value_abs_maxima", "max_value_abs", "return_bound")
+    epoch_mean_value_abs_maxima: list[float | None] | None = field(default=None, metadata=OMIT_EMPTY)
+    max_value_abs: float | None = field(default=None, metadata=OMIT_EMPTY)
+    return_bound: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -63,17 +61,10 @@ class StabilityReport(Record):
     vanishing_steps: int | None
     first_nonfinite_epoch: int | None
     loss_slope_p_value: float | None = None
-    rl: RLHealth | None = None
-    epoch_max_grad_norms: list[float | None] | None = None
-    grad_norm_growth_factor: float | None = None
-    epoch_relative_losses: list[float | None] | None = None
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "rl",
-        "epoch_max_grad_norms",
-        "grad_norm_growth_factor",
-        "epoch_relative_losses",
-    )
+    rl: RLHealth | None = field(default=None, metadata=OMIT_EMPTY)
+    epoch_max_grad_norms: list[float | None] | None = field(default=None, metadata=OMIT_EMPTY)
+    grad_norm_growth_factor: float | None = field(default=None, metadata=OMIT_EMPTY)
+    epoch_relative_losses: list[float | None] | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def loss_trend_judged(self) -> bool:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
@@ -70,24 +70,15 @@ class EpochTimeStatistics(Record):
     drift_p_value: float
     drift_detected: bool
     warnings: tuple[str, ...]
-    drift_slope_ms_per_epoch: float | None = None
-    drift_shift_ms: float | None = None
-    drift_method: str | None = None
+    drift_slope_ms_per_epoch: float | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_shift_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_method: str | None = field(default=None, metadata=OMIT_EMPTY)
     #: Kendall's tau of time against epoch index, read from reports whose drift test it was.
-    drift_kendall_tau: float | None = None
+    drift_kendall_tau: float | None = field(default=None, metadata=OMIT_EMPTY)
     #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
     #: the report) for a fixed count.
-    first_stage_epochs: int | None = None
-    rounds: RoundStatistics | None = None
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "drift_slope_ms_per_epoch",
-        "drift_shift_ms",
-        "drift_method",
-        "drift_kendall_tau",
-        "first_stage_epochs",
-        "rounds",
-    )
+    first_stage_epochs: int | None = field(default=None, metadata=OMIT_EMPTY)
+    rounds: RoundStatistics | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def decision_halfwidth_ms(self) -> float:
