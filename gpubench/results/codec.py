@@ -1,5 +1,4 @@
-"""The codec every report section shares: :class:`Record` writes a dataclass's fields by name and reads them
-back, refusing keys it does not know (:class:`ReportFormatError`)."""
+"""The codec every report section shares: :class:`Record` writes a dataclass's fields by name and reads them back."""
 
 from __future__ import annotations
 
@@ -99,7 +98,7 @@ class Record:
 
     @classmethod
     def from_dict(cls: type[R], data: Mapping[str, Any], *, where: str | None = None) -> R:
-        """The record from a dict written by :meth:`to_dict` (by this version or an earlier one of the schema)."""
+        """The record from a dict written by :meth:`to_dict`."""
         where = where or cls.__name__
         assert is_dataclass(cls)
         names = {f.name for f in fields(cls)}

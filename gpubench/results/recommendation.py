@@ -1,5 +1,4 @@
-"""The recommendation section: the decision's answer and basis, the per-model estimates, the projections onto other
-cards, and the texts the user reads."""
+"""The recommendation: the answer and its basis, the per-model estimates, the projections onto other cards."""
 
 from __future__ import annotations
 
@@ -31,17 +30,10 @@ DECISION_BASES: tuple[str, ...] = get_args(DecisionBasis)
 
 @dataclass(frozen=True)
 class StepSplit(Record):
-    """A measured step (ms) split into its compute part (FLOPs at the device's attainable rate) and the rest.
-
-    ``bound`` is compute-bound when compute is at least half the step, overhead-bound otherwise, unknown without a
-    FLOP count or an attainable rate. The rest splits further into ``launch_ms`` (``launches_per_step`` kernel
-    launches at the documented per-launch host cost, at most the rest) and ``memory_ms``. Where the step's bytes
-    were counted (``bytes_per_step``) and the device's memory bandwidth is known, ``memory_ms`` is that traffic's
-    time at the bandwidth (at most what remains after compute and launches) and ``host_ms`` what remains after it
-    (Python, dispatch: host work outside the launches). Otherwise ``memory_ms`` is all that remains (memory traffic
-    and host work together) and ``host_ms`` None; ``launch_ms`` and ``memory_ms`` are None where the launches were
-    not counted either (older reports).
-    """
+    """A measured step (ms) split into compute (its FLOPs at the attainable rate) and the rest: ``launch_ms``
+    (``launches_per_step`` launches at the per-launch host cost), ``memory_ms`` (``bytes_per_step`` at the memory
+    bandwidth) and ``host_ms`` (what remains). Without counted bytes ``memory_ms`` is all the rest and ``host_ms``
+    None; without counted launches both are None. ``bound``: compute-bound when compute is at least half the step."""
 
     step_ms: float
     flops_per_step: float | None
@@ -60,9 +52,8 @@ class StepSplit(Record):
 
 @dataclass(frozen=True)
 class BatchWhatIf(Record):
-    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s``, the throughput one short
-    search trial of ``trial_steps`` steps measured at ``batch_size`` (steps only: no warmup, evaluation or
-    checkpoints). ``label`` says which point it is (``knee``, ``largest fitting``, or empty)."""
+    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s`` of a short search trial of
+    ``trial_steps`` steps (no warmup, evaluation or checkpoints); ``label``: ``knee``, ``largest fitting`` or empty."""
 
     batch_size: int
     samples_per_s: float
@@ -73,17 +64,12 @@ class BatchWhatIf(Record):
 
 @dataclass(frozen=True)
 class ModelEstimate(Record):
-    """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
+    """One model's full training on the measured device (h, ms, s), or why it has none (``reason``).
 
-    ``planned_epochs`` epochs of ``samples_per_epoch`` samples make ``plan_samples``; ``mean_epoch_ms`` and
-    ``halfwidth_ms`` (the decision interval's) are over ``measured_epochs`` epochs; ``one_off_seconds`` is the
-    calibration and warmup, within ``one_off_lower_seconds``/``_upper_seconds`` for a fresh training.
-    ``estimated_hours`` with its prediction bounds ``estimated_hours_lower``/``_upper`` at ``upper_bound_level``,
-    ``drift_margin_hours`` the part added for flagged drift or throttling; ``energy_kwh`` (``energy_basis``: nvml
-    or board_power_w). The plan in steps (``plan_steps``, ``plan_updates``, ``updates_per_env_step`` for RL), its
-    ``eval_passes`` and ``checkpoints`` (``recurring_seconds`` in all three figures) and its time at each measured
-    batch (``batch_what_ifs``). ``relative_margin_floor_applied`` is only read, from old reports.
-    """
+    ``planned_epochs`` of ``samples_per_epoch`` make ``plan_samples``; ``mean_epoch_ms`` and the decision interval's
+    ``halfwidth_ms`` are over ``measured_epochs``; ``one_off_seconds`` is calibration and warmup. ``estimated_hours``
+    has prediction bounds at ``upper_bound_level``, ``drift_margin_hours`` added for drift or throttling;
+    ``recurring_seconds`` sums evaluation and checkpoints. ``relative_margin_floor_applied`` is read, not written."""
 
     status: str | None
     estimated: bool
@@ -137,13 +123,10 @@ class ModelEstimate(Record):
 
 @dataclass(frozen=True)
 class ProjectedModel(Record):
-    """One model's step (ms) and training hours projected onto a card; ``fits_in_vram`` from its measured peak.
-
-    ``step_ms_interval`` spans the launch-kept and the memory-bound projections widened by the projection's own
-    relative error; ``hours_lower``/``hours_upper`` are the training's bounds with it. ``refused`` says why there
-    is no projection (a figure it needs was not measured); None when there is one. ``slower_cause`` says why a step
-    projected slower than the one measured is so (None when it is not slower, or on the measured device).
-    """
+    """One model's step (ms) and training hours projected onto a card. ``step_ms_interval`` spans the launch-kept
+    and memory-bound projections widened by the projection's error; ``refused`` says why there is none;
+    ``slower_cause`` why a step projects slower than measured; ``fits_at_batch``: the largest batch predicted to fit
+    (0: none); ``host_share``: the measured host's share of the projected step (near 1, the rented CPU decides)."""
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -155,21 +138,15 @@ class ProjectedModel(Record):
     hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
     refused: str | None = field(default=None, metadata=OMIT_EMPTY)
     slower_cause: str | None = field(default=None, metadata=OMIT_EMPTY)
-    #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
     fits_at_batch: int | None = field(default=None, metadata=OMIT_EMPTY)
-    #: The share of the projected step that is the measured host's (launches and host work, kept): near 1, the card
-    #: barely matters and the rented machine's CPU decides. None from the CPU and in reports written before it.
     host_share: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class ScalingEfficiency(Record):
-    """The data-parallel scaling efficiency one model's cloud time on ``gpus`` cards is computed with: the global
-    throughput of ``gpus`` data-parallel processes over ``gpus`` × one process's (1.0 is linear scaling), its
-    interval, and where it comes from (``scaling_source``: ``measured at 2 processes (nccl)``, ``extrapolated from
-    ...`` or ``assumed: ...``). ``measured`` is true only when this machine measured exactly ``gpus`` processes;
-    ``measured_world_size`` and ``measured_efficiency`` are the distributed measurement it rests on (None when
-    there is none)."""
+    """The data-parallel scaling efficiency a model's cloud time on ``gpus`` cards uses (throughput of ``gpus``
+    processes over ``gpus`` × one's; 1.0 is linear), its interval and ``scaling_source``; ``measured`` when exactly
+    ``gpus`` processes ran here, ``measured_*`` the distributed measurement it rests on."""
 
     gpus: int
     scaling_efficiency: float
@@ -182,16 +159,12 @@ class ScalingEfficiency(Record):
 
 @dataclass(frozen=True)
 class CardProjection(Record):
-    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound and fit;
-    no price (the cost table prices each card from the dated snapshot).
+    """The decided models' training projected onto ``gpus`` cards of one catalog card (hours, fit; no price).
 
-    With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
-    epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
-    efficiency's interval), and ``single_card_training_hours`` is one card's time (None for one card). The
-    models' ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
-    ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
-    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above).
-    """
+    With ``gpus`` > 1 each model's epochs are divided by ``gpus`` × its :class:`ScalingEfficiency`
+    (``single_card_training_hours``: one card's); the models' ``step_ms`` stay one card's.
+    ``projection_relative_error`` is the projection's e (0 on the measured device, None from the CPU),
+    ``projection_interval_factors`` a projected step's range as multiples of it (below, above)."""
 
     card: str
     measured_device: bool
@@ -243,9 +216,8 @@ class MissingModel(Record):
 
 @dataclass(frozen=True)
 class WhatIfEstimate(Record):
-    """A measured what-if's predicted training beside the main answer's: the step (ms), the training hours and
-    their bounds on the answer's card (the emulated card's projection, else the measured device), the peak
-    reserved VRAM (MB), each beside the main measurement's; ``reason`` says why there is no estimate."""
+    """A measured what-if's step (ms), training hours with bounds on the answer's card and peak reserved VRAM (MB),
+    each beside the main measurement's; ``reason`` says why there is no estimate."""
 
     model: str
     variant: str
@@ -265,23 +237,13 @@ class WhatIfEstimate(Record):
 
 @dataclass(frozen=True)
 class Recommendation(Record):
-    """The answer the run was for: the decision, why, the estimate and its bounds (hours), the cost, the projection
-    onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
+    """The answer: the decision and the rule behind it (``decision_basis``), the estimate and its bounds (h), the
+    cost, the projection onto every catalog card, the memory budget and the actions; ``method`` gives each formula.
 
-    ``decision`` is None when the measurements do not support one (nothing measured, a critical model missing or
-    measured over too few epochs) and ``reasoning`` says why; ``decision_basis`` names the rule that gave the
-    decision (or withheld it), one of :data:`DECISION_BASES`. ``estimated_full_training_hours_lower`` is the lower
-    prediction bound of the total, never below the one-off costs. ``epochs_to_settle`` maps each critical model to
-    the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
-    value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
-    ``interval_straddles_threshold``. ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus``
-    is the cards each cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and
-    ``scaling`` the scaling efficiency each estimated model's cloud time is computed with (empty for one card);
-    every local figure is the one card measured. ``cost_table`` prices the training on every GPU type x provider x
-    on-demand/spot of the price snapshot (:class:`CostRow`, sorted by expected cost, unpriced rows last),
-    ``cost_table_notes`` says what it left out and why, ``local_cost`` is the local option beside it and
-    ``price_snapshot`` the snapshot used. Fields an older report lacks are None or empty.
-    """
+    ``decision`` is None when the measurements support none (``reasoning`` says why). ``epochs_to_settle``: per
+    critical model, the measured epochs that would put the interval on one side of the straddled threshold (None:
+    no practical number). ``cloud_gpus``: the cards each cloud figure rents, ``scaling`` each model's efficiency.
+    ``cost_table`` prices every GPU × provider × on-demand/spot of ``price_snapshot``, cheapest expected cost first."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
 
@@ -345,8 +307,7 @@ class Recommendation(Record):
 
 
 def recommendation_thresholds(local_max_hours: float, cloud_min_hours: float) -> dict[str, float]:
-    """The recommendation's ``thresholds_hours``: the decision's local limit on the upper bound and cloud threshold
-    on the lower bound (h)."""
+    """The recommendation's ``thresholds_hours``: the local limit on the upper bound, the cloud one on the lower (h)."""
     return {"local_max": local_max_hours, "cloud_min": cloud_min_hours}
 
 

@@ -10,12 +10,9 @@ from gpubench.results.codec import OMIT_EMPTY, Record
 
 @dataclass(frozen=True)
 class WarmupStats(Record):
-    """The burn-in before measuring: how long it ran (s) and the state it left the device in.
-
-    ``epochs`` counts burn-in iterations (``matmuls_per_iteration`` matmuls of ``matrix_size``² each);
-    ``mean_time_ms`` is the mean iteration time over the final window, the level it settled at.
-    ``peak_sm_clock_mhz`` is the highest SM clock seen, the reference for flagging throttled epochs.
-    """
+    """The burn-in before measuring: ``epochs`` iterations of ``matmuls_per_iteration`` matmuls of ``matrix_size``²,
+    their settled mean time (ms), how long it ran (s) and the device's state after; ``peak_sm_clock_mhz`` is the
+    reference for flagging throttled epochs."""
 
     epochs: int
     mean_time_ms: float
@@ -29,7 +26,7 @@ class WarmupStats(Record):
     achieved_tflops: float
 
 
-#: Fields of HardwareReport that a CPU run (or a GPU without NVML) leaves unmeasured; listed in ``not_measured``.
+#: The fields of HardwareReport a CPU run (or a GPU without NVML) leaves unmeasured.
 _DEVICE_FIELDS: tuple[str, ...] = (
     "total_vram_mb",
     "cuda_version",
@@ -49,9 +46,8 @@ _DEVICE_FIELDS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class HardwareReport(Record):
-    """What the benchmark ran on (the report's ``hardware`` object): ``measured_on`` ``cuda`` or ``cpu``; CUDA
-    runtime and driver versions; the host's CPUs; the VRAM budget (MB, None on the CPU: ``vram_limit_mb``,
-    ``non_allocator_overhead_mb``, ``usable_vram_mb``)."""
+    """What the benchmark ran on: ``measured_on`` ``cuda`` or ``cpu``, versions, the host's CPUs and the VRAM budget
+    (MB, None on the CPU)."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("not_measured",)
 
@@ -99,10 +95,8 @@ class HardwareReport(Record):
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
-    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
-
-    ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
-    files with metadata only) and were skipped; it is left out of the report when there were none."""
+    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time (s);
+    ``empty_files``: the files that held no bars and were skipped."""
 
     source: str
     path: str | None
@@ -119,9 +113,8 @@ class DataProvenance(Record):
 
 @dataclass(frozen=True)
 class HostLoad(Record):
-    """The host when the run started: its CPUs (all, and those this process may use), the 1/5/15-minute load
-    averages (runnable processes; None where the OS has none), torch's intra-op and inter-op thread counts, how the
-    intra-op count was chosen, and the OpenMP/MKL thread variables that were set."""
+    """The host when the run started: its CPUs (all, and this process's), the 1/5/15-minute load averages (None where
+    the OS has none), torch's thread counts, how they were chosen, and the OpenMP/MKL thread variables set."""
 
     cpu_count: int
     available_cpus: int
@@ -134,7 +127,7 @@ class HostLoad(Record):
     thread_environment: dict[str, str] = field(default_factory=dict)
 
 
-#: What a run made with a preset (``experiment=<name>``) stands for, where its numbers are not the user's training.
+#: What a preset's (``experiment=<name>``) numbers stand for, where they are not the user's training.
 PRESET_NOTES: dict[str, str] = {"quick": "smoke test: tiny shapes, not your training"}
 
 
@@ -147,9 +140,8 @@ def preset_choice(choices: dict[str, str]) -> str | None:
 
 @dataclass(frozen=True)
 class RunInfo(Record):
-    """The job: device, models, epochs, execution mode, hardware settings, Hydra's overrides and choices, output,
-    versions and commit; ``mlflow_run_id`` once logged; ``host`` its load and threads. Derived: ``preset`` and
-    ``preset_note`` (what its numbers stand for), written only when there is one."""
+    """The job: device, models, epochs, execution, hardware settings, Hydra's overrides and choices, output, versions
+    and commit; derived ``preset`` and ``preset_note``, written only when there is one."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
 
@@ -174,7 +166,6 @@ class RunInfo(Record):
 
     @property
     def preset(self) -> str | None:
-        """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
         return preset_choice(self.choices)
 
     @property

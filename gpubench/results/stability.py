@@ -10,13 +10,9 @@ from gpubench.results.codec import OMIT_EMPTY, Record
 
 @dataclass(frozen=True)
 class RLHealth(Record):
-    """The health signals of a reinforcement-learning model, whose loss trend is not one.
-
-    The critic's loss (``critic_loss_name``) per epoch against ``critic_loss_ceiling``, the largest within the
-    return range ``±max |reward| / (1 − γ)``: blown up above ``critic_loss_ceiling_factor`` × it, or grown
-    ``critic_loss_growth_factor`` times to above it. PPO only: approximate KL and clip fraction per epoch against
-    their bounds. DQN only: each epoch's mean largest |Q| against ``return_bound``. ``steps``: the updates counted.
-    """
+    """The health signals of a reinforcement-learning model, whose loss trend is not one: the critic's loss per epoch
+    against ``critic_loss_ceiling`` (the return range ``±max |reward| / (1 − γ)``); PPO's approximate KL and clip
+    fraction against their bounds; DQN's mean largest |Q| against ``return_bound``. ``steps``: the updates counted."""
 
     critic_loss_name: str
     epoch_mean_critic_losses: list[float | None]
@@ -37,14 +33,9 @@ class RLHealth(Record):
 
 @dataclass(frozen=True)
 class StabilityReport(Record):
-    """A model's training health over its epochs.
-
-    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm), UNSTABLE (exploding, vanishing or growing gradient
-    norms, an INCREASING loss trend where judged, or an RL signal out of bounds), STABLE, or NOT_CHECKED (disabled,
-    or no loss nor gradient norm reported). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean
-    per epoch) are read from ``epoch_relative_losses`` where present, else ``epoch_mean_losses``; None under two
-    epochs. :attr:`loss_trend_judged` is False for RL. Totals are step counts, None when not checked.
-    """
+    """A model's training health over its epochs: ``stability`` DIVERGING (a NaN/Inf loss or gradient norm),
+    UNSTABLE (bad gradient norms, an INCREASING judged loss trend, an RL signal out of bounds), STABLE or NOT_CHECKED.
+    ``loss_rel_slope_per_epoch``: a fraction of the mean per epoch. Totals are step counts, None when not checked."""
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
     loss_trend: Literal["DECREASING", "STABLE", "INCREASING"] | None
@@ -68,6 +59,5 @@ class StabilityReport(Record):
 
     @property
     def loss_trend_judged(self) -> bool:
-        """Whether the loss trend counts toward ``stability``: not for RL (``rl`` is set), whose loss is a surrogate
-        or a TD loss."""
+        """Whether the loss trend counts toward ``stability``: not for RL, whose loss is a surrogate or a TD loss."""
         return self.rl is None
