@@ -37,10 +37,9 @@ class ThroughputPoint(Record):
 
 @dataclass(frozen=True)
 class BatchSearchResult(Record):
-    """The batch search's answer and its evidence (sizes in samples, memory in MB): ``batch_size`` is the size
-    ``policy`` chose that passed re-verification; ``knee_size`` the smallest within ``knee_fraction`` of the best
-    throughput; ``time_limited``: ``largest_fitting_size`` is a lower bound; ``batch_is_hyperparameter``: the
-    algorithm's own batch, so no batch what-if is priced."""
+    """The batch search's answer and its evidence (sizes in samples, MB): ``batch_size`` is ``policy``'s re-verified
+    choice, ``knee_size`` the smallest within ``knee_fraction`` of the best throughput; ``time_limited``: the largest
+    fitting size is a lower bound; ``batch_is_hyperparameter``: the algorithm's own batch, priced at no other."""
 
     status: Literal["ok", "oom"]
     batch_size: int | None

@@ -51,7 +51,6 @@ class CostAnalysis(Record):
 
     @property
     def cloud_card_count(self) -> int:
-        """The cloud cards priced: ``cloud_gpus``, or one where it is not recorded."""
         return self.cloud_gpus or 1
 
     @property
@@ -64,11 +63,9 @@ class CostAnalysis(Record):
 
 @dataclass(frozen=True)
 class CostRow(Record):
-    """One rentable option: the decided models' training on ``gpu`` at ``provider`` (spot or on-demand), on that
-    kind's cheapest instance in the dated price snapshot; the whole instance is paid (``note`` says so when it holds
-    more GPUs than ``gpus_used``). ``hours``: the expected wall time, with spot interruptions, restarts and
-    checkpoints (:mod:`gpubench.decision.spot`; ``hours_median``, ``hours_p90`` over the simulated trainings);
-    ``usd`` = ``hours`` × price. ``basis``: measured or projected (``gpubench rent``); ``fits_at_batch``: per model."""
+    """One rentable option: the decided models' training on ``gpu`` at ``provider`` (spot or on-demand) on that
+    kind's cheapest dated instance, paid whole (``note`` says so when it holds more GPUs than ``gpus_used``);
+    ``hours``: expected wall time with spot interruptions (:mod:`gpubench.decision.spot`); ``usd`` = hours × price."""
 
     gpu: str
     provider: str
@@ -151,8 +148,7 @@ class LocalCost(Record):
 
 @dataclass(frozen=True)
 class PriceSnapshotInfo(Record):
-    """The price snapshot the cost table used: date, age (days) at the report, catalog versions, and ``stale`` (a
-    sentence when it is too old, else None)."""
+    """The price snapshot used: date, age (days) at the report, catalog versions, ``stale`` (a warning or None)."""
 
     snapshot_date: str
     age_days: int

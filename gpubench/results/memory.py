@@ -33,9 +33,8 @@ class LeakEstimate(Record):
 
 @dataclass(frozen=True)
 class MemoryProfile(Record):
-    """One model's device memory over its profiled epochs (MB; the peaks as :data:`PEAK_DEFINITIONS` says, None on
-    the CPU); ``allocated_mb_per_epoch`` at each epoch's end is the leak series; ``headroom_limit_mb`` is
-    ``batch.headroom`` × the usable VRAM."""
+    """One model's device memory over its profiled epochs (MB; peaks per :data:`PEAK_DEFINITIONS`, None on the CPU);
+    ``allocated_mb_per_epoch`` is the leak series; ``headroom_limit_mb`` = ``batch.headroom`` × the usable VRAM."""
 
     measured: bool
     peak_allocated_mb: float | None = None
@@ -71,9 +70,8 @@ class MemoryTimeline:
 @dataclass(frozen=True)
 class MemorySplit(Record):
     """Where a model's peak device memory goes (MB): parameters, gradients and optimizer state by accounting, and the
-    line ``peak(B) = fixed_mb + activations_mb_per_sample × B`` through the search trials' peaks. ``remainder_mb``:
-    the fixed part less the state; ``gap_mb``: measured − predicted peak at the timed ``batch_size``. The fit's
-    fields are None without a search; ``notes`` says why."""
+    line ``peak(B) = fixed_mb + activations_mb_per_sample × B`` through the search trials' peaks (None without a
+    search); ``gap_mb``: measured − predicted peak at the timed ``batch_size``."""
 
     parameters_mb: float
     gradients_mb: float

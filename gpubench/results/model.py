@@ -27,10 +27,9 @@ STATUSES: tuple[str, ...] = get_args(ModelStatus)
 
 @dataclass(frozen=True)
 class DistributedScaling(Record):
-    """The model measured data-parallel: ``world_size`` torchrun processes of ``batch_size_per_rank`` each under
-    DistributedDataParallel (``backend``), timing the same ``steps_per_epoch``. ``raw_epoch_times_ms``: per epoch the
-    slowest rank's (the all-reduce waits for it). ``scaling_efficiency``: global throughput over ``world_size`` × the
-    1-process throughput at the same batch (1.0: linear), interval by ``scaling_efficiency_method``."""
+    """The model measured data-parallel by ``world_size`` torchrun processes; ``raw_epoch_times_ms``: per epoch the
+    slowest rank's (the all-reduce waits for it); ``scaling_efficiency``: global throughput over ``world_size`` × the
+    1-process throughput at the same batch (1.0: linear)."""
 
     status: ModelStatus = "ok"
     error: str | None = field(default=None, metadata=OMIT_EMPTY)
@@ -84,13 +83,9 @@ class MeasuredRound(Record):
 @dataclass(frozen=True)
 class ModelResult(Record):
     """One model's outcome (ms, MB): ``status`` one of :data:`STATUSES`, ``error`` why when not ``ok``.
-
-    ``statistics`` summarises exactly ``raw_epoch_times_ms`` (None under two epochs); the seed's headline figures and
-    the throughput derive from it. ``memory_usage_mb``: the measured run's peak reserved VRAM. ``calibration_steps``:
-    the steps that sized the epoch (``calibration_seconds``). ``bytes_per_step``: the counted launches' tensor bytes,
-    an upper bound on DRAM traffic. ``rounds``: the measured epochs in rounds (empty for one block);
-    ``host_probe_explained_share`` and ``gpu_wait_explained_share``: R² of the round means on the host probe and on
-    the board power (:func:`gpubench.stats.host.gpu_wait_share`)."""
+    ``statistics`` summarises exactly ``raw_epoch_times_ms`` (None under two epochs), and the seed's figures derive
+    from it; ``rounds``: the measured epochs in rounds; ``*_explained_share``: R² of the round means on the host
+    probe and on the board power (:func:`gpubench.stats.host.gpu_wait_share`)."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = (
         *("mean_epoch_time_ms", "confidence_interval_ms", "p95_latency_ms", "p99_latency_ms"),
@@ -177,7 +172,6 @@ class ModelResult(Record):
 
     @property
     def step_time_ms(self) -> float | None:
-        """Mean time of one optimizer step (ms)."""
         if self.statistics is None or not self.steps_per_epoch:
             return None
         return self.statistics.mean_ms / self.steps_per_epoch
@@ -200,7 +194,6 @@ class ModelResult(Record):
 
     @property
     def peak_reserved_mb(self) -> float | None:
-        """Peak reserved VRAM of the measured run (MB), None where not measured."""
         return self.memory.peak_reserved_mb if self.memory else None
 
     @property

@@ -30,10 +30,9 @@ DECISION_BASES: tuple[str, ...] = get_args(DecisionBasis)
 
 @dataclass(frozen=True)
 class StepSplit(Record):
-    """A measured step (ms) split into compute (its FLOPs at the attainable rate) and the rest: ``launch_ms``
-    (``launches_per_step`` launches at the per-launch host cost), ``memory_ms`` (``bytes_per_step`` at the memory
-    bandwidth) and ``host_ms`` (what remains). Without counted bytes ``memory_ms`` is all the rest and ``host_ms``
-    None; without counted launches both are None. ``bound``: compute-bound when compute is at least half the step."""
+    """A measured step (ms) split into compute (FLOPs at the attainable rate), ``launch_ms`` (launches at the host's
+    per-launch cost), ``memory_ms`` (``bytes_per_step`` at the bandwidth; without bytes, all the rest) and ``host_ms``
+    (what remains); ``bound``: compute-bound when compute is at least half the step."""
 
     step_ms: float
     flops_per_step: float | None
@@ -64,12 +63,10 @@ class BatchWhatIf(Record):
 
 @dataclass(frozen=True)
 class ModelEstimate(Record):
-    """One model's full training on the measured device (h, ms, s), or why it has none (``reason``).
-
-    ``planned_epochs`` of ``samples_per_epoch`` make ``plan_samples``; ``mean_epoch_ms`` and the decision interval's
-    ``halfwidth_ms`` are over ``measured_epochs``; ``one_off_seconds`` is calibration and warmup. ``estimated_hours``
-    has prediction bounds at ``upper_bound_level``, ``drift_margin_hours`` added for drift or throttling;
-    ``recurring_seconds`` sums evaluation and checkpoints. ``relative_margin_floor_applied`` is read, not written."""
+    """One model's full training on the measured device (h, ms, s), or why it has none (``reason``): ``mean_epoch_ms``
+    and the decision interval's ``halfwidth_ms`` over ``measured_epochs``; ``one_off_seconds`` of calibration and
+    warmup; ``estimated_hours`` with prediction bounds at ``upper_bound_level``, ``drift_margin_hours`` added for
+    drift or throttling. ``relative_margin_floor_applied`` is read, not written."""
 
     status: str | None
     estimated: bool
@@ -113,7 +110,6 @@ class ModelEstimate(Record):
     one_off_upper_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
 
     def to_dict(self) -> dict[str, Any]:
-        # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
         if not self.estimated:
             return {"status": self.status, "estimated": False, "reason": self.reason}
         data = super().to_dict()
@@ -159,12 +155,9 @@ class ScalingEfficiency(Record):
 
 @dataclass(frozen=True)
 class CardProjection(Record):
-    """The decided models' training projected onto ``gpus`` cards of one catalog card (hours, fit; no price).
-
-    With ``gpus`` > 1 each model's epochs are divided by ``gpus`` × its :class:`ScalingEfficiency`
-    (``single_card_training_hours``: one card's); the models' ``step_ms`` stay one card's.
-    ``projection_relative_error`` is the projection's e (0 on the measured device, None from the CPU),
-    ``projection_interval_factors`` a projected step's range as multiples of it (below, above)."""
+    """The decided models' training projected onto ``gpus`` cards of one catalog card (h, fit; no price): with
+    ``gpus`` > 1 each model's epochs are divided by ``gpus`` × its :class:`ScalingEfficiency`; ``models``' steps stay
+    one card's. ``projection_relative_error``: the projection's e (0 on the measured device, None from the CPU)."""
 
     card: str
     measured_device: bool
@@ -187,7 +180,6 @@ class CardProjection(Record):
 
     @property
     def card_count(self) -> int:
-        """The cards this row rents: ``gpus``, or one where it is not recorded."""
         return self.gpus or 1
 
 
@@ -237,13 +229,10 @@ class WhatIfEstimate(Record):
 
 @dataclass(frozen=True)
 class Recommendation(Record):
-    """The answer: the decision and the rule behind it (``decision_basis``), the estimate and its bounds (h), the
-    cost, the projection onto every catalog card, the memory budget and the actions; ``method`` gives each formula.
-
-    ``decision`` is None when the measurements support none (``reasoning`` says why). ``epochs_to_settle``: per
-    critical model, the measured epochs that would put the interval on one side of the straddled threshold (None:
-    no practical number). ``cloud_gpus``: the cards each cloud figure rents, ``scaling`` each model's efficiency.
-    ``cost_table`` prices every GPU × provider × on-demand/spot of ``price_snapshot``, cheapest expected cost first."""
+    """The answer: the decision and the rule behind it (``decision_basis``; None: ``reasoning`` says why), the
+    estimate and its bounds (h), the cost, the projection onto every catalog card, the memory budget, the actions and
+    each formula (``method``). ``epochs_to_settle``: per critical model, the measured epochs that would decide (None:
+    no practical number); ``cost_table``: every GPU × provider × kind of ``price_snapshot``, cheapest first."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
 

@@ -22,9 +22,8 @@ _HOST_SENTENCE_START = "The host's speed moved during the run"
 
 
 def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` (a report dict of any earlier schema version) upgraded to :data:`REPORT_SCHEMA_VERSION`. 1 -> 2: the
-    reasoning's sentence about a noisy host gets a key (``host_note``). 2 -> 3: prices come only from the dated
-    snapshot (:func:`_dated_prices_only`)."""
+    """``data`` (a report dict of any schema version) upgraded to :data:`REPORT_SCHEMA_VERSION`. 1 -> 2: a key for the
+    reasoning's host sentence (``host_note``); 2 -> 3: prices only from the dated snapshot (``_dated_prices_only``)."""
     upgraded = dict(data)
     version = upgraded.get("report_schema_version") or 1
     if version < 2 and isinstance(upgraded.get("recommendation"), Mapping):

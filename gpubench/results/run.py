@@ -10,9 +10,8 @@ from gpubench.results.codec import OMIT_EMPTY, Record
 
 @dataclass(frozen=True)
 class WarmupStats(Record):
-    """The burn-in before measuring: ``epochs`` iterations of ``matmuls_per_iteration`` matmuls of ``matrix_size``²,
-    their settled mean time (ms), how long it ran (s) and the device's state after; ``peak_sm_clock_mhz`` is the
-    reference for flagging throttled epochs."""
+    """The burn-in: ``epochs`` iterations of ``matmuls_per_iteration`` matmuls of ``matrix_size``², their settled mean
+    time (ms), its length (s) and the device after; ``peak_sm_clock_mhz`` is the reference for throttled epochs."""
 
     epochs: int
     mean_time_ms: float
@@ -95,8 +94,7 @@ class HardwareReport(Record):
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
-    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time (s);
-    ``empty_files``: the files that held no bars and were skipped."""
+    """Where the market data came from: source, files (and those without bars), bars, symbols, time range, load (s)."""
 
     source: str
     path: str | None

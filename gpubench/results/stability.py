@@ -10,9 +10,8 @@ from gpubench.results.codec import OMIT_EMPTY, Record
 
 @dataclass(frozen=True)
 class RLHealth(Record):
-    """The health signals of a reinforcement-learning model, whose loss trend is not one: the critic's loss per epoch
-    against ``critic_loss_ceiling`` (the return range ``±max |reward| / (1 − γ)``); PPO's approximate KL and clip
-    fraction against their bounds; DQN's mean largest |Q| against ``return_bound``. ``steps``: the updates counted."""
+    """An RL model's health signals (its loss trend is not one): the critic's loss per epoch against the return
+    range ``±max |reward| / (1 − γ)``; PPO's approximate KL and clip fraction; DQN's mean largest |Q|."""
 
     critic_loss_name: str
     epoch_mean_critic_losses: list[float | None]

@@ -10,9 +10,8 @@ from gpubench.results.codec import OMIT_EMPTY, Record
 
 @dataclass(frozen=True)
 class RoundStatistics(Record):
-    """The two variance levels (ms²) of epochs measured in rounds (:mod:`gpubench.stats.rounds`): within a round per
-    epoch (by ``within_method``) and between rounds (σ̂_a², at least 0; ``between_share`` of the mean's variance,
-    ``between_p_value`` of the ANOVA F test); ``gaps_epochs``: the gaps between rounds (None: back to back)."""
+    """The two variance levels (ms²) of epochs measured in rounds (:mod:`gpubench.stats.rounds`): within a round and
+    between rounds (σ̂_a², ``between_p_value`` of the ANOVA F test); ``gaps_epochs``: None is back to back."""
 
     epochs_per_round: tuple[int, ...]
     round_means_ms: tuple[float, ...]

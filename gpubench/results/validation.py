@@ -10,9 +10,8 @@ from gpubench.results.model import HostProbe
 
 @dataclass(frozen=True)
 class ValidationCheck(Record):
-    """One real training of a model (measured epochs × ``factor``, ``steps`` in all) against the report's prediction:
-    ``actual_s`` against ``predicted_s`` and its bounds, ``error_pct`` = 100 × (actual − predicted) / predicted;
-    ``status`` ``ok``, ``failed`` or ``skipped`` (``error`` says why); the host probe around the timed region."""
+    """One real training (measured epochs × ``factor``) against the report's prediction (s): ``error_pct`` = 100 ×
+    (actual − predicted) / predicted; ``status`` ``ok``, ``failed`` or ``skipped`` (``error`` says why)."""
 
     model: str
     status: str
