@@ -1,12 +1,9 @@
-"""What a person sees on the terminal: notices, the live per-epoch progress bar, and the closing summary table.
-
-Output goes through one ``rich`` console on stderr (progress and notices) so stdout carries only the summary and
-the report path, which scripts can read.
-"""
+"""What a person sees on the terminal: notices and the per-epoch progress on stderr, and on stdout only the closing
+summary and the report's path, which scripts can read."""
 
 import logging
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -34,9 +31,8 @@ _stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def notice(message: str) -> None:
-    """A notice (device fallback, tracking problems), on stderr and in the job's log, credentials redacted;
-    soft-wrapped, so that a log holds it as one line, and escaped, so that brackets in it (``[Errno 111]``) are not
-    read as markup."""
+    """A notice on stderr and in the job's log, credentials redacted, soft-wrapped (one line in a log) and escaped
+    (``[Errno 111]`` is not markup)."""
     message = redact(message)
     _stderr.print(f"[yellow]gpubench:[/yellow] {escape(message)}", soft_wrap=True)
     # INFO, not WARNING: the log's terminal handler passes warnings, and the notice is on the terminal already.
@@ -50,8 +46,7 @@ def error(message: str) -> None:
     logger.info("error: %s", message)
 
 
-#: The per-epoch callback of :func:`model_progress`: (phase, epoch number from 1, planned epochs in that phase,
-#: seconds, mean loss or None) — the measurement loop's progress hook, declared here so output imports no measure code.
+#: The per-epoch callback of :func:`model_progress`: (phase, epoch from 1, planned epochs, seconds, mean loss or None).
 EpochProgress = Callable[[str, int, int, float, float | None], None]
 
 
@@ -59,11 +54,8 @@ EpochProgress = Callable[[str, int, int, float, float | None], None]
 def model_progress(
     model_name: str, warmup_epochs: int, epochs: int, *, verbose: bool = False
 ) -> Iterator[EpochProgress]:
-    """Live progress for one model; yields the per-epoch callback the measurement loop calls after each epoch.
-
-    On a terminal: a bar with the epoch count, last epoch time and loss (with ``verbose``, each epoch also leaves
-    a line above it). Elsewhere (a log file, CI) a live bar cannot redraw, so each epoch prints one plain line.
-    """
+    """Live progress for one model; yields the callback the measurement loop calls after each epoch: a bar on a
+    terminal (with ``verbose``, a line per epoch above it), elsewhere a plain line per epoch (a log cannot redraw)."""
 
     def epoch_line(phase: str, number: int, planned: int, seconds: float, loss_text: str) -> str:
         return f"{model_name} {phase} epoch {number}/{planned}: {seconds * 1e3:.1f} ms, loss {loss_text}"
@@ -119,15 +111,13 @@ def _interval(interval: tuple[float, float] | None) -> str:
 
 
 def _t_interval_column(report: RunReport) -> str:
-    """The t interval's column header at the configured level (every model of a run shares it), to as many digits
-    as it has: ``99.5% CI (t)``, where a whole percent would round it to 100%."""
+    """The t interval's column header at the run's level, to as many digits as it has (``99.5% CI (t)``)."""
     levels = [result.statistics.confidence_level for result in report.models.values() if result.statistics]
     return f"{levels[0] * 100:g}% CI (t)" if levels else "CI (t)"
 
 
 def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:
-    """One line per estimated model: its plan in the team's terms and its hours; then the what-ifs at the knee and
-    the largest fitting batch, from the search's short trials."""
+    """Per estimated model, its plan and hours, then its what-ifs at the labelled batches of the search's trials."""
     lines = []
     for name, estimate in per_model.items():
         if not estimate.estimated or estimate.estimated_hours is None:
@@ -143,15 +133,13 @@ def plan_lines(per_model: dict[str, ModelEstimate]) -> list[str]:
 
 
 def fmt_hours(hours: float) -> str:
-    """Hours as the console shows them: minutes with one decimal under an hour (``24.1 min``), else hours with two
-    (``1.25 h``)."""
+    """Hours as the console shows them: ``24.1 min`` under an hour, else ``1.25 h``."""
     return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.2f} h"
 
 
 def cloud_line(cost: CostAnalysis | None) -> str | None:
-    """On several cloud cards (``decision.cloud_gpus`` > 1), one line: the cards, their hours with bounds and the
-    cost of a training (its cheapest dated rental), one card's hours, and the cost table's cheapest row that fits;
-    None for one card or without a projection."""
+    """On several cloud cards (``decision.cloud_gpus`` > 1), their hours with bounds and cost, one card's hours and the
+    cheapest fitting rental; None for one card or without a projection."""
     if cost is None or cost.cloud_card_count == 1 or cost.cloud_training_hours is None:
         return None
     line = f"Cloud: {cost.cloud_card_count} × {cost.cloud_card}: {fmt_hours(cost.cloud_training_hours)}"
@@ -173,9 +161,8 @@ def cloud_line(cost: CostAnalysis | None) -> str | None:
 
 
 def memory_split_line(name: str, split: MemorySplit) -> str | None:
-    """One model's memory split: parameters, gradients, optimizer state (MB, accounted), activations per sample
-    and the fixed remainder from the line through the batch search's trials, the fit's residual, and the line
-    against the measured peak at the timed batch; None without a line (no batch search: the CPU)."""
+    """One model's memory split (MB): the accounted state, the line through the batch search's trials and its gap to
+    the measured peak; None without a line (no batch search: the CPU)."""
     if split.fixed_mb is None or split.activations_mb_per_sample is None:
         return None
     line = (
@@ -195,9 +182,8 @@ def memory_split_line(name: str, split: MemorySplit) -> str | None:
 
 
 def _fits_phrase(fits_at_batch: Mapping[str, int], largest_tried_batch: Mapping[str, int]) -> str:
-    """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without. A
-    prediction above the largest batch the model's trials measured prints as ``≥`` that batch: beyond it the
-    memory line is an extrapolation."""
+    """``, fits at batch 1,234`` (one model) or ``, fits at batch 1,234 (tft), 567 (mamba2)``; empty without; ``≥``
+    the largest batch tried where predicted past it (an extrapolation)."""
     if not fits_at_batch:
         return ""
     shown = {}
@@ -215,19 +201,15 @@ RENT_ROWS_SHOWN = 5
 
 
 def largest_tried_batches(report: RunReport) -> dict[str, int]:
-    """Each model's largest batch its memory trials measured (models without a memory split left out): where a
-    card's predicted batch passes it, :func:`rent_lines` prints ``≥`` that batch."""
+    """Each model's largest batch its memory trials measured (models without a memory line left out)."""
     splits = {name: result.memory_split for name, result in report.models.items()}
     tried = {name: split.largest_tried_batch for name, split in splits.items() if split is not None}
     return {name: batch for name, batch in tried.items() if batch is not None}
 
 
 def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str, int] | None = None) -> list[str]:
-    """The cost table's cheapest rows that fit (:func:`gpubench.results.fitting_rentals`: the first is the
-    cheapest every other output names; at most :data:`RENT_ROWS_SHOWN`), each with its hours and USD bounds, price
-    date and the largest batch predicted to fit the card (``≥`` the model's ``largest_tried_batch`` where predicted
-    past it: :func:`_fits_phrase`), then the local option with its tariff's date and source and a stale snapshot's
-    warning; [] without a cost table."""
+    """The cost table's cheapest fitting rows (at most :data:`RENT_ROWS_SHOWN`) with hours, USD, price date and the
+    batch predicted to fit, then the local option and a stale snapshot's warning; [] without a cost table."""
     fitting = fitting_rentals(recommendation.cost_table)
     if not fitting:
         return []
@@ -257,8 +239,7 @@ def rent_lines(recommendation: Recommendation, largest_tried_batch: Mapping[str,
 
 
 def distributed_line(name: str, scaling: DistributedScaling) -> str:
-    """One model's data-parallel outcome: ``mlp: 2 processes: 1,234 window/s global, efficiency 0.93 [0.90, 0.95]``,
-    or the status and error of a run that did not complete."""
+    """One model's data-parallel outcome (``mlp: 2 processes: 1,234 window/s global, efficiency 0.93 [0.90, 0.95]``)."""
     head = f"{name}: {scaling.world_size} processes"
     if scaling.status != "ok":
         return f"{head}: {scaling.status} ({scaling.error})"
@@ -272,8 +253,7 @@ def distributed_line(name: str, scaling: DistributedScaling) -> str:
 
 
 def health_cell(result: ModelResult) -> str:
-    """The table's ``stability · loss trend`` cell: ``STABLE · DECREASING``; an RL model's trend, shown but not
-    judged, in parentheses (``STABLE · (INCREASING)``); ``-`` where neither is known."""
+    """The ``stability · loss trend`` cell (``STABLE · DECREASING``); an RL model's unjudged trend in parentheses."""
     details = result.stability_details
     trend = result.loss_trend
     if trend and details is not None and not details.loss_trend_judged:
@@ -305,11 +285,9 @@ def health_lines(report: RunReport) -> list[str]:
 
 
 def print_summary(report: RunReport, report_path: str) -> None:
-    """One screen: per model status, mean epoch time (ms) with its t and decision intervals, CV, throughput
-    (samples/s), batch, peak memory (MB) and health; then each model's memory split (:func:`memory_split_line`), the
-    data-parallel runs, errors, the recommendation
-    (with :func:`cloud_line` on several cloud cards), the cheapest rentals that fit (:func:`rent_lines`) and the
-    report's path."""
+    """One screen on stdout: per model status, mean epoch time (ms) with its intervals, CV, throughput, batch, peak
+    memory (MB) and health; then memory splits, data-parallel runs, errors, the recommendation, the cheapest rentals
+    and the report's path."""
     table = Table(title=f"gpubench · {report.hardware.device_name}", show_lines=False)
     t_interval = _t_interval_column(report)
     for column in ("model", "status", "mean epoch ms", t_interval, "decision CI", "CV", "samples/s", "batch"):
@@ -331,34 +309,28 @@ def print_summary(report: RunReport, report_path: str) -> None:
             health_cell(result),
         )
     _stdout.print(table)
-    for line in health_lines(report):
-        _stdout.print(line, soft_wrap=True, markup=False)
-    for name, result in report.models.items():
-        split_line = None if result.memory_split is None else memory_split_line(name, result.memory_split)
-        if split_line:
-            _stdout.print(split_line, soft_wrap=True, markup=False)
-    for name, result in report.models.items():
-        if result.distributed is not None:
-            _stdout.print(distributed_line(name, result.distributed), soft_wrap=True, markup=False)
-    for name, result in report.models.items():
+    models = report.models.items()
+    splits = [memory_split_line(name, r.memory_split) for name, r in models if r.memory_split is not None]
+    scaling = [distributed_line(name, r.distributed) for name, r in models if r.distributed is not None]
+    _plain_lines([*health_lines(report), *splits, *scaling])
+    for name, result in models:
         if result.error:
             _stdout.print(f"[red]{name}[/red]: {result.error}", soft_wrap=True)
     recommendation = report.recommendation
     if recommendation is not None:
-        for line in plan_lines(recommendation.per_model):
-            _stdout.print(line, soft_wrap=True, markup=False)
-    if recommendation is not None and (recommendation.decision or recommendation.reasoning):
-        # A preset's verdict (experiment=quick) is about its toy shapes: the verdict line says so itself. Without a
-        # decision the reasoning still says why, and what would decide.
-        note = f" ({escape(report.run.preset_note)})" if report.run.preset_note else ""
-        verdict = recommendation.decision or "no decision"
-        _stdout.print(
-            f"[bold]Recommendation{note}:[/bold] {verdict} — {escape(recommendation.reasoning)}", soft_wrap=True
-        )
-    if recommendation is not None:
-        line = cloud_line(recommendation.cost_analysis)
+        _plain_lines(plan_lines(recommendation.per_model))
+        if recommendation.decision or recommendation.reasoning:
+            # A preset's verdict (experiment=quick) is about its toy shapes: the verdict line says so itself.
+            note = f" ({escape(report.run.preset_note)})" if report.run.preset_note else ""
+            verdict = f"{recommendation.decision or 'no decision'} — {escape(recommendation.reasoning)}"
+            _stdout.print(f"[bold]Recommendation{note}:[/bold] {verdict}", soft_wrap=True)
+        cloud = cloud_line(recommendation.cost_analysis)
+        _plain_lines([cloud, *rent_lines(recommendation, largest_tried_batches(report))])
+    _stdout.print(f"Report: {report_path}")
+
+
+def _plain_lines(lines: Sequence[str | None]) -> None:
+    """Print each line (None skipped) to stdout as plain text, soft-wrapped."""
+    for line in lines:
         if line:
             _stdout.print(line, soft_wrap=True, markup=False)
-        for line in rent_lines(recommendation, largest_tried_batches(report)):
-            _stdout.print(line, soft_wrap=True, markup=False)
-    _stdout.print(f"Report: {report_path}")

@@ -1,5 +1,4 @@
-"""report.html: the run on one self-contained offline page (inline style and plots, no script, a CSP that loads
-nothing)."""
+"""report.html: the run on one self-contained offline page (inline style and plots, no script, loads nothing)."""
 
 import base64
 import io
@@ -200,17 +199,10 @@ def render_page(
     plots_note: str | None = None,
 ) -> str:
     """The whole page of ``report`` as one HTML document, with ``plots``, config text and ``plots_note``."""
-    sections = [
-        status_banner(report),
-        verdict_section(report),
-        summary_section(report),
-        cost_section(report),
-        what_if_section(report),
-        _plots_section(report, plots, plots_note),
-        host_section(report),
-        run_section(report),
-        config_section(config_text, config_name),
-    ]
+    sections = [show(report) for show in (status_banner, verdict_section, summary_section, cost_section)]
+    sections += [what_if_section(report), _plots_section(report, plots, plots_note), host_section(report)]
+    sections.append(run_section(report))
+    sections.append(config_section(config_text, config_name))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'

@@ -4,7 +4,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gpubench.output.console import cloud_line, distributed_line, health_cell, health_lines, plan_lines
+from gpubench.output.console import cloud_line, distributed_line, fmt_hours, health_cell, health_lines, plan_lines
 from gpubench.output.redact import redact
 from gpubench.results import (
     CLOUD_GPU_RECOMMENDED,
@@ -38,10 +38,7 @@ def _fmt(value: float | int | None, spec: str) -> str:
 
 
 def _hours(hours: float | None) -> str:
-    """Hours as minutes under one hour (0.02 h reads badly), else hours; ``-`` when unknown."""
-    if hours is None:
-        return "-"
-    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.2f} h"
+    return "-" if hours is None else fmt_hours(hours)
 
 
 def _between(lower: str, upper: str) -> str:
@@ -56,6 +53,10 @@ def _with_bounds(value: str, lower: str, upper: str) -> str:
     """A table cell: the value, and its bounds on a line of their own beneath (escaped here)."""
     bounds = "" if lower == "-" and upper == "-" else f'<span class="range">{text(lower)} to {text(upper)}</span>'
     return text(value) + bounds
+
+
+def _hours_cell(hours: float | None, lower: float | None, upper: float | None) -> str:
+    return _with_bounds(_hours(hours), _hours(lower), _hours(upper))
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[bool], caption: str = "") -> str:
@@ -170,24 +171,16 @@ def _interval(interval: tuple[float, float] | None) -> str:
 
 
 def _summary_row(name: str, result: ModelResult) -> list[str]:
-    stats = result.statistics
-    throughput = result.samples_per_second
+    stats, throughput = result.statistics, result.samples_per_second
     rate = "-"
     if throughput is not None and throughput.mean is not None:
         rate = f"{throughput.mean:,.0f} {throughput.unit}"
-    status_css = "ok" if result.status == "ok" else "bad"
+    status = f'<span class="{"ok" if result.status == "ok" else "bad"}">{text(result.status)}</span>'
+    epochs, cv = _fmt(len(result.raw_epoch_times_ms) or None, "d"), _fmt(result.coefficient_of_variation, ".3f")
+    intervals = [_interval(result.confidence_interval_ms), _interval(stats.decision_interval_ms if stats else None)]
     return [
-        text(name),
-        f'<span class="{status_css}">{text(result.status)}</span>',
-        _fmt(len(result.raw_epoch_times_ms) or None, "d"),
-        _fmt(result.mean_epoch_time_ms, ",.1f"),
-        _interval(result.confidence_interval_ms),
-        _interval(stats.decision_interval_ms if stats else None),
-        _fmt(result.coefficient_of_variation, ".3f"),
-        text(rate),
-        _fmt(result.batch_size, "d"),
-        _fmt(result.memory_usage_mb, ",.0f"),
-        text(health_cell(result)),
+        *(text(name), status, epochs, _fmt(result.mean_epoch_time_ms, ",.1f"), *intervals, cv, text(rate)),
+        *(_fmt(result.batch_size, "d"), _fmt(result.memory_usage_mb, ",.0f"), text(health_cell(result))),
     ]
 
 
@@ -223,7 +216,7 @@ def _cost_cells(row: CostRow, source_number: int) -> list[str]:
         '<span class="nowrap">on-demand</span>' if not row.spot else "spot",
         text(f"{row.instance} · {row.location}"),
         fits,
-        _with_bounds(_hours(row.hours), _hours(row.hours_lower), _hours(row.hours_upper)),
+        _hours_cell(row.hours, row.hours_lower, row.hours_upper),
         _with_bounds(_usd(row.usd), _usd(row.usd_lower), _usd(row.usd_upper)),
         f"{row.price_usd_per_hour:,.2f}",
         f'<span class="nowrap">{text(row.price_date)} [{source_number}]</span>',
@@ -286,16 +279,9 @@ def what_if_section(report: RunReport) -> str:
     numeric = [False, False, False, True, True, True, True, True, True, True, False]
     rows = [
         [
-            text(w.model),
-            text(w.variant),
-            text(w.description),
-            _fmt(w.step_ms, ",.3g"),
-            _fmt(w.main_step_ms, ",.3g"),
-            _fmt(w.speedup, ".2f"),
-            _with_bounds(_hours(w.hours), _hours(w.hours_lower), _hours(w.hours_upper)),
-            text(_hours(w.main_hours)),
-            _fmt(w.peak_reserved_mb, ",.0f"),
-            _fmt(w.main_peak_reserved_mb, ",.0f"),
+            *(text(w.model), text(w.variant), text(w.description), _fmt(w.step_ms, ",.3g")),
+            *(_fmt(w.main_step_ms, ",.3g"), _fmt(w.speedup, ".2f"), _hours_cell(w.hours, w.hours_lower, w.hours_upper)),
+            *(text(_hours(w.main_hours)), _fmt(w.peak_reserved_mb, ",.0f"), _fmt(w.main_peak_reserved_mb, ",.0f")),
             text(w.reason or w.status),
         ]
         for w in recommendation.what_ifs
@@ -348,20 +334,11 @@ def _rounds_table(name: str, result: ModelResult) -> str:
     rows = []
     for r in result.rounds:
         probe = r.host_probe
-        rows.append(
-            [
-                str(r.index),
-                str(r.epochs),
-                f"{r.mean_epoch_ms:,.2f}",
-                f"{r.started_s:,.1f}",
-                _fmt(probe.python_loop_ms if probe else None, ".2f"),
-                _fmt(probe.torch_cpu_op_ms if probe else None, ".2f"),
-                _fmt(probe.cpu if probe else None, "d"),
-                _fmt(r.sm_clock_mhz, ",.0f"),
-                _fmt(r.power_w, ",.0f"),
-                {True: "yes", False: "no", None: "-"}[r.throttled],
-            ]
-        )
+        readings = (probe.python_loop_ms, probe.torch_cpu_op_ms, probe.cpu) if probe else (None, None, None)
+        cells = [str(r.index), str(r.epochs), f"{r.mean_epoch_ms:,.2f}", f"{r.started_s:,.1f}"]
+        cells += [_fmt(value, spec) for value, spec in zip(readings, (".2f", ".2f", "d"), strict=True)]
+        throttled = {True: "yes", False: "no", None: "-"}[r.throttled]
+        rows.append([*cells, _fmt(r.sm_clock_mhz, ",.0f"), _fmt(r.power_w, ",.0f"), throttled])
     stats = result.statistics.rounds if result.statistics else None
     caption = f"{name}: measured rounds and the host probe read before each"
     if stats is not None:

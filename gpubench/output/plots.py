@@ -1,12 +1,7 @@
-"""Plots of a report, saved as PNG files beside it: what a reader checks before trusting the numbers.
-
-Per model: the epoch times (outliers highlighted, mean, median and both intervals marked), the loss curve, the VRAM
-timeline and the batch-size trials (GPU only); for the report, the projected time on each catalog card and its
-cheapest dated rental (:func:`cost_bars`). A plot without data is skipped, not drawn empty. matplotlib is imported
-inside the functions; figures are bare :class:`matplotlib.figure.Figure` objects on an Agg canvas, not pyplot's (no
-global registry, no GUI backend, safe from any thread). :func:`report_plots` yields every figure the report has
-data for, which :func:`save_report_plots` saves and the HTML page embeds, under :func:`plot_style`.
-"""
+"""Plots of a report, what a reader checks before trusting the numbers: per model the epoch times, the loss, the VRAM
+timeline and the batch search; the projected time and cheapest rental per card. A plot without data is skipped.
+Figures are bare :class:`matplotlib.figure.Figure` objects on an Agg canvas, not pyplot's: no global registry, no GUI
+backend, safe from any thread; matplotlib is imported inside the functions."""
 
 import math
 import re
@@ -34,8 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.ticker import Formatter
 
-#: Size and resolution of every figure: 10 x 5.5 inches at 120 dpi is 1200 x 660 pixels, legible in the
-#: MLflow artifact viewer without zooming.
+#: Every figure's size (inches) and resolution: 1200 x 660 pixels, legible in MLflow's artifact viewer unzoomed.
 FIGURE_SIZE_IN = (10.0, 5.5)
 DPI = 120
 
@@ -72,8 +66,7 @@ _WARMUP_CLIP_FACTOR = 1.5
 
 @dataclass(frozen=True)
 class ReportPlot:
-    """One plot of a report: its file stem (``mlp_epoch_times``), the model it shows (None for the whole report's
-    cost plot), what it shows in words (``epoch times``) and the figure."""
+    """One plot: its file stem (``mlp_epoch_times``), its model (None for the whole report), its subject, the figure."""
 
     stem: str
     model: str | None
@@ -83,8 +76,7 @@ class ReportPlot:
 
 @contextmanager
 def plot_style(**overrides: Any) -> Iterator[None]:
-    """The shared style (fonts, grid) of every plot, with ``overrides`` (rcParams) on top: figures are built and
-    saved inside it."""
+    """The shared style (fonts, grid) with ``overrides`` (rcParams) on top, in which figures are built and saved."""
     from matplotlib import rc_context
 
     with rc_context({**_STYLE, **overrides}):
@@ -92,9 +84,8 @@ def plot_style(**overrides: Any) -> Iterator[None]:
 
 
 def report_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] | None = None) -> Iterator[ReportPlot]:
-    """Every plot the report has data for, built one at a time in drawing order (per model: epoch times, loss, VRAM,
-    batch search; then the cost by card); iterate inside :func:`plot_style`. ``memory_timelines``: per model name,
-    the memory sampler's samples; None or a missing model: no VRAM timeline for it."""
+    """Every plot the report has data for, built one at a time as the caller takes them (a figure is freed once
+    saved), in drawing order; ``memory_timelines``: per model, the sampler's readings for its VRAM plot."""
     timelines = memory_timelines or {}
     for name, result in report.models.items():
         stem = _safe_name(name)
@@ -104,7 +95,6 @@ def report_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] 
             ("vram", vram_figure, (name, result, timelines.get(name), report.hardware)),
             ("batch search", batch_search_figure, (name, result)),
         )
-        # Built one at a time as the caller takes them: a figure is freed once saved, not held with the rest.
         for subject, build, arguments in builders:
             figure = build(*arguments)
             if figure is not None:
@@ -118,10 +108,7 @@ def report_plots(report: RunReport, memory_timelines: dict[str, MemoryTimeline] 
 def save_report_plots(
     report: RunReport, out_dir: Path, memory_timelines: dict[str, MemoryTimeline] | None = None
 ) -> list[Path]:
-    """Draw every plot the report has data for into ``out_dir`` (created if missing), with each model's VRAM
-    timeline from ``memory_timelines`` where given; return the PNG paths written, in drawing order:
-    ``<model>_epoch_times.png``, ``<model>_loss.png``, ``<model>_vram.png``, ``<model>_batch_search.png``,
-    ``cost_by_card.png``."""
+    """Draw every plot the report has data for into ``out_dir`` as ``<stem>.png``; return the paths, in order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with plot_style():
@@ -169,20 +156,15 @@ def _range_ms(interval: tuple[float, float]) -> str:
     return f"{interval[0]:.4g}–{interval[1]:.4g} ms"
 
 
-# ------------------------------------------------------------------------------------------------ epoch times
-
-
 def epoch_time_figure(name: str, result: ModelResult) -> "Figure | None":
-    """Every measured epoch in order (warmup epochs in grey, outliers in red) beside their histogram, with the
-    mean, median, t interval and decision interval (ms; those four need the statistics, which take two epochs);
-    None when the model has no measured epochs."""
+    """Every measured epoch (ms) in order (warmup in grey, outliers in red) beside their histogram, with the mean,
+    median, t interval and decision interval; None without measured epochs."""
     times_ms = _finite(result.raw_epoch_times_ms)
     if times_ms.size == 0 or not np.isfinite(times_ms).any():
         return None
     warmup_ms = _finite(result.warmup_epoch_times_ms)
     stats = result.statistics
     outliers = [i for i in (stats.outlier_indices if stats else ()) if 0 <= i < times_ms.size]
-
     figure, (sequence, histogram) = _new_figure(2, width_ratios=(2.6, 1.0), sharey=True)
     epochs = np.arange(1, times_ms.size + 1)
     # Warmup epochs sit left of epoch 1 (numbered 0, -1, ...), so the sequence reads left to right in time.
@@ -192,43 +174,24 @@ def epoch_time_figure(name: str, result: ModelResult) -> "Figure | None":
     if stats is not None:
         level = f"{stats.confidence_level:.0%}"
         lines = [("mean", stats.mean_ms, MEAN_COLOUR, "-"), ("median", stats.median_ms, MEDIAN_COLOUR, ":")]
+        decision = f"{level} decision interval ({stats.decision_interval_method})"
         bands = [
             (f"{level} t interval", stats.confidence_interval_ms, T_INTERVAL_COLOUR, None),
-            (
-                f"{level} decision interval ({stats.decision_interval_method})",
-                stats.decision_interval_ms,
-                DECISION_INTERVAL_COLOUR,
-                "//",
-            ),
+            (decision, stats.decision_interval_ms, DECISION_INTERVAL_COLOUR, "//"),
         ]
     for axes in (sequence, histogram):
-        for label, interval, colour, hatch in bands:
-            axes.axhspan(
-                interval[0],
-                interval[1],
-                facecolor=colour if hatch is None else "none",
-                edgecolor=colour,
-                hatch=hatch,
-                alpha=0.15 if hatch is None else 0.6,
-                linewidth=0.8,
-                label=f"{label}: {_range_ms(interval)}",
-            )
+        for name_, interval, colour, hatch in bands:
+            face, alpha = (colour, 0.15) if hatch is None else ("none", 0.6)
+            label = f"{name_}: {_range_ms(interval)}"
+            axes.axhspan(*interval, facecolor=face, edgecolor=colour, hatch=hatch, alpha=alpha, lw=0.8, label=label)
         for label, value, colour, style in lines:
             # The median is drawn dotted and wider, on top of the mean, so both show when they nearly agree.
             width = 2.5 if style == ":" else 1.5
             axes.axhline(value, color=colour, linestyle=style, linewidth=width, label=f"{label}: {value:.4g} ms")
-
     sequence.plot(epochs, times_ms, "-o", color=MEASURED_COLOUR, markersize=5, linewidth=1, label="measured epoch")
     if stats is not None and outliers:
-        sequence.plot(
-            epochs[outliers],
-            times_ms[outliers],
-            "X",
-            color=OUTLIER_COLOUR,
-            markersize=11,
-            linestyle="none",
-            label=f"outlier ({stats.outlier_rule} rule; kept in the estimate)",
-        )
+        label = f"outlier ({stats.outlier_rule} rule; kept in the estimate)"
+        sequence.plot(epochs[outliers], times_ms[outliers], "X", color=OUTLIER_COLOUR, ms=11, ls="none", label=label)
     finite_ms = times_ms[np.isfinite(times_ms)]
     top_ms = max([finite_ms.max(), *(interval[1] for _, interval, _, _ in bands)])
     # A first epoch that compiles can be 100x the others: a warmup epoch far above the measured ones is clipped
@@ -243,15 +206,9 @@ def epoch_time_figure(name: str, result: ModelResult) -> "Figure | None":
         sequence.plot(warmup_epochs, shown_ms, "s", color=WARMUP_COLOUR, markersize=6, label="warmup epoch (discarded)")
         for epoch, value in zip(warmup_epochs, warmup_ms, strict=True):
             if value > ylim[1]:
-                sequence.annotate(
-                    f"↑ {value:.4g} ms",
-                    (epoch, ylim[1]),
-                    xytext=(6, -12),
-                    textcoords="offset points",
-                    ha="left",
-                    fontsize=9,
-                    color=WARMUP_COLOUR,
-                )
+                note = f"↑ {value:.4g} ms"
+                offset = {"xytext": (6, -12), "textcoords": "offset points"}
+                sequence.annotate(note, (epoch, ylim[1]), **offset, ha="left", fontsize=9, color=WARMUP_COLOUR)
     sequence.set_ylim(*ylim)
     sequence.set_xlabel("epoch (warmup ≤ 0, measured ≥ 1)" if warmup_ms.size else "measured epoch")
     sequence.set_ylabel("epoch time (ms)")
@@ -262,40 +219,22 @@ def epoch_time_figure(name: str, result: ModelResult) -> "Figure | None":
     figure.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
     if times_ms.size <= 30:
         sequence.set_xticks(np.concatenate([warmup_epochs, epochs]))
-
     # numpy's "auto" rule gives two or three bins for ten epochs; at least _MIN_BINS shows the shape.
     bins = min(_MAX_BINS, max(_MIN_BINS, len(np.histogram_bin_edges(finite_ms, bins="auto")) - 1))
     edges = np.histogram_bin_edges(finite_ms, bins=bins)
-    bar_edges = {"edgecolor": "white", "linewidth": 1}
-    histogram.hist(
-        finite_ms, bins=edges, orientation="horizontal", color=MEASURED_COLOUR, alpha=0.8, zorder=3, **bar_edges
-    )
+    bars = {"bins": edges, "orientation": "horizontal", "edgecolor": "white", "linewidth": 1}
+    histogram.hist(finite_ms, color=MEASURED_COLOUR, alpha=0.8, zorder=3, **bars)
     if outliers:
-        histogram.hist(
-            times_ms[outliers], bins=edges, orientation="horizontal", color=OUTLIER_COLOUR, zorder=4, **bar_edges
-        )
+        histogram.hist(times_ms[outliers], color=OUTLIER_COLOUR, zorder=4, **bars)
     histogram.set_xlabel("measured epochs (count)")
     histogram.set_title("distribution")
     histogram.xaxis.get_major_locator().set_params(integer=True)
-
-    steps = result.steps_per_epoch
-    batch = result.batch_size
-    cv = result.coefficient_of_variation
-    detail = ", ".join(
-        part
-        for part in (
-            f"{times_ms.size} measured epochs",
-            f"{steps} steps each" if steps else "",
-            f"batch {batch}" if batch else "",
-            f"CV {cv:.3f}" if cv is not None else "",
-        )
-        if part
-    )
+    steps, batch, cv = result.steps_per_epoch, result.batch_size, result.coefficient_of_variation
+    parts = [f"{steps} steps each" if steps else "", f"batch {batch}" if batch else ""]
+    parts.append("" if cv is None else f"CV {cv:.3f}")
+    detail = ", ".join([f"{times_ms.size} measured epochs", *(part for part in parts if part)])
     figure.suptitle(f"{name}: epoch time — {detail}")
     return figure
-
-
-# ------------------------------------------------------------------------------------------------ loss
 
 
 def loss_figure(name: str, result: ModelResult) -> "Figure | None":
@@ -327,17 +266,11 @@ def loss_figure(name: str, result: ModelResult) -> "Figure | None":
     return figure
 
 
-# ------------------------------------------------------------------------------------------------ VRAM timeline
-
-
 def vram_figure(
-    name: str,
-    result: ModelResult,
-    timeline: MemoryTimeline | None,
-    hardware: HardwareReport,
+    name: str, result: ModelResult, timeline: MemoryTimeline | None, hardware: HardwareReport
 ) -> "Figure | None":
-    """GPU memory (MB) over the model's measurement as the sampler read it (``timeline``: seconds and MB), with
-    the model's peak reserved memory and the usable VRAM; None without samples (the CPU has no sampler)."""
+    """GPU memory (MB) over the model's measurement as the sampler read it, with the model's peak reserved memory and
+    the usable VRAM; None without samples (the CPU has no sampler)."""
     if timeline is None or len(timeline.times_s) == 0:
         return None
     t_s = _finite(timeline.times_s)
@@ -376,9 +309,6 @@ def vram_figure(
     return figure
 
 
-# ------------------------------------------------------------------------------------------------ batch search
-
-
 def batch_search_figure(name: str, result: ModelResult) -> "Figure | None":
     """Peak reserved memory (MB) and throughput (samples/s) of each batch-size trial, with the headroom limit, the
     chosen size and the throughput knee; None when no batch search ran (the CPU, or ``batch.search=false``)."""
@@ -396,15 +326,8 @@ def batch_search_figure(name: str, result: ModelResult) -> "Figure | None":
         (over, "D", PROCESS_COLOUR, "over the headroom limit"),
     ):
         if chosen:
-            memory.plot(
-                [t.size for t in chosen],
-                [t.peak_reserved_mb for t in chosen],
-                marker,
-                color=colour,
-                linestyle="none",
-                markersize=7,
-                label=label,
-            )
+            sizes, peaks_mb = [t.size for t in chosen], [t.peak_reserved_mb for t in chosen]
+            memory.plot(sizes, peaks_mb, marker, color=colour, linestyle="none", markersize=7, label=label)
     limit_mb = search.peak_limit_mb
     if limit_mb is not None:
         memory.axhline(limit_mb, color=LIMIT_COLOUR, linestyle="--", label=f"headroom limit {limit_mb:,.0f} MB")
@@ -412,29 +335,16 @@ def batch_search_figure(name: str, result: ModelResult) -> "Figure | None":
     top_mb = max([*measured_mb, limit_mb or 0.0]) * 1.1 or 1.0
     if oom:
         # An OOM trial has no memory reading: mark its size at the top of the axis.
-        memory.plot(
-            [t.size for t in oom],
-            [top_mb] * len(oom),
-            "x",
-            color=OUTLIER_COLOUR,
-            markersize=10,
-            markeredgewidth=2,
-            linestyle="none",
-            label="out of memory",
-        )
+        style = {"color": OUTLIER_COLOUR, "markersize": 10, "markeredgewidth": 2, "linestyle": "none"}
+        memory.plot([t.size for t in oom], [top_mb] * len(oom), "x", **style, label="out of memory")
     memory.set_ylim(0, top_mb * 1.05)
     memory.set_ylabel("peak reserved memory (MB)")
     memory.set_title("memory per trial")
-
     unit = result.sample_unit or "sample"
-    if search.throughput_curve:
-        throughput.plot(
-            [point.size for point in search.throughput_curve],
-            [point.samples_per_s for point in search.throughput_curve],
-            "-o",
-            color=MEASURED_COLOUR,
-            label="search trials that fit",
-        )
+    curve = search.throughput_curve
+    if curve:
+        sizes, rates = [p.size for p in curve], [p.samples_per_s for p in curve]
+        throughput.plot(sizes, rates, "-o", color=MEASURED_COLOUR, label="search trials that fit")
     if search.knee_size is not None:
         throughput.axvline(search.knee_size, color=MEDIAN_COLOUR, linestyle=":", label=f"knee ({search.knee_size})")
     chosen_size = search.batch_size
@@ -455,9 +365,6 @@ def batch_search_figure(name: str, result: ModelResult) -> "Figure | None":
     return figure
 
 
-# ------------------------------------------------------------------------------------------------ cost by card
-
-
 def _duration_unit(hours: Sequence[float]) -> tuple[str, float]:
     """Minutes for runs under an hour (0.02 h reads badly), hours otherwise: (unit, factor from hours)."""
     return ("min", 60.0) if max(hours, default=0.0) < 1.0 else ("h", 1.0)
@@ -469,8 +376,8 @@ def _usd(value: float) -> str:
 
 @dataclass(frozen=True)
 class CostBar:
-    """One row of the cost plot: a card's projected training time (hours) to its upper bound, and its cheapest
-    cost-table row that fits (``rental``: the dated price behind ``cost_usd``; None where the snapshot has none)."""
+    """One row of the cost plot: a card's projected training time (h) and upper bound, and its cheapest fitting
+    cost-table row (None where the snapshot has no dated price)."""
 
     label: str
     hours: float
@@ -480,7 +387,6 @@ class CostBar:
 
     @property
     def cost_usd(self) -> float | None:
-        """The rental's expected USD per training; None without a dated price."""
         return None if self.rental is None else self.rental.usd
 
 
@@ -499,37 +405,27 @@ def _card_bar(row: CardProjection, cost_table: list[CostRow]) -> CostBar | None:
 
 
 def cost_bars(recommendation: Recommendation) -> list[CostBar]:
-    """The cost plot's data: the projection's rows with a time, each priced at its card's cheapest cost-table row
-    that fits (:func:`gpubench.results.cheapest_rental`), plus the measured estimate as its own row when no catalog
-    card is the measured device (a CPU run, an unlisted GPU)."""
+    """The cost plot's rows: the projection's rows with a time, each at its card's cheapest fitting rental, and the
+    measured estimate when no catalog card is the measured device (a CPU run, an unlisted GPU)."""
     table = recommendation.cost_table
     bars = [bar for row in recommendation.projection if (bar := _card_bar(row, table)) is not None]
     hours = recommendation.estimated_full_training_hours
     if hours is not None and not any(row.measured_device for row in recommendation.projection):
         upper = recommendation.estimated_full_training_hours_upper
-        bars.append(
-            CostBar(
-                label=f"{recommendation.measured_device or 'this machine'} (measured)",
-                hours=hours,
-                upper_hours=upper if upper is not None else hours,
-                rental=None,
-                measured=True,
-            )
-        )
+        label = f"{recommendation.measured_device or 'this machine'} (measured)"
+        bars.append(CostBar(label, hours, upper if upper is not None else hours, None, measured=True))
     return bars
 
 
 def cost_figure(recommendation: Recommendation) -> "Figure | None":
-    """Projected full-training time (estimate, with a bar to its upper bound) and cloud cost (USD, with its
-    provider) per catalog card from :func:`cost_bars`, fastest card at the top; the whole table's cheapest row is
-    marked. A card without a dated price reads "no dated price"; None when no row has a time."""
+    """Projected full-training time (with a whisker to its upper bound) and cheapest rental (USD, provider) per
+    card of :func:`cost_bars`, fastest at the top, the cheapest row marked; None when no row has a time."""
     bars = sorted(cost_bars(recommendation), key=lambda bar: bar.hours, reverse=True)
     if not bars:
         return None
     unit, factor = _duration_unit([max(bar.hours, bar.upper_hours) for bar in bars])
     positions = np.arange(len(bars))
     figure, (time_axes, cost_axes) = _new_figure(2, width_ratios=(1.3, 1.0), sharey=True)
-
     times = np.array([bar.hours * factor for bar in bars])
     uppers = np.array([bar.upper_hours * factor for bar in bars])
     colours = [WARMUP_COLOUR if bar.measured else MEASURED_COLOUR for bar in bars]
@@ -556,7 +452,6 @@ def cost_figure(recommendation: Recommendation) -> "Figure | None":
     time_axes.set_xlim(0, 1.25 * right)
     time_axes.set_xlabel(f"projected training time ({unit}; whisker to the upper bound)")
     time_axes.set_yticks(positions, [bar.label for bar in bars])
-
     costs = [bar.cost_usd for bar in bars]
     known = [c for c in costs if c is not None]
     cost_axes.barh(positions, [0.0 if c is None else c for c in costs], color=PROCESS_COLOUR, alpha=0.85)

@@ -1,14 +1,7 @@
-"""Sweep summaries: a Hydra callback that records every job of a multirun and aggregates them when it ends.
-
-Each job writes ``job_summary.json`` in its output folder (``on_job_end``, wherever the launcher runs it): its
-number, overrides, status and per model the epoch-time figures, plus the recommendation's (its cheapest rental is
-:func:`gpubench.results.cheapest_rental`'s row). After the sweep (``on_multirun_end``, on the launching machine)
-everything is read back from files into ``sweep_summary.csv`` and ``sweep_summary.md``: one row per job and model,
-each overridden key a column; a job that failed, or ended without ``on_job_end``, is a ``failed`` row with the
-reason. With tracking, the sweep's MLflow parent run (:mod:`gpubench.output.sweep_run`) nests the jobs' runs. When
-Hydra skips ``on_multirun_end`` (a job exits the process), an exit handler writes the summary, marked as ended
-early. A sweep with a failed job exits with status 1.
-"""
+"""Sweep summaries: a Hydra callback that records every job of a multirun (``job_summary.json`` in its folder, written
+wherever the launcher runs it) and, when the sweep ends, reads them back from the files into ``sweep_summary.csv``
+and ``sweep_summary.md`` (one row per job and model, each overridden key a column). An exit handler writes the
+summary when Hydra skips ``on_multirun_end`` (a job exits the process); a sweep with a failed job exits with 1."""
 
 import atexit
 import csv
@@ -40,50 +33,26 @@ JOB_SUMMARY_FILE = "job_summary.json"
 SWEEP_CSV_FILE = "sweep_summary.csv"
 SWEEP_MARKDOWN_FILE = "sweep_summary.md"
 
-#: Statuses of a finished job: ``ok`` when it completed with a complete report, ``failed`` otherwise. While the job
-#: runs its summary says ``running``; one still saying so after the sweep belongs to a job whose process ended early.
+#: A finished job's statuses; a summary still ``running`` after the sweep is a job whose process ended early.
 FINAL_JOB_STATUSES = ("ok", "failed")
 
-#: Per model, what the summary keeps from the report (times in ms, throughput in samples/s). Jobs' epochs can hold
-#: different numbers of steps and samples (another batch size, another model): ``steps_per_epoch`` and
-#: ``time_per_sample_us`` (the mean epoch time over the samples of an epoch, in µs per ``sample_unit``) compare them.
+#: Per model, what the summary keeps (ms, samples/s); ``time_per_sample_us`` (µs per ``sample_unit``) compares jobs
+#: whose epochs hold different numbers of samples.
 MODEL_COLUMNS = (
-    "model_status",
-    "mean_epoch_time_ms",
-    "steps_per_epoch",
-    "time_per_sample_us",
-    "sample_unit",
-    "ci_low_ms",
-    "ci_high_ms",
-    "decision_ci_low_ms",
-    "decision_ci_high_ms",
-    "confidence_level",
-    "coefficient_of_variation",
-    "samples_per_second",
-    "batch_size",
-    "memory_usage_mb",
-    "stability",
-    "model_error",
+    *("model_status", "mean_epoch_time_ms", "steps_per_epoch", "time_per_sample_us", "sample_unit", "ci_low_ms"),
+    *("ci_high_ms", "decision_ci_low_ms", "decision_ci_high_ms", "confidence_level", "coefficient_of_variation"),
+    *("samples_per_second", "batch_size", "memory_usage_mb", "stability", "model_error"),
 )
-#: Per job, what the summary keeps of the recommendation: the decision, the estimated hours with their bounds (h),
-#: the cloud card's cost of one training (USD) and the cost table's cheapest row that fits
-#: (:func:`gpubench.results.cheapest_rental`: ``card at provider (spot|on-demand)``) with its USD.
+#: Per job, what the summary keeps of the recommendation (h, USD; the cheapest fitting rental as its label).
 DECISION_COLUMNS = (
-    "decision",
-    "estimated_hours",
-    "estimated_hours_lower",
-    "estimated_hours_upper",
-    "cloud_cost_usd_per_training",
-    "cheapest_rental",
-    "cheapest_rental_usd",
+    *("decision", "estimated_hours", "estimated_hours_lower", "estimated_hours_upper", "cloud_cost_usd_per_training"),
+    *("cheapest_rental", "cheapest_rental_usd"),
 )
-#: Columns of every row, around the override columns: job columns first, then overrides, then model columns, then
-#: the job's decision columns.
+#: A row's columns: these, the overrides, the model's, the decision's, then the trailing ones.
 JOB_COLUMNS = ("job_num", "job_status")
 TRAILING_COLUMNS = ("job_error", "mlflow_run_id", "output_dir")
 
-#: What the exit codes of ``python -m gpubench`` mean (see ``gpubench/__main__.py``): 128 + the signal's number for
-#: each handled signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+#: What the exit codes of ``python -m gpubench`` mean (128 + the signal's number for a handled signal).
 _EXIT_CODE_MEANINGS = {
     1: "a model failed with an unexpected error",
     2: "bad input: config, data or output path (the job's stderr says which)",
@@ -96,9 +65,6 @@ _NOT_FINISHED = (
     "the job did not finish: its process exited or was killed before Hydra's on_job_end "
     "(a job that calls sys.exit, or a worker killed for time or memory)"
 )
-
-
-# --------------------------------------------------------------------------------------------------- one job
 
 
 def _now_iso() -> str:
@@ -178,13 +144,9 @@ def job_summary(
     exit_code: int | None = None,
     started_at: str | None = None,
 ) -> dict[str, Any]:
-    """The summary of a finished job: its status from what Hydra saw (``task_error``: the exception the task
-    raised; ``exit_code``: what it returned) and from its report at ``report_path``.
-
-    The job is ``failed`` when the task raised or returned a non-zero exit code, when the report is missing,
-    unreadable or not ``complete``, or when a model's status is ``failed``; ``job_error`` says which. A model
-    that ran out of memory or diverged is a measured outcome, not a failed job.
-    """
+    """The summary of a finished job from what Hydra saw (``task_error``: the exception the task raised;
+    ``exit_code``: what it returned) and its report: ``failed`` when the task raised or exited non-zero, the report
+    is missing or not ``complete``, or a model ``failed`` (an OOM or a divergence is a measured outcome)."""
     report = _read_job_report(report_path)
     reasons = []
     if task_error:
@@ -221,13 +183,9 @@ def job_summary(
     }
 
 
-# --------------------------------------------------------------------------------------------------- the sweep
-
-
 @dataclass(frozen=True)
 class SweepSummary:
-    """What :func:`write_sweep_summary` found and wrote: the job summaries (by job number), the table rows, the
-    override keys that vary between jobs, and the files."""
+    """What :func:`write_sweep_summary` read and wrote: the jobs, the rows, the varying override keys, the files."""
 
     sweep_dir: Path
     jobs: list[dict[str, Any]]
@@ -242,8 +200,7 @@ class SweepSummary:
 
 
 def _job_dirs(sweep_dir: Path) -> list[Path]:
-    """Every job folder of the sweep: those with a job summary, and those Hydra created (``.hydra/overrides.yaml``)
-    for jobs that ran without the callback or died before writing one."""
+    """Every job folder of the sweep: those with a job summary, and those Hydra created (``.hydra/overrides.yaml``)."""
     folders = {path.parent for path in sweep_dir.rglob(JOB_SUMMARY_FILE)}
     folders |= {path.parent.parent for path in sweep_dir.rglob("overrides.yaml") if path.parent.name == ".hydra"}
     # The sweep folder's own files (multirun.yaml) are not a job.
@@ -265,14 +222,9 @@ def _hydra_job_record(job_dir: Path) -> tuple[int | None, list[str]]:
 
 
 def read_job(job_dir: Path, interrupted_by: int | None = None) -> dict[str, Any]:
-    """The final summary of the job in ``job_dir``, from its files.
-
-    A summary written by ``on_job_end`` is taken as is. Otherwise (no summary: the callback was not registered;
-    or one still ``running``: the job's process ended before ``on_job_end``) it is rebuilt from Hydra's saved
-    overrides and the report, and a job that was still running is marked failed. When the sweep was interrupted
-    (``interrupted_by``: the signal's number) the interrupt is the reason, and a job still ``running`` whose report
-    is complete is ok: the signal came between its end and Hydra's ``on_job_end``.
-    """
+    """The final summary of the job in ``job_dir``: ``on_job_end``'s, else rebuilt from Hydra's files and the report,
+    a job still ``running`` marked failed, unless the sweep was ``interrupted_by`` a signal after its report was
+    complete."""
     saved = _read_json(job_dir / JOB_SUMMARY_FILE)
     if saved is not None and saved.get("status") in FINAL_JOB_STATUSES:
         return saved
@@ -296,8 +248,7 @@ def read_job(job_dir: Path, interrupted_by: int | None = None) -> dict[str, Any]
 
 
 def _final_job(job_dir: Path, interrupted_by: int | None) -> dict[str, Any]:
-    """:func:`read_job`, with a summary it had to rebuild written back to the job's folder: a job ended before
-    ``on_job_end`` must not keep a ``running`` summary on disk."""
+    """:func:`read_job`, with a rebuilt summary written back so that no ``running`` one stays on disk."""
     job = read_job(job_dir, interrupted_by)
     saved = _read_json(job_dir / JOB_SUMMARY_FILE)
     if saved is not None and saved.get("status") not in FINAL_JOB_STATUSES:
@@ -306,9 +257,8 @@ def _final_job(job_dir: Path, interrupted_by: int | None) -> dict[str, Any]:
 
 
 def resumable_report(report_path: Path, overrides: Sequence[str]) -> RunReport | None:
-    """The earlier report at ``report_path`` when it can stand for this job under ``sweep.resume``: readable,
-    status ``complete``, no model ``failed``, and run with the same ``overrides`` (a job number of a different
-    sweep in the same folder is run again; ``sweep.resume`` itself is not compared). None otherwise."""
+    """The earlier report at ``report_path`` when it can stand for this job under ``sweep.resume``: complete, no
+    model ``failed``, run with the same ``overrides`` (``sweep.resume`` aside); else None."""
     report = _read_job_report(report_path)
     if isinstance(report, str) or report.status != "complete":
         return None
@@ -360,11 +310,7 @@ def sweep_rows(jobs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             "job_status": job["status"],
             **{key: overrides.get(key, "") for key in keys},
         }
-        trailing = {
-            "job_error": job.get("job_error"),
-            "mlflow_run_id": job.get("mlflow_run_id"),
-            "output_dir": job.get("output_dir"),
-        }
+        trailing = {column: job.get(column) for column in TRAILING_COLUMNS}
         decision = job.get("recommendation") or {}
         decision_cells = {column: decision.get(column) for column in DECISION_COLUMNS}
         models = job.get("models") or {"": dict.fromkeys(MODEL_COLUMNS)}
@@ -394,9 +340,8 @@ def _interval(low: Any, high: Any) -> str:
 
 
 def _hours(estimate: Any, low: Any, high: Any) -> str:
-    """The estimate with its bounds, in minutes under an hour and hours above (:func:`console.fmt_hours`:
-    ``24.1 min (10.6 min–1.05 h)``), or the one bound a report has (``24.1 min (≤ 1.05 h)``); '–' without an
-    estimate."""
+    """The estimate with its bounds as :func:`console.fmt_hours` writes them (``24.1 min (10.6 min–1.05 h)``), or the
+    one bound a report has (``24.1 min (≤ 1.05 h)``); '–' without an estimate."""
     if estimate is None:
         return "–"
     text = console.fmt_hours
@@ -444,43 +389,22 @@ def _markdown(
     if common:
         lines += ["", "Common overrides: " + " ".join(common)]
     header = [
-        "job",
-        "job status",
-        *varying,
-        "model",
-        "model status",
-        "mean epoch (ms)",
-        "steps/epoch",
-        "µs/sample",
-        "t interval (ms)",
-        "decision interval (ms)",
-        "level",
-        "CV",
-        "samples/s",
-        "batch",
-        "decision",
-        "training time (bounds)",
-        "cloud USD",
-        "cheapest rental (USD)",
+        *("job", "job status", *varying, "model", "model status", "mean epoch (ms)", "steps/epoch", "µs/sample"),
+        *("t interval (ms)", "decision interval (ms)", "level", "CV", "samples/s", "batch", "decision"),
+        *("training time (bounds)", "cloud USD", "cheapest rental (USD)"),
     ]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [
             _fmt(row["job_num"]),
             row["job_status"],
-            *(_fmt(row[key]) for key in varying),
-            _fmt(row["model_name"]),
-            _fmt(row["model_status"]),
+            *(_fmt(row[key]) for key in (*varying, "model_name", "model_status")),
             _ms(row["mean_epoch_time_ms"]),
-            _fmt(row["steps_per_epoch"]),
-            _fmt(row["time_per_sample_us"]),
+            *(_fmt(row[key]) for key in ("steps_per_epoch", "time_per_sample_us")),
             _interval(row["ci_low_ms"], row["ci_high_ms"]),
             _interval(row["decision_ci_low_ms"], row["decision_ci_high_ms"]),
-            _fmt(row["confidence_level"]),
-            _fmt(row["coefficient_of_variation"]),
-            _fmt(row["samples_per_second"]),
-            _fmt(row["batch_size"]),
-            _fmt(row["decision"]),
+            *(_fmt(row[key]) for key in ("confidence_level", "coefficient_of_variation", "samples_per_second")),
+            *(_fmt(row[key]) for key in ("batch_size", "decision")),
             _hours(row["estimated_hours"], row["estimated_hours_lower"], row["estimated_hours_upper"]),
             _fmt(row["cloud_cost_usd_per_training"]),
             _rental(row.get("cheapest_rental"), row.get("cheapest_rental_usd")),
@@ -495,11 +419,9 @@ def _markdown(
 
 
 def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False, interrupted_by: int | None = None) -> SweepSummary:
-    """Read every job of the sweep in ``sweep_dir`` from its files and write :data:`SWEEP_CSV_FILE` (all override
-    keys as columns, full precision) and :data:`SWEEP_MARKDOWN_FILE` (the overrides that vary as columns, the
-    failed jobs listed with their reasons) there. ``aborted`` says the sweep ended before all jobs ran,
-    ``interrupted_by`` the signal that ended it (its number), if one did. A job summary left ``running`` is
-    rewritten final."""
+    """Read every job of the sweep in ``sweep_dir`` and write :data:`SWEEP_CSV_FILE` (every override key, full
+    precision) and :data:`SWEEP_MARKDOWN_FILE` (the varying keys, the failed jobs with their reasons) there;
+    ``aborted``: the sweep ended before all jobs ran, ``interrupted_by`` the signal's number that ended it."""
     sweep_dir = Path(sweep_dir)
     jobs = sorted((_final_job(job_dir, interrupted_by) for job_dir in _job_dirs(sweep_dir)), key=_job_num_order)
     rows, keys, varying = sweep_rows(jobs)
@@ -516,15 +438,9 @@ def write_sweep_summary(sweep_dir: Path, *, aborted: bool = False, interrupted_b
     return SweepSummary(sweep_dir, jobs, rows, varying, csv_path, markdown_path)
 
 
-# --------------------------------------------------------------------------------------------------- callback
-
-
 def parallel_launcher_warning(launcher: Any) -> str | None:
-    """The warning for a Hydra launcher config (``hydra.launcher``) that runs a sweep's jobs at once on the machine
-    that launches them, None for one that runs them one at a time or spreads them over machines (SLURM).
-
-    Jobs timed side by side share the device and the CPUs, so every timing of the sweep is contended: joblib (unless
-    ``n_jobs`` is 1) and submitit's local executor (a process per job, all started at once) do so."""
+    """The warning for a launcher config (``hydra.launcher``) that runs a sweep's jobs at once on this machine
+    (joblib unless ``n_jobs`` is 1, submitit_local): jobs timed side by side share the device and the CPUs."""
     target = str(OmegaConf.select(launcher, "_target_", default="") or "") if launcher is not None else ""
     name = target.rsplit(".", 1)[-1]
     if name == "JoblibLauncher":
@@ -547,14 +463,12 @@ def parallel_launcher_warning(launcher: Any) -> str | None:
 
 
 class SweepSummaryCallback(Callback):
-    """Hydra callback (registered in ``gpubench/conf/config.yaml`` under ``hydra.callbacks``): per-job summaries
-    during a multirun and the sweep summary after it. Does nothing for a single run."""
+    """Hydra callback (``hydra.callbacks`` in ``gpubench/conf/config.yaml``): per-job summaries during a multirun, the
+    sweep summary, its folder's lock and its MLflow parent run; nothing for a single run."""
 
     def __init__(self) -> None:
         self._pending_config: DictConfig | None = None
-        #: The sweep's MLflow parent run, from on_multirun_start (None without tracking).
         self._parent: SweepRun | None = None
-        #: The sweep folder's lock, held from on_multirun_start to the summary's end.
         self._lock: SweepLock | None = None
 
     @staticmethod
@@ -641,8 +555,7 @@ class SweepSummaryCallback(Callback):
             sys.exit(1)
 
     def _finish(self, *, aborted: bool) -> SweepSummary | None:
-        """Write the sweep summary and its MLflow run, once (at the sweep's end, or at process exit when Hydra
-        skipped ``on_multirun_end``); None when already done."""
+        """Write the sweep summary and its MLflow run once (at the sweep's end or at exit); None when done before."""
         config, self._pending_config = self._pending_config, None
         if config is None:
             return None

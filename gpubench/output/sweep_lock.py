@@ -1,13 +1,6 @@
-"""One sweep per folder: a lock file in the sweep folder, held from the sweep's start to its end.
-
-Two sweeps given the same ``hydra.sweep.dir`` would write the same job folders (``0/``, ``1/``, ...) and each would
-report the other's jobs as its own. The sweep that starts first takes an exclusive ``flock`` on :data:`LOCK_FILE`;
-a second is refused (:class:`SweepFolderBusy`) while the first holds it. The kernel drops the lock when the holding
-process ends, however it ends, so a lock left by a killed sweep blocks nothing. The file stays in the folder (deleting
-a lock file races with a sweep opening it); it holds the holder's process id, host and start time, for the message.
-A filesystem that takes no locks (some NFS mounts) cannot guard the folder: the sweep runs, and a notice says so.
-POSIX only (``fcntl``), as the rest of gpubench's process handling.
-"""
+"""One sweep per folder: two sweeps in one folder would write the same job folders and report each other's jobs.
+The first takes an exclusive ``flock`` on :data:`LOCK_FILE`, which the kernel drops when its process ends however it
+ends; the file stays (deleting it races with a sweep opening it) and names its holder. POSIX only (``fcntl``)."""
 
 import errno
 import fcntl
@@ -32,7 +25,7 @@ class SweepFolderBusy(Exception):
 
 
 def busy_message(sweep_dir: Path, holder: str) -> str:
-    """The refusal of a sweep into ``sweep_dir``, whose lock ``holder`` (the lock file's text) holds."""
+    """The refusal of a sweep into ``sweep_dir``, whose lock ``holder`` holds."""
     who = f" ({holder})" if holder else ""
     return (
         f"another gpubench sweep{who} is writing the sweep folder {sweep_dir}: two sweeps in one folder overwrite "
@@ -56,8 +49,8 @@ class SweepLock:
 
     @classmethod
     def acquire(cls, sweep_dir: Path) -> "SweepLock":
-        """Create ``sweep_dir`` if needed and lock it for this process. Raises :class:`SweepFolderBusy` when another
-        process holds the lock, and OSError when the folder or the lock file cannot be created."""
+        """Create ``sweep_dir`` if needed and lock it for this process; :class:`SweepFolderBusy` when another process
+        holds the lock."""
         sweep_dir.mkdir(parents=True, exist_ok=True)
         # Append mode: opening must not erase the holder's line before the lock says who holds it.
         handle = (sweep_dir / LOCK_FILE).open("a+")
@@ -80,10 +73,8 @@ class SweepLock:
 
 
 def hold_sweep_folder(sweep_dir: Path) -> SweepLock | None:
-    """This sweep's lock on ``sweep_dir``, held until :meth:`SweepLock.release` or the process's end. Another live
-    sweep holding it is bad input: its paragraph, then exit 2, before anything is written. None where the folder
-    cannot be created or written (the sweeper fails on it next, and the entry point names it), and where its
-    filesystem takes no locks (a notice says the folder is unguarded)."""
+    """This sweep's lock on ``sweep_dir``; another live sweep holding it is bad input (exit 2). None where the folder
+    cannot be written (the sweeper fails on it next) or its filesystem takes no locks (a notice says so)."""
     try:
         return SweepLock.acquire(sweep_dir)
     except SweepFolderBusy as exc:

@@ -1,12 +1,6 @@
-"""A sweep's MLflow parent run: created when the sweep starts, named in a file its jobs read, ended with the sweep.
-
-:meth:`SweepRun.start` (``on_multirun_start``) creates the parent RUNNING and writes :data:`PARENT_RUN_FILE` in the
-sweep folder (run id, store, experiment, swept keys); each job reads it as it starts (:func:`sweep_job`) and tags
-its own run ``mlflow.parentRunId``, so it is nested while it runs. A file, not an environment variable: every
-launcher's jobs see the sweep folder. :meth:`SweepRun.end` attaches the summaries, the job counts and the final
-status (KILLED on a signal, FAILED when a job failed or Hydra ended early, else FINISHED), and nests a resumed
-job's run created without the parent.
-"""
+"""A sweep's MLflow parent run: created when the sweep starts and named in :data:`PARENT_RUN_FILE` in the sweep
+folder, which each job reads to nest its run from its start (a file, not an environment variable: every launcher's
+jobs see the folder); ended with the sweep's summaries and status, nesting any job run created without it."""
 
 import json
 from collections.abc import Sequence
@@ -32,8 +26,7 @@ _MAX_DESCRIPTION_CHARS = 7000
 
 @dataclass(frozen=True)
 class SweepParent:
-    """What :data:`PARENT_RUN_FILE` holds: the parent run's id, its store (:func:`tracking.store_identity`, without
-    credentials) and experiment, and the override keys the sweep varies."""
+    """What :data:`PARENT_RUN_FILE` holds: the parent run's id, store (no credentials), experiment and swept keys."""
 
     run_id: str
     store: str
@@ -42,8 +35,7 @@ class SweepParent:
 
 
 def sweep_tracking_config(config: DictConfig) -> TrackingConfig | None:
-    """The sweep's ``tracking`` settings, or None when tracking is off, not configured or not valid (each job then
-    says what is wrong with it)."""
+    """The sweep's ``tracking`` settings, or None when off or invalid (each job then says what is wrong with it)."""
     node = OmegaConf.select(config, "tracking")
     if node is None:
         return None
@@ -73,9 +65,8 @@ def swept_keys(overrides: Sequence[str]) -> tuple[str, ...]:
 def sweep_job(
     sweep_dir: str, job_num: int | None, overrides: Sequence[str], config: TrackingConfig
 ) -> tracking.SweepJob:
-    """The job ``job_num`` of the sweep in ``sweep_dir``, with its task ``overrides``: its parent run, when the
-    sweep's :data:`PARENT_RUN_FILE` names one in the store and experiment this job logs to, and its overrides of the
-    keys the sweep varies."""
+    """The job ``job_num`` of the sweep in ``sweep_dir``: its parent run when :data:`PARENT_RUN_FILE` names one in
+    this job's store and experiment, and its ``overrides`` of the swept keys."""
     try:
         saved = json.loads((Path(sweep_dir) / PARENT_RUN_FILE).read_text())
         parent = SweepParent(
@@ -124,20 +115,17 @@ class SweepRun:
 
     @classmethod
     def create(cls, config: DictConfig) -> "SweepRun | None":
-        """The parent run of the sweep ``config`` describes, not created yet (:meth:`begin`); None when tracking is
-        off."""
+        """The parent run of the sweep ``config`` describes, not created yet; None when tracking is off."""
         settings = sweep_tracking_config(config)
         return None if settings is None else cls(config, settings)
 
     @staticmethod
     def forget(sweep_dir: Path) -> None:
-        """Remove a :data:`PARENT_RUN_FILE` left in ``sweep_dir`` by an earlier launch: it must not nest this
-        launch's jobs under that launch's run."""
+        """Remove an earlier launch's :data:`PARENT_RUN_FILE`, which must not nest this launch's jobs."""
         (sweep_dir / PARENT_RUN_FILE).unlink(missing_ok=True)
 
     def begin(self) -> list[str]:
-        """Create the parent run (RUNNING) and write :data:`PARENT_RUN_FILE` for the jobs; return the notices to
-        show (a tracking failure, a store repair)."""
+        """Create the parent run (RUNNING) and write :data:`PARENT_RUN_FILE`; return the notices to show."""
         tags = {**self.tags, "gpubench.sweep_status": "running"}
         self.live = tracking.LiveRun.start(self.settings, run_name=self.name, params=self.params, tags=tags, kept=_KEPT)
         if self.live.active:
@@ -161,9 +149,9 @@ class SweepRun:
         aborted: bool,
         interrupted: bool,
     ) -> tracking.TrackingOutcome:
-        """End the parent run with the sweep's ``jobs`` (their summaries), the summary files ``artifacts`` and
-        ``summary_markdown`` as its description, and nest any job's run not nested yet; ``interrupted`` by a signal
-        (KILLED), ``aborted`` by Hydra (FAILED). A parent that could not be created at the start is created now."""
+        """End the parent run with the ``jobs``' summaries, the summary files and ``summary_markdown`` as its
+        description (KILLED when ``interrupted``, FAILED when ``aborted`` or a job failed), nesting any job run not
+        nested yet; a parent that could not be created at the start is created now."""
         failed = sum(job["status"] != "ok" for job in jobs)
         if interrupted:
             status, sweep_status = tracking.KILLED, "interrupted"

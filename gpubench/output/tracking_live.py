@@ -4,8 +4,8 @@ its status. Any tracking failure becomes one warning and stops logging; the JSON
 import json
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from gpubench.output import console
 from gpubench.output.config import TrackingConfig
@@ -33,13 +33,6 @@ FLUSH_INTERVAL_S = 10.0
 #: MLflow's run statuses, as a job ends: every model measured, a model failed (or the job raised), interrupted.
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
 _DATASET_CONTEXT_TAG = "mlflow.data.context"
-
-T = TypeVar("T")
-
-
-def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _is_finite(value: float | None) -> bool:
@@ -81,18 +74,11 @@ class LiveRun:
 
     @classmethod
     def start(
-        cls,
-        config: TrackingConfig,
-        *,
-        run_name: str,
-        params: dict[str, Any],
-        tags: dict[str, str],
-        flush_interval_s: float = FLUSH_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-        kept: str = REPORT_KEPT,
+        cls, config: TrackingConfig, *, run_name: str, params: dict[str, Any], tags: dict[str, str], **options: Any
     ) -> "LiveRun":
-        """Create the run (RUNNING) with redacted ``params`` and ``tags``; disabled or failed, the run logs nothing."""
-        live = cls(config, flush_interval_s=flush_interval_s, clock=clock, kept=kept)
+        """Create the run (RUNNING) with redacted ``params`` and ``tags`` and the constructor's ``options``; disabled
+        or failed, the run logs nothing."""
+        live = cls(config, **options)
         if config.enabled:
             live._guard("creating the run", live._create, run_name, params, tags)
         return live
@@ -192,16 +178,19 @@ class LiveRun:
             )
             self._client, self.run_id, self.experiment_id = client, run.info.run_id, experiment_id
             entities = [Param(key, redact(str(value))[:_MAX_PARAM_CHARS]) for key, value in params.items()]
-            for chunk in _chunks(entities, _MAX_PARAMS_PER_BATCH):
-                client.log_batch(self.run_id, params=list(chunk), synchronous=True)
+            self._log_batches("params", entities, _MAX_PARAMS_PER_BATCH)
 
     def _send_metrics(self, entries: Sequence[tuple[str, float, int, int]]) -> None:
         from mlflow.entities import Metric
 
         metrics = [Metric(key, value, timestamp_ms, step) for key, value, timestamp_ms, step in entries]
         with store_lock(self.config.uri):
-            for chunk in _chunks(metrics, _MAX_ENTITIES_PER_BATCH):
-                self._client.log_batch(self.run_id, metrics=list(chunk), synchronous=True)
+            self._log_batches("metrics", metrics, _MAX_ENTITIES_PER_BATCH)
+
+    def _log_batches(self, kind: str, entities: Sequence[Any], size: int) -> None:
+        """Log ``entities`` as ``kind`` (params, metrics, tags) in batches of at most ``size``."""
+        for start in range(0, len(entities), size):
+            self._client.log_batch(self.run_id, **{kind: list(entities[start : start + size])}, synchronous=True)
 
     def _log_dataset(self, dataset: DatasetRecord) -> None:
         from mlflow.entities import Dataset, DatasetInput, InputTag
@@ -231,8 +220,7 @@ class LiveRun:
         if entries:
             self._send_metrics(entries)
         with store_lock(self.config.uri):
-            for chunk in _chunks(tags, _MAX_PARAMS_PER_BATCH):
-                self._client.log_batch(self.run_id, tags=list(chunk), synchronous=True)
+            self._log_batches("tags", tags, _MAX_PARAMS_PER_BATCH)
             if record.dataset is not None:
                 self._log_dataset(record.dataset)
             for path in record.artifacts:

@@ -1,12 +1,6 @@
-"""What a job logs to MLflow, built from its config and its report: params, tags, metrics, the run's name and
-description, and its data as a dataset input. No mlflow here: :mod:`gpubench.output.tracking_live` sends them.
-
-Params are the knobs runs are compared by (the flattened config and the ``experiment`` preset); paths and
-locations (:func:`is_path_key`) are tags, off the parallel-coordinates plot. The run's name is what ran, on which
-card, and the verdict (``tft · H200 · LOCAL 3.1 h``; a preset's ``smoke test`` instead), plus a sweep job's swept
-values. The description is the reasoning and the recommended actions. The dataset's digest is the report's
-``data.content_hash`` for files read, or the synthetic market's seed and shape (:func:`synthetic_digest`).
-"""
+"""What a job logs to MLflow, built from its config and report: params (the knobs runs are compared by; paths are
+tags, off the parallel-coordinates plot), tags, metrics, the run's name and description, and its data as a dataset
+input. No mlflow here: :mod:`gpubench.output.tracking_live` sends them."""
 
 import hashlib
 import json
@@ -36,9 +30,8 @@ COST_TABLE_FIELDS: tuple[str, ...] = (
 #: MLflow's tags for a run's description and its parent run (the UI nests a run under the run this tag names).
 DESCRIPTION_TAG = "mlflow.note.content"
 PARENT_RUN_TAG = "mlflow.parentRunId"
-#: MLflow's tag of the experiment's kind, and its value for model training (the UI opens such an experiment on its
-#: runs; one without the tag may open in the GenAI view). Values from MLflow 3.17's UI: ``genai_development``,
-#: ``custom_model_development``.
+#: MLflow's tag of the experiment's kind and its value for model training: the UI opens such an experiment on its
+#: runs (one without the tag may open in the GenAI view).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING_KIND = "custom_model_development"
 #: The param that names the ``experiment=`` preset, and its value without one.
@@ -62,8 +55,7 @@ SYNTHETIC_GENERATOR = "gpubench-synthetic-market-v1"
 @dataclass(frozen=True)
 class DatasetRecord:
     """The data a job trained on, as an MLflow dataset input: ``name`` and ``digest`` (hex) identify it, ``source``
-    is where it was read (a path, redacted), ``profile`` what it held (bars, symbols, time range; for the
-    synthetic market its seed and shape)."""
+    is where it was read (redacted), ``profile`` what it held."""
 
     name: str
     digest: str
@@ -74,8 +66,7 @@ class DatasetRecord:
 
 @dataclass(frozen=True)
 class SweepJob:
-    """A job of a sweep: its folder, its number, the sweep's parent run (None when the sweep has none) and the
-    overrides of this job whose keys the sweep varies (``key=value``, for the run's name)."""
+    """A job of a sweep: its folder, number, the sweep's parent run (None without one) and its swept overrides."""
 
     sweep_dir: str
     job_num: int | None
@@ -85,9 +76,8 @@ class SweepJob:
 
 @dataclass
 class RunRecord:
-    """Everything one MLflow run logs: its name, params (dotted config keys, no paths), tags, summary metrics
-    (None dropped), per-epoch series (step = epoch index), file artifacts, table artifacts (file name -> columns)
-    and the dataset it trained on (None when unknown)."""
+    """Everything one MLflow run logs: name, params, tags, metrics (None dropped), per-epoch series (step = epoch
+    index), artifacts, tables (file name -> columns) and the dataset (None when unknown)."""
 
     run_name: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -114,16 +104,13 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def is_path_key(key: str) -> bool:
-    """Whether the dotted config ``key`` holds a path or a location (``output``, ``data.path``,
-    ``data.cache_dir``, ``tracking.uri``...): its last part is one of :data:`PATH_KEY_NAMES` or ends with one of
-    :data:`PATH_KEY_SUFFIXES`."""
+    """Whether the dotted config ``key`` holds a path or location (``output``, ``data.cache_dir``, ``tracking.uri``)."""
     last = key.rsplit(".", 1)[-1]
     return last in PATH_KEY_NAMES or last.endswith(PATH_KEY_SUFFIXES)
 
 
 def job_params(config_tree: dict[str, Any], choices: dict[str, str]) -> dict[str, Any]:
-    """The job's params: the flattened config without its paths, and :data:`PRESET_PARAM`, the ``experiment=``
-    preset chosen (:data:`NO_PRESET` without one) from Hydra's ``choices``."""
+    """The job's params: the flattened config without its paths, and the ``experiment=`` preset from ``choices``."""
     params = {key: value for key, value in flatten(config_tree).items() if not is_path_key(key)}
     params[PRESET_PARAM] = preset_choice(choices) or NO_PRESET
     return params
@@ -137,9 +124,8 @@ def path_tags(config_tree: dict[str, Any]) -> dict[str, str]:
 def job_tags(
     models: Sequence[str], version: str, *, sweep: SweepJob | None, paths: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """The tags a job's run carries from its start: the models, gpubench's version, status ``running``, the
-    config's ``paths`` (:func:`path_tags`), and for a job of a sweep the sweep folder, the job number and its parent
-    run (:data:`PARENT_RUN_TAG`, which nests the run under the sweep's run from the moment it exists)."""
+    """The tags a job's run carries from its start: models, version, status ``running``, the config's ``paths``, and
+    a sweep job's folder, number and parent run (which nests the run from the moment it exists)."""
     tags = {"gpubench.models": ",".join(models), "gpubench.version": version, "gpubench.status": "running"}
     tags.update(paths or {})
     if sweep is not None:
@@ -160,8 +146,8 @@ def _subject(models: Sequence[str], choices: dict[str, str]) -> str:
 
 
 def _sweep_prefix(sweep: SweepJob | None) -> list[str]:
-    """A sweep job's swept values (``seed=2 batch.max_size=1024``), or its number where it sweeps none; they lead the
-    name because MLflow's run list cuts long names, and they are what tells a sweep's runs apart."""
+    """A sweep job's swept values (``seed=2 batch.max_size=1024``), or its number: they lead the name because MLflow's
+    run list cuts long names, and they tell a sweep's runs apart."""
     if sweep is None:
         return []
     if sweep.swept_overrides:
@@ -175,8 +161,7 @@ def starting_run_name(models: Sequence[str], choices: dict[str, str], sweep: Swe
 
 
 def format_hours(hours: float) -> str:
-    """Hours as the run list shows them: two significant digits under 1 h (``0.052 h``), one decimal under 10 h
-    (``3.1 h``), whole hours above (``60 h``)."""
+    """Hours as the run list shows them: ``0.052 h``, ``3.1 h``, ``60 h``."""
     if hours >= 10:
         return f"{hours:.0f} h"
     if hours >= 1:
@@ -185,8 +170,7 @@ def format_hours(hours: float) -> str:
 
 
 def device_label(report: RunReport) -> str:
-    """The card the answer is about: the emulated card (``hardware=rtx3050ti`` on a bigger GPU), else the measured
-    GPU without its vendor's prefix (``H200``), or ``CPU``."""
+    """The card the answer is about: the emulated card, else the measured GPU without its vendor prefix, or ``CPU``."""
     recommendation = report.recommendation
     if recommendation is not None and recommendation.emulated_card:
         return recommendation.emulated_card
@@ -199,9 +183,8 @@ def device_label(report: RunReport) -> str:
 
 
 def verdict_label(report: RunReport) -> str:
-    """The verdict as the run list shows it: ``LOCAL 3.1 h`` (the decision and the estimated hours), the preset's
-    note for a smoke test (its head: ``smoke test``), ``no verdict`` when the recommendation was withheld, or the
-    report's status when the job did not complete (``interrupted``, ``failed``)."""
+    """The verdict as the run list shows it: ``LOCAL 3.1 h``, a preset's ``smoke test``, ``no verdict``, or the status
+    of a job that did not complete."""
     if report.status != "complete":
         return report.status
     note = report.run.preset_note
@@ -216,15 +199,13 @@ def verdict_label(report: RunReport) -> str:
 
 
 def run_name(report: RunReport, sweep: SweepJob | None) -> str:
-    """The run's final name: a sweep job's swept values first, then what ran, on which card, and the verdict
-    (``seed=2 · tft · H200 · LOCAL 3.1 h``)."""
+    """The run's final name: swept values, what ran, the card, the verdict (``seed=2 · tft · H200 · LOCAL 3.1 h``)."""
     subject = _subject(report.run.models, report.run.choices)
     return NAME_SEPARATOR.join([*_sweep_prefix(sweep), subject, device_label(report), verdict_label(report)])
 
 
 def description(report: RunReport) -> str | None:
-    """The run's description (Markdown): a preset's note in bold, the recommendation's reasoning and its recommended
-    actions as a list, or the error that ended the job; None when there is nothing to say."""
+    """The run's description (Markdown): a preset's note, the reasoning and the actions, or the error; None if none."""
     parts = []
     if report.run.preset_note:
         parts.append(f"**{report.run.preset} preset — {report.run.preset_note}.**")
@@ -239,21 +220,14 @@ def description(report: RunReport) -> str | None:
 
 
 def synthetic_digest(seed: int, symbols: Sequence[str], days: int, start_date: str) -> str:
-    """The synthetic market's digest: BLAKE2b (128 bits, hex) of its generator version, seed and shape as JSON with
-    sorted keys, ``{"days", "generator", "seed", "start_date", "symbols"}``: the same arguments give the same bars."""
-    shape = {
-        "generator": SYNTHETIC_GENERATOR,
-        "seed": seed,
-        "symbols": list(symbols),
-        "days": days,
-        "start_date": start_date,
-    }
+    """The synthetic market's digest: BLAKE2b (128 bits, hex) of its generator, seed and shape as sorted JSON."""
+    shape = dict(generator=SYNTHETIC_GENERATOR, seed=seed, symbols=list(symbols), days=days, start_date=start_date)
     return hashlib.blake2b(json.dumps(shape, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 def dataset_record(data: DataProvenance, config: DataConfig | None) -> DatasetRecord | None:
-    """The dataset input of a job that read ``data`` with ``config`` (``data.*``): the synthetic market by its seed
-    and shape, files by their contents' digest (None when the report has no digest for them)."""
+    """The dataset input of a job that read ``data`` with ``config``: the synthetic market by its seed and shape,
+    files by their contents' digest (None without one)."""
     profile: dict[str, Any] = {
         "source": data.source,
         "files": data.files,
@@ -281,17 +255,9 @@ def dataset_record(data: DataProvenance, config: DataConfig | None) -> DatasetRe
 
 
 def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config: DataConfig | None = None) -> RunRecord:
-    """The MLflow view of a job's report (complete, or partial after an interrupt): name, description, tags,
-    summary metrics, per-epoch series and dataset; ``sweep`` for a job of a sweep, ``data_config`` for the synthetic
-    market's seed and shape. Params are logged when the run starts (:func:`job_params`).
-
-    Per model (``<model>/...``): status, epoch-time statistics (ms), throughput, memory, batch and, after a
-    data-parallel run, its scaling; series of epoch times, losses and peaks. With a recommendation: the decision
-    tags, the estimate and its bounds (h), the cost figures (USD) and the cost table's cheapest row that fits
-    (:func:`gpubench.results.cheapest_rental`) as ``cheapest_*`` metrics and the tags ``gpubench.cheapest_rental``
-    and ``gpubench.cheapest_price_date``; the table itself as :data:`COST_TABLE_ARTIFACT`. Every price is the dated
-    snapshot's.
-    """
+    """The MLflow view of a job's report (complete or partial): name, description, tags, metrics (per model
+    ``<model>/...`` in ms, MB, samples/s; the recommendation's in h and USD), per-epoch series, the cost table and the
+    dataset. Params are logged when the run starts (:func:`job_params`)."""
     run = report.run
     tags = job_tags(run.models, report.benchmark_version, sweep=sweep)
     tags["gpubench.device"] = report.hardware.device_name or run.device
@@ -320,8 +286,6 @@ def run_record(report: RunReport, *, sweep: SweepJob | None = None, data_config:
             metrics[f"{name}/ci_low_ms"], metrics[f"{name}/ci_high_ms"] = stats.confidence_interval_ms
             metrics[f"{name}/decision_ci_low_ms"], metrics[f"{name}/decision_ci_high_ms"] = stats.decision_interval_ms
             if stats.rounds is not None:
-                # How noisy the host was, comparable across runs: the between-round share of the bound's variance
-                # and how much of the rounds' spread the probe and the card's waiting each explain.
                 metrics[f"{name}/between_round_share"] = stats.rounds.between_share
         metrics[f"{name}/host_probe_explained_share"] = result.host_probe_explained_share
         metrics[f"{name}/gpu_wait_explained_share"] = result.gpu_wait_explained_share

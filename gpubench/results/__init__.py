@@ -1,10 +1,5 @@
-"""The report's schema as typed records: the only module that knows the report's keys.
-
-Every section of ``report.json`` is a dataclass here (codec: :mod:`gpubench.results.codec`) and every key a field
-name or a figure listed in ``_DERIVED``, so a renamed field fails loudly: :meth:`Record.from_dict` rejects an unknown
-key and a reader fails at the attribute. The seed tool's keys are kept exactly, and every timing figure is computed
-over exactly ``raw_epoch_times_ms``. Pure Python: no torch.
-"""
+"""The report's schema as typed records, the only module that knows the report's keys: every key is a field or a
+``_DERIVED`` figure, so a renamed one fails loudly (:meth:`Record.from_dict` rejects unknown keys). No torch."""
 
 from gpubench.results.batch_search import BatchSearchResult, BatchStepDown, BatchTrial, ThroughputPoint
 from gpubench.results.codec import Record, ReportFormatError

@@ -10,12 +10,8 @@ from gpubench.results.codec import Record
 
 @dataclass(frozen=True)
 class BatchTrial(Record):
-    """One trial of the batch search: its size, outcome and measurements (None where it ran out of memory).
-
-    ``status`` is ``ok``; ``oom`` (the trial raised an out-of-memory error, whose first line is ``error``); or
-    ``over_headroom`` (it ran, but its peak reserved memory in MB exceeded the headroom limit). ``phase`` says
-    whether the search or the re-verification of the winner ran it, ``steps`` how many training steps it ran.
-    """
+    """One trial of the batch search: size, outcome (``oom``: ``error`` is the error's first line;
+    ``over_headroom``: its peak reserved MB broke the limit), phase, steps, and measurements (None after an OOM)."""
 
     size: int
     status: Literal["ok", "oom", "over_headroom"]
@@ -24,7 +20,6 @@ class BatchTrial(Record):
     peak_reserved_mb: float | None = None
     samples_per_s: float | None = None
     error: str | None = None
-    #: Wall time of the trial's steps (s); None where not recorded.
     seconds: float | None = None
 
     @property
@@ -42,14 +37,9 @@ class ThroughputPoint(Record):
 
 @dataclass(frozen=True)
 class BatchSearchResult(Record):
-    """The batch search's answer and the evidence for it (sizes in samples, memory in MB).
-
-    ``status`` ``oom``: not even ``batch.min_size`` fits (``message`` says why). ``largest_fitting_size`` is the
-    search's answer, ``batch_size`` the size ``policy`` chose that passed re-verification. ``knee_size``: the
-    smallest size within ``knee_fraction`` of the best throughput. ``peak_limit_mb`` = ``batch.headroom`` × usable
-    VRAM. ``time_limited``: ``largest_fitting_size`` is a lower bound. ``batch_is_hyperparameter``: the batch is the
-    algorithm's own, so no batch what-if is priced from the curve.
-    """
+    """The batch search's answer and its evidence (sizes in samples, MB): ``batch_size`` is ``policy``'s re-verified
+    choice, ``knee_size`` the smallest within ``knee_fraction`` of the best throughput; ``time_limited``: the largest
+    fitting size is a lower bound; ``batch_is_hyperparameter``: the algorithm's own batch, priced at no other."""
 
     status: Literal["ok", "oom"]
     batch_size: int | None

@@ -1,5 +1,4 @@
-"""The codec every report section shares: :class:`Record` writes a dataclass's fields by name and reads them
-back, refusing keys it does not know (:class:`ReportFormatError`)."""
+"""The codec every report section shares: :class:`Record` writes a dataclass's fields by name and reads them back."""
 
 from __future__ import annotations
 
@@ -10,6 +9,9 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
 
 R = TypeVar("R", bound="Record")
+#: The metadata of a field left out of the dict while None or empty: a section a run may not have, such as a batch
+#: search on the CPU (``field(default=None, metadata=OMIT_EMPTY)``).
+OMIT_EMPTY = {"omit_empty": True}
 
 
 class ReportFormatError(ValueError):
@@ -74,16 +76,14 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 class Record:
-    """A report section: ``to_dict`` writes its fields by name (plus the figures in ``_DERIVED``), ``from_dict``
-    reads them back, refusing keys it does not know. ``_OMITTED_WHEN_EMPTY`` fields are left out of the dict
-    while None or empty (sections a run may not have, such as a batch search on the CPU)."""
+    """A report section: ``to_dict`` writes its fields by name (leaving out :data:`OMIT_EMPTY` ones while empty), then
+    the figures named in ``_DERIVED``; ``from_dict`` reads them back, refusing keys it does not know."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ()
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ()
 
     def derived(self) -> dict[str, Any]:
         """The figures this record writes beside its fields (computed from them; never read back)."""
-        return {}
+        return {name: getattr(self, name) for name in self._DERIVED}
 
     def to_dict(self) -> dict[str, Any]:
         """The section as JSON-ready plain values, fields in declaration order, then the derived figures."""
@@ -91,14 +91,14 @@ class Record:
         data = {
             f.name: _plain(getattr(self, f.name))
             for f in fields(self)
-            if not (f.name in self._OMITTED_WHEN_EMPTY and getattr(self, f.name) in (None, [], {}, ""))
+            if not (f.metadata.get("omit_empty") and getattr(self, f.name) in (None, [], {}, ""))
         }
         data.update(_plain(self.derived()))
         return data
 
     @classmethod
     def from_dict(cls: type[R], data: Mapping[str, Any], *, where: str | None = None) -> R:
-        """The record from a dict written by :meth:`to_dict` (by this version or an earlier one of the schema)."""
+        """The record from a dict written by :meth:`to_dict`."""
         where = where or cls.__name__
         assert is_dataclass(cls)
         names = {f.name for f in fields(cls)}

@@ -4,38 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
 class CostAnalysis(Record):
-    """Local-vs-cloud cost of the planned training (USD, hours, kWh); figures that cannot be computed are None
-    and ``notes`` says why. The seed's keys come first.
-
-    The cloud side rents ``cloud_gpus`` cards of ``cloud_card`` for ``cloud_training_hours`` (with bounds; one
-    card's time in ``cloud_single_card_training_hours``), priced at that card's cheapest cost-table row that fits
-    (``cloud_provider``, ``cloud_spot``, ``cloud_price_date``, the instance's ``cloud_hourly_price_usd``); no dated
-    price, no cloud cost. ``cheapest_*`` is the whole table's cheapest row that fits (:func:`cheapest_rental`): its
-    card, wall hours, USD, provider, kind and price date. The local side is the one card measured.
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "cloud_gpus",
-        "cloud_training_hours_lower",
-        "cloud_training_hours_upper",
-        "cloud_single_card_training_hours",
-        "cheapest_card",
-        "cheapest_card_training_hours",
-        "cheapest_card_cost_usd_per_training",
-        "cloud_provider",
-        "cloud_spot",
-        "cloud_price_date",
-        "cheapest_provider",
-        "cheapest_spot",
-        "cheapest_price_date",
-    )
+    """Local-vs-cloud cost of the planned training (USD, h, kWh); a figure that cannot be computed is None and
+    ``notes`` says why. The cloud side rents ``cloud_gpus`` × ``cloud_card`` at that card's cheapest fitting cost-table
+    row (no dated price, no cloud cost); ``cheapest_*`` is the whole table's (:func:`cheapest_rental`)."""
 
     local_gpu_monthly_cost_usd: float | None
     cloud_gpu_monthly_cost_usd: float | None
@@ -58,23 +35,22 @@ class CostAnalysis(Record):
     break_even_trainings_per_month: float | None
     break_even_local_hours_per_month: float | None
     notes: list[str] = field(default_factory=list)
-    cloud_gpus: int | None = None
-    cloud_training_hours_lower: float | None = None
-    cloud_training_hours_upper: float | None = None
-    cloud_single_card_training_hours: float | None = None
-    cheapest_card: str | None = None
-    cheapest_card_training_hours: float | None = None
-    cheapest_card_cost_usd_per_training: float | None = None
-    cloud_provider: str | None = None
-    cloud_spot: bool | None = None
-    cloud_price_date: str | None = None
-    cheapest_provider: str | None = None
-    cheapest_spot: bool | None = None
-    cheapest_price_date: str | None = None
+    cloud_gpus: int | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_training_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_training_hours_upper: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_single_card_training_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_card: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_card_training_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_card_cost_usd_per_training: float | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_provider: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_spot: bool | None = field(default=None, metadata=OMIT_EMPTY)
+    cloud_price_date: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_provider: str | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_spot: bool | None = field(default=None, metadata=OMIT_EMPTY)
+    cheapest_price_date: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def cloud_card_count(self) -> int:
-        """The cloud cards priced: ``cloud_gpus``, or one where it is not recorded."""
         return self.cloud_gpus or 1
 
     @property
@@ -87,29 +63,9 @@ class CostAnalysis(Record):
 
 @dataclass(frozen=True)
 class CostRow(Record):
-    """One rentable option in the cost table: the decided models' training on ``gpu`` at ``provider``, spot or
-    on-demand, on the cheapest instance of that kind in the dated price snapshot.
-
-    The instance has ``gpu_count`` GPUs, the training uses ``gpus_used``; the whole instance is paid
-    (``price_usd_per_hour`` is the instance's, and ``note`` says so when it holds more). ``hours`` and its bounds are
-    the expected wall time: the projected ``training_hours`` plus, for spot, interruptions, restarts and checkpoints
-    (:mod:`gpubench.decision.spot`, whose inputs spot rows carry); ``usd`` = ``hours`` x price (bounds alike).
-    ``price_date`` is when ``price_source`` observed the price (ISO); ``fits_in_vram`` None: unknown.
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "interruptions_per_hour",
-        "interruption_source",
-        "checkpoint_interval_hours",
-        "checkpoint_seconds",
-        "restart_seconds",
-        "expected_interruptions",
-        "hours_median",
-        "hours_p90",
-        "basis",
-        "note",
-        "fits_at_batch",
-    )
+    """One rentable option: the decided models' training on ``gpu`` at ``provider`` (spot or on-demand) on that
+    kind's cheapest dated instance, paid whole (``note`` says so when it holds more GPUs than ``gpus_used``);
+    ``hours``: expected wall time with spot interruptions (:mod:`gpubench.decision.spot`); ``usd`` = hours × price."""
 
     gpu: str
     provider: str
@@ -129,20 +85,17 @@ class CostRow(Record):
     instance: str
     location: str
     training_hours: float | None = None
-    interruptions_per_hour: float | None = None
-    interruption_source: str | None = None
-    checkpoint_interval_hours: float | None = None
-    checkpoint_seconds: float | None = None
-    restart_seconds: float | None = None
-    expected_interruptions: float | None = None
-    #: A spot row's median and 90th-percentile billed hours over the simulated trainings (``hours`` is their mean).
-    hours_median: float | None = None
-    hours_p90: float | None = None
-    #: ``gpubench rent``: whether the row's hours were measured on its card or projected, and from which report.
-    basis: str | None = None
-    note: str | None = None
-    #: Per decided model, the largest batch predicted to fit one card of ``gpu`` (0: none); empty without a split.
-    fits_at_batch: dict[str, int] = field(default_factory=dict)
+    interruptions_per_hour: float | None = field(default=None, metadata=OMIT_EMPTY)
+    interruption_source: str | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint_interval_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    restart_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    expected_interruptions: float | None = field(default=None, metadata=OMIT_EMPTY)
+    hours_median: float | None = field(default=None, metadata=OMIT_EMPTY)
+    hours_p90: float | None = field(default=None, metadata=OMIT_EMPTY)
+    basis: str | None = field(default=None, metadata=OMIT_EMPTY)
+    note: str | None = field(default=None, metadata=OMIT_EMPTY)
+    fits_at_batch: dict[str, int] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
     @property
     def label(self) -> str:
@@ -160,9 +113,8 @@ ALL_GPUS_PAID = "all are paid"
 
 
 def fitting_rentals(rows: Sequence[CostRow], card: str | None = None) -> list[CostRow]:
-    """The cost table's rows (of ``card`` when given) that are priced, fit the card's VRAM (``fits_in_vram`` not
-    false) and pay for their whole instance (:attr:`CostRow.pays_every_gpu`: a price of some GPUs of a bigger
-    instance is never offered), cheapest expected USD first."""
+    """The rows (of ``card`` when given) that are priced, fit the VRAM (``fits_in_vram`` not false) and pay for their
+    whole instance (a price of some GPUs of a bigger instance is never offered), cheapest expected USD first."""
     fitting = [
         row
         for row in rows
@@ -172,18 +124,15 @@ def fitting_rentals(rows: Sequence[CostRow], card: str | None = None) -> list[Co
 
 
 def cheapest_rental(rows: Sequence[CostRow], card: str | None = None) -> CostRow | None:
-    """The cheapest row of :func:`fitting_rentals`: the one row every cost figure, action, plot, metric and
-    summary names as the cheapest; None when no row qualifies."""
+    """The cheapest row of :func:`fitting_rentals`, the one every output names as the cheapest; None without one."""
     fitting = fitting_rentals(rows, card)
     return fitting[0] if fitting else None
 
 
 @dataclass(frozen=True)
 class LocalCost(Record):
-    """The local option beside the cost table: the training on the answer's card (``device``), its hours and
-    bounds, its energy (kWh, ``energy_basis``: nvml or board_power_w; None when unknown) and that energy's cost
-    (USD) at ``electricity_usd_per_kwh``, whose source and date are ``decision.electricity_source`` and
-    ``decision.electricity_date``. Hardware amortisation is in ``cost_analysis``."""
+    """The local option beside the cost table: the training on ``device`` (h), its energy (kWh; ``energy_basis``:
+    nvml or board_power_w) and that energy's cost (USD) at the dated tariff; amortisation is in ``cost_analysis``."""
 
     device: str
     hours: float
@@ -199,8 +148,7 @@ class LocalCost(Record):
 
 @dataclass(frozen=True)
 class PriceSnapshotInfo(Record):
-    """The price snapshot the cost table used: its date, its age (days) when the report was written, the
-    providers' catalog versions, and ``stale`` (a sentence naming it when older than 90 days, else None)."""
+    """The price snapshot used: date, age (days) at the report, catalog versions, ``stale`` (a warning or None)."""
 
     snapshot_date: str
     age_days: int

@@ -3,17 +3,16 @@ side costs (evaluation, checkpoints)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
 class DeviceEpoch(Record):
-    """The device during one epoch (``phase`` warmup or measured, ``epoch`` from 1): temperature (°C), SM clock (MHz),
-    power (W) and throttle reasons at its end, ``energy_j`` over it and ``mean_power_w`` = energy / wall time; all
-    None on the CPU."""
+    """The device during one epoch (``epoch`` from 1): temperature (°C), SM clock (MHz), power (W) and throttle
+    reasons at its end, ``energy_j`` over it and ``mean_power_w`` = energy / wall time; None on the CPU."""
 
     phase: Literal["warmup", "measured"]
     epoch: int
@@ -39,20 +38,16 @@ class EnergySummary(Record):
 
 @dataclass(frozen=True)
 class ExecutionSettings(Record):
-    """How the workload ran: autocast precision (fp32, bf16, fp16), compilation mode and the fp32 matmul precision
-    (None where not recorded: PyTorch's default, ``highest``)."""
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("matmul_precision",)
+    """How the workload ran: autocast precision (fp32, bf16, fp16), compile mode and fp32 matmul precision."""
 
     precision: str
     compile: str
-    matmul_precision: str | None = None
+    matmul_precision: str | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class Throughput(Record):
-    """Samples per second with the images of the time intervals (``unit`` names the sample); an end is None where
-    the time interval reaches zero."""
+    """Samples per second with the images of the time intervals; an end is None where the time reaches zero."""
 
     mean: float | None
     confidence_interval: tuple[float | None, float | None]
@@ -62,8 +57,7 @@ class Throughput(Record):
 
 @dataclass(frozen=True)
 class EvaluationCost(Record):
-    """One evaluation call measured: milliseconds per call of ``samples_per_call`` samples (the mean over a block
-    of ``calls_timed`` calls)."""
+    """One evaluation call: ms per call of ``samples_per_call`` samples (the mean of ``calls_timed`` calls)."""
 
     ms_per_call: float
     samples_per_call: float
@@ -72,8 +66,7 @@ class EvaluationCost(Record):
 
 @dataclass(frozen=True)
 class CheckpointCost(Record):
-    """One checkpoint measured: milliseconds per ``torch.save`` of the model and optimizer state (the mean of
-    ``saves_timed`` saves), and the file's size in MB."""
+    """One checkpoint: ms per ``torch.save`` of model and optimizer (the mean of ``saves_timed``), size in MB."""
 
     ms_per_save: float
     size_mb: float

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 #: What each peak counts, carried into the report next to the figures.
 PEAK_DEFINITIONS: dict[str, str] = {
@@ -21,10 +20,8 @@ PEAK_DEFINITIONS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class LeakEstimate(Record):
-    """Growth of allocated memory across epochs: the OLS slope in MB/epoch with its Student-t interval.
-
-    ``flagged`` when the slope exceeds ``threshold_mb_per_epoch`` and the interval excludes zero.
-    """
+    """Growth of allocated memory across epochs: the OLS slope (MB/epoch) with its Student-t interval; ``flagged``
+    when the slope exceeds ``threshold_mb_per_epoch`` and the interval excludes zero."""
 
     slope_mb_per_epoch: float
     interval_mb_per_epoch: tuple[float, float]
@@ -36,13 +33,8 @@ class LeakEstimate(Record):
 
 @dataclass(frozen=True)
 class MemoryProfile(Record):
-    """One model's device memory over its profiled epochs (MB); see :data:`PEAK_DEFINITIONS` for each peak.
-
-    On the CPU ``measured`` is False and every GPU figure is None. ``allocated_mb_per_epoch`` is allocated
-    memory at each epoch's end (the leak series); ``leak`` is None with fewer than 3 epochs.
-    ``headroom_exceeded`` / ``headroom_limit_mb`` compare the peak reserved memory with ``batch.headroom`` × the
-    usable VRAM (None on the CPU).
-    """
+    """One model's device memory over its profiled epochs (MB; peaks per :data:`PEAK_DEFINITIONS`, None on the CPU);
+    ``allocated_mb_per_epoch`` is the leak series; ``headroom_limit_mb`` = ``batch.headroom`` × the usable VRAM."""
 
     measured: bool
     peak_allocated_mb: float | None = None
@@ -67,9 +59,8 @@ class MemoryProfile(Record):
 
 @dataclass(frozen=True)
 class MemoryTimeline:
-    """The NVML sampler's readings over one model's measured run, for the VRAM plot (not stored in the report):
-    sample times in seconds on ``time.perf_counter``'s scale, device-used and process memory in MB (NaN where not
-    read). Sequences of equal length; the sampler hands numpy arrays."""
+    """The NVML sampler's readings over one model's measured run, for the VRAM plot (not in the report): times (s,
+    ``time.perf_counter``), device-used and process memory (MB, NaN where not read)."""
 
     times_s: Sequence[float]
     device_used_mb: Sequence[float]
@@ -78,13 +69,9 @@ class MemoryTimeline:
 
 @dataclass(frozen=True)
 class MemorySplit(Record):
-    """Where a model's peak device memory goes (MB): parameters, gradients and optimizer state by accounting, and
-    activations per sample with a fixed part from the line ``peak(B) = fixed_mb + activations_mb_per_sample × B``
-    through the search-phase trials' peaks (``fit_sizes``, ``fit_peaks_mb``). ``remainder_mb``: the fixed part less
-    the state. ``gap_mb``: measured − predicted peak at the timed ``batch_size`` (out of sample). ``headroom``: the
-    ``batch.headroom`` the search ran under. The fit's fields are None without a search; ``notes`` says why."""
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("notes",)
+    """Where a model's peak device memory goes (MB): parameters, gradients and optimizer state by accounting, and the
+    line ``peak(B) = fixed_mb + activations_mb_per_sample × B`` through the search trials' peaks (None without a
+    search); ``gap_mb``: measured − predicted peak at the timed ``batch_size``."""
 
     parameters_mb: float
     gradients_mb: float
@@ -101,7 +88,7 @@ class MemorySplit(Record):
     measured_peak_mb: float | None = None
     gap_mb: float | None = None
     headroom: float | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
     @property
     def state_mb(self) -> float:
@@ -119,6 +106,5 @@ class MemorySplit(Record):
 
     @property
     def largest_tried_batch(self) -> int | None:
-        """The largest batch whose peak the line's trials measured: a largest batch predicted above it
-        (:mod:`gpubench.decision.batch_fit`) extrapolates the line past every measurement. None without a line."""
+        """The largest batch the line's trials measured, beyond which the line extrapolates; None without a line."""
         return max(self.fit_sizes) if self.has_fit else None

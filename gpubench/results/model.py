@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
 from gpubench.results.batch_search import BatchSearchResult, BatchStepDown
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 from gpubench.results.device import (
     CheckpointCost,
     DeviceEpoch,
@@ -20,32 +20,19 @@ from gpubench.results.stability import StabilityReport
 from gpubench.results.statistics import EpochTimeStatistics
 from gpubench.units import MS_PER_S
 
-#: Statuses a model can end with; ``interrupted``: a signal (Ctrl-C, SIGTERM, SIGHUP) cut its measurement short, and
-#: the epochs completed before it are kept.
+#: A model's outcomes; ``interrupted``: a signal cut its measurement short (the epochs before it are kept).
 ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(ModelStatus)
 
 
-def _samples_per_second(samples_per_epoch: float, time_ms: float) -> float | None:
-    return samples_per_epoch / (time_ms / MS_PER_S) if time_ms > 0 else None
-
-
 @dataclass(frozen=True)
 class DistributedScaling(Record):
-    """The model measured data-parallel: ``world_size`` torchrun processes, each training ``batch_size_per_rank``
-    under DistributedDataParallel (``backend``), timing the same ``steps_per_epoch``.
-
-    ``raw_epoch_times_ms`` are per epoch the slowest rank's (the all-reduce waits for it);
-    ``per_rank_epoch_times_ms[r]`` rank r's own. Throughputs in ``sample_unit`` per second.
-    ``scaling_efficiency``: global throughput over ``world_size`` × the 1-process throughput at the same batch (1.0:
-    linear), with its interval by ``scaling_efficiency_method`` (:mod:`gpubench.stats.scaling`). A failed run leaves
-    the 1-process result untouched; ``warnings`` say where the run differs from it.
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("batch_search", "error", "warnings")
+    """The model measured data-parallel by ``world_size`` torchrun processes; ``raw_epoch_times_ms``: per epoch the
+    slowest rank's (the all-reduce waits for it); ``scaling_efficiency``: global throughput over ``world_size`` × the
+    1-process throughput at the same batch (1.0: linear)."""
 
     status: ModelStatus = "ok"
-    error: str | None = None
+    error: str | None = field(default=None, metadata=OMIT_EMPTY)
     world_size: int = 1
     backend: str | None = None
     launcher: str = "torchrun"
@@ -64,15 +51,14 @@ class DistributedScaling(Record):
     scaling_efficiency_interval: tuple[float, float] | None = None
     scaling_efficiency_method: str | None = None
     peak_reserved_mb_per_rank: list[float] = field(default_factory=list)
-    batch_search: BatchSearchResult | None = None
-    warnings: list[str] = field(default_factory=list)
+    batch_search: BatchSearchResult | None = field(default=None, metadata=OMIT_EMPTY)
+    warnings: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class HostProbe(Record):
-    """A fixed amount of host work, timed (ms): a pure-Python loop and a small torch CPU operation. The same work
-    every time, so a slower reading means a slower host at that moment (a shared or throttled CPU), not other work.
-    ``cpu`` is the CPU the process ran on (None where the OS does not say)."""
+    """A fixed amount of host work timed (ms): a pure-Python loop and a small torch CPU operation, so a slower
+    reading means a slower host at that moment. ``cpu``: the CPU the process ran on (None where the OS does not say)."""
 
     python_loop_ms: float
     torch_cpu_op_ms: float
@@ -81,10 +67,8 @@ class HostProbe(Record):
 
 @dataclass(frozen=True)
 class MeasuredRound(Record):
-    """One round of a model's measured epochs: ``epochs`` consecutive epochs after a warmed start. ``index`` counts
-    the job's rounds from 1 across every model; ``started_s``: seconds since the job's first round. ``host_probe``
-    is read just before the round; ``sm_clock_mhz``, ``power_w`` (means) and ``throttled`` come from the device
-    monitor (None on the CPU)."""
+    """One round of ``epochs`` consecutive measured epochs after a warmed start: ``index`` counts the job's rounds
+    from 1, ``started_s`` is seconds since its first; ``host_probe`` is read just before; the device's means."""
 
     index: int
     epochs: int
@@ -98,40 +82,14 @@ class MeasuredRound(Record):
 
 @dataclass(frozen=True)
 class ModelResult(Record):
-    """One model's outcome. ``status`` is one of :data:`STATUSES`; ``error`` says why when it is not ``ok``.
-
-    Times in ms, memory in MB. ``statistics`` summarises exactly ``raw_epoch_times_ms`` (None with fewer than two
-    measured epochs); the seed's headline figures (``mean_epoch_time_ms``, ``confidence_interval_ms``, ...) and
-    the throughput are derived from it. ``memory_usage_mb`` is the peak reserved VRAM of the measured run.
-    """
+    """One model's outcome (ms, MB): ``status`` one of :data:`STATUSES`, ``error`` why when not ``ok``.
+    ``statistics`` summarises exactly ``raw_epoch_times_ms`` (None under two epochs), and the seed's figures derive
+    from it; ``rounds``: the measured epochs in rounds; ``*_explained_share``: R² of the round means on the host
+    probe and on the board power (:func:`gpubench.stats.host.gpu_wait_share`)."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = (
-        "mean_epoch_time_ms",
-        "confidence_interval_ms",
-        "p95_latency_ms",
-        "p99_latency_ms",
-        "coefficient_of_variation",
-        "samples_per_second",
-    )
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "batch_search",
-        "batch_policy",
-        "batch_step_downs",
-        "warnings",
-        "traceback",
-        "calibration_steps",
-        "launches_per_step",
-        "bytes_per_step",
-        "updates_per_step",
-        "updates_per_env_step",
-        "evaluation",
-        "checkpoint",
-        "distributed",
-        "rounds",
-        "host_probe_explained_share",
-        "gpu_wait_explained_share",
-        "memory_split",
-        "flops_by_precision",
+        *("mean_epoch_time_ms", "confidence_interval_ms", "p95_latency_ms", "p99_latency_ms"),
+        *("coefficient_of_variation", "samples_per_second"),
     )
 
     status: ModelStatus = "ok"
@@ -152,46 +110,31 @@ class ModelResult(Record):
     calibration_seconds: float | None = None
     stop_reason: str | None = None
     statistics: EpochTimeStatistics | None = None
-    batch_search: BatchSearchResult | None = None
-    batch_policy: str | None = None
-    batch_step_downs: list[BatchStepDown] = field(default_factory=list)
+    batch_search: BatchSearchResult | None = field(default=None, metadata=OMIT_EMPTY)
+    batch_policy: str | None = field(default=None, metadata=OMIT_EMPTY)
+    batch_step_downs: list[BatchStepDown] = field(default_factory=list, metadata=OMIT_EMPTY)
     flops_per_step: float | None = None
-    launches_per_step: int | None = None
+    launches_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
     workload: dict[str, Any] = field(default_factory=dict)
     execution: ExecutionSettings | None = None
     memory: MemoryProfile | None = None
     device_epochs: list[DeviceEpoch] = field(default_factory=list)
     stability_details: StabilityReport | None = None
     energy: EnergySummary | None = None
-    warnings: list[str] = field(default_factory=list)
-    traceback: str | None = None
-    #: Optimizer steps run while sizing the epoch (the first step and the probe blocks), whose time is
-    #: ``calibration_seconds``: with the warmup and measured epochs, every step the benchmark ran for the model.
-    calibration_steps: int | None = None
-    #: Gradient updates per workload step; for RL also per environment step (the update-to-data ratio).
-    updates_per_step: float | None = None
-    updates_per_env_step: float | None = None
-    evaluation: EvaluationCost | None = None
-    checkpoint: CheckpointCost | None = None
-    #: The data-parallel measurement of the same model (``distributed.nproc`` > 1), None in a 1-process job.
-    distributed: DistributedScaling | None = None
-    #: Bytes of the tensor inputs and outputs of the step's counted kernel launches (each storage once per
-    #: operation): the step's DRAM traffic with no cache reuse, an upper bound. None where not counted.
-    bytes_per_step: int | None = None
-    #: The measured epochs in rounds, in the order measured (``raw_epoch_times_ms`` is their epochs, round after
-    #: round); empty for a run measured in one block.
-    rounds: list[MeasuredRound] = field(default_factory=list)
-    #: How much of the spread of the round means the host probe explains: R² of the round means regressed on the
-    #: probe's Python-loop time (None with fewer than three probed rounds, or a probe that did not vary).
-    host_probe_explained_share: float | None = None
-    #: R² of the round means on the rounds' board power where the slower rounds drew less power at one clock
-    #: (:func:`gpubench.stats.host.gpu_wait_share`; None on the CPU or where the clock moved or a round throttled).
-    gpu_wait_explained_share: float | None = None
-    #: Where the peak memory goes: parameters, gradients, optimizer state, activations per sample (None: not split).
-    memory_split: MemorySplit | None = None
-    #: ``flops_per_step`` by the precision the counted operations ran in, which the projection takes each card's
-    #: peak for. None where not counted.
-    flops_by_precision: dict[str, float] | None = None
+    warnings: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    traceback: str | None = field(default=None, metadata=OMIT_EMPTY)
+    calibration_steps: int | None = field(default=None, metadata=OMIT_EMPTY)
+    updates_per_step: float | None = field(default=None, metadata=OMIT_EMPTY)
+    updates_per_env_step: float | None = field(default=None, metadata=OMIT_EMPTY)
+    evaluation: EvaluationCost | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint: CheckpointCost | None = field(default=None, metadata=OMIT_EMPTY)
+    distributed: DistributedScaling | None = field(default=None, metadata=OMIT_EMPTY)
+    bytes_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
+    rounds: list[MeasuredRound] = field(default_factory=list, metadata=OMIT_EMPTY)
+    host_probe_explained_share: float | None = field(default=None, metadata=OMIT_EMPTY)
+    gpu_wait_explained_share: float | None = field(default=None, metadata=OMIT_EMPTY)
+    memory_split: MemorySplit | None = field(default=None, metadata=OMIT_EMPTY)
+    flops_by_precision: dict[str, float] | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def epochs_per_round(self) -> list[int]:
@@ -199,8 +142,6 @@ class ModelResult(Record):
         if self.rounds:
             return [r.epochs for r in self.rounds]
         return [len(self.raw_epoch_times_ms)] if self.raw_epoch_times_ms else []
-
-    # -- the seed's headline figures, over exactly raw_epoch_times_ms
 
     @property
     def mean_epoch_time_ms(self) -> float | None:
@@ -231,7 +172,6 @@ class ModelResult(Record):
 
     @property
     def step_time_ms(self) -> float | None:
-        """Mean time of one optimizer step (ms)."""
         if self.statistics is None or not self.steps_per_epoch:
             return None
         return self.statistics.mean_ms / self.steps_per_epoch
@@ -244,56 +184,28 @@ class ModelResult(Record):
         if self.statistics is None or samples_per_epoch is None:
             return None
         stats = self.statistics
-        t_lo, t_hi = stats.confidence_interval_ms
-        d_lo, d_hi = stats.decision_interval_ms
-        return Throughput(
-            mean=_samples_per_second(samples_per_epoch, stats.mean_ms),
-            confidence_interval=(
-                _samples_per_second(samples_per_epoch, t_hi),
-                _samples_per_second(samples_per_epoch, t_lo),
-            ),
-            decision_interval=(
-                _samples_per_second(samples_per_epoch, d_hi),
-                _samples_per_second(samples_per_epoch, d_lo),
-            ),
-            unit=f"{self.sample_unit}/s",
-        )
+
+        def rate(time_ms: float) -> float | None:
+            return samples_per_epoch / (time_ms / MS_PER_S) if time_ms > 0 else None
+
+        (t_lo, t_hi), (d_lo, d_hi) = stats.confidence_interval_ms, stats.decision_interval_ms
+        unit = f"{self.sample_unit}/s"
+        return Throughput(rate(stats.mean_ms), (rate(t_hi), rate(t_lo)), (rate(d_hi), rate(d_lo)), unit)
 
     @property
     def peak_reserved_mb(self) -> float | None:
-        """Peak reserved VRAM of the measured run (MB), None where not measured."""
         return self.memory.peak_reserved_mb if self.memory else None
 
     @property
     def measured_device_epochs(self) -> list[DeviceEpoch]:
         return [epoch for epoch in self.device_epochs if epoch.phase == "measured"]
 
-    def derived(self) -> dict[str, Any]:
-        return {
-            "mean_epoch_time_ms": self.mean_epoch_time_ms,
-            "confidence_interval_ms": self.confidence_interval_ms,
-            "p95_latency_ms": self.p95_latency_ms,
-            "p99_latency_ms": self.p99_latency_ms,
-            "coefficient_of_variation": self.coefficient_of_variation,
-            "samples_per_second": self.samples_per_second,
-        }
-
     def to_dict(self) -> dict[str, Any]:
         """The model's section of the report, the seed's keys first."""
         data = super().to_dict()
         seed_first = (
-            "status",
-            "error",
-            "mean_epoch_time_ms",
-            "confidence_interval_ms",
-            "p95_latency_ms",
-            "p99_latency_ms",
-            "coefficient_of_variation",
-            "memory_usage_mb",
-            "batch_size",
-            "gradient_accumulation_steps",
-            "stability",
-            "loss_trend",
-            "raw_epoch_times_ms",
+            *("status", "error", "mean_epoch_time_ms", "confidence_interval_ms", "p95_latency_ms", "p99_latency_ms"),
+            *("coefficient_of_variation", "memory_usage_mb", "batch_size", "gradient_accumulation_steps", "stability"),
+            *("loss_trend", "raw_epoch_times_ms"),
         )
         return {**{key: data[key] for key in seed_first}, **data}

@@ -1,12 +1,11 @@
-"""The recommendation section: the decision's answer and basis, the per-model estimates, the projections onto other
-cards, and the texts the user reads."""
+"""The recommendation: the answer and its basis, the per-model estimates, the projections onto other cards."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 from gpubench.results.cost import CostAnalysis, CostRow, LocalCost, PriceSnapshotInfo
 from gpubench.units import HOURS_PER_DAY
 
@@ -31,25 +30,9 @@ DECISION_BASES: tuple[str, ...] = get_args(DecisionBasis)
 
 @dataclass(frozen=True)
 class StepSplit(Record):
-    """A measured step (ms) split into its compute part (FLOPs at the device's attainable rate) and the rest.
-
-    ``bound`` is compute-bound when compute is at least half the step, overhead-bound otherwise, unknown without a
-    FLOP count or an attainable rate. The rest splits further into ``launch_ms`` (``launches_per_step`` kernel
-    launches at the documented per-launch host cost, at most the rest) and ``memory_ms``. Where the step's bytes
-    were counted (``bytes_per_step``) and the device's memory bandwidth is known, ``memory_ms`` is that traffic's
-    time at the bandwidth (at most what remains after compute and launches) and ``host_ms`` what remains after it
-    (Python, dispatch: host work outside the launches). Otherwise ``memory_ms`` is all that remains (memory traffic
-    and host work together) and ``host_ms`` None; ``launch_ms`` and ``memory_ms`` are None where the launches were
-    not counted either (older reports).
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "launches_per_step",
-        "launch_ms",
-        "memory_ms",
-        "bytes_per_step",
-        "host_ms",
-    )
+    """A measured step (ms) split into compute (FLOPs at the attainable rate), ``launch_ms`` (launches at the host's
+    per-launch cost), ``memory_ms`` (``bytes_per_step`` at the bandwidth; without bytes, all the rest) and ``host_ms``
+    (what remains); ``bound``: compute-bound when compute is at least half the step."""
 
     step_ms: float
     flops_per_step: float | None
@@ -59,18 +42,17 @@ class StepSplit(Record):
     other_ms: float | None
     bound: str
     compute_share: float | None
-    launches_per_step: int | None = None
-    launch_ms: float | None = None
-    memory_ms: float | None = None
-    bytes_per_step: int | None = None
-    host_ms: float | None = None
+    launches_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
+    launch_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    memory_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    bytes_per_step: int | None = field(default=None, metadata=OMIT_EMPTY)
+    host_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class BatchWhatIf(Record):
-    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s``, the throughput one short
-    search trial of ``trial_steps`` steps measured at ``batch_size`` (steps only: no warmup, evaluation or
-    checkpoints). ``label`` says which point it is (``knee``, ``largest fitting``, or empty)."""
+    """The plan at another batch size: ``plan_hours`` = plan samples ÷ ``samples_per_s`` of a short search trial of
+    ``trial_steps`` steps (no warmup, evaluation or checkpoints); ``label``: ``knee``, ``largest fitting`` or empty."""
 
     batch_size: int
     samples_per_s: float
@@ -81,36 +63,10 @@ class BatchWhatIf(Record):
 
 @dataclass(frozen=True)
 class ModelEstimate(Record):
-    """One model's full training on the measured device, or why it has none (``estimated`` false, ``reason``).
-
-    ``planned_epochs`` epochs of ``samples_per_epoch`` samples make ``plan_samples``; ``mean_epoch_ms`` and
-    ``halfwidth_ms`` (the decision interval's) are over ``measured_epochs`` epochs; ``one_off_seconds`` is the
-    calibration and warmup, within ``one_off_lower_seconds``/``_upper_seconds`` for a fresh training.
-    ``estimated_hours`` with its prediction bounds ``estimated_hours_lower``/``_upper`` at ``upper_bound_level``,
-    ``drift_margin_hours`` the part added for flagged drift or throttling; ``energy_kwh`` (``energy_basis``: nvml
-    or board_power_w). The plan in steps (``plan_steps``, ``plan_updates``, ``updates_per_env_step`` for RL), its
-    ``eval_passes`` and ``checkpoints`` (``recurring_seconds`` in all three figures) and its time at each measured
-    batch (``batch_what_ifs``). ``relative_margin_floor_applied`` is only read, from old reports.
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "one_off_lower_seconds",
-        "one_off_upper_seconds",
-        "estimated_hours_lower",
-        "drift_margin_hours",
-        "relative_margin_floor_applied",
-        "projected_onto",
-        "measured_step_ms",
-        "plan_steps",
-        "plan_updates",
-        "updates_per_env_step",
-        "eval_passes",
-        "eval_pass_seconds",
-        "checkpoints",
-        "checkpoint_seconds",
-        "recurring_seconds",
-        "batch_what_ifs",
-    )
+    """One model's full training on the measured device (h, ms, s), or why it has none (``reason``): ``mean_epoch_ms``
+    and the decision interval's ``halfwidth_ms`` over ``measured_epochs``; ``one_off_seconds`` of calibration and
+    warmup; ``estimated_hours`` with prediction bounds at ``upper_bound_level``, ``drift_margin_hours`` added for
+    drift or throttling. ``relative_margin_floor_applied`` is read, not written."""
 
     status: str | None
     estimated: bool
@@ -136,25 +92,24 @@ class ModelEstimate(Record):
     step_split: StepSplit | None = None
     energy_kwh: float | None = None
     energy_basis: str | None = None
-    estimated_hours_lower: float | None = None
-    drift_margin_hours: float | None = None
-    relative_margin_floor_applied: bool | None = None
-    projected_onto: str | None = None
-    measured_step_ms: float | None = None
-    plan_steps: float | None = None
-    plan_updates: float | None = None
-    updates_per_env_step: float | None = None
-    eval_passes: int | None = None
-    eval_pass_seconds: float | None = None
-    checkpoints: int | None = None
-    checkpoint_seconds: float | None = None
-    recurring_seconds: float | None = None
-    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list)
-    one_off_lower_seconds: float | None = None
-    one_off_upper_seconds: float | None = None
+    estimated_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_margin_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    relative_margin_floor_applied: bool | None = field(default=None, metadata=OMIT_EMPTY)
+    projected_onto: str | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_step_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    plan_steps: float | None = field(default=None, metadata=OMIT_EMPTY)
+    plan_updates: float | None = field(default=None, metadata=OMIT_EMPTY)
+    updates_per_env_step: float | None = field(default=None, metadata=OMIT_EMPTY)
+    eval_passes: int | None = field(default=None, metadata=OMIT_EMPTY)
+    eval_pass_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoints: int | None = field(default=None, metadata=OMIT_EMPTY)
+    checkpoint_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    recurring_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    batch_what_ifs: list[BatchWhatIf] = field(default_factory=list, metadata=OMIT_EMPTY)
+    one_off_lower_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
+    one_off_upper_seconds: float | None = field(default=None, metadata=OMIT_EMPTY)
 
     def to_dict(self) -> dict[str, Any]:
-        # A model without an estimate is written as its status, ``estimated: false`` and the reason alone.
         if not self.estimated:
             return {"status": self.status, "estimated": False, "reason": self.reason}
         data = super().to_dict()
@@ -164,22 +119,10 @@ class ModelEstimate(Record):
 
 @dataclass(frozen=True)
 class ProjectedModel(Record):
-    """One model's step (ms) and training hours projected onto a card; ``fits_in_vram`` from its measured peak.
-
-    ``step_ms_interval`` spans the launch-kept and the memory-bound projections widened by the projection's own
-    relative error; ``hours_lower``/``hours_upper`` are the training's bounds with it. ``refused`` says why there
-    is no projection (a figure it needs was not measured); None when there is one. ``slower_cause`` says why a step
-    projected slower than the one measured is so (None when it is not slower, or on the measured device).
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "step_ms_interval",
-        "hours_lower",
-        "refused",
-        "slower_cause",
-        "fits_at_batch",
-        "host_share",
-    )
+    """One model's step (ms) and training hours projected onto a card. ``step_ms_interval`` spans the launch-kept
+    and memory-bound projections widened by the projection's error; ``refused`` says why there is none;
+    ``slower_cause`` why a step projects slower than measured; ``fits_at_batch``: the largest batch predicted to fit
+    (0: none); ``host_share``: the measured host's share of the projected step (near 1, the rented CPU decides)."""
 
     step_ms: float | None
     step_ms_if_memory_bound: float | None
@@ -187,57 +130,34 @@ class ProjectedModel(Record):
     hours: float | None
     hours_upper: float | None
     fits_in_vram: bool | None
-    step_ms_interval: tuple[float, float] | None = None
-    hours_lower: float | None = None
-    refused: str | None = None
-    slower_cause: str | None = None
-    #: The largest batch predicted to fit the card (``gpubench.decision.batch_fit``); 0: none; None: no memory split.
-    fits_at_batch: int | None = None
-    #: The share of the projected step that is the measured host's (launches and host work, kept): near 1, the card
-    #: barely matters and the rented machine's CPU decides. None from the CPU and in reports written before it.
-    host_share: float | None = None
+    step_ms_interval: tuple[float, float] | None = field(default=None, metadata=OMIT_EMPTY)
+    hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    refused: str | None = field(default=None, metadata=OMIT_EMPTY)
+    slower_cause: str | None = field(default=None, metadata=OMIT_EMPTY)
+    fits_at_batch: int | None = field(default=None, metadata=OMIT_EMPTY)
+    host_share: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class ScalingEfficiency(Record):
-    """The data-parallel scaling efficiency one model's cloud time on ``gpus`` cards is computed with: the global
-    throughput of ``gpus`` data-parallel processes over ``gpus`` × one process's (1.0 is linear scaling), its
-    interval, and where it comes from (``scaling_source``: ``measured at 2 processes (nccl)``, ``extrapolated from
-    ...`` or ``assumed: ...``). ``measured`` is true only when this machine measured exactly ``gpus`` processes;
-    ``measured_world_size`` and ``measured_efficiency`` are the distributed measurement it rests on (None when
-    there is none)."""
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("measured_world_size", "measured_efficiency")
+    """The data-parallel scaling efficiency a model's cloud time on ``gpus`` cards uses (throughput of ``gpus``
+    processes over ``gpus`` × one's; 1.0 is linear), its interval and ``scaling_source``; ``measured`` when exactly
+    ``gpus`` processes ran here, ``measured_*`` the distributed measurement it rests on."""
 
     gpus: int
     scaling_efficiency: float
     scaling_efficiency_interval: tuple[float, float]
     scaling_source: str
     measured: bool
-    measured_world_size: int | None = None
-    measured_efficiency: float | None = None
+    measured_world_size: int | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_efficiency: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class CardProjection(Record):
-    """The decided models' training projected onto ``gpus`` cards of one catalog card: hours, upper bound and fit;
-    no price (the cost table prices each card from the dated snapshot).
-
-    With ``gpus`` > 1 (``decision.cloud_gpus``) the hours are those of ``gpus`` data-parallel cards (each model's
-    epochs divided by ``gpus`` × its :class:`ScalingEfficiency`, the fixed costs kept; the bounds widened by the
-    efficiency's interval), and ``single_card_training_hours`` is one card's time (None for one card). The
-    models' ``step_ms`` stay one card's step. ``speedup_vs_measured`` is the measured device's hours over these.
-    ``projection_relative_error`` is the e of a projection from a GPU (0 on the measured device; None from the
-    CPU), ``projection_interval_factors`` the range a projected step can have, as multiples of it (below, above).
-    """
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "training_hours_lower",
-        "projection_relative_error",
-        "gpus",
-        "single_card_training_hours",
-        "projection_interval_factors",
-    )
+    """The decided models' training projected onto ``gpus`` cards of one catalog card (h, fit; no price): with
+    ``gpus`` > 1 each model's epochs are divided by ``gpus`` × its :class:`ScalingEfficiency`; ``models``' steps stay
+    one card's. ``projection_relative_error``: the projection's e (0 on the measured device, None from the CPU)."""
 
     card: str
     measured_device: bool
@@ -252,15 +172,14 @@ class CardProjection(Record):
     speedup_vs_measured: float | None
     fits_in_vram: bool | None
     models: dict[str, ProjectedModel] = field(default_factory=dict)
-    training_hours_lower: float | None = None
-    projection_relative_error: float | None = None
-    gpus: int | None = None
-    single_card_training_hours: float | None = None
-    projection_interval_factors: tuple[float, float] | None = None
+    training_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    projection_relative_error: float | None = field(default=None, metadata=OMIT_EMPTY)
+    gpus: int | None = field(default=None, metadata=OMIT_EMPTY)
+    single_card_training_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    projection_interval_factors: tuple[float, float] | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def card_count(self) -> int:
-        """The cards this row rents: ``gpus``, or one where it is not recorded."""
         return self.gpus or 1
 
 
@@ -289,9 +208,8 @@ class MissingModel(Record):
 
 @dataclass(frozen=True)
 class WhatIfEstimate(Record):
-    """A measured what-if's predicted training beside the main answer's: the step (ms), the training hours and
-    their bounds on the answer's card (the emulated card's projection, else the measured device), the peak
-    reserved VRAM (MB), each beside the main measurement's; ``reason`` says why there is no estimate."""
+    """A measured what-if's step (ms), training hours with bounds on the answer's card and peak reserved VRAM (MB),
+    each beside the main measurement's; ``reason`` says why there is no estimate."""
 
     model: str
     variant: str
@@ -311,41 +229,12 @@ class WhatIfEstimate(Record):
 
 @dataclass(frozen=True)
 class Recommendation(Record):
-    """The answer the run was for: the decision, why, the estimate and its bounds (hours), the cost, the projection
-    onto every catalog card, the memory budget and the recommended actions; ``method`` documents each formula.
-
-    ``decision`` is None when the measurements do not support one (nothing measured, a critical model missing or
-    measured over too few epochs) and ``reasoning`` says why; ``decision_basis`` names the rule that gave the
-    decision (or withheld it), one of :data:`DECISION_BASES`. ``estimated_full_training_hours_lower`` is the lower
-    prediction bound of the total, never below the one-off costs. ``epochs_to_settle`` maps each critical model to
-    the measured epochs that would put the total's interval on one side of the threshold it straddles (a model's
-    value None when no practical number of epochs would); the whole is None unless ``decision_basis`` is
-    ``interval_straddles_threshold``. ``estimated_full_training_days`` is derived from the hours. ``cloud_gpus``
-    is the cards each cloud row of ``projection`` and the cost's cloud side rent (``decision.cloud_gpus``), and
-    ``scaling`` the scaling efficiency each estimated model's cloud time is computed with (empty for one card);
-    every local figure is the one card measured. ``cost_table`` prices the training on every GPU type x provider x
-    on-demand/spot of the price snapshot (:class:`CostRow`, sorted by expected cost, unpriced rows last),
-    ``cost_table_notes`` says what it left out and why, ``local_cost`` is the local option beside it and
-    ``price_snapshot`` the snapshot used. Fields an older report lacks are None or empty.
-    """
+    """The answer: the decision and the rule behind it (``decision_basis``; None: ``reasoning`` says why), the
+    estimate and its bounds (h), the cost, the projection onto every catalog card, the memory budget, the actions and
+    each formula (``method``). ``epochs_to_settle``: per critical model, the measured epochs that would decide (None:
+    no practical number); ``cost_table``: every GPU × provider × kind of ``price_snapshot``, cheapest first."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("estimated_full_training_days",)
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "estimated_full_training_hours_lower",
-        "decision_basis",
-        "epochs_to_settle",
-        "emulated_card",
-        "measured_device_hours",
-        "measured_device_hours_upper",
-        "what_ifs",
-        "cloud_gpus",
-        "scaling",
-        "cost_table",
-        "cost_table_notes",
-        "local_cost",
-        "price_snapshot",
-        "host_note",
-    )
 
     decision: str | None
     reasoning: str
@@ -364,21 +253,21 @@ class Recommendation(Record):
     memory_budget: list[MemoryBudgetRow]
     recommended_actions: list[str]
     method: dict[str, str]
-    estimated_full_training_hours_lower: float | None = None
-    decision_basis: DecisionBasis | None = None
-    epochs_to_settle: dict[str, int | None] | None = None
-    emulated_card: str | None = None
-    measured_device_hours: float | None = None
-    measured_device_hours_upper: float | None = None
-    what_ifs: list[WhatIfEstimate] = field(default_factory=list)
-    cloud_gpus: int | None = None
-    scaling: dict[str, ScalingEfficiency] = field(default_factory=dict)
-    cost_table: list[CostRow] = field(default_factory=list)
-    cost_table_notes: list[str] = field(default_factory=list)
-    local_cost: LocalCost | None = None
-    price_snapshot: PriceSnapshotInfo | None = None
+    estimated_full_training_hours_lower: float | None = field(default=None, metadata=OMIT_EMPTY)
+    decision_basis: DecisionBasis | None = field(default=None, metadata=OMIT_EMPTY)
+    epochs_to_settle: dict[str, int | None] | None = field(default=None, metadata=OMIT_EMPTY)
+    emulated_card: str | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_device_hours: float | None = field(default=None, metadata=OMIT_EMPTY)
+    measured_device_hours_upper: float | None = field(default=None, metadata=OMIT_EMPTY)
+    what_ifs: list[WhatIfEstimate] = field(default_factory=list, metadata=OMIT_EMPTY)
+    cloud_gpus: int | None = field(default=None, metadata=OMIT_EMPTY)
+    scaling: dict[str, ScalingEfficiency] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    cost_table: list[CostRow] = field(default_factory=list, metadata=OMIT_EMPTY)
+    cost_table_notes: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    local_cost: LocalCost | None = field(default=None, metadata=OMIT_EMPTY)
+    price_snapshot: PriceSnapshotInfo | None = field(default=None, metadata=OMIT_EMPTY)
     #: The sentence saying the host's speed moved during the run (None when it did not), also in ``reasoning``.
-    host_note: str | None = None
+    host_note: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def estimated_full_training_days(self) -> float | None:
@@ -399,9 +288,6 @@ class Recommendation(Record):
         """The projection row of catalog card ``name``, None when it is not in the catalog."""
         return next((row for row in self.projection if row.card == name), None)
 
-    def derived(self) -> dict[str, Any]:
-        return {"estimated_full_training_days": self.estimated_full_training_days}
-
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
         # The seed's order: the days follow the hours.
@@ -410,8 +296,7 @@ class Recommendation(Record):
 
 
 def recommendation_thresholds(local_max_hours: float, cloud_min_hours: float) -> dict[str, float]:
-    """The recommendation's ``thresholds_hours``: the decision's local limit on the upper bound and cloud threshold
-    on the lower bound (h)."""
+    """The recommendation's ``thresholds_hours``: the local limit on the upper bound, the cloud one on the lower (h)."""
     return {"local_max": local_max_hours, "cloud_min": cloud_min_hours}
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from gpubench import __version__
-from gpubench.results.codec import Record, ReportFormatError
+from gpubench.results.codec import OMIT_EMPTY, Record, ReportFormatError
 from gpubench.results.cost import CostRow, cheapest_rental
 from gpubench.results.model import ModelResult
 from gpubench.results.recommendation import Recommendation
@@ -17,18 +17,13 @@ from gpubench.results.what_if import WhatIf
 
 #: Version of the report schema; bump it with a step in :func:`migrate` when a key is added or changes meaning.
 REPORT_SCHEMA_VERSION = 3
-#: How version 1's reasoning starts its sentence about the host (version 2 stores it as ``host_note``).
+#: How version 1's reasoning starts its sentence about the host.
 _HOST_SENTENCE_START = "The host's speed moved during the run"
 
 
 def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` (a report dict of any earlier schema version) upgraded to :data:`REPORT_SCHEMA_VERSION`.
-
-    1 -> 2: the recommendation's sentence about a noisy host, the tail of its reasoning, gets a key of its own
-    (``host_note``).
-    2 -> 3: prices come only from the dated snapshot: the projection rows lose their undated ``hourly_price_usd``
-    and ``cost_usd_per_training``, and the cost analysis's ``cheapest_*`` figures become the stored cost table's
-    cheapest row that fits (:func:`gpubench.results.cheapest_rental`), none without a table."""
+    """``data`` (a report dict of any schema version) upgraded to :data:`REPORT_SCHEMA_VERSION`. 1 -> 2: a key for the
+    reasoning's host sentence (``host_note``); 2 -> 3: prices only from the dated snapshot (``_dated_prices_only``)."""
     upgraded = dict(data)
     version = upgraded.get("report_schema_version") or 1
     if version < 2 and isinstance(upgraded.get("recommendation"), Mapping):
@@ -45,8 +40,7 @@ def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _dated_prices_only(recommendation: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-2 recommendation with its undated card prices dropped and its cheapest option taken from its
-    cost table (the 2 -> 3 step of :func:`migrate`)."""
+    """A version-2 recommendation without undated card prices, its ``cheapest_*`` taken from its cost table."""
     upgraded = dict(recommendation)
     undated = ("hourly_price_usd", "cost_usd_per_training")
     upgraded["projection"] = [
@@ -68,20 +62,14 @@ def _dated_prices_only(recommendation: Mapping[str, Any]) -> dict[str, Any]:
     return upgraded
 
 
-#: ``failed``: an error ended the run after it started (``RunReport.error`` says which); the models measured before
-#: it are kept.
+#: ``failed``: an error ended the run after it started (``RunReport.error`` says which).
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
 
 @dataclass(frozen=True)
 class RunReport(Record):
     """The whole report: when, which gpubench, the run, the hardware, the data, every model measured so far (in
-    the order they ran) and, once all have run, the recommendation. ``status`` is ``running`` until then.
-    ``what_ifs`` holds, per model, the alternatives measured briefly after the main measurements
-    (``decision.what_if``); left out of the dict when none were. ``error`` says what ended a ``failed`` run (left
-    out otherwise)."""
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("what_ifs", "error")
+    order), the recommendation once all have run, and per model the what-ifs measured after it."""
 
     timestamp: str
     benchmark_version: str
@@ -92,8 +80,8 @@ class RunReport(Record):
     data: DataProvenance | None
     models: dict[str, ModelResult] = field(default_factory=dict)
     recommendation: Recommendation | None = None
-    what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict)
-    error: str | None = None
+    what_ifs: dict[str, list[WhatIf]] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    error: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @classmethod
     def start(cls, run: RunInfo, hardware: HardwareReport, data: DataProvenance | None) -> RunReport:

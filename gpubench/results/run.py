@@ -5,17 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
 class WarmupStats(Record):
-    """The burn-in before measuring: how long it ran (s) and the state it left the device in.
-
-    ``epochs`` counts burn-in iterations (``matmuls_per_iteration`` matmuls of ``matrix_size``² each);
-    ``mean_time_ms`` is the mean iteration time over the final window, the level it settled at.
-    ``peak_sm_clock_mhz`` is the highest SM clock seen, the reference for flagging throttled epochs.
-    """
+    """The burn-in: ``epochs`` iterations of ``matmuls_per_iteration`` matmuls of ``matrix_size``², their settled mean
+    time (ms), its length (s) and the device after; ``peak_sm_clock_mhz`` is the reference for throttled epochs."""
 
     epochs: int
     mean_time_ms: float
@@ -29,7 +25,7 @@ class WarmupStats(Record):
     achieved_tflops: float
 
 
-#: Fields of HardwareReport that a CPU run (or a GPU without NVML) leaves unmeasured; listed in ``not_measured``.
+#: The fields of HardwareReport a CPU run (or a GPU without NVML) leaves unmeasured.
 _DEVICE_FIELDS: tuple[str, ...] = (
     "total_vram_mb",
     "cuda_version",
@@ -49,9 +45,8 @@ _DEVICE_FIELDS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class HardwareReport(Record):
-    """What the benchmark ran on (the report's ``hardware`` object): ``measured_on`` ``cuda`` or ``cpu``; CUDA
-    runtime and driver versions; the host's CPUs; the VRAM budget (MB, None on the CPU: ``vram_limit_mb``,
-    ``non_allocator_overhead_mb``, ``usable_vram_mb``)."""
+    """What the benchmark ran on: ``measured_on`` ``cuda`` or ``cpu``, versions, the host's CPUs and the VRAM budget
+    (MB, None on the CPU)."""
 
     _DERIVED: ClassVar[tuple[str, ...]] = ("not_measured",)
 
@@ -96,18 +91,10 @@ class HardwareReport(Record):
     def on_gpu(self) -> bool:
         return self.measured_on == "cuda"
 
-    def derived(self) -> dict[str, Any]:
-        return {"not_measured": self.not_measured}
-
 
 @dataclass(frozen=True)
 class DataProvenance(Record):
-    """Where the market data came from: source, files, bars, symbols, time range (ISO 8601), cache and load time.
-
-    ``files`` counts every file data.path named; ``empty_files`` lists those among them that held no bars (DBN
-    files with metadata only) and were skipped; it is left out of the report when there were none."""
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("empty_files",)
+    """Where the market data came from: source, files (and those without bars), bars, symbols, time range, load (s)."""
 
     source: str
     path: str | None
@@ -119,14 +106,13 @@ class DataProvenance(Record):
     cache_hit: bool
     load_seconds: float
     content_hash: str | None
-    empty_files: list[str] = field(default_factory=list)
+    empty_files: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class HostLoad(Record):
-    """The host when the run started: its CPUs (all, and those this process may use), the 1/5/15-minute load
-    averages (runnable processes; None where the OS has none), torch's intra-op and inter-op thread counts, how the
-    intra-op count was chosen, and the OpenMP/MKL thread variables that were set."""
+    """The host when the run started: its CPUs (all, and this process's), the 1/5/15-minute load averages (None where
+    the OS has none), torch's thread counts, how they were chosen, and the OpenMP/MKL thread variables set."""
 
     cpu_count: int
     available_cpus: int
@@ -139,7 +125,7 @@ class HostLoad(Record):
     thread_environment: dict[str, str] = field(default_factory=dict)
 
 
-#: What a run made with a preset (``experiment=<name>``) stands for, where its numbers are not the user's training.
+#: What a preset's (``experiment=<name>``) numbers stand for, where they are not the user's training.
 PRESET_NOTES: dict[str, str] = {"quick": "smoke test: tiny shapes, not your training"}
 
 
@@ -152,11 +138,9 @@ def preset_choice(choices: dict[str, str]) -> str | None:
 
 @dataclass(frozen=True)
 class RunInfo(Record):
-    """The job: device, models, epochs, execution mode, hardware settings, Hydra's overrides and choices, output,
-    versions and commit; ``mlflow_run_id`` once logged; ``host`` its load and threads. Derived: ``preset`` and
-    ``preset_note`` (what its numbers stand for), written only when there is one."""
+    """The job: device, models, epochs, execution, hardware settings, Hydra's overrides and choices, output, versions
+    and commit; derived ``preset`` and ``preset_note``, written only when there is one."""
 
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("mlflow_run_id", "host", "matmul_precision")
     _DERIVED: ClassVar[tuple[str, ...]] = ("preset", "preset_note")
 
     device: str
@@ -174,13 +158,12 @@ class RunInfo(Record):
     job_num: int | None = None
     versions: dict[str, str | None] = field(default_factory=dict)
     git_commit: str | None = None
-    mlflow_run_id: str | None = None
-    host: HostLoad | None = None
-    matmul_precision: str | None = None
+    mlflow_run_id: str | None = field(default=None, metadata=OMIT_EMPTY)
+    host: HostLoad | None = field(default=None, metadata=OMIT_EMPTY)
+    matmul_precision: str | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def preset(self) -> str | None:
-        """The ``experiment`` preset the job was composed with (``quick``, ``seed``), None without one."""
         return preset_choice(self.choices)
 
     @property
@@ -189,8 +172,7 @@ class RunInfo(Record):
         return None if self.preset is None else PRESET_NOTES.get(self.preset)
 
     def derived(self) -> dict[str, Any]:
-        figures = {"preset": self.preset, "preset_note": self.preset_note}
-        return {key: value for key, value in figures.items() if value is not None}
+        return {key: value for key, value in super().derived().items() if value is not None}
 
     @property
     def fp32_matmul_precision(self) -> str:

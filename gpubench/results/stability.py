@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
 class RLHealth(Record):
-    """The health signals of a reinforcement-learning model, whose loss trend is not one.
-
-    The critic's loss (``critic_loss_name``) per epoch against ``critic_loss_ceiling``, the largest within the
-    return range ``±max |reward| / (1 − γ)``: blown up above ``critic_loss_ceiling_factor`` × it, or grown
-    ``critic_loss_growth_factor`` times to above it. PPO only: approximate KL and clip fraction per epoch against
-    their bounds. DQN only: each epoch's mean largest |Q| against ``return_bound``. ``steps``: the updates counted.
-    """
+    """An RL model's health signals (its loss trend is not one): the critic's loss per epoch against the return
+    range ``±max |reward| / (1 − γ)``; PPO's approximate KL and clip fraction; DQN's mean largest |Q|."""
 
     critic_loss_name: str
     epoch_mean_critic_losses: list[float | None]
@@ -30,23 +25,16 @@ class RLHealth(Record):
     epoch_mean_clip_fractions: list[float | None] | None = None
     max_clip_fraction: float | None = None
     clip_fraction_bound: float | None = None
-    epoch_mean_value_abs_maxima: list[float | None] | None = None
-    max_value_abs: float | None = None
-    return_bound: float | None = None
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("epoch_mean_value_abs_maxima", "max_value_abs", "return_bound")
+    epoch_mean_value_abs_maxima: list[float | None] | None = field(default=None, metadata=OMIT_EMPTY)
+    max_value_abs: float | None = field(default=None, metadata=OMIT_EMPTY)
+    return_bound: float | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
 class StabilityReport(Record):
-    """A model's training health over its epochs.
-
-    ``stability``: DIVERGING (a NaN/Inf loss or gradient norm), UNSTABLE (exploding, vanishing or growing gradient
-    norms, an INCREASING loss trend where judged, or an RL signal out of bounds), STABLE, or NOT_CHECKED (disabled,
-    or no loss nor gradient norm reported). ``loss_trend`` and ``loss_rel_slope_per_epoch`` (fraction of the mean
-    per epoch) are read from ``epoch_relative_losses`` where present, else ``epoch_mean_losses``; None under two
-    epochs. :attr:`loss_trend_judged` is False for RL. Totals are step counts, None when not checked.
-    """
+    """A model's training health over its epochs: ``stability`` DIVERGING (a NaN/Inf loss or gradient norm),
+    UNSTABLE (bad gradient norms, an INCREASING judged loss trend, an RL signal out of bounds), STABLE or NOT_CHECKED.
+    ``loss_rel_slope_per_epoch``: a fraction of the mean per epoch. Totals are step counts, None when not checked."""
 
     stability: Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
     loss_trend: Literal["DECREASING", "STABLE", "INCREASING"] | None
@@ -63,20 +51,12 @@ class StabilityReport(Record):
     vanishing_steps: int | None
     first_nonfinite_epoch: int | None
     loss_slope_p_value: float | None = None
-    rl: RLHealth | None = None
-    epoch_max_grad_norms: list[float | None] | None = None
-    grad_norm_growth_factor: float | None = None
-    epoch_relative_losses: list[float | None] | None = None
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "rl",
-        "epoch_max_grad_norms",
-        "grad_norm_growth_factor",
-        "epoch_relative_losses",
-    )
+    rl: RLHealth | None = field(default=None, metadata=OMIT_EMPTY)
+    epoch_max_grad_norms: list[float | None] | None = field(default=None, metadata=OMIT_EMPTY)
+    grad_norm_growth_factor: float | None = field(default=None, metadata=OMIT_EMPTY)
+    epoch_relative_losses: list[float | None] | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def loss_trend_judged(self) -> bool:
-        """Whether the loss trend counts toward ``stability``: not for RL (``rl`` is set), whose loss is a surrogate
-        or a TD loss."""
+        """Whether the loss trend counts toward ``stability``: not for RL, whose loss is a surrogate or a TD loss."""
         return self.rl is None

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
-from gpubench.results.codec import Record
+from gpubench.results.codec import OMIT_EMPTY, Record
 
 
 @dataclass(frozen=True)
 class RoundStatistics(Record):
-    """The two variance levels of epochs measured in replicated rounds (:mod:`gpubench.stats.rounds`); ms and ms².
-
-    ``within_variance_ms2``: the long-run variance per epoch by ``within_method``; ``between_variance_ms2``: the host
-    level σ̂_a² (truncated at 0); ``between_share``: its fraction of the mean's variance. ``between_p_value``: the
-    ANOVA F test of σ_a² = 0. ``degrees_of_freedom``: the decision interval's. ``gaps_epochs``: the gaps between
-    rounds in model epochs; None is read as back to back.
-    """
+    """The two variance levels (ms²) of epochs measured in rounds (:mod:`gpubench.stats.rounds`): within a round and
+    between rounds (σ̂_a², ``between_p_value`` of the ANOVA F test); ``gaps_epochs``: None is back to back."""
 
     epochs_per_round: tuple[int, ...]
     round_means_ms: tuple[float, ...]
@@ -32,14 +27,10 @@ class RoundStatistics(Record):
 
 @dataclass(frozen=True)
 class EpochTimeStatistics(Record):
-    """Summary of one model's measured epoch times; every ``*_ms`` figure is in milliseconds.
-
-    ``mean_ms``, ``confidence_interval_ms`` (plain Student-t), ``coefficient_of_variation`` and ``p95_ms``/``p99_ms``
-    are the seed's figures. ``decision_interval_ms`` is the autocorrelation-aware interval decisions use, by
-    ``decision_interval_method``; ``effective_sample_size`` = n·s²/σ̂²∞. Outliers are flagged, never dropped. Drift
-    (:func:`gpubench.stats.rounds.drift_test`): slope, ``drift_shift_ms`` = slope × (n − 1), p-value and
-    ``drift_detected``; ``drift_kendall_tau`` is read from older reports. ``rounds``: the two variance levels.
-    """
+    """Summary of one model's measured epoch times (ms). ``confidence_interval_ms`` is the plain Student-t interval,
+    ``decision_interval_ms`` the autocorrelation-aware one decisions use; ``effective_sample_size`` = n·s²/σ̂²∞.
+    Outliers are flagged, never dropped. Drift (:func:`gpubench.stats.rounds.drift_test`): slope, shift over the
+    run, p-value; ``drift_kendall_tau`` is read, not written. ``first_stage_epochs``: a two-stage run's first stage."""
 
     n: int
     mean_ms: float
@@ -70,35 +61,21 @@ class EpochTimeStatistics(Record):
     drift_p_value: float
     drift_detected: bool
     warnings: tuple[str, ...]
-    drift_slope_ms_per_epoch: float | None = None
-    drift_shift_ms: float | None = None
-    drift_method: str | None = None
-    #: Kendall's tau of time against epoch index, read from reports whose drift test it was.
-    drift_kendall_tau: float | None = None
-    #: An adaptive (two-stage) run's first stage: the epochs whose variance fixed the count; None (and absent from
-    #: the report) for a fixed count.
-    first_stage_epochs: int | None = None
-    rounds: RoundStatistics | None = None
-
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "drift_slope_ms_per_epoch",
-        "drift_shift_ms",
-        "drift_method",
-        "drift_kendall_tau",
-        "first_stage_epochs",
-        "rounds",
-    )
+    drift_slope_ms_per_epoch: float | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_shift_ms: float | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_method: str | None = field(default=None, metadata=OMIT_EMPTY)
+    drift_kendall_tau: float | None = field(default=None, metadata=OMIT_EMPTY)
+    first_stage_epochs: int | None = field(default=None, metadata=OMIT_EMPTY)
+    rounds: RoundStatistics | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
     def decision_halfwidth_ms(self) -> float:
-        """Half-width of the decision interval (ms), from its upper end: the interval is centred on the mean and
-        its lower end may be cut at zero (an epoch time is positive)."""
+        """Half-width of the decision interval (ms), from its upper end (the lower may be cut at zero)."""
         return self.decision_interval_ms[1] - self.mean_ms
 
     @property
     def drift_description(self) -> str:
-        """The drift test's result in words, e.g. "slope +10 ms/epoch, +110 ms over the run, p = 3.2e-11" (an older
-        report's: "Kendall tau = 0.62, p = 0.0001")."""
+        """The drift test's result in words: "slope +10 ms/epoch, +110 ms over the run, p = 3.2e-11"."""
         if self.drift_slope_ms_per_epoch is None or self.drift_shift_ms is None:
             tau = self.drift_kendall_tau if self.drift_kendall_tau is not None else float("nan")
             return f"Kendall tau = {tau:.2f}, p = {self.drift_p_value:.2g}"

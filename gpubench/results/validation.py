@@ -10,13 +10,8 @@ from gpubench.results.model import HostProbe
 
 @dataclass(frozen=True)
 class ValidationCheck(Record):
-    """One real training of one model checked against the report's prediction of it (``python -m gpubench.validate``).
-
-    The training runs every step the benchmark ran for the model, measured epochs × ``factor`` (``steps`` in all),
-    timed from first step to last: ``actual_s`` against ``predicted_s`` and its bounds, ``error_pct`` = 100 ×
-    (actual − predicted) / predicted. ``status``: ``ok``, ``failed`` or ``skipped`` (``error`` says why).
-    ``host_probe_before`` / ``host_probe_after``: the host probe around the timed region (None where not read).
-    """
+    """One real training (measured epochs × ``factor``) against the report's prediction (s): ``error_pct`` = 100 ×
+    (actual − predicted) / predicted; ``status`` ``ok``, ``failed`` or ``skipped`` (``error`` says why)."""
 
     model: str
     status: str
@@ -39,9 +34,8 @@ class ValidationCheck(Record):
 
 @dataclass(frozen=True)
 class ValidationReport(Record):
-    """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on
-    ``device``; ``factor`` (None when ``minutes`` chose each model's), ``repeats`` per model, interleaved;
-    ``status`` ``running``, ``complete`` or ``interrupted``; a row per training or unchecked model, in order."""
+    """``validation.json``: the predictions of the report at ``report_path`` checked by real trainings on ``device``
+    (``factor``, or None when ``minutes`` chose each model's; ``repeats`` per model); a row per training."""
 
     report_path: str
     device: str
