@@ -113,9 +113,12 @@ def select_symbols(table: pa.Table, symbols: Sequence[str], location: str) -> pa
     return table.filter(pc.is_in(table.column("symbol"), value_set=pa.array(kept, type=pa.string())))
 
 
-def load_features(data_cfg: DataConfig, device: torch.device | str) -> tuple[FeatureTensors, DataProvenance]:
-    """Bars for ``data_cfg`` turned into feature tensors on ``device`` (see ``gpubench.data.features``)."""
-    table, provenance = load_bars(data_cfg)
+def load_features(
+    data_cfg: DataConfig, device: torch.device | str, bars: tuple[pa.Table, DataProvenance] | None = None
+) -> tuple[FeatureTensors, DataProvenance]:
+    """Bars for ``data_cfg`` (``bars``, when :func:`load_bars` has read them already) turned into feature tensors on
+    ``device`` (see ``gpubench.data.features``)."""
+    table, provenance = load_bars(data_cfg) if bars is None else bars
     features = build_features(
         table,
         train_fraction=data_cfg.train_fraction,
