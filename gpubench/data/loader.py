@@ -103,9 +103,7 @@ def select_symbols(table: pa.Table, symbols: Sequence[str], location: str) -> pa
     if not kept:
         raise DataError(
             f"data.symbols={list(symbols)} matches no symbol in data.path={location!r}, which holds "
-            f"{', '.join(held)}. Set data.symbols to some of those, or data.symbols=null for all of them "
-            "(experiment=quick sets data.symbols=[SYNA,SYNB] for the synthetic market: add data.symbols=null "
-            "to run it on your own data)."
+            f"{', '.join(held)}. Set data.symbols to some of those, or data.symbols=null for all of them."
         )
     unmatched = sorted(wanted - {symbol.split("@", 1)[0] for symbol in kept} - set(kept))
     if unmatched:
