@@ -1,6 +1,5 @@
-"""A job's inputs checked before anything is measured or written (the MLflow run, the resolved config, the report):
-the device, the distributed settings, the report's path and the market data. The config's own checks (values, the
-custom factory's import, ``decision.prices_dir``'s snapshot) ran when it was typed (:func:`gpubench.config.typed_config`)."""
+"""A job's inputs checked before its MLflow run and its files exist: device, distributed settings, report path and
+data (the config's values, factory and price folder: :func:`~gpubench.config.typed_config`)."""
 
 from dataclasses import dataclass
 
