@@ -215,6 +215,12 @@ def _non_finite_keys(tree: Any, prefix: str = "") -> list[tuple[str, float]]:
     return found
 
 
+def _synthetic_only(value: Any, *, _parent_: DictConfig) -> Any:
+    """``${gpubench_synthetic_only:VALUE}`` under ``data``: VALUE when ``data.source`` is synthetic, else null (a
+    preset's synthetic symbols pick none from a user's files)."""
+    return value if _parent_.get("source") == "synthetic" else None
+
+
 def _job_dir(runtime_output_dir: Any, run_dir: Any) -> Any:
     """The job's folder: Hydra's runtime one, else (``--cfg job --resolve``) the one a run would write to."""
     return run_dir if runtime_output_dir is None else runtime_output_dir
@@ -252,6 +258,8 @@ def register_configs() -> None:
         OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
     if not OmegaConf.has_resolver("gpubench_job_dir"):
         OmegaConf.register_new_resolver("gpubench_job_dir", _job_dir)
+    if not OmegaConf.has_resolver("gpubench_synthetic_only"):
+        OmegaConf.register_new_resolver("gpubench_synthetic_only", _synthetic_only)
     if not OmegaConf.has_resolver("gpubench_console_log_level"):
         OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
     store = ConfigStore.instance()

@@ -7,11 +7,13 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import TRACKED_MLP_LEVEL
 from scipy import stats as sps
 
@@ -351,6 +353,53 @@ def test_a_dbn_symbol_filter_matching_nothing_exits_2_naming_the_symbols_held(tm
         "data.symbols=['AAPL'] matches no symbol" in completed.stderr and "which holds SYNA, SYNB." in completed.stderr
     )
     assert "Traceback" not in completed.stderr
+
+
+def test_the_quick_preset_runs_on_a_users_dbn_files_with_their_symbols(tmp_path, cache_dir):
+    # Issue 32: experiment=quick's symbols (SYNA, SYNB) are the synthetic market's; they picked no symbol of the files.
+    from gpubench.data.synthetic import generate_synthetic_dbn
+
+    download = generate_synthetic_dbn(
+        tmp_path / "source", symbols=["AAPL", "MSFT"], days=3, start_date="2024-01-02", seed=7
+    ).folder
+    args = ["experiment=quick", "model=mlp", "data=dbn", f"data.path={download}", "tracking.enabled=false"]
+    completed = gpubench(tmp_path, cache_dir, *args, *SHORT, "hardware=cpu", "hardware.burn_in_max_seconds=0")
+    assert completed.returncode == 0, completed.stderr
+    data = only_report(tmp_path / "outputs")["data"]
+    assert (data["source"], data["symbols"], data["path"]) == ("dbn", ["AAPL", "MSFT"], str(download))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(
+            ["hardware=rtx3050ti"],
+            "`hardware` = 'rtx3050ti' needs a CUDA GPU",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a catalog card runs on this machine's GPU"),
+        ),
+        (["data=dbn", "data.path={empty}"], "holds no DBN files"),
+        (["data=dbn", "data.path={empty}/missing"], "does not exist"),
+        (["model=custom", "workloads.custom.factory=no_such_module:build"], "`workloads.custom.factory`"),
+        (["decision.prices_dir={empty}"], "`decision.prices_dir`"),
+        (["output={empty}/a_file/report.json"], "`output`"),
+    ],
+)
+def test_bad_input_stops_before_the_run_leaving_no_folder_and_no_mlflow_run(tmp_path, cache_dir, args, expected):
+    # Issue 32: a bad hardware= or data folder stopped with exit 2 only after the run had started, leaving an
+    # output folder and a FAILED MLflow run. Tracking is on, its store in tmp_path: the run must not reach it.
+    work, empty, store = tmp_path / "work", tmp_path / "empty", tmp_path / "mlflow.db"
+    work.mkdir()
+    empty.mkdir()
+    (empty / "a_file").write_text("")
+    given = [arg.format(empty=empty) for arg in args]
+    started_s = time.monotonic()
+    completed = gpubench(work, cache_dir, *FAST, "tracking.enabled=true", f"tracking.uri=sqlite:///{store}", *given)
+    elapsed_s = time.monotonic() - started_s
+    assert completed.returncode == 2, completed.stderr
+    assert expected in completed.stderr and "Traceback" not in completed.stderr
+    assert elapsed_s < 15
+    # No outputs/ (nor its date folder), no mlruns/ artifacts, no MLflow store: nothing was recorded.
+    assert list(work.iterdir()) == [] and not store.exists()
 
 
 # Slow (7-10 s: the tracked run creates an MLflow store first): the corrupt-zstd message is pinned in process by

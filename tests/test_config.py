@@ -180,3 +180,18 @@ def test_bad_environment_value_names_the_key(monkeypatch):
     monkeypatch.setenv("GPU_BENCHMARK_EPOCHS", "ten")
     with pytest.raises(ConfigError, match="epochs"):
         typed()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "symbols"),
+    [
+        (["experiment=quick"], ["SYNA", "SYNB"]),
+        # The preset's symbols are the synthetic market's: with the user's files, theirs (all, or those given).
+        (["experiment=quick", "data=dbn", "data.path=/data/xnas"], None),
+        (["experiment=quick", "data=parquet", "data.path=/data/bars"], None),
+        (["experiment=quick", "data=dbn", "data.path=/data/xnas", "data.symbols=[AAPL]"], ["AAPL"]),
+        (["experiment=quick", "data.symbols=[SYNC]"], ["SYNC"]),
+    ],
+)
+def test_the_quick_presets_symbols_apply_to_the_synthetic_market_only(overrides, symbols):
+    assert typed(*overrides).data.symbols == symbols

@@ -368,12 +368,16 @@ def every_file_text(folder: Path) -> str:
 def test_a_bad_value_leaves_no_credential_in_hydras_saved_files(tmp_path):
     from tests.conftest import run_gpubench
 
-    completed = run_gpubench(
-        tmp_path, *BASE, "tracking.enabled=true", "tracking.uri=http://alice:PW4242@127.0.0.1:9", "epochs=0"
-    )
+    given = ("tracking.enabled=true", "tracking.uri=http://alice:PW4242@127.0.0.1:9", "epochs=0")
+    completed = run_gpubench(tmp_path, *BASE, *given)
     assert completed.returncode == 2, completed.stderr
     assert "`epochs` = 0 is not valid" in one_paragraph(completed.stderr)
-    (hydra_dir,) = tmp_path.glob("outputs/*/*/.hydra")
+    # A single run refused leaves no folder; a sweep's refused job keeps its own, Hydra's saved files redacted.
+    assert not (tmp_path / "outputs").exists()
+    swept = run_gpubench(tmp_path, "-m", *BASE, *given)
+    assert swept.returncode == 1, swept.stderr
+    (hydra_dir,) = tmp_path.glob("multirun/*/*/0/.hydra")
     assert {path.name for path in hydra_dir.iterdir()} == {"config.yaml", "hydra.yaml", "overrides.yaml"}
-    assert "http://alice:***@127.0.0.1:9" in (hydra_dir / "overrides.yaml").read_text()
-    assert "PW4242" not in every_file_text(tmp_path) + completed.stdout + completed.stderr
+    assert "tracking.uri=http\\://alice\\:***@127.0.0.1\\:9" in (hydra_dir / "overrides.yaml").read_text()
+    shown = completed.stdout + completed.stderr + swept.stdout + swept.stderr
+    assert "PW4242" not in every_file_text(tmp_path) + shown

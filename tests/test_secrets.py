@@ -171,3 +171,49 @@ def test_the_servers_runs_hold_the_redacted_uri_and_no_secret(secret_runs):
     assert len(runs) == 5  # the tracked, the interrupted, the sweep's two jobs and its parent
     logged = " ".join(f"{run.data.params} {run.data.tags}" for run in runs)
     assert "alice:***@127.0.0.1" in logged and not any(secret in logged for secret in SECRETS)
+
+
+#: A build whose step raises: the run fails (exit 1) after its model started.
+FAILING_BUILD = """
+import torch
+
+
+def build(batch_size, device):
+    def step():
+        raise RuntimeError("the step failed")
+
+    return step
+"""
+
+
+FAILING_RUN = ["hardware=cpu", "model=custom", "workloads.custom.factory=failing_step:build"]
+PASSWORD_URI = f"tracking.uri=http://alice:{PASSWORD}@127.0.0.1:9/"
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code"),
+    [
+        (["--cfg", "job", PASSWORD_URI], 0),
+        (["--cfg", "job", f"tracking.uri='http://127.0.0.1:9/?token={TOKEN}'"], 0),
+        (["--cfg", "hydra", PASSWORD_URI], 0),
+        (["--cfg", "all", "--resolve", PASSWORD_URI], 0),
+        (["--info", "config", PASSWORD_URI], 0),
+        ([*RUN, PASSWORD_URI, "hydra.verbose=true", "epochs=2", "warmup_epochs=0"], 0),
+        # Refused: the paragraph suggests `--cfg job`, which must keep the secret too.
+        ([*RUN, PASSWORD_URI, "hydra.verbose=true", "epochs=0"], 2),
+        ([*FAILING_RUN, PASSWORD_URI, "hydra.verbose=true"], 1),
+        pytest.param(
+            ["-m", *RUN, PASSWORD_URI, "hydra.verbose=true", "epochs=2,3", "warmup_epochs=0"], 0, marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_no_secret_in_the_printed_config_a_verbose_run_a_failed_run_or_a_sweep(tmp_path, args, exit_code):
+    # Issue 32: Hydra printed the URI's password on stdout for --cfg job and hydra.verbose=true.
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "failing_step.py").write_text(FAILING_BUILD)
+    completed = gpubench(work, *args, "tracking.enabled=false")
+    assert completed.returncode == exit_code, completed.stderr[-3000:]
+    shown = completed.stdout + completed.stderr
+    assert "alice:***@127.0.0.1" in shown or "token=***" in shown
+    assert leaked(work) == {}

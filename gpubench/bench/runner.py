@@ -20,9 +20,10 @@ from gpubench import __version__
 from gpubench.bench.job import RunContext
 from gpubench.bench.model_rounds import ModelRounds, first_round_record, merged_result, seconds_since, split_epochs
 from gpubench.bench.model_run import EpochObserver, ModelInterrupted, ModelRunContext, run_model
-from gpubench.bench.ranks import check_launchable, measure_distributed
+from gpubench.bench.preflight import CheckedInputs, check_inputs
+from gpubench.bench.ranks import measure_distributed
 from gpubench.bench.round_schedule import RoundSchedule, later_rounds
-from gpubench.bench.session import choose_device, prepare_session
+from gpubench.bench.session import prepare_session
 from gpubench.bench.what_if import run_what_ifs, what_if_enabled, what_if_models
 from gpubench.config import BenchmarkConfig
 from gpubench.decision.recommendation import build_recommendation
@@ -98,17 +99,19 @@ class Runner:
         context: RunContext,
         epoch_observer: EpochObserver | None = None,
         model_observer: Callable[[str], None] | None = None,
+        inputs: CheckedInputs | None = None,
     ) -> None:
         self.cfg = cfg
         self.context = context
+        #: The device and the data, checked before the run was started (else here).
+        self.inputs = check_inputs(cfg) if inputs is None else inputs
         self.epoch_observer = epoch_observer
         self.model_observer = model_observer
         self.writer = ReportWriter(cfg.output)
         self.config_path = context.run_dir / RESOLVED_CONFIG_NAME
-        self.device, device_notice = choose_device(cfg)
-        if device_notice:
-            console.notice(device_notice)
-        check_launchable(cfg, self.device)
+        self.device = self.inputs.device
+        if self.inputs.device_notice:
+            console.notice(self.inputs.device_notice)
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
         self.session = prepare_session(cfg, device=self.device, load_data=False)
         self.host = host_load(self.session.threads_source)
@@ -155,7 +158,7 @@ class Runner:
         probed = probe(self.device, self.vram_budget)
         logger.info("burn-in: up to %.0f s", cfg.hardware.burn_in_max_seconds)
         warmup = burn_in(self.device, max_seconds=cfg.hardware.burn_in_max_seconds)
-        session = self.session.with_data()
+        session = self.session.with_data(self.inputs.bars)
         features, provenance = session.features, session.provenance
         logger.info("data: %d bars x %d features, symbols %s", features.n_bars, features.n_features, features.symbols)
         for name in cfg.model_names:
@@ -397,12 +400,14 @@ def _sampled_gpus(cfg: BenchmarkConfig, device: torch.device) -> list[int] | Non
     return None if None in indices else [index for index in indices if index is not None]
 
 
-def run(cfg: BenchmarkConfig, context: RunContext) -> int:
+def run(cfg: BenchmarkConfig, context: RunContext, inputs: CheckedInputs | None = None) -> int:
     """Run the job, write the report and the MLflow run, print the summary; return the process exit code.
 
     The MLflow run starts RUNNING and ends FINISHED, FAILED (a model or the job failed) or KILLED (interrupted).
     """
     install_log_redaction()
+    # Bad input stops the job here, before its MLflow run and its files exist.
+    inputs = check_inputs(cfg) if inputs is None else inputs
     config_tree = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
     resolved_path = context.run_dir / RESOLVED_CONFIG_NAME
     resolved_path.parent.mkdir(parents=True, exist_ok=True)
@@ -421,7 +426,7 @@ def run(cfg: BenchmarkConfig, context: RunContext) -> int:
         console.notice(message)
     try:
         job = replace(context, mlflow_run_id=live.run_id)
-        runner = Runner(cfg, job, epoch_observer=live.on_epoch, model_observer=live.end_model)
+        runner = Runner(cfg, job, epoch_observer=live.on_epoch, model_observer=live.end_model, inputs=inputs)
         if live.active and cfg.tracking.system_metrics:
             live.watch_system(_sampled_gpus(cfg, runner.device))
             for message in live.new_messages():

@@ -3,6 +3,7 @@ block timer), so that a model is built the same way wherever it is built."""
 
 from dataclasses import dataclass, replace
 
+import pyarrow as pa
 import torch
 
 from gpubench.bench.model_run import ModelRunContext
@@ -35,9 +36,9 @@ class Session:
         """The VRAM (MB) the models may use; None on the CPU."""
         return None if self.vram_budget is None else self.vram_budget.usable_vram_mb
 
-    def with_data(self) -> "Session":
-        """This session with the job's market data loaded onto its device."""
-        features, provenance = load_features(self.cfg.data, self.device)
+    def with_data(self, bars: tuple[pa.Table, DataProvenance] | None = None) -> "Session":
+        """This session with the job's market data (``bars``, when read already) loaded onto its device."""
+        features, provenance = load_features(self.cfg.data, self.device, bars)
         return replace(self, features=features, provenance=provenance)
 
     def model_run_context(self, *, reference_sm_clock_mhz: float | None = None, **extra) -> ModelRunContext:

@@ -117,7 +117,10 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from gpubench.config import register_configs
+    from gpubench.output.redact import install_log_redaction, redacted_output
 
+    # Before Hydra starts: its verbose log and its printed config (--cfg, --info) hold the overrides as given.
+    install_log_redaction()
     register_configs()
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)
     user_wants_traceback = "HYDRA_FULL_ERROR" in os.environ
@@ -126,7 +129,8 @@ def run_hydra(task: Callable[[Any], int]) -> None:
     if not user_wants_traceback:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        app()
+        with redacted_output():
+            app()
     # Hydra's errors first: one of them (a config group's missing option) is an OSError too.
     except (HydraException, OmegaConfBaseException) as exc:
         _refuse(hydra_error_message(exc), user_wants_traceback)

@@ -2,7 +2,9 @@
 name it (a full disk's OSError may name no file), and their redaction (they hold the overrides as given). No torch.
 """
 
+import itertools
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ MULTIRUN_FILE = "multirun.yaml"
 
 #: The folder Hydra writes this run's files under, once the run has started.
 _run_folder: list[Path] = []
+#: The run's folder and those above it that did not exist as it started (Hydra creates them), the deepest first.
+_new_folders: list[Path] = []
 
 
 def redact_file(path: Path) -> None:
@@ -43,6 +47,18 @@ def redact_hydra_files(job_dir: Path, sweep_dir: Path | None = None) -> None:
         redact_file(path)
 
 
+def remove_new_run_folder() -> None:
+    """Remove the folders Hydra created for this run (none that existed before it): a run refused by bad input
+    before it started leaves nothing behind. A parent that holds another run's folder stays."""
+    if _new_folders:
+        shutil.rmtree(_new_folders[0], ignore_errors=True)
+    for folder in _new_folders[1:]:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def write_error_message(exc: OSError) -> str:
     """One paragraph for a file that cannot be written (or the run's folder where the OS names none)."""
     if exc.filename is not None:
@@ -65,7 +81,9 @@ class HydraFilesCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()
-        _run_folder.append(Path(str(config.hydra.run.dir)).absolute())
+        folder = Path(str(config.hydra.run.dir)).absolute()
+        _run_folder.append(folder)
+        _new_folders[:] = itertools.takewhile(lambda path: not path.exists(), (folder, *folder.parents))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()

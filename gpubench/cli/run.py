@@ -53,18 +53,28 @@ def _resumed(report_path: str, context: "RunContext") -> bool:
 def _task(cfg: "DictConfig") -> int:
     # Imported here so that --help, --cfg and a bad value are answered before torch loads.
     from gpubench.bench.job import RunContext
+    from gpubench.cli.hydra_files import remove_new_run_folder
     from gpubench.config import typed_config
     from gpubench.errors import GpubenchError
     from gpubench.output import console
 
     context = RunContext.from_hydra(cfg)
     try:
-        typed = typed_config(cfg)
-        if typed.sweep.resume and _resumed(typed.output, context):
-            return 0
+        try:
+            typed = typed_config(cfg)
+            if typed.sweep.resume and _resumed(typed.output, context):
+                return 0
+            from gpubench.bench.preflight import check_inputs
+
+            inputs = check_inputs(typed)
+        except GpubenchError:
+            # Refused before it started: a single run leaves no folder (a sweep's job folder holds its failure).
+            if not context.multirun:
+                remove_new_run_folder()
+            raise
         from gpubench.bench.runner import run
 
-        exit_code = run(typed, context)
+        exit_code = run(typed, context, inputs)
     except GpubenchError as exc:
         console.error(str(exc))
         exit_code = 2

@@ -103,9 +103,7 @@ def select_symbols(table: pa.Table, symbols: Sequence[str], location: str) -> pa
     if not kept:
         raise DataError(
             f"data.symbols={list(symbols)} matches no symbol in data.path={location!r}, which holds "
-            f"{', '.join(held)}. Set data.symbols to some of those, or data.symbols=null for all of them "
-            "(experiment=quick sets data.symbols=[SYNA,SYNB] for the synthetic market: add data.symbols=null "
-            "to run it on your own data)."
+            f"{', '.join(held)}. Set data.symbols to some of those, or data.symbols=null for all of them."
         )
     unmatched = sorted(wanted - {symbol.split("@", 1)[0] for symbol in kept} - set(kept))
     if unmatched:
@@ -113,9 +111,12 @@ def select_symbols(table: pa.Table, symbols: Sequence[str], location: str) -> pa
     return table.filter(pc.is_in(table.column("symbol"), value_set=pa.array(kept, type=pa.string())))
 
 
-def load_features(data_cfg: DataConfig, device: torch.device | str) -> tuple[FeatureTensors, DataProvenance]:
-    """Bars for ``data_cfg`` turned into feature tensors on ``device`` (see ``gpubench.data.features``)."""
-    table, provenance = load_bars(data_cfg)
+def load_features(
+    data_cfg: DataConfig, device: torch.device | str, bars: tuple[pa.Table, DataProvenance] | None = None
+) -> tuple[FeatureTensors, DataProvenance]:
+    """Bars for ``data_cfg`` (``bars``, when :func:`load_bars` has read them already) turned into feature tensors on
+    ``device`` (see ``gpubench.data.features``)."""
+    table, provenance = load_bars(data_cfg) if bars is None else bars
     features = build_features(
         table,
         train_fraction=data_cfg.train_fraction,

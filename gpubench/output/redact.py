@@ -1,8 +1,11 @@
 """Credentials out of everything gpubench writes or prints: URL passwords and secret-named query values masked."""
 
+import contextlib
 import logging
 import re
-from typing import Any
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 #: What a redacted secret is replaced with.
 MASK = "***"
@@ -59,3 +62,29 @@ def install_log_redaction() -> None:
 
     redacting_factory.gpubench_redacts = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(redacting_factory)
+
+
+class _RedactingStream:
+    """A text stream writing to ``stream`` with :func:`redact` applied; every other attribute is ``stream``'s."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """Redact what is written to stdout and stderr inside the block: Hydra prints the config (``--cfg``, ``--info``)
+    with ``print``, past the log records' redaction."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _RedactingStream(sys.stdout), _RedactingStream(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

@@ -66,6 +66,26 @@ def write_json_atomic(path: Path, content: Any) -> None:
     write_text_atomic(path, text + "\n")
 
 
+def _unwritable(path: str | os.PathLike[str], exc: OSError, folder: Path) -> OutputError:
+    return OutputError(
+        f"`output` = {str(path)!r} cannot be written: {exc.strerror or exc} (folder {str(folder)!r}). Give a path "
+        "in a writable folder, e.g. output=./report.json."
+    )
+
+
+def check_output_path(path: str | os.PathLike[str]) -> None:
+    """Raise OutputError when a report could not be written at ``path`` (a folder, or a folder that cannot be
+    written or created); creates nothing: a folder made in the nearest existing one to test it is removed."""
+    target = Path(path).expanduser().absolute()
+    if target.is_dir():
+        raise OutputError(f"`output` = {str(path)!r} is a folder; give a file path such as {path}/report.json.")
+    existing = next(folder for folder in target.parents if folder.exists())
+    try:
+        Path(tempfile.mkdtemp(dir=existing, prefix=".write-check-")).rmdir()
+    except OSError as exc:
+        raise _unwritable(path, exc, existing) from exc
+
+
 class ReportWriter:
     """Writes the report atomically; the constructor checks the folder is writable before any model runs."""
 
@@ -76,10 +96,7 @@ class ReportWriter:
             with tempfile.NamedTemporaryFile(dir=self.path.parent, prefix=".write-check-"):
                 pass
         except OSError as exc:
-            raise OutputError(
-                f"`output` = {str(path)!r} cannot be written: {exc.strerror or exc} "
-                f"(folder {str(self.path.parent)!r}). Give a path in a writable folder, e.g. output=./report.json."
-            ) from exc
+            raise _unwritable(path, exc, self.path.parent) from exc
         if self.path.is_dir():
             raise OutputError(f"`output` = {str(path)!r} is a folder; give a file path such as {path}/report.json.")
 
