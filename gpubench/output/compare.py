@@ -169,9 +169,10 @@ def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
     times = result.raw_epoch_times_ms
     error = f": {result.error}" if result.error else ""
     epochs_per_round, gaps = _rounds(result)
-    problem = rounds_problem(epochs_per_round) if times else "no epochs"
-    if problem:
-        return f"{len(times)} measured epoch time(s) ({problem}), status {result.status}{error}"
+    problem = rounds_problem(epochs_per_round) if times else ""
+    if problem is not None:
+        detail = f" ({problem})" if problem else ""
+        return f"{len(times)} measured epoch time(s){detail}, status {result.status}{error}"
     problem = measured_values_problem(result)
     if problem:
         return problem
@@ -303,10 +304,10 @@ def _power_advice(result: MeanTimeComparison) -> str:
             return f"a {difference} difference lies inside the ±{_percent(result.threshold)} band"
         return f"no count up to 10,000 rounds per run would see a {difference} difference with {power} power"
     epochs_a, epochs_b = rounds * result.a.round_epochs, rounds * result.b.round_epochs
-    epochs = f"{epochs_a} epochs each" if epochs_a == epochs_b else f"{epochs_a} epochs for A, {epochs_b} for B"
+    epochs = f"{epochs_a:,} epochs each" if epochs_a == epochs_b else f"{epochs_a:,} epochs for A, {epochs_b:,} for B"
     if len(result.a.epochs_per_round) == len(result.b.epochs_per_round) == 1:
         return f"a {difference} difference would be seen with {power} power from {epochs} in one block"
-    return f"a {difference} difference would be seen with {power} power from {rounds} rounds per run ({epochs})"
+    return f"a {difference} difference would be seen with {power} power from {rounds:,} rounds per run ({epochs})"
 
 
 def _format_interval(interval: tuple[float, float]) -> str:
