@@ -15,7 +15,7 @@ round's host level, x a stationary AR(1) process at ρ carried through ``--gap``
 
 Rates carry their binomial standard error. Results: benchmarks/results/2026-12-06-compare-simulation.md.
 
-    python benchmarks/compare_coverage.py --quick     # 150 pairs a cell, under a minute on two cores
+    python benchmarks/compare_coverage.py --quick     # 100 pairs a cell, about 40 s of CPU
     python benchmarks/compare_coverage.py             # 2,000 pairs a cell
 """
 
@@ -43,7 +43,8 @@ from gpubench.stats.compare import (
 
 @dataclass(frozen=True)
 class Cell:
-    """Fractions over one cell's pairs; ``planned_*`` over the pilots that printed a count (``printed_pilots``)."""
+    """Fractions over one cell's pairs; ``planned_*`` over the ``planned_pilots`` whose count was found (those read
+    AMBIGUOUS: ``ambiguous_pilots``)."""
 
     false_verdicts: float
     coverage: float
@@ -53,6 +54,7 @@ class Cell:
     planned_speed_up_power: float
     median_planned_rounds: float
     pairs: int
+    planned_pilots: int
     ambiguous_pilots: int
 
 
@@ -106,6 +108,7 @@ def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse
         planned_speed_up_power=float(np.mean(planned_faster)) if planned_faster else math.nan,
         median_planned_rounds=float(np.median(printed)) if printed else math.nan,
         pairs=args.pairs,
+        planned_pilots=len(planned_all),
         ambiguous_pilots=len(planned_ambiguous),
     )
 
@@ -117,7 +120,7 @@ def rate(p: float, n: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="150 pairs a cell: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="100 pairs a cell: a smoke run")
     parser.add_argument("--pairs", type=int, default=2000, help="pilot pairs per cell")
     parser.add_argument("--rhos", type=float, nargs="+", default=[0.0, 0.5, 0.8])
     parser.add_argument("--host-sigmas", type=float, nargs="+", default=[0.0, 0.05, 0.10])
@@ -130,7 +133,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261206)
     args = parser.parse_args()
     if args.quick:
-        args.pairs = 150
+        args.pairs = 100
     rng = np.random.default_rng(args.seed)
     print(
         f"compare, B against A: {args.rounds} rounds × {args.epochs} epochs a run, {args.gap} epochs between rounds, "
@@ -148,8 +151,8 @@ def main() -> None:
             print(
                 f"| {rho:g} | {host_sigma:.0%} | {rate(c.false_verdicts, c.pairs)} | {rate(c.coverage, 2 * c.pairs)} "
                 f"| {rate(c.power, c.pairs)} | {rate(c.planned_power_ambiguous, c.ambiguous_pilots)} "
-                f"| {rate(c.planned_power_all, c.pairs)} | {c.ambiguous_pilots} | {c.median_planned_rounds:g} "
-                f"| {rate(c.planned_speed_up_power, c.pairs)} |",
+                f"| {rate(c.planned_power_all, c.planned_pilots)} | {c.ambiguous_pilots} | {c.median_planned_rounds:g} "
+                f"| {rate(c.planned_speed_up_power, c.planned_pilots)} |",
                 flush=True,
             )
 
