@@ -18,6 +18,7 @@ from gpubench.output.compare_host import (
     HostCorrection,
     HostDifference,
     correct_for_host,
+    format_ratio_interval,
     host_difference,
     host_explanation,
     host_lines,
@@ -108,7 +109,7 @@ class ModelComparison:
         result = self.result
         unit = self.sample_unit
         low, high = result.ratio_interval
-        interval = _format_interval(result.ratio_interval)
+        interval = format_ratio_interval(result.ratio_interval)
         lower, upper = 1 - result.threshold, 1 + result.threshold
         band = f"[{lower:g}, {upper:g}]"
         change = abs(result.ratio_b_over_a - 1)
@@ -169,8 +170,8 @@ def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
     times = result.raw_epoch_times_ms
     error = f": {result.error}" if result.error else ""
     epochs_per_round, gaps = _rounds(result)
-    problem = rounds_problem(epochs_per_round) if times else ""
-    if problem is not None:
+    problem = rounds_problem(epochs_per_round) if times else None
+    if not times or problem:
         detail = f" ({problem})" if problem else ""
         return f"{len(times)} measured epoch time(s){detail}, status {result.status}{error}"
     problem = measured_values_problem(result)
@@ -310,14 +311,6 @@ def _power_advice(result: MeanTimeComparison) -> str:
     return f"a {difference} difference would be seen with {power} power from {rounds:,} rounds per run ({epochs})"
 
 
-def _format_interval(interval: tuple[float, float]) -> str:
-    """A ratio's interval: ``low–high``, ``≤ high`` where only bounded above, or ``unbounded``."""
-    low, high = interval
-    if not math.isfinite(high):
-        return "unbounded"
-    return f"≤ {high:.3f}" if low == 0 else f"{low:.3f}–{high:.3f}"
-
-
 def _format_p(p_value: float) -> str:
     return "–" if math.isnan(p_value) else f"{p_value:.2g}"
 
@@ -365,9 +358,9 @@ def _row(comparison: ModelComparison) -> list[str]:
         f"{result.a.mean_ms * _US_PER_MS:.4g}",
         f"{result.b.mean_ms * _US_PER_MS:.4g}",
         f"{result.ratio_b_over_a:.3f}",
-        _format_interval(result.ratio_interval),
+        format_ratio_interval(result.ratio_interval),
         _format_p(result.p_value),
-        _format_interval(comparison.host.interval) if comparison.host else "–",
+        format_ratio_interval(comparison.host.interval) if comparison.host else "–",
         comparison.verdict,
     ]
 
