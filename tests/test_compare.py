@@ -410,6 +410,16 @@ def test_a_ratio_whose_numerator_is_indistinguishable_from_zero_is_bounded_above
     )
     assert comparison.verdict == AMBIGUOUS and comparison.ratio_interval == (0.0, interval.high)
 
+    def two_rounds(times_ms: list[float]) -> RunReport:
+        section = model_section(times_ms, steps_per_epoch=1, samples_per_step=1.0, sample_unit="window", rounds=[2, 2])
+        return factory_report({"tft": section})
+
+    (reported,) = compare_reports(two_rounds([10.0, 10.2, 10.1, 9.9]), two_rounds([2.0, 2.1, 60.0, 61.0]))
+    assert reported.result.ratio_interval == pytest.approx((0.0, interval.high), rel=1e-12)
+    assert f"B's mean is too uncertain for a lower bound on the ratio (≤ {interval.high:.3f})" in reported.explanation
+    text = render_markdown([reported], [], label_a="a", label_b="b", threshold=0.05, confidence=0.95)
+    assert f"| ≤ {interval.high:.3f} |" in text and "| -" not in text
+
 
 def test_constant_epoch_times_give_an_exact_ratio_and_an_undefined_t_test():
     constant_a, constant_b = [100.0] * MIN_EPOCHS, [110.0] * MIN_EPOCHS
