@@ -233,10 +233,8 @@ def power_at(log_distance: float, standard_error: ArrayLike, dof: float, confide
     degrees of freedom, clears a band edge ``log_distance`` beyond it from the true log ratio: the noncentral t's
     tail P(T(dof, log_distance / standard_error) > t quantile), elementwise; 1 where the error is 0."""
     error = np.asarray(standard_error, dtype=float)
-    with np.errstate(divide="ignore"):
-        noncentrality = np.where(error > 0, log_distance / error, np.inf)
-    quantile = sps.t.ppf((1 + confidence_level) / 2, dof)
-    return np.where(error > 0, sps.nct.sf(quantile, dof, np.minimum(noncentrality, 1e6)), 1.0)
+    noncentrality = log_distance / np.where(error > 0, error, 1.0)
+    return np.where(error > 0, sps.nct.sf(sps.t.ppf((1 + confidence_level) / 2, dof), dof, noncentrality), 1.0)
 
 
 def expected_power(a: RunMean, b: RunMean, rounds: int, threshold: float, confidence_level: float) -> float:
