@@ -136,7 +136,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.pairs = 100
-    rng = np.random.default_rng(args.seed)
     print(
         f"compare, B against A: {args.rounds} rounds × {args.epochs} epochs a run, {args.gap} epochs between rounds, "
         f"epoch CV {args.cv:.0%} of {MEAN_MS:g} ms, ±{args.threshold:.0%} band, level {args.level:.0%}, "
@@ -149,6 +148,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for rho in args.rhos:
         for host_sigma in args.host_sigmas:
+            # Each cell its own stream, so that a cell run alone (or in parallel) reads as in the full table.
+            rng = np.random.default_rng([args.seed, round(rho * 100), round(host_sigma * 1000)])
             c = cell(rng, rho, host_sigma, args)
             print(
                 f"| {rho:g} | {host_sigma:.0%} | {rate(c.false_verdicts, c.pairs)} | {rate(c.coverage, 2 * c.pairs)} "
