@@ -1,7 +1,7 @@
-"""``python -m gpubench.compare``: ratio intervals and the long-run t test against hand-computed values and scipy
-called independently, verdicts for planted changes and on seeded AR(1) epochs (``gpubench.stats.compare``), and the
-reports, the per-sample conversion, the rendering and the command line on report files and MLflow run ids
-(``gpubench.output.compare``)."""
+"""``gpubench compare``: the two-level means, Fieller's interval and the t test against hand-computed values and
+scipy, the power figure against statsmodels and a direct integral, verdicts for planted changes and on seeded runs in
+rounds (``gpubench.stats.compare``), and the reports, the per-sample conversion, the rendering and the command line
+on report files and MLflow run ids (``gpubench.output.compare``)."""
 
 import argparse
 import json
