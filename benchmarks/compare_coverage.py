@@ -15,7 +15,7 @@ round's host level, x a stationary AR(1) process at ρ carried through ``--gap``
 
 Rates carry their binomial standard error. Results: benchmarks/results/2026-12-06-compare-simulation.md.
 
-    python benchmarks/compare_coverage.py --quick     # 100 pairs a cell, about 40 s of CPU
+    python benchmarks/compare_coverage.py --quick     # 60 pairs a cell, about 20 s of CPU
     python benchmarks/compare_coverage.py             # 1,000 pairs a cell, about 10 min of CPU
 """
 
@@ -122,7 +122,7 @@ def rate(p: float, n: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="100 pairs a cell: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="60 pairs a cell: a smoke run")
     parser.add_argument("--pairs", type=int, default=1000, help="pilot pairs per cell")
     parser.add_argument("--rhos", type=float, nargs="+", default=[0.0, 0.5, 0.8])
     parser.add_argument("--host-sigmas", type=float, nargs="+", default=[0.0, 0.05, 0.10])
@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261206)
     args = parser.parse_args()
     if args.quick:
-        args.pairs = 100
+        args.pairs = 60
     print(
         f"compare, B against A: {args.rounds} rounds × {args.epochs} epochs a run, {args.gap} epochs between rounds, "
         f"epoch CV {args.cv:.0%} of {MEAN_MS:g} ms, ±{args.threshold:.0%} band, level {args.level:.0%}, "
