@@ -14,15 +14,7 @@ by the nominal-95% interval and the interval's median half-width as a fraction o
   ``--settle-fractions`` of the 24 h local limit: the first stage fixes the count that settles the decision
   (:func:`gpubench.decision.rule.epochs_to_settle` on the model's estimate), capped at ``--max-epochs``; coverage of
   the two-stage interval at the stop, mean epochs used, how often it settled, and how often the decision from the
-  final interval is wrong (LOCAL although the true total is over 24 h);
-
-and compare's verdict rates (:mod:`gpubench.stats.compare`: Fieller's ratio interval on the two runs' long-run
-variances, verdict at the noise threshold ``--threshold``) for two independent runs A and B of ``n`` epochs each,
-B's times the true ratio × A's process: 1 (identical processes: FASTER or SLOWER is a false verdict), 0.95 (on the
-edge of the band: FASTER should come at most (1 − level) / 2 of the time) and 0.9 (10% faster: FASTER is the power).
-Beside them the rejection rate at α = 1 − level of the long-run t test compare reports, of the iid Welch test it
-replaced, and the FASTER rate an interval would reach that knew each mean's true variance (normal quantile), the
-ceiling for any interval at this level.
+  final interval is wrong (LOCAL although the true total is over 24 h).
 
 With ``--two-level`` it adds the replicated-rounds section (:mod:`gpubench.stats.rounds`): epochs measured in R
 rounds of m, each round with its own host level (``--host-sigmas``), AR(1) epochs carried across the rounds with
@@ -42,7 +34,7 @@ With ``--only-drift`` it prints the drift test's false-positive rate and power o
 follow one another), against the same slope with the round means taken as independent.
 
     python benchmarks/statistics_coverage.py                 # 6,000 runs a cell, about a minute on two cores
-    python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8 --compare-ns 20 40 60
+    python benchmarks/statistics_coverage.py --runs 2000 --rhos 0 0.5 0.8
     python benchmarks/statistics_coverage.py --two-level --only-two-level   # the rounds section alone
     python benchmarks/statistics_coverage.py --only-two-level --no-drift-candidates --two-level-gaps 0 15 \
         --designs 5x4 4x5 2x10 --host-sigmas 0 0.05 0.1 --two-level-cvs 0.05   # one model against four
@@ -55,7 +47,6 @@ import functools
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +72,6 @@ from _two_level import (
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates
 from gpubench.decision.rule import LOCAL_GPU_VIABLE, classify, epochs_to_settle, interval_settled
-from gpubench.stats.compare import FASTER, SAME, SLOWER, LongRunMean, difference_p_values, fieller_bounds, verdicts
 from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.intervals import decision_interval, two_stage_epochs, two_stage_interval
 
@@ -187,72 +177,6 @@ def decision_cell(
     return covered / runs, float(np.mean(used)), settled / runs, wrong / runs
 
 
-def ar1_variance_of_mean_ms2(n: int, rho: float, cv: float) -> float:
-    """The exact variance (ms²) of the mean of ``n`` stationary AR(1) epochs of marginal CV ``cv``:
-    σ²/n · (1 + 2 Σ_k (1 − k/n) ρ^k)."""
-    lags = np.arange(1, n)
-    return (MEAN_MS * cv) ** 2 / n * (1.0 + 2.0 * float(np.sum((1.0 - lags / n) * rho**lags)))
-
-
-@dataclass(frozen=True)
-class CompareRates:
-    """Fractions of simulated A/B pairs: compare's verdicts, the two tests' rejections, the known-variance ceiling."""
-
-    faster: float
-    slower: float
-    same: float
-    long_run_t_rejects: float
-    iid_welch_rejects: float
-    faster_known_variance: float
-
-
-def long_run_means(epochs_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per run (row of ``epochs_ms``): its mean (ms), the variance of that mean (ms²) and the degrees of freedom, from
-    :class:`gpubench.stats.compare.LongRunMean`."""
-    means = [LongRunMean.of(run) for run in epochs_ms]
-    return (
-        np.array([m.mean_ms for m in means]),
-        np.array([m.variance_of_mean_ms2 for m in means]),
-        np.array([m.dof for m in means]),
-    )
-
-
-def compare_cell(
-    rng: np.random.Generator,
-    runs: int,
-    n: int,
-    rho: float,
-    cv: float,
-    ratio: float,
-    level: float,
-    threshold: float,
-) -> CompareRates:
-    """Verdict rates of B (``ratio`` × an independent copy of A's AR(1) process) against A, ``n`` epochs each.
-
-    Each run's mean and long-run variance come from :class:`LongRunMean` one run at a time; the interval, verdict and
-    p-value from compare's vectorised cores over all pairs at once (what ``compare_mean_times`` calls per pair).
-    """
-    epochs_a = ar1_epochs(rng, runs, n, rho, cv)
-    epochs_b = ratio * ar1_epochs(rng, runs, n, rho, cv)
-    mean_a, var_a, dof_a = long_run_means(epochs_a)
-    mean_b, var_b, dof_b = long_run_means(epochs_b)
-    _, low, high, _ = fieller_bounds(mean_a, var_a, dof_a, mean_b, var_b, dof_b, level)
-    outcomes = verdicts(low, high, threshold)
-    p_values = difference_p_values(mean_a, var_a, dof_a, mean_b, var_b, dof_b)
-    welch = sps.ttest_ind(epochs_b, epochs_a, axis=1, equal_var=False).pvalue
-    # The true variance of each mean, with infinite degrees of freedom (the normal quantile).
-    known_a = np.full(runs, ar1_variance_of_mean_ms2(n, rho, cv))
-    _, _, known_high, _ = fieller_bounds(mean_a, known_a, np.inf, mean_b, ratio**2 * known_a, np.inf, level)
-    return CompareRates(
-        faster=float(np.mean(outcomes == FASTER)),
-        slower=float(np.mean(outcomes == SLOWER)),
-        same=float(np.mean(outcomes == SAME)),
-        long_run_t_rejects=float(np.mean(p_values < 1.0 - level)),
-        iid_welch_rejects=float(np.mean(welch < 1.0 - level)),
-        faster_known_variance=float(np.mean(known_high < 1.0 - threshold)),
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=6000, help="simulated runs per cell")
@@ -266,10 +190,6 @@ def main() -> None:
         "--settle-fractions", type=float, nargs="+", default=[0.8, 0.9, 0.93, 1.07], help="true total / local limit"
     )
     parser.add_argument("--seed", type=int, default=20261201)
-    parser.add_argument("--compare-rhos", type=float, nargs="+", default=[0.0, 0.3, 0.5])
-    parser.add_argument("--compare-ns", type=int, nargs="+", default=[20, 60], help="epochs per run for compare")
-    parser.add_argument("--ratios", type=float, nargs="+", default=[1.0, 0.95, 0.9], help="true ratios B/A")
-    parser.add_argument("--threshold", type=float, default=0.05, help="compare's noise threshold")
     parser.add_argument("--two-level", action="store_true", help="add the replicated-rounds section")
     parser.add_argument("--only-two-level", action="store_true", help="print the replicated-rounds section alone")
     parser.add_argument("--two-level-runs", type=int, default=2000, help="simulated runs per two-level cell")
@@ -323,7 +243,7 @@ def main() -> None:
 
 
 def single_level_section(args: argparse.Namespace) -> None:
-    """The one-block tables: interval coverage, two-stage and decision-driven stopping, compare."""
+    """The one-block tables: interval coverage, two-stage and decision-driven stopping."""
     rng = np.random.default_rng(args.seed)
     print(f"AR(1) epochs, CV {args.cv:.0%}, nominal {args.level:.0%}, {args.runs} runs a cell, seed {args.seed}\n")
     print("| method | rho | " + " | ".join(f"n={n}: coverage, median half-width" for n in args.ns) + " |")
@@ -357,23 +277,6 @@ def single_level_section(args: argparse.Namespace) -> None:
                 + " | ".join(f"{c:.3f}, {u:.1f}, {s:.2f}, {w:.3f}" for c, u, s, w in cells)
                 + " |"
             )
-    print(
-        f"\ncompare, B against A: verdict rates at a ±{args.threshold:.0%} threshold and level {args.level:.0%}, "
-        f"long-run t and iid Welch rejections at α = {1 - args.level:.2g}:\n"
-    )
-    print(
-        "| n | rho | true B/A | FASTER | SLOWER | SAME | long-run t rejects | iid Welch rejects "
-        "| FASTER with known variance |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for n in args.compare_ns:
-        for rho in args.compare_rhos:
-            for ratio in args.ratios:
-                r = compare_cell(rng, args.runs, n, rho, args.cv, ratio, args.level, args.threshold)
-                print(
-                    f"| {n} | {rho:g} | {ratio:g} | {r.faster:.3f} | {r.slower:.3f} | {r.same:.3f} | "
-                    f"{r.long_run_t_rejects:.3f} | {r.iid_welch_rejects:.3f} | {r.faster_known_variance:.3f} |"
-                )
 
 
 def _rate(p: float, runs: int) -> str:

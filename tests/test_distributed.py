@@ -34,7 +34,7 @@ from gpubench.errors import ConfigError
 from gpubench.output.console import distributed_line
 from gpubench.output.tracking import run_record
 from gpubench.results import BatchTrial, DistributedScaling, ModelResult, RunReport
-from gpubench.stats.compare import ratio_interval
+from gpubench.stats.compare import RunMean, fieller_interval
 from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.stats.scaling import (
@@ -92,7 +92,7 @@ def test_efficiency_interval_from_many_epochs_is_fiellers_on_the_per_sample_time
     single = 100.0 + rng.normal(0, 3, 20)
     ranks = 120.0 + rng.normal(0, 3, 20)
     efficiency = scaling_efficiency(single, 640.0, ranks, 640.0, 0.9)
-    expected = ratio_interval(ranks / 640.0, single / 640.0, 0.9)
+    expected = fieller_interval(RunMean.of([ranks / 640.0]), RunMean.of([single / 640.0]), 0.9)
     assert efficiency.value == pytest.approx(single.mean() / ranks.mean())
     assert efficiency.interval == pytest.approx((expected.low, expected.high))
     assert efficiency.interval[0] < efficiency.value < efficiency.interval[1]

@@ -18,6 +18,7 @@ from gpubench.output.compare_host import (
     HostCorrection,
     HostDifference,
     correct_for_host,
+    format_ratio_interval,
     host_difference,
     host_explanation,
     host_lines,
@@ -28,14 +29,17 @@ from gpubench.results import ModelResult, RunReport
 from gpubench.stats.compare import (
     AMBIGUOUS,
     FASTER,
-    MIN_EPOCHS,
+    PLANNED_DIFFERENCE,
+    PLANNED_POWER,
     SAME,
     SLOWER,
     MeanTimeComparison,
     check_settings,
     compare_mean_times,
+    rounds_problem,
 )
 from gpubench.stats.host_compare import HOST_DIFFERS
+from gpubench.stats.rounds import round_gaps_epochs
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
@@ -58,11 +62,19 @@ class CompareError(GpubenchError):
 
 @dataclass(frozen=True)
 class PerSampleTimes:
-    """One model's measured epochs in one report as times per sample (ms per ``sample_unit``)."""
+    """One model's measured epochs in one report as times per sample (ms per ``sample_unit``), in the rounds the
+    decision counted (one block where there were none) and the gaps between them (model epochs; None: back to
+    back)."""
 
     times_ms: np.ndarray
     samples_per_epoch: float
     sample_unit: str
+    epochs_per_round: tuple[int, ...]
+    gaps_epochs: tuple[float, ...] | None
+
+    @property
+    def rounds_ms(self) -> list[np.ndarray]:
+        return np.split(self.times_ms, np.cumsum(self.epochs_per_round)[:-1])
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ class ModelComparison:
         result = self.result
         unit = self.sample_unit
         low, high = result.ratio_interval
-        interval = _format_interval(result.ratio_interval)
+        interval = format_ratio_interval(result.ratio_interval)
         lower, upper = 1 - result.threshold, 1 + result.threshold
         band = f"[{lower:g}, {upper:g}]"
         change = abs(result.ratio_b_over_a - 1)
@@ -112,13 +124,11 @@ class ModelComparison:
                 f"B and A agree within ±{_percent(result.threshold)} per {unit}: the interval {interval} lies inside "
                 f"{band}."
             )
-        advice = (
-            f"about {result.epochs_to_decide} epochs per run would decide, if means and long-run variances hold"
-            if result.epochs_to_decide is not None
-            else "the ratio sits on the threshold edge, so more epochs would not decide"
-        )
-        if not (math.isfinite(low) and math.isfinite(high)):
-            return f"A's epoch times are too few or too noisy for a bounded ratio interval; {advice}."
+        advice = _power_advice(result)
+        if not math.isfinite(high):
+            return f"A's mean is too uncertain for a bounded ratio interval; {advice}."
+        if low == 0:
+            return f"B's mean is too uncertain for a lower bound on the ratio ({interval}); {advice}."
         return f"The interval {interval} crosses an edge of the band {band}, so these epochs cannot tell; {advice}."
 
     def _epoch_sizes(self) -> str:
@@ -138,19 +148,40 @@ class UnmatchedModel:
     reason: str
 
 
+def _rounds(result: ModelResult) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
+    """The rounds the decision counted (``statistics.rounds``, else the round records) and their gaps; one block
+    where there were none."""
+    times = result.raw_epoch_times_ms
+    counted = result.statistics.rounds if result.statistics else None
+    epochs = tuple(counted.epochs_per_round) if counted else tuple(result.epochs_per_round)
+    if len(epochs) < 2 or sum(epochs) != len(times):
+        return (len(times),), None
+    gaps, records = counted.gaps_epochs if counted else None, result.rounds
+    if gaps is None and tuple(r.epochs for r in records) == epochs:
+        # A report from before the gaps were stored: derive them from the round records, as the decision does.
+        gaps = tuple(
+            round_gaps_epochs([r.started_s for r in records], list(epochs), [r.mean_epoch_ms for r in records])
+        )
+    return epochs, gaps
+
+
 def _per_sample_times_or_reason(result: ModelResult) -> PerSampleTimes | str:
     """A model's epochs as times per sample when it has enough of them, else why not."""
     times = result.raw_epoch_times_ms
     error = f": {result.error}" if result.error else ""
-    if len(times) < MIN_EPOCHS:
-        return f"{len(times)} measured epoch time(s), status {result.status}{error}"
+    epochs_per_round, gaps = _rounds(result)
+    problem = rounds_problem(epochs_per_round) if times else None
+    if not times or problem:
+        detail = f" ({problem})" if problem else ""
+        return f"{len(times)} measured epoch time(s){detail}, status {result.status}{error}"
     problem = measured_values_problem(result)
     if problem:
         return problem
     samples_per_epoch = result.samples_per_epoch
     if samples_per_epoch is None or not result.sample_unit:
         return "no samples per epoch recorded (steps_per_epoch, samples_per_step, sample_unit), so no time per sample"
-    return PerSampleTimes(np.asarray(times, dtype=float) / samples_per_epoch, samples_per_epoch, result.sample_unit)
+    per_sample = np.asarray(times, dtype=float) / samples_per_epoch
+    return PerSampleTimes(per_sample, samples_per_epoch, result.sample_unit, epochs_per_round, gaps)
 
 
 def per_sample_times(report: RunReport) -> dict[str, PerSampleTimes]:
@@ -163,8 +194,8 @@ def per_sample_times(report: RunReport) -> dict[str, PerSampleTimes]:
     if not measured:
         found = "; ".join(f"{name}: {_per_sample_times_or_reason(result)}" for name, result in report.models.items())
         raise CompareError(
-            f"it has no model with at least {MIN_EPOCHS} measured epoch times (raw_epoch_times_ms) and its samples "
-            "per epoch" + (f" ({found})" if found else ", it has no models")
+            "it has no model with enough measured epoch times (raw_epoch_times_ms) and its samples per epoch"
+            + (f" ({found})" if found else ", it has no models")
         )
     return measured
 
@@ -226,7 +257,12 @@ def compare_reports(
     comparisons = []
     for model, times_a, times_b in paired:
         result = compare_mean_times(
-            times_a.times_ms, times_b.times_ms, threshold=threshold, confidence_level=confidence
+            times_a.rounds_ms,
+            times_b.rounds_ms,
+            threshold=threshold,
+            confidence_level=confidence,
+            gaps_a_epochs=times_a.gaps_epochs,
+            gaps_b_epochs=times_b.gaps_epochs,
         )
         # B's times exactly A's are one measurement compared with itself: no host can have moved them apart.
         differs = hosts.differs and not result.identical_measurements
@@ -261,9 +297,18 @@ def unmatched_models(
     return _pair_models(report_a, report_b, sources)[1]
 
 
-def _format_interval(interval: tuple[float, float]) -> str:
-    low, high = interval
-    return f"{low:.3f}–{high:.3f}" if math.isfinite(low) and math.isfinite(high) else "unbounded"
+def _power_advice(result: MeanTimeComparison) -> str:
+    """How many rounds per run would see a :data:`PLANNED_DIFFERENCE` difference with :data:`PLANNED_POWER`."""
+    difference, power, rounds = _percent(PLANNED_DIFFERENCE), _percent(PLANNED_POWER), result.rounds_for_power
+    if rounds is None:
+        if result.threshold >= PLANNED_DIFFERENCE:
+            return f"a {difference} difference lies inside the ±{_percent(result.threshold)} band"
+        return f"no count up to 10,000 rounds per run would see a {difference} difference with {power} power"
+    epochs_a, epochs_b = rounds * result.a.round_epochs, rounds * result.b.round_epochs
+    epochs = f"{epochs_a:,} epochs each" if epochs_a == epochs_b else f"{epochs_a:,} epochs for A, {epochs_b:,} for B"
+    if len(result.a.epochs_per_round) == len(result.b.epochs_per_round) == 1:
+        return f"a {difference} difference would be seen with {power} power from {epochs} in one block"
+    return f"a {difference} difference would be seen with {power} power from {rounds:,} rounds per run ({epochs})"
 
 
 def _format_p(p_value: float) -> str:
@@ -274,6 +319,11 @@ def _format_count(samples: float) -> str:
     return f"{samples:,.0f}" if float(samples).is_integer() else f"{samples:,.2f}"
 
 
+def _format_epochs(epochs_per_round: tuple[int, ...]) -> str:
+    rounds = len(epochs_per_round)
+    return f"{sum(epochs_per_round)} ({rounds})" if rounds > 1 else str(sum(epochs_per_round))
+
+
 def _percent(fraction: float) -> str:
     return f"{fraction * 100:g}%"
 
@@ -282,15 +332,15 @@ def _columns(confidence: float) -> list[str]:
     return [
         "model",
         "unit",
-        "epochs A",
-        "epochs B",
+        "epochs (rounds) A",
+        "epochs (rounds) B",
         "samples/epoch A",
         "samples/epoch B",
         "µs/sample A",
         "µs/sample B",
         "ratio B/A",
         f"{_percent(confidence)} interval B/A",
-        "p (long-run t)",
+        "p (t test)",
         "B/A host divided out",
         "verdict: B vs A",
     ]
@@ -301,16 +351,16 @@ def _row(comparison: ModelComparison) -> list[str]:
     return [
         comparison.model,
         comparison.sample_unit,
-        str(result.a.n),
-        str(result.b.n),
+        _format_epochs(result.a.epochs_per_round),
+        _format_epochs(result.b.epochs_per_round),
         _format_count(comparison.samples_per_epoch_a),
         _format_count(comparison.samples_per_epoch_b),
         f"{result.a.mean_ms * _US_PER_MS:.4g}",
         f"{result.b.mean_ms * _US_PER_MS:.4g}",
         f"{result.ratio_b_over_a:.3f}",
-        _format_interval(result.ratio_interval),
+        format_ratio_interval(result.ratio_interval),
         _format_p(result.p_value),
-        _format_interval(comparison.host.interval) if comparison.host else "–",
+        format_ratio_interval(comparison.host.interval) if comparison.host else "–",
         comparison.verdict,
     ]
 
@@ -319,18 +369,20 @@ def _method_text(threshold: float, confidence: float) -> str:
     return (
         "Each measured epoch becomes a time per sample: epoch time / samples per epoch (steps per epoch × samples "
         "per step; a sample is one unit of the model's work, the unit column), because epochs are auto-sized to a "
-        "fixed duration and a faster run fits more samples in one. Columns: the measured epochs and samples per "
-        "epoch of each run, each run's mean time per sample (µs), ratio B/A = mean time per sample of B / of A "
-        f"(below 1, B is faster), its {_percent(confidence)} Fieller interval from each run's long-run variance "
-        "(overlapping batch means, as in the decision interval, so correlated epochs are allowed for) with "
-        "Satterthwaite degrees of freedom, and p, the two-sided t test of equal means with the same standard errors. "
+        "fixed duration and a faster run fits more samples in one. Columns: the measured epochs (and rounds) and "
+        "samples per epoch of each run, each run's mean time per sample (µs), ratio B/A = mean time per sample of B "
+        f"/ of A (below 1, B is faster), its {_percent(confidence)} Fieller interval from the variance of each "
+        "run's mean as the decision interval takes it (the round means, their correlation under AR(1) epochs "
+        "counted; one block: overlapping batch means) with Satterthwaite degrees of freedom, '≤' where only its "
+        "upper end is bounded, and p, the two-sided t test of equal means with the same standard errors. "
         f"Verdict of B against A with a ±{_percent(threshold)} noise threshold: FASTER when the whole interval lies "
         f"below {1 - threshold:g}, SLOWER when above {1 + threshold:g}, SAME when inside "
-        f"[{1 - threshold:g}, {1 + threshold:g}], otherwise AMBIGUOUS. Where the hosts differ (the 1-minute loads "
-        "at the start, as fair shares of the CPUs, or the host probes' Hodges-Lehmann ratio where its interval "
-        "excludes 1), 'B/A host divided out' is the interval with any host factor in their range divided out of "
-        "the host share of the model's step (all of it on a CPU, else from the step split); a verdict that "
-        "interval does not keep reads HOST_DIFFERS: the host could explain it."
+        f"[{1 - threshold:g}, {1 + threshold:g}], otherwise AMBIGUOUS, with the rounds per run that would see a "
+        f"{_percent(PLANNED_DIFFERENCE)} difference with {_percent(PLANNED_POWER)} power. Where the hosts differ "
+        "(the 1-minute loads at the start, as fair shares of the CPUs, or the host probes' Hodges-Lehmann ratio "
+        "where its interval excludes 1), 'B/A host divided out' is the interval with any host factor in their "
+        "range divided out of the host share of the model's step (all of it on a CPU, else from the step split); "
+        "a verdict that interval does not keep reads HOST_DIFFERS: the host could explain it."
     )
 
 

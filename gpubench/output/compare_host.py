@@ -192,12 +192,19 @@ def _band_text(verdict_name: str, threshold: float) -> str:
     }.get(verdict_name, "")
 
 
+def format_ratio_interval(interval: tuple[float, float]) -> str:
+    """A ratio's interval: ``low–high``, ``≤ high`` where only bounded above, or ``unbounded``."""
+    low, high = interval
+    if not math.isfinite(high):
+        return "unbounded"
+    return f"≤ {high:.3f}" if low == 0 else f"{low:.3f}–{high:.3f}"
+
+
 def host_explanation(
     model: str, measured_verdict: str, correction: HostCorrection, difference: HostDifference, threshold: float
 ) -> str:
     """The sentence on the host behind a verdict: why it was refused, or that it survived the hosts' difference."""
-    low, high = correction.interval
-    interval = f"{low:.3f}–{high:.3f}" if math.isfinite(low) and math.isfinite(high) else "unbounded"
+    interval = format_ratio_interval(correction.interval)
     share = f"up to {correction.host_share:.0%} of {model}'s step is host work ({correction.share_basis})"
     if correction.verdict == HOST_DIFFERS:
         return (

@@ -1,66 +1,117 @@
 """Is run B's mean time per unit of work shorter, longer or the same as run A's, beyond the noise? Pure numpy/scipy.
 
-The ratio is B / A (below 1: B faster), on per-sample times (ms) in measurement order. Each mean's variance is the
-long-run one, overlapping batch means (:func:`gpubench.stats.intervals.long_run_variance`), v = σ̂²∞ / n. The ratio
-interval is Fieller's (1954): the R solving (mean_B − R mean_A)² ≤ t²(df) · (v_B + R² v_A), df Satterthwaite's at
-the estimated ratio; unbounded when A's mean is not distinguishable from zero.
+Each run's mean and its variance come from its rounds as the decision's bound takes them
+(:func:`gpubench.stats.rounds.two_level_interval`: the round means, their AR(1) correlation at the bound carried
+through the gaps; one block: overlapping batch means). The ratio is B / A (below 1: B faster); its interval is
+Fieller's (1954): the R solving (mean_B − R mean_A)² ≤ t²(df) · (v_B + R² v_A), df Satterthwaite's at the estimate.
+Times are positive, so the lower end is cut at 0 where B's mean is not distinguishable from zero, and the interval
+is unbounded, (0, inf), where A's is not.
 
-Verdict with threshold ``d``: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME if the interval lies
-within ``[1 − d, 1 + d]`` (an equivalence claim), else AMBIGUOUS, with the epochs per run that would decide. The
-p-value reported is the long-run t test of equal means; tests that take epochs as independent reject identical
-AR(1) processes far too often. Coverage: ``benchmarks/statistics_coverage.py``.
+Verdict with threshold ``d``: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME if the interval lies within
+``[1 − d, 1 + d]``, else AMBIGUOUS, with the rounds per run that would see a 10% difference with 80% power.
+Evidence: ``benchmarks/compare_coverage.py``.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
-from gpubench.stats.intervals import MIN_EPOCHS as _OBM_MIN_EPOCHS
-from gpubench.stats.intervals import degrees_of_freedom, long_run_variance
+from gpubench.stats.correlated import balanced_mean_shape
+from gpubench.stats.intervals import MIN_EPOCHS, degrees_of_freedom
+from gpubench.stats.rounds import DRIFT_AR1_BOUND, planning_gap_epochs, round_means_design, two_level_interval
 
 FASTER = "FASTER"
 SLOWER = "SLOWER"
 SAME = "SAME"
 AMBIGUOUS = "AMBIGUOUS"
 
-#: The long-run variance needs batches shorter than the run, so a comparison needs this many epochs per run.
-MIN_EPOCHS = _OBM_MIN_EPOCHS
-#: The search for the epochs that would decide an AMBIGUOUS comparison gives up beyond this many per run.
-_MAX_EPOCHS_TO_DECIDE = 100_000
+#: The difference (a fraction of A's time, either way) and the power the rounds printed beside AMBIGUOUS plan for.
+PLANNED_DIFFERENCE = 0.10
+PLANNED_POWER = 0.8
+#: The planning search gives up beyond this many rounds per run.
+_MAX_PLANNED_ROUNDS = 10_000
+#: Equal-probability points over which the power is averaged across the measured variance's uncertainty.
+_VARIANCE_QUANTILES = (np.arange(64) + 0.5) / 64
 
 
 @dataclass(frozen=True)
-class LongRunMean:
-    """One run's mean time (ms) with the overlapping-batch-means long-run variance of its times (ms²) and the
-    estimate's degrees of freedom; the variance of the mean is ``long_run_variance_ms2 / n``."""
+class RunMean:
+    """One run's mean time (ms), the variance of that mean (ms²) and its degrees of freedom, from its rounds.
 
-    n: int
+    ``variance_scale_ms2``: what the variance is a multiple of, for planning: σ̂² of the round means (rounds) or the
+    long-run variance per epoch (one block); ``gap_epochs``: the gap planned between rounds."""
+
+    epochs_per_round: tuple[int, ...]
+    gap_epochs: float
     mean_ms: float
-    long_run_variance_ms2: float
+    variance_of_mean_ms2: float
     dof: float
+    variance_scale_ms2: float
 
     @classmethod
-    def of(cls, times_ms: ArrayLike) -> "LongRunMean":
-        """The mean and OBM long-run variance of ``times_ms`` (finite, positive, at least :data:`MIN_EPOCHS`)."""
-        values = np.asarray(times_ms, dtype=float)
-        variance_ms2, dof = long_run_variance(values)
-        if np.all(values == values[0]):
-            # Constant times have no variance; the batch means, taken from cumulative sums, would leave rounding
-            # noise where the times are not exact binary fractions (a per-sample time 110 / 800 ms).
-            variance_ms2 = 0.0
-        return cls(n=values.size, mean_ms=float(values.mean()), long_run_variance_ms2=variance_ms2, dof=dof)
+    def of(cls, rounds_ms: Sequence[ArrayLike], gaps_epochs: Sequence[float] | None = None) -> "RunMean":
+        """The mean of ``rounds_ms`` (ms, rounds in measurement order, ``gaps_epochs`` apart; None: back to back)
+        with the two-level variance: two rounds or more of two epochs, or one of :data:`MIN_EPOCHS`."""
+        parts = [np.asarray(r, dtype=float) for r in rounds_ms]
+        problem = rounds_problem([p.size for p in parts])
+        if problem:
+            raise ValueError(problem)
+        interval = two_level_interval(parts, 0.95, gaps_epochs)
+        counts = interval.epochs_per_round
+        if len(counts) == 1:
+            shape = 1.0 / counts[0]
+        else:
+            _, estimator, correlation = round_means_design(counts, interval.gaps_epochs)
+            shape = float(estimator[0] @ correlation @ estimator[0])
+        values = np.concatenate(parts)
+        # Constant times have no variance; the estimates would leave rounding noise where the times are not exact
+        # binary fractions (a per-sample time 110 / 800 ms).
+        variance = 0.0 if np.all(values == values[0]) else interval.variance_of_mean_ms2
+        return cls(
+            counts,
+            planning_gap_epochs(interval.gaps_epochs),
+            interval.mean_ms,
+            variance,
+            interval.degrees_of_freedom,
+            variance / shape,
+        )
 
     @property
-    def variance_of_mean_ms2(self) -> float:
-        return self.long_run_variance_ms2 / self.n
+    def epochs(self) -> int:
+        return sum(self.epochs_per_round)
+
+    @property
+    def round_epochs(self) -> int:
+        """The epochs of one planned round: the measured rounds' mean length (a block's whole length)."""
+        return max(1, round(self.epochs / len(self.epochs_per_round)))
+
+    def planned(self, rounds: int) -> tuple[float, float]:
+        """(variance of the mean in ms², its degrees of freedom) after ``rounds`` rounds of :attr:`round_epochs`,
+        evenly spaced, the scale held; a block becomes one block ``rounds`` times as long."""
+        if len(self.epochs_per_round) == 1:
+            n = rounds * self.epochs
+            return self.variance_scale_ms2 / n, degrees_of_freedom(n)
+        shape, dof = balanced_mean_shape(rounds, self.round_epochs, self.gap_epochs, DRIFT_AR1_BOUND)
+        return self.variance_scale_ms2 * shape, dof
+
+
+def rounds_problem(epochs_per_round: Sequence[int]) -> str | None:
+    """Why epochs in rounds of these sizes give no two-level mean, or None when they do."""
+    counts = list(epochs_per_round)
+    if len(counts) == 1 and counts[0] < MIN_EPOCHS:
+        return f"one block of {counts[0]} epoch(s); a comparison needs {MIN_EPOCHS}, or rounds"
+    if len(counts) > 1 and min(counts) < 2:
+        return f"rounds of {counts} epochs; a comparison needs at least 2 epochs in every round"
+    return None
 
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """Fieller's interval for ``mean_B / mean_A`` (dimensionless); ``(-inf, inf)`` when unbounded. ``df`` is
-    Satterthwaite's at the estimated ratio (inf when neither mean varies)."""
+    """Fieller's interval for ``mean_B / mean_A`` (dimensionless, ends in [0, inf]); ``df`` is Satterthwaite's at
+    the estimated ratio (inf when neither mean varies)."""
 
     ratio: float
     low: float
@@ -71,13 +122,13 @@ class RatioInterval:
 
 @dataclass(frozen=True)
 class MeanTimeComparison:
-    """B's times against A's; ``a`` and ``b`` carry each run's mean (ms) and long-run variance, ratios are B / A.
-    ``p_value`` is NaN when neither run's times vary; ``epochs_to_decide`` (AMBIGUOUS only) is None when no count up
-    to 100,000 would decide; ``identical_measurements``: B's times are A's, SAME by definition.
-    """
+    """B's times against A's; ``a`` and ``b`` carry each run's mean (ms) and its variance, ratios are B / A.
+    ``p_value`` is NaN when neither run's times vary; ``rounds_for_power`` (AMBIGUOUS only): rounds per run that
+    would see a :data:`PLANNED_DIFFERENCE` difference with :data:`PLANNED_POWER`, None beyond 10,000 or inside the
+    threshold; ``identical_measurements``: B's times are A's, SAME by definition."""
 
-    a: LongRunMean
-    b: LongRunMean
+    a: RunMean
+    b: RunMean
     ratio_b_over_a: float
     ratio_interval: tuple[float, float]
     ratio_interval_df: float
@@ -85,7 +136,7 @@ class MeanTimeComparison:
     threshold: float
     p_value: float
     verdict: str
-    epochs_to_decide: int | None
+    rounds_for_power: int | None
     identical_measurements: bool
 
 
@@ -115,35 +166,32 @@ def fieller_bounds(
     confidence_level: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ratio, low, high, df) of Fieller's interval for ``mean_b / mean_a``, elementwise over arrays of means (ms),
-    variances of the means (ms²) and degrees of freedom; ends ±inf where unbounded (:func:`fieller_interval`'s core)."""
+    variances of the means (ms²) and degrees of freedom; (0, inf) where A's mean is within t·se of zero."""
     mean_a, mean_b = np.asarray(mean_a_ms, dtype=float), np.asarray(mean_b_ms, dtype=float)
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     ratio = mean_b / mean_a
     dof = _satterthwaite_dof(var_b, dof_b, ratio**2 * var_a, dof_a)
     t = sps.t.ppf((1 + confidence_level) / 2, dof)
     leading = mean_a**2 - t**2 * var_a
-    # The discriminant is positive wherever ``leading`` is; elsewhere the set of ratios is not an interval.
+    # The discriminant is positive wherever ``leading`` is; elsewhere the set of ratios is not an interval. The low
+    # root is negative exactly when B's mean is within t·se of zero: the ratio of positive times is then only
+    # bounded above.
     with np.errstate(invalid="ignore", divide="ignore"):
         half = t * np.sqrt(mean_a**2 * var_b + mean_b**2 * var_a - t**2 * var_a * var_b)
         centre = mean_a * mean_b
-        low = np.where(leading > 0, (centre - half) / leading, -np.inf)
+        low = np.where(leading > 0, np.maximum((centre - half) / leading, 0.0), 0.0)
         high = np.where(leading > 0, (centre + half) / leading, np.inf)
     # Neither mean varies: the ratio is known exactly (and not one rounding step off it).
     exact = (var_a == 0) & (var_b == 0)
     return ratio, np.where(exact, ratio, low), np.where(exact, ratio, high), dof
 
 
-def fieller_interval(a: LongRunMean, b: LongRunMean, confidence_level: float) -> RatioInterval:
+def fieller_interval(a: RunMean, b: RunMean, confidence_level: float) -> RatioInterval:
     """Fieller's interval for ``b.mean_ms / a.mean_ms`` with Satterthwaite degrees of freedom from the two runs'."""
     ratio, low, high, dof = fieller_bounds(
         a.mean_ms, a.variance_of_mean_ms2, a.dof, b.mean_ms, b.variance_of_mean_ms2, b.dof, confidence_level
     )
     return RatioInterval(float(ratio), float(low), float(high), float(dof), confidence_level)
-
-
-def ratio_interval(times_a_ms: ArrayLike, times_b_ms: ArrayLike, confidence_level: float) -> RatioInterval:
-    """Fieller's interval for mean(times_b_ms) / mean(times_a_ms) with each run's OBM long-run variance."""
-    return fieller_interval(LongRunMean.of(times_a_ms), LongRunMean.of(times_b_ms), confidence_level)
 
 
 def difference_p_values(
@@ -154,22 +202,14 @@ def difference_p_values(
     variance_of_mean_b_ms2: ArrayLike,
     dof_b: ArrayLike,
 ) -> np.ndarray:
-    """Two-sided p-values of the long-run t test of equal means, elementwise over arrays; NaN where neither mean
-    varies (:func:`difference_p_value`'s core)."""
+    """Two-sided p-values of the Welch t test of equal means on the runs' variances of the mean and degrees of
+    freedom, elementwise over arrays; NaN where neither mean varies."""
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     variance = var_a + var_b
     dof = _satterthwaite_dof(var_a, dof_a, var_b, dof_b)
     with np.errstate(invalid="ignore", divide="ignore"):
         statistic = (np.asarray(mean_b_ms, dtype=float) - np.asarray(mean_a_ms, dtype=float)) / np.sqrt(variance)
     return np.where(variance > 0, 2 * sps.t.sf(np.abs(statistic), dof), np.nan)
-
-
-def difference_p_value(a: LongRunMean, b: LongRunMean) -> float:
-    """Two-sided p-value of the t test of equal means with long-run standard errors and Satterthwaite's df; NaN
-    when neither run's times vary."""
-    return float(
-        difference_p_values(a.mean_ms, a.variance_of_mean_ms2, a.dof, b.mean_ms, b.variance_of_mean_ms2, b.dof)
-    )
 
 
 def verdicts(low: ArrayLike, high: ArrayLike, threshold: float) -> np.ndarray:
@@ -188,53 +228,77 @@ def verdict(interval: tuple[float, float], threshold: float) -> str:
     return str(verdicts(low, high, threshold))
 
 
-def epochs_to_decide(
-    a: LongRunMean, b: LongRunMean, threshold: float, confidence_level: float, start_epochs: int = MIN_EPOCHS
-) -> int | None:
-    """The fewest epochs per run (>= ``start_epochs``) whose interval gives a decisive verdict, if both runs kept
-    these means and long-run variances; None when none up to 100,000 would (the ratio on an edge).
-    """
-    # The batch size is rounded up, so ν (and with it the t quantile) does not move monotonically with n: a run one
-    # epoch longer can be undecided where a shorter one decides. Scan every n, in doubling blocks so that the usual
-    # small answer costs little.
-    first = max(start_epochs, MIN_EPOCHS)
-    while first <= _MAX_EPOCHS_TO_DECIDE:
-        epochs = np.arange(first, min(2 * first, _MAX_EPOCHS_TO_DECIDE) + 1)
-        dof = np.array([degrees_of_freedom(int(n)) for n in epochs])
-        _, low, high, _ = fieller_bounds(
-            a.mean_ms,
-            a.long_run_variance_ms2 / epochs,
-            dof,
-            b.mean_ms,
-            b.long_run_variance_ms2 / epochs,
-            dof,
-            confidence_level,
-        )
-        decisive = verdicts(low, high, threshold) != AMBIGUOUS
-        if decisive.any():
-            return int(epochs[np.argmax(decisive)])
-        first = int(epochs[-1]) + 1
-    return None
+def power_at(log_distance: float, standard_error: ArrayLike, dof: float, confidence_level: float) -> np.ndarray:
+    """The probability that an interval at ``confidence_level`` on the log ratio, of ``standard_error`` on ``dof``
+    degrees of freedom, clears a band edge ``log_distance`` beyond it from the true log ratio: the noncentral t's
+    tail P(T(dof, log_distance / standard_error) > t quantile), elementwise; 1 where the error is 0."""
+    error = np.asarray(standard_error, dtype=float)
+    noncentrality = log_distance / np.where(error > 0, error, 1.0)
+    return np.where(error > 0, sps.nct.sf(sps.t.ppf((1 + confidence_level) / 2, dof), dof, noncentrality), 1.0)
+
+
+def expected_power(a: RunMean, b: RunMean, rounds: int, threshold: float, confidence_level: float) -> float:
+    """The chance that ``rounds`` rounds per run give FASTER or SLOWER when B's time differs from A's by
+    :data:`PLANNED_DIFFERENCE` (the harder direction against the band ``[1 − threshold, 1 + threshold]``), each
+    run's relative variance as measured: :func:`power_at` averaged over that variance's uncertainty, σ² = s² ν/χ²_ν
+    with the runs' Satterthwaite ν, so that the power holds on average over repeated measurements, not only at s²."""
+    distance = min(
+        np.log1p(-threshold) - np.log1p(-PLANNED_DIFFERENCE), np.log1p(PLANNED_DIFFERENCE) - np.log1p(threshold)
+    )
+    (var_a, dof_a), (var_b, dof_b) = a.planned(rounds), b.planned(rounds)
+    relative_a, relative_b = var_a / a.mean_ms**2, var_b / b.mean_ms**2
+    if relative_a + relative_b == 0:
+        return 1.0
+    dof = float(_satterthwaite_dof(relative_a, dof_a, relative_b, dof_b))
+    measured_dof = float(_satterthwaite_dof(relative_a, a.dof, relative_b, b.dof))
+    scales = measured_dof / sps.chi2.ppf(_VARIANCE_QUANTILES, measured_dof) if np.isfinite(measured_dof) else 1.0
+    return float(np.mean(power_at(distance, np.sqrt((relative_a + relative_b) * scales), dof, confidence_level)))
+
+
+def rounds_for_power(a: RunMean, b: RunMean, threshold: float, confidence_level: float) -> int | None:
+    """The fewest rounds per run (:meth:`RunMean.planned`) whose :func:`expected_power` reaches
+    :data:`PLANNED_POWER`; None when a :data:`PLANNED_DIFFERENCE` difference lies inside the threshold or no count
+    up to 10,000 reaches it."""
+    if threshold >= PLANNED_DIFFERENCE:
+        return None
+
+    def enough(rounds: int) -> bool:
+        return expected_power(a, b, rounds, threshold, confidence_level) >= PLANNED_POWER
+
+    low = 1 if len(a.epochs_per_round) == len(b.epochs_per_round) == 1 else 2
+    high = low
+    while not enough(high):
+        if high >= _MAX_PLANNED_ROUNDS:
+            return None
+        low, high = high + 1, min(2 * high, _MAX_PLANNED_ROUNDS)
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle + 1, high)
+    return high
 
 
 def compare_mean_times(
-    times_a_ms: ArrayLike, times_b_ms: ArrayLike, *, threshold: float, confidence_level: float
+    rounds_a_ms: Sequence[ArrayLike],
+    rounds_b_ms: Sequence[ArrayLike],
+    *,
+    threshold: float,
+    confidence_level: float,
+    gaps_a_epochs: Sequence[float] | None = None,
+    gaps_b_epochs: Sequence[float] | None = None,
 ) -> MeanTimeComparison:
-    """B's times (ms, in measurement order) against A's: the ratio of means with its Fieller interval at
-    ``confidence_level``, the long-run t test's p-value and the verdict with noise ``threshold`` (a fraction of A's
-    mean). ValueError under :data:`MIN_EPOCHS` times a side, for non-positive times or settings outside (0, 1).
-    """
+    """B's times (ms, rounds in measurement order, ``gaps_*_epochs`` apart) against A's: the ratio of means with its
+    Fieller interval at ``confidence_level``, the t test's p-value and the verdict with noise ``threshold`` (a
+    fraction of A's mean). ValueError for rounds :func:`rounds_problem` refuses, non-positive times or settings
+    outside (0, 1)."""
     check_settings(threshold, confidence_level)
-    a_ms = np.asarray(times_a_ms, dtype=float)
-    b_ms = np.asarray(times_b_ms, dtype=float)
-    if min(a_ms.size, b_ms.size) < MIN_EPOCHS:
-        raise ValueError(f"a comparison needs at least {MIN_EPOCHS} times per run, got {a_ms.size} and {b_ms.size}")
-    a, b = LongRunMean.of(a_ms), LongRunMean.of(b_ms)
+    a, b = RunMean.of(rounds_a_ms, gaps_a_epochs), RunMean.of(rounds_b_ms, gaps_b_epochs)
     interval = fieller_interval(a, b, confidence_level)
     # The same times on both sides are one measurement compared with itself: nothing differs, whatever the noise,
     # so it is SAME by definition (the interval still reports what these epochs could resolve).
-    identical = a_ms.shape == b_ms.shape and bool(np.array_equal(a_ms, b_ms))
+    a_ms, b_ms = np.concatenate(rounds_a_ms), np.concatenate(rounds_b_ms)
+    identical = a.epochs_per_round == b.epochs_per_round and bool(np.array_equal(a_ms, b_ms))
     outcome = SAME if identical else verdict((interval.low, interval.high), threshold)
+    p_value = difference_p_values(a.mean_ms, a.variance_of_mean_ms2, a.dof, b.mean_ms, b.variance_of_mean_ms2, b.dof)
     return MeanTimeComparison(
         a=a,
         b=b,
@@ -243,10 +307,8 @@ def compare_mean_times(
         ratio_interval_df=interval.df,
         confidence_level=confidence_level,
         threshold=threshold,
-        p_value=difference_p_value(a, b),
+        p_value=float(p_value),
         verdict=outcome,
-        epochs_to_decide=(
-            epochs_to_decide(a, b, threshold, confidence_level, max(a.n, b.n)) if outcome == AMBIGUOUS else None
-        ),
+        rounds_for_power=(rounds_for_power(a, b, threshold, confidence_level) if outcome == AMBIGUOUS else None),
         identical_measurements=identical,
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpubench.results import BatchSearchResult, DistributedScaling, ModelResult
-from gpubench.stats.compare import LongRunMean, fieller_interval
+from gpubench.stats.compare import RunMean, fieller_interval
 from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.epoch_times import summarize_epoch_times, t_interval
 from gpubench.stats.intervals import MIN_EPOCHS
@@ -113,7 +113,7 @@ def scaling_efficiency(
     global_per_sample = np.asarray(global_times_ms, dtype=float) / rank_samples_per_epoch
     value = float(single_per_sample.mean() / global_per_sample.mean())
     if min(single_per_sample.size, global_per_sample.size) >= MIN_EPOCHS:
-        ratio = fieller_interval(LongRunMean.of(global_per_sample), LongRunMean.of(single_per_sample), confidence_level)
+        ratio = fieller_interval(RunMean.of([global_per_sample]), RunMean.of([single_per_sample]), confidence_level)
         return ScalingEfficiency(value, _finite_interval(ratio.low, ratio.high), METHOD_FIELLER)
     if min(single_per_sample.size, global_per_sample.size) >= 2:
         level = math.sqrt(confidence_level)
