@@ -333,7 +333,6 @@ def test_sigterm_in_a_tracked_sweeps_second_job_nests_its_run_and_kills_the_pare
     )
 
 
-
 @pytest.mark.slow
 @pytest.mark.parametrize("tracking", ["false", "true"])
 def test_a_signal_in_the_first_models_first_measured_epoch_stops_the_run(tmp_path, tracking):
