@@ -12,14 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
-from gpubench.bench.replay import (
-    DEFAULT_FACTOR,
-    MAX_FACTOR,
-    PlannedCheck,
-    ValidationInputError,
-    prepare,
-    run_checks,
-)
+from gpubench.bench.replay import DEFAULT_FACTOR, MAX_FACTOR, PlannedCheck, ValidationInputError, prepare, run_checks
 from gpubench.errors import GpubenchError
 from gpubench.results import ValidationCheck, ValidationReport
 from gpubench.units import HOURS_PER_DAY, SECONDS_PER_HOUR
@@ -211,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     unwritable: list[OSError] = []
 
     def write() -> bool:
-        """Write the validation to ``output``; False (the error kept, and told once) where it cannot be written: the
-        trainings are not lost to a full disk, they are printed at the end."""
+        """Write the validation to ``output``; False where it cannot be (a full disk): the trainings go on."""
         try:
             write_json_atomic(output, validation.to_dict())
         except OSError as exc:
