@@ -284,6 +284,11 @@ def load_resolved_config(path: Path) -> BenchmarkConfig:
         loaded = OmegaConf.load(path)
     except OSError as exc:
         raise ConfigError(f"{where} cannot be read ({exc.strerror or exc}).") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{where} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); gpubench "
+            "writes it as UTF-8 when the job starts: restore that file."
+        ) from None
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise ConfigError(
@@ -291,6 +296,11 @@ def load_resolved_config(path: Path) -> BenchmarkConfig:
         ) from None
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{where} is not a gpubench config (a YAML mapping of keys to values).")
+    if not loaded:
+        raise ConfigError(
+            f"{where} is empty: replayed, it would run the default config, not the job's. Restore the file "
+            "gpubench wrote when the job started."
+        )
     for dotted in RETIRED_KEYS:
         group, key = dotted.rsplit(".", 1)
         section = OmegaConf.select(loaded, group)

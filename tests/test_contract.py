@@ -92,6 +92,22 @@ def test_an_unparsable_override_exits_2_naming_it_and_keeps_its_secret(tmp_path)
     assert "SECRET42" not in completed.stdout + completed.stderr
 
 
+def test_an_override_a_space_split_is_named_with_the_whole_override_quoted(tmp_path):
+    from tests.conftest import run_gpubench
+
+    # The shell's split of an unquoted `data.path=/tmp/my data é`: Hydra meets `data` with no `=`.
+    completed = run_gpubench(tmp_path, *BASE, "data.path=/tmp/my", "data", "é", "epochs=3")
+    assert completed.returncode == 2, completed.stderr
+    message = one_paragraph(completed.stderr)
+    assert "`data` is not an override: an override is key=value" in message
+    assert "A space split the previous one, `data.path=/tmp/my`, in two" in message
+    assert "quote the value" not in message
+    quoted = message.split('double quotes: "', 1)[1].rsplit('"', 1)[0]
+    assert quoted == "data.path='/tmp/my data é'"
+    # The advice works: the quoted override gives the path meant.
+    assert composed_value(quoted, "data.path") == "/tmp/my data é"
+
+
 # ------------------------------------------------------------------------------------------------ the Python API
 
 

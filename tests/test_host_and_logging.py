@@ -4,9 +4,12 @@ report follows the umask, and batch-search keys on the CPU get a notice."""
 
 import json
 import os
+import re
 import stat
 
+import numpy as np
 import pytest
+import scipy.stats
 import torch
 
 from gpubench.hardware import host
@@ -99,6 +102,25 @@ def test_a_run_logs_its_story_records_the_host_and_follows_the_umask(tracked_mlp
     assert report.run.host.torch_num_threads == 1 and report.run.host.threads_source == "hardware.cpu_threads"
     assert report.run.host.available_cpus >= 1
     assert report.run.hardware_config["cpu_threads"] == 1
+
+
+def test_the_logs_numbers_have_the_consoles_format_and_units(tracked_mlp_job):
+    run_dir = tracked_mlp_job.report_path().parent
+    log = (run_dir / "gpubench.log").read_text()
+    report = RunReport.from_dict(json.loads((run_dir / "report.json").read_text()))
+    mlp, host_load = report.models["mlp"], report.run.host
+    # The model's line comes after its first round: its mean and t interval (scipy), one decimal, in ms.
+    first = np.array(mlp.raw_epoch_times_ms[: mlp.rounds[0].epochs])
+    level = mlp.statistics.confidence_level
+    half = scipy.stats.t.ppf(0.5 + level / 2, len(first) - 1) * first.std(ddof=1) / np.sqrt(len(first))
+    low, mean, high = first.mean() - half, first.mean(), first.mean() + half
+    line = f"model mlp: ok, mean epoch {mean:.1f} ms ({level * 100:g}% CI {low:.1f}–{high:.1f}) over {len(first)} "
+    assert line in log
+    loads = f"{host_load.load_average_1m:.2f} / {host_load.load_average_5m:.2f} / {host_load.load_average_15m:.2f}"
+    assert f"host: {host_load.available_cpus} of {host_load.cpu_count} CPUs usable, load average {loads}" in log
+    # No float as Python writes it (`7519.232916499988`, `0.6455078125`) in the run's own lines.
+    raw = [line for line in log.splitlines() if "[gpubench.bench." in line and re.search(r"\d\.\d{5,}", line)]
+    assert raw == []
 
 
 def test_hydra_verbose_shows_gpubenchs_debug_lines(quick_mlp_job):

@@ -158,19 +158,21 @@ def start(cwd: Path, cache: Path, *args: str) -> subprocess.Popen:
     )
 
 
-def wait_for_epochs(process: subprocess.Popen, stderr_path: Path, epochs: int) -> None:
-    """Wait until the run has printed ``epochs`` measured tft epochs (its stderr goes to ``stderr_path``)."""
+def wait_for_line(process: subprocess.Popen, stderr_path: Path, line: str) -> None:
+    """Wait until the run has printed ``line`` (its stderr goes to ``stderr_path``)."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
-        if stderr_path.exists() and f"tft measured epoch {epochs}/" in stderr_path.read_text():
+        if stderr_path.exists() and line in stderr_path.read_text():
             return
         time.sleep(0.2)
-    raise AssertionError(f"the run never reached {epochs} measured tft epochs: {stderr_path.read_text()[-2000:]}")
+    raise AssertionError(f"the run never printed {line!r}: {stderr_path.read_text()[-2000:]}")
 
 
-def run_and_signal(tmp_path: Path, sent: signal.Signals, *args: str) -> tuple[int, str, str]:
-    """Run gpubench with ``args``, send ``sent`` after its fourth measured tft epoch; its (exit code, stdout,
-    stderr)."""
+def run_and_signal(
+    tmp_path: Path, sent: signal.Signals, *args: str, after: str = "tft measured epoch 4/"
+) -> tuple[int, str, str]:
+    """Run gpubench with ``args``, send ``sent`` once it prints ``after`` (by default its fourth measured tft
+    epoch); its (exit code, stdout, stderr)."""
     stderr_path = tmp_path / "stderr.txt"
     environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     environment.update({"OMP_NUM_THREADS": "1", "GPU_BENCHMARK_CACHE_DIR": str(tmp_path / "cache")})
@@ -184,7 +186,7 @@ def run_and_signal(tmp_path: Path, sent: signal.Signals, *args: str) -> tuple[in
             text=True,
         )
         try:
-            wait_for_epochs(process, stderr_path, 4)
+            wait_for_line(process, stderr_path, after)
             process.send_signal(sent)
             stdout, _ = process.communicate(timeout=120)
         finally:
@@ -329,3 +331,22 @@ def test_sigterm_in_a_tracked_sweeps_second_job_nests_its_run_and_kills_the_pare
     assert json.loads((sweep_dir / "1" / "report.json").read_text())["run"]["mlflow_run_id"] == (
         children["1"].info.run_id
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tracking", ["false", "true"])
+def test_a_signal_in_the_first_models_first_measured_epoch_stops_the_run(tmp_path, tracking):
+    """SIGINT lands in mlp's first measured epoch (3 s long), before it holds an epoch: the stability verdict's
+    error on no epoch used to replace the interrupt (mlp `failed`, dqn run, the report `complete`, exit 1)."""
+    args = ["model.names=[mlp,dqn]", "experiment=quick", "epochs=10", "epoch.min_seconds=3", *FAST]
+    args += [f"tracking.enabled={tracking}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    code, _, stderr = run_and_signal(tmp_path, signal.SIGINT, *args, after="mlp warmup epoch 1/1")
+    assert code == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "interrupted (SIGINT)" in stderr
+    assert "dqn" not in stderr
+    (report_path,) = tmp_path.glob("outputs/*/*/report.json")
+    report = RunReport.from_dict(json.loads(report_path.read_text()))
+    assert report.status == "interrupted"
+    assert list(report.models) == ["mlp"]
+    mlp = report.models["mlp"]
+    assert mlp.status == "interrupted" and mlp.raw_epoch_times_ms == [] and mlp.stability is None

@@ -107,7 +107,8 @@ def _copy(job: Path, tmp_path: Path, edit_model=None, edit_config=None, edit_rep
     (copy / "report.json").write_text(json.dumps(report))
     if edit_config:
         config = copy / "config_resolved.yaml"
-        config.write_text(edit_config(config.read_text()))
+        edited = edit_config(config.read_text())
+        config.write_bytes(edited if isinstance(edited, bytes) else edited.encode())
     return copy / "report.json"
 
 
@@ -288,6 +289,18 @@ def _planned(model: str, lower_s: float, upper_s: float) -> replay.PlannedCheck:
     )
 
 
+def test_a_training_is_stopped_within_two_weeks_however_wide_its_bound() -> None:
+    # A bound of 10 days: ten times it would pass the limit poll() can wait (24.8 days) and raise OverflowError.
+    limits: list[float] = []
+
+    def train(spec: replay.ReplaySpec, timeout_s: float) -> replay.TimedTraining:
+        limits.append(timeout_s)
+        return replay.TimedTraining(10.0)
+
+    replay.run_checks([_planned("mlp", 1.0, 10 * 86400.0)], 1, lambda row: None, train)
+    assert limits == [14 * 86400.0]
+
+
 def test_repeats_interleave_the_models_and_each_training_is_judged_on_its_own() -> None:
     order: list[str] = []
     # dqn's trainings take 10 s then 14 s, ppo's 9 s then 9 s; both predicted 10 s within [8, 12] s.
@@ -338,6 +351,7 @@ def test_the_exit_code_is_0_only_when_every_training_lands_inside_its_bound(
     assert validation.checks[0].host_probe_before == HostProbe(9.0, 2.0)
     assert validation.checks[0].host_probe_after == HostProbe(18.6, 3.5)
     out = capsys.readouterr().out
+    assert f"gpubench validate: 2 training(s) planned, predicted {2 * check.predicted_s / 60:.1f} min in all" in out
     first_row = next(line for line in out.splitlines() if line.startswith("mlp "))
     assert first_row.split()[-1] == "9.0/18.6"
     assert "probe ms: the host's fixed Python loop" in out
@@ -421,6 +435,11 @@ def _bad_config(old: str, new: str):
         ({"edit_config": lambda text: text + "nosuch_key: 1\n"}, "`nosuch_key` is not a gpubench config key"),
         ({"edit_config": _bad_config(r"^epochs: \d+$", "epochs: fast")}, "`epochs`: Value 'fast'"),
         ({"edit_config": lambda text: text + "broken: [\n"}, "is not valid YAML"),
+        ({"edit_config": lambda text: ""}, "is empty: replayed, it would run the default config, not the job's"),
+        (
+            {"edit_config": lambda text: ("# café\n" + text).encode("latin-1")},
+            "is not UTF-8 text (byte 0xe9 at offset 5)",
+        ),
     ],
     ids=[
         "times-a-string",
@@ -430,6 +449,8 @@ def _bad_config(old: str, new: str):
         "config-unknown-key",
         "config-bad-type",
         "config-not-yaml",
+        "config-empty",
+        "config-not-utf8",
     ],
 )
 def test_a_bad_report_or_config_is_one_paragraph_and_exit_2(job: Path, tmp_path: Path, edits, message: str) -> None:
@@ -459,6 +480,15 @@ def test_a_bad_report_or_config_is_one_paragraph_and_exit_2(job: Path, tmp_path:
         (["{job}/report.json", "--minutes", "-1"], "--minutes -1 is not valid"),
         (["{job}/report.json", "--models", "tft"], "--models names tft, which the report did not run"),
         (["{job}/report.json", "--repeats", "0"], "--repeats 0 is not valid"),
+        (
+            ["{job}/report.json", "--minutes", "100000"],
+            "--minutes 100000 is not valid: give a training's length in minutes, above 0 and at most 10080 (a week)",
+        ),
+        (["{job}/report.json", "--repeats", "1000000"], "--repeats 1000000 is not valid: give a whole number from 1"),
+        (
+            ["{job}/report.json", "--minutes", "6000", "--repeats", "2"],
+            "the planned trainings (1 model(s) × 2 repeat(s)) are predicted to take 200.00 h, more than the 168 h",
+        ),
         (["{job}/report.json", "--output", "{job}/report.json/validation.json"], "cannot be written"),
         ([], "give the report to validate"),
     ],
@@ -469,6 +499,21 @@ def test_bad_arguments_are_one_paragraph_and_exit_2(job: Path, tmp_path: Path, a
     assert message in _paragraph(completed.stderr)
     # Refused before any training.
     assert "Traceback" not in completed.stderr and "training" not in completed.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a device whose every write is ENOSPC")
+def test_a_full_disk_keeps_the_trainings_on_stdout_and_exits_2(job: Path, tmp_path: Path) -> None:
+    # /dev/full is written in place (replacing it would replace the device), and every write fails as on a full
+    # disk: the trainings used to end in three chained OSError tracebacks, exit 1 and no row anywhere.
+    completed = _validate(str(job / "report.json"), "--factor", "0.5", "--output", "/dev/full", cwd=tmp_path)
+    assert completed.returncode == 2, completed.stderr
+    assert "Traceback" not in completed.stderr
+    err = _paragraph(completed.stderr)
+    assert "--output /dev/full cannot be written (No space left on device): the validation is printed above" in err
+    printed = ValidationReport.from_dict(json.loads(completed.stdout[completed.stdout.index("\n{") :]))
+    assert printed.status == "complete"
+    assert [(c.model, c.status) for c in printed.checks] == [("mlp", "ok")] and printed.checks[0].actual_s > 0
+    assert Path("/dev/full").is_char_device()
 
 
 def test_a_report_without_its_config_names_the_file_it_needs(job: Path, tmp_path: Path) -> None:

@@ -144,14 +144,14 @@ class WorkloadFacts:
 @dataclass(frozen=True)
 class Attempt:
     """One measured run of a model at one batch size; ``headroom`` is None on the CPU, ``statistics`` below two
-    epochs."""
+    epochs, ``stability`` without any (an interrupt in the first)."""
 
     facts: WorkloadFacts
     measurement: Measurement
     memory: MemoryProfile
     headroom: HeadroomCheck | None
     device_epochs: list[DeviceEpoch]
-    stability: StabilityReport
+    stability: StabilityReport | None
     statistics: EpochTimeStatistics | None
     memory_timeline: MemoryTimeline | None
     status: str
@@ -380,7 +380,7 @@ def _measure(name: str, workload: Workload, facts: WorkloadFacts, context: Model
         memory=memory,
         headroom=headroom,
         device_epochs=device_monitor.epochs,
-        stability=stability_verdict(measurement.health, cfg.stability),
+        stability=stability_verdict(measurement.health, cfg.stability) if measurement.health else None,
         statistics=statistics,
         memory_timeline=profiler.timeline(),
         status=status,
@@ -424,8 +424,8 @@ def _result(
         memory_usage_mb=attempt.memory.peak_reserved_mb,
         batch_size=batch.batch_size,
         gradient_accumulation_steps=batch.gradient_accumulation_steps,
-        stability=attempt.stability.stability,
-        loss_trend=attempt.stability.loss_trend,
+        stability=None if attempt.stability is None else attempt.stability.stability,
+        loss_trend=None if attempt.stability is None else attempt.stability.loss_trend,
         raw_epoch_times_ms=measurement.epoch_times_ms,
         warmup_epoch_times_ms=measurement.warmup_epoch_times_ms,
         epoch_losses=measurement.epoch_losses,

@@ -27,6 +27,8 @@ MIN_MEASURED_EPOCHS = 2
 #: A training is stopped past this many times its upper bound, plus a minute to start and build.
 _TIMEOUT_BOUNDS = 10.0
 _TIMEOUT_START_S = 60.0
+#: ... and past two weeks in any case: twice the longest plan validate takes, below poll's limit (24.8 days).
+_TIMEOUT_MAX_S = 14 * 24 * 3600.0
 
 
 class ValidationInputError(GpubenchError):
@@ -334,7 +336,7 @@ def run_checks(
                 flush=True,
             )
             try:
-                training = train(check.spec, _TIMEOUT_START_S + _TIMEOUT_BOUNDS * check.upper_s)
+                training = train(check.spec, min(_TIMEOUT_START_S + _TIMEOUT_BOUNDS * check.upper_s, _TIMEOUT_MAX_S))
             except TrainingFailed as exc:
                 record(check.row(repeat, error=str(exc)))
                 continue

@@ -115,7 +115,7 @@ class Runner:
         logger.info("device: %s (hardware=%s)", self.device, cfg.hardware.name)
         self.session = prepare_session(cfg, device=self.device, load_data=False)
         self.host = host_load(self.session.threads_source)
-        logger.info("host: %s", self.host.to_dict())
+        logger.info("host: %s", console.host_text(self.host))
         busy = busy_host_warning(self.host)
         if busy:
             console.notice(busy)
@@ -191,10 +191,10 @@ class Runner:
                 rounds = {**rounds, name: ModelRounds(first=model, first_record=record)}
                 result = merged_result(rounds[name], models)
             logger.info(
-                "model %s: %s, mean epoch %s ms over %d epochs%s",
+                "model %s: %s, mean epoch %s over %d epochs%s",
                 name,
                 result.status,
-                result.mean_epoch_time_ms,
+                console.epoch_time_text(result),
                 len(result.raw_epoch_times_ms),
                 f" ({result.error})" if result.error else "",
             )
@@ -254,7 +254,7 @@ class Runner:
         state = self._recommend(state)
         recommendation = state.report.recommendation
         assert recommendation is not None
-        logger.info("recommendation: %s (%s)", recommendation.decision, recommendation.reasoning)
+        logger.info("recommendation: %s (%s)", recommendation.decision or "no decision", recommendation.reasoning)
         return replace(state, report=replace(state.report, status="complete"))
 
     def _failed(self, state: RunState, exc: Exception) -> None:

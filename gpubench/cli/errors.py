@@ -3,11 +3,12 @@ become one paragraph naming the key or file and exit code 2. The guard sets ``HY
 raises rather than prints, unless the user set it (then the traceback is what they asked for).
 """
 
+import itertools
 import logging
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpubench.conf import CONF_DIR
@@ -71,8 +72,25 @@ def _unparsable_override_message(override: str, detail: str) -> str:
     )
 
 
-def hydra_error_message(exc: BaseException) -> str:
-    """One paragraph for an exception Hydra raised while composing the config; names the key where one is known."""
+def _split_override_message(fragment: str, arguments: Sequence[str]) -> str:
+    """The error for an argument with no ``=``; where an override precedes it in the command line's
+    ``arguments``, a space in its unquoted value split it there: the two are named and quoted as one."""
+    at = arguments.index(fragment) if fragment in arguments else 0
+    previous = arguments[at - 1] if at > 0 and "=" in arguments[at - 1] else None
+    message = f"`{fragment}` is not an override: an override is key=value (`model=mlp`)."
+    if previous is None:
+        return message
+    rest = list(itertools.takewhile(lambda a: "=" not in a and not a.startswith("-"), arguments[at:]))
+    quoted = _quoted(" ".join([previous, *rest]))
+    return (
+        f"{message} A space split the previous one, `{previous}`, in two: the shell splits an unquoted value at "
+        f'each space. Quote the value and wrap the whole override in double quotes: "{quoted}".'
+    )
+
+
+def hydra_error_message(exc: BaseException, arguments: Sequence[str] = ()) -> str:
+    """One paragraph for an exception Hydra raised while composing the config; names the key where one is known.
+    ``arguments`` are the command line's, to find an override a space split in two."""
     from hydra.errors import OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
@@ -90,6 +108,8 @@ def hydra_error_message(exc: BaseException) -> str:
         return f"`{key}`{given}: {detail} Give a value of the key's type; `python -m gpubench --cfg job` shows them."
     message = _flatten(str(exc))
     if isinstance(exc, OverrideParseException):
+        if "=" not in exc.override:
+            return _split_override_message(exc.override, arguments)
         return _unparsable_override_message(exc.override, message)
     if cause is not None:
         message += " " + _flatten(str(cause))
@@ -133,7 +153,7 @@ def run_hydra(task: Callable[[Any], int]) -> None:
             app()
     # Hydra's errors first: one of them (a config group's missing option) is an OSError too.
     except (HydraException, OmegaConfBaseException) as exc:
-        _refuse(hydra_error_message(exc), user_wants_traceback)
+        _refuse(hydra_error_message(exc, sys.argv[1:]), user_wants_traceback)
     except ValueError as exc:
         # Any other ValueError is the task's own and keeps its traceback.
         if not str(exc).startswith(_EXCLUSIVE_MODES):

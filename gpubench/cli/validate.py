@@ -1,22 +1,30 @@
 """``gpubench validate REPORT [--factor K | --minutes M] [--repeats R]``: check a report's predictions against real
 trainings (:mod:`gpubench.bench.replay`) and write ``validation.json``. Exit 0 all inside their bounds, 1 not, 2 bad
-input, 128 + the signal's number when interrupted."""
+input or an ``--output`` that cannot be written (the validation then printed as JSON), 128 + the signal's number
+when interrupted."""
 
 import argparse
 import math
+import os
 import tempfile
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
-from gpubench.bench.replay import DEFAULT_FACTOR, MAX_FACTOR, ValidationInputError, prepare, run_checks
+from gpubench.bench.replay import DEFAULT_FACTOR, MAX_FACTOR, PlannedCheck, ValidationInputError, prepare, run_checks
 from gpubench.errors import GpubenchError
 from gpubench.results import ValidationCheck, ValidationReport
+from gpubench.units import HOURS_PER_DAY, SECONDS_PER_HOUR
 
 VALIDATION_FILE_NAME = "validation.json"
 #: |error| within this many percent is counted in the summary line (not the pass criterion).
 ERROR_GOAL_PCT = 3.0
+#: What one validation may plan: a week of predicted training in all (--minutes at most a week a training), and
+#: enough repeats for a spread (a longer or larger check is several runs, each keeping its own validation.json).
+MAX_TOTAL_HOURS = 7 * HOURS_PER_DAY
+MAX_MINUTES = MAX_TOTAL_HOURS * 60
+MAX_REPEATS = 100
 
 
 def format_table(validation: ValidationReport) -> str:
@@ -114,14 +122,38 @@ def _check_arguments(args: argparse.Namespace) -> None:
             f"--factor {args.factor:g} is not valid: give a multiple of the measured work above 0 and at most "
             f"{MAX_FACTOR:g}, e.g. 4; for a longer check give its length, --minutes M"
         )
-    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
-        raise ValidationInputError(f"--minutes {args.minutes:g} is not valid: give a positive number, e.g. 5")
-    if args.repeats < 1:
-        raise ValidationInputError(f"--repeats {args.repeats} is not valid: give a whole number >= 1, e.g. 3")
+    if args.minutes is not None and not (math.isfinite(args.minutes) and 0 < args.minutes <= MAX_MINUTES):
+        raise ValidationInputError(
+            f"--minutes {args.minutes:g} is not valid: give a training's length in minutes, above 0 and at most "
+            f"{MAX_MINUTES:g} (a week), e.g. 5"
+        )
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise ValidationInputError(
+            f"--repeats {args.repeats} is not valid: give a whole number from 1 to {MAX_REPEATS}, e.g. 3"
+        )
+
+
+def _check_total(planned: list[PlannedCheck], repeats: int) -> float:
+    """The predicted hours of every planned training, all repeats; ValidationInputError past a week."""
+    from gpubench.output.console import fmt_hours
+
+    hours = repeats * sum(check.predicted_s for check in planned) / SECONDS_PER_HOUR
+    if hours > MAX_TOTAL_HOURS:
+        raise ValidationInputError(
+            f"the planned trainings ({len(planned)} model(s) × {repeats} repeat(s)) are predicted to take "
+            f"{fmt_hours(hours)}, more than the {MAX_TOTAL_HOURS:g} h (a week) one validation may plan: give a "
+            "smaller --factor or --minutes, fewer --repeats or fewer --models, and run the rest as another validation"
+        )
+    return hours
 
 
 def _check_output(path: Path) -> None:
-    """Refuse an ``--output`` that cannot be written, before any training."""
+    """Refuse an ``--output`` that cannot be written, before any training (a device, ``/dev/stdout``, is written in
+    place: only its permission counts)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        if not os.access(path, os.W_OK):
+            raise ValidationInputError(f"--output {path} cannot be written: permission denied. Give a writable path.")
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".write-check-"):
@@ -139,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (see the module docstring)."""
     args = _parse(argv)
     from gpubench import signals
+    from gpubench.cli.errors import EXIT_BAD_INPUT
     from gpubench.output import console
-    from gpubench.output.report_file import write_json_atomic
+    from gpubench.output.console import fmt_hours
+    from gpubench.output.report_file import json_text, write_json_atomic
 
     try:
         _check_arguments(args)
@@ -149,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
         factor = None if args.minutes is not None else (args.factor or DEFAULT_FACTOR)
         preparation = prepare(args.report, factor=factor, minutes=args.minutes, models=models)
+        total_hours = _check_total(preparation.planned, args.repeats)
     except GpubenchError as exc:
         console.error(str(exc))
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         console.notice(f"interrupted ({signals.signal_name(signals.received_signal())}) before any training.")
         return signals.interrupt_exit_code()
@@ -166,23 +201,50 @@ def main(argv: list[str] | None = None) -> int:
         checks=list(preparation.skipped),
     )
 
+    unwritable: list[OSError] = []
+
+    def write() -> bool:
+        """Write the validation to ``output``; False where it cannot be (a full disk): the trainings go on."""
+        try:
+            write_json_atomic(output, validation.to_dict())
+        except OSError as exc:
+            if not unwritable:
+                reason = exc.strerror or exc
+                console.notice(f"--output {output} cannot be written ({reason}); the trainings go on, shown at the end")
+            unwritable.append(exc)
+            return False
+        return True
+
     def record(row: ValidationCheck) -> None:
         nonlocal validation
         validation = replace(validation, checks=[*validation.checks, row])
-        write_json_atomic(output, validation.to_dict())
+        write()
 
+    trainings = len(preparation.planned) * args.repeats
+    print(f"gpubench validate: {trainings} training(s) planned, predicted {fmt_hours(total_hours)} in all", flush=True)
     try:
         run_checks(preparation.planned, args.repeats, record)
         validation = replace(validation, status="complete")
     except KeyboardInterrupt:
         validation = replace(validation, status="interrupted")
-    write_json_atomic(output, validation.to_dict())
+    written = write()
     print(format_table(validation))
-    print(f"validation: {output}")
+    if written:
+        print(f"validation: {output}")
+    else:
+        print(json_text(validation.to_dict()), end="")
+        error = unwritable[-1]
+        console.error(
+            f"--output {output} cannot be written ({error.strerror or error}): the validation is printed above as "
+            "JSON, every training kept; save it, then free space there or give another --output next time."
+        )
     if validation.status == "interrupted":
         console.notice(
-            f"interrupted ({signals.signal_name(signals.received_signal())}); {output} holds the "
+            f"interrupted ({signals.signal_name(signals.received_signal())}); "
+            f"{output if written else 'the JSON above'} holds the "
             f"{sum(c.status != 'skipped' for c in validation.checks)} training(s) that finished."
         )
         return signals.interrupt_exit_code()
+    if not written:
+        return EXIT_BAD_INPUT
     return 0 if validation.passed else 1

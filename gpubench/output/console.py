@@ -16,6 +16,7 @@ from gpubench.output.redact import redact
 from gpubench.results import (
     CostAnalysis,
     DistributedScaling,
+    HostLoad,
     MemorySplit,
     ModelEstimate,
     ModelResult,
@@ -108,6 +109,27 @@ def _fmt(value: Any, spec: str) -> str:
 
 def _interval(interval: tuple[float, float] | None) -> str:
     return f"{interval[0]:.1f}–{interval[1]:.1f}" if interval else "-"
+
+
+def epoch_time_text(result: ModelResult) -> str:
+    """A model's mean epoch time with its t interval, as the summary table shows them: ``812.4 ms (95% CI
+    790.1–834.7)``; ``-`` without a measured epoch."""
+    if result.mean_epoch_time_ms is None:
+        return "-"
+    interval, statistics = result.confidence_interval_ms, result.statistics
+    level = f"{statistics.confidence_level * 100:g}% CI " if statistics else ""
+    return f"{result.mean_epoch_time_ms:.1f} ms" + (f" ({level}{_interval(interval)})" if interval else "")
+
+
+def host_text(host: HostLoad) -> str:
+    """The host at the start in one line: the CPUs usable, the load averages and torch's threads."""
+    loads = " / ".join(_fmt(v, ".2f") for v in (host.load_average_1m, host.load_average_5m, host.load_average_15m))
+    variables = "".join(f", {name}={value}" for name, value in host.thread_environment.items())
+    return (
+        f"{host.available_cpus} of {host.cpu_count} CPUs usable, load average {loads} (1 / 5 / 15 min), torch "
+        f"threads {host.torch_num_threads} intra-op ({host.threads_source}), {host.torch_interop_threads} inter-op"
+        f"{variables}"
+    )
 
 
 def _t_interval_column(report: RunReport) -> str:

@@ -45,7 +45,11 @@ def _umask() -> int:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically, with the usual new-file permissions."""
+    """Write ``text`` (UTF-8) to ``path`` atomically, with the usual new-file permissions; a device (``/dev/stdout``)
+    is written in place, as replacing it would replace the device."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        path.write_text(text, encoding="utf-8")
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -60,10 +64,14 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def json_text(content: Any) -> str:
+    """``content`` as strict JSON (NaN/Inf as null), credentials redacted, indented, ending in a newline."""
+    return json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False) + "\n"
+
+
 def write_json_atomic(path: Path, content: Any) -> None:
-    """Write ``content`` as strict JSON (NaN/Inf as null), credentials redacted, to ``path`` atomically."""
-    text = json.dumps(redact_tree(_json_safe(content)), indent=2, allow_nan=False)
-    write_text_atomic(path, text + "\n")
+    """Write ``content`` as :func:`json_text` to ``path`` atomically."""
+    write_text_atomic(path, json_text(content))
 
 
 def _unwritable(path: str | os.PathLike[str], exc: OSError, folder: Path) -> OutputError:
