@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 
 #: The largest ρ the bound reports: beyond it 20 epochs carry almost no information about the mean.
-MAX_RHO = 0.95
-_RHO_GRID = np.linspace(0.0, MAX_RHO, 39)
+MAX_RHO = 0.9
+_RHO_GRID = np.linspace(0.0, MAX_RHO, 37)
 #: Gaps (epochs) the null distribution is tabulated at; a measured gap is floored to one of them, which is
 #: conservative (shorter gaps make rounds alike, the statistic smaller, the bound higher).
 _GAP_CLASSES = (0, 1, 2, 4, 8, 16, 32, math.inf)
