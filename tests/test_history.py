@@ -255,3 +255,21 @@ def test_the_estimate_takes_the_steady_mean_and_adds_the_first_epochs_excess_onc
     without = replace(result, statistics=replace(stats, rounds=replace(stats.rounds, first_epoch_excess_ms=0.0)))
     added = estimate.one_off_seconds - estimate_training_time(name, without, plan).one_off_seconds
     assert added == pytest.approx(max(stats.rounds.first_epoch_excess_ms, 0.0) / 1000.0)
+
+
+def test_the_reasoning_says_whether_the_bounds_rest_on_this_run_or_on_the_machines_history() -> None:
+    from gpubench.decision.advice import history_text
+
+    report = _report()
+    name, result = next((n, r) for n, r in report.models.items() if r.statistics and r.statistics.rounds)
+    assert "hold for the host's speed as seen during this run" in history_text(report.models, [name])
+    mean_ms = result.statistics.decision_mean_ms
+    told = summarize_epoch_times(
+        result.raw_epoch_times_ms,
+        rounds=result.epochs_per_round,
+        round_gaps_epochs=result.statistics.rounds.gaps_epochs,
+        earlier_runs=[(0.8 * mean_ms, 0.0), (1.2 * mean_ms, 0.0)],
+    )
+    text = history_text({name: replace(result, statistics=told)}, [name])
+    assert text.startswith("The bounds carry the spread between this machine's runs") and "2 earlier runs" in text
+    assert told.decision_halfwidth_ms > result.statistics.decision_halfwidth_ms
