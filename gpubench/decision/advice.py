@@ -377,7 +377,9 @@ def history_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -
     if used:
         spreads = {n: math.sqrt(r.run_level_variance_ms2) / (r.steady_mean_ms or 1.0) for n, r in used.items()}
         parts = ", ".join(
-            f"{n}: {len(used[n].earlier_runs)} earlier runs, ±{s:.1%} run to run" for n, s in spreads.items()
+            f"{n}: {len(used[n].earlier_runs)} earlier runs, "
+            + (f"±{s:.1%} run to run" if s > 0 else "agreeing within their noise")
+            for n, s in spreads.items()
         )
         return f"The bounds carry the spread between this machine's runs of the same config ({parts})."
     earlier = min(len(r.earlier_runs) for r in rounds.values())

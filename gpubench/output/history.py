@@ -62,13 +62,12 @@ class MachineHistory:
         if not result.steps_per_epoch:
             return ()
         key = config_key(result, self.hardware_config)
-        runs = [
+        return tuple(
             (float(entry["mean_step_ms"]) * result.steps_per_epoch, float(entry["relative_variance"]))
             for record in self.records
             for entry in _entries(record)
             if entry.get("config") == key
-        ]
-        return tuple(runs)
+        )
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record as one line; a failure is logged, never raised."""

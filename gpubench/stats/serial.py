@@ -60,13 +60,14 @@ def _null_quantiles(counts: tuple[int, ...], gap: float, alpha: float) -> np.nda
 
 
 def rho_upper_bound(parts: Sequence[np.ndarray], gaps_epochs: Sequence[float] | None, confidence_level: float) -> float:
-    """A one-sided ``confidence_level`` upper bound on the epochs' lag-1 autocorrelation ρ, in [0, :data:`MAX_RHO`]:
-    the largest ρ under which the run's :func:`lag1_within_rounds` is not in the lower 1 − level tail (test
-    inversion). A host level per round or a drift only raise the statistic, so the bound stays above ρ."""
+    """A one-sided (1 + ``confidence_level``) / 2 upper bound on the epochs' lag-1 autocorrelation ρ, in
+    [0, :data:`MAX_RHO`]: the largest ρ under which the run's :func:`lag1_within_rounds` is not in the lower
+    (1 − level) / 2 tail (test inversion). A host level per round or a drift only raise the statistic."""
     counts = tuple(int(p.size) for p in parts)
     if sum(counts) - len(counts) < 2:
         return MAX_RHO
-    quantiles = _null_quantiles(counts, _gap_class(gaps_epochs, len(counts)), round(1.0 - confidence_level, 6))
+    alpha = round((1.0 - confidence_level) / 2.0, 6)
+    quantiles = _null_quantiles(counts, _gap_class(gaps_epochs, len(counts)), alpha)
     return float(np.interp(float(lag1_within_rounds(list(parts))), quantiles, _RHO_GRID))
 
 
