@@ -127,20 +127,20 @@ def history_cell(
     new_means = MEAN_MS * (1.0 + rng.normal(0.0, host_sigma, runs) + cv * ar1(rng, runs, new_epochs, rho).mean(axis=1))
     summaries = []
     for run in history:
-        interval = two_level_interval(run, level, gaps)
+        interval = two_level_interval(run, level, gaps, from_run=True)
         summaries.append((interval.mean_ms, interval.variance_of_mean_ms2 / interval.mean_ms**2))
     rates = np.zeros(7)
     halfwidths: list[list[float]] = [[], []]
     for k, (run, new_mean) in enumerate(zip(epochs, new_means, strict=True)):
         earlier_runs = summaries[k * earlier : (k + 1) * earlier]
-        alone = two_level_interval(run, level, gaps)
-        told = two_level_interval(run, level, gaps, earlier_runs=earlier_runs)
+        alone = two_level_interval(run, level, gaps, from_run=True)
+        told = two_level_interval(run, level, gaps, from_run=True, earlier_runs=earlier_runs)
         for i, interval in enumerate((alone, told)):
             low, high = interval.interval_ms
             rates[2 * i] += low <= MEAN_MS <= high
             rates[2 * i + 1] += high >= MEAN_MS
             halfwidths[i].append(interval.halfwidth_ms / interval.mean_ms)
-        p_low, p_high = new_run_interval(run, new_epochs, level, gaps, earlier_runs=earlier_runs)
+        p_low, p_high = new_run_interval(run, new_epochs, level, gaps, from_run=True, earlier_runs=earlier_runs)
         rates[4] += p_low <= new_mean <= p_high
         rates[5] += drift_test(run.ravel(), level, design.counts, gaps).detected
     rates /= runs
@@ -212,7 +212,7 @@ def two_level_cell(
     independent = independent_upper = 0
     halfwidths, shares, satterthwaite_halfwidths, independent_halfwidths = [], [], [], []
     for run, ramp_run, new_mean in zip(epochs, ramped, new_means, strict=True):
-        interval = two_level_interval(run, level, gaps)
+        interval = two_level_interval(run, level, gaps, from_run=True)
         low, high = interval.interval_ms
         covered += low <= MEAN_MS <= high
         upper += high >= MEAN_MS
@@ -231,7 +231,7 @@ def two_level_cell(
         flagged += drift_test(run.ravel(), level, design.counts, gaps).detected
         power += drift_test(ramp_run.ravel(), level, design.counts, gaps).detected
         if design.rounds >= 2:
-            p_low, p_high = new_run_interval(run, new_epochs, level, gaps)
+            p_low, p_high = new_run_interval(run, new_epochs, level, gaps, from_run=True)
             predicted += p_low <= new_mean <= p_high
     return Cell(
         coverage=covered / runs,
@@ -439,4 +439,4 @@ def floored_bounds(run: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def two_level_bounds(run: np.ndarray, level: float, gaps: list[float]) -> tuple[float, float]:
-    return two_level_interval(run, level, gaps).interval_ms
+    return two_level_interval(run, level, gaps, from_run=True).interval_ms

@@ -188,9 +188,9 @@ def test_rounds_that_drift_together_are_carried_and_widen_the_bound() -> None:
     assert round_serial_test([1.0, 2.0, 3.0, 4.0, 5.0])[1] == pytest.approx(8 / 120)
     rng = np.random.default_rng(3)
     rounds = 1000.0 + 10.0 * 2.0 ** np.arange(5)[:, None] + rng.normal(0.0, 1.0, (5, 4))
-    interval = two_level_interval(rounds, 0.95, [15.0] * 4, rho=DRIFT_AR1_BOUND)
+    interval = two_level_interval(rounds, 0.95, [15.0] * 4, from_run=True, rho=DRIFT_AR1_BOUND)
     assert interval.round_correlation > 0
-    shuffled = two_level_interval(rounds[[2, 0, 4, 1, 3]], 0.95, [15.0] * 4, rho=DRIFT_AR1_BOUND)
+    shuffled = two_level_interval(rounds[[2, 0, 4, 1, 3]], 0.95, [15.0] * 4, from_run=True, rho=DRIFT_AR1_BOUND)
     assert shuffled.round_correlation == 0 and interval.halfwidth_ms > shuffled.halfwidth_ms
     assert round_serial_test([1.0, 2.0]) == (0.0, 1.0)
 

@@ -205,9 +205,8 @@ def test_one_round_is_the_decision_interval() -> None:
 
 def test_long_rounds_pool_overlapping_batch_means_for_the_within_level() -> None:
     rng = np.random.default_rng(5)
-    rounds = 100.0 + rng.standard_normal((3, 12))
-    # Rounds 2 and 3 without their first epoch (the one after the gap): 12, 11 and 11 steady epochs.
-    pieces = [long_run_variance(r) for r in (rounds[0], rounds[1, 1:], rounds[2, 1:])]
+    rounds = (100.0 + rng.standard_normal((3, 12))).tolist()
+    pieces = [long_run_variance(r) for r in rounds]
     interval = two_level_interval(rounds, 0.95)
     assert interval.within_method == WITHIN_OBM
     assert interval.within_degrees_of_freedom == pytest.approx(sum(d for _, d in pieces))
@@ -237,23 +236,23 @@ def test_halfwidth_after_reproduces_the_measured_halfwidth_and_shrinks_with_roun
     rng = np.random.default_rng(8)
     rounds = (1000.0 + rng.normal(0.0, 40.0, (4, 1)) + rng.normal(0.0, 10.0, (4, 5))).tolist()
     for gaps in (None, [4.0, 4.0, 4.0], [math.inf] * 3):
-        interval = two_level_interval(rounds, 0.95, gaps, rho=DRIFT_AR1_BOUND)
-        # Planned balanced (4 steady epochs a round) against the measured 5, 4, 4, 4: within a few percent.
-        assert halfwidth_after(interval, 4, 5, 0.95) == pytest.approx(interval.halfwidth_ms, rel=0.05)
+        interval = two_level_interval(rounds, 0.95, gaps)
+        assert halfwidth_after(interval, 4, 5, 0.95) == pytest.approx(interval.halfwidth_ms, rel=1e-10)
         widths = [halfwidth_after(interval, r, 5, 0.95) for r in range(2, 30)]
         assert all(a > b for a, b in itertools.pairwise(widths))
-    # Ten rounds 4 epochs apart, by hand: rounds of 5 keep 4 steady epochs, 5 apart; the scale σ̂² = V / w'Cw held,
-    # V' = σ̂² w'C'w' and t on the planned design's Satterthwaite degrees of freedom (numpy only).
-    interval = two_level_interval(rounds, 0.95, [4.0, 4.0, 4.0], rho=DRIFT_AR1_BOUND)
+    # Ten rounds 4 epochs apart, by hand: the scale σ̂² = V / w'Cw held, V' = σ̂² w'C'w' and t on the planned
+    # design's Satterthwaite degrees of freedom; C from the epochs' positions on the timeline (numpy only).
+    interval = two_level_interval(rounds, 0.95, [4.0, 4.0, 4.0])
 
     def shape(r: int) -> tuple[float, float]:
-        positions = np.array([i * 9 + j for i in range(r) for j in range(4)], dtype=float)
-        averaging = np.kron(np.eye(r), np.full((1, 4), 0.25))
+        positions = np.array([i * 9 + j for i in range(r) for j in range(5)], dtype=float)
+        averaging = np.kron(np.eye(r), np.full((1, 5), 0.2))
         c = averaging @ DRIFT_AR1_BOUND ** np.abs(np.subtract.outer(positions, positions)) @ averaging.T
         m_c = (np.eye(r) - np.full((r, r), 1.0 / r)) @ c
         return c.sum() / r**2, np.trace(m_c) ** 2 / np.trace(m_c @ m_c)
 
-    (measured, _), (after, dof_after) = shape(4), shape(10)
+    (measured, dof), (after, dof_after) = shape(4), shape(10)
+    assert interval.degrees_of_freedom == pytest.approx(dof, rel=1e-10)
     scale = interval.variance_of_mean_ms2 / measured
     expected = sps.t.ppf(0.975, dof_after) * math.sqrt(scale * after)
     assert halfwidth_after(interval, 10, 5, 0.95) == pytest.approx(expected, rel=1e-10)
@@ -288,10 +287,7 @@ def test_a_new_training_longer_than_a_round_leaves_the_negative_within_part_out_
     gaps = [0.0] * 4
     interval = two_level_interval(rounds, 0.95, gaps)
     assert interval.between_variance_ms2 > 0 and interval.within_variance_ms2 / 4 > interval.variance_of_mean_ms2
-    steady = np.array([4, 3, 3, 3, 3]) / 16  # each later round's first epoch (after its gap) left out
-    half = sps.t.ppf(0.975, interval.degrees_of_freedom) * math.sqrt(
-        interval.variance_of_mean_ms2 * (1 + 1 / (steady @ steady))
-    )
+    half = sps.t.ppf(0.975, interval.degrees_of_freedom) * math.sqrt(interval.variance_of_mean_ms2 * (1 + 5))
     low, high = new_run_interval(rounds, 80, 0.95, gaps)
     assert (low, high) == pytest.approx((interval.mean_ms - half, interval.mean_ms + half), rel=1e-12)
     assert (high - low) / 2 / interval.mean_ms < 0.01

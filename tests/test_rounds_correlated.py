@@ -62,7 +62,7 @@ def test_a_hand_worked_interval_of_three_back_to_back_rounds() -> None:
     # Round means 11, 15, 13: ȳ = 13, RSS = 8. 1'C1 = 2.7 + 2 (0.648 + 0.648 + 0.41472) = 6.12144, so
     # w'Cw = 6.12144 / 9 and tr(MC) = 2.7 − 6.12144 / 3 = 0.65952; V = 8 · 0.680160 / 0.65952.
     rounds = [[10.0, 12.0], [14.0, 16.0], [12.5, 13.5]]
-    interval = two_level_interval(rounds, 0.95, [0.0, 0.0], rho=DRIFT_AR1_BOUND)
+    interval = two_level_interval(rounds, 0.95, [0.0, 0.0])
     variance = 8.0 * (6.12144 / 9.0) / 0.65952
     m_c = (np.eye(3) - np.full((3, 3), 1.0 / 3.0)) @ c
     dof = 0.65952**2 / np.trace(m_c @ m_c)
@@ -71,48 +71,43 @@ def test_a_hand_worked_interval_of_three_back_to_back_rounds() -> None:
     assert interval.degrees_of_freedom == pytest.approx(dof, rel=1e-10)
     assert interval.halfwidth_ms == pytest.approx(sps.t.ppf(0.975, dof) * math.sqrt(variance), rel=1e-10)
     # No gaps given: back to back, the same interval.
-    assert two_level_interval(rounds, 0.95, rho=DRIFT_AR1_BOUND).interval_ms == pytest.approx(
-        interval.interval_ms, rel=1e-12
-    )
+    assert two_level_interval(rounds, 0.95).interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
 
 
 def test_unbalanced_rounds_weight_the_means_by_their_epochs() -> None:
-    # Rounds of 2 and 3 and 4 epochs, 1.5 and 0 epochs apart; the first epoch after each gap (14, 13) left out: 2, 2
-    # and 3 steady epochs. By plain numpy: positions on the timeline, Σ, C = AΣA', the grand mean w'ȳ (w = n_i / N),
-    # residuals r = (I − 1w')ȳ, σ̂² = r'r / tr(BC) with B = M'M, V = σ̂² w'Cw.
+    # Rounds of 2 and 3 and 4 epochs, 1.5 and 0 epochs apart, by plain numpy: positions on the timeline, Σ, C = AΣA',
+    # the grand mean w'ȳ (w = n_i / N), residuals r = (I − 1w')ȳ, σ̂² = r'r / tr(BC) with B = M'M, V = σ̂² w'Cw.
     rounds = [[9.0, 11.0], [14.0, 16.0, 18.0], [13.0, 14.0, 15.0, 16.0]]
-    counts, gaps = [2, 2, 3], [1.5, 0.0]
-    positions = np.array([0.0, 1.0, 4.5, 5.5, 7.5, 8.5, 9.5])
+    counts, gaps = [2, 3, 4], [1.5, 0.0]
+    positions = np.array([0.0, 1.0, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5])
     sigma = DRIFT_AR1_BOUND ** np.abs(np.subtract.outer(positions, positions))
     averaging = _averaging(counts)
     c = averaging @ sigma @ averaging.T
-    means = np.array([10.0, 17.0, 15.0])
-    w = np.array(counts) / 7.0
+    means = np.array([10.0, 16.0, 14.5])
+    w = np.array(counts) / 9.0
     m = np.eye(3) - np.outer(np.ones(3), w)
     b_c = m.T @ m @ c
     residuals = m @ means
     variance = residuals @ residuals / np.trace(b_c) * (w @ c @ w)
-    interval = two_level_interval(rounds, 0.9, gaps, rho=DRIFT_AR1_BOUND)
-    assert interval.mean_ms == pytest.approx(99.0 / 7.0)
-    assert interval.first_epoch_excess_ms == pytest.approx(((14.0 - 17.0) + (13.0 - 15.0)) / 2)
+    interval = two_level_interval(rounds, 0.9, gaps)
+    assert interval.mean_ms == pytest.approx(14.0)
     assert interval.variance_of_mean_ms2 == pytest.approx(variance, rel=1e-10)
     assert interval.degrees_of_freedom == pytest.approx(np.trace(b_c) ** 2 / np.trace(b_c @ b_c), rel=1e-10)
 
 
 def test_far_apart_balanced_rounds_give_the_t_interval_on_the_round_means() -> None:
-    # Rounds of 2 epochs keep both (a round needs two steady epochs), so the design stays balanced.
     rng = np.random.default_rng(31)
-    rounds = 1000.0 + rng.normal(0.0, 30.0, (5, 1)) + rng.normal(0.0, 10.0, (5, 2))
+    rounds = 1000.0 + rng.normal(0.0, 30.0, (5, 1)) + rng.normal(0.0, 10.0, (5, 4))
     means = rounds.mean(axis=1)
     expected = sps.t.interval(0.95, 4, loc=means.mean(), scale=sps.sem(means))
-    interval = two_level_interval(rounds.tolist(), 0.95, [math.inf] * 4, rho=DRIFT_AR1_BOUND)
+    interval = two_level_interval(rounds.tolist(), 0.95, [math.inf] * 4)
     assert interval.interval_ms == pytest.approx(expected, rel=1e-12)
     assert interval.degrees_of_freedom == pytest.approx(4.0, rel=1e-12)
     # Back to back the same data get a wider interval on fewer degrees of freedom; 15 epochs apart, nearly the t.
-    close = two_level_interval(rounds.tolist(), 0.95, [0.0] * 4, rho=DRIFT_AR1_BOUND)
-    apart = two_level_interval(rounds.tolist(), 0.95, [15.0] * 4, rho=DRIFT_AR1_BOUND)
-    assert close.halfwidth_ms > apart.halfwidth_ms > interval.halfwidth_ms
-    assert apart.halfwidth_ms / interval.halfwidth_ms < 1.05
+    close = two_level_interval(rounds.tolist(), 0.95, [0.0] * 4)
+    apart = two_level_interval(rounds.tolist(), 0.95, [15.0] * 4)
+    assert close.halfwidth_ms / interval.halfwidth_ms == pytest.approx(2.137, abs=0.001)
+    assert apart.halfwidth_ms / interval.halfwidth_ms == pytest.approx(1.020, abs=0.001)
     assert close.degrees_of_freedom < apart.degrees_of_freedom < 4.0
 
 
@@ -132,7 +127,7 @@ def test_summarize_epoch_times_counts_the_gaps_it_is_given() -> None:
     rng = np.random.default_rng(32)
     times = (1000.0 + rng.normal(0.0, 20.0, 20)).tolist()
     summary = summarize_epoch_times(times, rounds=[5] * 4, round_gaps_epochs=[15.0] * 3)
-    interval = two_level_interval(split_rounds(times, [5] * 4), 0.95, [15.0] * 3)
+    interval = two_level_interval(split_rounds(times, [5] * 4), 0.95, [15.0] * 3, from_run=True)
     assert summary.decision_interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
     assert summary.rounds is not None and summary.rounds.gaps_epochs == (15.0, 15.0, 15.0)
     assert summary.rounds.degrees_of_freedom == pytest.approx(interval.degrees_of_freedom)

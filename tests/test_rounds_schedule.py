@@ -303,7 +303,7 @@ def test_one_new_trainings_bounds_take_a_host_level_of_its_own():
     section = model_section(epochs, steps_per_epoch=100, samples_per_step=8.0, sample_unit="env_step", rounds=[3] * 4)
     plan = replace(DecisionConfig().plan, samples={"dqn": 40 * 800.0})
     estimate = estimate_training_time("dqn", section, plan)
-    low_ms, high_ms = new_run_interval([epochs[i : i + 3] for i in range(0, 12, 3)], 40, 0.95)
+    low_ms, high_ms = new_run_interval([epochs[i : i + 3] for i in range(0, 12, 3)], 40, 0.95, from_run=True)
     lower_s, upper_s = new_training_bounds_seconds(estimate, section)
     assert lower_s == pytest.approx(estimate.fixed_seconds + 40 * low_ms / 1e3)
     assert upper_s == pytest.approx(estimate.fixed_seconds + 40 * high_ms / 1e3)

@@ -401,7 +401,7 @@ def test_rounds_make_the_decision_interval_two_level_and_fill_the_round_statisti
     times, counts = _rounds_times()
     summary = summarize_epoch_times(times, rounds=counts, target_rel_halfwidth=0.01)
     parts = split_rounds(times, counts)
-    interval = two_level_interval(parts, 0.95)
+    interval = two_level_interval(parts, 0.95, from_run=True)
     assert summary.decision_interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
     assert summary.decision_interval_method == METHOD_ROUND_MEANS_AR1
     # Everything else stays computed over all epochs as they come.

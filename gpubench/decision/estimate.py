@@ -126,6 +126,7 @@ def halfwidth_after_rounds_ms(
         per_round,
         rho=DRIFT_AR1_BOUND if rounds.rho is None else rounds.rho,
         phi=rounds.round_correlation,
+        steady=rounds.steady_mean_ms is not None,
     )
     # A report without the in-run variance stored: the half-width is its t quantile times its square root.
     in_run = rounds.variance_of_mean_ms2
@@ -417,8 +418,10 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
         gaps = round_gaps_epochs(
             [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
         )
+    # A report from before the first epoch after a gap was left out and ρ bounded from the run is read as written.
+    from_run = stats.rounds.steady_mean_ms is not None
     low_ms, high_ms = new_run_interval(
-        rounds_ms, epochs, stats.confidence_level, gaps, earlier_runs=stats.rounds.earlier_runs
+        rounds_ms, epochs, stats.confidence_level, gaps, from_run=from_run, earlier_runs=stats.rounds.earlier_runs
     )
     lower_s = estimate.fixed_lower_seconds + estimate.planned_epochs * low_ms / MS_PER_S
     upper_s = (

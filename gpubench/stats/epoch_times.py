@@ -219,7 +219,9 @@ def _round_figures(
     """The two-level interval of epochs measured in two rounds or more, ``gaps_epochs`` apart, and its round
     statistics."""
     parts = two_level.split_rounds(values, epochs_per_round)
-    interval = two_level.two_level_interval(parts, confidence_level, gaps_epochs, earlier_runs=earlier_runs)
+    interval = two_level.two_level_interval(
+        parts, confidence_level, gaps_epochs, from_run=True, earlier_runs=earlier_runs
+    )
     components = two_level.variance_components(parts)
     return _DecisionFigures(
         interval_ms=interval.interval_ms,

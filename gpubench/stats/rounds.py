@@ -208,6 +208,7 @@ class TwoLevelInterval:
     run_level_dof: float = math.inf
     history_runs: int = 0
     earlier_runs: tuple[tuple[float, float], ...] = ()
+    from_run: bool = False
 
     @property
     def dominant(self) -> str:
@@ -267,21 +268,23 @@ def two_level_interval(
     confidence_level: float,
     gaps_epochs: Sequence[float] | None = None,
     *,
+    from_run: bool = False,
     rho: float | None = None,
     earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> TwoLevelInterval:
-    """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the steady round means
-    (:func:`steady_rounds`), their correlation counted. ``gaps_epochs``: between consecutive rounds, model epochs
-    (None: back to back); ``rho``: the epochs' ρ (None: the run's upper bound, :func:`rho_upper_bound`);
-    ``earlier_runs``: (mean epoch ms, relative variance of that mean) of earlier runs of this config on this machine;
-    from :data:`MIN_EARLIER_RUNS` of them the run-to-run level (:func:`run_level`, this run included) is added as a
-    variance piece.
+    """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the round means, their
+    correlation counted. ``gaps_epochs``: between consecutive rounds, model epochs (None: back to back);
+    ``from_run`` (the decision's interval): the first epoch after each gap left out (:func:`steady_rounds`), ρ the
+    run's upper bound (:func:`rho_upper_bound`) unless ``rho`` is given, and φ carried; else ρ =
+    :data:`DRIFT_AR1_BOUND` and every epoch. ``earlier_runs``: (mean epoch ms, relative variance of that mean) of
+    earlier runs of this config on this machine; from :data:`MIN_EARLIER_RUNS` of them the run-to-run level
+    (:func:`run_level`, this run included) is added as a variance piece.
 
     ȳ = Σ w_i ȳ_i (w_i = n_i / N); the round means' errors have covariance σ² C, C = A Σ A', Σ the AR(1)
-    correlation at ρ carried through the gaps (A averages each round), and successive rounds correlated φ where
-    their means' permutation test says so (:func:`carried_round_correlation`; the larger variance of with and
-    without); σ̂² = RSS / tr(BC), V = σ̂² w'Cw, on Satterthwaite's ν = tr(BC)² / tr((BC)²). One round: the decision
-    interval on it. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
+    correlation at ρ carried through the gaps (A averages each round), and (``from_run``) successive rounds
+    correlated φ where their means' permutation test says so (:func:`carried_round_correlation`; the larger
+    variance of with and without); σ̂² = RSS / tr(BC), V = σ̂² w'Cw, on Satterthwaite's ν = tr(BC)² / tr((BC)²). One
+    round: the decision interval on it. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
     """
     _check_level(confidence_level)
     rounds = _rounds(rounds_ms, min_epochs=2)
@@ -309,11 +312,12 @@ def two_level_interval(
             gaps_epochs=measured_gaps,
         )
     measured_counts = tuple(int(v.size) for v in rounds)
-    rounds, gaps, excess_ms = steady_rounds(rounds, measured_gaps)
+    rounds, gaps, excess_ms = steady_rounds(rounds, measured_gaps) if from_run else (rounds, measured_gaps, 0.0)
     counts = tuple(int(v.size) for v in rounds)
-    rho = rho_upper_bound(rounds, gaps, confidence_level) if rho is None else rho
+    if rho is None:
+        rho = rho_upper_bound(rounds, gaps, confidence_level) if from_run else DRIFT_AR1_BOUND
     means = np.array([v.mean() for v in rounds])
-    phi = carried_round_correlation(means, confidence_level)
+    phi = carried_round_correlation(means, confidence_level) if from_run else 0.0
     phis = (0.0, phi) if phi else (0.0,)
     fit = max((correlated_estimate(means, *round_means_design(counts, gaps, rho, p)) for p in phis), key=_variance)
     mean_ms, variance_of_mean = fit.estimate, fit.variance
@@ -351,6 +355,7 @@ def two_level_interval(
         run_level_dof=run_dof,
         history_runs=runs,
         earlier_runs=earlier,
+        from_run=from_run,
     )
 
 
@@ -367,6 +372,7 @@ def variance_ratio_after(
     *,
     rho: float = DRIFT_AR1_BOUND,
     phi: float = 0.0,
+    steady: bool = False,
 ) -> tuple[float, float, float]:
     """(w'C'w' / w'Cw, ν, ν'): how many times the measured in-run variance of the mean ``rounds`` rounds of
     ``round_epochs`` epochs would have, σ̂² held, and the degrees of freedom before and after (Satterthwaite's), both
@@ -377,10 +383,10 @@ def variance_ratio_after(
             f"need at least 2 rounds measured and planned, of at least 1 epoch; got {measured} measured, "
             f"{rounds} round(s) of {round_epochs} planned"
         )
-    steady = [steady_count(c, 1) for c in epochs_per_round]
-    gap = planning_gap_epochs(gaps_epochs) + (steady[-1] < epochs_per_round[-1])
-    w_c_w, dof = balanced_mean_shape(measured, max(1, round(sum(steady) / measured)), gap, rho, phi)
-    after, dof_after = balanced_mean_shape(rounds, steady_count(round_epochs, 1), gap, rho, phi)
+    counts = [steady_count(c, int(steady)) for c in (*epochs_per_round, round_epochs)]
+    gap = planning_gap_epochs(gaps_epochs) + (counts[-1] < round_epochs)
+    w_c_w, dof = balanced_mean_shape(measured, max(1, round(sum(counts[:-1]) / measured)), gap, rho, phi)
+    after, dof_after = balanced_mean_shape(rounds, counts[-1], gap, rho, phi)
     return after / w_c_w, dof, dof_after
 
 
@@ -418,6 +424,7 @@ def halfwidth_after(
         epochs_per_round,
         rho=interval.rho,
         phi=interval.round_correlation,
+        steady=interval.from_run,
     )
     if degrees_of_freedom is not None:
         if not degrees_of_freedom > 0:
@@ -439,6 +446,7 @@ def new_run_interval(
     confidence_level: float,
     gaps_epochs: Sequence[float] | None = None,
     *,
+    from_run: bool = False,
     earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> tuple[float, float]:
     """A prediction interval (ms) for the mean epoch time of one new, independent training of ``epochs`` epochs,
@@ -452,10 +460,12 @@ def new_run_interval(
     _check_level(confidence_level)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
-    interval = two_level_interval(rounds_ms, confidence_level, gaps_epochs, earlier_runs=earlier_runs)
+    interval = two_level_interval(
+        rounds_ms, confidence_level, gaps_epochs, from_run=from_run, earlier_runs=earlier_runs
+    )
     if interval.rounds < 2:
         raise ValueError("a prediction for a new training needs at least 2 rounds: one round shows no host level")
-    counts = np.array([steady_count(c, i) for i, c in enumerate(interval.epochs_per_round)], dtype=float)
+    counts = np.array([steady_count(c, i * from_run) for i, c in enumerate(interval.epochs_per_round)], dtype=float)
     n_total = float(counts.sum())
     sum_w2 = float((counts / n_total) @ (counts / n_total))
     v, w = interval.variance_of_mean_ms2, interval.within_variance_ms2
