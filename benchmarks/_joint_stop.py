@@ -42,6 +42,21 @@ WARMUP_EPOCHS = 2
 
 
 @dataclass
+class _Host:
+    """The host's level, an AR(1) across the job's rounds at ``phi`` with marginal ``sigma`` (φ = 0: a fresh level
+    each round), started from its stationary distribution."""
+
+    sigma: float
+    phi: float = 0.0
+    level: float | None = None
+
+    def step(self, rng: np.random.Generator) -> float:
+        shock = rng.normal(0.0, self.sigma)
+        self.level = shock if self.level is None else self.phi * self.level + math.sqrt(1.0 - self.phi**2) * shock
+        return self.level
+
+
+@dataclass
 class _Model:
     """One simulated model: its rounds' epoch times (ms) and start times (s), and its AR(1) state on the clock."""
 
@@ -52,10 +67,21 @@ class _Model:
     ar_clock_s: float = 0.0
 
 
-def _measure(rng: np.random.Generator, model: _Model, epochs: int, clock_s: float, cv: float, rho: float, host: float):
+def _measure(
+    rng: np.random.Generator,
+    model: _Model,
+    epochs: int,
+    clock_s: float,
+    cv: float,
+    rho: float,
+    host: _Host,
+    first_excess: float = 0.0,
+):
     """One round of ``epochs`` epochs of ``model`` starting at ``clock_s`` (s); returns the clock after it. The
-    AR(1) state steps on through the time since the model's last epoch: x_t = ρ^k x_{t−k} + √(1 − ρ^{2k}) ε."""
-    level = rng.normal(0.0, host)
+    AR(1) state steps on through the time since the model's last epoch: x_t = ρ^k x_{t−k} + √(1 − ρ^{2k}) ε. A later
+    round's first epoch is ``first_excess`` slower (the first epoch after a gap)."""
+    level = host.step(rng)
+    later = bool(model.rounds)
     times = []
     for k in range(epochs):
         now = clock_s + k
@@ -65,14 +91,18 @@ def _measure(rng: np.random.Generator, model: _Model, epochs: int, clock_s: floa
             decay = rho ** (now - model.ar_clock_s)
             model.ar_state = decay * model.ar_state + math.sqrt(1.0 - decay**2) * rng.standard_normal()
         model.ar_clock_s = now
-        times.append(max(MEAN_MS * (1.0 + level + cv * model.ar_state), 0.01 * MEAN_MS))
+        slow = first_excess if later and k == 0 else 0.0
+        times.append(max(MEAN_MS * (1.0 + level + cv * model.ar_state) * (1.0 + slow), 0.01 * MEAN_MS))
     model.rounds.append(times)
     model.starts_s.append(clock_s)
     return clock_s + epochs
 
 
-def _section(model: _Model, statistics: StatisticsConfig) -> ModelResult:
-    """The model's report section over its rounds, summarised as ``merged_result`` does."""
+def _section(
+    model: _Model, statistics: StatisticsConfig, earlier_runs: Sequence[tuple[float, float]] = ()
+) -> ModelResult:
+    """The model's report section over its rounds, summarised as ``merged_result`` does (with the machine's history
+    of the model, ``earlier_runs``)."""
     times = [t for r in model.rounds for t in r]
     counts = [len(r) for r in model.rounds]
     gaps = None
@@ -86,6 +116,7 @@ def _section(model: _Model, statistics: StatisticsConfig) -> ModelResult:
         target_rel_halfwidth=statistics.target_rel_halfwidth,
         rounds=counts if len(counts) > 1 else None,
         round_gaps_epochs=gaps,
+        earlier_runs=earlier_runs,
     )
     return ModelResult(
         status="ok",
@@ -112,6 +143,48 @@ class JointStopRun:
     stop_reason: str
 
 
+def _fixed_rounds(
+    rng: np.random.Generator,
+    names: Sequence[str],
+    plan: Sequence[int],
+    cv: float,
+    rho: float,
+    host: _Host,
+    first_excess: float,
+) -> tuple[dict[str, _Model], float]:
+    """Round 1 of every model in turn, then the later fixed rounds round-robin, as the runner measures them."""
+    models = {name: _Model(name) for name in names}
+    clock_s = 0.0
+    for name in names:
+        clock_s = _measure(rng, models[name], plan[0], clock_s, cv, rho, host)
+    clock_s += WARMUP_EPOCHS * len(names)
+    for size in plan[1:]:
+        for name in names:
+            clock_s = _measure(rng, models[name], size, clock_s, cv, rho, host, first_excess)
+    return models, clock_s
+
+
+def earlier_run(
+    rng: np.random.Generator,
+    names: Sequence[str],
+    statistics: StatisticsConfig,
+    epochs: int,
+    cv: float,
+    rho: float,
+    host: _Host,
+    first_excess: float,
+) -> dict[str, tuple[float, float]]:
+    """An earlier fixed run on the machine (its own host levels), as the history stores each model: its mean epoch
+    (ms) and the relative variance of that mean."""
+    models, _ = _fixed_rounds(rng, names, split_epochs(epochs, statistics.rounds), cv, rho, host, first_excess)
+    summaries = {}
+    for name, model in models.items():
+        stats = _section(model, statistics).statistics
+        assert stats is not None and stats.rounds is not None and stats.rounds.variance_of_mean_ms2 is not None
+        summaries[name] = (stats.decision_mean_ms, stats.rounds.variance_of_mean_ms2 / stats.decision_mean_ms**2)
+    return summaries
+
+
 def joint_stop_run(
     rng: np.random.Generator,
     true_hours: Sequence[float],
@@ -120,22 +193,26 @@ def joint_stop_run(
     host_sigma: float,
     statistics: StatisticsConfig,
     epochs: int,
+    host_phi: float = 0.0,
+    earlier: int = 0,
+    first_excess: float = 0.0,
 ) -> JointStopRun:
-    """One job of ``statistics.adaptive=decision`` over models whose true totals are ``true_hours`` (h)."""
+    """One job of ``statistics.adaptive=decision`` over models whose true totals are ``true_hours`` (h), after
+    ``earlier`` earlier fixed runs of the same models on the machine (each with host levels of its own)."""
     # The seed's critical pair by name (decision.critical_models takes known models); the plan is the cell's own.
     names = list(CRITICAL_NAMES[: len(true_hours)])
     samples = {name: hours * 3600.0 * SAMPLES_PER_EPOCH for name, hours in zip(names, true_hours, strict=True)}
     decision = DecisionConfig(critical_models=names, plan=TrainingPlanConfig(samples=samples))
-    models = {name: _Model(name) for name in names}
+    fixed = replace(statistics, adaptive="off")
+    history = [
+        earlier_run(rng, names, fixed, epochs, cv, rho, _Host(host_sigma, host_phi), first_excess)
+        for _ in range(earlier)
+    ]
+    earlier_runs = {name: [run[name] for run in history] for name in names}
     plan = split_epochs(epochs, statistics.rounds)
-    clock_s = 0.0
-    for name in names:
-        clock_s = _measure(rng, models[name], plan[0], clock_s, cv, rho, host_sigma)
-    clock_s += WARMUP_EPOCHS * len(names)
-    for size in plan[1:]:
-        for name in names:
-            clock_s = _measure(rng, models[name], size, clock_s, cv, rho, host_sigma)
-    sections = {name: _section(models[name], statistics) for name in names}
+    host = _Host(host_sigma, host_phi)
+    models, clock_s = _fixed_rounds(rng, names, plan, cv, rho, host, first_excess)
+    sections = {name: _section(models[name], statistics, earlier_runs[name]) for name in names}
     reason = "fixed rounds"
     if len(plan) > 1:
         while True:
@@ -151,8 +228,8 @@ def joint_stop_run(
             if choice.model is None:
                 reason = ",".join(sorted(set(choice.stop_reasons.values())))
                 break
-            clock_s = _measure(rng, models[choice.model], plan[-1], clock_s, cv, rho, host_sigma)
-            sections[choice.model] = _section(models[choice.model], statistics)
+            clock_s = _measure(rng, models[choice.model], plan[-1], clock_s, cv, rho, host, first_excess)
+            sections[choice.model] = _section(models[choice.model], statistics, earlier_runs[choice.model])
     estimates = {name: estimate_training_time(name, sections[name], decision.plan) for name in names}
     verdict = decide(names, sections, estimates, [], decision)
     total = verdict.total
@@ -195,12 +272,18 @@ def joint_stop_cell(
     host_sigma: float,
     statistics: StatisticsConfig,
     epochs: int,
+    host_phi: float = 0.0,
+    earlier: int = 0,
+    first_excess: float = 0.0,
 ) -> JointStopCell:
     """``runs`` seeded jobs whose critical total is ``true_total_hours``, split by ``shares``."""
     statistics = replace(statistics, adaptive=ADAPTIVE_DECISION)
     true_hours = [true_total_hours * s / sum(shares) for s in shares]
     decision = DecisionConfig()
-    results = [joint_stop_run(rng, true_hours, rho, cv, host_sigma, statistics, epochs) for _ in range(runs)]
+    results = [
+        joint_stop_run(rng, true_hours, rho, cv, host_sigma, statistics, epochs, host_phi, earlier, first_excess)
+        for _ in range(runs)
+    ]
     upper = np.mean([r.upper_hours >= true_total_hours for r in results])
     lower = np.mean([r.lower_hours <= true_total_hours for r in results])
     both = np.mean([r.lower_hours <= true_total_hours <= r.upper_hours for r in results])

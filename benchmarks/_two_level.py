@@ -70,15 +70,90 @@ def two_level_epochs(
     host_sigma: float,
     gap: int,
     ramp: float = 0.0,
+    host_phi: float = 0.0,
+    first_excess: float = 0.0,
 ) -> np.ndarray:
     """``runs`` × R × m epoch times (ms); ``ramp`` is the drift's rise over the model's measured epochs, as a
-    fraction of the mean (0: stationary)."""
+    fraction of the mean (0: stationary); ``host_phi`` the host level's AR(1) coefficient from round to round
+    (stationary, marginal σ_h; 0: independent rounds); ``first_excess`` how much slower (fraction) each later round's
+    first epoch after a gap is."""
     r, m = design.rounds, design.epochs
     x = ar1(rng, runs, r * (m + gap), rho).reshape(runs, r, m + gap)[:, :, :m]
-    host = rng.normal(0.0, host_sigma, (runs, r, 1))
+    host = host_sigma * ar1(rng, runs, r, host_phi)[:, :, None]
     own_index = np.arange(r * m, dtype=float).reshape(r, m)
     drift = ramp * own_index / max(r * m - 1, 1)
-    return np.maximum(MEAN_MS * (1.0 + host + cv * x + drift), _MIN_EPOCH_MS)
+    slow = np.zeros((r, m))
+    if gap > 0:
+        slow[1:, 0] = first_excess
+    return np.maximum(MEAN_MS * (1.0 + host + cv * x + drift) * (1.0 + slow), _MIN_EPOCH_MS)
+
+
+@dataclass(frozen=True)
+class HistoryCell:
+    """One cell of a drifting host: the bound's coverage (both ends, upper end alone) and median half-width without
+    and with ``earlier`` earlier runs in the history, validate's coverage with the history, and the drift test's
+    false-positive rate."""
+
+    coverage: float
+    upper_coverage: float
+    halfwidth: float
+    history_coverage: float
+    history_upper_coverage: float
+    history_halfwidth: float
+    new_run_coverage: float
+    drift_fpr: float
+
+
+def history_cell(
+    rng: np.random.Generator,
+    runs: int,
+    design: Design,
+    rho: float,
+    cv: float,
+    host_sigma: float,
+    host_phi: float,
+    gap: int,
+    level: float,
+    earlier: int,
+    new_run_factor: int,
+    first_excess: float = 0.0,
+) -> HistoryCell:
+    """Each run's ``earlier`` earlier runs are independent runs of the same process (hours apart: their own host
+    levels), summarised as the history stores them; the new training has its own host level and AR(1) epochs."""
+    gaps = design.gaps(gap)
+    epochs = two_level_epochs(rng, runs, design, rho, cv, host_sigma, gap, 0.0, host_phi, first_excess)
+    history = two_level_epochs(rng, runs * earlier, design, rho, cv, host_sigma, gap, 0.0, host_phi, first_excess)
+    new_epochs = new_run_factor * design.rounds * design.epochs
+    new_means = MEAN_MS * (1.0 + rng.normal(0.0, host_sigma, runs) + cv * ar1(rng, runs, new_epochs, rho).mean(axis=1))
+    summaries = []
+    for run in history:
+        interval = two_level_interval(run, level, gaps, from_run=True)
+        summaries.append((interval.mean_ms, interval.variance_of_mean_ms2 / interval.mean_ms**2))
+    rates = np.zeros(7)
+    halfwidths: list[list[float]] = [[], []]
+    for k, (run, new_mean) in enumerate(zip(epochs, new_means, strict=True)):
+        earlier_runs = summaries[k * earlier : (k + 1) * earlier]
+        alone = two_level_interval(run, level, gaps, from_run=True)
+        told = two_level_interval(run, level, gaps, from_run=True, earlier_runs=earlier_runs)
+        for i, interval in enumerate((alone, told)):
+            low, high = interval.interval_ms
+            rates[2 * i] += low <= MEAN_MS <= high
+            rates[2 * i + 1] += high >= MEAN_MS
+            halfwidths[i].append(interval.halfwidth_ms / interval.mean_ms)
+        p_low, p_high = new_run_interval(run, new_epochs, level, gaps, from_run=True, earlier_runs=earlier_runs)
+        rates[4] += p_low <= new_mean <= p_high
+        rates[5] += drift_test(run.ravel(), level, design.counts, gaps).detected
+    rates /= runs
+    return HistoryCell(
+        coverage=rates[0],
+        upper_coverage=rates[1],
+        halfwidth=float(np.median(halfwidths[0])),
+        history_coverage=rates[2],
+        history_upper_coverage=rates[3],
+        history_halfwidth=float(np.median(halfwidths[1])),
+        new_run_coverage=rates[4],
+        drift_fpr=rates[5],
+    )
 
 
 def satterthwaite_interval(rounds: np.ndarray, level: float, gaps: list[float]) -> tuple[float, float]:
@@ -137,7 +212,7 @@ def two_level_cell(
     independent = independent_upper = 0
     halfwidths, shares, satterthwaite_halfwidths, independent_halfwidths = [], [], [], []
     for run, ramp_run, new_mean in zip(epochs, ramped, new_means, strict=True):
-        interval = two_level_interval(run, level, gaps)
+        interval = two_level_interval(run, level, gaps, from_run=True)
         low, high = interval.interval_ms
         covered += low <= MEAN_MS <= high
         upper += high >= MEAN_MS
@@ -156,7 +231,7 @@ def two_level_cell(
         flagged += drift_test(run.ravel(), level, design.counts, gaps).detected
         power += drift_test(ramp_run.ravel(), level, design.counts, gaps).detected
         if design.rounds >= 2:
-            p_low, p_high = new_run_interval(run, new_epochs, level, gaps)
+            p_low, p_high = new_run_interval(run, new_epochs, level, gaps, from_run=True)
             predicted += p_low <= new_mean <= p_high
     return Cell(
         coverage=covered / runs,
@@ -364,4 +439,4 @@ def floored_bounds(run: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def two_level_bounds(run: np.ndarray, level: float, gaps: list[float]) -> tuple[float, float]:
-    return two_level_interval(run, level, gaps).interval_ms
+    return two_level_interval(run, level, gaps, from_run=True).interval_ms

@@ -40,6 +40,12 @@ follow one another), against the same slope with the round means taken as indepe
         --designs 5x4 4x5 2x10 --host-sigmas 0 0.05 0.1 --two-level-cvs 0.05   # one model against four
     python benchmarks/statistics_coverage.py --only-drift --drift-gaps 15 0  # the drift test on rounds alone
     python benchmarks/statistics_coverage.py --only-joint-stop coverage band --two-level-cvs 0.05  # the joint stop
+    python benchmarks/statistics_coverage.py --only-history [--quick]   # issue 33: host drift, history, first epoch
+
+With ``--only-history`` it prints issue 33's cells: a host level drifting as an AR(1) across rounds (φ 0.9, σ_h 5%
+and 10%) with and without earlier runs of the machine in the history (the bound, validate's interval, the joint
+stop's wrong verdicts at 25 h and 47 h), a slow first epoch after each gap (+3.75%) at ρ = 0.9, and the cells that
+held before (coverage, drift false positives, wrong verdicts without drift). ``--quick``: a smoke run of each.
 """
 
 import argparse
@@ -63,6 +69,7 @@ from _two_level import (
     exact_drift_fpr,
     floored_bounds,
     gray_rates,
+    history_cell,
     relative_bounds,
     two_level_bounds,
     two_level_cell,
@@ -229,7 +236,12 @@ def main() -> None:
     parser.add_argument("--band-runs", type=int, default=150, help="simulated jobs per true total, dead band")
     parser.add_argument("--band-step", type=float, default=0.25, help="the dead band's grid of true totals (h)")
     parser.add_argument("--band-reach", type=float, nargs=2, default=[3.0, 4.0], help="h scanned below / above")
+    parser.add_argument("--only-history", action="store_true", help="issue 33: host drift, history, first epoch")
+    parser.add_argument("--quick", action="store_true", help="with --only-history: a smoke run (under a minute)")
     args = parser.parse_args()
+    if args.only_history:
+        history_section(args)
+        return
     if args.only_drift:
         drift_section(args)
         return
@@ -478,6 +490,76 @@ def joint_stop_section(args: argparse.Namespace) -> None:
                 f"{np.mean([c.mean_epochs for c, d in zip(cells, dead, strict=True) if d]):.1f}" if dead.any() else "-"
             )
             print(f"| {rho:g} | {band} | {width:.2f} h | {epochs} |", flush=True)
+
+
+def history_section(args: argparse.Namespace) -> None:
+    """Issue 33's cells (``_two_level.history_cell``, ``_two_level.two_level_cell``, ``_joint_stop``): a drifting
+    host with and without a history of earlier runs, the slow first epoch after each gap at ρ = 0.9, and the cells
+    that held before."""
+    rng = np.random.default_rng(args.seed + 4)
+    runs, jobs = (80, 8) if args.quick else (2000, 300)
+    level, design, earlier, phi, excess = args.level, Design(5, 4), 3, 0.9, 0.0375
+    statistics = StatisticsConfig(confidence_level=level, max_epochs=args.max_epochs)
+    print(
+        f"## Issue 33: epochs = 1000 ms x (1 + h_r + CV x AR1), CV 5%, design 5x4 with 15 epochs between rounds; "
+        f"{runs} runs a cell, {jobs} jobs a joint-stop cell, seed {args.seed + 4}\n"
+    )
+    print(
+        f"Host level AR(1) across rounds, phi {phi:g}, epochs' rho 0.5. alone: the bound from this run; history: with "
+        f"{earlier} earlier runs (own host levels) in the history. coverage: the 95% interval; upper: its upper end "
+        f"(the total's bound, nominal 97.5%); validate: new_run_interval with the history covering a new training of "
+        f"{args.new_run_factor} x N epochs.\n"
+    )
+    print("| sigma_h | alone: coverage, upper, half-width | history: coverage, upper, half-width | validate |")
+    print("|---|---|---|---|")
+    for sigma in (0.05, 0.1):
+        c = history_cell(rng, runs, design, 0.5, 0.05, sigma, phi, 15, level, earlier, args.new_run_factor)
+        print(
+            f"| {sigma:.0%} | {_rate(c.coverage, runs)}, {_rate(c.upper_coverage, runs)}, ±{c.halfwidth:.1%} | "
+            f"{_rate(c.history_coverage, runs)}, {_rate(c.history_upper_coverage, runs)}, "
+            f"±{c.history_halfwidth:.1%} | {_rate(c.new_run_coverage, runs)} |",
+            flush=True,
+        )
+    print(f"\nFirst epoch of each later round {excess:.2%} slower, no history: coverage, upper, drift FPR.\n")
+    print("| rho | sigma_h | coverage | upper | half-width | drift FPR |")
+    print("|---|---|---|---|---|---|")
+    for rho, sigma in ((0.9, 0.0), (0.9, 0.05), (0.5, 0.0)):
+        c = history_cell(rng, runs, design, rho, 0.05, sigma, 0.0, 15, level, 0, args.new_run_factor, excess)
+        print(
+            f"| {rho:g} | {sigma:.0%} | {_rate(c.coverage, runs)} | {_rate(c.upper_coverage, runs)} | "
+            f"±{c.halfwidth:.1%} | {_rate(c.drift_fpr, runs)} |",
+            flush=True,
+        )
+    print("\nCells that held before (host level independent per round, no slow first epoch): two_level_cell.\n")
+    print("| gap | rho | sigma_h | coverage | upper | half-width | drift FPR | new run |")
+    print("|---|---|---|---|---|---|---|---|")
+    for gap in (15, 0):
+        for rho in (0.0, 0.5, 0.8):
+            for sigma in (0.0, 0.05, 0.1):
+                c = two_level_cell(rng, runs, design, rho, 0.05, sigma, gap, level, args.ramp, args.new_run_factor)
+                print(
+                    f"| {gap} | {rho:g} | {sigma:.0%} | {_rate(c.coverage, runs)} | {_rate(c.upper_coverage, runs)} | "
+                    f"±{c.halfwidth:.1%} | {_rate(c.drift_fpr, runs)} | {_rate(c.new_run_coverage or 0.0, runs)} |",
+                    flush=True,
+                )
+    print(
+        f"\nJoint stop (statistics.adaptive=decision), 2 critical models split 0.6/0.4, epochs' rho 0.5: wrong = "
+        f"LOCAL at >= 24 h or CLOUD at <= 48 h; history: {earlier} earlier fixed runs; drift: the host's phi.\n"
+    )
+    print("| true total | sigma_h | phi | history | upper | lower | LOCAL | CLOUD | GRAY | wrong | epochs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    cells = [(t, s, phi, k) for t in (25.0, 47.0) for s in (0.05, 0.1) for k in (0, earlier)]
+    cells += [(t, s, 0.0, 0) for t in (22.0, 26.0, 50.0) for s in (0.0, 0.1)]
+    for total, sigma, host_phi, history in cells:
+        c = joint_stop_cell(
+            rng, jobs, total, [0.6, 0.4], 0.5, 0.05, sigma, statistics, 20, host_phi=host_phi, earlier=history
+        )
+        print(
+            f"| {total:g} h | {sigma:.0%} | {host_phi:g} | {history} | {_rate(c.upper_coverage, jobs)} | "
+            f"{_rate(c.lower_coverage, jobs)} | {_rate(c.local, jobs)} | {_rate(c.cloud, jobs)} | "
+            f"{_rate(c.gray, jobs)} | {_rate(c.wrong, jobs)} | {c.mean_epochs:.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -328,47 +328,50 @@ def test_the_slope_test_reproduces_nists_certified_norris_regression() -> None:
 
 
 def test_round_means_drift_of_independent_rounds_is_statsmodels_ols_on_the_round_means() -> None:
-    # Balanced rounds with infinite gaps: the round means are independent with equal variance, so the test is the
-    # textbook OLS slope test on R - 2 = 3 degrees of freedom.
+    # Balanced rounds of 2 (both epochs kept) with infinite gaps: the round means are independent with equal
+    # variance, so the test is the textbook OLS slope test on R - 2 = 3 degrees of freedom.
     rng = np.random.default_rng(21)
-    counts = [5, 5, 5, 5, 5]
-    times = 1000.0 + 3.0 * np.arange(25) + rng.normal(0.0, 20.0, 25)
-    result = drift_test(times, 0.95, counts, [math.inf] * 4)
-    centres = np.arange(5) * 5 + 2.0
+    counts = [2, 2, 2, 2, 2]
+    times = 1000.0 + 3.0 * np.arange(10) + rng.normal(0.0, 20.0, 10)
+    result = drift_test(times, 0.95, counts, [math.inf] * 4, rho=DRIFT_AR1_BOUND)
+    centres = np.arange(5) * 2 + 0.5
     means = [p.mean() for p in split_rounds(times, counts)]
     fit = statsmodels_api.OLS(means, statsmodels_api.add_constant(centres)).fit()
     assert result.method == METHOD_DRIFT_ROUND_MEANS and result.degrees_of_freedom == pytest.approx(3)
     assert result.slope_ms_per_epoch == pytest.approx(fit.params[1], rel=1e-10)
     assert result.slope_standard_error_ms == pytest.approx(fit.bse[1], rel=1e-10)
     assert result.p_value == pytest.approx(fit.pvalues[1], rel=1e-8)
-    assert result.shift_ms == pytest.approx(24 * result.slope_ms_per_epoch)
+    assert result.shift_ms == pytest.approx(9 * result.slope_ms_per_epoch)
 
 
 def test_round_means_drift_counts_the_gaps_through_the_round_means_correlation() -> None:
-    # Unbalanced rounds with gaps of 0, 3, 15 and 2.5 epochs. Built here by hand: each epoch's position on the
-    # timeline, Σ = ρ^|distance| at the bound, the round means' covariance C = A Σ A', then the OLS slope of the
-    # means with Var = σ̂² c'Cc, σ̂² = RSS / tr(MC), Satterthwaite's tr(MC)² / tr((MC)²).
+    # Unbalanced rounds with gaps of 0, 3, 15 and 2.5 epochs, each later round's first epoch left out. Built here by
+    # hand: each kept epoch's position on the timeline, Σ = ρ^|distance| at the bound, the round means' covariance
+    # C = A Σ A', then the OLS slope of the means with Var = σ̂² c'Cc, σ̂² = RSS / tr(MC), Satterthwaite's df.
     rng = np.random.default_rng(22)
     counts, gaps = [5, 4, 6, 5, 5], [0.0, 3.0, 15.0, 2.5]
     times = 1000.0 + 3.0 * np.arange(25) + rng.normal(0.0, 20.0, 25)
-    positions, position = [], 0.0
+    positions, own, owner, position = [], [], [], 0.0
     for i, count in enumerate(counts):
-        positions += [position + j for j in range(count)]
+        first = 1 if i > 0 else 0
+        positions += [position + j for j in range(first, count)]
+        own += [sum(counts[:i]) + j for j in range(first, count)]
+        owner += [i] * (count - first)
         position += count + (gaps[i] if i < len(gaps) else 0.0)
+    kept = np.array(own)
     sigma = np.array([[DRIFT_AR1_BOUND ** abs(a - b) for b in positions] for a in positions])
-    owner = np.repeat(np.arange(5), counts)
-    averaging = np.array([[1.0 / counts[i] if owner[k] == i else 0.0 for k in range(25)] for i in range(5)])
+    owner = np.array(owner)
+    averaging = np.array([(owner == i) / np.sum(owner == i) for i in range(5)])
     covariance = averaging @ sigma @ averaging.T
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    design = np.column_stack([np.ones(5), starts + (np.array(counts) - 1) / 2])
-    means = averaging @ times
+    design = np.column_stack([np.ones(5), averaging @ kept])
+    means = averaging @ times[kept]
     inverse = np.linalg.inv(design.T @ design)
     coefficients = inverse @ design.T @ means
     residuals = means - design @ coefficients
     m_c = (np.eye(5) - design @ inverse @ design.T) @ covariance
     scale = residuals @ residuals / np.trace(m_c)
     row = (inverse @ design.T)[1]
-    result = drift_test(times, 0.95, counts, gaps)
+    result = drift_test(times, 0.95, counts, gaps, rho=DRIFT_AR1_BOUND)
     assert result.method == METHOD_DRIFT_ROUND_MEANS
     assert result.slope_ms_per_epoch == pytest.approx(coefficients[1], rel=1e-10)
     assert result.slope_standard_error_ms == pytest.approx(math.sqrt(scale * row @ covariance @ row), rel=1e-10)
@@ -379,7 +382,7 @@ def test_round_means_drift_counts_the_gaps_through_the_round_means_correlation()
     )
     # No gaps given: the rounds followed one another at once, the most correlated case, so the slope's standard
     # error is larger than with the gaps counted.
-    assert drift_test(times, 0.95, counts).slope_standard_error_ms > result.slope_standard_error_ms
+    assert drift_test(times, 0.95, counts, rho=DRIFT_AR1_BOUND).slope_standard_error_ms > result.slope_standard_error_ms
 
 
 def test_the_timeline_correlation_of_a_hand_worked_example() -> None:
@@ -416,7 +419,7 @@ def test_the_one_block_slope_variance_is_the_sandwich_under_the_ar1_bound() -> N
     rng = np.random.default_rng(4)
     n = 15
     times = 500.0 + rng.normal(0.0, 5.0, n)
-    result = drift_test(times, 0.95)
+    result = drift_test(times, 0.95, rho=DRIFT_AR1_BOUND)
     design = np.column_stack([np.ones(n), np.arange(n)])
     sigma = DRIFT_AR1_BOUND ** np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
     inverse = np.linalg.inv(design.T @ design)

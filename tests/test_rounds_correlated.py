@@ -127,7 +127,7 @@ def test_summarize_epoch_times_counts_the_gaps_it_is_given() -> None:
     rng = np.random.default_rng(32)
     times = (1000.0 + rng.normal(0.0, 20.0, 20)).tolist()
     summary = summarize_epoch_times(times, rounds=[5] * 4, round_gaps_epochs=[15.0] * 3)
-    interval = two_level_interval(split_rounds(times, [5] * 4), 0.95, [15.0] * 3)
+    interval = two_level_interval(split_rounds(times, [5] * 4), 0.95, [15.0] * 3, from_run=True)
     assert summary.decision_interval_ms == pytest.approx(interval.interval_ms, rel=1e-12)
     assert summary.rounds is not None and summary.rounds.gaps_epochs == (15.0, 15.0, 15.0)
     assert summary.rounds.degrees_of_freedom == pytest.approx(interval.degrees_of_freedom)

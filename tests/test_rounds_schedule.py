@@ -203,16 +203,18 @@ HOST_LEVELS = {"dqn": (0.17, -0.17, 0.06, -0.06), "ppo": (0.08, -0.08, 0.04, -0.
 
 
 def _round(name: str, index: int, mean_ms: float) -> list[float]:
-    """Round ``index`` (from 0) of 5 epochs: the mean times the round's host level, epochs 1% apart around it."""
+    """Round ``index`` (from 0) of 5 epochs: the mean times the round's host level, epochs 1% apart around it in an
+    order that does not trend (a ramp inside every round would bound the epochs' ρ at its cap)."""
     level = 1.0 + HOST_LEVELS[name][index % 4]
-    return [mean_ms * level * (1.0 + 0.01 * k) for k in (-2, -1, 0, 1, 2)]
+    return [mean_ms * level * (1.0 + 0.01 * k) for k in (0, -2, 2, -1, 1)]
 
 
 def test_the_joint_stop_settles_local_where_one_model_at_a_time_left_the_answer_gray():
     # The issue's counter-example: dqn 12 h with a wide bound (+/- 23%), ppo 9 h. The old rule stopped each model
     # once the total *so far* looked settled: dqn alone (12 h) at its first 20 epochs, after which no count of ppo up
     # to 50 could bring the sum's upper bound under 24 h: GRAY. The joint rule gives each round to the model whose
-    # next round narrows the total's margin most per second, and settles LOCAL within 50 epochs each.
+    # next round narrows the total's margin most per second, and settles LOCAL within 80 epochs each (the host levels
+    # keep the run's bound on the epochs' ρ at its cap, 0.9).
     # The rounds' gaps as the runner measures them: the other model's epochs between two rounds of one model (5 while
     # they alternate, 0 when the stop gives one model two rounds in a row).
     means_ms = {"dqn": 12 * 3600e3 / PLANNED_EPOCHS, "ppo": 9 * 3600e3 / PLANNED_EPOCHS}
@@ -230,7 +232,7 @@ def test_the_joint_stop_settles_local_where_one_model_at_a_time_left_the_answer_
             round_gaps_epochs=[5.0 * (later - start - 1) for start, later in itertools.pairwise(starts)],
         )
 
-    statistics = StatisticsConfig(adaptive="decision", max_epochs=50)
+    statistics = StatisticsConfig(adaptive="decision", max_epochs=80)
     decision = DecisionConfig(critical_models=["dqn", "ppo"])
     plan = decision.plan
     first = {name: section(name) for name in means_ms}
@@ -251,7 +253,7 @@ def test_the_joint_stop_settles_local_where_one_model_at_a_time_left_the_answer_
         epochs[choice.model] += _round(choice.model, len(epochs[choice.model]) // 5, means_ms[choice.model])
     assert choice.stop_reasons == {"dqn": DECISION_SETTLED, "ppo": DECISION_SETTLED}
     assert {"dqn", "ppo"} <= set(chosen), chosen  # both models got more rounds
-    assert all(len(times) <= 50 for times in epochs.values())
+    assert all(len(times) <= 80 for times in epochs.values())
     total = combine_estimates([estimate_training_time(name, sections[name], plan) for name in ("dqn", "ppo")])
     assert classify(total, decision)[0] == LOCAL_GPU_VIABLE
 
@@ -277,15 +279,20 @@ def test_the_reasoning_names_a_noisy_host_with_the_probes_spread():
     assert noisy.statistics.rounds.between_p_value < 0.05 < quiet.statistics.rounds.between_p_value
     text = host_text({"dqn": noisy, "ppo": quiet}, ["dqn", "ppo"])
     share = noisy.statistics.rounds.between_share
+    # Without a history of earlier runs, the bounds are said to hold for this run's host.
+    alone = (
+        " The bounds hold for the host's speed as seen during this run: a host that drifts over hours looks steady "
+        "within it. 2 more run(s) of this config on this machine would widen or confirm them (statistics.history)."
+    )
     assert text == (
         "The host's speed moved during the run (a fixed Python loop took 6.4 to 11.5 ms across the rounds), and its "
         f"bounds carry it (dqn: {share:.0%} of its bound's variance from between rounds, 80% of that spread "
-        "tracking the probe)."
+        "tracking the probe)." + alone
     )
-    assert host_text({"ppo": quiet}, ["ppo"]) is None
+    assert host_text({"ppo": quiet}, ["ppo"]) == alone.strip()
     waiting = host_text({"dqn": replace(noisy, gpu_wait_explained_share=0.93), "ppo": quiet}, ["dqn", "ppo"])
-    assert waiting == text.removesuffix(").") + (
-        ", 93% tracking the card's power falling at a steady clock (the card waiting on its host))."
+    assert waiting == text.removesuffix(")." + alone) + (
+        ", 93% tracking the card's power falling at a steady clock (the card waiting on its host))." + alone
     )
 
 
@@ -296,7 +303,7 @@ def test_one_new_trainings_bounds_take_a_host_level_of_its_own():
     section = model_section(epochs, steps_per_epoch=100, samples_per_step=8.0, sample_unit="env_step", rounds=[3] * 4)
     plan = replace(DecisionConfig().plan, samples={"dqn": 40 * 800.0})
     estimate = estimate_training_time("dqn", section, plan)
-    low_ms, high_ms = new_run_interval([epochs[i : i + 3] for i in range(0, 12, 3)], 40, 0.95)
+    low_ms, high_ms = new_run_interval([epochs[i : i + 3] for i in range(0, 12, 3)], 40, 0.95, from_run=True)
     lower_s, upper_s = new_training_bounds_seconds(estimate, section)
     assert lower_s == pytest.approx(estimate.fixed_seconds + 40 * low_ms / 1e3)
     assert upper_s == pytest.approx(estimate.fixed_seconds + 40 * high_ms / 1e3)
@@ -330,9 +337,10 @@ def test_the_h200_trainings_validated_after_the_bound_fix_land_inside_the_bound_
     run, key, halfwidth_about_centre
 ):
     # Session 10's fresh H200 runs of the 124M GPT LM and ResNet-50, each validated 3 times at 4x the work, after
-    # new_run_interval was fixed on session 9's LM (a held-out check of that fix): the bound today's code computes
-    # from the stored report is the one validate printed there, every training is inside it, and the GPU-bound LM's
-    # is within ±3% about its centre (issue 21's Done-when).
+    # new_run_interval was fixed on session 9's LM (a held-out check of that fix): every training is inside the bound
+    # today's code computes from the stored report (validate printed one without the first epoch after each gap left
+    # out and with ρ at 0.8, within 2% of it), and the GPU-bound LM's is within ±3% about its centre (issue 21's
+    # Done-when).
     report = RunReport.from_dict(json.loads((RESULTS / f"2026-12-03-h200-s10-{run}" / "report.json").read_text()))
     checks = json.loads((RESULTS / "2026-12-03-h200-s10-validations.json").read_text())[key]["checks"]
     assert [c["status"] for c in checks] == ["ok"] * 3
@@ -340,7 +348,7 @@ def test_the_h200_trainings_validated_after_the_bound_fix_land_inside_the_bound_
     for check in checks:
         estimate = replay_estimate("custom", result, TrainingPlanConfig(), check["epochs"])
         lower_s, upper_s = new_training_bounds_seconds(estimate, result)
-        assert (lower_s, upper_s) == pytest.approx((check["lower_s"], check["upper_s"]), rel=1e-9)
+        assert (lower_s, upper_s) == pytest.approx((check["lower_s"], check["upper_s"]), rel=0.02)
         assert lower_s <= check["actual_s"] <= upper_s
         if halfwidth_about_centre is not None:
             assert (upper_s - lower_s) / (upper_s + lower_s) <= halfwidth_about_centre

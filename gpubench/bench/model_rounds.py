@@ -211,6 +211,7 @@ def merged_result(rounds: ModelRounds, context: ModelRunContext, stop_reason: st
         round_gaps_epochs=round_gaps_epochs(
             [r.started_s for r in kept], [r.epochs for r in kept], [r.mean_epoch_ms for r in kept]
         ),
+        earlier_runs=context.history.earlier_runs(result) if context.history is not None else (),
     )
     stability = stability_verdict(health, cfg.stability)
     samples_per_epoch = result.samples_per_epoch or 0.0

@@ -52,6 +52,7 @@ from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer
 from gpubench.models import workload_class
 from gpubench.output import console
+from gpubench.output.history import MachineHistory
 from gpubench.results import (
     BatchSearchResult,
     BatchStepDown,
@@ -96,6 +97,8 @@ class ModelRunContext:
     trial_agreement: TrialAgreement = same_trial
     #: Measured epochs planned over all rounds, for the progress lines; None: ``cfg.epochs``.
     planned_epochs: int | None = None
+    #: The machine's history of earlier runs (``statistics.history``); None: off.
+    history: MachineHistory | None = None
 
     @property
     def stop_rule(self) -> StopRule:

@@ -8,13 +8,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import new_training_bounds_seconds
 from gpubench.errors import GpubenchError
 from gpubench.models import KNOWN_MODELS
+from gpubench.output.history import MachineHistory, hardware_settings
 from gpubench.results import HostProbe, ModelResult, ValidationCheck
 
 #: The config the job ran with, written beside its report.
@@ -256,11 +257,19 @@ def plan_check(
 
 @dataclass(frozen=True)
 class Preparation:
-    """What a validation runs: the report's device, the planned checks and the skipped rows."""
+    """What a validation runs: the report's device, the planned checks, the skipped rows, and the machine's history
+    each training is recorded in (None: off)."""
 
     device: str
     planned: list[PlannedCheck]
     skipped: list[ValidationCheck]
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    history: MachineHistory | None = None
+
+    def record(self, check: ValidationCheck) -> None:
+        """Add a training that ran to the machine's history."""
+        if self.history is not None and check.status == "ok":
+            self.history.record_validation(self.models[check.model], check)
 
 
 def _config_path(report_path: Path, output_dir: str) -> Path:
@@ -316,7 +325,10 @@ def prepare(
     if not planned:
         reasons = "; ".join(f"{row.model}: {row.error}" for row in skipped) or "it has no models"
         raise ValidationInputError(f"nothing in {report_path} can be checked ({reasons}).")
-    return Preparation(device=report.hardware.device_name, planned=planned, skipped=skipped)
+    history = None
+    if cfg.statistics.history:
+        history = MachineHistory.open(cfg.data.cache_dir, report.hardware, hardware_settings(cfg.hardware))
+    return Preparation(report.hardware.device_name, planned, skipped, selected, history)
 
 
 def run_checks(

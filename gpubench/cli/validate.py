@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal validation
         validation = replace(validation, checks=[*validation.checks, row])
         write()
+        preparation.record(row)
 
     trainings = len(preparation.planned) * args.repeats
     print(f"gpubench validate: {trainings} training(s) planned, predicted {fmt_hours(total_hours)} in all", flush=True)

@@ -1,6 +1,7 @@
 """The recommendation's reasoning in the sentences the user reads, and the wording the recommended actions
 (:mod:`gpubench.decision.actions`) share: figures computed elsewhere, put into words (hours, MB, USD)."""
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -362,24 +363,53 @@ def _host_shares_text(section: ModelResult) -> str:
     return text
 
 
+def history_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> str | None:
+    """Whether the bounds of the decided models measured in rounds rest on this run's host alone or on the machine's
+    history too (:mod:`gpubench.output.history`); None without such a model."""
+    from gpubench.stats.run_level import MIN_EARLIER_RUNS
+
+    rounds = {
+        n: s.statistics.rounds for n in decided_on if (s := models.get(n)) and s.statistics and s.statistics.rounds
+    }
+    if not rounds:
+        return None
+    used = {n: r for n, r in rounds.items() if r.run_level_dof}
+    if used:
+        spreads = {n: math.sqrt(r.run_level_variance_ms2) / (r.steady_mean_ms or 1.0) for n, r in used.items()}
+        parts = ", ".join(
+            f"{n}: {len(used[n].earlier_runs)} earlier runs, "
+            + (f"±{s:.1%} run to run" if s > 0 else "agreeing within their noise")
+            for n, s in spreads.items()
+        )
+        return f"The bounds carry the spread between this machine's runs of the same config ({parts})."
+    earlier = min(len(r.earlier_runs) for r in rounds.values())
+    return (
+        "The bounds hold for the host's speed as seen during this run: a host that drifts over hours looks steady "
+        f"within it. {MIN_EARLIER_RUNS - earlier} more run(s) of this config on this machine would widen or confirm "
+        "them (statistics.history)."
+    )
+
+
 def host_text(models: Mapping[str, ModelResult], decided_on: Sequence[str]) -> str | None:
     """One sentence when the host was noisy (a decided model's round means differ by more than their epochs explain,
-    by the rounds' F test), with the host probe's spread; else None."""
+    by the rounds' F test), with the host probe's spread; then :func:`history_text`'s."""
     noisy = []
     for name in decided_on:
         section = models.get(name)
         stats = None if section is None else section.statistics
         if stats is not None and stats.rounds is not None and stats.rounds.between_p_value < 1 - stats.confidence_level:
             noisy.append((name, stats.rounds.between_share, section))
+    history = history_text(models, decided_on)
     if not noisy:
-        return None
+        return history
     probes = [r.host_probe.python_loop_ms for m in models.values() for r in m.rounds if r.host_probe is not None]
     probe = f" (a fixed Python loop took {min(probes):.1f} to {max(probes):.1f} ms across the rounds)" if probes else ""
     shares = "; ".join(
         f"{name}: {share:.0%} of its bound's variance from between rounds{_host_shares_text(section)}"
         for name, share, section in noisy
     )
-    return f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
+    noisy_text = f"The host's speed moved during the run{probe}, and its bounds carry it ({shares})."
+    return " ".join(filter(None, [noisy_text, history]))
 
 
 def _emulation_text(outcome: Outcome) -> str:

@@ -109,21 +109,38 @@ def halfwidth_at_epochs_ms(halfwidth_ms: float, measured_epochs: int, epochs: in
 def halfwidth_after_rounds_ms(
     halfwidth_ms: float, rounds: RoundStatistics, more_epochs: int, confidence_level: float
 ) -> float:
-    """The two-level half-width (ms) after ``more_epochs`` more epochs in rounds, at most the measured one."""
-    from gpubench.stats.rounds import halfwidth_ratio_after
+    """The two-level half-width (ms) after ``more_epochs`` more epochs in rounds, at most the measured one; the
+    run-to-run level (:mod:`gpubench.stats.run_level`) does not shrink."""
+    from scipy import stats as sps
+
+    from gpubench.stats.rounds import DRIFT_AR1_BOUND, planned_halfwidth, variance_ratio_after
 
     per_round = rounds.epochs_per_round[-1]
     more_rounds = max(0, math.ceil(more_epochs / per_round))
     if more_rounds == 0:
         return halfwidth_ms
-    ratio = halfwidth_ratio_after(
+    ratio, dof, dof_after = variance_ratio_after(
         rounds.epochs_per_round,
         rounds.gaps_epochs,
         len(rounds.epochs_per_round) + more_rounds,
         per_round,
+        rho=DRIFT_AR1_BOUND if rounds.rho is None else rounds.rho,
+        phi=rounds.round_correlation,
+        steady=rounds.steady_mean_ms is not None,
+    )
+    # A report without the in-run variance stored: the half-width is its t quantile times its square root.
+    in_run = rounds.variance_of_mean_ms2
+    if in_run is None:
+        in_run = (halfwidth_ms / sps.t.ppf(0.5 + confidence_level / 2.0, dof)) ** 2
+    after = planned_halfwidth(
+        in_run,
+        ratio,
+        dof_after,
+        rounds.run_level_variance_ms2,
+        rounds.run_level_dof or math.inf,
         confidence_level,
     )
-    return min(halfwidth_ms, halfwidth_ms * ratio)
+    return min(halfwidth_ms, after)
 
 
 def drift_ms_per_epoch(epoch_times_ms: Sequence[float]) -> float:
@@ -327,6 +344,11 @@ def first_time_cost(result: ModelResult) -> FirstTimeCost:
     )
 
 
+def _first_epoch_excess_ms(rounds: RoundStatistics | None) -> float:
+    """What the slower first epoch after a gap costs a training once (ms), where the rounds showed it."""
+    return 0.0 if rounds is None else max(rounds.first_epoch_excess_ms, 0.0)
+
+
 def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanConfig) -> TimeEstimate:
     """Extrapolate one model's result to its planned training; ValueError when unmeasured or unplanned."""
     if result.status != "ok":
@@ -363,10 +385,12 @@ def estimate_training_time(name: str, result: ModelResult, plan: TrainingPlanCon
         step_ms=step_ms,
         planned_epochs=samples / samples_per_epoch,
         measured_epochs=stats.n,
-        mean_epoch_ms=stats.mean_ms,
+        mean_epoch_ms=stats.decision_mean_ms,
         halfwidth_ms=stats.decision_halfwidth_ms,
         confidence_level=stats.confidence_level,
-        one_off_seconds=calibration_s + sum(result.warmup_epoch_times_ms) / MS_PER_S + first_time.seconds,
+        one_off_seconds=calibration_s
+        + (sum(result.warmup_epoch_times_ms) + _first_epoch_excess_ms(stats.rounds)) / MS_PER_S
+        + first_time.seconds,
         one_off_spread_seconds=first_time.spread_seconds,
         drift_flags=_drift_flags(result),
         drift_ms_per_epoch=drift_ms_per_epoch(result.raw_epoch_times_ms),
@@ -394,7 +418,11 @@ def new_training_bounds_seconds(estimate: TimeEstimate, result: ModelResult) -> 
         gaps = round_gaps_epochs(
             [r.started_s for r in records], [r.epochs for r in records], [r.mean_epoch_ms for r in records]
         )
-    low_ms, high_ms = new_run_interval(rounds_ms, epochs, stats.confidence_level, gaps)
+    # A report from before the first epoch after a gap was left out and ρ bounded from the run is read as written.
+    from_run = stats.rounds.steady_mean_ms is not None
+    low_ms, high_ms = new_run_interval(
+        rounds_ms, epochs, stats.confidence_level, gaps, from_run=from_run, earlier_runs=stats.rounds.earlier_runs
+    )
     lower_s = estimate.fixed_lower_seconds + estimate.planned_epochs * low_ms / MS_PER_S
     upper_s = (
         estimate.fixed_upper_seconds + estimate.planned_epochs * high_ms / MS_PER_S + estimate.drift_margin_seconds
@@ -478,12 +506,14 @@ UPPER_BOUND_METHOD = (
     "round-robin with the other models' rounds, and their spread is measured at two levels, within a round "
     "(autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), each "
     "with its own degrees of freedom (gpubench.stats.rounds). The interval is Student-t on the round means, their "
-    "variance and degrees of freedom under the correlation autocorrelated epochs (lag-1 up to 0.8) carry across "
-    "the gaps between a model's rounds: one model's rounds follow one another at once and their means correlate, "
+    "variance and degrees of freedom under the correlation autocorrelated epochs (lag-1 up to the run's upper bound "
+    "on it) carry across the gaps between a model's rounds: one model's rounds follow one another at once and "
+    "their means correlate, "
     "which widens h (2.1 times at 5 rounds of 4), where four models' rounds are far apart and it is t on R - 1 "
     "degrees of freedom. A noisy host widens h by what it measured; a quiet host or a GPU-bound model keeps it "
     "tight. No constant floor. The bound assumes the host keeps, over the training, the mix of speeds it showed "
-    "during the benchmark; python -m gpubench.validate checks that against real trainings. Upper = estimate + "
+    "during the benchmark, unless earlier runs of this config on this machine (statistics.history) add their "
+    "run-to-run spread; python -m gpubench.validate checks that against real trainings. Upper = estimate + "
     "margin; lower = estimate - margin, never below the one-off costs. Several models are trained one after "
     "another and were measured one after another on one device, so their errors can share a cause (the card's "
     "clocks, the host's load): their margins add, the conservative combination (quadrature would assume "

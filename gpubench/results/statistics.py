@@ -11,7 +11,11 @@ from gpubench.results.codec import OMIT_EMPTY, Record
 @dataclass(frozen=True)
 class RoundStatistics(Record):
     """The two variance levels (ms²) of epochs measured in rounds (:mod:`gpubench.stats.rounds`): within a round and
-    between rounds (σ̂_a², ``between_p_value`` of the ANOVA F test); ``gaps_epochs``: None is back to back."""
+    between rounds (σ̂_a², ``between_p_value`` of the ANOVA F test); ``gaps_epochs``: None is back to back. ``rho``:
+    the run's bound on the epochs' ρ; ``round_correlation``: φ carried between rounds; ``steady_mean_ms``: the mean
+    without the first epoch after each gap, whose mean excess a training pays once; ``earlier_runs``: (mean ms,
+    relative variance) of this config's earlier runs on this machine, whose run-to-run level is
+    ``run_level_variance_ms2`` on ``run_level_dof`` (0 and None below two)."""
 
     epochs_per_round: tuple[int, ...]
     round_means_ms: tuple[float, ...]
@@ -23,6 +27,14 @@ class RoundStatistics(Record):
     dominant: Literal["between", "within"]
     degrees_of_freedom: float
     gaps_epochs: tuple[float, ...] | None = None
+    rho: float | None = None
+    round_correlation: float = 0.0
+    steady_mean_ms: float | None = None
+    first_epoch_excess_ms: float = 0.0
+    variance_of_mean_ms2: float | None = None
+    run_level_variance_ms2: float = 0.0
+    run_level_dof: float | None = None
+    earlier_runs: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,9 +81,15 @@ class EpochTimeStatistics(Record):
     rounds: RoundStatistics | None = field(default=None, metadata=OMIT_EMPTY)
 
     @property
+    def decision_mean_ms(self) -> float:
+        """The mean (ms) the decision interval is centred on: the steady epochs' over rounds, else every epoch's."""
+        steady = None if self.rounds is None else self.rounds.steady_mean_ms
+        return self.mean_ms if steady is None else steady
+
+    @property
     def decision_halfwidth_ms(self) -> float:
-        """Half-width of the decision interval (ms), from its upper end (the lower may be cut at zero)."""
-        return self.decision_interval_ms[1] - self.mean_ms
+        """Half-width of the decision interval (ms) from its upper end, about :attr:`decision_mean_ms`."""
+        return self.decision_interval_ms[1] - self.decision_mean_ms
 
     @property
     def drift_description(self) -> str:

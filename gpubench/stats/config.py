@@ -50,6 +50,9 @@ class StatisticsConfig:
     #: An adaptive run adds rounds until its goal or ``max_epochs``, or until the job has spent this many seconds
     #: measuring rounds (null: no time limit).
     max_round_seconds: float | None = None
+    #: Earlier runs of a model's config on this machine (``<data.cache_dir>/history``) widen or confirm its bound by
+    #: their run-to-run spread; false: the bound rests on this run alone, and nothing is recorded.
+    history: bool = True
 
     def __post_init__(self) -> None:
         self.adaptive = str(self.adaptive).lower()
@@ -61,6 +64,7 @@ class StatisticsConfig:
         require_positive("statistics.target_rel_halfwidth", self.target_rel_halfwidth)
         require_positive("statistics.max_epochs", self.max_epochs)
         require(isinstance(self.rounds, int) and self.rounds >= 1, "statistics.rounds", self.rounds, "an integer >= 1")
+        require(isinstance(self.history, bool), "statistics.history", self.history, "true or false")
         if self.max_round_seconds is not None:
             require_positive("statistics.max_round_seconds", self.max_round_seconds)
         if self.is_adaptive:

@@ -81,6 +81,17 @@ def round_means_correlation(counts: Sequence[int], gaps_epochs: Sequence[float],
     return upper + upper.T + np.diag(_mean_variance(n, rho))
 
 
+def with_round_correlation(covariance: np.ndarray, phi: float) -> np.ndarray:
+    """``covariance`` of round means plus a host level drifting across rounds: C + D^½ Φ D^½, Φ_ij = φ^|i−j| and D
+    the diagonal of C (the host level as large as a round's own noise); C itself at φ = 0."""
+    if phi == 0:
+        return covariance
+    _check_rho(phi)
+    index = np.arange(covariance.shape[0])
+    scale = np.sqrt(np.diag(covariance))
+    return covariance + np.outer(scale, scale) * phi ** np.abs(np.subtract.outer(index, index))
+
+
 @dataclass(frozen=True)
 class CorrelatedEstimate:
     """A linear estimate ℓ'y of a regression with correlated errors (see :func:`correlated_estimate`): the
@@ -112,10 +123,14 @@ def correlated_estimate(
     return CorrelatedEstimate(float(estimator[-1] @ y), scale * l_c_l, dof)
 
 
-def balanced_mean_shape(rounds: int, epochs_per_round: int, gap_epochs: float, rho: float) -> tuple[float, float]:
+def balanced_mean_shape(
+    rounds: int, epochs_per_round: int, gap_epochs: float, rho: float, phi: float = 0.0
+) -> tuple[float, float]:
     """(w'Cw, degrees of freedom) of the mean of ``rounds`` balanced round means ``gap_epochs`` apart under
-    :func:`round_means_correlation`, in O(R) (C is Toeplitz there), for planning many rounds ahead."""
+    :func:`round_means_correlation` (:func:`with_round_correlation` at ``phi``), in O(R) (C is Toeplitz there), for
+    planning many rounds ahead."""
     _check_rho(rho)
+    _check_rho(phi)
     if rounds < 2 or epochs_per_round < 1 or not gap_epochs >= 0:
         raise ValueError(
             f"need at least 2 rounds of at least 1 epoch, a gap of at least 0; got {rounds} x {epochs_per_round}, "
@@ -129,6 +144,9 @@ def balanced_mean_shape(rounds: int, epochs_per_round: int, gap_epochs: float, r
     else:
         geometric = (1 - rho**m) / (1 - rho) / m
         diagonals = rho ** (gap_epochs + 1 + (lags - 1) * (m + gap_epochs)) * geometric**2
+    if phi > 0:
+        diagonals = diagonals + t0 * phi**lags
+        t0 *= 2.0
     total = rounds * t0 + 2.0 * float((rounds - lags) @ diagonals)
     squares = rounds * t0**2 + 2.0 * float((rounds - lags) @ diagonals**2)
     partial = np.concatenate(([0.0], np.cumsum(diagonals)))  # partial[k] = t_1 + ... + t_k

@@ -214,11 +214,14 @@ def _round_figures(
     gaps_epochs: Sequence[float] | None,
     confidence_level: float,
     target_rel_halfwidth: float,
+    earlier_runs: Sequence[tuple[float, float]],
 ) -> _DecisionFigures:
     """The two-level interval of epochs measured in two rounds or more, ``gaps_epochs`` apart, and its round
     statistics."""
     parts = two_level.split_rounds(values, epochs_per_round)
-    interval = two_level.two_level_interval(parts, confidence_level, gaps_epochs)
+    interval = two_level.two_level_interval(
+        parts, confidence_level, gaps_epochs, from_run=True, earlier_runs=earlier_runs
+    )
     components = two_level.variance_components(parts)
     return _DecisionFigures(
         interval_ms=interval.interval_ms,
@@ -237,6 +240,14 @@ def _round_figures(
             dominant=interval.dominant,
             degrees_of_freedom=interval.degrees_of_freedom,
             gaps_epochs=interval.gaps_epochs,
+            rho=interval.rho,
+            round_correlation=interval.round_correlation,
+            steady_mean_ms=interval.mean_ms,
+            first_epoch_excess_ms=interval.first_epoch_excess_ms,
+            variance_of_mean_ms2=interval.variance_of_mean_ms2,
+            run_level_variance_ms2=interval.run_level_variance_ms2,
+            run_level_dof=interval.run_level_dof if interval.history_runs else None,
+            earlier_runs=interval.earlier_runs,
         ),
     )
 
@@ -248,6 +259,7 @@ def _decision_figures(
     first_stage_epochs: int | None,
     epochs_per_round: Sequence[int] | None,
     gaps_epochs: Sequence[float] | None,
+    earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> _DecisionFigures:
     """The decision interval of ``values`` and its figures, by the method the run allows: the two-level interval
     for two rounds or more, the two-stage interval after adaptive measuring (``first_stage_epochs``), overlapping
@@ -256,7 +268,9 @@ def _decision_figures(
     """
     mean_ms = float(values.mean())
     if epochs_per_round is not None and len(epochs_per_round) >= 2:
-        return _round_figures(values, epochs_per_round, gaps_epochs, confidence_level, target_rel_halfwidth)
+        return _round_figures(
+            values, epochs_per_round, gaps_epochs, confidence_level, target_rel_halfwidth, earlier_runs
+        )
     if first_stage_epochs is not None:
         first_ms = values[:first_stage_epochs]
         variance_ms2, _ = intervals.long_run_variance(first_ms)
@@ -296,13 +310,16 @@ def summarize_epoch_times(
     first_stage_epochs: int | None = None,
     rounds: Sequence[int] | None = None,
     round_gaps_epochs: Sequence[float] | None = None,
+    earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> EpochTimeStatistics:
     """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
 
     ``first_stage_epochs``: the first stage of an adaptive two-stage run; ``rounds``: epochs per replicated round
-    (summing to n), ``round_gaps_epochs`` the gaps between them (None: back to back). The effective sample size is
-    n·s²/σ̂²∞ (capped at n). Drift is flagged when the drift test's p < 1 − ``confidence_level``. ValueError for
-    fewer than 2 epochs, non-finite or non-positive times, bad settings, or inconsistent stages and rounds.
+    (summing to n), ``round_gaps_epochs`` the gaps between them (None: back to back), ``earlier_runs`` the
+    machine's history of this config (:func:`~gpubench.stats.rounds.two_level_interval`; rounds only). The
+    effective sample size is n·s²/σ̂²∞ (capped at n). Drift is flagged when the drift test's p < 1 −
+    ``confidence_level``. ValueError for fewer than 2 epochs, non-finite or non-positive times, bad settings, or
+    inconsistent stages and rounds.
     """
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
@@ -327,15 +344,17 @@ def summarize_epoch_times(
     median_lo_ms, median_hi_ms, median_coverage = median_interval(values, confidence_level)
     outliers = tuple(int(i) for i in flag_outliers(values, outlier_rule))
     decision = _decision_figures(
-        values, confidence_level, target_rel_halfwidth, first_stage_epochs, rounds, round_gaps_epochs
+        values, confidence_level, target_rel_halfwidth, first_stage_epochs, rounds, round_gaps_epochs, earlier_runs
     )
+    centre_ms = mean_ms if decision.rounds is None else decision.rounds.steady_mean_ms or mean_ms
     # From the upper end: the interval is centred on the mean, and its lower end may be cut at zero.
-    relative_halfwidth = (decision.interval_ms[1] - mean_ms) / mean_ms
+    relative_halfwidth = (decision.interval_ms[1] - centre_ms) / centre_ms
     meets_target = relative_halfwidth <= target_rel_halfwidth
     variance_ms2 = decision.long_run_variance_ms2
     # Identical epochs (or batch means) show no dependence to correct for, so every epoch counts.
     ess = min(float(n), n * float(values.var(ddof=1)) / variance_ms2) if variance_ms2 > 0 else float(n)
-    drift = two_level.drift_test(values, confidence_level, rounds, round_gaps_epochs)
+    rho = None if decision.rounds is None else decision.rounds.rho
+    drift = two_level.drift_test(values, confidence_level, rounds, round_gaps_epochs, rho=rho)
 
     warnings: list[str] = []
     if n < intervals.MIN_EPOCHS:

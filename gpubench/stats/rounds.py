@@ -18,22 +18,26 @@ from scipy import stats as sps
 from gpubench.stats import intervals
 from gpubench.stats.config import MIN_EPOCHS
 from gpubench.stats.correlated import (
+    CorrelatedEstimate,
     ar1_timeline_correlation,
     balanced_mean_shape,
     correlated_estimate,
     round_means_correlation,
+    with_round_correlation,
 )
+from gpubench.stats.run_level import MIN_EARLIER_RUNS, combined, run_level
+from gpubench.stats.serial import carried_round_correlation, rho_upper_bound
 
-#: The two-level interval's method: Student-t on the round means, their correlation under AR(1) epochs at
-#: ρ = DRIFT_AR1_BOUND carried through the gaps between rounds.
+#: The two-level interval's method: Student-t on the round means, their correlation under AR(1) epochs at the run's
+#: upper bound on ρ carried through the gaps between rounds (and between successive rounds, where they correlate).
 METHOD_ROUND_MEANS_AR1 = "round_means_t_ar1_bound"
 #: Drift, three rounds or more: OLS slope of the round means on the rounds' centre epochs, under that correlation.
 METHOD_DRIFT_ROUND_MEANS = "round_means_slope_ar1_bound"
-#: Drift, one or two rounds: OLS slope on the epoch index, its variance under AR(1) epochs at ρ = DRIFT_AR1_BOUND.
+#: Drift, one or two rounds: OLS slope on the epoch index, its variance under AR(1) epochs at the bound on ρ.
 METHOD_DRIFT_AR1_BOUND = "ols_slope_ar1_bound"
 #: Drift with too few epochs to estimate a slope's standard error.
 METHOD_DRIFT_TOO_FEW = "too_few_epochs"
-#: The strongest lag-1 autocorrelation of consecutive epochs the interval and the drift test are built for.
+#: The lag-1 autocorrelation of epochs assumed where the run gives no bound of its own (planning without rounds).
 DRIFT_AR1_BOUND = 0.8
 
 BETWEEN = "between"
@@ -147,14 +151,40 @@ def variance_components(rounds_ms: Sequence[Sequence[float]]) -> VarianceCompone
 # ------------------------------------------------------------------------------------------ the two-level interval
 
 
+def steady_count(epochs: int, index: int) -> int:
+    """The epochs of round ``index`` (from 0) :func:`steady_rounds` keeps."""
+    return epochs - 1 if index > 0 and epochs > 2 else epochs
+
+
+def steady_rounds(
+    rounds: Sequence[np.ndarray], gaps_epochs: Sequence[float] | None
+) -> tuple[list[np.ndarray], list[float], float]:
+    """The rounds with the first epoch after each gap left out (rounds 2 on, where 3 epochs or more leave the within
+    level two), the gaps grown by it, and the mean excess (ms) of the left-out epochs over their rounds' others,
+    which a training pays once (0 where none is left out)."""
+    gaps = [0.0] * (len(rounds) - 1) if gaps_epochs is None else [float(g) for g in gaps_epochs]
+    kept, excesses = [rounds[0]], []
+    for i, values in enumerate(rounds[1:]):
+        if steady_count(values.size, i + 1) < values.size:
+            excesses.append(float(values[0] - values[1:].mean()))
+            values, gaps[i] = values[1:], gaps[i] + 1.0
+        kept.append(values)
+    return kept, gaps, float(np.mean(excesses)) if excesses else 0.0
+
+
 @dataclass(frozen=True)
 class TwoLevelInterval:
     """The interval (ms) for the long-run mean epoch time from epochs measured in rounds.
 
-    ``interval_ms`` = ``mean_ms`` ± ``halfwidth_ms`` (lower end cut at zero). ``within_variance_ms2``: σ̂²∞ per epoch
-    (ms², by ``within_method``: OBM pooled over rounds, or the ANOVA within mean square for rounds under
-    MIN_EPOCHS); ``between_variance_ms2``: σ̂_a² (ms², truncated at 0); ``between_share``: the between level's
-    fraction of ``variance_of_mean_ms2``. ``gaps_epochs``: the gaps between rounds (model epochs), None back to back.
+    ``interval_ms`` = ``mean_ms`` ± ``halfwidth_ms`` (lower end cut at zero), ``mean_ms`` over the steady epochs
+    (:func:`steady_rounds`; ``first_epoch_excess_ms`` the left-out epochs' mean excess). ``within_variance_ms2``:
+    σ̂²∞ per epoch (ms², by ``within_method``); ``between_variance_ms2``: σ̂_a² (ms², truncated at 0);
+    ``between_share``: the between level's fraction of the in-run ``variance_of_mean_ms2``. ``rho``: the bound on
+    the epochs' ρ; ``round_correlation``: φ carried between successive rounds; ``run_level_variance_ms2`` the
+    machine's run-to-run level (ms², on ``run_level_dof``, from ``history_runs`` runs; 0 without a history).
+    ``degrees_of_freedom`` is the in-run variance's; ``total_dof`` the interval's. ``gaps_epochs``: the measured
+    gaps between rounds (model epochs), None back to back. ``earlier_runs``: the history's (mean ms, relative
+    variance) of this config on this machine, given.
     """
 
     rounds: int
@@ -171,11 +201,27 @@ class TwoLevelInterval:
     between_share: float
     method: str
     gaps_epochs: tuple[float, ...] | None = None
+    rho: float = DRIFT_AR1_BOUND
+    round_correlation: float = 0.0
+    first_epoch_excess_ms: float = 0.0
+    run_level_variance_ms2: float = 0.0
+    run_level_dof: float = math.inf
+    history_runs: int = 0
+    earlier_runs: tuple[tuple[float, float], ...] = ()
+    from_run: bool = False
 
     @property
     def dominant(self) -> str:
         """``between`` when the host level contributes more than half the mean's variance, else ``within``."""
         return BETWEEN if self.between_share > 0.5 else WITHIN
+
+    @property
+    def total_dof(self) -> float:
+        return combined(self._pieces)[1]
+
+    @property
+    def _pieces(self) -> list[tuple[float, float]]:
+        return [(self.variance_of_mean_ms2, self.degrees_of_freedom), (self.run_level_variance_ms2, self.run_level_dof)]
 
 
 WITHIN_OBM = "overlapping_batch_means_pooled"
@@ -197,33 +243,53 @@ def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
 
 
 def round_means_design(
-    counts: Sequence[int], gaps_epochs: Sequence[float] | None
+    counts: Sequence[int], gaps_epochs: Sequence[float] | None, rho: float = DRIFT_AR1_BOUND, phi: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The round means' regression for the mean of all epochs: design 1 (R × 1), weights w_i = n_i / N, and the
-    round means' correlation (:func:`~gpubench.stats.correlated.round_means_correlation`)."""
+    round means' correlation (:func:`~gpubench.stats.correlated.round_means_correlation` at ``rho``, with φ =
+    ``phi`` between successive rounds)."""
     r = len(counts)
     gaps = [0.0] * (r - 1) if gaps_epochs is None else list(gaps_epochs)
     weights = np.array(counts, dtype=float) / sum(counts)
-    return np.ones((r, 1)), weights[None, :], round_means_correlation(counts, gaps, DRIFT_AR1_BOUND)
+    correlation = with_round_correlation(round_means_correlation(counts, gaps, rho), phi)
+    return np.ones((r, 1)), weights[None, :], correlation
+
+
+def _variance(fit: CorrelatedEstimate) -> float:
+    return fit.variance
+
+
+def _quantile(confidence_level: float, dof: float) -> float:
+    return float(sps.t.ppf(0.5 + confidence_level / 2.0, dof))
 
 
 def two_level_interval(
-    rounds_ms: Sequence[Sequence[float]], confidence_level: float, gaps_epochs: Sequence[float] | None = None
+    rounds_ms: Sequence[Sequence[float]],
+    confidence_level: float,
+    gaps_epochs: Sequence[float] | None = None,
+    *,
+    from_run: bool = False,
+    rho: float | None = None,
+    earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> TwoLevelInterval:
     """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the round means, their
-    correlation counted. ``gaps_epochs``: between consecutive rounds, model epochs (None: back to back).
+    correlation counted. ``gaps_epochs``: between consecutive rounds, model epochs (None: back to back);
+    ``from_run`` (the decision's interval): the first epoch after each gap left out (:func:`steady_rounds`), ρ the
+    run's upper bound (:func:`rho_upper_bound`) unless ``rho`` is given, and φ carried; else ρ =
+    :data:`DRIFT_AR1_BOUND` and every epoch. ``earlier_runs``: (mean epoch ms, relative variance of that mean) of
+    earlier runs of this config on this machine; from :data:`MIN_EARLIER_RUNS` of them the run-to-run level
+    (:func:`run_level`, this run included) is added as a variance piece.
 
     ȳ = Σ w_i ȳ_i (w_i = n_i / N); the round means' errors have covariance σ² C, C = A Σ A', Σ the AR(1)
-    correlation at ρ = :data:`DRIFT_AR1_BOUND` carried through the gaps (A averages each round); σ̂² = RSS / tr(BC),
-    V = σ̂² w'Cw, and ȳ ± t(ν) √V with Satterthwaite's ν = tr(BC)² / tr((BC)²). Neighbouring round means correlate
-    positively across short gaps, so independent-means t would undercover. One round: the decision interval on it.
-    Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
+    correlation at ρ carried through the gaps (A averages each round), and (``from_run``) successive rounds
+    correlated φ where their means' permutation test says so (:func:`carried_round_correlation`; the larger
+    variance of with and without); σ̂² = RSS / tr(BC), V = σ̂² w'Cw, on Satterthwaite's ν = tr(BC)² / tr((BC)²). One
+    round: the decision interval on it. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
     """
     _check_level(confidence_level)
     rounds = _rounds(rounds_ms, min_epochs=2)
-    counts = tuple(int(v.size) for v in rounds)
     r = len(rounds)
-    gaps = None if gaps_epochs is None else tuple(float(g) for g in gaps_epochs)
+    measured_gaps = None if gaps_epochs is None else tuple(float(g) for g in gaps_epochs)
     if r == 1:
         (values,) = rounds
         low, high = intervals.decision_interval(values, confidence_level)
@@ -231,7 +297,7 @@ def two_level_interval(
         mean_ms = float(values.mean())
         return TwoLevelInterval(
             rounds=1,
-            epochs_per_round=counts,
+            epochs_per_round=(values.size,),
             mean_ms=mean_ms,
             interval_ms=(low, high),
             halfwidth_ms=high - mean_ms,
@@ -243,17 +309,33 @@ def two_level_interval(
             between_variance_ms2=0.0,
             between_share=0.0,
             method=intervals.METHOD_OVERLAPPING_BATCH_MEANS,
-            gaps_epochs=gaps,
+            gaps_epochs=measured_gaps,
         )
-    design, estimator, correlation = round_means_design(counts, gaps)
-    fit = correlated_estimate(np.array([v.mean() for v in rounds]), design, estimator, correlation)
+    measured_counts = tuple(int(v.size) for v in rounds)
+    rounds, gaps, excess_ms = steady_rounds(rounds, measured_gaps) if from_run else (rounds, measured_gaps, 0.0)
+    counts = tuple(int(v.size) for v in rounds)
+    if rho is None:
+        rho = rho_upper_bound(rounds, gaps, confidence_level) if from_run else DRIFT_AR1_BOUND
+    means = np.array([v.mean() for v in rounds])
+    phi = carried_round_correlation(means, confidence_level) if from_run else 0.0
+    phis = (0.0, phi) if phi else (0.0,)
+    fit = max((correlated_estimate(means, *round_means_design(counts, gaps, rho, p)) for p in phis), key=_variance)
     mean_ms, variance_of_mean = fit.estimate, fit.variance
     within, within_dof, within_method = _within_level(rounds)
     between_part = max(variance_of_mean - within / sum(counts), 0.0)
-    halfwidth_ms = float(sps.t.ppf(0.5 + confidence_level / 2.0, fit.degrees_of_freedom)) * math.sqrt(variance_of_mean)
+    earlier = tuple((float(m), float(v)) for m, v in earlier_runs)
+    run_variance, run_dof, runs = 0.0, math.inf, 0
+    if len(earlier) >= MIN_EARLIER_RUNS:
+        level = run_level(
+            [*(m for m, _ in earlier), mean_ms], [*(v for _, v in earlier), variance_of_mean / mean_ms**2]
+        )
+        run_variance, run_dof, runs = level.relative_variance * mean_ms**2, level.degrees_of_freedom, level.runs
+    variance, dof = combined([(variance_of_mean, fit.degrees_of_freedom), (run_variance, run_dof)])
+    halfwidth_ms = _quantile(confidence_level, dof) * math.sqrt(variance)
+    weights = np.array(counts, dtype=float) / sum(counts)
     return TwoLevelInterval(
         rounds=r,
-        epochs_per_round=counts,
+        epochs_per_round=measured_counts,
         mean_ms=mean_ms,
         interval_ms=(max(mean_ms - halfwidth_ms, 0.0), mean_ms + halfwidth_ms),
         halfwidth_ms=halfwidth_ms,
@@ -262,10 +344,18 @@ def two_level_interval(
         within_variance_ms2=within,
         within_degrees_of_freedom=within_dof,
         within_method=within_method,
-        between_variance_ms2=between_part / float(estimator[0] @ estimator[0]),
+        between_variance_ms2=between_part / float(weights @ weights),
         between_share=between_part / variance_of_mean if variance_of_mean > 0 else 0.0,
         method=METHOD_ROUND_MEANS_AR1,
-        gaps_epochs=gaps,
+        gaps_epochs=measured_gaps,
+        rho=rho,
+        round_correlation=phi,
+        first_epoch_excess_ms=excess_ms,
+        run_level_variance_ms2=run_variance,
+        run_level_dof=run_dof,
+        history_runs=runs,
+        earlier_runs=earlier,
+        from_run=from_run,
     )
 
 
@@ -274,36 +364,46 @@ def planning_gap_epochs(gaps_epochs: Sequence[float] | None) -> float:
     return min(gaps_epochs) if gaps_epochs else 0.0
 
 
-def halfwidth_ratio_after(
+def variance_ratio_after(
     epochs_per_round: Sequence[int],
     gaps_epochs: Sequence[float] | None,
     rounds: int,
     round_epochs: int,
-    confidence_level: float,
     *,
-    degrees_of_freedom: float | None = None,
-) -> float:
-    """How many times the measured half-width the two-level interval would have after ``rounds`` rounds of
-    ``round_epochs`` epochs, σ̂² held: t(ν') √(w'C'w') / (t(ν) √(w'Cw)), both designs balanced and evenly spaced at
-    :func:`planning_gap_epochs`. ν' is Satterthwaite's unless ``degrees_of_freedom`` is given (a two-stage rule
-    keeps the first stage's)."""
-    _check_level(confidence_level)
+    rho: float = DRIFT_AR1_BOUND,
+    phi: float = 0.0,
+    steady: bool = False,
+) -> tuple[float, float, float]:
+    """(w'C'w' / w'Cw, ν, ν'): how many times the measured in-run variance of the mean ``rounds`` rounds of
+    ``round_epochs`` epochs would have, σ̂² held, and the degrees of freedom before and after (Satterthwaite's), both
+    designs balanced in steady epochs (:func:`steady_rounds`), evenly spaced at :func:`planning_gap_epochs`."""
     measured = len(epochs_per_round)
     if measured < 2 or rounds < 2 or round_epochs < 1:
         raise ValueError(
             f"need at least 2 rounds measured and planned, of at least 1 epoch; got {measured} measured, "
             f"{rounds} round(s) of {round_epochs} planned"
         )
-    gap = planning_gap_epochs(gaps_epochs)
-    measured_length = max(1, round(sum(epochs_per_round) / measured))
-    w_c_w, dof = balanced_mean_shape(measured, measured_length, gap, DRIFT_AR1_BOUND)
-    after, dof_after = balanced_mean_shape(rounds, round_epochs, gap, DRIFT_AR1_BOUND)
-    if degrees_of_freedom is not None:
-        if not degrees_of_freedom > 0:
-            raise ValueError(f"degrees_of_freedom must be positive, got {degrees_of_freedom!r}")
-        dof_after = degrees_of_freedom
-    level = 0.5 + confidence_level / 2.0
-    return float(sps.t.ppf(level, dof_after) / sps.t.ppf(level, dof)) * math.sqrt(after / w_c_w)
+    counts = [steady_count(c, int(steady)) for c in (*epochs_per_round, round_epochs)]
+    gap = planning_gap_epochs(gaps_epochs) + (counts[-1] < round_epochs)
+    w_c_w, dof = balanced_mean_shape(measured, max(1, round(sum(counts[:-1]) / measured)), gap, rho, phi)
+    after, dof_after = balanced_mean_shape(rounds, counts[-1], gap, rho, phi)
+    return after / w_c_w, dof, dof_after
+
+
+def planned_halfwidth(
+    variance_of_mean_ms2: float,
+    variance_ratio: float,
+    dof_after: float,
+    run_level_variance_ms2: float,
+    run_level_dof: float,
+    confidence_level: float,
+) -> float:
+    """The half-width (ms) with the in-run variance scaled by ``variance_ratio`` on ``dof_after`` degrees of
+    freedom, and the run-to-run piece, which more rounds of this run cannot shrink, kept."""
+    _check_level(confidence_level)
+    pieces = [(variance_of_mean_ms2 * variance_ratio, dof_after), (run_level_variance_ms2, run_level_dof)]
+    variance, dof = combined(pieces)
+    return _quantile(confidence_level, dof) * math.sqrt(variance)
 
 
 def halfwidth_after(
@@ -315,16 +415,29 @@ def halfwidth_after(
     degrees_of_freedom: float | None = None,
 ) -> float:
     """The half-width (ms) the two-level ``interval`` would have after ``rounds`` rounds of ``epochs_per_round``
-    epochs (:func:`halfwidth_ratio_after` × the measured one). Needs at least two rounds."""
-    ratio = halfwidth_ratio_after(
+    epochs, its scale held (:func:`planned_halfwidth`). ``degrees_of_freedom``: the in-run ν' (a two-stage rule keeps
+    the first stage's); else Satterthwaite's. Needs at least two rounds."""
+    ratio, _, dof_after = variance_ratio_after(
         interval.epochs_per_round,
         interval.gaps_epochs,
         rounds,
         epochs_per_round,
-        confidence_level,
-        degrees_of_freedom=degrees_of_freedom,
+        rho=interval.rho,
+        phi=interval.round_correlation,
+        steady=interval.from_run,
     )
-    return interval.halfwidth_ms * ratio
+    if degrees_of_freedom is not None:
+        if not degrees_of_freedom > 0:
+            raise ValueError(f"degrees_of_freedom must be positive, got {degrees_of_freedom!r}")
+        dof_after = degrees_of_freedom
+    return planned_halfwidth(
+        interval.variance_of_mean_ms2,
+        ratio,
+        dof_after,
+        interval.run_level_variance_ms2,
+        interval.run_level_dof,
+        confidence_level,
+    )
 
 
 def new_run_interval(
@@ -332,34 +445,38 @@ def new_run_interval(
     epochs: int,
     confidence_level: float,
     gaps_epochs: Sequence[float] | None = None,
+    *,
+    from_run: bool = False,
+    earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> tuple[float, float]:
     """A prediction interval (ms) for the mean epoch time of one new, independent training of ``epochs`` epochs,
     from rounds ``gaps_epochs`` apart (None: back to back).
 
-    Variance V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)), V the two-level interval's: the round means' spread
-    stands for σ_a² plus a round's epochs (balanced, e = m: the classical s² (1 + 1/R)). Degrees of freedom:
-    Satterthwaite's over the two parts, never more than V's. Needs two rounds. Coverage:
-    benchmarks/results/2026-12-03-single-model-coverage.md.
+    Variance V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)) + 2 σ̂_b², V the two-level interval's in-run part:
+    the round means' spread stands for σ_a² plus a round's epochs (balanced, e = m: the classical s² (1 + 1/R));
+    σ̂_b² the run-to-run level, this run's and the new one's. Degrees of freedom: Satterthwaite's, never more than
+    V's. Needs two rounds. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
     """
     _check_level(confidence_level)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
-    interval = two_level_interval(rounds_ms, confidence_level, gaps_epochs)
+    interval = two_level_interval(
+        rounds_ms, confidence_level, gaps_epochs, from_run=from_run, earlier_runs=earlier_runs
+    )
     if interval.rounds < 2:
         raise ValueError("a prediction for a new training needs at least 2 rounds: one round shows no host level")
-    counts = np.array(interval.epochs_per_round, dtype=float)
+    counts = np.array([steady_count(c, i * from_run) for i, c in enumerate(interval.epochs_per_round)], dtype=float)
     n_total = float(counts.sum())
     sum_w2 = float((counts / n_total) @ (counts / n_total))
     v, w = interval.variance_of_mean_ms2, interval.within_variance_ms2
     # Neither σ̂_a² truncated at 0 nor the negative within part: both undercover (the coverage page).
-    pieces = (v * (1.0 + 1.0 / sum_w2), max(1.0 / epochs - 1.0 / (n_total * sum_w2), 0.0) * w)
-    variance = sum(pieces)
-    dofs = (interval.degrees_of_freedom, interval.within_degrees_of_freedom)
-    denominator = sum(p**2 / d for p, d in zip(pieces, dofs, strict=True))
-    dof = interval.degrees_of_freedom
-    if denominator > 0:
-        dof = min(variance**2 / denominator, dof)
-    halfwidth = float(sps.t.ppf(0.5 + confidence_level / 2.0, dof)) * math.sqrt(variance)
+    pieces = [
+        (v * (1.0 + 1.0 / sum_w2), interval.degrees_of_freedom),
+        (max(1.0 / epochs - 1.0 / (n_total * sum_w2), 0.0) * w, interval.within_degrees_of_freedom),
+        (2.0 * interval.run_level_variance_ms2, interval.run_level_dof),
+    ]
+    variance, dof = combined(pieces)
+    halfwidth = _quantile(confidence_level, min(dof, interval.total_dof)) * math.sqrt(variance)
     return max(interval.mean_ms - halfwidth, 0.0), interval.mean_ms + halfwidth
 
 
@@ -413,10 +530,13 @@ def drift_test(
     confidence_level: float = 0.95,
     rounds: Sequence[int] | None = None,
     gaps_epochs: Sequence[float] | None = None,
+    *,
+    rho: float | None = None,
 ) -> DriftTest:
     """Test epoch times (ms, in measurement order) for a linear drift, the false-positive rate at or under
-    1 − ``confidence_level`` on AR(1) epochs up to ρ = :data:`DRIFT_AR1_BOUND` (bounded, not estimated).
+    1 − ``confidence_level`` on AR(1) epochs up to ``rho`` (None: the run's upper bound, :func:`rho_upper_bound`).
     ``rounds``: epochs per round; ``gaps_epochs``: between rounds (:func:`round_gaps_epochs`; None: back to back).
+    The first epoch after each gap is left out (:func:`steady_rounds`).
 
     Three rounds or more: the slope of the round means on the rounds' centre epochs under their correlation A Σ A'.
     Otherwise the slope on the epoch index under Σ, an intercept per round. Fewer than four epochs: no test (p = 1).
@@ -426,22 +546,25 @@ def drift_test(
     values = np.asarray(times_ms, dtype=float)
     if values.ndim != 1 or not np.all(np.isfinite(values)):
         raise ValueError("epoch times must be a 1-D sequence of finite milliseconds")
+    original = [values.size] if rounds is None else [int(c) for c in rounds]
+    parts, gaps, _ = steady_rounds(split_rounds(values, original), gaps_epochs)
+    counts = [p.size for p in parts]
+    values = np.concatenate(parts)
     n = values.size
-    counts = [n] if rounds is None else [int(c) for c in rounds]
-    parts = split_rounds(values, counts)
-    gaps = [0.0] * (len(counts) - 1) if gaps_epochs is None else list(gaps_epochs)
+    if n - len(counts) - 1 < 2:
+        return DriftTest(0.0, 0.0, 0.0, 1.0, False, METHOD_DRIFT_TOO_FEW, 0.0)
+    if rho is None:
+        rho = rho_upper_bound(parts, gaps, confidence_level)
     if len(counts) >= 3:
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        centres = starts + (np.array(counts) - 1) / 2.0
+        # Centres on the model's own epoch index, the left-out first epochs counted in it.
+        starts = np.concatenate(([0], np.cumsum(original)[:-1])) + np.subtract(original, counts)
         y = np.array([p.mean() for p in parts])
-        design = np.column_stack([np.ones(len(counts)), centres])
-        correlation, method = round_means_correlation(counts, gaps, DRIFT_AR1_BOUND), METHOD_DRIFT_ROUND_MEANS
-    elif n - len(counts) - 1 >= 2:
+        design = np.column_stack([np.ones(len(counts)), starts + (np.array(counts) - 1) / 2.0])
+        correlation, method = round_means_correlation(counts, gaps, rho), METHOD_DRIFT_ROUND_MEANS
+    else:
         y = values
         design = np.column_stack([np.repeat(np.eye(len(counts)), counts, axis=0), np.arange(n, dtype=float)])
-        correlation, method = ar1_timeline_correlation(counts, gaps, DRIFT_AR1_BOUND), METHOD_DRIFT_AR1_BOUND
-    else:
-        return DriftTest(0.0, 0.0, 0.0, 1.0, False, METHOD_DRIFT_TOO_FEW, 0.0)
+        correlation, method = ar1_timeline_correlation(counts, gaps, rho), METHOD_DRIFT_AR1_BOUND
     if np.ptp(values) == 0:
         # No variation at all: the slope is 0 and rounding must not turn it into a "significant" one.
         return DriftTest(0.0, 0.0, float(design.shape[0] - design.shape[1]), 1.0, False, method, 0.0)
