@@ -135,6 +135,13 @@ def cpu_model_context(cfg, features: FeatureTensors, usable_vram_mb: float | Non
     )
 
 
+@pytest.fixture(autouse=True)
+def own_cache_dir(tmp_path_factory, monkeypatch) -> None:
+    """Each test's runs have their own cache folder (data and the machine's history), as a fresh machine would:
+    another test's runs of the same config in a shared history would widen this one's bounds."""
+    monkeypatch.setenv("GPU_BENCHMARK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture
 def learnable_features() -> FeatureTensors:
     return make_learnable_features()
