@@ -60,8 +60,7 @@ class ModelSelection:
 
 #: Hyperparameters of every registered workload (:data:`gpubench.models.MODELS`), under ``workloads.<name>``.
 WorkloadsConfig = make_dataclass(
-    "WorkloadsConfig",
-    [(spec.name, spec.config, field(default_factory=spec.config)) for spec in MODELS],
+    "WorkloadsConfig", [(spec.name, spec.config, field(default_factory=spec.config)) for spec in MODELS]
 )
 # So that pickling (a sweep's job sent to a joblib worker) finds this class again.
 WorkloadsConfig.__module__ = __name__
@@ -268,11 +267,7 @@ def register_configs() -> None:
 
 
 #: Retired keys a stored ``config_resolved.yaml`` may hold; loading drops them.
-RETIRED_KEYS = (
-    "hardware.hourly_price_usd",
-    "decision.cloud_hourly_price_usd",
-    "decision.spot_interruptions_source",
-)
+RETIRED_KEYS = ("hardware.hourly_price_usd", "decision.cloud_hourly_price_usd", "decision.spot_interruptions_source")
 
 
 def load_resolved_config(path: Path) -> BenchmarkConfig:

@@ -48,9 +48,7 @@ def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.O
                     key = value.untyped_storage().data_ptr() if value.numel() else id(value)
                     storages[key] = max(storages.get(key, 0), _tensor_bytes(value))
     return StateBytes(
-        parameters_bytes=parameters_bytes,
-        gradients_bytes=gradients_bytes,
-        optimizer_state_bytes=sum(storages.values()),
+        parameters_bytes=parameters_bytes, gradients_bytes=gradients_bytes, optimizer_state_bytes=sum(storages.values())
     )
 
 

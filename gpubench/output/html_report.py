@@ -2,9 +2,9 @@
 
 import base64
 import io
-from importlib import resources
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
