@@ -1,11 +1,7 @@
 """A data-parallel run's figures from what its ranks measured: the global epochs (each the slowest rank's, as the
-all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement.
-
-Scaling efficiency is the global throughput over ``world_size`` × the 1-process throughput, the ratio of the two
-runs' mean times per sample ``(mean t₁ / S₁) / (mean t_d / S_d)``. Its interval: ``fieller_long_run`` (both runs with
-:data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs; :func:`gpubench.stats.compare.fieller_interval`), else
-``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box), None with
-fewer than two epochs on a side or where unbounded.
+all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement, with
+its interval: ``fieller_long_run`` (both runs with :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs), else
+``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box).
 """
 
 import math
