@@ -1,7 +1,6 @@
 """The root of the typed configuration: :class:`BenchmarkConfig`, composed of each group's dataclass (which lives
 with the code it configures), registered in Hydra's ConfigStore. ``${gpubench_env:NAME}`` reads ``GPU_BENCHMARK_*``
-variables. No torch, mlflow or NVML imports, so that composing the config stays fast.
-"""
+variables. No torch, mlflow or NVML imports, so that composing the config stays fast."""
 
 import dataclasses
 import difflib

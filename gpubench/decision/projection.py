@@ -4,8 +4,7 @@ interval, and a model's estimate on a card. The model in words is :data:`PROJECT
 
 A model's peaks are those of the precisions its FLOPs ran in (:func:`compute_precisions`), not only the run's
 ``execution.precision``: a user's model may autocast to bf16 under fp32. Step times in ms, throughput in TFLOP/s,
-bandwidth in GB/s (1e9 bytes/s), training in hours. Pure arithmetic on typed records, no torch.
-"""
+bandwidth in GB/s (1e9 bytes/s), training in hours. Pure arithmetic on typed records, no torch."""
 
 import json
 from collections.abc import Mapping

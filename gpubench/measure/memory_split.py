@@ -1,7 +1,6 @@
 """Where a model's peak device memory goes (MB): parameters, gradients, optimizer state, activations per sample
 and a fixed remainder. Two sources check each other: accounting of what training keeps between steps, and a line
-``peak(B) = fixed + per_sample × B`` through the search trials' peaks (verification trials fragment further).
-"""
+``peak(B) = fixed + per_sample × B`` through the search trials' peaks (verification trials fragment further)."""
 
 import math
 from collections.abc import Iterable, Sequence

@@ -3,8 +3,7 @@
 Each run's mean and variance come from its rounds as the decision's bound takes them (:func:`RunMean.of`); the
 ratio B / A (below 1: B faster) has Fieller's interval (:func:`fieller_bounds`), and threshold ``d`` gives the
 verdict: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME inside ``[1 − d, 1 + d]``, else AMBIGUOUS,
-with the rounds per run that would see a 10% difference with 80% power. Evidence: ``benchmarks/compare_coverage.py``.
-"""
+with the rounds per run that would see a 10% difference with 80% power. Evidence: ``benchmarks/compare_coverage.py``."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass

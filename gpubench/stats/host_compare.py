@@ -3,8 +3,7 @@
 The host factor range ``[h_low, h_high]`` (h = B's host time / A's; it holds 1) comes from the loads
 (:func:`fair_share_slowdown`) and the host probes (:func:`probe_ratio_interval`, counted where it excludes 1);
 :func:`host_corrected_interval` divides it out of the host share of a step. A decisive verdict the corrected
-interval loses reads :data:`HOST_DIFFERS`: within what the hosts explain.
-"""
+interval loses reads :data:`HOST_DIFFERS`: within what the hosts explain."""
 
 import math
 from dataclasses import dataclass

@@ -1,8 +1,7 @@
 """A data-parallel run's figures from what its ranks measured: the global epochs (each the slowest rank's, as the
 all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement, with
 its interval: ``fieller_long_run`` (both runs with :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs), else
-``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box).
-"""
+``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box)."""
 
 import math
 from collections.abc import Sequence

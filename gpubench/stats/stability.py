@@ -3,8 +3,7 @@
 The trend is read from the loss relative to the workload's reference forecast on the same batches where steps report
 one (a mean loss over random batches mostly measures those batches' difficulty:
 benchmarks/results/2026-12-03-mamba2-loss-trend.md); it is a symptom for supervised models only, RL health is judged
-on its own signals (:func:`rl_health`).
-"""
+on its own signals (:func:`rl_health`)."""
 
 import math
 from collections.abc import Sequence
@@ -26,8 +25,7 @@ Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
 class EpochRLHealth:
     """One epoch's RL signals (:class:`~gpubench.workload.RLSignals`) when its steps reported them: means and maxima
     of the finite critic loss, approximate KL, clip fraction and largest |value| per update (None where no step
-    reported one), the largest critic-loss ceiling and |discounted return| bound reported, over ``steps`` steps.
-    """
+    reported one), the largest critic-loss ceiling and |discounted return| bound reported, over ``steps`` steps."""
 
     steps: int
     critic_loss_name: str
@@ -48,8 +46,7 @@ class EpochHealth:
 
     Means and maxima are over the finite values (None without any); the count fields are None when the checks are
     disabled (``checked`` false). ``mean_relative_loss`` is Σ loss / Σ reference loss over the steps that reported a
-    reference (a ratio of sums, so one batch with a near-zero reference cannot dominate), None without one.
-    """
+    reference (a ratio of sums, so one batch with a near-zero reference cannot dominate), None without one."""
 
     steps: int
     mean_loss: float | None
