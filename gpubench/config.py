@@ -252,14 +252,11 @@ def typed_config(cfg: DictConfig) -> BenchmarkConfig:
 
 def register_configs() -> None:
     """Register the schema and the resolvers."""
-    if not OmegaConf.has_resolver("gpubench_env"):
-        OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
-    if not OmegaConf.has_resolver("gpubench_job_dir"):
-        OmegaConf.register_new_resolver("gpubench_job_dir", _job_dir)
-    if not OmegaConf.has_resolver("gpubench_synthetic_only"):
-        OmegaConf.register_new_resolver("gpubench_synthetic_only", _synthetic_only)
-    if not OmegaConf.has_resolver("gpubench_console_log_level"):
-        OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
+    resolvers = {"env": _env_or_default, "job_dir": _job_dir, "synthetic_only": _synthetic_only}
+    resolvers["console_log_level"] = _console_log_level
+    for name, resolver in resolvers.items():
+        if not OmegaConf.has_resolver(f"gpubench_{name}"):
+            OmegaConf.register_new_resolver(f"gpubench_{name}", resolver)
     store = ConfigStore.instance()
     # Only the root: a group's dataclass stored in its group would be a choice listed in --help.
     store.store(name="benchmark_schema", node=BenchmarkConfig)

@@ -1,14 +1,9 @@
 """The decision interval: a confidence interval for the long-run mean epoch time that survives correlated epochs.
 
-Consecutive epochs are autocorrelated, so the plain Student-t interval is too narrow, and an estimated lag-1
-correlation is too noisy at ten epochs to fix it. Here the long-run variance σ²∞ = lim n·Var(mean) comes from
-**overlapping batch means** (Meketon & Schmeiser 1984):
-
-    σ̂²  =  n·m / ((n − m + 1)(n − m)) · Σ_j (Ȳ_j(m) − Ȳ)²,     j = 1 … n − m + 1,
-
-and the interval is Ȳ ± t(ν) · σ̂ / √n, ν = 1.5 (n/m − 1), with batch m = ⌈max(5, min(n/3, 2√n))⌉ (Flegal & Jones
-2010; a short batch mean correlates with its neighbour and biases the variance low). The lower end is cut at zero.
-Coverage: benchmarks/results/2026-12-03-single-model-coverage.md. Pure numpy/scipy."""
+Consecutive epochs are autocorrelated, so the plain Student-t interval is too narrow. The long-run variance
+σ²∞ = lim n·Var(mean) comes from **overlapping batch means** (Meketon & Schmeiser 1984; :func:`long_run_variance`),
+the interval is Ȳ ± t(ν) · σ̂ / √n, ν = 1.5 (n/m − 1), batch m = ⌈max(5, min(n/3, 2√n))⌉ (Flegal & Jones 2010),
+its lower end cut at zero. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md. Pure numpy/scipy."""
 
 import math
 
