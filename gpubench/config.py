@@ -1,7 +1,6 @@
 """The root of the typed configuration: :class:`BenchmarkConfig`, composed of each group's dataclass (which lives
 with the code it configures), registered in Hydra's ConfigStore. ``${gpubench_env:NAME}`` reads ``GPU_BENCHMARK_*``
-variables. No torch, mlflow or NVML imports, so that composing the config stays fast.
-"""
+variables. No torch, mlflow or NVML imports, so that composing the config stays fast."""
 
 import dataclasses
 import difflib
@@ -60,8 +59,7 @@ class ModelSelection:
 
 #: Hyperparameters of every registered workload (:data:`gpubench.models.MODELS`), under ``workloads.<name>``.
 WorkloadsConfig = make_dataclass(
-    "WorkloadsConfig",
-    [(spec.name, spec.config, field(default_factory=spec.config)) for spec in MODELS],
+    "WorkloadsConfig", [(spec.name, spec.config, field(default_factory=spec.config)) for spec in MODELS]
 )
 # So that pickling (a sweep's job sent to a joblib worker) finds this class again.
 WorkloadsConfig.__module__ = __name__
@@ -254,25 +252,18 @@ def typed_config(cfg: DictConfig) -> BenchmarkConfig:
 
 def register_configs() -> None:
     """Register the schema and the resolvers."""
-    if not OmegaConf.has_resolver("gpubench_env"):
-        OmegaConf.register_new_resolver("gpubench_env", _env_or_default)
-    if not OmegaConf.has_resolver("gpubench_job_dir"):
-        OmegaConf.register_new_resolver("gpubench_job_dir", _job_dir)
-    if not OmegaConf.has_resolver("gpubench_synthetic_only"):
-        OmegaConf.register_new_resolver("gpubench_synthetic_only", _synthetic_only)
-    if not OmegaConf.has_resolver("gpubench_console_log_level"):
-        OmegaConf.register_new_resolver("gpubench_console_log_level", _console_log_level)
+    resolvers = {"env": _env_or_default, "job_dir": _job_dir, "synthetic_only": _synthetic_only}
+    resolvers["console_log_level"] = _console_log_level
+    for name, resolver in resolvers.items():
+        if not OmegaConf.has_resolver(f"gpubench_{name}"):
+            OmegaConf.register_new_resolver(f"gpubench_{name}", resolver)
     store = ConfigStore.instance()
     # Only the root: a group's dataclass stored in its group would be a choice listed in --help.
     store.store(name="benchmark_schema", node=BenchmarkConfig)
 
 
 #: Retired keys a stored ``config_resolved.yaml`` may hold; loading drops them.
-RETIRED_KEYS = (
-    "hardware.hourly_price_usd",
-    "decision.cloud_hourly_price_usd",
-    "decision.spot_interruptions_source",
-)
+RETIRED_KEYS = ("hardware.hourly_price_usd", "decision.cloud_hourly_price_usd", "decision.spot_interruptions_source")
 
 
 def load_resolved_config(path: Path) -> BenchmarkConfig:

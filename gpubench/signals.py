@@ -1,7 +1,6 @@
 """SIGINT, SIGTERM and SIGHUP handled alike: each raises :class:`KeyboardInterrupt` in the main thread, so one
 interrupt path serves Ctrl-C, a scheduler's kill and a closed terminal; the exit code is 128 + the signal's number.
-Standard library only, so that the handlers are installed before anything heavy is imported.
-"""
+Standard library only, so that the handlers are installed before anything heavy is imported."""
 
 import signal
 from types import FrameType

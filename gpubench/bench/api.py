@@ -1,8 +1,7 @@
 """``gpubench.benchmark``: time your own training from Python, as ``model=custom`` does, through the command line's
 config composition and runner. An importable build function is passed by name (``mytrain:build``) so that the
 report can be replayed; any other callable is registered in :mod:`gpubench.models.custom.registry` for the run.
-MLflow tracking is off unless asked, so that a notebook does not grow an ``mlruns/`` store.
-"""
+MLflow tracking is off unless asked, so that a notebook does not grow an ``mlruns/`` store."""
 
 import importlib
 import re
@@ -78,8 +77,7 @@ def benchmark(
     ``build(batch_size, device)`` returns a callable running one optimizer update (returning its loss, None or
     ``(loss, grad_norm)``). ``plan_samples`` is the full training in samples; other config keys are keyword options
     (``statistics__confidence_level=0.99``), ``overrides`` Hydra override strings applied last. Raises
-    :class:`~gpubench.errors.ConfigError` for a bad value.
-    """
+    :class:`~gpubench.errors.ConfigError` for a bad value."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 

@@ -2,8 +2,7 @@
 
 Each rank rebuilds the model as the 1-process run built it, under DistributedDataParallel and seeded ``seed + rank``,
 runs the same epochs, and rank 0 writes the gathered :class:`~gpubench.stats.scaling.GatheredRun` to ``RESULT``.
-Each rank writes its pid to ``rank<r>.pid`` so that the parent can signal it.
-"""
+Each rank writes its pid to ``rank<r>.pid`` so that the parent can signal it."""
 
 import json
 import os

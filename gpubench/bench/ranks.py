@@ -1,8 +1,7 @@
 """The parent side of a data-parallel run: launch a model's ranks under torchrun in
 ``<report folder>/distributed/<model>/``, wait, and build the model's ``distributed`` section from rank 0's
 ``result.json``. torchrun runs in a session of its own, so a terminal's Ctrl-C reaches the parent only, which then
-stops torchrun (SIGTERM, then SIGKILL) and keeps the 1-process result.
-"""
+stops torchrun (SIGTERM, then SIGKILL) and keeps the 1-process result."""
 
 import contextlib
 import json

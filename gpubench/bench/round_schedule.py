@@ -1,7 +1,6 @@
 """The later rounds of a job: models whose peaks fit the VRAM together are measured round-robin, so that a change
 of the host's speed lands in every model's data; then the :class:`~gpubench.decision.stopping.StopRule` may ask for
-more rounds. A model whose rebuild or round raises keeps the rounds it has, with a warning.
-"""
+more rounds. A model whose rebuild or round raises keeps the rounds it has, with a warning."""
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence

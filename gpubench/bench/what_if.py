@@ -1,7 +1,6 @@
 """Measured what-ifs: each model measured again briefly (:func:`~gpubench.bench.model_run.run_model`, no batch
 search, ``decision.what_if_epochs`` epochs) in the alternatives its recommendation would offer (bf16, tf32,
-``torch.compile`` modes, the knee batch), so that the recommended actions quote measured figures.
-"""
+``torch.compile`` modes, the knee batch), so that the recommended actions quote measured figures."""
 
 import contextlib
 from collections.abc import Iterator, Mapping

@@ -1,8 +1,7 @@
 """``gpubench compare A B [--threshold 0.05] [--confidence 0.95] [--markdown out.md | -] [--tracking-uri URI]``:
 does B train faster, slower or the same as A per sample, beyond the noise (:mod:`gpubench.output.compare`)?
 
-A and B are report.json files (or their folders) or MLflow run ids. Exit 0 when compared, 2 for bad input.
-"""
+A and B are report.json files (or their folders) or MLflow run ids. Exit 0 when compared, 2 for bad input."""
 
 import argparse
 import os

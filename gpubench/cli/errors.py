@@ -1,7 +1,6 @@
 """Hydra's main under a guard: errors Hydra raises while composing the config, and files that cannot be written,
 become one paragraph naming the key or file and exit code 2. The guard sets ``HYDRA_FULL_ERROR`` so that Hydra
-raises rather than prints, unless the user set it (then the traceback is what they asked for).
-"""
+raises rather than prints, unless the user set it (then the traceback is what they asked for)."""
 
 import itertools
 import logging

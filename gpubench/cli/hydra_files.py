@@ -1,6 +1,5 @@
 """The files Hydra writes for a job before gpubench's task runs: their folder, recorded so that a write error can
-name it (a full disk's OSError may name no file), and their redaction (they hold the overrides as given). No torch.
-"""
+name it (a full disk's OSError may name no file), and their redaction (they hold the overrides as given). No torch."""
 
 import itertools
 import os

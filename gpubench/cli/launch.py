@@ -1,8 +1,7 @@
 """``gpubench launch REPORT --target skypilot|dstack [--run CMD] [--out FILE] [--force]``: a task file for the
 report's recommended rental (the cheapest fitting row), asking for every fitting GPU, cheapest first, and carrying
 the projected hours. By default the task reruns the report's benchmark there (writing :data:`MEASURED_REPORT`);
-``--run CMD`` runs your training instead.
-"""
+``--run CMD`` runs your training instead."""
 
 import argparse
 import json

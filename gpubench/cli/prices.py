@@ -1,8 +1,7 @@
 """``python -m gpubench.prices show [--gpu H100] [--dir DIR]``: the snapshot's date, age and rows;
 ``python -m gpubench.prices refresh [--out DIR]``: rebuild it through gpuhunt (``gpubench[cloud]``).
 
-Bad input is one paragraph on stderr and exit code 2.
-"""
+Bad input is one paragraph on stderr and exit code 2."""
 
 import argparse
 from collections.abc import Callable

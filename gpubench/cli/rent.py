@@ -1,7 +1,6 @@
 """``gpubench rent REPORT [REPORT ...] [--json OUT] [--rows N]``: one cost table from reports of the same training
 measured on different machines: a measured card gets its report's rows, every other card is projected from the
-nearest report (:func:`gpubench.decision.rent.measured_cost_table`). Exit 0, or 2 for bad input.
-"""
+nearest report (:func:`gpubench.decision.rent.measured_cost_table`). Exit 0, or 2 for bad input."""
 
 import argparse
 import json

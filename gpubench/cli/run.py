@@ -1,8 +1,7 @@
 """``gpubench run`` (and ``gpubench``, ``python -m gpubench``): Hydra config -> typed config -> measured run.
 
 Exit codes: 0 every model measured (an OOM or divergence is a measured outcome), 1 a model failed unexpectedly,
-2 bad input, 128 + the signal's number when interrupted.
-"""
+2 bad input, 128 + the signal's number when interrupted."""
 
 import atexit
 import os

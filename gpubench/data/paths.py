@@ -15,8 +15,7 @@ def resolve_data_paths(path: str | Path, *, suffixes: tuple[str, ...], kind: str
     """Files named by ``path``: the file itself, a folder's visible files ending in ``suffixes`` (sorted), or a glob.
 
     ``~`` is expanded. Raises DataError naming ``path`` when nothing exists there or no file of the ``kind``
-    (e.g. "DBN") is found.
-    """
+    (e.g. "DBN") is found."""
     text = str(path)
     expanded = Path(text).expanduser()
     wanted = " or ".join(f"*{suffix}" for suffix in suffixes)

@@ -1,7 +1,6 @@
 """The largest batch predicted to fit a card: under ``headroom × (card VRAM − overhead)``, the batch search's own
 limit, read off the search's peaks made monotone, linear between trials and at the per-sample slope beyond them (the
-line's intercept can miss small batches by more than a card's room). Sizes in MB (MiB), batches in samples.
-"""
+line's intercept can miss small batches by more than a card's room). Sizes in MB (MiB), batches in samples."""
 
 import math
 from collections.abc import Sequence

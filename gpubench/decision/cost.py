@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate
+from gpubench.decision.methods import method_text
 from gpubench.hardware.catalog import Card
 from gpubench.results import CostAnalysis, CostRow, ModelResult
 from gpubench.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
@@ -141,18 +142,4 @@ def cost_analysis(inputs: CostInputs, decision: DecisionConfig) -> CostAnalysis:
 
 
 #: The cost formulas, in words: the report's ``recommendation.method.cost``.
-COST_METHOD = (
-    "Per training (the plan of the models decided on): local energy kWh = sum over models of joules per sample "
-    "(NVML energy counter over the measured epochs) x plan samples / 3.6e6, or, where the counter is missing on a "
-    "catalog card, its board power x the estimated hours (an upper bound); local cost = kWh x "
-    "decision.electricity_usd_per_kwh. Cloud cost = the USD of decision.cloud_card's cheapest cost-table row that "
-    "fits (a dated snapshot price; none where the snapshot has none). Monthly: x decision.trainings_per_month, "
-    "plus on the local side decision.local_hardware_cost_usd / decision.amortisation_months. annual_savings_usd = "
-    "12 x (cloud monthly - local monthly): positive when training locally is cheaper. cloud_speedup_factor = local "
-    "hours / projected cloud hours. Break-even: local is cheaper from amortisation / (cloud cost - local cost per "
-    "training) trainings a month on (none when a cloud training costs no more than the local energy); in local GPU "
-    "hours a month, that times the local hours per training. Point estimates of time are used, not the upper "
-    "bounds. The cloud side rents decision.cloud_gpus cards (see scaling). cheapest_card is the cost table's "
-    "cheapest row that fits, the one row every cheapest figure names. The local side is always the one card "
-    "measured."
-)
+COST_METHOD = method_text("cost")

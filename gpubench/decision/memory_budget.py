@@ -2,6 +2,7 @@
 words :data:`MEMORY_METHOD`."""
 
 from gpubench.decision.config import DecisionConfig
+from gpubench.decision.methods import method_text
 from gpubench.results import MemoryBudgetRow, ModelResult, RunReport
 
 #: Statuses by the peak's fraction of the card against ``batch.headroom``: beyond it, fragmentation and library
@@ -76,10 +77,4 @@ def memory_budget(report: RunReport, decision: DecisionConfig) -> list[MemoryBud
 
 
 #: How the VRAM budget is judged, in words: the report's ``recommendation.method.memory_budget``.
-MEMORY_METHOD = (
-    "Per model: the measured peak reserved VRAM (torch caching allocator) against decision.memory_budget_mb[model] "
-    "and against the card (usable VRAM under a cap, else total VRAM). Status by fraction of the card against "
-    "batch.headroom h (the batch search's limit): safe <= h, marginal up to (1 + h) / 2, risk above; 'not "
-    "measured' on the CPU. The total row sums the peaks: what the card would need to hold the models at once (they "
-    "are benchmarked, and can be trained, one after another)."
-)
+MEMORY_METHOD = method_text("memory_budget")

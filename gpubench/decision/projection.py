@@ -4,8 +4,7 @@ interval, and a model's estimate on a card. The model in words is :data:`PROJECT
 
 A model's peaks are those of the precisions its FLOPs ran in (:func:`compute_precisions`), not only the run's
 ``execution.precision``: a user's model may autocast to bf16 under fp32. Step times in ms, throughput in TFLOP/s,
-bandwidth in GB/s (1e9 bytes/s), training in hours. Pure arithmetic on typed records, no torch.
-"""
+bandwidth in GB/s (1e9 bytes/s), training in hours. Pure arithmetic on typed records, no torch."""
 
 import json
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 
 from gpubench.decision.estimate import TimeEstimate
+from gpubench.decision.methods import method_text
 from gpubench.hardware.catalog import Card, match_catalog_card
 from gpubench.results import ModelResult, RunReport, StepSplit
 
@@ -516,55 +516,10 @@ def projected_estimates(
     return steps, projected
 
 
-PROJECTION_METHOD = (
-    "A step of t ms on the measured (source) device does F FLOPs: torch's flop counter over one training step, "
-    "forward and backward of matmuls, convolutions and attention (elementwise work and the optimizer are not "
-    "counted), L kernel launches: the tensor operations it dispatches that launch a kernel in eager mode (counted "
-    "on an eager twin of a compiled workload, so L overstates a compiled step's launches), and B bytes: the tensor "
-    "inputs and outputs of those L operations, each storage once per operation and a view at its viewed size "
-    "(every kernel reading its inputs from and writing its outputs to DRAM, no reuse in caches: an upper bound on "
-    "the step's memory traffic). A device's attainable matmul throughput is A = eta x peak, peak being the "
-    "catalog's figure for the precision the step's FLOPs ran in (counted per operation from its operands' dtype, "
-    "so a model that autocasts itself counts in bf16 whatever execution.precision says; reports without that count "
-    "take execution.precision): fp32 TFLOP/s for fp32 (its tf32 tensor-core figure under "
-    "execution.matmul_precision high or medium, on cards with tf32) and its bf16 (T4: fp16) tensor-core figure for "
-    "bf16/fp16; FLOPs in several precisions take F / sum(F_p / peak_p), each part's time at its own peak. On a "
-    "catalog card eta is measured: the burn-in's achieved matmul TFLOP/s (at the job's matmul precision) over the "
-    "card's peak, and the targets use the same eta (same kernels, same software). A GPU not in the catalog has no "
-    "peak: its A is the burn-in's achieved TFLOP/s itself, and the targets' eta is "
-    "decision.assumed_matmul_efficiency. From a GPU, the step splits into compute t_c = min(t, F / A_src), "
-    f"launches t_l = min(t - t_c, L x c) with c = {LAUNCH_COST_MS * 1000:g} us per launch (eager steps less their "
-    "CUDA-graph replays, per launching operation), memory t_m = min(t - t_c - t_l, B / bw_src) (bw the catalog's "
-    "memory bandwidth, GB/s) and host t_h = t - t_c - t_l - t_m (Python, dispatch and other host work outside the "
-    "launches). A step with t_c >= 0.5 t is compute-bound, otherwise overhead-bound; without a FLOP count the "
-    "whole step is taken as overhead. On a target card t' = t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt + "
-    "t_h: the counted traffic scales with memory bandwidth, launch and host costs are kept, so a compute-bound "
-    "step scales by the peak ratio and a launch-bound one keeps its time. The *_if_memory_bound figures take the "
-    "counted traffic as the step's floor on the card: max(t', B / bw_tgt + t_l). A step whose bytes were not "
-    "counted (or a source of unknown bandwidth) keeps its rest t_m = t - t_c - t_l (memory and host together) in "
-    "t' as measured, and its *_if_memory_bound figures use t_c x A_src / A_tgt + t_l + t_m x bw_src / bw_tgt (when "
-    "both bandwidths are known). From the CPU, whose time says nothing of a GPU's, a card's step is rebuilt from "
-    "the counts: t' = F / A_tgt + L x c + B / bw_tgt (the B term where the bytes were counted), refused (with the "
-    "reason) where F or L could not be counted; host work that is no tensor operation is not in it, and its "
-    f"interval is the rebuild / {CPU_REBUILD_FACTOR:g} to x {CPU_REBUILD_FACTOR:g}. The counts are an iteration's "
-    "average (PPO: a rollout and its minibatch updates) after one uncounted step; the CPU counts more launches "
-    "than a GPU where CUDA fuses a layer. Every step projected from a GPU is an interval, part by part: its card "
-    "part c (compute and memory traffic, projected) within x (1 - e) to x (1 + e) and its host part h (launches "
-    "and host work, kept) within / r to x r, from the smaller of the two projections to the larger (the "
-    "memory-bound alternative keeps only its launches as host): [c_low (1 - e) + h_low / r, c_high (1 + e) + "
-    f"h_high r], e = {PROJECTION_RELATIVE_ERROR:.1%} and r = {HOST_RATIO_SPREAD:.3g}. Both are fitted by "
-    "benchmarks/cross_card_fit.py (gpubench/decision/cross_card_calibration.json holds them with the pairs and the "
-    "method): r is the 0.9 quantile of the ratio of two machines' host probes (a fixed torch CPU operation each "
-    "run's rounds time) over the stored reports, since the host of a rented machine is another CPU; e is the "
-    "largest error of the card part over measured pairs (the same training on two cards) whose card part is most "
-    "of their step. Those pairs are of cards with the same compute peaks: across a large peak ratio the card part "
-    "can err more (small matmuls need not speed up with the peak). Where the host part is most of the step, the "
-    "card barely matters and the rented machine's CPU decides (host_share on each projected model). The training's "
-    "bounds on a projected card add the interval's sides, relative to the point, to the measured margin above and "
-    "below; the validation passes scale by the step ratio with the same sides, the one-off costs scale by it with "
-    "theirs, and checkpoints (a copy to the host and a write) are kept. The measured device's own row carries no "
-    "projection error. With hardware=<card> on a bigger GPU the answer is about that card: its memory measured "
-    "under the card's VRAM cap, its time the projection of the measured step onto it, the measured device's own "
-    "time reported beside it (measured_device_hours). The batch size is the one measured: a card with less memory "
-    "may need a smaller one (see fits_in_vram)."
+PROJECTION_METHOD = method_text(
+    "projection",
+    launch_cost_us=LAUNCH_COST_MS * 1000,
+    CPU_REBUILD_FACTOR=CPU_REBUILD_FACTOR,
+    PROJECTION_RELATIVE_ERROR=PROJECTION_RELATIVE_ERROR,
+    HOST_RATIO_SPREAD=HOST_RATIO_SPREAD,
 )

@@ -2,8 +2,7 @@
 (:mod:`gpubench.prices`) selling it, on-demand and spot, on the cheapest instance with at least
 ``decision.cloud_gpus`` GPUs (the whole instance paid), with bounds and the price's date; and the local option.
 Spot hours are simulated (:mod:`gpubench.decision.spot_simulation`): the shipped trace's lifetimes, a checkpoint every
-Daly interval, restarts at the measured one-off costs. Money in USD, times in hours.
-"""
+Daly interval, restarts at the measured one-off costs. Money in USD, times in hours."""
 
 import functools
 import math

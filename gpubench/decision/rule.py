@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates, estimate_training_time
+from gpubench.decision.methods import method_text
 from gpubench.models import SEED_MODELS
 from gpubench.results import CLOUD_GPU_RECOMMENDED, GRAY_ZONE, LOCAL_GPU_VIABLE, MissingModel, ModelResult
 from gpubench.stats.intervals import MIN_EPOCHS
@@ -208,24 +209,4 @@ def decide(
 
 
 #: The decision rule, in words: the report's ``recommendation.method.decision``.
-DECISION_METHOD = (
-    "Decision on the total of the models in decision.critical_models (every model run when that list is empty). "
-    "CLOUD_GPU_RECOMMENDED when a critical model cannot run on the local card (status oom: not even batch.min_size "
-    "fits, or the step ran out of memory; decision_basis critical_model_cannot_run), or when the lower bound is "
-    "over decision.cloud_min_hours (lower_above_cloud); both also from a subset of the critical models, since "
-    "times add and a subset bounds the total from below. LOCAL_GPU_VIABLE when the upper bound is under "
-    "decision.local_max_hours (upper_below_local). Otherwise GRAY_ZONE: estimate_in_gray_band when the estimate "
-    "lies between the thresholds (both included), interval_straddles_threshold when the estimate is on one side of "
-    "a threshold and its bound on the other, with epochs_to_settle: per critical model max(n, K), K the smallest "
-    "common epoch count (the epochs setting) at which the bound would be on the estimate's side, the long-run "
-    "variance and the quantile held as measured (h scaled by sqrt(n / K)) in the same margin formula; None where "
-    f"not even {SETTLE_MAX_EPOCHS:,} epochs would (a drift's part and the future epochs' own variability do not "
-    "shrink). LOCAL_GPU_VIABLE and GRAY_ZONE only when every critical model was measured (status ok, with a plan) "
-    f"over at least {MIN_DECISION_EPOCHS} epochs; otherwise no decision (None): partial_measurement when a "
-    "critical model was not run, failed, diverged or stopped, too_few_epochs when one had fewer epochs (such a "
-    "model is left out of the bound the rule reads). The bounds include the margin added for a drift or throttled "
-    "epochs; where the decision without it would differ, decision_basis is drift_or_throttling. nothing_measured: "
-    "no model has an estimate. The figures (estimate, bounds, projection, cost) cover decided_on: the critical "
-    "models with an estimate, else every model with one. A run on the CPU (hardware.measured_on not cuda) decides "
-    "about the CPU: its reasoning starts by saying so."
-)
+DECISION_METHOD = method_text("decision", SETTLE_MAX_EPOCHS=SETTLE_MAX_EPOCHS, MIN_DECISION_EPOCHS=MIN_DECISION_EPOCHS)

@@ -4,6 +4,7 @@ import math
 from collections.abc import Sequence
 
 from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates
+from gpubench.decision.methods import method_text
 from gpubench.results import DistributedScaling, ScalingEfficiency
 from gpubench.units import SECONDS_PER_HOUR
 
@@ -132,30 +133,9 @@ def scaled_total(estimates: Sequence[TimeEstimate], scalings: Sequence[ScalingEf
 
 
 #: The report's ``recommendation.method.scaling``.
-SCALING_METHOD = (
-    "Cloud time on N = decision.cloud_gpus cards training data-parallel (DistributedDataParallel: each card its "
-    "own batch, for RL its own environments, gradients all-reduced every step): per model, the planned epochs' "
-    "one-card time E / (N x e(N)) plus the fixed costs F as on one card (every rank pays its calibration and "
-    "warmup at once; rank 0 saves the checkpoints); the models' times add. e(N) is the scaling efficiency, the "
-    "global throughput of N processes over N x one process's. Measured: a model run with distributed.nproc = N "
-    "(status ok) gives e(N) and its interval (the point alone where the run had too few epochs for one), measured "
-    "over this machine's interconnect and backend (named in the source: gloo processes on a CPU say little of NCCL "
-    "between GPUs, a cloud host's links may differ from this one's). Measured at another m: e(N) = e(m)^(log2 N / "
-    "log2 m), the same loss per doubling of cards, at most 1. That is an assumption: how the all-reduce's cost per "
-    "step grows with N depends on the message size, the algorithm and the links (a bandwidth-bound ring "
-    "all-reduce's barely grows past a few cards, a latency-bound one's grows with N, and across hosts the network "
-    "is slower), so the interval spans the two ends, efficiency never rising with the card count: for N > m from "
-    "the measured lower end with the communication's cost growing linearly with N, 1 / (1 + (1 / e_lo(m) - 1)(N - "
-    "1) / (m - 1)), to the measured upper end (no further loss past m); for N < m from the measured lower end to "
-    f"1. Nothing measured (distributed.nproc = 1, or the run failed): e = {ASSUMED_SCALING_EFFICIENCY:g}, assumed, "
-    f"with the wide interval {ASSUMED_SCALING_INTERVAL[0]:g}-{ASSUMED_SCALING_INTERVAL[1]:g}. Sources: Horovod's "
-    "benchmark (horovod/horovod docs/benchmarks.rst; Sergeev and Del Balso, 2018) on 128 servers of 4 Pascal GPUs "
-    "over 25 Gbit/s RoCE reports '90% scaling efficiency for both Inception V3 and ResNet-101, and 68% scaling "
-    "efficiency for VGG-16'; Li et al., 'PyTorch Distributed: Experiences on Accelerating Data Parallel Training', "
-    "VLDB 2020, report that DDP 'attains near-linear scalability using 256 GPUs'. The interval's lower end is "
-    "below VGG-16's 0.68 because these models are small and often launch-bound, where the all-reduce's fixed "
-    "latency is a larger share of a step; its upper end is linear scaling. Bounds: upper F + (E + M) / (N x e_lo), "
-    f"lower F + max(0, E - M) / (N x e_hi), M the one-card margin (a lower end under {EFFICIENCY_FLOOR:g} is held "
-    "there). N = 1 is the one-card projection unchanged. Each card's step stays one card's: memory per card is "
-    "unchanged (every card holds the whole model and its own batch)."
+SCALING_METHOD = method_text(
+    "scaling",
+    ASSUMED_SCALING_EFFICIENCY=ASSUMED_SCALING_EFFICIENCY,
+    ASSUMED_SCALING_INTERVAL=ASSUMED_SCALING_INTERVAL,
+    EFFICIENCY_FLOOR=EFFICIENCY_FLOOR,
 )

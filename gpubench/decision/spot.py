@@ -1,8 +1,7 @@
 """Checkpoint interval and expected wall time (hours) of a training on spot capacity under Poisson interruptions of
 mean interval M: a checkpoint of δ hours every τ hours of work, R hours to restart. Young (1974): τ = sqrt(2 δ M);
 Daly (2006, FGCS 22) its higher-order correction and the exact expected wall time for exponential interruptions.
-Other lifetimes: :mod:`gpubench.decision.spot_simulation`.
-"""
+Other lifetimes: :mod:`gpubench.decision.spot_simulation`."""
 
 import math
 

@@ -5,8 +5,7 @@ lifetime (drawn independently) ends, losing the work since the last checkpoint; 
 restarting (not the first, as in Daly's model, :mod:`gpubench.decision.spot`, which this reproduces for exponential
 lifetimes). Billed hours are the hours on instances. The shipped lifetimes (``gpubench/prices/spot_lifetimes.json``,
 from the preemption traces of Wu et al., NSDI '24, by ``benchmarks/spot_trace_derive.py``) are a quantile table
-with an exponential tail. Deterministic for a seed.
-"""
+with an exponential tail. Deterministic for a seed."""
 
 import json
 import math

@@ -1,8 +1,7 @@
 """Where an adaptive job's next round goes, and when it stops. ``statistics.adaptive=decision``, one joint rule over
 the critical models: the round goes to the model that narrows the total's margin most per second, until the total
 settles, cannot settle within ``max_epochs``, or the time budget is spent. ``precision``: the model widest against
-``target_rel_halfwidth`` until every model is within it.
-"""
+``target_rel_halfwidth`` until every model is within it."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

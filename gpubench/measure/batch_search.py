@@ -2,8 +2,7 @@
 
 ``try_batch(size, steps)`` trains ``steps`` steps at ``size``, building its workload inside so a failed trial's memory
 dies with it, and returns the peak reserved MB or a :class:`TrialResult`. The timed batch alone is re-verified over
-longer runs: fragmentation keeps growing past what a short trial shows.
-"""
+longer runs: fragmentation keeps growing past what a short trial shows."""
 
 import gc
 import math
@@ -167,8 +166,7 @@ def find_max_batch_size(
 
     Doubles from ``2·min_size`` until a trial fails or ``max_size`` fits, then narrows between the last success and
     the first failure. A trial fails on an OOM or a peak reserved memory above ``peak_limit_mb`` (MB); a success
-    slower than ``trial_max_seconds`` (s) ends the search (``time_limited``).
-    """
+    slower than ``trial_max_seconds`` (s) ends the search (``time_limited``)."""
     if min_size < 1 or max_size < min_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size}, max_size={max_size}")
     if steps < 2:
@@ -327,8 +325,7 @@ def choose_batch_size(
 ) -> BatchDecision:
     """Search the largest batch under ``batch_cfg.headroom × usable_vram_mb`` (MB; None: no limit), pick the
     ``policy``'s batch and re-verify it ``verify_repeats`` × ``verify_steps`` steps, stepping down through the
-    smaller sizes that fit while one fails. Status ``oom`` when ``min_size`` does not fit or nothing verifies.
-    """
+    smaller sizes that fit while one fails. Status ``oom`` when ``min_size`` does not fit or nothing verifies."""
     policy = batch_cfg.policy if policy is None else policy
     if verify_repeats < 0:
         raise ValueError(f"verify_repeats must be >= 0, got {verify_repeats}")

@@ -11,8 +11,7 @@ MEMORY_SAMPLERS: tuple[str, ...] = ("process", "thread")
 @dataclass
 class BatchConfig:
     """Batch-size search bounds and policy (``configured``, ``knee`` or ``max``); ``search: null`` searches on a GPU
-    only. ``max_step_downs``: how often a batch whose measured epochs broke the headroom is stepped down.
-    """
+    only. ``max_step_downs``: how often a batch whose measured epochs broke the headroom is stepped down."""
 
     search: bool | None = None
     policy: str = "configured"

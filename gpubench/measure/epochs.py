@@ -1,8 +1,7 @@
 """One workload's timed run: size the epoch, warm up, then measure epochs until the stopping rule says so.
 
 Each epoch is one synchronised block of steps. With a :class:`SecondStage` (Stein's two-stage rule) the first stage
-fixes the total, which keeps the interval's level, unlike stopping once it looks narrow.
-"""
+fixes the total, which keeps the interval's level, unlike stopping once it looks narrow."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace

@@ -2,8 +2,7 @@
 
 The counts split a step into compute, launches and memory traffic to project it onto other cards, also from the CPU
 (optimizers run fused everywhere, so the CPU dispatches what a GPU launches). FLOPs are counted by precision, on
-which a card's peak depends by an order of magnitude.
-"""
+which a card's peak depends by an order of magnitude."""
 
 from collections import defaultdict
 from collections.abc import Callable

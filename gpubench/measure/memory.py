@@ -1,8 +1,7 @@
 """VRAM profiler: an NVML sampler in the background, torch's allocator statistics per epoch, and a leak slope.
 
 Torch's peaks (MB = MiB) are exact; NVML's are sampled every ``interval_ms`` (a shorter spike can be missed), by
-default in a child process (:class:`ProcessMemorySampler`) so that sampling takes no GIL from training.
-"""
+default in a child process (:class:`ProcessMemorySampler`) so that sampling takes no GIL from training."""
 
 import io
 import math
@@ -81,8 +80,7 @@ class _Sampler:
 
 class MemorySampler(_Sampler):
     """Reads GPU memory every ``interval_ms`` on a daemon thread; :meth:`stop` re-raises an error of ``read``.
-    ``clock`` (s) and ``wait`` replace ``time.perf_counter`` and the stop event's wait in tests.
-    """
+    ``clock`` (s) and ``wait`` replace ``time.perf_counter`` and the stop event's wait in tests."""
 
     def __init__(
         self,
@@ -176,8 +174,7 @@ def _child_environment() -> dict[str, str]:
 class ProcessMemorySampler(_Sampler):
     """Reads GPU memory every ``interval_ms`` in a child process (:mod:`gpubench.hardware.memory_sampler_process`),
     which appends records to a temporary file read here on demand. A child that fails is a RuntimeError carrying
-    its stderr. ``reader`` (``module:function``) replaces NVML in tests.
-    """
+    its stderr. ``reader`` (``module:function``) replaces NVML in tests."""
 
     def __init__(self, nvml_index: int, pid: int, *, interval_ms: float = 10.0, reader: str | None = None) -> None:
         if interval_ms <= 0:
@@ -355,8 +352,7 @@ class EpochMemory:
 class MemoryProfiler:
     """Per-model memory profile, an epoch observer and a context manager around the model's epochs: allocator
     statistics at epoch edges, the NVML sampler between. Nothing on the CPU. ``allocator`` and ``reader`` replace
-    torch's allocator and NVML in tests.
-    """
+    torch's allocator and NVML in tests."""
 
     def __init__(
         self,

@@ -1,7 +1,6 @@
 """Where a model's peak device memory goes (MB): parameters, gradients, optimizer state, activations per sample
 and a fixed remainder. Two sources check each other: accounting of what training keeps between steps, and a line
-``peak(B) = fixed + per_sample × B`` through the search trials' peaks (verification trials fragment further).
-"""
+``peak(B) = fixed + per_sample × B`` through the search trials' peaks (verification trials fragment further)."""
 
 import math
 from collections.abc import Iterable, Sequence
@@ -48,9 +47,7 @@ def state_bytes(modules: Iterable[nn.Module], optimizers: Iterable[torch.optim.O
                     key = value.untyped_storage().data_ptr() if value.numel() else id(value)
                     storages[key] = max(storages.get(key, 0), _tensor_bytes(value))
     return StateBytes(
-        parameters_bytes=parameters_bytes,
-        gradients_bytes=gradients_bytes,
-        optimizer_state_bytes=sum(storages.values()),
+        parameters_bytes=parameters_bytes, gradients_bytes=gradients_bytes, optimizer_state_bytes=sum(storages.values())
     )
 
 

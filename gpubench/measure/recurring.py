@@ -18,11 +18,7 @@ CHECKPOINT_REPEATS = 2
 
 
 def measure_evaluation(
-    workload: Workload,
-    timer: BlockTimer,
-    *,
-    min_seconds: float = EVAL_MIN_SECONDS,
-    max_calls: int = EVAL_MAX_CALLS,
+    workload: Workload, timer: BlockTimer, *, min_seconds: float = EVAL_MIN_SECONDS, max_calls: int = EVAL_MAX_CALLS
 ) -> EvaluationCost | None:
     """Milliseconds per ``evaluate`` call (None without one), timed in blocks of 1, 2, 4, ... calls after a warmup."""
     if workload.evaluate() is None:

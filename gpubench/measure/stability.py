@@ -1,8 +1,7 @@
 """Training health on the device: NaN/Inf losses and gradients, gradient norms and the RL signals, per step.
 
 Each step's 0-d tensors are held by reference and reduced on the device once per chunk of steps, and the host reads
-the totals once per epoch: per-step checks would cost a launch-bound workload many kernel launches a step.
-"""
+the totals once per epoch: per-step checks would cost a launch-bound workload many kernel launches a step."""
 
 import torch
 
@@ -53,8 +52,7 @@ def _finite_sum_and_count(values: torch.Tensor) -> torch.Tensor:
 
 class StabilityMonitor:
     """Accumulates step health on the device; :meth:`end_epoch` reads it with one synchronisation. Disabled, only
-    the step count and the mean finite loss. The workload must not write a step's tensors after :meth:`observe`.
-    """
+    the step count and the mean finite loss. The workload must not write a step's tensors after :meth:`observe`."""
 
     def __init__(
         self, cfg: StabilityConfig, device: torch.device | str, *, chunk_steps: int = _DEFAULT_CHUNK_STEPS

@@ -2,8 +2,7 @@
 
 Nothing inside a block synchronises, so kernels queue as in a real training loop. Epochs hold whole iterations of
 ``steps_per_iteration`` steps (PPO collects its rollout in one step of each), so every epoch holds the same number of
-rollouts.
-"""
+rollouts."""
 
 import math
 import time
@@ -77,8 +76,7 @@ def size_epoch(
 
     The first step is timed alone, then one block finishes its iteration. ``fixed_steps`` is rounded up; otherwise
     blocks grow until one lasts a quarter of ``min_seconds``, whose per-step time sizes the epoch (at most
-    ``max_steps``).
-    """
+    ``max_steps``)."""
     first_step_s = time_steps(1)
     probe_steps: list[int] = []
     probe_seconds: list[float] = []

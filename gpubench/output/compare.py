@@ -276,11 +276,7 @@ def compare_reports(
                 host_difference=hosts if differs else None,
                 host=(
                     correct_for_host(
-                        result.verdict,
-                        result.ratio_interval,
-                        threshold,
-                        hosts,
-                        host_share(report_a, report_b, model),
+                        result.verdict, result.ratio_interval, threshold, hosts, host_share(report_a, report_b, model)
                     )
                     if differs
                     else None
@@ -443,8 +439,7 @@ def print_table(
     console.print(_method_text(threshold, confidence), soft_wrap=True, highlight=False)
     for comparison in comparisons:
         console.print(
-            f"[bold]{comparison.model}[/bold] ({comparison.verdict}): {comparison.explanation}",
-            highlight=False,
+            f"[bold]{comparison.model}[/bold] ({comparison.verdict}): {comparison.explanation}", highlight=False
         )
     for model in unmatched:
         console.print(f"[bold]{model.model}[/bold] not compared: {model.reason}", soft_wrap=True, highlight=False)

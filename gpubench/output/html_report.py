@@ -4,6 +4,7 @@ import base64
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -47,48 +48,7 @@ _CAPTIONS = {
 #: No script, nothing fetched: inline styles, and images only from the page itself (data: URIs).
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
-_STYLE = """
-:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --bg: #ffffff; --band: #f5f7fa; }
-* { box-sizing: border-box; }
-body { margin: 0; color: var(--fg); background: var(--bg); line-height: 1.45;
-  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; }
-header, main { max-width: 1180px; margin: 0 auto; padding: 0 20px; }
-header { padding-top: 18px; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 18px; margin: 28px 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 16px 0 6px; }
-nav a { margin-right: 12px; color: var(--muted); }
-.meta, caption, figcaption, .notes { color: var(--muted); font-size: 13px; }
-.verdict { border-left: 6px solid #8a94a6; background: var(--band); padding: 8px 16px 12px; margin-top: 18px; }
-.verdict h2 { border: 0; margin-top: 6px; }
-.verdict .decision { font-size: 24px; font-weight: 700; margin: 4px 0; }
-.verdict.local { border-color: #2e9d4a; } .verdict.local .decision { color: #1f7a37; }
-.verdict.gray { border-color: #d99a00; } .verdict.gray .decision { color: #9a6b00; }
-.verdict.cloud { border-color: #2c6fce; } .verdict.cloud .decision { color: #1f56a6; }
-.preset { font-weight: 600; color: #9a6b00; }
-.banner { border: 2px solid #d62728; background: #fdecec; padding: 8px 16px; margin-top: 16px; }
-.banner strong { color: #b01d1e; }
-.warning { color: #9a3b00; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 8px 0; }
-dt { color: var(--muted); } dd { margin: 0; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
-caption { text-align: left; padding: 4px 0; }
-th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top;
-  overflow-wrap: break-word; }
-.range { display: block; color: var(--muted); font-size: 12px; }
-.sources { overflow-wrap: anywhere; }
-.nowrap { white-space: nowrap; }
-th { background: var(--band); white-space: nowrap; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.ok { color: #1f7a37; } .bad { color: #b01d1e; font-weight: 600; }
-.mono, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12.5px; }
-pre { background: var(--band); padding: 10px; overflow-x: auto; white-space: pre; }
-figure { margin: 12px 0 20px; }
-figure svg, figure img { display: block; width: 100%; max-width: 1000px; height: auto; }
-footer { max-width: 1180px; margin: 30px auto; padding: 0 20px; color: var(--muted); font-size: 12px; }
-@media print { nav { display: none; } figure, table { break-inside: avoid; } }
-"""
+_STYLE = resources.files("gpubench.output").joinpath("report.css").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)

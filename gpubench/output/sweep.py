@@ -371,11 +371,7 @@ def _markdown(
 ) -> str:
     failed = [job for job in jobs if job["status"] != "ok"]
     common = [f"`{key}={rows[0][key]}`" for key in keys if key not in varying and rows and rows[0][key] != ""]
-    lines = [
-        f"# Sweep `{sweep_dir}`",
-        "",
-        f"{len(jobs)} jobs: {len(jobs) - len(failed)} ok, {len(failed)} failed.",
-    ]
+    lines = [f"# Sweep `{sweep_dir}`", "", f"{len(jobs)} jobs: {len(jobs) - len(failed)} ok, {len(failed)} failed."]
     if interrupted_by is not None:
         lines.append(
             f"The sweep was interrupted by {signals.signal_name(interrupted_by)}; jobs that never started are not "

@@ -84,10 +84,7 @@ def sweep_job(
         if parsed.key_or_group in parent.swept_keys
     )
     return tracking.SweepJob(
-        sweep_dir=sweep_dir,
-        job_num=job_num,
-        parent_run_id=parent.run_id if same_store else None,
-        swept_overrides=swept,
+        sweep_dir=sweep_dir, job_num=job_num, parent_run_id=parent.run_id if same_store else None, swept_overrides=swept
     )
 
 

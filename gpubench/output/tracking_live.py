@@ -12,13 +12,7 @@ from gpubench.output.config import TrackingConfig
 from gpubench.output.redact import redact
 from gpubench.output.sqlite_store import store_lock
 from gpubench.output.tracking_record import PARENT_RUN_TAG, DatasetRecord, RunRecord
-from gpubench.output.tracking_store import (
-    REPORT_KEPT,
-    TrackingOutcome,
-    open_store,
-    run_link,
-    tracking_warning,
-)
+from gpubench.output.tracking_store import REPORT_KEPT, TrackingOutcome, open_store, run_link, tracking_warning
 from gpubench.output.tracking_system import SystemMetricsSampler
 from gpubench.units import MS_PER_S
 

@@ -1,7 +1,6 @@
 """The dated GPU price snapshot, the only source of prices: one ``<provider>.csv`` in gpuhunt's v2 catalog columns
 per provider (each row's ``provider_data`` holds its ``source``, ``price_date`` and ``quoted`` figure) and a
-``manifest.json`` with each file's sha256. Prices in USD per hour for the whole instance. Read without gpuhunt.
-"""
+``manifest.json`` with each file's sha256. Prices in USD per hour for the whole instance. Read without gpuhunt."""
 
 import csv
 import hashlib

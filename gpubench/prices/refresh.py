@@ -1,7 +1,6 @@
 """Rebuild the price snapshot through gpuhunt (the only module that imports it): per provider and catalog card the
 cheapest offer of each GPU count, on-demand and spot. gpuhunt reads its public catalog, or with
-``GPUHUNT_CATALOG_DIR`` set the ``<provider>.csv`` files of that folder.
-"""
+``GPUHUNT_CATALOG_DIR`` set the ``<provider>.csv`` files of that folder."""
 
 import os
 from collections.abc import Sequence

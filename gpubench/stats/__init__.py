@@ -2,8 +2,7 @@
 ``intervals`` holds the decision interval, :func:`decision_interval`, that the recommendation rests on.
 
 ``gpubench.stats.decision_interval`` is imported on first use: the config (``stats/config.py``) lives in this
-package too, and composing a config (``--help``, a bad-input exit) must not pay for importing scipy.
-"""
+package too, and composing a config (``--help``, a bad-input exit) must not pay for importing scipy."""
 
 __all__ = ["decision_interval"]
 

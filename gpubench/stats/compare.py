@@ -1,16 +1,9 @@
 """Is run B's mean time per unit of work shorter, longer or the same as run A's, beyond the noise? Pure numpy/scipy.
 
-Each run's mean and its variance come from its rounds as the decision's bound takes them
-(:func:`gpubench.stats.rounds.two_level_interval`: the round means, their AR(1) correlation at the bound carried
-through the gaps; one block: overlapping batch means). The ratio is B / A (below 1: B faster); its interval is
-Fieller's (1954): the R solving (mean_B − R mean_A)² ≤ t²(df) · (v_B + R² v_A), df Satterthwaite's at the estimate.
-Times are positive, so the lower end is cut at 0 where B's mean is not distinguishable from zero, and the interval
-is unbounded, (0, inf), where A's is not.
-
-Verdict with threshold ``d``: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME if the interval lies within
-``[1 − d, 1 + d]``, else AMBIGUOUS, with the rounds per run that would see a 10% difference with 80% power.
-Evidence: ``benchmarks/compare_coverage.py``.
-"""
+Each run's mean and variance come from its rounds as the decision's bound takes them (:func:`RunMean.of`); the
+ratio B / A (below 1: B faster) has Fieller's interval (:func:`fieller_bounds`), and threshold ``d`` gives the
+verdict: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME inside ``[1 − d, 1 + d]``, else AMBIGUOUS,
+with the rounds per run that would see a 10% difference with 80% power. Evidence: ``benchmarks/compare_coverage.py``."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,10 +32,9 @@ _VARIANCE_QUANTILES = (np.arange(64) + 0.5) / 64
 
 @dataclass(frozen=True)
 class RunMean:
-    """One run's mean time (ms), the variance of that mean (ms²) and its degrees of freedom, from its rounds.
-
-    ``variance_scale_ms2``: what the variance is a multiple of, for planning: σ̂² of the round means (rounds) or the
-    long-run variance per epoch (one block); ``gap_epochs``: the gap planned between rounds."""
+    """One run's mean time (ms), the variance of that mean (ms²) and its degrees of freedom, from its rounds;
+    ``variance_scale_ms2``: what the variance is a multiple of, for planning (σ̂² of the round means, or one block's
+    long-run variance per epoch); ``gap_epochs``: the gap planned between rounds."""
 
     epochs_per_round: tuple[int, ...]
     gap_epochs: float
@@ -53,8 +45,8 @@ class RunMean:
 
     @classmethod
     def of(cls, rounds_ms: Sequence[ArrayLike], gaps_epochs: Sequence[float] | None = None) -> "RunMean":
-        """The mean of ``rounds_ms`` (ms, rounds in measurement order, ``gaps_epochs`` apart; None: back to back)
-        with the two-level variance: two rounds or more of two epochs, or one of :data:`MIN_EPOCHS`."""
+        """The mean of ``rounds_ms`` (ms, rounds in order, ``gaps_epochs`` apart; None: back to back), two-level
+        variance (:func:`gpubench.stats.rounds.two_level_interval`): two rounds or more of two epochs, or one block."""
         parts = [np.asarray(r, dtype=float) for r in rounds_ms]
         problem = rounds_problem([p.size for p in parts])
         if problem:

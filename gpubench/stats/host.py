@@ -28,10 +28,7 @@ def explained_share(values: Sequence[float], host_readings: Sequence[float]) -> 
 
 
 def gpu_wait_share(
-    round_means_ms: Sequence[float],
-    power_w: Sequence[float],
-    sm_clock_mhz: Sequence[float],
-    throttled: Sequence[bool],
+    round_means_ms: Sequence[float], power_w: Sequence[float], sm_clock_mhz: Sequence[float], throttled: Sequence[bool]
 ) -> float | None:
     """How much of the spread of the round means (ms) the card's waiting on its host explains: R² of the round means
     on the rounds' mean board power (W) where the slower rounds drew less power at one SM clock and none throttled

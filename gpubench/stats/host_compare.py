@@ -1,16 +1,9 @@
 """Could a difference in host speed explain a comparison's verdict? Pure numpy/scipy.
 
-Two runs of the same code on one host at different loads can differ by 2x, so a verdict about the code allows for
-the host. The **host factor range** ``[h_low, h_high]`` (h = B's host time / A's; it always holds 1) comes from two
-readings of each report: the load (``run.host``: 1-minute load L on C CPUs with t torch threads, slowdown
-:func:`fair_share_slowdown` ``max(1, (L + t) / C)``, taken as a point) and the host probe (a fixed Python loop
-timed before every round: the Hodges-Lehmann ratio of B's over A's with the interval inverting the Mann-Whitney test,
-:func:`probe_ratio_interval`, counted only when it excludes 1).
-
-A step that is a share ``s`` host work takes ``(1 − s) + s·h`` times as long, so B's code over A's lies in
-``[low / (1 − s + s·h_high), high / (1 − s + s·h_low)]`` (:func:`host_corrected_interval`); ``s`` is 1 on a CPU.
-A decisive verdict the corrected interval loses reads :data:`HOST_DIFFERS`: within what the hosts explain.
-"""
+The host factor range ``[h_low, h_high]`` (h = B's host time / A's; it holds 1) comes from the loads
+(:func:`fair_share_slowdown`) and the host probes (:func:`probe_ratio_interval`, counted where it excludes 1);
+:func:`host_corrected_interval` divides it out of the host share of a step. A decisive verdict the corrected
+interval loses reads :data:`HOST_DIFFERS`: within what the hosts explain."""
 
 import math
 from dataclasses import dataclass

@@ -1,15 +1,9 @@
 """The decision interval: a confidence interval for the long-run mean epoch time that survives correlated epochs.
 
-Consecutive epochs are autocorrelated, so the plain Student-t interval is too narrow, and an estimated lag-1
-correlation is too noisy at ten epochs to fix it. Here the long-run variance σ²∞ = lim n·Var(mean) comes from
-**overlapping batch means** (Meketon & Schmeiser 1984):
-
-    σ̂²  =  n·m / ((n − m + 1)(n − m)) · Σ_j (Ȳ_j(m) − Ȳ)²,     j = 1 … n − m + 1,
-
-and the interval is Ȳ ± t(ν) · σ̂ / √n, ν = 1.5 (n/m − 1), with batch m = ⌈max(5, min(n/3, 2√n))⌉ (Flegal & Jones
-2010; a short batch mean correlates with its neighbour and biases the variance low). The lower end is cut at zero.
-Coverage: benchmarks/results/2026-12-03-single-model-coverage.md. Pure numpy/scipy.
-"""
+Consecutive epochs are autocorrelated, so the plain Student-t interval is too narrow. The long-run variance
+σ²∞ = lim n·Var(mean) comes from **overlapping batch means** (Meketon & Schmeiser 1984; :func:`long_run_variance`),
+the interval is Ȳ ± t(ν) · σ̂ / √n, ν = 1.5 (n/m − 1), batch m = ⌈max(5, min(n/3, 2√n))⌉ (Flegal & Jones 2010),
+its lower end cut at zero. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md. Pure numpy/scipy."""
 
 import math
 
@@ -89,8 +83,7 @@ def precision_epochs(
     long-run variance (ms²) and mean to stay as measured: the smallest n >= :data:`MIN_EPOCHS` with
     t(ν(n')) · σ̂∞ / √n' <= target · mean for every n' >= n ("from there on": the factor steps up where the batch
     size grows). Exact: below (z / r)² nothing meets it, past :func:`_halfwidth_factor_bound`'s n everything does,
-    and the n in between are checked one by one.
-    """
+    and the n in between are checked one by one."""
     if not 0.0 < confidence_level < 1.0:
         raise ValueError(f"confidence level must be strictly between 0 and 1, got {confidence_level}")
     if not (target_rel_halfwidth > 0 and mean_ms > 0 and long_run_variance_ms2 >= 0):

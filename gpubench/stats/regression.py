@@ -1,7 +1,6 @@
 """Ordinary least-squares slope of a series against its index: the slope, its standard error, a Student-t interval
 and the two-sided p-value of "no trend". Written out because ``scipy.stats.linregress`` returns NaN for a flat
-series, which is what a clean loop's memory produces: here it has slope 0, standard error 0 and p-value 1.
-"""
+series, which is what a clean loop's memory produces: here it has slope 0, standard error 0 and p-value 1."""
 
 import math
 from collections.abc import Sequence

@@ -1,12 +1,7 @@
 """A data-parallel run's figures from what its ranks measured: the global epochs (each the slowest rank's, as the
-all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement.
-
-Scaling efficiency is the global throughput over ``world_size`` × the 1-process throughput, the ratio of the two
-runs' mean times per sample ``(mean t₁ / S₁) / (mean t_d / S_d)``. Its interval: ``fieller_long_run`` (both runs with
-:data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs; :func:`gpubench.stats.compare.fieller_interval`), else
-``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box), None with
-fewer than two epochs on a side or where unbounded.
-"""
+all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement, with
+its interval: ``fieller_long_run`` (both runs with :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs), else
+``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box)."""
 
 import math
 from collections.abc import Sequence
@@ -14,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpubench.results import BatchSearchResult, DistributedScaling, ModelResult
+from gpubench.results import BatchSearchResult, DistributedScaling, ModelResult, Record
 from gpubench.stats.compare import RunMean, fieller_interval
 from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.epoch_times import summarize_epoch_times, t_interval
@@ -26,7 +21,7 @@ METHOD_T_RATIO = "t_interval_ratio"
 
 
 @dataclass(frozen=True)
-class RankMeasurement:
+class RankMeasurement(Record):
     """What one rank measured: its warmup and measured epoch times (ms), the samples one of its steps consumes,
     its peak reserved device memory (MB; None on the CPU) and why its measurement stopped."""
 
@@ -39,7 +34,7 @@ class RankMeasurement:
 
 
 @dataclass(frozen=True)
-class GatheredRun:
+class GatheredRun(Record):
     """What rank 0 gathered from every rank of one data-parallel run and wrote for the parent (``result.json``)."""
 
     world_size: int
@@ -50,32 +45,6 @@ class GatheredRun:
     ranks: list[RankMeasurement]
     batch_search: BatchSearchResult | None = None
     warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "world_size": self.world_size,
-            "backend": self.backend,
-            "batch_size_per_rank": self.batch_size_per_rank,
-            "steps_per_epoch": self.steps_per_epoch,
-            "sample_unit": self.sample_unit,
-            "ranks": [rank.__dict__ for rank in self.ranks],
-            "batch_search": None if self.batch_search is None else self.batch_search.to_dict(),
-            "warnings": list(self.warnings),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GatheredRun":
-        search = data.get("batch_search")
-        return cls(
-            world_size=int(data["world_size"]),
-            backend=str(data["backend"]),
-            batch_size_per_rank=int(data["batch_size_per_rank"]),
-            steps_per_epoch=int(data["steps_per_epoch"]),
-            sample_unit=str(data["sample_unit"]),
-            ranks=[RankMeasurement(**rank) for rank in data["ranks"]],
-            batch_search=None if search is None else BatchSearchResult.from_dict(search),
-            warnings=list(data.get("warnings", [])),
-        )
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,14 @@
 """Training health's verdict from per-epoch records: NaN/Inf, gradient norms, the loss trend and the RL signals.
 
-:func:`stability_verdict` turns :class:`EpochHealth` records (read by
-:class:`gpubench.measure.stability.StabilityMonitor`) into the report's ``stability`` and ``loss_trend``. The trend
-is read from the loss relative to the workload's reference forecast on the same batches where steps report one
-(a mean loss over random batches mostly measures those batches' difficulty:
-benchmarks/results/2026-12-03-mamba2-loss-trend.md). An INCREASING trend is a symptom for supervised models only;
-an RL loss is a surrogate or a TD loss, so RL health is judged on the critic's loss, values past the return bound,
-and PPO's approximate KL and clip fraction. For every model a gradient norm growing far past the run's first epochs'
-is an explosion (:func:`grad_norm_growth`).
-"""
+The trend is read from the loss relative to the workload's reference forecast on the same batches where steps report
+one (a mean loss over random batches mostly measures those batches' difficulty:
+benchmarks/results/2026-12-03-mamba2-loss-trend.md); it is a symptom for supervised models only, RL health is judged
+on its own signals (:func:`rl_health`)."""
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -29,8 +25,7 @@ Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
 class EpochRLHealth:
     """One epoch's RL signals (:class:`~gpubench.workload.RLSignals`) when its steps reported them: means and maxima
     of the finite critic loss, approximate KL, clip fraction and largest |value| per update (None where no step
-    reported one), the largest critic-loss ceiling and |discounted return| bound reported, over ``steps`` steps.
-    """
+    reported one), the largest critic-loss ceiling and |discounted return| bound reported, over ``steps`` steps."""
 
     steps: int
     critic_loss_name: str
@@ -51,8 +46,7 @@ class EpochHealth:
 
     Means and maxima are over the finite values (None without any); the count fields are None when the checks are
     disabled (``checked`` false). ``mean_relative_loss`` is Σ loss / Σ reference loss over the steps that reported a
-    reference (a ratio of sums, so one batch with a near-zero reference cannot dominate), None without one.
-    """
+    reference (a ratio of sums, so one batch with a near-zero reference cannot dominate), None without one."""
 
     steps: int
     mean_loss: float | None
@@ -279,25 +273,23 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
     max_grad_norm = max(finite_max_norms) if finite_max_norms else None
     steps = sum(epoch.steps for epoch in epochs)
 
+    report = partial(
+        StabilityReport,
+        loss_trend=trend,
+        loss_rel_slope_per_epoch=rel_slope,
+        loss_slope_p_value=slope_p_value,
+        epochs=len(epochs),
+        steps=steps,
+        epoch_mean_losses=mean_losses,
+        max_grad_norm=max_grad_norm,
+        epoch_relative_losses=relative_losses if relative else None,
+    )
     if not cfg.enabled:
-        return StabilityReport(
-            stability="NOT_CHECKED",
-            loss_trend=trend,
-            loss_rel_slope_per_epoch=rel_slope,
-            loss_slope_p_value=slope_p_value,
-            diverged=False,
-            reasons=["stability.enabled=false: NaN/Inf and gradient-norm checks were skipped"],
-            epochs=len(epochs),
-            steps=steps,
-            epoch_mean_losses=mean_losses,
-            max_grad_norm=max_grad_norm,
-            nonfinite_loss_steps=None,
-            nonfinite_grad_steps=None,
-            exploding_steps=None,
-            vanishing_steps=None,
-            first_nonfinite_epoch=None,
-            epoch_relative_losses=relative_losses if relative else None,
+        unchecked = dict.fromkeys(
+            ("nonfinite_loss_steps", "nonfinite_grad_steps", "exploding_steps", "vanishing_steps")
         )
+        reasons = ["stability.enabled=false: NaN/Inf and gradient-norm checks were skipped"]
+        return report(stability="NOT_CHECKED", diverged=False, reasons=reasons, first_nonfinite_epoch=None, **unchecked)
 
     loss_steps = _total(epochs, "loss_steps")
     grad_steps = _total(epochs, "grad_steps")
@@ -352,17 +344,10 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         stability = "UNSTABLE"
     else:
         stability = "STABLE"
-    return StabilityReport(
+    return report(
         stability=stability,
-        loss_trend=trend,
-        loss_rel_slope_per_epoch=rel_slope,
-        loss_slope_p_value=slope_p_value,
         diverged=diverged,
         reasons=reasons,
-        epochs=len(epochs),
-        steps=steps,
-        epoch_mean_losses=mean_losses,
-        max_grad_norm=max_grad_norm,
         nonfinite_loss_steps=nonfinite_loss,
         nonfinite_grad_steps=nonfinite_grad,
         exploding_steps=exploding,
@@ -371,5 +356,4 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
         rl=rl,
         epoch_max_grad_norms=epoch_max_grad_norms,
         grad_norm_growth_factor=cfg.grad_norm_growth_factor,
-        epoch_relative_losses=relative_losses if relative else None,
     )
