@@ -12,8 +12,8 @@ H200_LM = RESULTS / "2026-12-03-h200-s10-lm" / "report.json"
 H100_RESNET = RESULTS / "2026-12-06-h100-resnet" / "report.json"
 
 
-def rent(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "gpubench", "rent", *args]
+def rent(*args: str, cwd: Path, module: tuple[str, ...] = ("gpubench", "rent")) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", *module, *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
@@ -48,3 +48,12 @@ def test_reports_of_two_trainings_are_refused_in_one_paragraph(tmp_path: Path) -
 def test_a_missing_report_is_exit_2(tmp_path: Path) -> None:
     completed = rent(str(tmp_path / "nope.json"), cwd=tmp_path)
     assert completed.returncode == 2 and "nope.json" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_python_dash_m_gpubench_rent_is_the_same_command(tmp_path: Path) -> None:
+    plain = rent(str(H100_LM), str(H200_LM), "--json", str(tmp_path / "a.json"), cwd=tmp_path)
+    alias = rent(
+        str(H100_LM), str(H200_LM), "--json", str(tmp_path / "b.json"), cwd=tmp_path, module=("gpubench.rent",)
+    )
+    assert alias.returncode == plain.returncode == 0, alias.stderr
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()

@@ -66,10 +66,10 @@ from gpubench.results import (
     ModelResult,
     StabilityReport,
 )
+from gpubench.results.units import BYTES_PER_MB, MS_PER_S
 from gpubench.stats.config import ADAPTIVE_DECISION, ADAPTIVE_PRECISION, DECISION_CANNOT_SETTLE, DECISION_SETTLED
 from gpubench.stats.epoch_times import summarize_epoch_times
 from gpubench.stats.stability import stability_verdict
-from gpubench.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import ExecutionContext, Workload
 
 logger = logging.getLogger(__name__)

@@ -97,8 +97,8 @@ def _measure_rank(spec: WorkerSpec, context, rank: int) -> _RankOutcome:
     from gpubench.measure.epochs import measure_workload
     from gpubench.measure.memory import TorchCudaAllocator
     from gpubench.measure.stability import StabilityMonitor
+    from gpubench.results.units import BYTES_PER_MB
     from gpubench.stats.scaling import RankMeasurement
-    from gpubench.units import BYTES_PER_MB
 
     cfg, device = context.cfg, context.device
     batch_size, warnings, search = spec.batch_size, [], None

@@ -42,8 +42,8 @@ from gpubench.output.redact import install_log_redaction, redact
 from gpubench.output.report_file import ReportReadError, ReportWriter, read_report
 from gpubench.output.sweep_run import sweep_job
 from gpubench.results import MemoryTimeline, ModelResult, RunInfo, RunReport
+from gpubench.results.units import MS_PER_S
 from gpubench.stats.config import ADAPTIVE_OFF
-from gpubench.units import MS_PER_S
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import NoReturn
 from gpubench.bench.replay import DEFAULT_FACTOR, MAX_FACTOR, PlannedCheck, ValidationInputError, prepare, run_checks
 from gpubench.errors import GpubenchError
 from gpubench.results import ValidationCheck, ValidationReport
-from gpubench.units import HOURS_PER_DAY, SECONDS_PER_HOUR
+from gpubench.results.units import HOURS_PER_DAY, SECONDS_PER_HOUR
 
 VALIDATION_FILE_NAME = "validation.json"
 #: |error| within this many percent is counted in the summary line (not the pass criterion).

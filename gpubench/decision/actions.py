@@ -34,7 +34,7 @@ from gpubench.results import (
     cheapest_rental,
     fitting_rentals,
 )
-from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
+from gpubench.results.units import MS_PER_S, SECONDS_PER_HOUR
 
 #: The one action when no model was measured successfully.
 NO_ESTIMATE_ACTIONS: tuple[str, ...] = (

@@ -33,7 +33,7 @@ from gpubench.results import (
     ScalingEfficiency,
     StepSplit,
 )
-from gpubench.units import BYTES_PER_MB, HOURS_PER_DAY, SECONDS_PER_HOUR
+from gpubench.results.units import BYTES_PER_MB, HOURS_PER_DAY, SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True)

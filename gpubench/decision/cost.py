@@ -8,7 +8,7 @@ from gpubench.decision.estimate import TimeEstimate
 from gpubench.decision.methods import method_text
 from gpubench.hardware.catalog import Card
 from gpubench.results import CostAnalysis, CostRow, ModelResult
-from gpubench.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
+from gpubench.results.units import JOULES_PER_KWH, MONTHS_PER_YEAR, SECONDS_PER_HOUR
 
 #: A training's energy basis: NVML's counter, or the card's board power over the hours (an upper bound).
 ENERGY_NVML = "nvml"

@@ -6,8 +6,9 @@ from dataclasses import asdict, dataclass, fields
 from statistics import fmean
 
 from gpubench.decision.config import TrainingPlanConfig
+from gpubench.decision.methods import method_text
 from gpubench.results import BatchWhatIf, ModelEstimate, ModelResult, RoundStatistics, StepSplit
-from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
+from gpubench.results.units import MS_PER_S, SECONDS_PER_HOUR
 
 #: Checkpoint often enough that a crash loses at most this fraction of the run, within these bounds (hours).
 CHECKPOINT_RUN_FRACTION = 0.1
@@ -475,47 +476,8 @@ def checkpoint_interval_hours(upper_hours: float) -> float | None:
 
 
 #: How a model's estimate is made, in words: the report's ``recommendation.method.estimate``.
-ESTIMATE_METHOD = (
-    "Plan: supervised models train decision.plan.passes[model] passes over trading_days x bars_per_day x symbols "
-    "windows; RL models decision.plan.env_steps[model] environment steps. A model's planned epochs N = plan "
-    "samples / (steps_per_epoch x samples_per_step), fractional. Estimate: N x mean epoch time + one-off costs, "
-    "the one-off costs being the calibration (first step, with compilation, and the epoch-sizing probes) plus the "
-    "warmup epochs, all counted as pure overhead (their samples are not credited: slightly conservative), plus the "
-    "first-time cost at the timed batch (cuDNN autotuning, kernels compiled on first use: the batch search's first "
-    "trial at that batch less the same steps at its fastest later trial's speed). That cost varies between "
-    "processes, so it carries a range from the run's own observations: every build at the timed batch whose first "
-    "steps were timed (each batch-search trial at it, the measured run's first step), less its steps at the "
-    "measured step time; from the least a build paid (in the warmed process) to the most (the process's first "
-    "build at that batch). The bounds take the one-off costs at the matching end of that range."
-)
+ESTIMATE_METHOD = method_text("estimate")
 
 
 #: How the prediction bounds are made, in words: the report's ``recommendation.method.upper_bound``.
-UPPER_BOUND_METHOD = (
-    "Bounds: prediction bounds for the total of the N future epochs, not N x the interval's ends. With h the "
-    "half-width of the decision interval of the mean over n measured epochs (overlapping batch means, "
-    "gpubench.stats.intervals), se = h / q is the standard error of the mean (q its t quantile) and the long-run "
-    "per-epoch variance is n x se^2 (= sigma^2 (1 + rho) / (1 - rho) for AR(1) epochs). The total of N future "
-    "epochs minus N x mean then has variance N^2 se^2 (uncertainty of the mean) + N n se^2 (variability of the "
-    "future epochs), so the measured margin is h x sqrt(N (N + n)), using the interval's own quantile: each bound "
-    "is one-sided at (1 + level) / 2 (97.5% for a 95% interval). For N >> n it tends to N x h; for N comparable to "
-    "n it is wider. A model whose measured epochs drift (the drift test) or include throttled epochs gets |mean of "
-    "the last third of its epochs - mean of the first third| x N added to its margin: the drift's size carried to "
-    "the whole plan, the simplest defensible choice (a shift as large as the one seen persisting for the whole "
-    "training). The half-width h comes from the model's rounds: its epochs are measured in rounds, interleaved "
-    "round-robin with the other models' rounds, and their spread is measured at two levels, within a round "
-    "(autocorrelated epochs) and between rounds (the host's speed, which moves over seconds and minutes), each "
-    "with its own degrees of freedom (gpubench.stats.rounds). The interval is Student-t on the round means, their "
-    "variance and degrees of freedom under the correlation autocorrelated epochs (lag-1 up to the run's upper bound "
-    "on it) carry across the gaps between a model's rounds: one model's rounds follow one another at once and "
-    "their means correlate, "
-    "which widens h (2.1 times at 5 rounds of 4), where four models' rounds are far apart and it is t on R - 1 "
-    "degrees of freedom. A noisy host widens h by what it measured; a quiet host or a GPU-bound model keeps it "
-    "tight. No constant floor. The bound assumes the host keeps, over the training, the mix of speeds it showed "
-    "during the benchmark, unless earlier runs of this config on this machine (statistics.history) add their "
-    "run-to-run spread; python -m gpubench.validate checks that against real trainings. Upper = estimate + "
-    "margin; lower = estimate - margin, never below the one-off costs. Several models are trained one after "
-    "another and were measured one after another on one device, so their errors can share a cause (the card's "
-    "clocks, the host's load): their margins add, the conservative combination (quadrature would assume "
-    "independent errors), each model's lower bound cut at its one-off costs first."
-)
+UPPER_BOUND_METHOD = method_text("upper_bound")

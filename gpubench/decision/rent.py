@@ -30,7 +30,7 @@ from gpubench.results import (
     PriceSnapshotInfo,
     Recommendation,
 )
-from gpubench.units import SECONDS_PER_HOUR
+from gpubench.results.units import SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from gpubench.decision.estimate import TimeEstimate, TotalTime, combine_estimates
 from gpubench.decision.methods import method_text
 from gpubench.results import DistributedScaling, ScalingEfficiency
-from gpubench.units import SECONDS_PER_HOUR
+from gpubench.results.units import SECONDS_PER_HOUR
 
 #: Assumed where nothing measured one: Horovod (2018) and Li et al. (VLDB 2020) support 0.9.
 ASSUMED_SCALING_EFFICIENCY = 0.9

@@ -10,6 +10,7 @@ from gpubench.decision.config import DecisionConfig
 from gpubench.decision.estimate import TimeEstimate, combine_estimates, estimate_training_time
 from gpubench.decision.rule import critical_models, epochs_to_settle_decision, interval_settled
 from gpubench.results import ModelResult
+from gpubench.results.units import MS_PER_S, SECONDS_PER_HOUR
 from gpubench.stats.config import (
     ADAPTIVE_DECISION,
     ADAPTIVE_PRECISION,
@@ -20,7 +21,6 @@ from gpubench.stats.config import (
     TIME_BUDGET_SPENT,
     StatisticsConfig,
 )
-from gpubench.units import MS_PER_S, SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from gpubench.hardware.identity import device_sampler
 from gpubench.hardware.nvml import DeviceSample
 from gpubench.hardware.selection import synchronizer
 from gpubench.results import WarmupStats
-from gpubench.units import MS_PER_S
+from gpubench.results.units import MS_PER_S
 
 # On the CPU the burn-in only checks that the loop runs.
 _CPU_BURN_IN_MAX_SECONDS = 1.0

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from gpubench.conf import CONF_DIR
 from gpubench.hardware.config import HardwareConfig
-from gpubench.units import MB_PER_GB
+from gpubench.results.units import MB_PER_GB
 
 _NOT_CARDS: tuple[str, ...] = ("auto", "cpu")
 #: Words after a model number that make it a different card (an RTX 3060 Ti is not an RTX 3060).

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 
 MILLI_PER_UNIT = 1000.0
 

@@ -11,7 +11,7 @@ from gpubench.hardware.identity import CudaIdentity, cuda_identity, open_nvml_de
 from gpubench.hardware.nvml import Nvml, default_nvml
 from gpubench.hardware.vram import VramBudget
 from gpubench.results import HardwareReport
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 
 
 def _cpu_name() -> str:

@@ -8,7 +8,7 @@ import torch
 
 from gpubench.errors import ConfigError
 from gpubench.hardware.identity import open_nvml_device
-from gpubench.units import BYTES_PER_MB, MB_PER_GB
+from gpubench.results.units import BYTES_PER_MB, MB_PER_GB
 
 _CONTEXT_MATMUL_SIZE = 256
 

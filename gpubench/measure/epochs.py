@@ -10,10 +10,10 @@ from typing import Literal, Protocol
 from gpubench.measure.config import EpochConfig
 from gpubench.measure.stability import StabilityMonitor
 from gpubench.measure.timing import BlockTimer, EpochSizing, resize_after_warmup, size_epoch
+from gpubench.results.units import MS_PER_S
 from gpubench.stats.config import FIXED_EPOCHS, MAX_EPOCHS_REACHED, PRECISION_TARGET_MET, StatisticsConfig
 from gpubench.stats.intervals import MIN_EPOCHS, two_stage_required_epochs
 from gpubench.stats.stability import EpochHealth
-from gpubench.units import MS_PER_S
 from gpubench.workload import Workload
 
 EpochPhase = Literal["warmup", "measured"]

@@ -27,8 +27,8 @@ from gpubench.hardware.memory_sampler_process import RECORD, next_deadline_s
 from gpubench.hardware.nvml import MemoryReading
 from gpubench.measure.config import MEMORY_SAMPLERS
 from gpubench.results import LeakEstimate, MemoryProfile, MemoryTimeline
+from gpubench.results.units import BYTES_PER_MB, MS_PER_S
 from gpubench.stats.regression import fit_slope
-from gpubench.units import BYTES_PER_MB, MS_PER_S
 
 
 def leak_estimate(

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from gpubench.results import BatchTrial, MemorySplit
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 
 #: A largest residual above this fraction of the largest peak means the memory per sample changes with the batch.
 LINE_MISFIT_FRACTION = 0.1

@@ -7,7 +7,7 @@ import torch
 
 from gpubench.measure.timing import BlockTimer
 from gpubench.results import CheckpointCost, EvaluationCost
-from gpubench.units import BYTES_PER_MB, MS_PER_S
+from gpubench.results.units import BYTES_PER_MB, MS_PER_S
 from gpubench.workload import Workload
 
 #: Seconds an evaluation block lasts at least, so clock resolution and jitter do not dominate it.

@@ -14,7 +14,7 @@ from gpubench.output.sqlite_store import store_lock
 from gpubench.output.tracking_record import PARENT_RUN_TAG, DatasetRecord, RunRecord
 from gpubench.output.tracking_store import REPORT_KEPT, TrackingOutcome, open_store, run_link, tracking_warning
 from gpubench.output.tracking_system import SystemMetricsSampler
-from gpubench.units import MS_PER_S
+from gpubench.results.units import MS_PER_S
 
 #: MLflow's per-request limits: entities in one log_batch, and params/tags among them.
 _MAX_ENTITIES_PER_BATCH = 1000

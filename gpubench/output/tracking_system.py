@@ -9,7 +9,7 @@ from typing import Any
 
 from gpubench.output.redact import redact
 from gpubench.output.tracking_store import reason
-from gpubench.units import MS_PER_S
+from gpubench.results.units import MS_PER_S
 
 #: The prefix of every system metric (MLflow's: its UI shows these keys in the System metrics tab).
 SYSTEM_PREFIX = "system/"

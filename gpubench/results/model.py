@@ -18,7 +18,7 @@ from gpubench.results.device import (
 from gpubench.results.memory import MemoryProfile, MemorySplit
 from gpubench.results.stability import StabilityReport
 from gpubench.results.statistics import EpochTimeStatistics
-from gpubench.units import MS_PER_S
+from gpubench.results.units import MS_PER_S
 
 #: A model's outcomes; ``interrupted``: a signal cut its measurement short (the epochs before it are kept).
 ModelStatus = Literal["ok", "oom", "diverged", "thermal_stop", "failed", "interrupted"]

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from gpubench.results.codec import OMIT_EMPTY, Record
 from gpubench.results.cost import CostAnalysis, CostRow, LocalCost, PriceSnapshotInfo
-from gpubench.units import HOURS_PER_DAY
+from gpubench.results.units import HOURS_PER_DAY
 
 #: The three answers of the decision rule.
 LOCAL_GPU_VIABLE = "LOCAL_GPU_VIABLE"

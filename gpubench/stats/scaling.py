@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpubench.results import BatchSearchResult, DistributedScaling, ModelResult, Record
+from gpubench.results.units import MS_PER_S
 from gpubench.stats.compare import RunMean, fieller_interval
 from gpubench.stats.config import StatisticsConfig
 from gpubench.stats.epoch_times import summarize_epoch_times, t_interval
 from gpubench.stats.intervals import MIN_EPOCHS
-from gpubench.units import MS_PER_S
 
 METHOD_FIELLER = "fieller_long_run"
 METHOD_T_RATIO = "t_interval_ratio"

@@ -14,7 +14,7 @@ from torch import nn
 
 from gpubench.data.tensors import FeatureTensors
 from gpubench.models.mamba2.config import Mamba2Config
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 from gpubench.workload import ExecutionContext, StepResult, Workload
 
 #: An SSD scan ``(x, dt, A, B, C) -> y`` with the shapes of :func:`ssd_sequential`.
