@@ -48,7 +48,7 @@ from gpubench.measure.batch_search import SEARCH_STEPS, TryBatch, find_max_batch
 from gpubench.measure.memory_split import StateBytes, memory_split, state_bytes
 from gpubench.output.console import memory_split_line
 from gpubench.results import MemorySplit, RunReport
-from gpubench.units import MB_PER_GB
+from gpubench.results.units import MB_PER_GB
 
 USER_MODELS = Path(__file__).resolve().parent / "user_models"
 #: Per model, the config overrides it is checked with (the module docstring says why).

@@ -42,7 +42,7 @@ from gpubench.config import ExecutionConfig
 from gpubench.decision.projection import DeviceThroughput, projected_step_ms, split_step
 from gpubench.hardware.catalog import load_catalog, match_catalog_card
 from gpubench.measure.flops import count_step
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 
 MODELS = ("dqn", "ppo", "mamba2", "tft")
 #: Each variant: the execution it runs with, and how its step is projected from the fp32 eager split.

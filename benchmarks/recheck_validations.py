@@ -18,7 +18,7 @@ from gpubench.bench.replay import replay_estimate
 from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import new_training_bounds_seconds
 from gpubench.results import RunReport
-from gpubench.units import SECONDS_PER_HOUR
+from gpubench.results.units import SECONDS_PER_HOUR
 
 
 def _validation(spec: str) -> dict:

@@ -113,7 +113,7 @@ def test_models_import_only_the_workload_contract_data_and_config(module: str) -
         "gpubench.workload",
         "gpubench.data",
         "gpubench.errors",
-        "gpubench.units",
+        "gpubench.results.units",
     )
     bad = {name for name in gpubench_imports(module) if known(name) and not any(in_package(name, a) for a in allowed)}
     assert not bad, f"{module} imports {sorted(bad)}: a model may import only {', '.join(allowed)}"
@@ -122,7 +122,7 @@ def test_models_import_only_the_workload_contract_data_and_config(module: str) -
 @pytest.mark.parametrize("module", [m for m in MODULES if in_package(m, "gpubench.stats")])
 def test_stats_is_pure_numpy_and_scipy(module: str) -> None:
     assert "torch" not in third_party_imports(module), f"{module} imports torch"
-    allowed = ("gpubench.stats", "gpubench.results", "gpubench.units", "gpubench.errors")
+    allowed = ("gpubench.stats", "gpubench.results", "gpubench.results.units", "gpubench.errors")
     bad = {name for name in gpubench_imports(module) if known(name) and not any(in_package(name, a) for a in allowed)}
     assert not bad, f"{module} imports {sorted(bad)}"
 
@@ -214,15 +214,15 @@ def test_the_scaling_arithmetic_is_pure() -> None:
 @pytest.mark.parametrize(
     "module",
     [m for m in MODULES if in_package(m, "gpubench.results")]
-    + ["gpubench.units", "gpubench.errors", "gpubench.output.redact"],
+    + ["gpubench.results.units", "gpubench.errors", "gpubench.output.redact"],
 )
 def test_results_and_units_are_the_bottom_layer(module: str) -> None:
     # The redaction helper is used by the entry point's context, the report file, tracking, the console and the
     # sweep: it must stay importable from all of them, so it imports nothing of gpubench. The results package's
     # section modules import one another (a report holds its sections) and nothing else of gpubench but units.
     assert "torch" not in third_party_imports(module)
-    allowed = {"gpubench", "gpubench.__version__", "gpubench.units"} | {
-        f"gpubench.units.{name}" for name in ("HOURS_PER_DAY", "MS_PER_S")
+    allowed = {"gpubench", "gpubench.__version__", "gpubench.results.units"} | {
+        f"gpubench.results.units.{name}" for name in ("HOURS_PER_DAY", "MS_PER_S")
     }
     bad = {
         name for name in gpubench_imports(module) if name not in allowed and not in_package(name, "gpubench.results")

@@ -37,7 +37,7 @@ from gpubench.measure.memory import (
     leak_estimate,
 )
 from gpubench.results import PEAK_DEFINITIONS
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 
 MB = BYTES_PER_MB
 

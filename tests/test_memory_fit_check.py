@@ -14,7 +14,7 @@ import torch
 from gpubench.hardware.vram import VramBudget
 from gpubench.measure.batch_search import TrialResult, TryBatch
 from gpubench.measure.memory_split import StateBytes
-from gpubench.units import BYTES_PER_MB, MB_PER_GB
+from gpubench.results.units import BYTES_PER_MB, MB_PER_GB
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "memory_fit_check.py"
 

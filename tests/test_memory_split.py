@@ -28,7 +28,7 @@ from gpubench.measure.memory_split import (
 )
 from gpubench.output.console import memory_split_line, rent_lines
 from gpubench.results import BatchTrial, MemorySplit, ModelResult, RunReport
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 
 #: nn.Linear(3, 4) then nn.Linear(4, 2): 3·4 + 4 + 4·2 + 2 weights and biases, in four tensors.
 HAND_COUNTED_PARAMETERS = 3 * 4 + 4 + 4 * 2 + 2

@@ -16,7 +16,7 @@ from gpubench.bench.model_run import build_workload
 from gpubench.measure.flops import count_step
 from gpubench.models.mamba2.config import Mamba2Config
 from gpubench.models.mamba2.workload import Mamba2Workload
-from gpubench.units import BYTES_PER_MB
+from gpubench.results.units import BYTES_PER_MB
 from gpubench.workload import ExecutionContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
