@@ -1,9 +1,6 @@
-"""Is run B's mean time per unit of work shorter, longer or the same as run A's, beyond the noise? Pure numpy/scipy.
-
-Each run's mean and variance come from its rounds as the decision's bound takes them (:func:`RunMean.of`); the
-ratio B / A (below 1: B faster) has Fieller's interval (:func:`fieller_bounds`), and threshold ``d`` gives the
-verdict: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME inside ``[1 − d, 1 + d]``, else AMBIGUOUS,
-with the rounds per run that would see a 10% difference with 80% power. Evidence: ``benchmarks/compare_coverage.py``."""
+"""Is run B's mean time per unit of work shorter, longer or the same as A's? Fieller's interval of the ratio B / A
+of the runs' two-level means and a threshold ``d``: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME
+inside ``[1 − d, 1 + d]``, else AMBIGUOUS. Coverage: ``benchmarks/compare_coverage.py``."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,20 +18,18 @@ SLOWER = "SLOWER"
 SAME = "SAME"
 AMBIGUOUS = "AMBIGUOUS"
 
-#: The difference (a fraction of A's time, either way) and the power the rounds printed beside AMBIGUOUS plan for.
+#: The difference (a fraction of A's time) and the power that the rounds printed beside AMBIGUOUS plan for.
 PLANNED_DIFFERENCE = 0.10
 PLANNED_POWER = 0.8
-#: The planning search gives up beyond this many rounds per run.
 _MAX_PLANNED_ROUNDS = 10_000
-#: Equal-probability points over which the power is averaged across the measured variance's uncertainty.
+#: Equal-probability points of the measured variance's uncertainty that the power is averaged over.
 _VARIANCE_QUANTILES = (np.arange(64) + 0.5) / 64
 
 
 @dataclass(frozen=True)
 class RunMean:
-    """One run's mean time (ms), the variance of that mean (ms²) and its degrees of freedom, from its rounds;
-    ``variance_scale_ms2``: what the variance is a multiple of, for planning (σ̂² of the round means, or one block's
-    long-run variance per epoch); ``gap_epochs``: the gap planned between rounds."""
+    """One run's mean time (ms), its variance (ms²) and degrees of freedom; ``variance_scale_ms2``: the σ̂² that
+    variance is a multiple of (for planning); ``gap_epochs``: the gap planned between rounds."""
 
     epochs_per_round: tuple[int, ...]
     gap_epochs: float
@@ -45,8 +40,7 @@ class RunMean:
 
     @classmethod
     def of(cls, rounds_ms: Sequence[ArrayLike], gaps_epochs: Sequence[float] | None = None) -> "RunMean":
-        """The mean of ``rounds_ms`` (ms, rounds in order, ``gaps_epochs`` apart; None: back to back), two-level
-        variance (:func:`gpubench.stats.rounds.two_level_interval`): two rounds or more of two epochs, or one block."""
+        """The two-level mean of ``rounds_ms`` (ms, in order, ``gaps_epochs`` apart; None: back to back)."""
         parts = [np.asarray(r, dtype=float) for r in rounds_ms]
         problem = rounds_problem([p.size for p in parts])
         if problem:
@@ -59,8 +53,7 @@ class RunMean:
             _, estimator, correlation = round_means_design(counts, interval.gaps_epochs)
             shape = float(estimator[0] @ correlation @ estimator[0])
         values = np.concatenate(parts)
-        # Constant times have no variance; the estimates would leave rounding noise where the times are not exact
-        # binary fractions (a per-sample time 110 / 800 ms).
+        # Constant times have no variance, not the estimates' rounding noise.
         variance = 0.0 if np.all(values == values[0]) else interval.variance_of_mean_ms2
         return cls(
             counts,
@@ -77,12 +70,11 @@ class RunMean:
 
     @property
     def round_epochs(self) -> int:
-        """The epochs of one planned round: the measured rounds' mean length (a block's whole length)."""
+        """The epochs of one planned round: the measured rounds' mean length."""
         return max(1, round(self.epochs / len(self.epochs_per_round)))
 
     def planned(self, rounds: int) -> tuple[float, float]:
-        """(variance of the mean in ms², its degrees of freedom) after ``rounds`` rounds of :attr:`round_epochs`,
-        evenly spaced, the scale held; a block becomes one block ``rounds`` times as long."""
+        """(variance of the mean ms², dof) after ``rounds`` evenly spaced rounds of :attr:`round_epochs`, scale held."""
         if len(self.epochs_per_round) == 1:
             n = rounds * self.epochs
             return self.variance_scale_ms2 / n, degrees_of_freedom(n)
@@ -102,8 +94,7 @@ def rounds_problem(epochs_per_round: Sequence[int]) -> str | None:
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """Fieller's interval for ``mean_B / mean_A`` (dimensionless, ends in [0, inf]); ``df`` is Satterthwaite's at
-    the estimated ratio (inf when neither mean varies)."""
+    """Fieller's interval for ``mean_B / mean_A`` (ends in [0, inf]) on Satterthwaite's ``df`` at the ratio."""
 
     ratio: float
     low: float
@@ -114,10 +105,8 @@ class RatioInterval:
 
 @dataclass(frozen=True)
 class MeanTimeComparison:
-    """B's times against A's; ``a`` and ``b`` carry each run's mean (ms) and its variance, ratios are B / A.
-    ``p_value`` is NaN when neither run's times vary; ``rounds_for_power`` (AMBIGUOUS only): rounds per run that
-    would see a :data:`PLANNED_DIFFERENCE` difference with :data:`PLANNED_POWER`, None beyond 10,000 or inside the
-    threshold; ``identical_measurements``: B's times are A's, SAME by definition."""
+    """B's times against A's, ratios B / A; ``p_value`` NaN when neither varies; ``rounds_for_power``: AMBIGUOUS
+    only (:func:`rounds_for_power`); ``identical_measurements``: B's times are A's, SAME by definition."""
 
     a: RunMean
     b: RunMean
@@ -157,17 +146,15 @@ def fieller_bounds(
     dof_b: ArrayLike,
     confidence_level: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ratio, low, high, df) of Fieller's interval for ``mean_b / mean_a``, elementwise over arrays of means (ms),
-    variances of the means (ms²) and degrees of freedom; (0, inf) where A's mean is within t·se of zero."""
+    """(ratio, low, high, df) of Fieller's interval for ``mean_b / mean_a``, elementwise; (0, inf) where A's mean
+    is within t·se of zero."""
     mean_a, mean_b = np.asarray(mean_a_ms, dtype=float), np.asarray(mean_b_ms, dtype=float)
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     ratio = mean_b / mean_a
     dof = _satterthwaite_dof(var_b, dof_b, ratio**2 * var_a, dof_a)
     t = sps.t.ppf((1 + confidence_level) / 2, dof)
     leading = mean_a**2 - t**2 * var_a
-    # The discriminant is positive wherever ``leading`` is; elsewhere the set of ratios is not an interval. The low
-    # root is negative exactly when B's mean is within t·se of zero: the ratio of positive times is then only
-    # bounded above.
+    # Where ``leading`` <= 0 the ratios form no interval; a negative low root (B's mean within t·se of 0) becomes 0.
     with np.errstate(invalid="ignore", divide="ignore"):
         half = t * np.sqrt(mean_a**2 * var_b + mean_b**2 * var_a - t**2 * var_a * var_b)
         centre = mean_a * mean_b
@@ -194,8 +181,7 @@ def difference_p_values(
     variance_of_mean_b_ms2: ArrayLike,
     dof_b: ArrayLike,
 ) -> np.ndarray:
-    """Two-sided p-values of the Welch t test of equal means on the runs' variances of the mean and degrees of
-    freedom, elementwise over arrays; NaN where neither mean varies."""
+    """Two-sided p-values of Welch's t test of equal means, elementwise; NaN where neither mean varies."""
     var_a, var_b = np.asarray(variance_of_mean_a_ms2, dtype=float), np.asarray(variance_of_mean_b_ms2, dtype=float)
     variance = var_a + var_b
     dof = _satterthwaite_dof(var_a, dof_a, var_b, dof_b)
@@ -205,7 +191,7 @@ def difference_p_values(
 
 
 def verdicts(low: ArrayLike, high: ArrayLike, threshold: float) -> np.ndarray:
-    """The verdict of each interval ``[low, high]`` of the ratio B / A, elementwise (see the module docstring)."""
+    """The verdict of each interval ``[low, high]`` of the ratio B / A, elementwise."""
     low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
     return np.select(
         [high < 1 - threshold, low > 1 + threshold, (1 - threshold <= low) & (high <= 1 + threshold)],
@@ -221,19 +207,16 @@ def verdict(interval: tuple[float, float], threshold: float) -> str:
 
 
 def power_at(log_distance: float, standard_error: ArrayLike, dof: float, confidence_level: float) -> np.ndarray:
-    """The probability that an interval at ``confidence_level`` on the log ratio, of ``standard_error`` on ``dof``
-    degrees of freedom, clears a band edge ``log_distance`` beyond it from the true log ratio: the noncentral t's
-    tail P(T(dof, log_distance / standard_error) > t quantile), elementwise; 1 where the error is 0."""
+    """P(an interval on the log ratio clears a band edge ``log_distance`` from the truth): the noncentral t tail
+    P(T(dof, log_distance / standard_error) > t quantile), elementwise; 1 where the error is 0."""
     error = np.asarray(standard_error, dtype=float)
     noncentrality = log_distance / np.where(error > 0, error, 1.0)
     return np.where(error > 0, sps.nct.sf(sps.t.ppf((1 + confidence_level) / 2, dof), dof, noncentrality), 1.0)
 
 
 def expected_power(a: RunMean, b: RunMean, rounds: int, threshold: float, confidence_level: float) -> float:
-    """The chance that ``rounds`` rounds per run give FASTER or SLOWER when B's time differs from A's by
-    :data:`PLANNED_DIFFERENCE` (the harder direction against the band ``[1 − threshold, 1 + threshold]``), each
-    run's relative variance as measured: :func:`power_at` averaged over that variance's uncertainty, σ² = s² ν/χ²_ν
-    with the runs' Satterthwaite ν, so that the power holds on average over repeated measurements, not only at s²."""
+    """P(``rounds`` rounds per run give FASTER or SLOWER) when B differs by :data:`PLANNED_DIFFERENCE` (the harder
+    direction): :func:`power_at` averaged over σ² = s² ν/χ²_ν, the measured variance's uncertainty."""
     distance = min(
         np.log1p(-threshold) - np.log1p(-PLANNED_DIFFERENCE), np.log1p(PLANNED_DIFFERENCE) - np.log1p(threshold)
     )
@@ -248,9 +231,8 @@ def expected_power(a: RunMean, b: RunMean, rounds: int, threshold: float, confid
 
 
 def rounds_for_power(a: RunMean, b: RunMean, threshold: float, confidence_level: float) -> int | None:
-    """The fewest rounds per run (:meth:`RunMean.planned`) whose :func:`expected_power` reaches
-    :data:`PLANNED_POWER`; None when a :data:`PLANNED_DIFFERENCE` difference lies inside the threshold or no count
-    up to 10,000 reaches it."""
+    """The fewest rounds per run whose :func:`expected_power` reaches :data:`PLANNED_POWER`; None within the
+    threshold or beyond :data:`_MAX_PLANNED_ROUNDS`."""
     if threshold >= PLANNED_DIFFERENCE:
         return None
 
@@ -278,15 +260,12 @@ def compare_mean_times(
     gaps_a_epochs: Sequence[float] | None = None,
     gaps_b_epochs: Sequence[float] | None = None,
 ) -> MeanTimeComparison:
-    """B's times (ms, rounds in measurement order, ``gaps_*_epochs`` apart) against A's: the ratio of means with its
-    Fieller interval at ``confidence_level``, the t test's p-value and the verdict with noise ``threshold`` (a
-    fraction of A's mean). ValueError for rounds :func:`rounds_problem` refuses, non-positive times or settings
-    outside (0, 1)."""
+    """B's times (ms, rounds in order, ``gaps_*_epochs`` apart) against A's, ``threshold`` a fraction of A's mean;
+    ValueError for rounds :func:`rounds_problem` refuses, non-positive times or settings outside (0, 1)."""
     check_settings(threshold, confidence_level)
     a, b = RunMean.of(rounds_a_ms, gaps_a_epochs), RunMean.of(rounds_b_ms, gaps_b_epochs)
     interval = fieller_interval(a, b, confidence_level)
-    # The same times on both sides are one measurement compared with itself: nothing differs, whatever the noise,
-    # so it is SAME by definition (the interval still reports what these epochs could resolve).
+    # One measurement compared with itself differs in nothing, whatever the noise.
     a_ms, b_ms = np.concatenate(rounds_a_ms), np.concatenate(rounds_b_ms)
     identical = a.epochs_per_round == b.epochs_per_round and bool(np.array_equal(a_ms, b_ms))
     outcome = SAME if identical else verdict((interval.low, interval.high), threshold)

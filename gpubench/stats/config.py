@@ -5,37 +5,30 @@ from dataclasses import dataclass
 from gpubench.errors import require, require_choice, require_positive, require_probability
 
 # The interval's limits live here, not in intervals.py, so that composing a config does not import scipy.
-#: Fewest epochs a batch mean may average (shorter batches are strongly correlated with their neighbours).
 MIN_BATCH_EPOCHS = 5
-#: Fewest epochs an interval is computed from: two batches' worth (fewer leave OBM under 1.5 degrees of freedom).
+#: Two batches: fewer epochs leave OBM under 1.5 degrees of freedom.
 MIN_EPOCHS = 2 * MIN_BATCH_EPOCHS
 OUTLIER_RULES: tuple[str, ...] = ("mad", "sigma", "iqr", "none")
-#: How many epochs a model is measured over: ``off`` a fixed ``epochs``; ``precision`` Stein's two-stage rule to
-#: the precision target; ``decision`` the two-stage rule to the count that settles the recommendation.
 ADAPTIVE_OFF = "off"
 ADAPTIVE_PRECISION = "precision"
 ADAPTIVE_DECISION = "decision"
 ADAPTIVE_MODES: tuple[str, ...] = (ADAPTIVE_OFF, ADAPTIVE_PRECISION, ADAPTIVE_DECISION)
-#: Why a model's measuring stopped (``ModelResult.stop_reason``): the fixed count, or an adaptive rule's outcome.
+#: ``ModelResult.stop_reason``: why a model's measuring stopped.
 FIXED_EPOCHS = "epochs"
 PRECISION_TARGET_MET = "precision_target_met"
 DECISION_SETTLED = "decision_settled"
 DECISION_CANNOT_SETTLE = "decision_cannot_settle"
 MAX_EPOCHS_REACHED = "max_epochs_reached"
 TIME_BUDGET_SPENT = "max_round_seconds_reached"
-#: The booleans ``statistics.adaptive`` took before it had modes (OmegaConf hands them to a string key as text).
+#: OmegaConf hands a boolean ``statistics.adaptive`` to the string key as text.
 _ADAPTIVE_BOOLEANS = {"true": ADAPTIVE_PRECISION, "false": ADAPTIVE_OFF}
 
 
 @dataclass
 class StatisticsConfig:
-    """How epoch times are summarised; see ``gpubench/stats/`` for the formulas.
-
-    ``adaptive``: ``off`` measures ``epochs`` epochs; ``precision`` and ``decision`` run Stein's two-stage rule from
-    a first stage of ``epochs`` epochs to the total (at most ``max_epochs``) that brings the decision interval within
-    ``target_rel_halfwidth`` of the mean (``precision``) or settles the recommendation (``decision``). ``true`` and
-    ``false`` read as ``precision`` and ``off``.
-    """
+    """How epoch times are summarised. ``adaptive``: ``off`` measures ``epochs`` epochs; ``precision`` and
+    ``decision`` run Stein's two-stage rule from ``epochs`` epochs up to ``max_epochs``, until the decision interval
+    is within ``target_rel_halfwidth`` of the mean or settles the recommendation (``true``/``false``: precision/off)."""
 
     confidence_level: float = 0.95
     cv_threshold: float = 0.15
@@ -43,15 +36,11 @@ class StatisticsConfig:
     target_rel_halfwidth: float = 0.02
     adaptive: str = ADAPTIVE_OFF
     max_epochs: int = 50
-    #: The measured epochs of each model come in this many rounds, interleaved round-robin across the models (1: one
-    #: block); more rounds give the two-level interval more degrees of freedom
-    #: (benchmarks/results/2026-12-02-two-level-coverage.md).
+    #: Rounds of each model's epochs, interleaved round-robin across the models (1: one block).
     rounds: int = 5
-    #: An adaptive run adds rounds until its goal or ``max_epochs``, or until the job has spent this many seconds
-    #: measuring rounds (null: no time limit).
+    #: An adaptive run stops adding rounds after this many seconds of rounds (null: no limit).
     max_round_seconds: float | None = None
-    #: Earlier runs of a model's config on this machine (``<data.cache_dir>/history``) widen or confirm its bound by
-    #: their run-to-run spread; false: the bound rests on this run alone, and nothing is recorded.
+    #: Earlier runs of the config on this machine (``<data.cache_dir>/history``) add their run-to-run spread.
     history: bool = True
 
     def __post_init__(self) -> None:
@@ -68,7 +57,6 @@ class StatisticsConfig:
         if self.max_round_seconds is not None:
             require_positive("statistics.max_round_seconds", self.max_round_seconds)
         if self.is_adaptive:
-            # The first stage needs the decision interval's minimum of epochs to estimate its variance.
             require(
                 self.max_epochs >= MIN_EPOCHS,
                 "statistics.max_epochs",
@@ -79,22 +67,14 @@ class StatisticsConfig:
 
     @property
     def is_adaptive(self) -> bool:
-        """Whether the epoch count is set by a two-stage rule (``precision`` or ``decision``)."""
         return self.adaptive != ADAPTIVE_OFF
 
 
 @dataclass
 class StabilityConfig:
-    """Gradient and loss health checks, and the reinforcement-learning ones.
-
-    Every model: NaN/Inf, gradient norms above ``grad_norm_exploding`` or below ``grad_norm_vanishing`` (in the
-    loss's own units), and an epoch whose largest norm is ``grad_norm_growth_factor`` times the largest of the run's
-    first quarter (scale-free). Supervised: a significant loss rise above ``loss_trend_rel_slope`` of its mean per
-    epoch. RL: the critic's loss above ``critic_loss_ceiling_factor`` × the largest a critic within the rewards'
-    return range can have, or grown ``critic_loss_growth_factor`` times to above it; PPO epochs whose mean
-    approximate KL exceeds ``max_approx_kl`` or mean clip fraction ``max_clip_fraction``; DQN epochs whose largest
-    |Q| averages beyond ``max |reward| / (1 − γ)``.
-    """
+    """Training health checks (:func:`gpubench.stats.stability.stability_verdict`): NaN/Inf, gradient norms (in the
+    loss's units; growth against the run's first quarter), a significant supervised loss rise above
+    ``loss_trend_rel_slope`` of its mean per epoch, and the RL critic, KL and clip-fraction bounds."""
 
     enabled: bool = True
     grad_norm_exploding: float = 1000.0

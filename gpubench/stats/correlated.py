@@ -1,8 +1,6 @@
-"""Linear estimates under a bounded AR(1) correlation: the correlation of a model's epochs and of its round means on
-its timeline (rounds ``gaps_epochs`` apart in model epochs; 0: back to back, ``math.inf``: independent), and the
-variance and degrees of freedom of a linear estimate under it up to a scale (the drift slope and the two-level mean
-of :mod:`gpubench.stats.rounds`). Pure numpy.
-"""
+"""Linear estimates under AR(1) correlation: of a model's epochs and round means on its timeline (rounds
+``gaps_epochs`` apart in model epochs; 0: back to back, ``math.inf``: independent), with their variance and degrees
+of freedom up to a scale."""
 
 import math
 from collections.abc import Sequence
@@ -24,16 +22,12 @@ def _check_gaps(counts: Sequence[int], gaps_epochs: Sequence[float]) -> list[flo
 
 
 def ar1_timeline_correlation(counts: Sequence[int], gaps_epochs: Sequence[float], rho: float) -> np.ndarray:
-    """Correlation matrix of a model's epochs (rounds of ``counts`` epochs, in order) under an AR(1) process at
-    ``rho`` per epoch that runs on through the ``gaps_epochs`` between consecutive rounds (R − 1 values, in the
-    model's epochs; 0: the next round starts at once; ``math.inf``: the rounds are independent).
-
-    Epoch j of round i sits at position s_i + j on the timeline, s_i = Σ_{k<i} (n_k + g_k), and two epochs
-    correlate ρ^|distance|; epochs on either side of an infinite gap do not correlate."""
+    """Correlation matrix of a model's epochs in rounds of ``counts`` epochs: ρ^|distance| on the timeline, where an
+    AR(1) process at ``rho`` per epoch runs on through the R − 1 ``gaps_epochs`` (none across an infinite gap)."""
     gaps = _check_gaps(counts, gaps_epochs)
     n = sum(counts)
     matrix = np.zeros((n, n))
-    # Segments: runs of rounds joined by finite gaps; an infinite gap starts a new, independent segment.
+    # An infinite gap starts a new, independent segment.
     first_epoch, position, positions = 0, 0.0, []
     for i, count in enumerate(counts):
         positions.extend(position + np.arange(count))
@@ -51,18 +45,14 @@ def ar1_timeline_correlation(counts: Sequence[int], gaps_epochs: Sequence[float]
 
 
 def _mean_variance(counts: np.ndarray, rho: float) -> np.ndarray:
-    """Var of the mean of n consecutive AR(1) epochs of unit variance: (n(1+ρ)/(1−ρ) − 2ρ(1−ρⁿ)/(1−ρ)²) / n²
-    (= (1/n²) Σ_jk ρ^|j−k|)."""
+    """Var of the mean of n consecutive AR(1) epochs of unit variance, (1/n²) Σ_jk ρ^|j−k|, in closed form."""
     return (counts * (1 + rho) / (1 - rho) - 2 * rho * (1 - rho**counts) / (1 - rho) ** 2) / counts**2
 
 
 def round_means_correlation(counts: Sequence[int], gaps_epochs: Sequence[float], rho: float) -> np.ndarray:
-    """The covariance matrix (R × R) of the round means of :func:`ar1_timeline_correlation`'s epochs (unit variance):
-    A Σ A' with A averaging each round, in closed form, without the N × N matrix.
-
-    Diagonal: the variance of the mean of n_i consecutive epochs. Off it (i < j): ρ^d · G(n_i) G(n_j) / (n_i n_j),
-    d the distance from round i's last epoch to round j's first and G(n) = Σ_{k<n} ρ^k = (1 − ρⁿ)/(1 − ρ); 0 across
-    an infinite gap."""
+    """The R × R covariance A Σ A' of the round means of :func:`ar1_timeline_correlation`'s epochs (A averages each
+    round), in closed form: off the diagonal ρ^d · G(n_i) G(n_j) / (n_i n_j), G(n) = (1 − ρⁿ)/(1 − ρ), d from round
+    i's last epoch to round j's first."""
     _check_rho(rho)
     gaps = np.array(_check_gaps(counts, gaps_epochs))
     n = np.array(counts, dtype=float)
@@ -73,7 +63,6 @@ def round_means_correlation(counts: Sequence[int], gaps_epochs: Sequence[float],
     steps = n[:-1] + np.where(infinite, 0.0, gaps)
     start = np.concatenate(([0.0], np.cumsum(steps)))
     last = start + n - 1
-    # [i, j] = start_j − last_i >= 1 for j > i; the lower triangle is its mirror.
     distance = np.maximum(np.subtract.outer(start, last).T, 1.0)
     geometric = (1 - rho**n) / (1 - rho) / n
     upper = np.triu(rho**distance * np.outer(geometric, geometric), 1)
@@ -82,8 +71,8 @@ def round_means_correlation(counts: Sequence[int], gaps_epochs: Sequence[float],
 
 
 def with_round_correlation(covariance: np.ndarray, phi: float) -> np.ndarray:
-    """``covariance`` of round means plus a host level drifting across rounds: C + D^½ Φ D^½, Φ_ij = φ^|i−j| and D
-    the diagonal of C (the host level as large as a round's own noise); C itself at φ = 0."""
+    """C + D^½ Φ D^½: ``covariance`` C of round means plus a host level drifting across rounds, Φ_ij = φ^|i−j|, D
+    the diagonal of C."""
     if phi == 0:
         return covariance
     _check_rho(phi)
@@ -94,8 +83,7 @@ def with_round_correlation(covariance: np.ndarray, phi: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CorrelatedEstimate:
-    """A linear estimate ℓ'y of a regression with correlated errors (see :func:`correlated_estimate`): the
-    ``estimate``, its estimated ``variance`` and the ``degrees_of_freedom`` of that variance (Satterthwaite)."""
+    """A linear estimate ℓ'y, its estimated variance and that variance's Satterthwaite degrees of freedom."""
 
     estimate: float
     variance: float
@@ -103,7 +91,7 @@ class CorrelatedEstimate:
 
 
 def variance_shape(design: np.ndarray, estimator: np.ndarray, correlation: np.ndarray) -> tuple[float, float, float]:
-    """The parts of :func:`correlated_estimate` that do not depend on y: (ℓ'Cℓ, tr(BC), tr(BC)² / tr((BC)²))."""
+    """(ℓ'Cℓ, tr(BC), tr(BC)² / tr((BC)²)): the parts of :func:`correlated_estimate` free of y."""
     annihilator = np.eye(design.shape[0]) - design @ estimator
     b_c = annihilator.T @ annihilator @ correlation
     trace = float(np.trace(b_c))
@@ -114,9 +102,8 @@ def variance_shape(design: np.ndarray, estimator: np.ndarray, correlation: np.nd
 def correlated_estimate(
     y: np.ndarray, design: np.ndarray, estimator: np.ndarray, correlation: np.ndarray
 ) -> CorrelatedEstimate:
-    """The linear estimate ℓ'y of the last coefficient of y = Xβ + ε, ε ~ σ² C (C = ``correlation`` known, σ² not),
-    with ``estimator`` L a left inverse of ``design`` X: σ̂² = r'r / tr(BC) (r = M y, M = I − X L, B = M'M),
-    Var(ℓ'y) = σ̂² ℓ'Cℓ, on Satterthwaite's tr(BC)² / tr((BC)²) degrees of freedom (n − p for C = I and OLS)."""
+    """ℓ'y, the last coefficient of y = Xβ + ε, ε ~ σ² C (C known), ``estimator`` L a left inverse of X: σ̂² =
+    r'r / tr(BC) (r = M y, M = I − X L, B = M'M), Var = σ̂² ℓ'Cℓ on tr(BC)² / tr((BC)²) degrees of freedom."""
     l_c_l, trace, dof = variance_shape(design, estimator, correlation)
     residuals = y - design @ (estimator @ y)
     scale = float(residuals @ residuals) / trace
@@ -126,9 +113,8 @@ def correlated_estimate(
 def balanced_mean_shape(
     rounds: int, epochs_per_round: int, gap_epochs: float, rho: float, phi: float = 0.0
 ) -> tuple[float, float]:
-    """(w'Cw, degrees of freedom) of the mean of ``rounds`` balanced round means ``gap_epochs`` apart under
-    :func:`round_means_correlation` (:func:`with_round_correlation` at ``phi``), in O(R) (C is Toeplitz there), for
-    planning many rounds ahead."""
+    """(w'Cw, degrees of freedom) of the mean of ``rounds`` balanced round means ``gap_epochs`` apart, C as in
+    :func:`with_round_correlation`, in O(R) (C is Toeplitz)."""
     _check_rho(rho)
     _check_rho(phi)
     if rounds < 2 or epochs_per_round < 1 or not gap_epochs >= 0:

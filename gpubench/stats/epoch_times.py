@@ -1,11 +1,6 @@
-"""Statistics of measured epoch times (ms, in measurement order, warmup removed). Pure numpy/scipy.
-
-Epochs correlate and a stall is real time the training pays too, so: the seed's figures are kept exactly (mean,
-sample sd, plain t interval, CV gate, P95/P99 by numpy ``linear``); outliers are flagged but kept in every estimate;
-the median gets a distribution-free interval; the decision interval is overlapping batch means, the two-stage
-interval or the two-level one for rounds (:mod:`gpubench.stats.intervals`, :mod:`gpubench.stats.rounds`); drift
-uses a test that knows autocorrelation (:func:`gpubench.stats.rounds.drift_test`).
-"""
+"""Statistics of measured epoch times (ms, in measurement order, warmup removed). A stall is time the training pays
+too, so outliers are flagged but kept in every estimate; epochs correlate, so the decision interval and the drift
+test allow for it (:mod:`gpubench.stats.intervals`, :mod:`gpubench.stats.rounds`)."""
 
 import math
 from collections.abc import Sequence
@@ -20,7 +15,6 @@ from gpubench.stats import intervals
 from gpubench.stats import rounds as two_level
 from gpubench.stats.config import OUTLIER_RULES
 
-#: The lag-1 autocorrelation's bias correction (n·r1 + 1)/(n − 4) needs n > 4.
 _BIAS_CORRECTION_MIN_EPOCHS = 5
 #: Modified z-score rule (Iglewicz & Hoaglin 1993): flag when 0.6745 * |x - median| / MAD > 3.5.
 _MODIFIED_Z_SCALE = 0.6745
@@ -29,16 +23,10 @@ _MODIFIED_Z_THRESHOLD = 3.5
 _MEAN_ABSOLUTE_DEVIATION_SCALE = 1.253314
 _SIGMA_RULE_THRESHOLD = 3.0
 _TUKEY_FENCE_IQRS = 1.5
-#: The adjusted lag-1 autocorrelation is clipped to [0, this] (rho = 1 would make an effective sample size infinite).
+#: rho = 1 would make an effective sample size infinite.
 _MAX_AUTOCORRELATION = 0.99
-#: P95/P99 are "reliable" once a distribution-free interval for them at this confidence exists.
 _PERCENTILE_RELIABILITY_CONFIDENCE = 0.95
-
-#: The decision interval's method below :data:`gpubench.stats.intervals.MIN_EPOCHS` epochs: the plain t interval.
 METHOD_TOO_FEW_EPOCHS = "too_few_epochs_plain_t"
-
-
-# ----------------------------------------------------------------------------------------------- validation
 
 
 def _epoch_times(times_ms: ArrayLike, *, min_epochs: int = 2) -> np.ndarray:
@@ -65,16 +53,9 @@ def _check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be greater than 0, got {value!r}")
 
 
-# ------------------------------------------------------------------------------------------- building blocks
-
-
 def flag_outliers(times_ms: ArrayLike, rule: str) -> np.ndarray:
-    """Positions (ascending int array) of the epochs that ``rule`` flags as outliers (flagging only: a stall is
-    time the real training pays too). ``mad``: modified z-score 0.6745·|x − median| / MAD > 3.5 (Iglewicz &
-    Hoaglin), the scale falling back to 1.253314 × the mean absolute deviation when MAD is 0; ``sigma``: the seed's
-    |x − mean| > 3·s (never flags at n <= 10, :func:`sigma_rule_can_flag`); ``iqr``: outside Tukey's fences;
-    ``none``: nothing.
-    """
+    """Positions (ascending) of the epochs ``rule`` flags: ``mad`` the modified z-score (scale: the mean absolute
+    deviation where MAD is 0), ``sigma`` |x − mean| > 3·s, ``iqr`` outside Tukey's fences, ``none`` nothing."""
     values = _epoch_times(times_ms)
     if rule == "none":
         return np.array([], dtype=int)
@@ -101,14 +82,12 @@ def flag_outliers(times_ms: ArrayLike, rule: str) -> np.ndarray:
 
 
 def sigma_rule_can_flag(n: int) -> bool:
-    """Whether |x − mean| > 3·s (s with ddof=1) can hold for any sample of ``n`` values: |a|/s <= (n−1)/sqrt(n)
-    (Shiffler 1988), which is 2.85 at n = 10 and 3.02 at n = 11."""
+    """Whether |x − mean| > 3·s can hold in a sample of ``n``: |x − mean|/s <= (n−1)/sqrt(n) (Shiffler 1988)."""
     return (n - 1) / math.sqrt(n) > _SIGMA_RULE_THRESHOLD
 
 
 def t_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float]:
-    """The seed's plain Student-t interval (ms) for the mean, mean ± t_{n−1}·s/sqrt(n): it assumes independent
-    epochs; kept as the legacy ``confidence_interval_ms``."""
+    """The plain Student-t interval (ms) mean ± t_{n−1}·s/sqrt(n), for independent epochs."""
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
     n = values.size
@@ -118,39 +97,33 @@ def t_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, flo
 
 
 def percentiles(times_ms: ArrayLike, percents: Sequence[float]) -> np.ndarray:
-    """Percentiles (ms) by Hyndman-Fan type 7, i.e. numpy ``method="linear"``, the seed's definition."""
+    """Percentiles (ms) by Hyndman-Fan type 7 (numpy ``linear``)."""
     return np.percentile(_epoch_times(times_ms), percents, method="linear")
 
 
 def percentile_min_epochs(percent: float, confidence_level: float = _PERCENTILE_RELIABILITY_CONFIDENCE) -> int:
-    """Fewest epochs for which a distribution-free, equal-tailed ``confidence_level`` interval for the
-    ``percent``-th percentile exists: n = ceil(log((1 − level)/2) / log p) (72 for P95, 368 for P99 at 95%)."""
+    """Fewest epochs with a distribution-free, equal-tailed interval for the ``percent``-th percentile:
+    ceil(log((1 − level)/2) / log p)."""
     p = percent / 100.0
     return math.ceil(math.log((1.0 - confidence_level) / 2.0) / math.log(p))
 
 
 def median_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float, float]:
-    """Distribution-free interval (ms) for the median: (x_(k), x_(n−k+1), coverage), the narrowest symmetric pair of
-    order statistics covering ``confidence_level`` by the Binomial(n, 1/2) count below the median; (min, max) with
-    its lower coverage when none does (n <= 5 at 95%).
-    """
+    """Distribution-free interval (ms) for the median: (x_(k), x_(n−k+1), coverage), the narrowest order-statistic
+    pair covering ``confidence_level`` by Binomial(n, 1/2); (min, max) with its lower coverage when none does."""
     values = np.sort(_epoch_times(times_ms))
     _check_level(confidence_level)
     n = values.size
     ranks = np.arange(1, n // 2 + 1)
     coverages = 1.0 - 2.0 * sps.binom.cdf(ranks - 1, n, 0.5)
     meets = np.flatnonzero(coverages >= confidence_level)
-    # coverage falls as k grows, so the last k that meets the level is the narrowest interval that does.
     index = int(meets[-1]) if meets.size else 0
     k = int(ranks[index])
     return float(values[k - 1]), float(values[n - k]), float(coverages[index])
 
 
-# --------------------------------------------------------------------------------------- autocorrelation
-
-
 def lag1_autocorrelation(times_ms: ArrayLike) -> float:
-    """The usual sample lag-1 autocorrelation r1 = Σ(x_t − x̄)(x_{t+1} − x̄) / Σ(x_t − x̄)²; 0 when all equal."""
+    """The sample lag-1 autocorrelation r1; 0 when all times are equal."""
     values = _epoch_times(times_ms)
     deviation_ms = values - values.mean()
     total = float(np.dot(deviation_ms, deviation_ms))
@@ -160,8 +133,7 @@ def lag1_autocorrelation(times_ms: ArrayLike) -> float:
 
 
 def adjusted_autocorrelation(times_ms: ArrayLike) -> float:
-    """The lag-1 autocorrelation bias-corrected for AR(1) data, ρ̂ = (n·r1 + 1)/(n − 4) from n = 5 (Marriott & Pope
-    1954), clipped to [0, 0.99]: a reported figure only (too noisy at ten epochs to build an interval on)."""
+    """(n·r1 + 1)/(n − 4) from n = 5 (Marriott & Pope 1954), clipped to [0, 0.99]: reported, too noisy to use."""
     values = _epoch_times(times_ms)
     n = values.size
     r1 = lag1_autocorrelation(values)
@@ -169,13 +141,9 @@ def adjusted_autocorrelation(times_ms: ArrayLike) -> float:
     return float(np.clip(rho, 0.0, _MAX_AUTOCORRELATION))
 
 
-# ---------------------------------------------------------------------------------------- the decision interval
-
-
 @dataclass(frozen=True)
 class _DecisionFigures:
-    """The decision interval (ms), its method, the long-run variance it rests on (ms²) and the epochs that would
-    bring it within the precision target."""
+    """The decision interval (ms), its long-run variance (ms²) and the epochs that would reach the target."""
 
     interval_ms: tuple[float, float]
     method: str
@@ -184,16 +152,14 @@ class _DecisionFigures:
     rounds: RoundStatistics | None = None
 
 
-#: The most rounds :func:`_rounds_required_epochs` looks at before calling the target out of reach.
 _MAX_PLANNED_ROUNDS = 10_000
 
 
 def _rounds_required_epochs(
     interval: two_level.TwoLevelInterval, target_rel_halfwidth: float, confidence_level: float
 ) -> int:
-    """Epochs (R' rounds of the measured round length) from which the two-level interval would be within the target
-    of the mean, its scale held (:func:`~gpubench.stats.rounds.halfwidth_after`); never fewer than measured, the cap's
-    epochs beyond :data:`_MAX_PLANNED_ROUNDS` rounds."""
+    """Epochs (whole rounds) that would bring the two-level interval within the target, its scale held; never fewer
+    than measured."""
     epochs_per_round = max(1, round(sum(interval.epochs_per_round) / interval.rounds))
     target_ms = target_rel_halfwidth * interval.mean_ms
     low, high = interval.rounds, _MAX_PLANNED_ROUNDS
@@ -216,8 +182,7 @@ def _round_figures(
     target_rel_halfwidth: float,
     earlier_runs: Sequence[tuple[float, float]],
 ) -> _DecisionFigures:
-    """The two-level interval of epochs measured in two rounds or more, ``gaps_epochs`` apart, and its round
-    statistics."""
+    """The two-level interval of epochs in two rounds or more, and its round statistics."""
     parts = two_level.split_rounds(values, epochs_per_round)
     interval = two_level.two_level_interval(
         parts, confidence_level, gaps_epochs, from_run=True, earlier_runs=earlier_runs
@@ -226,7 +191,7 @@ def _round_figures(
     return _DecisionFigures(
         interval_ms=interval.interval_ms,
         method=interval.method,
-        # The long-run variance the interval implies: N · Var(mean), so that n·s²/σ̂²∞ is an effective sample size.
+        # N · Var(mean), so that n·s²/σ̂²∞ is an effective sample size.
         long_run_variance_ms2=interval.variance_of_mean_ms2 * values.size,
         required_epochs=_rounds_required_epochs(interval, target_rel_halfwidth, confidence_level),
         rounds=RoundStatistics(
@@ -261,11 +226,8 @@ def _decision_figures(
     gaps_epochs: Sequence[float] | None,
     earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> _DecisionFigures:
-    """The decision interval of ``values`` and its figures, by the method the run allows: the two-level interval
-    for two rounds or more, the two-stage interval after adaptive measuring (``first_stage_epochs``), overlapping
-    batch means from :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs, else the plain t interval cut at zero
-    (its epoch count optimistic under correlation); each with the epochs that would reach the target.
-    """
+    """The decision interval by the method the run allows: two-level (rounds), two-stage (adaptive), overlapping
+    batch means, else (too few epochs) the plain t interval cut at zero."""
     mean_ms = float(values.mean())
     if epochs_per_round is not None and len(epochs_per_round) >= 2:
         return _round_figures(
@@ -297,9 +259,6 @@ def _decision_figures(
     )
 
 
-# ---------------------------------------------------------------------------------------------- the summary
-
-
 def summarize_epoch_times(
     times_ms: ArrayLike,
     *,
@@ -312,15 +271,9 @@ def summarize_epoch_times(
     round_gaps_epochs: Sequence[float] | None = None,
     earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> EpochTimeStatistics:
-    """Summarise measured epoch times (ms, in measurement order, warmup removed) for the benchmark report.
-
-    ``first_stage_epochs``: the first stage of an adaptive two-stage run; ``rounds``: epochs per replicated round
-    (summing to n), ``round_gaps_epochs`` the gaps between them (None: back to back), ``earlier_runs`` the
-    machine's history of this config (:func:`~gpubench.stats.rounds.two_level_interval`; rounds only). The
-    effective sample size is n·s²/σ̂²∞ (capped at n). Drift is flagged when the drift test's p < 1 −
-    ``confidence_level``. ValueError for fewer than 2 epochs, non-finite or non-positive times, bad settings, or
-    inconsistent stages and rounds.
-    """
+    """The report's statistics of epoch times (ms). ``first_stage_epochs``: an adaptive run's first stage;
+    ``rounds``: epochs per round, ``round_gaps_epochs`` between them; ``earlier_runs``: the config's history
+    (:func:`~gpubench.stats.rounds.two_level_interval`). ValueError for bad times, settings, stages or rounds."""
     values = _epoch_times(times_ms)
     _check_level(confidence_level)
     _check_positive("cv_threshold", cv_threshold)
@@ -347,11 +300,10 @@ def summarize_epoch_times(
         values, confidence_level, target_rel_halfwidth, first_stage_epochs, rounds, round_gaps_epochs, earlier_runs
     )
     centre_ms = mean_ms if decision.rounds is None else decision.rounds.steady_mean_ms or mean_ms
-    # From the upper end: the interval is centred on the mean, and its lower end may be cut at zero.
+    # The lower end may be cut at zero.
     relative_halfwidth = (decision.interval_ms[1] - centre_ms) / centre_ms
     meets_target = relative_halfwidth <= target_rel_halfwidth
     variance_ms2 = decision.long_run_variance_ms2
-    # Identical epochs (or batch means) show no dependence to correct for, so every epoch counts.
     ess = min(float(n), n * float(values.var(ddof=1)) / variance_ms2) if variance_ms2 > 0 else float(n)
     rho = None if decision.rounds is None else decision.rounds.rho
     drift = two_level.drift_test(values, confidence_level, rounds, round_gaps_epochs, rho=rho)

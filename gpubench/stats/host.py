@@ -1,22 +1,18 @@
-"""How much of a spread the host explains: R² of a least-squares line on the host probe's readings, or on the card's
-power where the card waited on its host. Pure numpy."""
+"""How much of a spread the host explains: R² of a line on the host probe's readings, or on the card's power."""
 
 from collections.abc import Sequence
 
 import numpy as np
 
-#: A line through two points explains everything; three are the fewest for which R² says something.
+#: A line through two points explains everything.
 MIN_POINTS = 3
-
-#: Rounds whose mean SM clocks lie within this fraction of each other ran at one clock: a card at most 1% slower
-#: from its clock cannot make a spread of several percent between rounds.
+#: Rounds whose mean SM clocks lie within this fraction of each other ran at one clock.
 STEADY_CLOCK_FRACTION = 0.01
 
 
 def explained_share(values: Sequence[float], host_readings: Sequence[float]) -> float | None:
-    """R² of ``values`` regressed on ``host_readings`` (the squared Pearson correlation): the share of the values'
-    variance that a straight line in the host reading accounts for. None with fewer than :data:`MIN_POINTS` pairs or
-    when either side does not vary."""
+    """R² of ``values`` on ``host_readings`` (squared Pearson correlation); None under :data:`MIN_POINTS` pairs or
+    when either side is constant."""
     if len(values) != len(host_readings):
         raise ValueError(f"need as many values as host readings, got {len(values)} and {len(host_readings)}")
     if len(values) < MIN_POINTS:
@@ -30,10 +26,9 @@ def explained_share(values: Sequence[float], host_readings: Sequence[float]) -> 
 def gpu_wait_share(
     round_means_ms: Sequence[float], power_w: Sequence[float], sm_clock_mhz: Sequence[float], throttled: Sequence[bool]
 ) -> float | None:
-    """How much of the spread of the round means (ms) the card's waiting on its host explains: R² of the round means
-    on the rounds' mean board power (W) where the slower rounds drew less power at one SM clock and none throttled
-    (the card then idled, so the spread came from the host). 0 where the power did not fall as rounds slowed; None
-    where the clock moved, a round throttled, or under :data:`MIN_POINTS` rounds or no variation."""
+    """R² of the round means (ms) on their mean board power (W) where slower rounds drew less power at one SM clock
+    (the card idled, waiting on its host); 0 where power did not fall as rounds slowed; None where the clock moved,
+    a round throttled, or under :data:`MIN_POINTS` rounds or no variation."""
     if not len(round_means_ms) == len(power_w) == len(sm_clock_mhz) == len(throttled):
         raise ValueError("need one power, clock and throttle reading per round mean")
     if len(round_means_ms) < MIN_POINTS or any(throttled) or min(sm_clock_mhz) <= 0:

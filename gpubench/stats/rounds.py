@@ -44,9 +44,6 @@ BETWEEN = "between"
 WITHIN = "within"
 
 
-# ----------------------------------------------------------------------------------------------- validation
-
-
 def _rounds(rounds_ms: Sequence[Sequence[float]], *, min_epochs: int = 1) -> list[np.ndarray]:
     """``rounds_ms`` as a list of 1-D float arrays, checked: at least one round, each of at least ``min_epochs``
     finite, positive epoch times."""
@@ -77,9 +74,6 @@ def split_rounds(times_ms: Sequence[float], epochs_per_round: Sequence[int]) -> 
             f"rounds {counts} must be positive epoch counts that sum to the {values.size} epoch times given"
         )
     return np.split(values, np.cumsum(counts)[:-1])
-
-
-# ---------------------------------------------------------------------------------------- variance components
 
 
 @dataclass(frozen=True)
@@ -146,9 +140,6 @@ def variance_components(rounds_ms: Sequence[Sequence[float]]) -> VarianceCompone
         intraclass_correlation=between / total if total > 0 else 0.0,
         dominant=BETWEEN if between_part > ms_within / n_total else WITHIN,
     )
-
-
-# ------------------------------------------------------------------------------------------ the two-level interval
 
 
 def steady_count(epochs: int, index: int) -> int:
@@ -478,9 +469,6 @@ def new_run_interval(
     variance, dof = combined(pieces)
     halfwidth = _quantile(confidence_level, min(dof, interval.total_dof)) * math.sqrt(variance)
     return max(interval.mean_ms - halfwidth, 0.0), interval.mean_ms + halfwidth
-
-
-# ----------------------------------------------------------------------------------------------------- drift
 
 
 @dataclass(frozen=True)
