@@ -1,8 +1,5 @@
-"""Statistics of measured times: pure numpy/scipy, no torch. ``epoch_times`` summarises one model's epochs;
-``intervals`` holds the decision interval, :func:`decision_interval`, that the recommendation rests on.
-
-``gpubench.stats.decision_interval`` is imported on first use: the config (``stats/config.py``) lives in this
-package too, and composing a config (``--help``, a bad-input exit) must not pay for importing scipy."""
+"""Statistics of measured times: pure numpy/scipy, no torch. :func:`decision_interval` is imported on first use, so
+that composing a config (``stats/config.py``: ``--help``, a bad-input exit) does not import scipy."""
 
 __all__ = ["decision_interval"]
 

@@ -1,9 +1,6 @@
-"""The decision interval: a confidence interval for the long-run mean epoch time that survives correlated epochs.
-
-Consecutive epochs are autocorrelated, so the plain Student-t interval is too narrow. The long-run variance
-σ²∞ = lim n·Var(mean) comes from **overlapping batch means** (Meketon & Schmeiser 1984; :func:`long_run_variance`),
-the interval is Ȳ ± t(ν) · σ̂ / √n, ν = 1.5 (n/m − 1), batch m = ⌈max(5, min(n/3, 2√n))⌉ (Flegal & Jones 2010),
-its lower end cut at zero. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md. Pure numpy/scipy."""
+"""The decision interval for the long-run mean epoch time of autocorrelated epochs: Ȳ ± t(ν) · σ̂∞ / √n, σ̂²∞ by
+overlapping batch means (Meketon & Schmeiser 1984), ν = 1.5 (n/m − 1), batch m = ⌈max(5, min(n/3, 2√n))⌉ (Flegal &
+Jones 2010), cut at zero. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md."""
 
 import math
 
@@ -18,15 +15,14 @@ METHOD_TWO_STAGE = "two_stage_overlapping_batch_means"
 
 
 def batch_size(n: int) -> int:
-    """Epochs per overlapping batch for a run of ``n`` epochs: ⌈max(5, min(n/3, 2√n))⌉, capped at n − 1."""
+    """Epochs per overlapping batch of a run of ``n`` epochs, capped at n − 1."""
     if n < MIN_EPOCHS:
         raise ValueError(f"the decision interval needs at least {MIN_EPOCHS} epochs, got {n}")
     return min(n - 1, math.ceil(max(MIN_BATCH_EPOCHS, min(n / 3.0, 2.0 * math.sqrt(n)))))
 
 
 def degrees_of_freedom(n: int, batch_epochs: int | None = None) -> float:
-    """Degrees of freedom of the OBM variance of ``n`` epochs in batches of ``batch_epochs`` (default
-    :func:`batch_size`): ν = 1.5 (n/m − 1)."""
+    """Degrees of freedom of the OBM variance of ``n`` epochs, ν = 1.5 (n/m − 1)."""
     m = batch_size(n) if batch_epochs is None else batch_epochs
     return 1.5 * (n / m - 1.0)
 
@@ -43,8 +39,7 @@ def _times(times_ms: ArrayLike) -> np.ndarray:
 
 
 def long_run_variance(times_ms: ArrayLike, batch_epochs: int | None = None) -> tuple[float, float]:
-    """OBM estimate of the long-run variance σ²∞ (ms², Var(mean) ≈ σ²∞ / n) and its degrees of freedom;
-    ``batch_epochs`` defaults to :func:`batch_size` of the run's length."""
+    """OBM estimate of the long-run variance σ²∞ (ms², Var(mean) ≈ σ²∞ / n) and its degrees of freedom."""
     values = _times(times_ms)
     n = values.size
     m = batch_size(n) if batch_epochs is None else batch_epochs
@@ -58,8 +53,7 @@ def long_run_variance(times_ms: ArrayLike, batch_epochs: int | None = None) -> t
 
 
 def decision_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float]:
-    """The interval (ms) for the long-run mean epoch time that decisions use: overlapping batch means, t quantile
-    with ν = 1.5 (n/m − 1) degrees of freedom, lower end cut at zero. Needs :data:`MIN_EPOCHS` epochs."""
+    """The decision interval (ms) from :data:`MIN_EPOCHS` epochs or more."""
     if not 0.0 < confidence_level < 1.0:
         raise ValueError(f"confidence level must be strictly between 0 and 1, got {confidence_level}")
     values = _times(times_ms)
@@ -70,8 +64,7 @@ def decision_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[flo
 
 
 def _halfwidth_factor_bound(n: int, quantile_level: float) -> float:
-    """An upper bound on t(ν(n)) / √n that falls as n grows (n >= 7), for :func:`precision_epochs`: the batch size is
-    under max(5, min(n/3, 2√n)) + 1, which bounds ν(n) from below by a rising function."""
+    """An upper bound on t(ν(n)) / √n that falls as n grows (n >= 7): ν(n) with the batch size plus one."""
     batch_bound = max(MIN_BATCH_EPOCHS, min(n / 3.0, 2.0 * math.sqrt(n))) + 1.0
     return float(sps.t.ppf(quantile_level, 1.5 * (n / batch_bound - 1.0))) / math.sqrt(n)
 
@@ -79,11 +72,9 @@ def _halfwidth_factor_bound(n: int, quantile_level: float) -> float:
 def precision_epochs(
     long_run_variance_ms2: float, mean_ms: float, target_rel_halfwidth: float, confidence_level: float
 ) -> int:
-    """Epochs from which on the decision interval would be within ``target_rel_halfwidth`` of ``mean_ms``, were the
-    long-run variance (ms²) and mean to stay as measured: the smallest n >= :data:`MIN_EPOCHS` with
-    t(ν(n')) · σ̂∞ / √n' <= target · mean for every n' >= n ("from there on": the factor steps up where the batch
-    size grows). Exact: below (z / r)² nothing meets it, past :func:`_halfwidth_factor_bound`'s n everything does,
-    and the n in between are checked one by one."""
+    """The smallest n >= :data:`MIN_EPOCHS` from which on the decision interval stays within
+    ``target_rel_halfwidth`` of ``mean_ms``, variance and mean held (exact: below (z / r)² none meets it, past the
+    falling bound all do, and those between are checked)."""
     if not 0.0 < confidence_level < 1.0:
         raise ValueError(f"confidence level must be strictly between 0 and 1, got {confidence_level}")
     if not (target_rel_halfwidth > 0 and mean_ms > 0 and long_run_variance_ms2 >= 0):
@@ -96,7 +87,6 @@ def precision_epochs(
     ratio = target_rel_halfwidth * mean_ms / math.sqrt(long_run_variance_ms2)
     quantile_level = 0.5 + confidence_level / 2.0
     first = max(MIN_EPOCHS, math.floor((float(sps.norm.ppf(quantile_level)) / ratio) ** 2))
-    # The falling bound meets the target at `last`: double until it does, then bisect.
     low = last = max(first, MIN_EPOCHS + 1)
     while _halfwidth_factor_bound(last, quantile_level) > ratio:
         low, last = last, 2 * last
@@ -113,9 +103,7 @@ def precision_epochs(
 
 
 def two_stage_required_epochs(first_stage_ms: ArrayLike, target_rel_halfwidth: float, confidence_level: float) -> int:
-    """Total epochs Stein's two-stage rule asks for to reach ``target_rel_halfwidth`` (a fraction of the mean), with
-    no cap: the n at which t(ν₁) · σ̂₁ / √n is within the target of the first stage's mean, never fewer than the
-    first stage. See :func:`two_stage_epochs`."""
+    """Stein's n with t(ν₁) · σ̂₁ / √n within the target of the first stage's mean, never under the first stage."""
     values = _times(first_stage_ms)
     variance, dof = long_run_variance(values)
     quantile = float(sps.t.ppf(0.5 + confidence_level / 2.0, dof))
@@ -126,9 +114,8 @@ def two_stage_required_epochs(first_stage_ms: ArrayLike, target_rel_halfwidth: f
 def two_stage_epochs(
     first_stage_ms: ArrayLike, target_rel_halfwidth: float, confidence_level: float, max_epochs: int
 ) -> int:
-    """Total epochs Stein's two-stage rule (Stein 1945) measures to reach ``target_rel_halfwidth`` (a fraction of the
-    mean): :func:`two_stage_required_epochs`, never beyond ``max_epochs``. The final interval
-    (:func:`two_stage_interval`) keeps the first stage's variance, so stopping never selects an optimistic one."""
+    """Total epochs of Stein's two-stage rule (Stein 1945), at most ``max_epochs``; the final interval keeps the
+    first stage's variance, so stopping never selects an optimistic one."""
     return min(two_stage_required_epochs(first_stage_ms, target_rel_halfwidth, confidence_level), max_epochs)
 
 

@@ -1,6 +1,5 @@
-"""Ordinary least-squares slope of a series against its index: the slope, its standard error, a Student-t interval
-and the two-sided p-value of "no trend". Written out because ``scipy.stats.linregress`` returns NaN for a flat
-series, which is what a clean loop's memory produces: here it has slope 0, standard error 0 and p-value 1."""
+"""Least-squares slope of a series with its t interval and p-value; ``scipy.stats.linregress`` gives NaN for a flat
+series (a clean loop's memory), here slope 0, standard error 0 and p-value 1."""
 
 import math
 from collections.abc import Sequence
@@ -12,8 +11,7 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class SlopeFit:
-    """The least-squares line through ``n`` points (x, y), in y-units per x-unit; ``slope_stderr`` None with fewer
-    than three points."""
+    """The least-squares slope (y-units per x-unit); ``slope_stderr`` None under three points."""
 
     slope: float
     slope_stderr: float | None
@@ -21,11 +19,10 @@ class SlopeFit:
 
     @property
     def degrees_of_freedom(self) -> int:
-        """Residual degrees of freedom, ``n - 2``."""
         return self.n - 2
 
     def interval(self, confidence_level: float) -> tuple[float, float]:
-        """Slope ± t(1 − α/2, n − 2) × standard error; ValueError with fewer than three points."""
+        """Slope ± t(n − 2) × standard error."""
         if self.slope_stderr is None:
             raise ValueError(f"a slope interval needs at least 3 points, got {self.n}")
         half_width = float(stats.t.ppf(0.5 + confidence_level / 2.0, self.degrees_of_freedom)) * self.slope_stderr
@@ -33,8 +30,7 @@ class SlopeFit:
 
     @property
     def p_value(self) -> float | None:
-        """Two-sided p-value of the t test of slope = 0 with n − 2 degrees of freedom; None with fewer than three
-        points. Points exactly on a line leave no error: 0.0 for a sloped line, 1.0 for a flat one."""
+        """Two-sided t test p-value of slope = 0; on an exact line 0.0 (sloped) or 1.0 (flat)."""
         if self.slope_stderr is None:
             return None
         if self.slope_stderr == 0.0:
@@ -44,7 +40,7 @@ class SlopeFit:
 
 
 def fit_slope(y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray | None = None) -> SlopeFit:
-    """Fit ``y`` against ``x`` (default the index) by least squares; ValueError under two points or a constant x."""
+    """Fit ``y`` against ``x`` (default the index); ValueError under two points or a constant x."""
     values = np.asarray(y, dtype=float)
     n = values.size
     if n < 2:

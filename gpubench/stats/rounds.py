@@ -1,11 +1,6 @@
-"""Replicated rounds: the mean epoch time's bound from two variance levels, a prediction for one new training, and a
-drift test that knows autocorrelation.
-
-The host's speed moves between states within seconds, so one block of epochs sees one or two of them. Each model is
-measured in R rounds of m epochs and its epoch times modelled as a one-way random-effects layout (Kalibera & Jones
-2013, ISMM): y_ij = μ + a_i + e_ij, a_i ~ N(0, σ_a²) the round's host level, e_ij stationary within the round.
-Coverage evidence: ``benchmarks/statistics_coverage.py --two-level``. Pure numpy/scipy.
-"""
+"""Replicated rounds (the host's speed moves within seconds, so one block sees few of its states): epoch times as
+y_ij = μ + a_i + e_ij, a_i ~ N(0, σ_a²) the round's host level, e_ij stationary (Kalibera & Jones 2013). The mean's
+bound, a prediction for a new training and a drift test. Coverage: ``benchmarks/statistics_coverage.py``."""
 
 import math
 from collections.abc import Sequence
@@ -28,16 +23,11 @@ from gpubench.stats.correlated import (
 from gpubench.stats.run_level import MIN_EARLIER_RUNS, combined, run_level
 from gpubench.stats.serial import carried_round_correlation, rho_upper_bound
 
-#: The two-level interval's method: Student-t on the round means, their correlation under AR(1) epochs at the run's
-#: upper bound on ρ carried through the gaps between rounds (and between successive rounds, where they correlate).
 METHOD_ROUND_MEANS_AR1 = "round_means_t_ar1_bound"
-#: Drift, three rounds or more: OLS slope of the round means on the rounds' centre epochs, under that correlation.
 METHOD_DRIFT_ROUND_MEANS = "round_means_slope_ar1_bound"
-#: Drift, one or two rounds: OLS slope on the epoch index, its variance under AR(1) epochs at the bound on ρ.
 METHOD_DRIFT_AR1_BOUND = "ols_slope_ar1_bound"
-#: Drift with too few epochs to estimate a slope's standard error.
 METHOD_DRIFT_TOO_FEW = "too_few_epochs"
-#: The lag-1 autocorrelation of epochs assumed where the run gives no bound of its own (planning without rounds).
+#: The epochs' lag-1 autocorrelation assumed where the run gives no bound of its own.
 DRIFT_AR1_BOUND = 0.8
 
 BETWEEN = "between"
@@ -45,8 +35,7 @@ WITHIN = "within"
 
 
 def _rounds(rounds_ms: Sequence[Sequence[float]], *, min_epochs: int = 1) -> list[np.ndarray]:
-    """``rounds_ms`` as a list of 1-D float arrays, checked: at least one round, each of at least ``min_epochs``
-    finite, positive epoch times."""
+    """``rounds_ms`` as 1-D float arrays, checked: one round or more, each of ``min_epochs`` positive times."""
     rounds = [np.asarray(r, dtype=float) for r in rounds_ms]
     if not rounds:
         raise ValueError("need at least one round of epoch times, got none")
@@ -66,7 +55,7 @@ def _check_level(confidence_level: float) -> None:
 
 
 def split_rounds(times_ms: Sequence[float], epochs_per_round: Sequence[int]) -> list[np.ndarray]:
-    """``times_ms`` (in measurement order) cut into consecutive rounds of ``epochs_per_round`` epochs each."""
+    """``times_ms`` cut into consecutive rounds of ``epochs_per_round`` epochs."""
     counts = [int(c) for c in epochs_per_round]
     values = np.asarray(times_ms, dtype=float)
     if any(c < 1 for c in counts) or sum(counts) != values.size:
@@ -78,12 +67,8 @@ def split_rounds(times_ms: Sequence[float], epochs_per_round: Sequence[int]) -> 
 
 @dataclass(frozen=True)
 class VarianceComponents:
-    """One-way random-effects ANOVA of epoch times (ms) in rounds, by the method of moments (variances in ms²).
-
-    σ̂_e² = MS_within; σ̂_a² = (MS_between − MS_within) / n0, truncated at 0, n0 the effective epochs per round.
-    The F test of σ_a² = 0 takes epochs within a round as independent (autocorrelation makes it reject too often).
-    ``dominant``: the level contributing more to the grand mean's variance.
-    """
+    """One-way random-effects ANOVA of epoch times (ms) in rounds by moments: σ̂_e² = MS_within, σ̂_a² =
+    max(0, (MS_between − MS_within) / n0); the F test of σ_a² = 0 takes epochs as independent."""
 
     rounds: int
     epochs_per_round: tuple[int, ...]
@@ -101,8 +86,7 @@ class VarianceComponents:
 
 
 def variance_components(rounds_ms: Sequence[Sequence[float]]) -> VarianceComponents:
-    """The ANOVA variance components of epoch times (ms) in rounds: at least two rounds, one more epoch than rounds.
-    MS_within = 0 gives F = inf, p = 0 when the round means differ, else F = 0, p = 1."""
+    """The ANOVA of at least two rounds; MS_within = 0 gives F = inf, p = 0 if the means differ, else F = 0, p = 1."""
     rounds = _rounds(rounds_ms)
     r = len(rounds)
     counts = np.array([v.size for v in rounds], dtype=float)
@@ -143,16 +127,15 @@ def variance_components(rounds_ms: Sequence[Sequence[float]]) -> VarianceCompone
 
 
 def steady_count(epochs: int, index: int) -> int:
-    """The epochs of round ``index`` (from 0) :func:`steady_rounds` keeps."""
+    """The epochs of round ``index`` that :func:`steady_rounds` keeps."""
     return epochs - 1 if index > 0 and epochs > 2 else epochs
 
 
 def steady_rounds(
     rounds: Sequence[np.ndarray], gaps_epochs: Sequence[float] | None
 ) -> tuple[list[np.ndarray], list[float], float]:
-    """The rounds with the first epoch after each gap left out (rounds 2 on, where 3 epochs or more leave the within
-    level two), the gaps grown by it, and the mean excess (ms) of the left-out epochs over their rounds' others,
-    which a training pays once (0 where none is left out)."""
+    """The rounds without the first epoch after each gap (where 3 or more), the gaps grown by it, and the left-out
+    epochs' mean excess (ms) over their rounds, which a training pays once."""
     gaps = [0.0] * (len(rounds) - 1) if gaps_epochs is None else [float(g) for g in gaps_epochs]
     kept, excesses = [rounds[0]], []
     for i, values in enumerate(rounds[1:]):
@@ -165,18 +148,10 @@ def steady_rounds(
 
 @dataclass(frozen=True)
 class TwoLevelInterval:
-    """The interval (ms) for the long-run mean epoch time from epochs measured in rounds.
-
-    ``interval_ms`` = ``mean_ms`` ± ``halfwidth_ms`` (lower end cut at zero), ``mean_ms`` over the steady epochs
-    (:func:`steady_rounds`; ``first_epoch_excess_ms`` the left-out epochs' mean excess). ``within_variance_ms2``:
-    σ̂²∞ per epoch (ms², by ``within_method``); ``between_variance_ms2``: σ̂_a² (ms², truncated at 0);
-    ``between_share``: the between level's fraction of the in-run ``variance_of_mean_ms2``. ``rho``: the bound on
-    the epochs' ρ; ``round_correlation``: φ carried between successive rounds; ``run_level_variance_ms2`` the
-    machine's run-to-run level (ms², on ``run_level_dof``, from ``history_runs`` runs; 0 without a history).
-    ``degrees_of_freedom`` is the in-run variance's; ``total_dof`` the interval's. ``gaps_epochs``: the measured
-    gaps between rounds (model epochs), None back to back. ``earlier_runs``: the history's (mean ms, relative
-    variance) of this config on this machine, given.
-    """
+    """The interval (ms) for the long-run mean epoch time from rounds: ``mean_ms`` over the steady epochs ±
+    ``halfwidth_ms``. ``within_variance_ms2``: σ̂²∞ per epoch; ``between_variance_ms2``: σ̂_a²; ``between_share``:
+    its fraction of ``variance_of_mean_ms2`` (in-run, on ``degrees_of_freedom``); ``rho``: the bound on the epochs'
+    ρ; ``round_correlation``: φ; ``run_level_variance_ms2``: the run-to-run level (0 without a history)."""
 
     rounds: int
     epochs_per_round: tuple[int, ...]
@@ -203,7 +178,6 @@ class TwoLevelInterval:
 
     @property
     def dominant(self) -> str:
-        """``between`` when the host level contributes more than half the mean's variance, else ``within``."""
         return BETWEEN if self.between_share > 0.5 else WITHIN
 
     @property
@@ -220,8 +194,7 @@ WITHIN_ANOVA = "anova_within"
 
 
 def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
-    """The within level's long-run variance per epoch (ms²), its degrees of freedom and method: OBM pooled over the
-    rounds when each is long enough, else the ANOVA within mean square on N − R degrees of freedom."""
+    """(σ̂²∞ per epoch ms², dof, method): OBM pooled over long enough rounds, else the ANOVA's MS_within."""
     if all(v.size >= MIN_EPOCHS for v in rounds):
         pieces = [intervals.long_run_variance(v) for v in rounds]
         dof = sum(d for _, d in pieces)
@@ -236,9 +209,7 @@ def _within_level(rounds: list[np.ndarray]) -> tuple[float, float, str]:
 def round_means_design(
     counts: Sequence[int], gaps_epochs: Sequence[float] | None, rho: float = DRIFT_AR1_BOUND, phi: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The round means' regression for the mean of all epochs: design 1 (R × 1), weights w_i = n_i / N, and the
-    round means' correlation (:func:`~gpubench.stats.correlated.round_means_correlation` at ``rho``, with φ =
-    ``phi`` between successive rounds)."""
+    """(design 1, weights n_i / N, correlation) of the round means' regression for the mean of all epochs."""
     r = len(counts)
     gaps = [0.0] * (r - 1) if gaps_epochs is None else list(gaps_epochs)
     weights = np.array(counts, dtype=float) / sum(counts)
@@ -263,20 +234,11 @@ def two_level_interval(
     rho: float | None = None,
     earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> TwoLevelInterval:
-    """The interval (ms) for the long-run mean epoch time from R rounds: Student-t on the round means, their
-    correlation counted. ``gaps_epochs``: between consecutive rounds, model epochs (None: back to back);
-    ``from_run`` (the decision's interval): the first epoch after each gap left out (:func:`steady_rounds`), ρ the
-    run's upper bound (:func:`rho_upper_bound`) unless ``rho`` is given, and φ carried; else ρ =
-    :data:`DRIFT_AR1_BOUND` and every epoch. ``earlier_runs``: (mean epoch ms, relative variance of that mean) of
-    earlier runs of this config on this machine; from :data:`MIN_EARLIER_RUNS` of them the run-to-run level
-    (:func:`run_level`, this run included) is added as a variance piece.
-
-    ȳ = Σ w_i ȳ_i (w_i = n_i / N); the round means' errors have covariance σ² C, C = A Σ A', Σ the AR(1)
-    correlation at ρ carried through the gaps (A averages each round), and (``from_run``) successive rounds
-    correlated φ where their means' permutation test says so (:func:`carried_round_correlation`; the larger
-    variance of with and without); σ̂² = RSS / tr(BC), V = σ̂² w'Cw, on Satterthwaite's ν = tr(BC)² / tr((BC)²). One
-    round: the decision interval on it. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
-    """
+    """Student-t interval (ms) on ȳ = Σ w_i ȳ_i (w_i = n_i / N), the round means' errors σ² C, C = A Σ A' (AR(1) Σ
+    at ρ through the gaps; :func:`~gpubench.stats.correlated.correlated_estimate`); one round: the decision interval.
+    ``from_run``: steady epochs, ρ from :func:`rho_upper_bound` unless given, φ from
+    :func:`carried_round_correlation` (the larger variance); else ρ = :data:`DRIFT_AR1_BOUND`. ``earlier_runs``:
+    (mean ms, relative variance) of earlier runs, whose :func:`run_level` adds a variance piece."""
     _check_level(confidence_level)
     rounds = _rounds(rounds_ms, min_epochs=2)
     r = len(rounds)
@@ -351,7 +313,7 @@ def two_level_interval(
 
 
 def planning_gap_epochs(gaps_epochs: Sequence[float] | None) -> float:
-    """The gap (model epochs) planned between a model's rounds: the smallest measured, 0 when unknown."""
+    """The gap (model epochs) planned between rounds: the smallest measured, 0 when unknown."""
     return min(gaps_epochs) if gaps_epochs else 0.0
 
 
@@ -365,9 +327,8 @@ def variance_ratio_after(
     phi: float = 0.0,
     steady: bool = False,
 ) -> tuple[float, float, float]:
-    """(w'C'w' / w'Cw, ν, ν'): how many times the measured in-run variance of the mean ``rounds`` rounds of
-    ``round_epochs`` epochs would have, σ̂² held, and the degrees of freedom before and after (Satterthwaite's), both
-    designs balanced in steady epochs (:func:`steady_rounds`), evenly spaced at :func:`planning_gap_epochs`."""
+    """(w'C'w' / w'Cw, ν, ν'): the in-run variance of the mean after ``rounds`` rounds of ``round_epochs`` over the
+    measured, σ̂² held, and the dof before and after; both designs balanced, evenly spaced."""
     measured = len(epochs_per_round)
     if measured < 2 or rounds < 2 or round_epochs < 1:
         raise ValueError(
@@ -389,8 +350,7 @@ def planned_halfwidth(
     run_level_dof: float,
     confidence_level: float,
 ) -> float:
-    """The half-width (ms) with the in-run variance scaled by ``variance_ratio`` on ``dof_after`` degrees of
-    freedom, and the run-to-run piece, which more rounds of this run cannot shrink, kept."""
+    """The half-width (ms) with the in-run variance scaled by ``variance_ratio``, the run-to-run piece kept."""
     _check_level(confidence_level)
     pieces = [(variance_of_mean_ms2 * variance_ratio, dof_after), (run_level_variance_ms2, run_level_dof)]
     variance, dof = combined(pieces)
@@ -405,9 +365,8 @@ def halfwidth_after(
     *,
     degrees_of_freedom: float | None = None,
 ) -> float:
-    """The half-width (ms) the two-level ``interval`` would have after ``rounds`` rounds of ``epochs_per_round``
-    epochs, its scale held (:func:`planned_halfwidth`). ``degrees_of_freedom``: the in-run ν' (a two-stage rule keeps
-    the first stage's); else Satterthwaite's. Needs at least two rounds."""
+    """The half-width (ms) of ``interval`` after ``rounds`` rounds of ``epochs_per_round``, its scale held;
+    ``degrees_of_freedom``: the in-run ν' (a two-stage rule keeps the first stage's), else Satterthwaite's."""
     ratio, _, dof_after = variance_ratio_after(
         interval.epochs_per_round,
         interval.gaps_epochs,
@@ -440,14 +399,9 @@ def new_run_interval(
     from_run: bool = False,
     earlier_runs: Sequence[tuple[float, float]] = (),
 ) -> tuple[float, float]:
-    """A prediction interval (ms) for the mean epoch time of one new, independent training of ``epochs`` epochs,
-    from rounds ``gaps_epochs`` apart (None: back to back).
-
-    Variance V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)) + 2 σ̂_b², V the two-level interval's in-run part:
-    the round means' spread stands for σ_a² plus a round's epochs (balanced, e = m: the classical s² (1 + 1/R));
-    σ̂_b² the run-to-run level, this run's and the new one's. Degrees of freedom: Satterthwaite's, never more than
-    V's. Needs two rounds. Coverage: benchmarks/results/2026-12-03-single-model-coverage.md.
-    """
+    """A prediction interval (ms) for the mean epoch time of one new training of ``epochs`` epochs, from two rounds
+    or more: variance V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)) + 2 σ̂_b² (balanced, e = m: s² (1 + 1/R)),
+    on Satterthwaite's degrees of freedom, at most V's."""
     _check_level(confidence_level)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -460,7 +414,7 @@ def new_run_interval(
     n_total = float(counts.sum())
     sum_w2 = float((counts / n_total) @ (counts / n_total))
     v, w = interval.variance_of_mean_ms2, interval.within_variance_ms2
-    # Neither σ̂_a² truncated at 0 nor the negative within part: both undercover (the coverage page).
+    # Neither σ̂_a² truncated at 0 nor the negative within part: both undercover.
     pieces = [
         (v * (1.0 + 1.0 / sum_w2), interval.degrees_of_freedom),
         (max(1.0 / epochs - 1.0 / (n_total * sum_w2), 0.0) * w, interval.within_degrees_of_freedom),
@@ -473,8 +427,7 @@ def new_run_interval(
 
 @dataclass(frozen=True)
 class DriftTest:
-    """A test for a linear trend in epoch times (ms) against the epoch index: slope and standard error (ms per
-    epoch), two-sided ``p_value``, ``detected`` when p < 1 − level, ``shift_ms`` = slope × (n − 1)."""
+    """A linear trend of epoch times (ms per epoch), its two-sided ``p_value``; ``shift_ms`` = slope × (n − 1)."""
 
     slope_ms_per_epoch: float
     slope_standard_error_ms: float
@@ -486,15 +439,12 @@ class DriftTest:
 
 
 def ols_slope_test(y: np.ndarray, design: np.ndarray, covariance: np.ndarray) -> tuple[float, float, float, float]:
-    """OLS of ``y`` on ``design`` (last column tested), the slope's variance under errors of correlation
-    ``covariance`` × σ²: σ̂² = RSS / tr(MΣ), Satterthwaite's degrees of freedom. Returns (slope, standard error,
-    degrees of freedom, two-sided p-value)."""
+    """(slope, standard error, dof, two-sided p) of the OLS slope (last column) under errors σ² ``covariance``."""
     fit = correlated_estimate(y, design, np.linalg.pinv(design), covariance)
     standard_error = math.sqrt(fit.variance)
     slope, dof = fit.estimate, fit.degrees_of_freedom
     if standard_error > 0:
-        # Student-t's tail straight from scipy.special: sps.t.sf's argument checks cost 20x the tail itself, and
-        # the simulations call this test a million times.
+        # scipy.special: sps.t.sf's argument checks cost 20x the tail, and simulations call this a million times.
         p_value = float(2.0 * special.stdtr(dof, -abs(slope) / standard_error))
     else:
         p_value = 0.0 if slope != 0 else 1.0
@@ -502,7 +452,7 @@ def ols_slope_test(y: np.ndarray, design: np.ndarray, covariance: np.ndarray) ->
 
 
 def round_gaps_epochs(started_s: Sequence[float], epochs: Sequence[int], mean_epoch_ms: Sequence[float]) -> list[float]:
-    """The gaps between consecutive rounds of one model, in that model's mean epochs (negative gaps count as 0)."""
+    """The gaps between a model's consecutive rounds, in its mean epochs (at least 0)."""
     if not len(started_s) == len(epochs) == len(mean_epoch_ms):
         raise ValueError("started_s, epochs and mean_epoch_ms must have one value per round")
     total_ms = sum(e * m for e, m in zip(epochs, mean_epoch_ms, strict=True))
@@ -521,15 +471,9 @@ def drift_test(
     *,
     rho: float | None = None,
 ) -> DriftTest:
-    """Test epoch times (ms, in measurement order) for a linear drift, the false-positive rate at or under
-    1 − ``confidence_level`` on AR(1) epochs up to ``rho`` (None: the run's upper bound, :func:`rho_upper_bound`).
-    ``rounds``: epochs per round; ``gaps_epochs``: between rounds (:func:`round_gaps_epochs`; None: back to back).
-    The first epoch after each gap is left out (:func:`steady_rounds`).
-
-    Three rounds or more: the slope of the round means on the rounds' centre epochs under their correlation A Σ A'.
-    Otherwise the slope on the epoch index under Σ, an intercept per round. Fewer than four epochs: no test (p = 1).
-    Evidence: benchmarks/results/2026-12-03-drift-false-positives.md.
-    """
+    """Test steady epoch times (ms, in order) for a linear drift, under AR(1) epochs up to ``rho`` (None:
+    :func:`rho_upper_bound`): three rounds or more, the slope of the round means on their centre epochs; else the
+    slope on the epoch index with an intercept per round. Fewer than four epochs: no test (p = 1)."""
     _check_level(confidence_level)
     values = np.asarray(times_ms, dtype=float)
     if values.ndim != 1 or not np.all(np.isfinite(values)):
@@ -544,7 +488,7 @@ def drift_test(
     if rho is None:
         rho = rho_upper_bound(parts, gaps, confidence_level)
     if len(counts) >= 3:
-        # Centres on the model's own epoch index, the left-out first epochs counted in it.
+        # Centres on the model's epoch index, left-out first epochs counted.
         starts = np.concatenate(([0], np.cumsum(original)[:-1])) + np.subtract(original, counts)
         y = np.array([p.mean() for p in parts])
         design = np.column_stack([np.ones(len(counts)), starts + (np.array(counts) - 1) / 2.0])
@@ -554,7 +498,7 @@ def drift_test(
         design = np.column_stack([np.repeat(np.eye(len(counts)), counts, axis=0), np.arange(n, dtype=float)])
         correlation, method = ar1_timeline_correlation(counts, gaps, rho), METHOD_DRIFT_AR1_BOUND
     if np.ptp(values) == 0:
-        # No variation at all: the slope is 0 and rounding must not turn it into a "significant" one.
+        # Rounding must not turn a slope of 0 into a "significant" one.
         return DriftTest(0.0, 0.0, float(design.shape[0] - design.shape[1]), 1.0, False, method, 0.0)
     slope, se, dof, p_value = ols_slope_test(y, design, correlation)
     return DriftTest(

@@ -1,21 +1,18 @@
-"""The run-to-run level: how far a whole run's mean moves between runs of one config on one machine (a host that
-drifts over hours looks steady within a 2-minute run). One-way random-effects ANOVA over the runs' means, each with
-its own within-run variance: σ̂_b² = max(0, s² − mean v_k), on K − 1 degrees of freedom for K runs. Pure numpy.
-"""
+"""The run-to-run level: how far a run's mean moves between runs of one config on one machine (a host drifting over
+hours looks steady within one run)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-#: Earlier runs needed before the history enters the bound (with this run, a spread on 2 degrees of freedom).
+#: Earlier runs before the history enters the bound (with this run: 2 degrees of freedom).
 MIN_EARLIER_RUNS = 2
 
 
 @dataclass(frozen=True)
 class RunLevel:
-    """The run-to-run variance of a run's mean relative to the mean (``relative_variance``, a squared fraction),
-    its ``degrees_of_freedom`` and the ``runs`` it comes from (this one included)."""
+    """The run-to-run variance of a run's mean over the mean squared, from ``runs`` runs (this one included)."""
 
     relative_variance: float
     degrees_of_freedom: float
@@ -23,9 +20,8 @@ class RunLevel:
 
 
 def run_level(means: Sequence[float], relative_variances: Sequence[float]) -> RunLevel:
-    """The run-to-run component from K >= 2 runs' means (any unit) and the relative variance of each mean within
-    its run (Var(mean) / mean², 0 for a long training): (s² / ȳ² − mean v_k) truncated at 0, on K − 1 degrees of
-    freedom (balanced, equal to the REML estimate of a random intercept where positive)."""
+    """One-way random-effects ANOVA of K >= 2 runs' means, each with its relative variance v_k (Var(mean) / mean²):
+    max(0, s² / ȳ² − mean v_k) on K − 1 degrees of freedom."""
     y = np.asarray(means, dtype=float)
     v = np.asarray(relative_variances, dtype=float)
     if y.size < 2 or y.size != v.size or np.any(y <= 0) or np.any(v < 0):

@@ -1,7 +1,5 @@
-"""A data-parallel run's figures from what its ranks measured: the global epochs (each the slowest rank's, as the
-all-reduce waits for it), throughputs and the scaling efficiency against the same job's 1-process measurement, with
-its interval: ``fieller_long_run`` (both runs with :data:`~gpubench.stats.intervals.MIN_EPOCHS` epochs), else
-``t_interval_ratio`` (the ratio of the ends of each run's t interval at level √c, a conservative box)."""
+"""A data-parallel run's figures from its ranks' measurements: global epochs (the slowest rank's: the all-reduce
+waits for it), throughputs and the scaling efficiency against the job's 1-process run."""
 
 import math
 from collections.abc import Sequence
@@ -22,8 +20,7 @@ METHOD_T_RATIO = "t_interval_ratio"
 
 @dataclass(frozen=True)
 class RankMeasurement(Record):
-    """What one rank measured: its warmup and measured epoch times (ms), the samples one of its steps consumes,
-    its peak reserved device memory (MB; None on the CPU) and why its measurement stopped."""
+    """What one rank measured (``peak_reserved_mb`` None on the CPU)."""
 
     rank: int
     epoch_times_ms: list[float]
@@ -35,7 +32,7 @@ class RankMeasurement(Record):
 
 @dataclass(frozen=True)
 class GatheredRun(Record):
-    """What rank 0 gathered from every rank of one data-parallel run and wrote for the parent (``result.json``)."""
+    """What rank 0 gathered from every rank and wrote for the parent (``result.json``)."""
 
     world_size: int
     backend: str
@@ -49,8 +46,7 @@ class GatheredRun(Record):
 
 @dataclass(frozen=True)
 class ScalingEfficiency:
-    """Global throughput over world size × 1-process throughput (dimensionless; 1.0 is linear scaling), with its
-    interval at the stated level (None where it cannot be formed) and the interval's method."""
+    """Global throughput over world size × 1-process throughput (1.0: linear), its interval and method."""
 
     value: float
     interval: tuple[float, float] | None
@@ -58,7 +54,7 @@ class ScalingEfficiency:
 
 
 def global_epoch_times_ms(per_rank_epoch_times_ms: Sequence[Sequence[float]]) -> list[float]:
-    """Per epoch, the slowest rank's time (ms): the epochs every rank completed, in order."""
+    """Per epoch that every rank completed, the slowest rank's time (ms)."""
     epochs = min(len(times) for times in per_rank_epoch_times_ms)
     return [max(times[k] for times in per_rank_epoch_times_ms) for k in range(epochs)]
 
@@ -74,10 +70,8 @@ def scaling_efficiency(
     rank_samples_per_epoch: float,
     confidence_level: float,
 ) -> ScalingEfficiency:
-    """The scaling efficiency ``(mean t₁ / S₁) / (mean t_d / S_d)`` of a data-parallel run whose global epochs
-    took ``global_times_ms`` for ``rank_samples_per_epoch`` samples per rank against a 1-process run whose epochs
-    took ``single_epoch_times_ms`` for ``single_samples_per_epoch`` samples (ms and samples), with its interval at
-    ``confidence_level`` (see the module docstring for the method)."""
+    """``(mean t₁ / S₁) / (mean t_d / S_d)`` with its interval: Fieller's from :data:`MIN_EPOCHS` epochs each, else
+    the ratio of the ends of each run's t interval at level √c (a conservative box)."""
     single_per_sample = np.asarray(single_epoch_times_ms, dtype=float) / single_samples_per_epoch
     global_per_sample = np.asarray(global_times_ms, dtype=float) / rank_samples_per_epoch
     value = float(single_per_sample.mean() / global_per_sample.mean())
@@ -97,8 +91,7 @@ def scaling_efficiency(
 
 
 def distributed_scaling(gathered: GatheredRun, single: ModelResult, statistics: StatisticsConfig) -> DistributedScaling:
-    """The model's ``distributed`` section from its ranks' measurements and its 1-process result (status ok, with
-    statistics); ``statistics`` is the job's (level, thresholds, outlier rule)."""
+    """The model's ``distributed`` section from its ranks' measurements and its 1-process result."""
     per_rank = [rank.epoch_times_ms for rank in sorted(gathered.ranks, key=lambda rank: rank.rank)]
     global_times = global_epoch_times_ms(per_rank)
     warmup = global_epoch_times_ms([rank.warmup_epoch_times_ms for rank in gathered.ranks])

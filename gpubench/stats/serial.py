@@ -1,7 +1,5 @@
-"""Serial correlation estimated from the run: an upper confidence bound on the epochs' AR(1) coefficient ρ, and a
-test of correlation between successive round means (a host level that drifts across rounds). Pure numpy.
-Coverage: ``benchmarks/statistics_coverage.py --only-history``.
-"""
+"""Serial correlation from the run: an upper bound on the epochs' AR(1) ρ, and a test of correlation between
+successive round means (a host level drifting across rounds)."""
 
 import functools
 import itertools
@@ -10,21 +8,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: The largest ρ the bound reports: beyond it 20 epochs carry almost no information about the mean.
+#: Beyond it 20 epochs carry almost no information about the mean.
 MAX_RHO = 0.9
 _RHO_GRID = np.linspace(0.0, MAX_RHO, 37)
-#: Gaps (epochs) the null distribution is tabulated at; a measured gap is floored to one of them, which is
-#: conservative (shorter gaps make rounds alike, the statistic smaller, the bound higher).
+#: A measured gap (epochs) is floored to one of these, conservatively: shorter gaps raise the bound.
 _GAP_CLASSES = (0, 1, 2, 4, 8, 16, 32, math.inf)
 _DRAWS = 4000
-#: Round orders enumerated exactly up to this many rounds; beyond, this many seeded random orders.
 _EXACT_PERMUTATION_ROUNDS = 7
 _RANDOM_PERMUTATIONS = 5000
 
 
 def lag1_within_rounds(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """Σ (y_t − ȳ)(y_{t+1} − ȳ) over neighbours inside each round ÷ Σ (y_t − ȳ)², ȳ the mean of every epoch;
-    ``parts`` are rounds of shape (..., n_i), the statistic is taken over the last axis."""
+    """Σ (y_t − ȳ)(y_{t+1} − ȳ) over neighbours within rounds ÷ Σ (y_t − ȳ)², over the last axis of ``parts``."""
     values = np.concatenate(parts, axis=-1)
     mean = values.mean(axis=-1, keepdims=True)
     products = sum(((p[..., 1:] - mean) * (p[..., :-1] - mean)).sum(axis=-1) for p in parts)
@@ -41,8 +36,7 @@ def _gap_class(gaps_epochs: Sequence[float] | None, rounds: int) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _null_quantiles(counts: tuple[int, ...], gap: float, alpha: float) -> np.ndarray:
-    """The ``alpha`` quantile of :func:`lag1_within_rounds` under AR(1) epochs at each ρ of the grid, rounds ``gap``
-    epochs apart (seeded Monte Carlo, the same draws at every ρ)."""
+    """The ``alpha`` quantile of :func:`lag1_within_rounds` under AR(1) at each ρ of the grid (seeded Monte Carlo)."""
     rng = np.random.default_rng(0)
     shocks = rng.standard_normal((_DRAWS, sum(counts)))
     starts = set(np.cumsum(counts)[:-1].tolist())
@@ -51,7 +45,7 @@ def _null_quantiles(counts: tuple[int, ...], gap: float, alpha: float) -> np.nda
         x = np.empty_like(shocks)
         x[:, 0] = shocks[:, 0]
         for t in range(1, x.shape[1]):
-            # The process runs on through a gap of g epochs: g + 1 steps of the AR(1) recursion at once.
+            # Through a gap of g epochs: g + 1 steps at once.
             decay = rho ** (gap + 1) if t in starts else rho
             x[:, t] = decay * x[:, t - 1] + math.sqrt(1.0 - decay**2) * shocks[:, t]
         parts = np.split(x, np.cumsum(counts)[:-1], axis=1)
@@ -60,9 +54,8 @@ def _null_quantiles(counts: tuple[int, ...], gap: float, alpha: float) -> np.nda
 
 
 def rho_upper_bound(parts: Sequence[np.ndarray], gaps_epochs: Sequence[float] | None, confidence_level: float) -> float:
-    """A one-sided (1 + ``confidence_level``) / 2 upper bound on the epochs' lag-1 autocorrelation ρ, in
-    [0, :data:`MAX_RHO`]: the largest ρ under which the run's :func:`lag1_within_rounds` is not in the lower
-    (1 − level) / 2 tail (test inversion). A host level per round or a drift only raise the statistic."""
+    """A one-sided (1 + ``confidence_level``) / 2 upper bound on the epochs' ρ in [0, :data:`MAX_RHO`], inverting
+    the test of :func:`lag1_within_rounds` (a host level per round or a drift only raise it)."""
     counts = tuple(int(p.size) for p in parts)
     if sum(counts) - len(counts) < 2:
         return MAX_RHO
@@ -72,7 +65,7 @@ def rho_upper_bound(parts: Sequence[np.ndarray], gaps_epochs: Sequence[float] | 
 
 
 def round_means_lag1(round_means: np.ndarray) -> np.ndarray:
-    """The lag-1 autocorrelation of round means (rows of ``round_means``, centred on their own mean)."""
+    """The lag-1 autocorrelation of each row of ``round_means``."""
     centred = round_means - round_means.mean(axis=-1, keepdims=True)
     squares = (centred**2).sum(axis=-1)
     products = (centred[..., 1:] * centred[..., :-1]).sum(axis=-1)
@@ -80,9 +73,8 @@ def round_means_lag1(round_means: np.ndarray) -> np.ndarray:
 
 
 def round_serial_test(round_means: Sequence[float]) -> tuple[float, float]:
-    """(r₁, one-sided p) for positive correlation between successive round means: the permutation test of their
-    lag-1 autocorrelation (exact over every order up to 7 rounds, else 5,000 seeded orders), valid whatever the
-    host level's size when the rounds' levels are exchangeable. Fewer than three rounds: (0, 1)."""
+    """(r₁, one-sided p) of the permutation test for positive lag-1 correlation of round means (exact up to
+    :data:`_EXACT_PERMUTATION_ROUNDS` rounds, else seeded orders); under three rounds (0, 1)."""
     values = np.asarray(round_means, dtype=float)
     if values.size < 3:
         return 0.0, 1.0
@@ -97,9 +89,8 @@ def round_serial_test(round_means: Sequence[float]) -> tuple[float, float]:
 
 
 def carried_round_correlation(round_means: Sequence[float], confidence_level: float) -> float:
-    """The correlation φ between successive round means the interval carries: 0 unless :func:`round_serial_test`
-    rejects at 1 − ``confidence_level``, then r₁ + (1 + 4 r₁)/R (its first-order bias corrected, Kendall 1954) in
-    (0, :data:`MAX_RHO`]."""
+    """φ between successive round means: 0 unless :func:`round_serial_test` rejects, then r₁ + (1 + 4 r₁)/R (bias
+    corrected, Kendall 1954), clipped to :data:`MAX_RHO`."""
     r1, p_value = round_serial_test(round_means)
     if p_value >= 1.0 - confidence_level:
         return 0.0

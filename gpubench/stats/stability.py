@@ -1,9 +1,5 @@
-"""Training health's verdict from per-epoch records: NaN/Inf, gradient norms, the loss trend and the RL signals.
-
-The trend is read from the loss relative to the workload's reference forecast on the same batches where steps report
-one (a mean loss over random batches mostly measures those batches' difficulty:
-benchmarks/results/2026-12-03-mamba2-loss-trend.md); it is a symptom for supervised models only, RL health is judged
-on its own signals (:func:`rl_health`)."""
+"""Training health's verdict from per-epoch records: NaN/Inf, gradient norms, the loss trend (supervised only; on
+the loss relative to a reference forecast where steps report one) and the RL signals."""
 
 import math
 from collections.abc import Sequence
@@ -23,9 +19,8 @@ Stability = Literal["STABLE", "UNSTABLE", "DIVERGING", "NOT_CHECKED"]
 
 @dataclass(frozen=True)
 class EpochRLHealth:
-    """One epoch's RL signals (:class:`~gpubench.workload.RLSignals`) when its steps reported them: means and maxima
-    of the finite critic loss, approximate KL, clip fraction and largest |value| per update (None where no step
-    reported one), the largest critic-loss ceiling and |discounted return| bound reported, over ``steps`` steps."""
+    """One epoch's RL signals (:class:`~gpubench.workload.RLSignals`): means and maxima over the finite values (None
+    where no step reported one), and the largest critic-loss ceiling and |return| bound reported."""
 
     steps: int
     critic_loss_name: str
@@ -42,11 +37,8 @@ class EpochRLHealth:
 
 @dataclass(frozen=True)
 class EpochHealth:
-    """One benchmark epoch's health, read from the device once at the epoch's end.
-
-    Means and maxima are over the finite values (None without any); the count fields are None when the checks are
-    disabled (``checked`` false). ``mean_relative_loss`` is Σ loss / Σ reference loss over the steps that reported a
-    reference (a ratio of sums, so one batch with a near-zero reference cannot dominate), None without one."""
+    """One epoch's health, read from the device at its end: means and maxima over the finite values, counts None
+    when unchecked; ``mean_relative_loss``: Σ loss / Σ reference loss (no near-zero reference dominates)."""
 
     steps: int
     mean_loss: float | None
@@ -64,13 +56,12 @@ class EpochHealth:
 
     @property
     def diverged(self) -> bool:
-        """True when a NaN/Inf loss or gradient norm was seen (the runner stops the model as ``diverged``)."""
+        """True when a NaN/Inf loss or gradient norm was seen."""
         return bool(self.nonfinite_loss_steps) or bool(self.nonfinite_grad_steps)
 
 
 def loss_rel_slope_per_epoch(epoch_losses: Sequence[float]) -> float:
-    """Least-squares slope of loss against epoch index over the mean |loss| (fraction per epoch; meaningful for
-    losses that cross zero), 0 for all-zero losses. Needs at least two finite values."""
+    """Least-squares slope of loss per epoch over the mean |loss| (a fraction), 0 for all-zero losses."""
     losses = np.asarray(epoch_losses, dtype=float)
     if losses.size < 2 or not np.all(np.isfinite(losses)):
         raise ValueError(f"need at least two finite epoch losses, got {list(epoch_losses)}")
@@ -79,22 +70,19 @@ def loss_rel_slope_per_epoch(epoch_losses: Sequence[float]) -> float:
     return slope / scale if scale > 0 else 0.0
 
 
-#: Two-sided p-value below which a fitted loss slope counts as a trend rather than epoch-to-epoch noise.
 TREND_SIGNIFICANCE = 0.05
 
 
 def loss_slope_p_value(epoch_losses: Sequence[float]) -> float | None:
-    """Two-sided p-value of the least-squares slope of loss against epoch index (t test, n − 2 degrees of
-    freedom); None with fewer than three epochs, 0.0 for an exact line."""
+    """Two-sided t test p-value of the loss slope; None under three epochs, 0.0 on an exact line."""
     if len(epoch_losses) < 3:
         return None
     return fit_slope(epoch_losses).p_value
 
 
 def loss_trend(epoch_losses: Sequence[float], rel_slope_threshold: float) -> LossTrend:
-    """DECREASING / STABLE / INCREASING: :func:`loss_rel_slope_per_epoch` beyond ±``rel_slope_threshold`` (fraction
-    per epoch) and significant (:func:`loss_slope_p_value` < :data:`TREND_SIGNIFICANCE`), so a line through noise is
-    no trend. With two epochs the magnitude alone decides."""
+    """DECREASING / INCREASING where the relative slope is beyond ±``rel_slope_threshold`` and significant (with two
+    epochs the magnitude alone decides), else STABLE."""
     rel_slope = loss_rel_slope_per_epoch(epoch_losses)
     p_value = loss_slope_p_value(epoch_losses)
     if p_value is not None and p_value >= TREND_SIGNIFICANCE:
@@ -111,8 +99,7 @@ def _total(epochs: Sequence[EpochHealth], name: str) -> int:
 
 
 def _critic_growth(means: Sequence[float | None], ceiling: float, factor: float) -> tuple[int, int] | None:
-    """The (earlier, later) epoch indices of the largest rise of the critic's mean loss, when the later mean is at
-    least ``factor`` times the lowest earlier one and above ``ceiling``; None when no epoch rose so."""
+    """(earlier, later) epochs of the critic loss's largest rise by ``factor`` or more to above ``ceiling``."""
     best: tuple[float, int, int] | None = None
     lowest: tuple[float, int] | None = None
     for index, mean in enumerate(means):
@@ -129,9 +116,7 @@ def _critic_growth(means: Sequence[float | None], ceiling: float, factor: float)
 
 @dataclass(frozen=True)
 class GradNormGrowth:
-    """A gradient-norm explosion measured against the run itself: epoch ``epoch`` (0-based) reached a largest norm
-    of ``max_grad_norm``, ``ratio`` times ``baseline_max_grad_norm``, the largest of the first ``baseline_epochs``
-    measured epochs."""
+    """Epoch ``epoch`` (0-based) reached ``ratio`` times the largest norm of the first ``baseline_epochs``."""
 
     epoch: int
     max_grad_norm: float
@@ -144,15 +129,13 @@ class GradNormGrowth:
 
 
 def baseline_epoch_count(epochs: int) -> int:
-    """How many of a run's first measured epochs set the gradient norms' baseline: the first quarter, at least one
-    (2 of 10 epochs, 5 of 20)."""
+    """The epochs that set the gradient norms' baseline: the first quarter, at least one."""
     return max(1, epochs // 4)
 
 
 def grad_norm_growth(epoch_max_grad_norms: Sequence[float | None], factor: float) -> GradNormGrowth | None:
-    """The later epoch whose largest gradient norm rose most, more than ``factor`` times, over the largest of the
-    first :func:`baseline_epoch_count` epochs; None otherwise. The run's own reference: norms scale with the loss's
-    units and the model's size."""
+    """The later epoch whose largest gradient norm rose most, by over ``factor``, over the baseline's (the run's own
+    reference: norms scale with the loss and the model)."""
     count = baseline_epoch_count(len(epoch_max_grad_norms))
     baseline = [norm for norm in epoch_max_grad_norms[:count] if norm is not None and math.isfinite(norm)]
     if not baseline or max(baseline) <= 0:
@@ -177,8 +160,7 @@ def _largest(values: Sequence[float | None]) -> float | None:
 
 
 def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHealth | None, list[str]]:
-    """The RL signals over a model's epochs and the problems they show (sentences; empty when healthy), or
-    ``(None, [])`` when no step reported RL signals (a supervised model)."""
+    """The RL signals over a model's epochs and the problems they show; ``(None, [])`` for a supervised model."""
     records = [epoch.rl for epoch in epochs]
     present = [record for record in records if record is not None]
     if not present:
@@ -212,7 +194,7 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
         return_bound=return_bound if reports_values else None,
     )
     problems: list[str] = []
-    # A ceiling of 0 (rewards that are all zero) leaves nothing to compare a critic's loss with.
+    # A ceiling of 0 (all-zero rewards) leaves nothing to compare with.
     if ceiling > 0:
         limit = cfg.critic_loss_ceiling_factor * ceiling
         blown = [mean for mean in critic_means if mean is not None and mean > limit]
@@ -230,8 +212,7 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
                 f"{name} growth: {low:.3g} in epoch {growth[0]} to {high:.3g} in epoch {growth[1]} "
                 f"({high / low:.0f}x, past the sane ceiling {ceiling:.3g})"
             )
-    # Soft divergence (van Hasselt et al. 2018): a diverging Q-network can keep a small TD loss, so values past the
-    # largest return the rewards allow are checked too (epoch means, a bound from the run's own rewards).
+    # Soft divergence (van Hasselt et al. 2018): a diverging Q-network can keep a small TD loss.
     if reports_values and return_bound is not None and return_bound > 0:
         beyond = [mean for mean in value_maxima if mean is not None and mean > return_bound]
         if beyond:
@@ -254,7 +235,7 @@ def rl_health(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> tuple[RLHe
 
 
 def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> StabilityReport:
-    """Judge a model's health from its per-epoch records (from a monitor built with the same ``cfg``)."""
+    """A model's health from its per-epoch records (from a monitor built with the same ``cfg``)."""
     if not epochs:
         raise ValueError("stability_verdict needs at least one epoch")
     mean_losses = [epoch.mean_loss for epoch in epochs]
@@ -300,7 +281,7 @@ def stability_verdict(epochs: Sequence[EpochHealth], cfg: StabilityConfig) -> St
     first_nonfinite = next((i for i, epoch in enumerate(epochs) if epoch.diverged), None)
     reasons: list[str] = []
     if not loss_steps:
-        # A user's step may return no loss (model=custom): nothing can then say whether the loss is finite or falls.
+        # A custom step may return no loss.
         reasons.append(f"no loss reported in {steps} steps: NaN/Inf losses and the loss trend were not checked")
     if nonfinite_loss:
         reasons.append(f"non-finite loss (NaN/Inf) in {nonfinite_loss} of {steps} steps")
