@@ -43,11 +43,6 @@ def _epoch_times(times_ms: ArrayLike, *, min_epochs: int = 2) -> np.ndarray:
     return values
 
 
-def _check_level(confidence_level: float) -> None:
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level must be strictly between 0 and 1, got {confidence_level!r}")
-
-
 def _check_positive(name: str, value: float) -> None:
     if not value > 0:
         raise ValueError(f"{name} must be greater than 0, got {value!r}")
@@ -89,10 +84,10 @@ def sigma_rule_can_flag(n: int) -> bool:
 def t_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float]:
     """The plain Student-t interval (ms) mean ± t_{n−1}·s/sqrt(n), for independent epochs."""
     values = _epoch_times(times_ms)
-    _check_level(confidence_level)
+    intervals.check_level(confidence_level)
     n = values.size
     mean_ms = float(values.mean())
-    halfwidth_ms = sps.t.ppf(0.5 + confidence_level / 2, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
+    halfwidth_ms = intervals.t_quantile(confidence_level, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
     return float(mean_ms - halfwidth_ms), float(mean_ms + halfwidth_ms)
 
 
@@ -112,7 +107,7 @@ def median_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float
     """Distribution-free interval (ms) for the median: (x_(k), x_(n−k+1), coverage), the narrowest order-statistic
     pair covering ``confidence_level`` by Binomial(n, 1/2); (min, max) with its lower coverage when none does."""
     values = np.sort(_epoch_times(times_ms))
-    _check_level(confidence_level)
+    intervals.check_level(confidence_level)
     n = values.size
     ranks = np.arange(1, n // 2 + 1)
     coverages = 1.0 - 2.0 * sps.binom.cdf(ranks - 1, n, 0.5)
@@ -275,7 +270,7 @@ def summarize_epoch_times(
     ``rounds``: epochs per round, ``round_gaps_epochs`` between them; ``earlier_runs``: the config's history
     (:func:`~gpubench.stats.rounds.two_level_interval`). ValueError for bad times, settings, stages or rounds."""
     values = _epoch_times(times_ms)
-    _check_level(confidence_level)
+    intervals.check_level(confidence_level)
     _check_positive("cv_threshold", cv_threshold)
     _check_positive("target_rel_halfwidth", target_rel_halfwidth)
     if outlier_rule not in OUTLIER_RULES:

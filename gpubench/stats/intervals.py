@@ -27,6 +27,16 @@ def degrees_of_freedom(n: int, batch_epochs: int | None = None) -> float:
     return 1.5 * (n / m - 1.0)
 
 
+def check_level(confidence_level: float) -> None:
+    if not 0.0 < confidence_level < 1.0:
+        raise ValueError(f"confidence_level must be strictly between 0 and 1, got {confidence_level!r}")
+
+
+def t_quantile(confidence_level: float, dof: float) -> float:
+    """The two-sided Student-t quantile at ``confidence_level`` on ``dof`` degrees of freedom."""
+    return float(sps.t.ppf(0.5 + confidence_level / 2.0, dof))
+
+
 def _times(times_ms: ArrayLike) -> np.ndarray:
     values = np.asarray(times_ms, dtype=float)
     if values.ndim != 1:
@@ -54,12 +64,15 @@ def long_run_variance(times_ms: ArrayLike, batch_epochs: int | None = None) -> t
 
 def decision_interval(times_ms: ArrayLike, confidence_level: float) -> tuple[float, float]:
     """The decision interval (ms) from :data:`MIN_EPOCHS` epochs or more."""
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence level must be strictly between 0 and 1, got {confidence_level}")
+    check_level(confidence_level)
     values = _times(times_ms)
-    variance, dof = long_run_variance(values)
+    return _mean_interval(values, *long_run_variance(values), confidence_level)
+
+
+def _mean_interval(values: np.ndarray, variance: float, dof: float, confidence_level: float) -> tuple[float, float]:
+    """The mean of ``values`` ± t(``dof``) · √(``variance`` / n), cut at zero."""
     mean_ms = float(values.mean())
-    halfwidth_ms = float(sps.t.ppf(0.5 + confidence_level / 2.0, dof)) * math.sqrt(variance / values.size)
+    halfwidth_ms = t_quantile(confidence_level, dof) * math.sqrt(variance / values.size)
     return max(mean_ms - halfwidth_ms, 0.0), mean_ms + halfwidth_ms
 
 
@@ -75,8 +88,7 @@ def precision_epochs(
     """The smallest n >= :data:`MIN_EPOCHS` from which on the decision interval stays within
     ``target_rel_halfwidth`` of ``mean_ms``, variance and mean held (exact: below (z / r)² none meets it, past the
     falling bound all do, and those between are checked)."""
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence level must be strictly between 0 and 1, got {confidence_level}")
+    check_level(confidence_level)
     if not (target_rel_halfwidth > 0 and mean_ms > 0 and long_run_variance_ms2 >= 0):
         raise ValueError(
             "need a positive target, a positive mean and a non-negative variance; got "
@@ -106,7 +118,7 @@ def two_stage_required_epochs(first_stage_ms: ArrayLike, target_rel_halfwidth: f
     """Stein's n with t(ν₁) · σ̂₁ / √n within the target of the first stage's mean, never under the first stage."""
     values = _times(first_stage_ms)
     variance, dof = long_run_variance(values)
-    quantile = float(sps.t.ppf(0.5 + confidence_level / 2.0, dof))
+    quantile = t_quantile(confidence_level, dof)
     target_ms = target_rel_halfwidth * float(values.mean())
     return max(math.ceil(quantile**2 * variance / target_ms**2), values.size)
 
@@ -124,7 +136,4 @@ def two_stage_interval(
 ) -> tuple[float, float]:
     """The two-stage interval (ms): the mean of every epoch ± t(ν₁) · σ̂₁ / √n, σ̂₁ and ν₁ from the first stage."""
     variance, dof = long_run_variance(first_stage_ms)
-    values = _times(all_epochs_ms)
-    mean_ms = float(values.mean())
-    halfwidth_ms = float(sps.t.ppf(0.5 + confidence_level / 2.0, dof)) * math.sqrt(variance / values.size)
-    return max(mean_ms - halfwidth_ms, 0.0), mean_ms + halfwidth_ms
+    return _mean_interval(_times(all_epochs_ms), variance, dof, confidence_level)

@@ -13,13 +13,13 @@ from scipy import stats as sps
 from gpubench.stats import intervals
 from gpubench.stats.config import MIN_EPOCHS
 from gpubench.stats.correlated import (
-    CorrelatedEstimate,
     ar1_timeline_correlation,
     balanced_mean_shape,
     correlated_estimate,
     round_means_correlation,
     with_round_correlation,
 )
+from gpubench.stats.intervals import check_level, t_quantile
 from gpubench.stats.run_level import MIN_EARLIER_RUNS, combined, run_level
 from gpubench.stats.serial import carried_round_correlation, rho_upper_bound
 
@@ -47,11 +47,6 @@ def _rounds(rounds_ms: Sequence[Sequence[float]], *, min_epochs: int = 1) -> lis
         if not np.all(np.isfinite(values)) or np.any(values <= 0):
             raise ValueError(f"round {i}: epoch times must be finite, positive milliseconds")
     return rounds
-
-
-def _check_level(confidence_level: float) -> None:
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level must be strictly between 0 and 1, got {confidence_level!r}")
 
 
 def split_rounds(times_ms: Sequence[float], epochs_per_round: Sequence[int]) -> list[np.ndarray]:
@@ -217,14 +212,6 @@ def round_means_design(
     return np.ones((r, 1)), weights[None, :], correlation
 
 
-def _variance(fit: CorrelatedEstimate) -> float:
-    return fit.variance
-
-
-def _quantile(confidence_level: float, dof: float) -> float:
-    return float(sps.t.ppf(0.5 + confidence_level / 2.0, dof))
-
-
 def two_level_interval(
     rounds_ms: Sequence[Sequence[float]],
     confidence_level: float,
@@ -239,7 +226,7 @@ def two_level_interval(
     ``from_run``: steady epochs, ρ from :func:`rho_upper_bound` unless given, φ from
     :func:`carried_round_correlation` (the larger variance); else ρ = :data:`DRIFT_AR1_BOUND`. ``earlier_runs``:
     (mean ms, relative variance) of earlier runs, whose :func:`run_level` adds a variance piece."""
-    _check_level(confidence_level)
+    check_level(confidence_level)
     rounds = _rounds(rounds_ms, min_epochs=2)
     r = len(rounds)
     measured_gaps = None if gaps_epochs is None else tuple(float(g) for g in gaps_epochs)
@@ -272,7 +259,8 @@ def two_level_interval(
     means = np.array([v.mean() for v in rounds])
     phi = carried_round_correlation(means, confidence_level) if from_run else 0.0
     phis = (0.0, phi) if phi else (0.0,)
-    fit = max((correlated_estimate(means, *round_means_design(counts, gaps, rho, p)) for p in phis), key=_variance)
+    fits = (correlated_estimate(means, *round_means_design(counts, gaps, rho, p)) for p in phis)
+    fit = max(fits, key=lambda candidate: candidate.variance)
     mean_ms, variance_of_mean = fit.estimate, fit.variance
     within, within_dof, within_method = _within_level(rounds)
     between_part = max(variance_of_mean - within / sum(counts), 0.0)
@@ -284,7 +272,7 @@ def two_level_interval(
         )
         run_variance, run_dof, runs = level.relative_variance * mean_ms**2, level.degrees_of_freedom, level.runs
     variance, dof = combined([(variance_of_mean, fit.degrees_of_freedom), (run_variance, run_dof)])
-    halfwidth_ms = _quantile(confidence_level, dof) * math.sqrt(variance)
+    halfwidth_ms = t_quantile(confidence_level, dof) * math.sqrt(variance)
     weights = np.array(counts, dtype=float) / sum(counts)
     return TwoLevelInterval(
         rounds=r,
@@ -351,10 +339,10 @@ def planned_halfwidth(
     confidence_level: float,
 ) -> float:
     """The half-width (ms) with the in-run variance scaled by ``variance_ratio``, the run-to-run piece kept."""
-    _check_level(confidence_level)
+    check_level(confidence_level)
     pieces = [(variance_of_mean_ms2 * variance_ratio, dof_after), (run_level_variance_ms2, run_level_dof)]
     variance, dof = combined(pieces)
-    return _quantile(confidence_level, dof) * math.sqrt(variance)
+    return t_quantile(confidence_level, dof) * math.sqrt(variance)
 
 
 def halfwidth_after(
@@ -402,7 +390,7 @@ def new_run_interval(
     """A prediction interval (ms) for the mean epoch time of one new training of ``epochs`` epochs, from two rounds
     or more: variance V (1 + 1/Σ w_i²) + σ̂²∞ max(0, 1/e − 1/(N Σ w_i²)) + 2 σ̂_b² (balanced, e = m: s² (1 + 1/R)),
     on Satterthwaite's degrees of freedom, at most V's."""
-    _check_level(confidence_level)
+    check_level(confidence_level)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
     interval = two_level_interval(
@@ -421,7 +409,7 @@ def new_run_interval(
         (2.0 * interval.run_level_variance_ms2, interval.run_level_dof),
     ]
     variance, dof = combined(pieces)
-    halfwidth = _quantile(confidence_level, min(dof, interval.total_dof)) * math.sqrt(variance)
+    halfwidth = t_quantile(confidence_level, min(dof, interval.total_dof)) * math.sqrt(variance)
     return max(interval.mean_ms - halfwidth, 0.0), interval.mean_ms + halfwidth
 
 
@@ -474,7 +462,7 @@ def drift_test(
     """Test steady epoch times (ms, in order) for a linear drift, under AR(1) epochs up to ``rho`` (None:
     :func:`rho_upper_bound`): three rounds or more, the slope of the round means on their centre epochs; else the
     slope on the epoch index with an intercept per round. Fewer than four epochs: no test (p = 1)."""
-    _check_level(confidence_level)
+    check_level(confidence_level)
     values = np.asarray(times_ms, dtype=float)
     if values.ndim != 1 or not np.all(np.isfinite(values)):
         raise ValueError("epoch times must be a 1-D sequence of finite milliseconds")
