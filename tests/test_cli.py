@@ -238,6 +238,9 @@ def assert_the_keys_main_wrote(written: dict) -> None:
     later_keys |= {"one_off_lower_seconds", "one_off_upper_seconds"}
     # The loss relative to the zero forecast on the same batches, which Mamba-2's loss trend is read from.
     later_keys |= {"epoch_relative_losses"}
+    # The host sentence stored on the recommendation (issue 30), which says whether the bounds rest on this run's
+    # host or also on earlier runs in the machine's history (issue 33).
+    later_keys |= {"host_note"}
     added = key_paths(written) - main_keys
     unexplained = {
         path
