@@ -6,6 +6,7 @@ file of several runs stored under ``benchmarks/results/``). It prints the rebuil
 the figures behind :data:`~gpubench.decision.projection.CPU_REBUILD_FACTOR`.
 
     python benchmarks/cpu_rebuild_check.py benchmarks/results/2026-12-01-h200-s6-projection-check.json --card h200
+    python benchmarks/cpu_rebuild_check.py benchmarks/results/2026-12-06-h100-default/report.json --card h100
 """
 
 import argparse
@@ -28,8 +29,17 @@ from gpubench.measure.flops import count_step
 
 def measured_steps_ms(path: Path) -> dict[str, list[float]]:
     """Every fp32 eager step (ms) of each model in a projection_check JSON: one run's, or each run's of a merged
-    file (a dict of runs), once per run."""
+    file (a dict of runs), once per run; or, from a gpubench report run in fp32 eager, each model's mean step."""
     document = json.loads(path.read_text())
+    if "models" in document:
+        run = document["run"]
+        if run.get("precision", "fp32") != "fp32" or run.get("compile", "false") != "false":
+            raise SystemExit(f"{path}: not an fp32 eager run ({run.get('precision')}, compile {run.get('compile')})")
+        return {
+            name: [model["statistics"]["mean_ms"] / model["steps_per_epoch"]]
+            for name, model in document["models"].items()
+            if model.get("status") == "ok" and model.get("statistics") and model.get("steps_per_epoch")
+        }
     runs = [document] if "rows" in document else list(document.values())
     steps: dict[str, list[float]] = {}
     for run in runs:
@@ -41,7 +51,7 @@ def measured_steps_ms(path: Path) -> dict[str, list[float]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("measured", type=Path, help="projection_check.py's JSON from the card")
+    parser.add_argument("measured", type=Path, help="projection_check.py's JSON, or a fp32 eager report, from the card")
     parser.add_argument("--card", default="h200", help="the catalog card the steps were measured on")
     parser.add_argument("overrides", nargs="*", help="config overrides the card's run used (default: none)")
     # Intermixed: the overrides may follow --card.
