@@ -15,7 +15,7 @@ from gpubench.decision.config import TrainingPlanConfig
 from gpubench.decision.estimate import new_training_bounds_seconds
 from gpubench.errors import GpubenchError
 from gpubench.models import KNOWN_MODELS
-from gpubench.output.history import MachineHistory, hardware_settings
+from gpubench.output.history import MachineHistory, job_history
 from gpubench.results import HostProbe, ModelResult, ValidationCheck
 
 #: The config the job ran with, written beside its report.
@@ -325,10 +325,7 @@ def prepare(
     if not planned:
         reasons = "; ".join(f"{row.model}: {row.error}" for row in skipped) or "it has no models"
         raise ValidationInputError(f"nothing in {report_path} can be checked ({reasons}).")
-    history = None
-    if cfg.statistics.history:
-        history = MachineHistory.open(cfg.data.cache_dir, report.hardware, hardware_settings(cfg.hardware))
-    return Preparation(report.hardware.device_name, planned, skipped, selected, history)
+    return Preparation(report.hardware.device_name, planned, skipped, selected, job_history(cfg, report.hardware))
 
 
 def run_checks(

@@ -35,7 +35,7 @@ from gpubench.hardware.identity import nvml_index_for
 from gpubench.hardware.probe import probe
 from gpubench.models import workload_class
 from gpubench.output import console, tracking
-from gpubench.output.history import MachineHistory, hardware_settings
+from gpubench.output.history import job_history
 from gpubench.output.html_report import PagePlot, draw_page_plots, write_page
 from gpubench.output.plots import save_report_plots
 from gpubench.output.redact import install_log_redaction, redact
@@ -165,11 +165,10 @@ class Runner:
         for name in cfg.model_names:
             workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
-        history = None
-        if cfg.statistics.history:
-            history = MachineHistory.open(cfg.data.cache_dir, report.hardware, hardware_settings(cfg.hardware))
         models = session.model_run_context(
-            reference_sm_clock_mhz=warmup.peak_sm_clock_mhz, epoch_observer=self.epoch_observer, history=history
+            reference_sm_clock_mhz=warmup.peak_sm_clock_mhz,
+            epoch_observer=self.epoch_observer,
+            history=job_history(cfg, report.hardware),
         )
         return RunState(report=report, models=models, plan=tuple(split_epochs(cfg.epochs, cfg.statistics.rounds)))
 

@@ -13,9 +13,12 @@ import platform
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.results import HardwareReport, ModelResult, RunReport, ValidationCheck
+
+if TYPE_CHECKING:
+    from gpubench.config import BenchmarkConfig
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +157,10 @@ def hardware_settings(hardware_config: Any) -> dict[str, Any]:
     """The ``hardware`` group's settings that change what a step costs (the card emulated and its VRAM cap)."""
     settings = asdict(hardware_config)
     return {k: settings.get(k) for k in ("name", "vram_limit_gb", "cpu_threads")}
+
+
+def job_history(cfg: "BenchmarkConfig", hardware: HardwareReport) -> MachineHistory | None:
+    """The job's machine history, read once; None with ``statistics.history=false``."""
+    if not cfg.statistics.history:
+        return None
+    return MachineHistory.open(cfg.data.cache_dir, hardware, hardware_settings(cfg.hardware))
