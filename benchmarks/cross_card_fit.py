@@ -35,7 +35,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cross_card_check import PairCheck, host_probe_ms, pairs
 
+from gpubench.decision.projection import part_interval_ms
 from gpubench.output.report_file import read_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,31 +160,32 @@ def card_error(checks: Sequence[PairCheck]) -> float:
 
 
 def inside(check: PairCheck, error: float, spread: float) -> bool:
-    """Whether the pair's measured step lies in ``[c (1 - e) + h / r, c (1 + e) + h r]``."""
-    card, host = check.card_ms, check.host_ms
-    return card * (1 - error) + host / spread <= check.measured_step_ms <= card * (1 + error) + host * spread
+    """Whether the pair's measured step lies in its part-by-part interval with card error ``error`` and host spread
+    ``spread`` (the product's :func:`~gpubench.decision.projection.part_interval_ms`)."""
+    step, host = check.card_ms + check.host_ms, check.host_ms
+    low, high = part_interval_ms(step, host, step, host, error, spread)
+    return low <= check.measured_step_ms <= high
+
+
+def leave_one_out(checks: Sequence[PairCheck], spread: float, group: Callable[[PairCheck], str]) -> Coverage:
+    """Each group's pairs checked against ``e`` fitted on the other groups' pairs."""
+    covered = total = 0
+    for name in sorted({group(c) for c in checks}):
+        held = [c for c in checks if group(c) == name]
+        error = card_error([c for c in checks if group(c) != name])
+        covered += sum(inside(c, error, spread) for c in held)
+        total += len(held)
+    return Coverage(covered, total)
 
 
 def leave_one_model_out(checks: Sequence[PairCheck], spread: float) -> Coverage:
     """Each model's pairs checked against ``e`` fitted on the other models' pairs."""
-    covered = total = 0
-    for model in sorted({c.model for c in checks}):
-        held = [c for c in checks if c.model == model]
-        error = card_error([c for c in checks if c.model != model])
-        covered += sum(inside(c, error, spread) for c in held)
-        total += len(held)
-    return Coverage(covered, total)
+    return leave_one_out(checks, spread, lambda check: check.model)
 
 
 def leave_one_card_out(checks: Sequence[PairCheck], spread: float) -> Coverage:
     """The pairs projected onto each card checked against ``e`` fitted on those projected onto the others."""
-    covered = total = 0
-    for card in sorted({c.target for c in checks}):
-        held = [c for c in checks if c.target == card]
-        error = card_error([c for c in checks if c.target != card])
-        covered += sum(inside(c, error, spread) for c in held)
-        total += len(held)
-    return Coverage(covered, total)
+    return leave_one_out(checks, spread, lambda check: check.target)
 
 
 def precision_check_rows(path: Path, error: float, spread: float) -> list[dict]:
