@@ -21,6 +21,7 @@ from gpubench.stats.rounds import (
     METHOD_DRIFT_ROUND_MEANS,
     METHOD_DRIFT_TOO_FEW,
     METHOD_ROUND_MEANS_AR1,
+    RHO_SET_SHARE,
     WITHIN,
     WITHIN_ANOVA,
     WITHIN_OBM,
@@ -31,9 +32,11 @@ from gpubench.stats.rounds import (
     ols_slope_test,
     round_gaps_epochs,
     split_rounds,
+    steady_rounds,
     two_level_interval,
     variance_components,
 )
+from gpubench.stats.serial import rho_upper_bound
 
 statsmodels_api = pytest.importorskip("statsmodels.api")
 smf = pytest.importorskip("statsmodels.formula.api")
@@ -471,6 +474,35 @@ def test_drift_false_positive_rate_stays_at_the_level_on_stationary_ar1_epochs(
     assert rate <= 0.05 + 3 * se and default_rate <= 0.05 + 3 * se
     if rounds > 1 or rho == DRIFT_AR1_BOUND:
         assert rate >= 0.05 - 3 * se  # at its level, not a test that never fires
+
+
+def test_drift_p_value_with_rho_from_the_run_is_the_largest_over_its_confidence_set_plus_gamma() -> None:
+    # Berger & Boos (1994), written out: the largest fixed-ρ p over 5 points of [0, the 99.5% bound], plus 0.005.
+    rng = np.random.default_rng(3)
+    counts, gaps = [4, 4, 4, 4, 4], [15.0] * 4
+    for run in rounds_process(rng, 5, 5, 4, 0.5, 0.05, 0.02):
+        times = run.ravel()
+        parts, steady_gaps, _ = steady_rounds(split_rounds(times, counts), gaps)
+        gamma = 0.05 * RHO_SET_SHARE
+        bound = rho_upper_bound(parts, steady_gaps, 1.0 - 2.0 * gamma)
+        fixed = [drift_test(times, 0.95, counts, gaps, rho=r).p_value for r in np.linspace(0.0, bound, 5)]
+        assert drift_test(times, 0.95, counts, gaps).p_value == pytest.approx(min(1.0, max(fixed) + gamma), abs=1e-12)
+
+
+@pytest.mark.slow
+def test_drift_false_positive_rate_holds_with_rho_at_the_bounds_cap_and_a_slow_first_epoch() -> None:
+    # At a true ρ of 0.9 (the bound's cap) the test at the bound alone is at its level exactly (Imhof: 4.92% for
+    # these rounds). Spending γ on ρ's confidence set keeps it under: at most 4.5% + the set's 0.5% miss.
+    rng = np.random.default_rng(33)
+    runs, rounds, epochs, gap = 6000, 5, 4, 15
+    x = ar1(rng, runs, rounds * (epochs + gap), 0.9).reshape(runs, rounds, epochs + gap)[:, :, :epochs]
+    slow = np.zeros((rounds, epochs))
+    slow[1:, 0] = 0.0375
+    data = (1000.0 * (1.0 + 0.05 * x) * (1.0 + slow)).reshape(runs, -1)
+    counts, gaps = [epochs] * rounds, [float(gap)] * (rounds - 1)
+    rate = np.mean([drift_test(run, 0.95, counts, gaps).detected for run in data])
+    se = math.sqrt(0.05 * 0.95 / runs)
+    assert 0.03 <= rate <= 0.05, (rate, se)
 
 
 @pytest.mark.slow

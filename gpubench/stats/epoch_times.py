@@ -300,8 +300,7 @@ def summarize_epoch_times(
     meets_target = relative_halfwidth <= target_rel_halfwidth
     variance_ms2 = decision.long_run_variance_ms2
     ess = min(float(n), n * float(values.var(ddof=1)) / variance_ms2) if variance_ms2 > 0 else float(n)
-    rho = None if decision.rounds is None else decision.rounds.rho
-    drift = two_level.drift_test(values, confidence_level, rounds, round_gaps_epochs, rho=rho)
+    drift = two_level.drift_test(values, confidence_level, rounds, round_gaps_epochs)
 
     warnings: list[str] = []
     if n < intervals.MIN_EPOCHS:
