@@ -1,5 +1,5 @@
 """Seeded simulation of ``gpubench compare`` on pairs of runs measured in rounds, through the product's own
-:func:`gpubench.stats.compare.compare_mean_times` and :func:`~gpubench.stats.compare.rounds_for_power`.
+:func:`gpubench.stats.compare.compare_mean_times` and :func:`~gpubench.stats.compare.epochs_for_power`.
 
 Each run's epochs come from ``_two_level.two_level_epochs``: 1000 ms × (1 + h_r + CV · x_t), h_r ~ N(0, σ_h) the
 round's host level, x a stationary AR(1) process at ρ carried through ``--gap`` epochs between a model's rounds
@@ -8,10 +8,10 @@ round's host level, x a stationary AR(1) process at ρ carried through ``--gap``
 * **false verdicts**: FASTER or SLOWER for two runs of one process (goal ≤ 5%);
 * **coverage**: the ratio interval holds the true ratio, over the pairs at ratio 1 and at 0.9 (goal ≥ 0.93);
 * **power**: FASTER at a true 10% speed-up (ratio 0.9) with the measured design;
-* **planned power**: the rounds printed for 80% power, read from each pilot pair of one process, then used for a
+* **planned power**: the epochs (and rounds) printed for 80% power, read from each pilot pair of one process, used for a
   fresh pair at a true 10% difference in the harder direction (ratio 1.1 with a ±5% band): the share of those read
   SLOWER, over the pilots that read AMBIGUOUS (where the figure is printed) and over every pilot (goal 0.8 ± 0.05);
-  beside it the median rounds printed and the FASTER rate of the same rounds at ratio 0.9.
+  beside it the median epochs printed and the FASTER rate of the same epochs at ratio 0.9.
 
 Rates carry their binomial standard error. Results: benchmarks/results/2026-12-06-compare-simulation.md.
 
@@ -31,13 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _two_level import MEAN_MS, Design, two_level_epochs
 
+from gpubench.bench.model_rounds import split_epochs
 from gpubench.stats.compare import (
     AMBIGUOUS,
     FASTER,
     PLANNED_DIFFERENCE,
     SLOWER,
     compare_mean_times,
-    rounds_for_power,
+    epochs_for_power,
 )
 
 
@@ -52,21 +53,24 @@ class Cell:
     planned_power_ambiguous: float
     planned_power_all: float
     planned_speed_up_power: float
-    median_planned_rounds: float
+    median_planned_epochs: float
     pairs: int
     planned_pilots: int
     ambiguous_pilots: int
 
 
 def pair(
-    rng: np.random.Generator, design: Design, rho: float, cv: float, host_sigma: float, gap: int, ratio: float, args
+    rng: np.random.Generator, counts: list[int], rho: float, cv: float, host_sigma: float, gap: int, ratio: float, args
 ):
-    """One A/B pair of runs of ``design`` (B's times ``ratio`` × an independent run's), compared by the product."""
-    a, b = two_level_epochs(rng, 2, design, rho, cv, host_sigma, gap)
-    gaps = design.gaps(gap)
+    """One A/B pair of runs in rounds of ``counts`` epochs (B's times ``ratio`` × an independent run's), compared by
+    the product."""
+    longest = max(counts)
+    a, b = two_level_epochs(rng, 2, Design(len(counts), longest), rho, cv, host_sigma, gap)
+    # A round shorter than the longest ends early: the gap after it is longer by the epochs it lacks.
+    gaps = [float(gap + longest - c) for c in counts[:-1]]
     return compare_mean_times(
-        list(a),
-        list(ratio * b),
+        [r[:c] for r, c in zip(a, counts, strict=True)],
+        [ratio * r[:c] for r, c in zip(b, counts, strict=True)],
         threshold=args.threshold,
         confidence_level=args.level,
         gaps_a_epochs=gaps,
@@ -75,7 +79,7 @@ def pair(
 
 
 def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse.Namespace) -> Cell:
-    design = Design(args.rounds, args.epochs)
+    design = [args.epochs] * args.rounds
     speed_up = 1.0 - PLANNED_DIFFERENCE
     false_verdicts = covered = faster = 0
     planned_ambiguous, planned_all, planned_faster, printed = [], [], [], []
@@ -90,16 +94,16 @@ def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse
         covered += low <= speed_up <= high
         faster += shifted.verdict == FASTER
         # The figure compare prints beside AMBIGUOUS; for the other pilots the same function, not printed.
-        rounds = null.rounds_for_power if null.verdict == AMBIGUOUS else rounds_for_power(null.a, null.b, *settings)
-        if rounds is None:
+        epochs = null.epochs_for_power if null.verdict == AMBIGUOUS else epochs_for_power(null.a, null.b, *settings)
+        if epochs is None:
             continue
-        # Rounds keep the pilot's length: what ``statistics.rounds=R epochs=R·m`` measures.
-        planned = Design(rounds, args.epochs)
+        # What ``statistics.rounds=R epochs=E`` measures: E epochs split over R rounds within one epoch.
+        planned = split_epochs(epochs, null.a.planned_rounds(epochs))
         seen = pair(rng, planned, rho, args.cv, host_sigma, args.gap, 1.0 + PLANNED_DIFFERENCE, args).verdict == SLOWER
         planned_all.append(seen)
         if null.verdict == AMBIGUOUS:
             planned_ambiguous.append(seen)
-            printed.append(rounds)
+            printed.append(epochs)
         planned_faster.append(pair(rng, planned, rho, args.cv, host_sigma, args.gap, speed_up, args).verdict == FASTER)
     return Cell(
         false_verdicts=false_verdicts / args.pairs,
@@ -108,7 +112,7 @@ def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse
         planned_power_ambiguous=float(np.mean(planned_ambiguous)) if planned_ambiguous else math.nan,
         planned_power_all=float(np.mean(planned_all)) if planned_all else math.nan,
         planned_speed_up_power=float(np.mean(planned_faster)) if planned_faster else math.nan,
-        median_planned_rounds=float(np.median(printed)) if printed else math.nan,
+        median_planned_epochs=float(np.median(printed)) if printed else math.nan,
         pairs=args.pairs,
         planned_pilots=len(planned_all),
         ambiguous_pilots=len(planned_ambiguous),
@@ -143,7 +147,7 @@ def main() -> None:
     )
     print(
         "| ρ | σ_h | false FASTER/SLOWER | ratio coverage | power, 10% speed-up | planned power, AMBIGUOUS pilots "
-        "| planned power, all pilots | AMBIGUOUS pilots | median rounds printed | planned rounds, 10% speed-up |"
+        "| planned power, all pilots | AMBIGUOUS pilots | median epochs printed | planned epochs, 10% speed-up |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for rho in args.rhos:
@@ -154,7 +158,7 @@ def main() -> None:
             print(
                 f"| {rho:g} | {host_sigma:.0%} | {rate(c.false_verdicts, c.pairs)} | {rate(c.coverage, 2 * c.pairs)} "
                 f"| {rate(c.power, c.pairs)} | {rate(c.planned_power_ambiguous, c.ambiguous_pilots)} "
-                f"| {rate(c.planned_power_all, c.planned_pilots)} | {c.ambiguous_pilots} | {c.median_planned_rounds:g} "
+                f"| {rate(c.planned_power_all, c.planned_pilots)} | {c.ambiguous_pilots} | {c.median_planned_epochs:g} "
                 f"| {rate(c.planned_speed_up_power, c.planned_pilots)} |",
                 flush=True,
             )

@@ -34,19 +34,18 @@ from gpubench.stats.compare import (
     RunMean,
     compare_mean_times,
     difference_p_values,
+    epochs_for_power,
     expected_power,
     fieller_bounds,
     fieller_interval,
     power_at,
-    rounds_for_power,
     verdict,
     verdicts,
 )
 from gpubench.stats.intervals import MIN_EPOCHS, batch_size, degrees_of_freedom, long_run_variance
-from gpubench.stats.rounds import two_level_interval
+from gpubench.stats.rounds import round_means_design, two_level_interval
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _two_level import Design
 from compare_coverage import pair
 from statistics_coverage import ar1_epochs
 
@@ -145,7 +144,7 @@ def test_a_report_against_itself_is_same_for_every_model_with_ratio_one_and_p_va
         low, high = comparison.result.ratio_interval
         assert 0.95 <= low < 1 < high <= 1.05
         assert comparison.result.p_value == pytest.approx(1.0, abs=1e-12)
-        assert comparison.result.rounds_for_power is None
+        assert comparison.result.epochs_for_power is None
     assert unmatched_models(gpu_report, gpu_report) == []
 
 
@@ -163,9 +162,9 @@ def test_a_noisy_report_against_itself_is_same_but_a_noisy_rerun_is_ambiguous():
     (comparison,) = compare_reports(report, rerun)
     assert comparison.result.verdict == AMBIGUOUS and not comparison.result.identical_measurements
     assert comparison.result.ratio_interval[0] < 0.95 and comparison.result.ratio_interval[1] > 1.05
-    needed = comparison.result.rounds_for_power
-    assert needed is not None and needed > 1
-    assert f"a 10% difference would be seen with 80% power from {10 * needed:,} epochs each in one block" in (
+    needed = comparison.result.epochs_for_power
+    assert needed is not None and needed > 10
+    assert f"a 10% difference would be seen with 80% power from {needed:,} epochs per run in one block" in (
         comparison.explanation
     )
 
@@ -302,11 +301,18 @@ def test_a_run_in_rounds_takes_the_two_level_variance_of_the_decision_interval()
         interval.variance_of_mean_ms2,
         interval.degrees_of_freedom,
     )
-    # Planning the measured design again gives the measured variance and degrees of freedom.
-    assert run.planned(5) == pytest.approx((run.variance_of_mean_ms2, run.dof), rel=1e-9)
-    # One block of n epochs planned k times as long: sigma^2_inf / (k n) on that length's degrees of freedom.
+    # Planning the measured design again (20 epochs: 5 rounds of 4) gives the measured variance and dof.
+    assert run.planned_rounds(20) == 5
+    assert run.planned(20) == pytest.approx((run.variance_of_mean_ms2, run.dof), rel=1e-9)
+    # 22 epochs: 6 rounds of 4 or 3 (3.67 on average), within 1% of the exact unbalanced variance.
+    assert run.planned_rounds(22) == 6
+    _, estimator, correlation = round_means_design([4, 4, 4, 4, 3, 3], [15.0] * 5)
+    exact = run.variance_scale_ms2 * float(estimator[0] @ correlation @ estimator[0])
+    assert run.planned(22)[0] == pytest.approx(exact, rel=0.01)
+    # One block of n epochs planned as 60: sigma^2_inf / 60 on that length's degrees of freedom.
     one = block(np.concatenate(rounds))
-    assert one.planned(3) == pytest.approx((one.variance_scale_ms2 / 60, degrees_of_freedom(60)), rel=1e-12)
+    assert one.planned_rounds(60) == 1
+    assert one.planned(60) == pytest.approx((one.variance_scale_ms2 / 60, degrees_of_freedom(60)), rel=1e-12)
 
 
 def test_fieller_agrees_with_the_delta_method_on_log_means_when_noise_is_small():
@@ -386,7 +392,7 @@ def test_fieller_interval_is_unbounded_when_a_mean_is_indistinguishable_from_zer
     assert sps.t.ppf(0.975, 3.0) * math.sqrt(a.variance_of_mean_ms2) > a.mean_ms
     (comparison,) = compare_reports(report_a, report_b)
     assert comparison.result.ratio_interval == (0.0, math.inf)
-    assert comparison.result.verdict == AMBIGUOUS and comparison.result.rounds_for_power is not None
+    assert comparison.result.verdict == AMBIGUOUS and comparison.result.epochs_for_power is not None
     assert "A's mean is too uncertain for a bounded ratio interval" in comparison.explanation
     text = render_markdown([comparison], [], label_a="a", label_b="b", threshold=0.05, confidence=0.95)
     assert "| unbounded |" in text
@@ -445,7 +451,7 @@ def test_expected_power_averages_the_power_over_the_measured_variances_uncertain
     rng = np.random.default_rng(22)
     a = RunMean.of([1000.0 * (1 + h + 0.04 * rng.standard_normal(4)) for h in rng.normal(0, 0.05, 5)], [15.0] * 4)
     b = RunMean.of([950.0 * (1 + h + 0.04 * rng.standard_normal(4)) for h in rng.normal(0, 0.05, 5)], [15.0] * 4)
-    rounds = 30
+    rounds = 30 * 4
     # The harder direction with a +-5% band: a 10% slow-down, log(1.1 / 1.05) from the upper edge.
     distance = math.log(1.1 / 1.05)
     (var_a, dof_a), (var_b, dof_b) = a.planned(rounds), b.planned(rounds)
@@ -465,15 +471,15 @@ def test_expected_power_averages_the_power_over_the_measured_variances_uncertain
     assert at_measured > 0.8 and expected < at_measured
 
 
-def test_rounds_for_power_is_the_fewest_rounds_whose_expected_power_reaches_80_percent():
+def test_epochs_for_power_is_the_fewest_epochs_whose_expected_power_reaches_80_percent():
     rng = np.random.default_rng(23)
     a = RunMean.of([1000.0 * (1 + h + 0.04 * rng.standard_normal(4)) for h in rng.normal(0, 0.05, 5)], [15.0] * 4)
     b = RunMean.of([1000.0 * (1 + h + 0.04 * rng.standard_normal(4)) for h in rng.normal(0, 0.05, 5)], [15.0] * 4)
-    rounds = rounds_for_power(a, b, 0.05, 0.95)
-    assert rounds is not None and rounds > 5
-    assert expected_power(a, b, rounds, 0.05, 0.95) >= PLANNED_POWER > expected_power(a, b, rounds - 1, 0.05, 0.95)
+    epochs = epochs_for_power(a, b, 0.05, 0.95)
+    assert epochs is not None and epochs > 20
+    assert expected_power(a, b, epochs, 0.05, 0.95) >= PLANNED_POWER > expected_power(a, b, epochs - 1, 0.05, 0.95)
     # A 10% difference inside a +-10% band is never seen.
-    assert rounds_for_power(a, b, 0.1, 0.95) is None
+    assert epochs_for_power(a, b, 0.1, 0.95) is None
 
 
 def test_compare_mean_times_needs_enough_positive_times_per_run_and_settings_inside_zero_to_one():
@@ -550,7 +556,7 @@ _PAIRS = 300
 def test_runs_of_one_process_rarely_read_faster_or_slower_and_the_interval_covers_one(rho, host_sigma):
     rng = np.random.default_rng(101)
     settings = argparse.Namespace(threshold=0.05, level=0.95)
-    results = [pair(rng, Design(5, 4), rho, 0.05, host_sigma, 15, 1.0, settings) for _ in range(_PAIRS)]
+    results = [pair(rng, [4] * 5, rho, 0.05, host_sigma, 15, 1.0, settings) for _ in range(_PAIRS)]
     # Binomial standard errors at 300 pairs: 1.3 points at a 5% rate, 1.4 at a coverage of 0.93.
     assert np.mean([r.verdict in (FASTER, SLOWER) for r in results]) <= 0.05
     assert np.mean([r.ratio_interval[0] <= 1.0 <= r.ratio_interval[1] for r in results]) >= 0.92
@@ -707,9 +713,11 @@ def test_gpubench_compare_on_a_stored_report_in_rounds_and_a_noisy_rerun_plans_r
         assert 0 < low < 0.95 and high > 1.05
     # The rounds printed are the product's own figure for these reports, read in process.
     for comparison in compare_reports(read_report(Path(a)), read_report(Path(b))):
-        rounds = comparison.result.rounds_for_power
-        assert rounds is not None and comparison.result.a.round_epochs == 2
-        assert f"80% power from {rounds:,} rounds per run ({2 * rounds:,} epochs each)" in completed.stdout
+        epochs = comparison.result.epochs_for_power
+        assert epochs is not None and comparison.result.a.round_epochs == 2
+        rounds = -(-epochs // 2)
+        assert f"80% power from {epochs:,} epochs per run in {rounds:,} rounds" in completed.stdout
+        assert f"(statistics.rounds={rounds} epochs={epochs})" in completed.stdout
 
 
 def test_cli_as_a_module_prints_markdown_on_stdout_and_the_table_on_stderr(tmp_path, gpu_report):

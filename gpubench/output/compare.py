@@ -29,6 +29,7 @@ from gpubench.results import ModelResult, RunReport
 from gpubench.stats.compare import (
     AMBIGUOUS,
     FASTER,
+    MAX_PLANNED_EPOCHS,
     PLANNED_DIFFERENCE,
     PLANNED_POWER,
     SAME,
@@ -294,17 +295,21 @@ def unmatched_models(
 
 
 def _power_advice(result: MeanTimeComparison) -> str:
-    """How many rounds per run would see a :data:`PLANNED_DIFFERENCE` difference with :data:`PLANNED_POWER`."""
-    difference, power, rounds = _percent(PLANNED_DIFFERENCE), _percent(PLANNED_POWER), result.rounds_for_power
-    if rounds is None:
+    """How many epochs (in how many rounds) per run would see a :data:`PLANNED_DIFFERENCE` difference with
+    :data:`PLANNED_POWER`."""
+    difference, power, epochs = _percent(PLANNED_DIFFERENCE), _percent(PLANNED_POWER), result.epochs_for_power
+    if epochs is None:
         if result.threshold >= PLANNED_DIFFERENCE:
             return f"a {difference} difference lies inside the ±{_percent(result.threshold)} band"
-        return f"no count up to 10,000 rounds per run would see a {difference} difference with {power} power"
-    epochs_a, epochs_b = rounds * result.a.round_epochs, rounds * result.b.round_epochs
-    epochs = f"{epochs_a:,} epochs each" if epochs_a == epochs_b else f"{epochs_a:,} epochs for A, {epochs_b:,} for B"
-    if len(result.a.epochs_per_round) == len(result.b.epochs_per_round) == 1:
-        return f"a {difference} difference would be seen with {power} power from {epochs} in one block"
-    return f"a {difference} difference would be seen with {power} power from {rounds:,} rounds per run ({epochs})"
+        limit = f"{MAX_PLANNED_EPOCHS:,} epochs per run"
+        return f"no count up to {limit} would see a {difference} difference with {power} power"
+    seen = f"a {difference} difference would be seen with {power} power from {epochs:,} epochs per run"
+    rounds_a, rounds_b = result.a.planned_rounds(epochs), result.b.planned_rounds(epochs)
+    if rounds_a == rounds_b == 1:
+        return f"{seen} in one block"
+    if rounds_a != rounds_b:
+        return f"{seen} in {rounds_a:,} rounds for A, {rounds_b:,} for B"
+    return f"{seen} in {rounds_a:,} rounds (statistics.rounds={rounds_a} epochs={epochs})"
 
 
 def _format_p(p_value: float) -> str:

@@ -2,6 +2,7 @@
 of the runs' two-level means and a threshold ``d``: FASTER if ``high < 1 − d``, SLOWER if ``low > 1 + d``, SAME
 inside ``[1 − d, 1 + d]``, else AMBIGUOUS. Coverage: ``benchmarks/compare_coverage.py``."""
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ AMBIGUOUS = "AMBIGUOUS"
 #: The difference (a fraction of A's time) and the power that the rounds printed beside AMBIGUOUS plan for.
 PLANNED_DIFFERENCE = 0.10
 PLANNED_POWER = 0.8
-_MAX_PLANNED_ROUNDS = 10_000
+MAX_PLANNED_EPOCHS = 100_000
 #: Equal-probability points of the measured variance's uncertainty that the power is averaged over.
 _VARIANCE_QUANTILES = (np.arange(64) + 0.5) / 64
 
@@ -70,15 +71,23 @@ class RunMean:
 
     @property
     def round_epochs(self) -> int:
-        """The epochs of one planned round: the measured rounds' mean length."""
+        """The epochs of one planned round at most: the measured rounds' mean length."""
         return max(1, round(self.epochs / len(self.epochs_per_round)))
 
-    def planned(self, rounds: int) -> tuple[float, float]:
-        """(variance of the mean ms², dof) after ``rounds`` evenly spaced rounds of :attr:`round_epochs`, scale held."""
+    def planned_rounds(self, epochs: int) -> int:
+        """The rounds ``epochs`` epochs are measured in: as few as keep rounds at most :attr:`round_epochs` long
+        (at least 2; 1 for a run measured in one block)."""
         if len(self.epochs_per_round) == 1:
-            n = rounds * self.epochs
-            return self.variance_scale_ms2 / n, degrees_of_freedom(n)
-        shape, dof = balanced_mean_shape(rounds, self.round_epochs, self.gap_epochs, DRIFT_AR1_BOUND)
+            return 1
+        return max(2, math.ceil(epochs / self.round_epochs))
+
+    def planned(self, epochs: int) -> tuple[float, float]:
+        """(variance of the mean ms², dof) after ``epochs`` epochs in :meth:`planned_rounds` evenly spaced rounds
+        of epochs / rounds epochs on average (``statistics.rounds`` splits them within one epoch), scale held."""
+        if len(self.epochs_per_round) == 1:
+            return self.variance_scale_ms2 / epochs, degrees_of_freedom(epochs)
+        rounds = self.planned_rounds(epochs)
+        shape, dof = balanced_mean_shape(rounds, epochs / rounds, self.gap_epochs, DRIFT_AR1_BOUND)
         return self.variance_scale_ms2 * shape, dof
 
 
@@ -105,8 +114,8 @@ class RatioInterval:
 
 @dataclass(frozen=True)
 class MeanTimeComparison:
-    """B's times against A's, ratios B / A; ``p_value`` NaN when neither varies; ``rounds_for_power``: AMBIGUOUS
-    only (:func:`rounds_for_power`); ``identical_measurements``: B's times are A's, SAME by definition."""
+    """B's times against A's, ratios B / A; ``p_value`` NaN when neither varies; ``epochs_for_power``: AMBIGUOUS
+    only (:func:`epochs_for_power`); ``identical_measurements``: B's times are A's, SAME by definition."""
 
     a: RunMean
     b: RunMean
@@ -117,7 +126,7 @@ class MeanTimeComparison:
     threshold: float
     p_value: float
     verdict: str
-    rounds_for_power: int | None
+    epochs_for_power: int | None
     identical_measurements: bool
 
 
@@ -214,13 +223,13 @@ def power_at(log_distance: float, standard_error: ArrayLike, dof: float, confide
     return np.where(error > 0, sps.nct.sf(sps.t.ppf((1 + confidence_level) / 2, dof), dof, noncentrality), 1.0)
 
 
-def expected_power(a: RunMean, b: RunMean, rounds: int, threshold: float, confidence_level: float) -> float:
-    """P(``rounds`` rounds per run give FASTER or SLOWER) when B differs by :data:`PLANNED_DIFFERENCE` (the harder
+def expected_power(a: RunMean, b: RunMean, epochs: int, threshold: float, confidence_level: float) -> float:
+    """P(``epochs`` epochs per run give FASTER or SLOWER) when B differs by :data:`PLANNED_DIFFERENCE` (the harder
     direction): :func:`power_at` averaged over σ² = s² ν/χ²_ν, the measured variance's uncertainty."""
     distance = min(
         np.log1p(-threshold) - np.log1p(-PLANNED_DIFFERENCE), np.log1p(PLANNED_DIFFERENCE) - np.log1p(threshold)
     )
-    (var_a, dof_a), (var_b, dof_b) = a.planned(rounds), b.planned(rounds)
+    (var_a, dof_a), (var_b, dof_b) = a.planned(epochs), b.planned(epochs)
     relative_a, relative_b = var_a / a.mean_ms**2, var_b / b.mean_ms**2
     if relative_a + relative_b == 0:
         return 1.0
@@ -230,21 +239,22 @@ def expected_power(a: RunMean, b: RunMean, rounds: int, threshold: float, confid
     return float(np.mean(power_at(distance, np.sqrt((relative_a + relative_b) * scales), dof, confidence_level)))
 
 
-def rounds_for_power(a: RunMean, b: RunMean, threshold: float, confidence_level: float) -> int | None:
-    """The fewest rounds per run whose :func:`expected_power` reaches :data:`PLANNED_POWER`; None within the
-    threshold or beyond :data:`_MAX_PLANNED_ROUNDS`."""
+def epochs_for_power(a: RunMean, b: RunMean, threshold: float, confidence_level: float) -> int | None:
+    """The fewest epochs per run (in :meth:`RunMean.planned_rounds` rounds) whose :func:`expected_power` reaches
+    :data:`PLANNED_POWER`; None within the threshold or beyond :data:`MAX_PLANNED_EPOCHS`."""
     if threshold >= PLANNED_DIFFERENCE:
         return None
 
-    def enough(rounds: int) -> bool:
-        return expected_power(a, b, rounds, threshold, confidence_level) >= PLANNED_POWER
+    def enough(epochs: int) -> bool:
+        return expected_power(a, b, epochs, threshold, confidence_level) >= PLANNED_POWER
 
-    low = 1 if len(a.epochs_per_round) == len(b.epochs_per_round) == 1 else 2
+    # Whole epochs, not whole rounds: near the need one round moves the power by 5-10 points.
+    low = MIN_EPOCHS if 1 in (len(a.epochs_per_round), len(b.epochs_per_round)) else 4
     high = low
     while not enough(high):
-        if high >= _MAX_PLANNED_ROUNDS:
+        if high >= MAX_PLANNED_EPOCHS:
             return None
-        low, high = high + 1, min(2 * high, _MAX_PLANNED_ROUNDS)
+        low, high = high + 1, min(2 * high, MAX_PLANNED_EPOCHS)
     while low < high:
         middle = (low + high) // 2
         low, high = (low, middle) if enough(middle) else (middle + 1, high)
@@ -280,6 +290,6 @@ def compare_mean_times(
         threshold=threshold,
         p_value=float(p_value),
         verdict=outcome,
-        rounds_for_power=(rounds_for_power(a, b, threshold, confidence_level) if outcome == AMBIGUOUS else None),
+        epochs_for_power=(epochs_for_power(a, b, threshold, confidence_level) if outcome == AMBIGUOUS else None),
         identical_measurements=identical,
     )
