@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import OmegaConf
@@ -71,16 +72,19 @@ def _git_commit() -> str | None:
 
 @dataclass(frozen=True)
 class CompletedRun:
-    """A job's final report and each sampled model's memory timeline."""
+    """A job's final report, each sampled model's memory timeline and the record it appended to the machine's
+    history (None: none)."""
 
     report: RunReport
     memory_timelines: dict[str, MemoryTimeline]
+    history_record: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class RunState:
     """A job between its phases: the report so far, the epochs per round (``plan``), the perf-counter reading of
-    round 1's start (``started``, s), each model's rounds and memory samples, and the model in progress."""
+    round 1's start (``started``, s), each model's rounds and memory samples, the model in progress, and the record
+    the finished job appended to the machine's history."""
 
     report: RunReport
     models: ModelRunContext
@@ -89,6 +93,7 @@ class RunState:
     rounds: Mapping[str, ModelRounds] = field(default_factory=dict)
     timelines: Mapping[str, MemoryTimeline] = field(default_factory=dict)
     in_progress: str | None = None
+    history_record: dict[str, Any] | None = None
 
 
 class Runner:
@@ -151,7 +156,11 @@ class Runner:
         finally:
             # A second interrupt may have cut the last write short.
             self._write(self._latest.report)
-        return CompletedRun(report=self._latest.report, memory_timelines=dict(self._latest.timelines))
+        return CompletedRun(
+            report=self._latest.report,
+            memory_timelines=dict(self._latest.timelines),
+            history_record=self._latest.history_record,
+        )
 
     def _probe(self) -> RunState:
         """Probe and burn in the device, load the data and check every model's config against it."""
@@ -165,10 +174,10 @@ class Runner:
         for name in cfg.model_names:
             workload_class(name).check_data(getattr(cfg.workloads, name), features)
         report = RunReport.start(self._run_info(), replace(probed, warmup_stats=warmup), provenance)
+        # A store the job's MLflow run could not be created in has had its one warning: it is not searched as well.
+        history = job_history(cfg, report.hardware, read_store=self.context.mlflow_run_id is not None)
         models = session.model_run_context(
-            reference_sm_clock_mhz=warmup.peak_sm_clock_mhz,
-            epoch_observer=self.epoch_observer,
-            history=job_history(cfg, report.hardware),
+            reference_sm_clock_mhz=warmup.peak_sm_clock_mhz, epoch_observer=self.epoch_observer, history=history
         )
         return RunState(report=report, models=models, plan=tuple(split_epochs(cfg.epochs, cfg.statistics.rounds)))
 
@@ -258,9 +267,9 @@ class Runner:
         recommendation = state.report.recommendation
         assert recommendation is not None
         logger.info("recommendation: %s (%s)", recommendation.decision or "no decision", recommendation.reasoning)
-        if state.models.history is not None:
-            state.models.history.record_run(state.report)
-        return replace(state, report=replace(state.report, status="complete"))
+        history = state.models.history
+        history_record = None if history is None else history.record_run(state.report)
+        return replace(state, report=replace(state.report, status="complete"), history_record=history_record)
 
     def _failed(self, state: RunState, exc: Exception) -> None:
         """Write the report of a run an error ended, keeping the models measured before it."""
@@ -364,12 +373,19 @@ def _write_page(
 
 
 def _tracking_record(
-    report: RunReport | None, cfg: BenchmarkConfig, sweep: tracking.SweepJob | None, name: str, artifacts: list[Path]
+    report: RunReport | None,
+    cfg: BenchmarkConfig,
+    sweep: tracking.SweepJob | None,
+    name: str,
+    artifacts: list[Path],
+    history_record: dict[str, Any] | None = None,
 ) -> tracking.RunRecord:
-    """The MLflow record of the job's report (or of no report, named ``name``)."""
+    """The MLflow record of the job's report (or of no report, named ``name``) and of the record it appended to the
+    machine's history."""
     if report is None:
         return tracking.RunRecord(run_name=name, artifacts=artifacts)
-    return replace(tracking.run_record(report, sweep=sweep, data_config=cfg.data), artifacts=artifacts)
+    record = tracking.run_record(report, sweep=sweep, data_config=cfg.data)
+    return replace(record, artifacts=artifacts, history_record=history_record)
 
 
 def _end_run_early(
@@ -456,7 +472,7 @@ def run(cfg: BenchmarkConfig, context: RunContext, inputs: CheckedInputs | None 
         model.status == "failed" or (model.distributed is not None and model.distributed.status == "failed")
         for model in report.models.values()
     )
-    record = _tracking_record(report, cfg, sweep, run_name, artifacts)
+    record = _tracking_record(report, cfg, sweep, run_name, artifacts, completed.history_record)
     outcome = live.finish(record, tracking.FAILED if model_failed else tracking.FINISHED)
     if outcome.warning:
         console.notice(outcome.warning)

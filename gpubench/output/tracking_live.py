@@ -11,7 +11,13 @@ from gpubench.output import console
 from gpubench.output.config import TrackingConfig
 from gpubench.output.redact import redact
 from gpubench.output.sqlite_store import store_lock
-from gpubench.output.tracking_record import PARENT_RUN_TAG, DatasetRecord, RunRecord
+from gpubench.output.tracking_record import (
+    HISTORY_RECORD_ARTIFACT,
+    MACHINE_TAG,
+    PARENT_RUN_TAG,
+    DatasetRecord,
+    RunRecord,
+)
 from gpubench.output.tracking_store import REPORT_KEPT, TrackingOutcome, open_store, run_link, tracking_warning
 from gpubench.output.tracking_system import SystemMetricsSampler
 from gpubench.results.units import MS_PER_S
@@ -222,7 +228,12 @@ class LiveRun:
                     self._client.log_artifact(self.run_id, str(path))
             for name, columns in record.tables.items():
                 self._client.log_table(self.run_id, data=columns, artifact_file=name)
-            self._client.log_batch(self.run_id, tags=[RunTag("gpubench.complete", "true")], synchronous=True)
+            last_tags = [RunTag("gpubench.complete", "true")]
+            if record.history_record is not None:
+                # The machine's tag comes after the record it points to: a run found by the tag has the record.
+                self._client.log_dict(self.run_id, record.history_record, HISTORY_RECORD_ARTIFACT)
+                last_tags.append(RunTag(MACHINE_TAG, _tag_value(record.history_record["machine"])))
+            self._client.log_batch(self.run_id, tags=last_tags, synchronous=True)
             self._client.update_run(self.run_id, name=redact(record.run_name))
             self._client.set_terminated(self.run_id, status=status)
         link = run_link(self.config.uri, str(self.experiment_id), str(self.run_id))

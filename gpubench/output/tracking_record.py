@@ -27,6 +27,9 @@ COST_TABLE_FIELDS: tuple[str, ...] = (
     *("gpu", "provider", "spot", "gpu_count", "fits_in_vram", "hours", "hours_lower", "hours_upper", "usd"),
     *("usd_lower", "usd_upper", "price_usd_per_hour", "price_date", "instance", "checkpoint_interval_hours", "note"),
 )
+#: The tag that names the machine whose history record a run logged, and that record's artifact.
+MACHINE_TAG = "gpubench.machine"
+HISTORY_RECORD_ARTIFACT = "history_record.json"
 #: MLflow's tags for a run's description and its parent run (the UI nests a run under the run this tag names).
 DESCRIPTION_TAG = "mlflow.note.content"
 PARENT_RUN_TAG = "mlflow.parentRunId"
@@ -77,7 +80,8 @@ class SweepJob:
 @dataclass
 class RunRecord:
     """Everything one MLflow run logs: name, params, tags, metrics (None dropped), per-epoch series (step = epoch
-    index), artifacts, tables (file name -> columns) and the dataset (None when unknown)."""
+    index), artifacts, tables (file name -> columns), the dataset (None when unknown) and the record the job appended
+    to the machine's history (None when it appended none)."""
 
     run_name: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -87,6 +91,7 @@ class RunRecord:
     artifacts: list[Path] = field(default_factory=list)
     tables: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     dataset: DatasetRecord | None = None
+    history_record: dict[str, Any] | None = None
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
