@@ -32,6 +32,7 @@ from gpubench.stats.compare import (
     SAME,
     SLOWER,
     RunMean,
+    ambiguous_probability,
     compare_mean_times,
     difference_p_values,
     epochs_for_power,
@@ -480,6 +481,88 @@ def test_epochs_for_power_is_the_fewest_epochs_whose_expected_power_reaches_80_p
     assert expected_power(a, b, epochs, 0.05, 0.95) >= PLANNED_POWER > expected_power(a, b, epochs - 1, 0.05, 0.95)
     # A 10% difference inside a +-10% band is never seen.
     assert epochs_for_power(a, b, 0.1, 0.95) is None
+
+
+def test_ambiguous_probability_is_the_share_of_simulated_comparisons_that_read_ambiguous():
+    # The plain way: draw the log ratio's estimate and its variance estimate, build the interval, read the verdict.
+    rng = np.random.default_rng(31)
+    draws = 200_000
+    for log_ratio, variance, dof in [(0.0, 0.02**2, 8.0), (0.03, 0.015**2, 5.5), (-0.08, 0.03**2, 12.0)]:
+        t = sps.t.ppf(0.975, dof)
+        estimate = rng.normal(log_ratio, math.sqrt(variance), draws)
+        half_width = t * np.sqrt(variance * rng.chisquare(dof, draws) / dof)
+        read = verdicts(np.exp(estimate - half_width), np.exp(estimate + half_width), 0.05)
+        simulated = float(np.mean(read == AMBIGUOUS))
+        computed = float(ambiguous_probability(log_ratio, [variance], dof, 0.05, 0.95)[0])
+        # 64 equal-probability points of the variance estimate: within 0.005 of the integral here.
+        assert computed == pytest.approx(simulated, abs=4 * math.sqrt(simulated * (1 - simulated) / draws) + 0.005)
+
+
+def test_the_plan_given_ambiguous_weights_each_variance_by_one_over_the_chance_of_that_verdict():
+    # Two runs of one process (CV 5%, 5 rounds of 4) that read AMBIGUOUS: their interval just crosses 0.95.
+    rng = np.random.default_rng(25)
+    rounds_a = [1000.0 * (1 + 0.05 * rng.standard_normal(4)) for _ in range(5)]
+    rounds_b = [1000.0 * (1 + 0.05 * rng.standard_normal(4)) for _ in range(5)]
+    gaps = [15.0] * 4
+    comparison = compare_mean_times(
+        rounds_a, rounds_b, threshold=0.05, confidence_level=0.95, gaps_a_epochs=gaps, gaps_b_epochs=gaps
+    )
+    assert comparison.verdict == AMBIGUOUS
+    a, b = comparison.a, comparison.b
+    epochs = 24
+    distance = math.log(1.1 / 1.05)
+    (var_a, dof_a), (var_b, dof_b) = a.planned(epochs), b.planned(epochs)
+    rel_a, rel_b = var_a / a.mean_ms**2, var_b / b.mean_ms**2
+    dof = (rel_a + rel_b) ** 2 / (rel_a**2 / dof_a + rel_b**2 / dof_b)
+    m_a, m_b = a.variance_of_mean_ms2 / a.mean_ms**2, b.variance_of_mean_ms2 / b.mean_ms**2
+    measured = (m_a + m_b) ** 2 / (m_a**2 / a.dof + m_b**2 / b.dof)
+    log_ratio = math.log(b.mean_ms / a.mean_ms)
+    t_measured = sps.t.ppf(0.975, measured)
+    edges = math.log(0.95), math.log(1.05)
+
+    # The variance estimate's chi-square on a fine grid (the trapezoid rule; the product takes 64 quantiles).
+    grid = np.linspace(0.0, sps.chi2.ppf(1 - 1e-12, measured), 20_001)
+    grid_density = sps.chi2.pdf(grid, measured)
+
+    def ambiguous(scale: float) -> float:
+        # P(AMBIGUOUS) at the true relative variance (m_a + m_b) * scale, integrated over the variance estimate.
+        variance = (m_a + m_b) * scale
+        half = t_measured * np.sqrt(variance * grid / measured)
+
+        def below(edge: np.ndarray) -> np.ndarray:
+            return sps.norm.cdf((edge - log_ratio) / math.sqrt(variance))
+
+        same = np.clip(below(edges[1] - half) - below(edges[0] + half), 0.0, None)
+        decided = below(edges[0] - half) + 1 - below(edges[1] + half) + same
+        return 1 - float(integrate.trapezoid(decided * grid_density, grid))
+
+    def weighted(chi2: float, with_power: bool) -> float:
+        scale = measured / chi2
+        density = sps.chi2.pdf(chi2, measured)
+        if density < 1e-12:
+            return 0.0
+        power = sps.nct.sf(sps.t.ppf(0.975, dof), dof, distance / math.sqrt((rel_a + rel_b) * scale))
+        return (power if with_power else 1.0) * density / ambiguous(scale)
+
+    numerator = integrate.quad(weighted, 0, np.inf, args=(True,), limit=100)[0]
+    expected = numerator / integrate.quad(weighted, 0, np.inf, args=(False,), limit=100)[0]
+    given = expected_power(a, b, epochs, 0.05, 0.95, given_ambiguous=True)
+    assert given == pytest.approx(expected, abs=0.01)
+    # Two runs of one process with CV 5% read AMBIGUOUS mostly where their variance came out high: given that verdict
+    # the variance is smaller than its measurement says, so the plan given AMBIGUOUS (the one printed) is shorter.
+    assert given > expected_power(a, b, epochs, 0.05, 0.95) + 0.05
+    assert comparison.epochs_for_power == epochs_for_power(a, b, 0.05, 0.95, given_ambiguous=True)
+    assert comparison.epochs_for_power < epochs_for_power(a, b, 0.05, 0.95)
+
+
+def test_the_plan_given_ambiguous_is_the_plain_plan_where_every_pilot_reads_ambiguous():
+    # A host level of 10% between rounds: an interval far wider than the +-5% band is AMBIGUOUS at any variance.
+    rng = np.random.default_rng(25)
+    a = RunMean.of([1000.0 * (1 + h + 0.05 * rng.standard_normal(4)) for h in rng.normal(0, 0.1, 5)], [15.0] * 4)
+    b = RunMean.of([1000.0 * (1 + h + 0.05 * rng.standard_normal(4)) for h in rng.normal(0, 0.1, 5)], [15.0] * 4)
+    plain = epochs_for_power(a, b, 0.05, 0.95)
+    assert plain is not None
+    assert abs(epochs_for_power(a, b, 0.05, 0.95, given_ambiguous=True) - plain) <= 0.02 * plain
 
 
 def test_compare_mean_times_needs_enough_positive_times_per_run_and_settings_inside_zero_to_one():

@@ -115,7 +115,7 @@ class RatioInterval:
 @dataclass(frozen=True)
 class MeanTimeComparison:
     """B's times against A's, ratios B / A; ``p_value`` NaN when neither varies; ``epochs_for_power``: AMBIGUOUS
-    only (:func:`epochs_for_power`); ``identical_measurements``: B's times are A's, SAME by definition."""
+    only (:func:`epochs_for_power` given that verdict); ``identical_measurements``: B's times are A's, SAME by definition."""
 
     a: RunMean
     b: RunMean
@@ -223,9 +223,35 @@ def power_at(log_distance: float, standard_error: ArrayLike, dof: float, confide
     return np.where(error > 0, sps.nct.sf(sps.t.ppf((1 + confidence_level) / 2, dof), dof, noncentrality), 1.0)
 
 
-def expected_power(a: RunMean, b: RunMean, epochs: int, threshold: float, confidence_level: float) -> float:
+def ambiguous_probability(
+    log_ratio: float, relative_variance: ArrayLike, dof: float, threshold: float, confidence_level: float
+) -> np.ndarray:
+    """P(a comparison reads AMBIGUOUS) when the log ratio's estimate is N(``log_ratio``, V) and its variance
+    estimate V·χ²_ν/ν (ν = ``dof``), for each true relative variance V: the interval log ratio ± t·se on the log
+    scale against the band log(1 ± ``threshold``), averaged over equal-probability points of the variance estimate."""
+    variance = np.asarray(relative_variance, dtype=float)[:, None]
+    t = sps.t.ppf((1 + confidence_level) / 2, dof)
+    half_width = t * np.sqrt(variance * sps.chi2.ppf(_VARIANCE_QUANTILES, dof) / dof)
+    low_edge, high_edge = np.log1p(-threshold), np.log1p(threshold)
+    spread = np.sqrt(variance)
+
+    def below(edge: np.ndarray) -> np.ndarray:
+        return sps.norm.cdf((edge - log_ratio) / spread)
+
+    faster = below(low_edge - half_width)
+    slower = 1.0 - below(high_edge + half_width)
+    same = np.clip(below(high_edge - half_width) - below(low_edge + half_width), 0.0, None)
+    return 1.0 - np.mean(faster + slower + same, axis=1)
+
+
+def expected_power(
+    a: RunMean, b: RunMean, epochs: int, threshold: float, confidence_level: float, *, given_ambiguous: bool = False
+) -> float:
     """P(``epochs`` epochs per run give FASTER or SLOWER) when B differs by :data:`PLANNED_DIFFERENCE` (the harder
-    direction): :func:`power_at` averaged over σ² = s² ν/χ²_ν, the measured variance's uncertainty."""
+    direction): :func:`power_at` averaged over σ² = s² ν/χ²_ν, the measured variance's uncertainty.
+    ``given_ambiguous``: the measured pair read AMBIGUOUS, which happens more often where its variance came out high;
+    each σ² is then weighted by 1 / :func:`ambiguous_probability` at it (the likelihood conditional on the verdict,
+    as in inference after selection: Fithian, Sun & Taylor 2014)."""
     distance = min(
         np.log1p(-threshold) - np.log1p(-PLANNED_DIFFERENCE), np.log1p(PLANNED_DIFFERENCE) - np.log1p(threshold)
     )
@@ -234,19 +260,34 @@ def expected_power(a: RunMean, b: RunMean, epochs: int, threshold: float, confid
     if relative_a + relative_b == 0:
         return 1.0
     dof = float(_satterthwaite_dof(relative_a, dof_a, relative_b, dof_b))
-    measured_dof = float(_satterthwaite_dof(relative_a, a.dof, relative_b, b.dof))
-    scales = measured_dof / sps.chi2.ppf(_VARIANCE_QUANTILES, measured_dof) if np.isfinite(measured_dof) else 1.0
-    return float(np.mean(power_at(distance, np.sqrt((relative_a + relative_b) * scales), dof, confidence_level)))
+    measured_a, measured_b = a.variance_of_mean_ms2 / a.mean_ms**2, b.variance_of_mean_ms2 / b.mean_ms**2
+    measured_dof = float(_satterthwaite_dof(measured_a, a.dof, measured_b, b.dof))
+    if not np.isfinite(measured_dof):
+        return float(power_at(distance, np.sqrt(relative_a + relative_b), dof, confidence_level))
+    scales = measured_dof / sps.chi2.ppf(_VARIANCE_QUANTILES, measured_dof)
+    power = power_at(distance, np.sqrt((relative_a + relative_b) * scales), dof, confidence_level)
+    if not given_ambiguous:
+        return float(np.mean(power))
+    log_ratio = math.log(b.mean_ms / a.mean_ms)
+    chance = ambiguous_probability(
+        log_ratio, (measured_a + measured_b) * scales, measured_dof, threshold, confidence_level
+    )
+    weights = 1.0 / np.maximum(chance, np.finfo(float).tiny)
+    return float(np.sum(weights * power) / np.sum(weights))
 
 
-def epochs_for_power(a: RunMean, b: RunMean, threshold: float, confidence_level: float) -> int | None:
-    """The fewest epochs per run (in :meth:`RunMean.planned_rounds` rounds) whose :func:`expected_power` reaches
-    :data:`PLANNED_POWER`; None within the threshold or beyond :data:`MAX_PLANNED_EPOCHS`."""
+def epochs_for_power(
+    a: RunMean, b: RunMean, threshold: float, confidence_level: float, *, given_ambiguous: bool = False
+) -> int | None:
+    """The fewest epochs per run (in :meth:`RunMean.planned_rounds` rounds) whose :func:`expected_power` (with
+    ``given_ambiguous``) reaches :data:`PLANNED_POWER`; None within the threshold or beyond
+    :data:`MAX_PLANNED_EPOCHS`."""
     if threshold >= PLANNED_DIFFERENCE:
         return None
 
     def enough(epochs: int) -> bool:
-        return expected_power(a, b, epochs, threshold, confidence_level) >= PLANNED_POWER
+        power = expected_power(a, b, epochs, threshold, confidence_level, given_ambiguous=given_ambiguous)
+        return power >= PLANNED_POWER
 
     # Whole epochs, not whole rounds: near the need one round moves the power by 5-10 points.
     low = MIN_EPOCHS if 1 in (len(a.epochs_per_round), len(b.epochs_per_round)) else 4
@@ -290,6 +331,8 @@ def compare_mean_times(
         threshold=threshold,
         p_value=float(p_value),
         verdict=outcome,
-        epochs_for_power=(epochs_for_power(a, b, threshold, confidence_level) if outcome == AMBIGUOUS else None),
+        epochs_for_power=(
+            epochs_for_power(a, b, threshold, confidence_level, given_ambiguous=True) if outcome == AMBIGUOUS else None
+        ),
         identical_measurements=identical,
     )
