@@ -115,7 +115,8 @@ class RatioInterval:
 @dataclass(frozen=True)
 class MeanTimeComparison:
     """B's times against A's, ratios B / A; ``p_value`` NaN when neither varies; ``epochs_for_power``: AMBIGUOUS
-    only (:func:`epochs_for_power` given that verdict); ``identical_measurements``: B's times are A's, SAME by definition."""
+    only (:func:`epochs_for_power` given that verdict); ``identical_measurements``: B's times are A's, SAME by
+    definition."""
 
     a: RunMean
     b: RunMean
