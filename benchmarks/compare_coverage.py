@@ -79,11 +79,13 @@ def pair(
     )
 
 
-def planned_pair(rng: np.random.Generator, pilot, epochs: int, rho: float, host_sigma: float, args) -> bool:
-    """Whether a fresh pair measured with ``epochs`` epochs (in the rounds ``statistics.rounds=R epochs=E`` gives)
-    at a true 10% slow-down reads SLOWER."""
+def planned_verdict(
+    rng: np.random.Generator, pilot, epochs: int, ratio: float, rho: float, host_sigma: float, args
+) -> str:
+    """The verdict of a fresh pair at the true ``ratio``, measured with ``epochs`` epochs in the rounds
+    ``statistics.rounds=R epochs=E`` gives (E epochs split over R rounds within one epoch)."""
     planned = split_epochs(epochs, pilot.a.planned_rounds(epochs))
-    return pair(rng, planned, rho, args.cv, host_sigma, args.gap, 1.0 + PLANNED_DIFFERENCE, args).verdict == SLOWER
+    return pair(rng, planned, rho, args.cv, host_sigma, args.gap, ratio, args).verdict
 
 
 def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse.Namespace) -> Cell:
@@ -92,6 +94,7 @@ def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse
     false_verdicts = covered = faster = 0
     planned_ambiguous, planned_all, planned_faster, printed = [], [], [], []
     settings = (args.threshold, args.level)
+    process = (rho, host_sigma, args)
     for _ in range(args.pairs):
         null = pair(rng, design, rho, args.cv, host_sigma, args.gap, 1.0, args)
         false_verdicts += null.verdict in (FASTER, SLOWER)
@@ -103,18 +106,20 @@ def cell(rng: np.random.Generator, rho: float, host_sigma: float, args: argparse
         faster += shifted.verdict == FASTER
         # The plain plan (no selection) for every pilot; compare prints its plan given AMBIGUOUS beside that verdict.
         plain = epochs_for_power(null.a, null.b, *settings)
-        seen_plain = None if plain is None else planned_pair(rng, null, plain, rho, host_sigma, args)
+        slow_down = 1.0 + PLANNED_DIFFERENCE
+        seen_plain = None if plain is None else planned_verdict(rng, null, plain, slow_down, *process) == SLOWER
         if seen_plain is not None:
             planned_all.append(seen_plain)
         printed_epochs = null.epochs_for_power if null.verdict == AMBIGUOUS else None
         if printed_epochs is None:
             continue
-        same_plan = printed_epochs == plain and seen_plain is not None
-        seen = seen_plain if same_plan else planned_pair(rng, null, printed_epochs, rho, host_sigma, args)
+        if printed_epochs == plain:
+            seen = seen_plain
+        else:
+            seen = planned_verdict(rng, null, printed_epochs, slow_down, *process) == SLOWER
         planned_ambiguous.append(seen)
         printed.append(printed_epochs)
-        planned = split_epochs(printed_epochs, null.a.planned_rounds(printed_epochs))
-        planned_faster.append(pair(rng, planned, rho, args.cv, host_sigma, args.gap, speed_up, args).verdict == FASTER)
+        planned_faster.append(planned_verdict(rng, null, printed_epochs, speed_up, *process) == FASTER)
     return Cell(
         false_verdicts=false_verdicts / args.pairs,
         coverage=covered / (2 * args.pairs),
